@@ -1,0 +1,381 @@
+//! The agent definition: `AgentSpec` (what a session runs) and the `truefoundry-agent` manifest
+//! (what `teamster agents apply` reads), with every nested type of both specs.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::input::InitialUserMessage;
+use crate::lenient;
+
+/// What a session runs: model, instructions, tools and runtime configuration.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentSpec {
+    pub model: ModelRef,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// Seed user messages sent before the first turn's input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<InitialUserMessage>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<Vec<McpServer>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<ResponseFormat>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Vec<SkillMount>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<RuntimeConfig>,
+    /// Values for `{{name}}` placeholders in instructions and seed messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variables: Option<BTreeMap<String, String>>,
+}
+
+/// A model named `provider/model`, with optional sampling parameters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelRef {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<ModelParams>,
+}
+
+impl ModelRef {
+    /// Splits `provider/model` at the first `/`; `None` when there is no provider part.
+    pub fn provider_and_model(&self) -> Option<(&str, &str)> {
+        self.name.split_once('/').filter(|(provider, model)| !provider.is_empty() && !model.is_empty())
+    }
+}
+
+/// Sampling parameters. Unknown keys are kept and passed through to providers that accept them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelParams {
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
+    pub max_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
+    pub top_k: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<CacheControl>,
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CacheControl {
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// An MCP server the agent may use, with its tool and approval selectors.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct McpServer {
+    #[serde(flatten)]
+    pub source: McpServerSource,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_tools: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disable_tools: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preload_tools: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_approval_for_tools: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preload: Option<bool>,
+}
+
+/// Where an MCP server comes from: the settings registry (by name) or inline (by URL).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum McpServerSource {
+    #[serde(rename = "truefoundry-mcp-registry")]
+    Registry { name: String },
+    #[serde(rename = "inline")]
+    Inline {
+        name: String,
+        url: String,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum ResponseFormat {
+    #[serde(rename = "text")]
+    Text,
+    #[serde(rename = "json_object")]
+    JsonObject,
+    #[serde(rename = "json_schema")]
+    JsonSchema { json_schema: JsonSchemaFormat },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JsonSchemaFormat {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+}
+
+/// A skill mounted into the agent's sandbox (or, by name, from the settings registry).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SkillMount {
+    Tagged(TaggedSkill),
+    /// The native API's `{ "name": ... }` reference to a configured skill.
+    Named { name: String },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum TaggedSkill {
+    #[serde(rename = "git")]
+    Git {
+        url: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+        name: String,
+        #[serde(rename = "ref")]
+        reference: String,
+    },
+    #[serde(rename = "truefoundry-skills-registry")]
+    Registry {
+        fqn: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        preload: Option<bool>,
+    },
+}
+
+/// Runtime limits and features of an agent. Absent sub-objects take the spec's defaults.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
+    pub iteration_limit: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic_sub_agents: Option<Toggle>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_management: Option<ContextManagementConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generative_ui: Option<Toggle>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask_user_questions: Option<Toggle>,
+}
+
+impl RuntimeConfig {
+    /// The default and the largest allowed `iteration_limit`.
+    pub const DEFAULT_ITERATION_LIMIT: u64 = 100;
+    pub const MAX_ITERATION_LIMIT: u64 = 1024;
+}
+
+/// `{ "enabled": bool }`, enabled when absent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Toggle {
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SandboxConfig {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_downloads: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_policy: Option<NetworkPolicy>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NetworkPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_inject: Option<Vec<AuthInject>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuthInject {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(rename = "match")]
+    pub matches: HostMatch,
+    pub auth_data: BasicAuth,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostMatch {
+    pub hosts: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BasicAuth {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub username: String,
+    pub password: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContextManagementConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<CompactionConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub large_tool_response: Option<Toggle>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompactionConfig {
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
+    pub compaction_threshold_tokens: Option<u64>,
+}
+
+/// The `truefoundry-agent` manifest that `teamster agents apply -f agent.yaml` reads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentManifest {
+    #[serde(rename = "type", default = "manifest_type")]
+    pub kind: String,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<serde_json::Value>,
+    pub model: ModelRef,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Vec<SkillMount>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<Vec<McpServer>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<InitialUserMessage>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variables: Option<BTreeMap<String, ManifestVariable>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_inputs: Option<Vec<SampleInput>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<ResponseFormat>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<RuntimeConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collaborators: Option<Vec<serde_json::Value>>,
+    #[serde(default, rename = "ownedBy", skip_serializing_if = "Option::is_none")]
+    pub owned_by: Option<serde_json::Value>,
+}
+
+fn manifest_type() -> String {
+    AgentManifest::TYPE.to_owned()
+}
+
+impl AgentManifest {
+    pub const TYPE: &'static str = "truefoundry-agent";
+
+    /// The spec a session runs: variables take their `default_value`s.
+    pub fn to_spec(&self) -> AgentSpec {
+        let variables = self.variables.as_ref().map(|variables| {
+            variables
+                .iter()
+                .filter_map(|(name, variable)| {
+                    variable.default_value.clone().map(|value| (name.clone(), value))
+                })
+                .collect()
+        });
+        AgentSpec {
+            model: self.model.clone(),
+            instructions: self.instructions.clone(),
+            messages: self.messages.clone(),
+            mcp_servers: self.mcp_servers.clone(),
+            response_format: self.response_format.clone(),
+            skills: self.skills.clone(),
+            config: self.config.clone(),
+            variables,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ManifestVariable {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_value: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SampleInput {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variables: Option<BTreeMap<String, String>>,
+}
+
+/// A saved agent as the native API shows it: the latest version's spec under `manifest`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Agent {
+    pub id: String,
+    pub name: String,
+    pub manifest: AgentSpec,
+    /// The immutable version number the manifest belongs to (1, 2, ...).
+    pub version: u64,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// Whether a name is a valid resource name: `^[a-z](?:[a-z0-9._-]{0,62}[a-z0-9])$`.
+pub fn is_valid_resource_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    (2..=64).contains(&bytes.len())
+        && bytes[0].is_ascii_lowercase()
+        && bytes[bytes.len() - 1].is_ascii_lowercase() | bytes[bytes.len() - 1].is_ascii_digit()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_the_gateway_clients_full_spec() {
+        let body = r#"{"model":{"name":"openai-main/gpt-4o","params":{"max_tokens":512.0,"cache_control":{"type":"ephemeral"},"seed":7}},
+ "instructions":"Be nice to {{user}}","messages":[{"type":"user.message","content":"hello"}],
+ "mcp_servers":[{"name":"github","enable_tools":["@read-only","search"],"require_approval_for_tools":["@write"],"preload":false,"type":"truefoundry-mcp-registry"},
+                {"name":"x","preload":false,"type":"inline","url":"https://mcp.example.com/mcp"}],
+ "response_format":{"type":"json_schema","json_schema":{"name":"out","schema":{"type":"object"},"strict":true}},
+ "skills":[{"type":"git","url":"https://github.com/a/b","name":"b","ref":"main"},{"type":"truefoundry-skills-registry","fqn":"skill:t/x:1","preload":false}],
+ "config":{"iteration_limit":100,"sandbox":{"enabled":true,"file_downloads":true,"network_policy":{"auth_inject":[{"type":"git","match":{"hosts":["github.com"]},"auth_data":{"type":"basic","username":"u","password":"p"}}]}},
+           "dynamic_sub_agents":{"enabled":true},"context_management":{"compaction":{"enabled":true,"compaction_threshold_tokens":50000},"large_tool_response":{"enabled":true}},
+           "generative_ui":{"enabled":true},"ask_user_questions":{"enabled":true}},
+ "variables":{"user":"bob"}, "future_field": 1}"#;
+        let spec: AgentSpec = serde_json::from_str(body).unwrap();
+        let params = spec.model.params.as_ref().unwrap();
+        assert_eq!(params.max_tokens, Some(512));
+        assert_eq!(params.extra["seed"], 7);
+        assert_eq!(spec.model.provider_and_model(), Some(("openai-main", "gpt-4o")));
+        assert_eq!(spec.mcp_servers.as_ref().unwrap().len(), 2);
+        assert_eq!(spec.config.as_ref().unwrap().iteration_limit, Some(100));
+        let again: AgentSpec = serde_json::from_value(serde_json::to_value(&spec).unwrap()).unwrap();
+        assert_eq!(again, spec);
+    }
+
+    #[test]
+    fn resource_names() {
+        assert!(is_valid_resource_name("demo"));
+        assert!(is_valid_resource_name("my-agent.v2"));
+        assert!(!is_valid_resource_name("Demo"));
+        assert!(!is_valid_resource_name("d"));
+        assert!(!is_valid_resource_name("demo-"));
+    }
+}

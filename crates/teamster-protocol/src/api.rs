@@ -1,0 +1,163 @@
+//! Request and response bodies of both HTTP dialects.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::agent::AgentSpec;
+use crate::input::TurnInput;
+use crate::lenient;
+
+/// `{ "data": ... }`, the envelope of every single-resource response.
+#[derive(Debug, Serialize)]
+pub struct Data<T> {
+    pub data: T,
+}
+
+/// `{ "data": [...], "pagination": ... }`, the envelope of every list response.
+#[derive(Debug, Serialize)]
+pub struct Page<T> {
+    pub data: Vec<T>,
+    pub pagination: Pagination,
+}
+
+/// Token pagination: there is a next page iff `next_page_token` is a non-empty string.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pagination {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_page_token: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_page_token: Option<String>,
+    pub limit: u32,
+}
+
+/// The error body of every 4xx and 5xx response.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorResponse {
+    pub error: ErrorDetail,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    pub message: String,
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// Always a string when present: clients fail on any other type.
+    pub code: Option<String>,
+    pub param: Option<String>,
+}
+
+/// `POST .../turns` in both dialects.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CreateTurnRequest {
+    #[serde(default)]
+    pub input: Option<Vec<TurnInput>>,
+    /// `auto` (the default), `none`, or a turn id to chain to.
+    #[serde(default)]
+    pub previous_turn_id: Option<String>,
+    /// Absent means `true` on the native API; the gateway client always sends it.
+    #[serde(default)]
+    pub stream: Option<bool>,
+}
+
+/// `POST .../subscribe` on the gateway dialect.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct SubscribeRequest {
+    #[serde(default, deserialize_with = "lenient::opt_u64")]
+    pub after_sequence_number: Option<u64>,
+}
+
+/// Gateway E1: a session of a saved agent.
+#[derive(Clone, Debug, Deserialize)]
+pub struct CreateGatewaySessionRequest {
+    pub agent_name: String,
+}
+
+/// Gateway E12: a draft session with its own spec.
+#[derive(Clone, Debug, Deserialize)]
+pub struct CreateDraftSessionRequest {
+    pub agent_spec: AgentSpec,
+    #[serde(default)]
+    pub agent_name: Option<String>,
+}
+
+/// Gateway E14: replace a draft's spec, or just touch it.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct UpdateDraftSessionRequest {
+    #[serde(default)]
+    pub agent_spec: Option<AgentSpec>,
+}
+
+/// Native `POST /sessions`: `agent` is `{ name }` or `{ spec }`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct CreateSessionRequest {
+    pub agent: SessionAgentInput,
+    #[serde(default)]
+    pub title: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct SessionAgentInput {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub spec: Option<AgentSpec>,
+}
+
+/// Native `PATCH /sessions/{id}`.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct UpdateSessionRequest {
+    #[serde(default)]
+    pub agent: Option<SessionAgentInput>,
+    #[serde(default)]
+    pub title: Option<String>,
+}
+
+/// Native `POST /agents`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct CreateAgentRequest {
+    pub name: String,
+    pub manifest: AgentSpec,
+}
+
+/// Native `PUT /agents/{id}`: a new immutable version.
+#[derive(Clone, Debug, Deserialize)]
+pub struct UpdateAgentRequest {
+    pub manifest: AgentSpec,
+}
+
+/// `POST|PUT /settings/model-providers`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ModelProviderRequest {
+    pub manifest: crate::settings::ModelProviderManifest,
+}
+
+/// One item of a session's event list.
+#[derive(Debug, Serialize)]
+pub struct SessionEventItem {
+    pub turn_id: String,
+    pub event: Box<RawValue>,
+}
+
+/// `GET /capabilities`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Capabilities {
+    pub sandbox: Enabled,
+    pub skill: SkillCapability,
+    pub settings: Enabled,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Enabled {
+    pub enabled: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SkillCapability {
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// An empty JSON object, the body of cancel and delete responses.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Empty {}

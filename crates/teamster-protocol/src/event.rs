@@ -1,0 +1,520 @@
+//! The twelve event types of a turn's stream, and the pieces they are made of.
+//!
+//! An event is serialised once, when it happens, and those bytes are what every stream, replay
+//! and list returns. `model.message` is first sent as a placeholder, then grows through
+//! `model.message.delta`s with the same id; lists return the folded message (see [`fold`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::input::TurnInput;
+use crate::turn::{Subject, TurnState};
+
+/// One event of a turn, by `type`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum Event {
+    #[serde(rename = "turn.created")]
+    TurnCreated(TurnCreated),
+    #[serde(rename = "turn.done")]
+    TurnDone(TurnDone),
+    #[serde(rename = "model.message")]
+    ModelMessage(ModelMessage),
+    #[serde(rename = "model.message.delta")]
+    ModelMessageDelta(ModelMessageDelta),
+    #[serde(rename = "tool.response")]
+    ToolResponse(ToolResponse),
+    #[serde(rename = "thread.created")]
+    ThreadCreated(ThreadCreated),
+    #[serde(rename = "thread.done")]
+    ThreadDone(ThreadDone),
+    #[serde(rename = "mcp.initialize")]
+    McpInitialize(McpInitialize),
+    #[serde(rename = "mcp.auth_required")]
+    McpAuthRequired(McpAuthRequired),
+    #[serde(rename = "sandbox.created")]
+    SandboxCreated(SandboxCreated),
+    #[serde(rename = "tool.approval_required")]
+    ToolApprovalRequired(ToolCallsPending),
+    #[serde(rename = "tool.response_required")]
+    ToolResponseRequired(ToolCallsPending),
+}
+
+impl Event {
+    /// The wire `type` of the event.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::TurnCreated(_) => "turn.created",
+            Event::TurnDone(_) => "turn.done",
+            Event::ModelMessage(_) => "model.message",
+            Event::ModelMessageDelta(_) => "model.message.delta",
+            Event::ToolResponse(_) => "tool.response",
+            Event::ThreadCreated(_) => "thread.created",
+            Event::ThreadDone(_) => "thread.done",
+            Event::McpInitialize(_) => "mcp.initialize",
+            Event::McpAuthRequired(_) => "mcp.auth_required",
+            Event::SandboxCreated(_) => "sandbox.created",
+            Event::ToolApprovalRequired(_) => "tool.approval_required",
+            Event::ToolResponseRequired(_) => "tool.response_required",
+        }
+    }
+
+    /// The event id (for model messages, the message id shared with its deltas).
+    pub fn id(&self) -> &str {
+        match self {
+            Event::TurnCreated(e) => &e.id,
+            Event::TurnDone(e) => &e.id,
+            Event::ModelMessage(e) => &e.id,
+            Event::ModelMessageDelta(e) => &e.id,
+            Event::ToolResponse(e) => &e.id,
+            Event::ThreadCreated(e) => &e.id,
+            Event::ThreadDone(e) => &e.id,
+            Event::McpInitialize(e) => &e.id,
+            Event::McpAuthRequired(e) => &e.id,
+            Event::SandboxCreated(e) => &e.id,
+            Event::ToolApprovalRequired(e) | Event::ToolResponseRequired(e) => &e.id,
+        }
+    }
+
+    /// Whether the event is listed by the turn-events endpoint: content events only, never
+    /// `turn.created`, `turn.done` or deltas.
+    pub fn is_turn_content(kind: &str) -> bool {
+        !matches!(kind, "turn.created" | "turn.done" | "model.message.delta")
+    }
+
+    /// Whether the event is an action a human must take before the turn can go on.
+    pub fn is_required_action(&self) -> bool {
+        matches!(
+            self,
+            Event::ToolApprovalRequired(_) | Event::ToolResponseRequired(_) | Event::McpAuthRequired(_)
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnCreated {
+    pub id: String,
+    pub turn_id: String,
+    pub previous_turn_id: Option<String>,
+    #[serde(default)]
+    pub input: Vec<TurnInput>,
+    pub state: TurnState,
+    pub created_by: Subject,
+    pub created_at: String,
+    pub thread_id: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnDone {
+    pub id: String,
+    pub state: TurnState,
+    pub created_at: String,
+    pub thread_id: Option<String>,
+}
+
+/// A complete model message, also the placeholder that starts a streamed one.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelMessage {
+    pub id: String,
+    pub thread_id: String,
+    pub created_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<MessageContent>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<FinishReason>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+impl ModelMessage {
+    /// The message text: the string content, or the text parts joined.
+    pub fn text(&self) -> String {
+        match &self.content {
+            None => String::new(),
+            Some(MessageContent::Text(text)) => text.clone(),
+            Some(MessageContent::Parts(parts)) => parts
+                .iter()
+                .filter_map(|part| match part {
+                    ContentPart::Text { text } => Some(text.as_str()),
+                    ContentPart::Refusal { .. } => None,
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum MessageContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum ContentPart {
+    #[serde(rename = "text")]
+    Text { text: String },
+    #[serde(rename = "refusal")]
+    Refusal { refusal: String },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    Stop,
+    Length,
+    ToolCalls,
+    ContentFilter,
+    FunctionCall,
+}
+
+/// A tool call inside a complete model message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    pub function: FunctionCall,
+    pub tool_info: ToolInfo,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_specific_fields: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+fn function_type() -> String {
+    "function".to_owned()
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    pub name: String,
+    /// The arguments as JSON text, exactly as the model produced them.
+    pub arguments: String,
+}
+
+/// Where a tool comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum ToolInfo {
+    #[serde(rename = "truefoundry-system")]
+    System { name: String },
+    #[serde(rename = "mcp")]
+    Mcp { server_id: String, server_name: String, name: String },
+}
+
+/// Token usage of one model call.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
+    /// Output tokens spent on reasoning (an extension: clients ignore unknown keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+    pub input_tokens_breakdown: InputTokensBreakdown,
+}
+
+/// Where a call's input tokens went.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputTokensBreakdown {
+    pub harness: u64,
+    pub skills: u64,
+    pub instructions: u64,
+    pub tool_definitions: u64,
+    pub messages: u64,
+}
+
+/// A fragment of a streamed model message.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelMessageDelta {
+    pub id: String,
+    pub thread_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<DeltaToolCall>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<FinishReason>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeltaToolCall {
+    pub index: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<DeltaFunction>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_info: Option<ToolInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_specific_fields: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeltaFunction {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolResponse {
+    pub id: String,
+    pub thread_id: String,
+    pub created_at: String,
+    pub tool_call_id: String,
+    pub content: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThreadCreated {
+    pub id: String,
+    pub created_at: String,
+    pub thread_id: String,
+    pub title: String,
+    pub agent_info: AgentInfo,
+    pub parent: AgentParent,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    #[serde(rename = "type", default = "dynamic_type")]
+    pub kind: String,
+    pub name: String,
+    pub input: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+fn dynamic_type() -> String {
+    "dynamic".to_owned()
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentParent {
+    pub thread_id: String,
+    pub tool_call_id: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThreadDone {
+    pub id: String,
+    pub created_at: String,
+    pub thread_id: String,
+    pub title: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<AgentParent>,
+    pub state: ThreadState,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status")]
+pub enum ThreadState {
+    #[serde(rename = "done")]
+    Done { output: Box<ModelMessage> },
+    #[serde(rename = "error")]
+    Error {
+        error: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<Box<ModelMessage>>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct McpInitialize {
+    pub id: String,
+    pub created_at: String,
+    pub thread_id: String,
+    pub mcp_servers: Vec<McpServerInit>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct McpServerInit {
+    pub id: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport_type: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct McpAuthRequired {
+    pub id: String,
+    pub created_at: String,
+    pub thread_id: Option<String>,
+    pub mcp_servers: Vec<McpServerAuth>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct McpServerAuth {
+    pub id: String,
+    pub name: String,
+    pub auth_url: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SandboxCreated {
+    pub id: String,
+    pub created_at: String,
+    pub sandbox_id: String,
+    pub thread_id: Option<String>,
+}
+
+/// `tool.approval_required` and `tool.response_required`: calls waiting for a human.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallsPending {
+    pub id: String,
+    pub created_at: String,
+    pub thread_id: String,
+    pub tool_calls: Vec<ToolCallRef>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallRef {
+    /// The tool call id.
+    pub id: String,
+    /// The id of the `model.message` that holds the call.
+    pub source_event_id: String,
+}
+
+/// Folds a delta into its message, as the client SDK's `merge_event_delta` does.
+///
+/// Text fields concatenate, tool calls grow by `index` with arguments concatenated, and
+/// `finish_reason` and `usage` replace. Empty strings change nothing.
+pub fn fold(message: &mut ModelMessage, delta: &ModelMessageDelta) {
+    if let Some(text) = delta.content.as_deref().filter(|t| !t.is_empty()) {
+        match &mut message.content {
+            None => message.content = Some(MessageContent::Text(text.to_owned())),
+            Some(MessageContent::Text(existing)) => existing.push_str(text),
+            Some(MessageContent::Parts(parts)) => match parts.last_mut() {
+                Some(ContentPart::Text { text: last }) => last.push_str(text),
+                _ => parts.push(ContentPart::Text { text: text.to_owned() }),
+            },
+        }
+    }
+    append(&mut message.refusal, delta.refusal.as_deref());
+    append(&mut message.reasoning_content, delta.reasoning_content.as_deref());
+    for call in delta.tool_calls.iter().flatten() {
+        let calls = message.tool_calls.get_or_insert_with(Vec::new);
+        let index = call.index as usize;
+        while calls.len() <= index {
+            calls.push(ToolCall {
+                id: String::new(),
+                kind: function_type(),
+                function: FunctionCall { name: String::new(), arguments: String::new() },
+                tool_info: ToolInfo::System { name: String::new() },
+                provider_specific_fields: None,
+            });
+        }
+        let slot = &mut calls[index];
+        if let Some(id) = call.id.as_deref().filter(|s| !s.is_empty()) {
+            slot.id = id.to_owned();
+        }
+        if let Some(kind) = call.kind.as_deref().filter(|s| !s.is_empty()) {
+            slot.kind = kind.to_owned();
+        }
+        if let Some(function) = &call.function {
+            if let Some(name) = function.name.as_deref().filter(|s| !s.is_empty()) {
+                slot.function.name = name.to_owned();
+            }
+            if let Some(arguments) = &function.arguments {
+                slot.function.arguments.push_str(arguments);
+            }
+        }
+        if let Some(info) = &call.tool_info {
+            slot.tool_info = info.clone();
+        }
+        if let Some(fields) = &call.provider_specific_fields {
+            let target = slot.provider_specific_fields.get_or_insert_with(Default::default);
+            for (key, value) in fields {
+                target.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    if delta.finish_reason.is_some() {
+        message.finish_reason = delta.finish_reason;
+    }
+    if delta.usage.is_some() {
+        message.usage = delta.usage.clone();
+    }
+}
+
+fn append(target: &mut Option<String>, fragment: Option<&str>) {
+    if let Some(fragment) = fragment.filter(|f| !f.is_empty()) {
+        target.get_or_insert_with(String::new).push_str(fragment);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_event_type_round_trips_through_its_wire_name() {
+        let samples = [
+            r#"{"type":"turn.created","id":"e1","turn_id":"t1","previous_turn_id":null,"input":[{"type":"user.message","content":"hi"}],"state":{"status":"running"},"created_by":{"subject_id":"u","subject_type":"user","subject_slug":"u"},"created_at":"2025-01-01T00:00:00.000Z","thread_id":"main"}"#,
+            r#"{"type":"turn.done","id":"e2","state":{"status":"cancelled","reason":"client-cancelled","completed_at":"2025-01-01T00:00:00.000Z"},"created_at":"2025-01-01T00:00:00.000Z","thread_id":null}"#,
+            r#"{"type":"model.message","id":"m1","thread_id":"main","created_at":"x","content":[{"type":"text","text":"a"},{"type":"refusal","refusal":"no"}],"finish_reason":"stop"}"#,
+            r#"{"type":"model.message.delta","id":"m1","thread_id":"main","tool_calls":[{"index":0,"function":{"arguments":"{"}}]}"#,
+            r#"{"type":"tool.response","id":"r1","thread_id":"main","created_at":"x","tool_call_id":"c1","content":"ok"}"#,
+            r#"{"type":"thread.created","id":"th","created_at":"x","thread_id":"t2","title":"research","agent_info":{"type":"dynamic","name":"r","input":"go"},"parent":{"thread_id":"main","tool_call_id":"c1"}}"#,
+            r#"{"type":"thread.done","id":"td","created_at":"x","thread_id":"t2","title":"research","state":{"status":"error","error":"boom"}}"#,
+            r#"{"type":"mcp.initialize","id":"mi","created_at":"x","thread_id":"main","mcp_servers":[{"id":"s","name":"gh","transport_type":"streamable-http"}]}"#,
+            r#"{"type":"mcp.auth_required","id":"ma","created_at":"x","thread_id":null,"mcp_servers":[{"id":"s","name":"gh","auth_url":"http://a"}]}"#,
+            r#"{"type":"sandbox.created","id":"sc","created_at":"x","sandbox_id":"sb","thread_id":null}"#,
+            r#"{"type":"tool.approval_required","id":"ar","created_at":"x","thread_id":"main","tool_calls":[{"id":"c1","source_event_id":"m1"}]}"#,
+            r#"{"type":"tool.response_required","id":"rr","created_at":"x","thread_id":"main","tool_calls":[{"id":"c2","source_event_id":"m1"}]}"#,
+        ];
+        for sample in samples {
+            let event: Event = serde_json::from_str(sample).unwrap_or_else(|e| panic!("{sample}: {e}"));
+            let expected: serde_json::Value = serde_json::from_str(sample).unwrap();
+            assert_eq!(expected["type"], event.kind());
+            let again: Event = serde_json::from_value(serde_json::to_value(&event).unwrap()).unwrap();
+            assert_eq!(again, event);
+        }
+    }
+
+    #[test]
+    fn folding_deltas_rebuilds_the_message() {
+        let mut message = ModelMessage { id: "m".into(), thread_id: "main".into(), ..Default::default() };
+        let deltas: Vec<ModelMessageDelta> = serde_json::from_str(
+            r#"[{"id":"m","thread_id":"main","content":"Hel","reasoning_content":"think"},
+                {"id":"m","thread_id":"main","content":"lo","tool_calls":[{"index":1,"id":"c2","function":{"name":"b","arguments":"{\"x\""}}]},
+                {"id":"m","thread_id":"main","content":"","tool_calls":[{"index":1,"function":{"arguments":":1}"}},{"index":0,"id":"c1","function":{"name":"a","arguments":"{}"},"tool_info":{"type":"truefoundry-system","name":"a"}}]},
+                {"id":"m","thread_id":"main","finish_reason":"tool_calls","usage":{"input_tokens":3,"output_tokens":2,"input_tokens_breakdown":{"harness":0,"skills":0,"instructions":1,"tool_definitions":0,"messages":2}}}]"#,
+        )
+        .unwrap();
+        for delta in &deltas {
+            fold(&mut message, delta);
+        }
+        assert_eq!(message.text(), "Hello");
+        assert_eq!(message.reasoning_content.as_deref(), Some("think"));
+        let calls = message.tool_calls.as_ref().unwrap();
+        assert_eq!(calls[0].function.name, "a");
+        assert_eq!(calls[1].function.arguments, r#"{"x":1}"#);
+        assert_eq!(message.finish_reason, Some(FinishReason::ToolCalls));
+        assert_eq!(message.usage.as_ref().unwrap().input_tokens, 3);
+    }
+}

@@ -1,0 +1,127 @@
+//! Turn input items: what a client sends to start or resume a turn.
+//!
+//! They are never standalone events; they appear in a turn's `input`, in `turn.created.input`
+//! and in agent seed messages.
+
+use serde::{Deserialize, Serialize};
+
+/// One item of a turn's `input`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum TurnInput {
+    #[serde(rename = "user.message")]
+    Message { content: UserContent },
+    #[serde(rename = "user.tool_approval")]
+    ToolApproval { thread_id: String, tool_call_id: String, approval: Approval },
+    #[serde(rename = "user.tool_response")]
+    ToolResponse { thread_id: String, tool_call_id: String, content: String },
+}
+
+/// The kind of a turn's input: the specs require one kind per turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    Messages,
+    ToolDecisions,
+}
+
+impl TurnInput {
+    pub fn kind(&self) -> InputKind {
+        match self {
+            TurnInput::Message { .. } => InputKind::Messages,
+            TurnInput::ToolApproval { .. } | TurnInput::ToolResponse { .. } => InputKind::ToolDecisions,
+        }
+    }
+}
+
+/// A user message body: plain text or an array of text and file parts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum UserContent {
+    Text(String),
+    Parts(Vec<UserContentPart>),
+}
+
+impl UserContent {
+    /// The text of the message, parts joined by newlines; files are named, not inlined.
+    pub fn to_text(&self) -> String {
+        match self {
+            UserContent::Text(text) => text.clone(),
+            UserContent::Parts(parts) => parts
+                .iter()
+                .map(|part| match part {
+                    UserContentPart::Text { text } => text.clone(),
+                    UserContentPart::File { name, .. } => format!("[attached file: {name}]"),
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+
+    /// Whether the message carries nothing: empty text, or no part with text or a file.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            UserContent::Text(text) => text.trim().is_empty(),
+            UserContent::Parts(parts) => parts.iter().all(|part| match part {
+                UserContentPart::Text { text } => text.trim().is_empty(),
+                UserContentPart::File { .. } => false,
+            }),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum UserContentPart {
+    #[serde(rename = "text")]
+    Text { text: String },
+    /// A file as a data URL: `data:<mime>;base64,<payload>`.
+    #[serde(rename = "file")]
+    File { name: String, data: String },
+}
+
+/// A human decision on a gated tool call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status")]
+pub enum Approval {
+    #[serde(rename = "allow")]
+    Allow,
+    #[serde(rename = "deny")]
+    Deny {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+/// A seed message of an agent spec (text only).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InitialUserMessage {
+    #[serde(rename = "type", default = "user_message_type")]
+    pub kind: String,
+    pub content: String,
+}
+
+fn user_message_type() -> String {
+    "user.message".to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_every_input_kind() {
+        let items: Vec<TurnInput> = serde_json::from_str(
+            r#"[{"type":"user.message","content":"hi"},
+                {"type":"user.message","content":[{"type":"text","text":"a"},{"type":"file","name":"f.txt","data":"data:text/plain;base64,aGk="}]},
+                {"type":"user.tool_approval","thread_id":"main","tool_call_id":"c1","approval":{"status":"deny","reason":null}},
+                {"type":"user.tool_response","thread_id":"main","tool_call_id":"c2","content":"42"}]"#,
+        )
+        .unwrap();
+        assert_eq!(items.len(), 4);
+        assert_eq!(items[1].kind(), InputKind::Messages);
+        assert_eq!(items[2].kind(), InputKind::ToolDecisions);
+        assert!(matches!(&items[2], TurnInput::ToolApproval { approval: Approval::Deny { reason: None }, .. }));
+        assert!(serde_json::from_str::<TurnInput>(r#"{"type":"user.other"}"#).is_err());
+        assert!(UserContent::Text("  ".into()).is_empty());
+    }
+}

@@ -1,0 +1,63 @@
+//! Sessions as both dialects show them.
+//!
+//! One JSON shape serves both: the gateway reads `type`, `agent_name`, `agent_spec` and
+//! `created_by_subject`; the native API reads `agent` and `created_by`. Clients of either
+//! ignore the other's keys. A session bound to a saved agent is `type: "session"`; one that
+//! carries its own spec (a gateway draft, a native inline session) is `type: "session/draft"`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::AgentSpec;
+use crate::turn::Subject;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    #[serde(rename = "type")]
+    pub kind: SessionKind,
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_spec: Option<AgentSpec>,
+    pub agent: SessionAgent,
+    pub title: Option<String>,
+    pub created_by: String,
+    pub created_by_subject: Subject,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SessionKind {
+    #[serde(rename = "session")]
+    Saved,
+    #[serde(rename = "session/draft")]
+    Draft,
+}
+
+impl SessionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionKind::Saved => "session",
+            SessionKind::Draft => "session/draft",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<SessionKind> {
+        match text {
+            "session" => Some(SessionKind::Saved),
+            "session/draft" => Some(SessionKind::Draft),
+            _ => None,
+        }
+    }
+}
+
+/// The native API's view of what a session runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum SessionAgent {
+    #[serde(rename = "reference")]
+    Reference { id: String, name: Option<String>, version: u64 },
+    #[serde(rename = "inline")]
+    Inline { spec: AgentSpec },
+}

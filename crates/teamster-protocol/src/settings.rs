@@ -1,0 +1,95 @@
+//! Settings resources: model providers.
+
+use serde::{Deserialize, Serialize};
+
+/// The value that stands for a stored secret in responses. Sent back on `PUT`, it keeps the
+/// stored secret.
+pub const REDACTED: &str = "********";
+
+/// A model provider and the models it serves (`ModelProviderManifest`).
+///
+/// Well-known types (`openai`, `anthropic`, ...) are named by their type; `custom` providers
+/// (any OpenAI-compatible endpoint) carry their own `name` and a `base_url`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelProviderManifest {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<ProviderAuth>,
+    pub models: Vec<ConfiguredModel>,
+}
+
+/// The provider types this server knows, and the default base URL of each well-known one.
+pub const PROVIDER_TYPES: &[(&str, Option<&str>)] = &[
+    ("openai", Some("https://api.openai.com/v1")),
+    ("anthropic", Some("https://api.anthropic.com/v1")),
+    ("google-gemini", Some("https://generativelanguage.googleapis.com/v1beta/openai")),
+    ("fireworks", Some("https://api.fireworks.ai/inference/v1")),
+    ("zai", Some("https://api.z.ai/api/paas/v4")),
+    ("moonshot", Some("https://api.moonshot.ai/v1")),
+    ("together", Some("https://api.together.xyz/v1")),
+    ("alibaba", Some("https://dashscope-intl.aliyuncs.com/compatible-mode/v1")),
+    ("custom", None),
+];
+
+impl ModelProviderManifest {
+    /// The provider's name: `name` for `custom`, the type for well-known providers.
+    pub fn provider_name(&self) -> &str {
+        match self.kind.as_str() {
+            "custom" => self.name.as_deref().unwrap_or_default(),
+            kind => kind,
+        }
+    }
+
+    /// The base URL to call: the configured one or the type's default.
+    pub fn effective_base_url(&self) -> Option<&str> {
+        self.base_url.as_deref().or_else(|| {
+            PROVIDER_TYPES.iter().find(|(kind, _)| *kind == self.kind).and_then(|(_, url)| *url)
+        })
+    }
+
+    /// A copy safe to show: the API key replaced by [`REDACTED`].
+    pub fn redacted(&self) -> ModelProviderManifest {
+        let mut copy = self.clone();
+        if let Some(auth) = &mut copy.auth {
+            auth.api_key = REDACTED.to_owned();
+        }
+        copy
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProviderAuth {
+    pub api_key: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConfiguredModel {
+    /// The name agents use after `provider/`.
+    pub name: String,
+    /// The id sent to the provider.
+    pub model_id: String,
+    #[serde(default)]
+    pub properties: ModelProperties,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelProperties {
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::lenient::opt_u64")]
+    pub context_length: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::lenient::opt_u64")]
+    pub max_output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_efforts: Option<Vec<String>>,
+}
+
+/// A configured provider as listed: `{ name, manifest }` with the key redacted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConfiguredModelProvider {
+    pub name: String,
+    pub manifest: ModelProviderManifest,
+}

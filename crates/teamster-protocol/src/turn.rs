@@ -1,0 +1,116 @@
+//! Turns, their states and metrics, and the subject who made them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::{Event, ModelMessage};
+use crate::input::TurnInput;
+
+/// Who made a request. Kept on sessions and turns; filled by authentication.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subject {
+    pub subject_id: String,
+    pub subject_type: String,
+    pub subject_slug: String,
+}
+
+impl Subject {
+    /// The one subject of a server without authentication.
+    pub fn local() -> Subject {
+        Subject {
+            subject_id: "local".to_owned(),
+            subject_type: "user".to_owned(),
+            subject_slug: "local".to_owned(),
+        }
+    }
+}
+
+/// A turn as both dialects show it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Turn {
+    pub id: String,
+    pub session_id: String,
+    pub previous_turn_id: Option<String>,
+    #[serde(default)]
+    pub input: Vec<TurnInput>,
+    pub state: TurnState,
+    pub created_by_subject: Subject,
+    pub created_at: String,
+}
+
+/// The state of a turn, by `status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status")]
+pub enum TurnState {
+    #[serde(rename = "running")]
+    Running,
+    #[serde(rename = "done")]
+    Done {
+        /// The final main-thread message.
+        output: Option<Box<ModelMessage>>,
+        /// Pending human actions (`tool.approval_required`, `tool.response_required`,
+        /// `mcp.auth_required`); the next turn's input resumes them.
+        required_actions: Vec<Event>,
+        completed_at: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metrics: Option<TurnMetrics>,
+    },
+    #[serde(rename = "cancelled")]
+    Cancelled {
+        reason: CancelReason,
+        completed_at: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metrics: Option<TurnMetrics>,
+    },
+    #[serde(rename = "error")]
+    Error {
+        message: String,
+        completed_at: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metrics: Option<TurnMetrics>,
+    },
+}
+
+impl TurnState {
+    pub fn is_terminal(&self) -> bool {
+        !matches!(self, TurnState::Running)
+    }
+
+    /// The status string: `running`, `done`, `cancelled` or `error`.
+    pub fn status(&self) -> &'static str {
+        match self {
+            TurnState::Running => "running",
+            TurnState::Done { .. } => "done",
+            TurnState::Cancelled { .. } => "cancelled",
+            TurnState::Error { .. } => "error",
+        }
+    }
+}
+
+/// Why a turn was cancelled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CancelReason {
+    #[serde(rename = "server-execution-timeout")]
+    ServerExecutionTimeout,
+    #[serde(rename = "client-cancelled")]
+    ClientCancelled,
+    #[serde(rename = "cancelled-for-next-turn")]
+    CancelledForNextTurn,
+    #[serde(rename = "abandoned")]
+    Abandoned,
+}
+
+/// Token and cost totals of every model call of every thread of a turn.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnMetrics {
+    pub total_input_tokens: u64,
+    pub total_output_tokens: u64,
+    pub total_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_cache_read_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_cache_write_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_reasoning_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_cost_in_usd: Option<f64>,
+}
