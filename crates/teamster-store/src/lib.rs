@@ -1,1 +1,92 @@
-//! Placeholder.
+//! Storage traits for Teamster: agents with immutable versions, sessions, turns, and the
+//! event log of every turn.
+//!
+//! Backends (`teamster-store-sqlite`, later `teamster-store-postgres`) implement [`Store`] and
+//! must pass the backend-neutral conformance suite in [`conformance`] unchanged. Nothing here
+//! knows SQL or HTTP.
+//!
+//! The event log has two parts:
+//! - the *stream*: every event of a turn, deltas included, as the exact JSON bytes that were
+//!   sent, keyed by the per-turn sequence number (1, 2, 3 ...). Replays read it.
+//! - the *content*: the folded, list-visible events (`turn.created`, complete `model.message`s,
+//!   `tool.response`, ..., `turn.done`), keyed by the sequence number of the event they fold.
+//!   The list endpoints read it.
+
+pub mod conformance;
+mod error;
+mod records;
+
+use async_trait::async_trait;
+
+pub use error::Error;
+pub use records::*;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything Teamster persists. Implementations are cheap to share (`Arc<dyn Store>`).
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    // Agents.
+
+    /// Creates an agent with its first version. `Conflict` if the name is taken.
+    async fn create_agent(&self, agent: &AgentRecord) -> Result<()>;
+    /// Stores a new immutable version of an agent and makes it the latest. `NotFound` if the
+    /// agent does not exist. Returns the agent at its new version.
+    async fn add_agent_version(
+        &self,
+        agent_id: &str,
+        spec: &teamster_protocol::AgentSpec,
+        at: &str,
+    ) -> Result<AgentRecord>;
+    /// The latest version of an agent by id.
+    async fn get_agent(&self, agent_id: &str) -> Result<AgentRecord>;
+    /// The latest version of an agent by name.
+    async fn get_agent_by_name(&self, name: &str) -> Result<AgentRecord>;
+    /// One immutable version of an agent.
+    async fn get_agent_version(&self, agent_id: &str, version: u64) -> Result<AgentRecord>;
+    /// Every agent at its latest version, by name.
+    async fn list_agents(&self) -> Result<Vec<AgentRecord>>;
+    /// Deletes an agent and all its versions; `Ok(false)` if it did not exist. Sessions that
+    /// pinned a version keep working.
+    async fn delete_agent(&self, agent_id: &str) -> Result<bool>;
+
+    // Sessions.
+
+    /// `Conflict` if the id exists.
+    async fn create_session(&self, session: &SessionRecord) -> Result<()>;
+    async fn get_session(&self, session_id: &str) -> Result<SessionRecord>;
+    /// Replaces the mutable fields of a session: `agent` (drafts only), `title`, `updated_at`.
+    async fn update_session(&self, session: &SessionRecord) -> Result<()>;
+    /// Deletes a session with its turns and events; `Ok(false)` if it did not exist.
+    async fn delete_session(&self, session_id: &str) -> Result<bool>;
+    /// Sessions matching a query, in the query's order, at most `limit`.
+    async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>>;
+
+    // Turns.
+
+    /// Creates a turn and makes it the session's last turn, atomically with its first log
+    /// writes (usually `turn.created`), if and only if the session's last turn is still
+    /// `expected_last_turn_id`. `Conflict` otherwise: another turn won the race.
+    async fn create_turn(
+        &self,
+        turn: &TurnRecord,
+        expected_last_turn_id: Option<&str>,
+        initial_writes: &[LogWrite],
+    ) -> Result<()>;
+    /// A turn of a session; `NotFound` if either is unknown or the turn is in another session.
+    async fn get_turn(&self, session_id: &str, turn_id: &str) -> Result<TurnRecord>;
+    /// Turns whose state is still `running`, oldest first (for recovery after a restart).
+    async fn running_turns(&self) -> Result<Vec<TurnRecord>>;
+
+    // The event log.
+
+    /// Applies a batch of log writes in one transaction, in order (group commit).
+    async fn write(&self, batch: &[LogWrite]) -> Result<()>;
+    /// Stream events of a turn with sequence number greater than `after`, ascending, at most
+    /// `limit`.
+    async fn read_stream(&self, turn_id: &str, after: u64, limit: u32) -> Result<Vec<StreamEvent>>;
+    /// The last sequence number written to a turn's stream (0 if none).
+    async fn last_sequence(&self, turn_id: &str) -> Result<u64>;
+    /// Content events of a turn, filtered and paged by [`ContentQuery`].
+    async fn read_content(&self, turn_id: &str, query: &ContentQuery) -> Result<Vec<ContentEvent>>;
+}

@@ -1,1 +1,63 @@
-//! Placeholder.
+//! The tool seam: [`ToolSource`] lists tools and calls them.
+//!
+//! Built-in tools live in [`builtin`]; MCP servers and the sandbox implement the same trait in
+//! their own crates. A tool failure is data: [`ToolOutput`] with `is_error`, sent back to the
+//! model, never an `Err` that ends the turn.
+
+pub mod builtin;
+
+use async_trait::async_trait;
+use teamster_protocol::ToolInfo;
+
+/// A tool as the engine sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tool {
+    /// The name the model calls it by; unique within a turn.
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub input_schema: serde_json::Value,
+    /// Where it comes from, as shown in `tool_calls[].tool_info`.
+    pub info: ToolInfo,
+    pub annotations: ToolAnnotations,
+}
+
+/// Hints a tool gives about itself (MCP `readOnlyHint`, `destructiveHint`, `idempotentHint`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ToolAnnotations {
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+}
+
+/// The result of a tool call, as text for the model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub content: String,
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(content: impl Into<String>) -> ToolOutput {
+        ToolOutput { content: content.into(), is_error: false }
+    }
+
+    pub fn error(content: impl Into<String>) -> ToolOutput {
+        ToolOutput { content: content.into(), is_error: true }
+    }
+}
+
+/// Errors listing a source's tools (a call's errors are [`ToolOutput`]s).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    #[error("tool source {source_name} is unavailable: {message}")]
+    Unavailable { source_name: String, message: String },
+}
+
+/// A set of tools that can be listed and called.
+#[async_trait]
+pub trait ToolSource: Send + Sync {
+    async fn list(&self) -> Result<Vec<Tool>, Error>;
+    /// Calls a tool by name with JSON-text arguments.
+    async fn call(&self, name: &str, arguments: &str) -> ToolOutput;
+}

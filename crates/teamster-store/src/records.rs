@@ -1,0 +1,124 @@
+//! The records a store holds.
+
+use std::sync::Arc;
+
+use teamster_protocol::{AgentSpec, Subject, TurnState, input::TurnInput, session::SessionKind};
+
+/// One version of an agent. `version` starts at 1 and grows by one per update.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentRecord {
+    pub id: String,
+    pub name: String,
+    pub version: u64,
+    pub spec: AgentSpec,
+    /// When the agent was first created.
+    pub created_at: String,
+    /// When this version was stored.
+    pub updated_at: String,
+}
+
+/// A session: one conversation with one agent version (or with its own spec, for drafts).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionRecord {
+    pub id: String,
+    pub agent: SessionAgentRecord,
+    pub title: Option<String>,
+    pub created_by: Subject,
+    pub created_at: String,
+    pub updated_at: String,
+    /// The newest turn, the one `previous_turn_id: auto` chains to.
+    pub last_turn_id: Option<String>,
+}
+
+impl SessionRecord {
+    pub fn kind(&self) -> SessionKind {
+        match self.agent {
+            SessionAgentRecord::Saved { .. } => SessionKind::Saved,
+            SessionAgentRecord::Draft { .. } => SessionKind::Draft,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum SessionAgentRecord {
+    /// Bound to a saved agent, pinned to the version current at creation.
+    Saved { agent_id: String, agent_name: String, version: u64 },
+    /// Carries its own spec, optionally linked to a saved agent by name.
+    Draft { spec: AgentSpec, agent_name: Option<String> },
+}
+
+/// Which sessions to list, in which order, from which keyset position.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SessionQuery {
+    pub created_by: Option<String>,
+    pub agent_name: Option<String>,
+    pub agent_id: Option<String>,
+    pub kind: Option<SessionKind>,
+    pub session_id: Option<String>,
+    /// Inclusive bounds on `created_at`.
+    pub created_from: Option<String>,
+    pub created_to: Option<String>,
+    pub order_by: SessionOrder,
+    pub descending: bool,
+    /// Keyset cursor: the (order key, id) of the last item of the previous page.
+    pub after: Option<(String, String)>,
+    pub limit: u32,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SessionOrder {
+    #[default]
+    CreatedAt,
+    UpdatedAt,
+}
+
+/// A turn. Its state is `running` until the turn's `turn.done` is written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnRecord {
+    pub id: String,
+    pub session_id: String,
+    pub previous_turn_id: Option<String>,
+    pub input: Vec<TurnInput>,
+    pub state: TurnState,
+    pub created_by: Subject,
+    pub created_at: String,
+}
+
+/// One write to the event log; batches of these are applied in one transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LogWrite {
+    /// Appends an event to a turn's stream. `data` is the exact JSON sent to clients.
+    Stream { turn_id: Arc<str>, sequence: u64, data: Arc<str> },
+    /// Records a folded, list-visible event at the sequence number of the event it folds.
+    /// Writing the same (turn, sequence) again replaces it.
+    Content { turn_id: Arc<str>, sequence: u64, kind: &'static str, data: Arc<str> },
+    /// Sets a turn's state (and bumps its session's `updated_at` to `at`).
+    TurnState { turn_id: Arc<str>, state: TurnState, at: String },
+}
+
+/// A stored stream event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamEvent {
+    pub sequence: u64,
+    pub data: String,
+}
+
+/// A stored content event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContentEvent {
+    pub sequence: u64,
+    pub kind: String,
+    pub data: String,
+}
+
+/// Which content events of a turn to read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContentQuery {
+    /// Leave out `turn.created` and `turn.done` (the turn-events endpoint).
+    pub only_turn_content: bool,
+    pub descending: bool,
+    /// Exclusive keyset bound: only sequence numbers after (ascending) or before
+    /// (descending) this one.
+    pub after: Option<u64>,
+    pub limit: u32,
+}
