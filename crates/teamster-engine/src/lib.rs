@@ -1,1 +1,25 @@
-//! Placeholder.
+//! The agent loop: one state machine over a model ([`teamster_llm::ModelClient`]) and tools
+//! ([`teamster_tools::ToolSource`]) that emits protocol events to an [`EventSink`].
+//!
+//! A turn runs model steps until the model answers without tool calls (`Final`), a human is
+//! needed (`NeedsHuman`), the iteration limit is hit, or the turn is cancelled. Each step
+//! streams a placeholder `model.message` and its deltas, then records the folded message;
+//! tool calls run concurrently and each records a `tool.response`.
+//!
+//! Invariant: the engine knows no HTTP, no SQL and no environment variables. It never blocks
+//! on a human: a paused turn ends, and the next turn resumes from stored events.
+
+mod history;
+mod run;
+mod sink;
+mod step;
+mod template;
+mod toolbox;
+mod usage;
+
+pub use history::history_from_events;
+pub use run::{TurnOutcome, TurnPlan, run_turn};
+pub use sink::EventSink;
+pub use template::render;
+pub use toolbox::ToolBox;
+pub use usage::MetricsAccumulator;

@@ -1,0 +1,145 @@
+//! Rebuilding a thread's conversation from stored events.
+//!
+//! The event log is the only memory: a turn's history is the folded content events of its
+//! ancestor turns, turned back into model messages.
+
+use std::collections::HashSet;
+
+use teamster_llm::{AssistantToolCall, Message};
+use teamster_protocol::Event;
+use teamster_protocol::input::TurnInput;
+
+/// What the model is told about a tool call that never got a result.
+const NO_RESULT: &str = "The tool call did not complete: the turn ended before it returned.";
+
+/// Turns content events (oldest first) into the messages of one thread.
+///
+/// Messages interrupted mid-stream keep their text but lose their tool calls, and every tool
+/// call without a recorded response gets one saying so, so the result is always a valid chat.
+pub fn history_from_events<'a>(events: impl IntoIterator<Item = &'a Event>, thread_id: &str) -> Vec<Message> {
+    let mut messages = Vec::new();
+    for event in events {
+        match event {
+            Event::TurnCreated(created) if thread_id == teamster_protocol::MAIN_THREAD_ID => {
+                for item in &created.input {
+                    if let TurnInput::Message { content } = item {
+                        messages.push(Message::User { content: content.to_text() });
+                    }
+                }
+            }
+            Event::ModelMessage(message) if message.thread_id == thread_id => {
+                let text = message.text();
+                let tool_calls: Vec<AssistantToolCall> = if message.finish_reason.is_some() {
+                    message
+                        .tool_calls
+                        .iter()
+                        .flatten()
+                        .map(|call| AssistantToolCall {
+                            id: call.id.clone(),
+                            name: call.function.name.clone(),
+                            arguments: call.function.arguments.clone(),
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                if text.is_empty() && tool_calls.is_empty() {
+                    continue;
+                }
+                messages.push(Message::Assistant {
+                    content: (!text.is_empty()).then_some(text),
+                    reasoning: None,
+                    tool_calls,
+                });
+            }
+            Event::ToolResponse(response) if response.thread_id == thread_id => {
+                messages.push(Message::Tool {
+                    tool_call_id: response.tool_call_id.clone(),
+                    content: response.content.clone(),
+                });
+            }
+            _ => {}
+        }
+    }
+    close_dangling_tool_calls(messages)
+}
+
+/// Ensures every assistant tool call is answered right after its message, and drops tool
+/// results that answer no call.
+fn close_dangling_tool_calls(messages: Vec<Message>) -> Vec<Message> {
+    let mut out = Vec::with_capacity(messages.len());
+    let mut open: Vec<String> = Vec::new();
+    let mut answered: HashSet<String> = HashSet::new();
+    let flush = |out: &mut Vec<Message>, open: &mut Vec<String>, answered: &mut HashSet<String>| {
+        for id in open.drain(..) {
+            if !answered.contains(&id) {
+                out.push(Message::Tool { tool_call_id: id, content: NO_RESULT.to_owned() });
+            }
+        }
+        answered.clear();
+    };
+    for message in messages {
+        match &message {
+            Message::Tool { tool_call_id, .. } => {
+                if open.contains(tool_call_id) && answered.insert(tool_call_id.clone()) {
+                    out.push(message);
+                }
+            }
+            Message::Assistant { tool_calls, .. } => {
+                flush(&mut out, &mut open, &mut answered);
+                open.extend(tool_calls.iter().map(|call| call.id.clone()));
+                out.push(message);
+            }
+            _ => {
+                flush(&mut out, &mut open, &mut answered);
+                out.push(message);
+            }
+        }
+    }
+    flush(&mut out, &mut open, &mut answered);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rebuilds_a_valid_chat_from_events() {
+        let events: Vec<Event> = serde_json::from_str(
+            r#"[
+            {"type":"turn.created","id":"e1","turn_id":"t1","previous_turn_id":null,"input":[{"type":"user.message","content":"hi"}],"state":{"status":"running"},"created_by":{"subject_id":"u","subject_type":"user","subject_slug":"u"},"created_at":"x","thread_id":"main"},
+            {"type":"model.message","id":"m1","thread_id":"main","created_at":"x","tool_calls":[{"id":"c1","type":"function","function":{"name":"t","arguments":"{}"},"tool_info":{"type":"truefoundry-system","name":"t"}},{"id":"c2","type":"function","function":{"name":"t","arguments":"{}"},"tool_info":{"type":"truefoundry-system","name":"t"}}],"finish_reason":"tool_calls"},
+            {"type":"tool.response","id":"r1","thread_id":"main","created_at":"x","tool_call_id":"c1","content":"one"},
+            {"type":"tool.response","id":"r9","thread_id":"main","created_at":"x","tool_call_id":"zz","content":"stray"},
+            {"type":"model.message","id":"m2","thread_id":"other","created_at":"x","content":"sub-agent text","finish_reason":"stop"},
+            {"type":"model.message","id":"m3","thread_id":"main","created_at":"x","content":"partial","tool_calls":[{"id":"c3","type":"function","function":{"name":"t","arguments":"{\"a"},"tool_info":{"type":"truefoundry-system","name":"t"}}]}
+            ]"#,
+        )
+        .unwrap();
+        let messages = history_from_events(&events, "main");
+        let rendered: Vec<String> = messages
+            .iter()
+            .map(|m| match m {
+                Message::User { content } => format!("user:{content}"),
+                Message::Assistant { content, tool_calls, .. } => format!(
+                    "assistant:{}:{}",
+                    content.clone().unwrap_or_default(),
+                    tool_calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>().join(",")
+                ),
+                Message::Tool { tool_call_id, content } => format!("tool:{tool_call_id}:{content}"),
+                Message::System { content } => format!("system:{content}"),
+            })
+            .collect();
+        assert_eq!(
+            rendered,
+            vec![
+                "user:hi".to_owned(),
+                "assistant::c1,c2".to_owned(),
+                "tool:c1:one".to_owned(),
+                format!("tool:c2:{NO_RESULT}"),
+                "assistant:partial:".to_owned(),
+            ]
+        );
+    }
+}
