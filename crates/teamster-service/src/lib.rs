@@ -1,1 +1,129 @@
-//! Placeholder.
+//! The service layer both HTTP dialects share: agents, sessions, turns, events, settings.
+//!
+//! It owns the lifecycle of a turn: validate, record `turn.created`, run the engine on a task
+//! of its own (a client disconnect never cancels it), stream events through the in-memory
+//! [`live::TurnLog`] once the group-commit [`writer::EventWriter`] has made them durable, and
+//! finish with `turn.done`. Requests name a [`Caller`]; every session is checked against it.
+//!
+//! Invariant: no HTTP here (no axum, no status codes) and no SQL; errors are
+//! [`ServiceError`]s that the server maps to statuses.
+
+mod agents;
+mod cursor;
+mod engine_metrics;
+mod error;
+mod events;
+pub mod live;
+mod providers;
+mod recovery;
+mod runner;
+mod sessions;
+mod sink;
+mod subscribe;
+mod turns;
+pub mod writer;
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use teamster_llm::registry::ModelRegistry;
+use teamster_protocol::Subject;
+use teamster_protocol::settings::ModelProviderManifest;
+use teamster_store::Store;
+use teamster_tools::ToolSource;
+
+pub use error::{Result, ServiceError};
+pub use events::{ListOrder, SessionEventsQuery, TurnEventsQuery};
+pub use sessions::{SessionListQuery, SessionScope};
+pub use subscribe::FrameStream;
+pub use turns::{CreateTurn, TurnListQuery};
+
+/// Who makes a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub subject: Subject,
+}
+
+impl Caller {
+    pub fn local() -> Caller {
+        Caller { subject: Subject::local() }
+    }
+}
+
+/// Settings of the service, validated by the caller (the CLI).
+#[derive(Clone, Debug)]
+pub struct ServiceConfig {
+    /// The longest a turn may run before it is cancelled with `server-execution-timeout`.
+    pub turn_timeout: Duration,
+    /// Providers from the environment; providers stored through the settings API override
+    /// them by name.
+    pub env_providers: Vec<ModelProviderManifest>,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> ServiceConfig {
+        ServiceConfig { turn_timeout: Duration::from_secs(600), env_providers: Vec::new() }
+    }
+}
+
+/// The service; cheap to clone.
+#[derive(Clone)]
+pub struct Service {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    writer: writer::EventWriter,
+    live: live::LiveTurns,
+    /// Configured providers, by name, and the registry built from them.
+    providers: RwLock<providers::Providers>,
+    tools: Vec<Arc<dyn ToolSource>>,
+    config: ServiceConfig,
+}
+
+impl Service {
+    /// Starts the service on a store: loads settings, recovers turns a previous process left
+    /// running, and starts the event writer. Must be called inside a Tokio runtime.
+    pub async fn start(store: Arc<dyn Store>, config: ServiceConfig) -> Result<Service> {
+        let writer = writer::EventWriter::start(store.clone());
+        let providers = providers::Providers::load(store.as_ref(), &config.env_providers).await?;
+        let service = Service {
+            inner: Arc::new(Inner {
+                store,
+                writer,
+                live: live::LiveTurns::default(),
+                providers: RwLock::new(providers),
+                tools: vec![Arc::new(teamster_tools::builtin::Builtins)],
+                config,
+            }),
+        };
+        recovery::abandon_orphaned_turns(&service).await?;
+        Ok(service)
+    }
+
+    fn store(&self) -> &dyn Store {
+        self.inner.store.as_ref()
+    }
+
+    fn models(&self) -> Arc<ModelRegistry> {
+        self.inner.providers.read().unwrap_or_else(|p| p.into_inner()).registry.clone()
+    }
+
+    /// The number of turns running in this process.
+    pub fn running_turns(&self) -> usize {
+        self.inner.live.len()
+    }
+
+    /// Cancels every running turn (reason `abandoned`) and waits, up to `grace`, for them to
+    /// record their end. Used on shutdown.
+    pub async fn shutdown(&self, grace: Duration) {
+        let running = self.inner.live.all();
+        for log in &running {
+            log.request_cancel(teamster_protocol::CancelReason::Abandoned);
+        }
+        let all = futures_util::future::join_all(running.iter().map(|log| log.wait_finished()));
+        let _ = tokio::time::timeout(grace, all).await;
+        self.inner.writer.flush().await;
+    }
+}

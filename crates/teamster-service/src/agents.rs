@@ -1,0 +1,127 @@
+//! Saved agents: create, update (a new immutable version), get, list, delete.
+
+use teamster_protocol::agent::{Agent, AgentSpec, is_valid_resource_name};
+use teamster_protocol::{RuntimeConfig, ids, timestamp};
+use teamster_store::AgentRecord;
+
+use crate::error::{Result, ServiceError};
+use crate::Service;
+
+pub(crate) fn agent_view(record: AgentRecord) -> Agent {
+    Agent {
+        id: record.id,
+        name: record.name,
+        manifest: record.spec,
+        version: record.version,
+        created_at: record.created_at,
+        updated_at: record.updated_at,
+    }
+}
+
+/// Checks a spec against what this server can run. Shape errors are 400; features the server
+/// does not provide yet are 422.
+pub(crate) fn validate_spec(spec: &AgentSpec) -> Result<()> {
+    if spec.model.provider_and_model().is_none() {
+        return Err(ServiceError::invalid_param(
+            "model.name",
+            format!("model name {:?} must have the form provider/model", spec.model.name),
+        ));
+    }
+    if let Some(limit) = spec.config.as_ref().and_then(|config| config.iteration_limit) {
+        if limit == 0 || limit > RuntimeConfig::MAX_ITERATION_LIMIT {
+            return Err(ServiceError::invalid_param(
+                "config.iteration_limit",
+                format!("iteration_limit must be between 1 and {}", RuntimeConfig::MAX_ITERATION_LIMIT),
+            ));
+        }
+    }
+    if spec.mcp_servers.as_ref().is_some_and(|servers| !servers.is_empty()) {
+        return Err(ServiceError::Unprocessable("MCP servers are not supported by this server yet".to_owned()));
+    }
+    if spec.skills.as_ref().is_some_and(|skills| !skills.is_empty()) {
+        return Err(ServiceError::Unprocessable("skills are not supported by this server yet".to_owned()));
+    }
+    if spec.config.as_ref().and_then(|config| config.sandbox.as_ref()).is_some_and(|sandbox| sandbox.enabled) {
+        return Err(ServiceError::Unprocessable("the sandbox is not supported by this server yet".to_owned()));
+    }
+    Ok(())
+}
+
+impl Service {
+    pub async fn create_agent(&self, name: &str, spec: AgentSpec) -> Result<Agent> {
+        if !is_valid_resource_name(name) {
+            return Err(ServiceError::invalid_param(
+                "name",
+                format!("agent name {name:?} must be 2-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter and ending with a letter or digit"),
+            ));
+        }
+        validate_spec(&spec)?;
+        let now = timestamp::now();
+        let record = AgentRecord {
+            id: ids::new_id("agent"),
+            name: name.to_owned(),
+            version: 1,
+            spec,
+            created_at: now.clone(),
+            updated_at: now,
+        };
+        self.store().create_agent(&record).await.map_err(|error| match error {
+            teamster_store::Error::Conflict(_) => ServiceError::Conflict {
+                code: "already_exists",
+                message: format!("an agent named {name:?} already exists"),
+            },
+            other => other.into(),
+        })?;
+        Ok(agent_view(record))
+    }
+
+    /// Stores a new version of an agent; sessions already started keep their version.
+    pub async fn update_agent(&self, agent_id: &str, spec: AgentSpec) -> Result<Agent> {
+        validate_spec(&spec)?;
+        let record = self
+            .store()
+            .add_agent_version(agent_id, &spec, &timestamp::now())
+            .await
+            .map_err(|error| not_found_agent(error, agent_id))?;
+        Ok(agent_view(record))
+    }
+
+    /// Creates the agent, or adds a version when the name exists (what `agents apply` does).
+    pub async fn apply_agent(&self, name: &str, spec: AgentSpec) -> Result<Agent> {
+        match self.store().get_agent_by_name(name).await {
+            Ok(existing) => self.update_agent(&existing.id, spec).await,
+            Err(teamster_store::Error::NotFound(_)) => self.create_agent(name, spec).await,
+            Err(other) => Err(other.into()),
+        }
+    }
+
+    pub async fn get_agent(&self, agent_id: &str) -> Result<Agent> {
+        let record = self.store().get_agent(agent_id).await.map_err(|error| not_found_agent(error, agent_id))?;
+        Ok(agent_view(record))
+    }
+
+    pub async fn get_agent_by_name(&self, name: &str) -> Result<Agent> {
+        let record = self.store().get_agent_by_name(name).await.map_err(|error| match error {
+            teamster_store::Error::NotFound(_) => ServiceError::NotFound(format!("agent {name:?} not found")),
+            other => other.into(),
+        })?;
+        Ok(agent_view(record))
+    }
+
+    pub async fn list_agents(&self) -> Result<Vec<Agent>> {
+        Ok(self.store().list_agents().await?.into_iter().map(agent_view).collect())
+    }
+
+    /// Deletes an agent; idempotent.
+    pub async fn delete_agent(&self, agent_id: &str) -> Result<()> {
+        self.store().delete_agent(agent_id).await?;
+        Ok(())
+    }
+}
+
+fn not_found_agent(error: teamster_store::Error, agent_id: &str) -> ServiceError {
+    match error {
+        teamster_store::Error::NotFound(_) => ServiceError::NotFound(format!("agent {agent_id:?} not found")),
+        other => other.into(),
+    }
+}

@@ -1,0 +1,54 @@
+//! Service errors: what went wrong with a request, in terms both HTTP dialects can map to a
+//! status code and an error body without knowing the internals.
+
+/// An error of the service layer. Each variant maps to one HTTP status in `teamster-server`.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The request is malformed or breaks a rule (400).
+    #[error("{message}")]
+    Invalid { message: String, param: Option<&'static str> },
+    /// The caller may not touch this resource (403).
+    #[error("{0}")]
+    Forbidden(String),
+    /// The addressed resource does not exist (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The request conflicts with current state: a name is taken, or a turn is running (409).
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String },
+    /// The resource exists but cannot serve this request any more, e.g. an expired stream (412).
+    #[error("{0}")]
+    PreconditionFailed(String),
+    /// Well-formed, but it needs something this server does not provide (422).
+    #[error("{0}")]
+    Unprocessable(String),
+    /// Storage failed; the details are logged, not shown (500).
+    #[error("internal storage error")]
+    Store(#[source] teamster_store::Error),
+}
+
+impl ServiceError {
+    pub fn invalid(message: impl Into<String>) -> ServiceError {
+        ServiceError::Invalid { message: message.into(), param: None }
+    }
+
+    pub fn invalid_param(param: &'static str, message: impl Into<String>) -> ServiceError {
+        ServiceError::Invalid { message: message.into(), param: Some(param) }
+    }
+
+    pub fn turn_running(message: impl Into<String>) -> ServiceError {
+        ServiceError::Conflict { code: "turn_running", message: message.into() }
+    }
+}
+
+impl From<teamster_store::Error> for ServiceError {
+    fn from(error: teamster_store::Error) -> ServiceError {
+        match error {
+            teamster_store::Error::NotFound(what) => ServiceError::NotFound(format!("{what} not found")),
+            teamster_store::Error::Conflict(message) => ServiceError::Conflict { code: "conflict", message },
+            other => ServiceError::Store(other),
+        }
+    }
+}
+
+pub type Result<T, E = ServiceError> = std::result::Result<T, E>;

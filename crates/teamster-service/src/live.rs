@@ -1,0 +1,179 @@
+//! Running turns in memory: each one's event frames, durability watermark and cancellation.
+//!
+//! A [`TurnLog`] holds every SSE frame of a running turn, so live subscribers never touch the
+//! store. Frames become visible only once the writer has committed them (the `durable`
+//! watermark): whatever a client was sent survives a crash. When the turn has ended and its
+//! last frame is durable, the log leaves the registry and its memory is freed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use teamster_protocol::{CancelReason, TurnState};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The live state of one running turn.
+pub struct TurnLog {
+    pub turn_id: Arc<str>,
+    pub session_id: String,
+    frames: Mutex<Frames>,
+    /// The highest sequence number the store has committed.
+    durable: watch::Sender<u64>,
+    /// Fires to stop the turn; `cancel_reason` says why.
+    pub cancel: CancellationToken,
+    cancel_reason: Mutex<Option<CancelReason>>,
+    /// Becomes true when the turn has ended and every frame is durable.
+    finished: watch::Sender<bool>,
+    /// The turn's final state, set just before `turn.done` is emitted, so readers see it even
+    /// before the store has it.
+    final_state: Mutex<Option<TurnState>>,
+}
+
+struct Frames {
+    /// Frame `i` has sequence number `i + 1`.
+    frames: Vec<Bytes>,
+    /// The sequence number of `turn.done`, once emitted.
+    done_at: Option<u64>,
+}
+
+/// Formats one SSE frame. Replays from the store format the stored JSON the same way, so
+/// every delivery of an event is byte-identical.
+pub fn sse_frame(sequence: u64, data: &str) -> Bytes {
+    let mut frame = String::with_capacity(data.len() + 16);
+    frame.push_str("id: ");
+    frame.push_str(&sequence.to_string());
+    frame.push_str("\ndata: ");
+    frame.push_str(data);
+    frame.push_str("\n\n");
+    Bytes::from(frame)
+}
+
+
+impl TurnLog {
+    /// A log whose first `committed` frames are already durable.
+    pub fn new(turn_id: &str, session_id: &str, frames: Vec<Bytes>) -> Arc<TurnLog> {
+        let committed = frames.len() as u64;
+        Arc::new(TurnLog {
+            turn_id: turn_id.into(),
+            session_id: session_id.to_owned(),
+            frames: Mutex::new(Frames { frames, done_at: None }),
+            durable: watch::Sender::new(committed),
+            cancel: CancellationToken::new(),
+            cancel_reason: Mutex::new(None),
+            finished: watch::Sender::new(false),
+            final_state: Mutex::new(None),
+        })
+    }
+
+    /// Appends a frame under the log's lock and calls `then` with its sequence number while
+    /// still holding it, so the order of writes sent to the writer is the sequence order.
+    pub fn append(&self, data: &str, is_done: bool, then: impl FnOnce(u64)) -> u64 {
+        let mut frames = lock(&self.frames);
+        let sequence = frames.frames.len() as u64 + 1;
+        frames.frames.push(sse_frame(sequence, data));
+        if is_done {
+            frames.done_at = Some(sequence);
+        }
+        then(sequence);
+        sequence
+    }
+
+    /// Marks frames up to `sequence` as durable and wakes subscribers.
+    pub fn mark_durable(&self, sequence: u64) {
+        self.durable.send_if_modified(|current| {
+            let advance = sequence > *current;
+            if advance {
+                *current = sequence;
+            }
+            advance
+        });
+    }
+
+    pub fn subscribe_durable(&self) -> watch::Receiver<u64> {
+        self.durable.subscribe()
+    }
+
+    /// Durable frames after `after`, and whether the last of them is `turn.done`.
+    pub fn durable_frames(&self, after: u64, durable: u64) -> (Vec<Bytes>, bool) {
+        let frames = lock(&self.frames);
+        let end = (durable as usize).min(frames.frames.len());
+        let start = (after as usize).min(end);
+        let batch = frames.frames[start..end].to_vec();
+        let complete = frames.done_at.is_some_and(|done| done <= durable);
+        (batch, complete)
+    }
+
+    pub fn last_sequence(&self) -> u64 {
+        lock(&self.frames).frames.len() as u64
+    }
+
+    /// Asks the turn to stop. The first reason given wins.
+    pub fn request_cancel(&self, reason: CancelReason) {
+        lock(&self.cancel_reason).get_or_insert(reason);
+        self.cancel.cancel();
+    }
+
+    pub fn cancel_reason(&self) -> Option<CancelReason> {
+        *lock(&self.cancel_reason)
+    }
+
+    pub fn set_final_state(&self, state: TurnState) {
+        *lock(&self.final_state) = Some(state);
+    }
+
+    pub fn final_state(&self) -> Option<TurnState> {
+        lock(&self.final_state).clone()
+    }
+
+    pub fn mark_finished(&self) {
+        self.finished.send_replace(true);
+    }
+
+    /// Waits until the turn has ended and its last frame is durable.
+    pub async fn wait_finished(&self) {
+        let mut finished = self.finished.subscribe();
+        let _ = finished.wait_for(|done| *done).await;
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Every running turn of this process, by turn id.
+#[derive(Default)]
+pub struct LiveTurns {
+    turns: Mutex<HashMap<Arc<str>, Arc<TurnLog>>>,
+}
+
+impl LiveTurns {
+    pub fn insert(&self, log: Arc<TurnLog>) {
+        lock(&self.turns).insert(log.turn_id.clone(), log);
+    }
+
+    pub fn remove(&self, turn_id: &str) {
+        lock(&self.turns).remove(turn_id);
+    }
+
+    pub fn get(&self, turn_id: &str) -> Option<Arc<TurnLog>> {
+        lock(&self.turns).get(turn_id).cloned()
+    }
+
+    /// The running turn of a session, if any.
+    pub fn running_in_session(&self, session_id: &str) -> Option<Arc<TurnLog>> {
+        lock(&self.turns).values().find(|log| log.session_id == session_id).cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<TurnLog>> {
+        lock(&self.turns).values().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        lock(&self.turns).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

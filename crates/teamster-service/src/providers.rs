@@ -1,0 +1,112 @@
+//! Model-provider settings: the configured providers and the registry built from them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use teamster_llm::registry::{ModelRegistry, validate_manifest};
+use teamster_protocol::settings::{ConfiguredModelProvider, ModelProviderManifest, REDACTED};
+use teamster_store::Store;
+
+use crate::error::{Result, ServiceError};
+use crate::Service;
+
+/// The providers in force, by name, and the registry that resolves `provider/model` names.
+pub(crate) struct Providers {
+    manifests: BTreeMap<String, ModelProviderManifest>,
+    pub registry: Arc<ModelRegistry>,
+    /// One connection pool shared by every provider client.
+    http: reqwest::Client,
+}
+
+impl Providers {
+    pub async fn load(_store: &dyn Store, env_providers: &[ModelProviderManifest]) -> Result<Providers> {
+        let manifests: BTreeMap<String, ModelProviderManifest> = env_providers
+            .iter()
+            .map(|manifest| (manifest.provider_name().to_owned(), manifest.clone()))
+            .collect();
+        Ok(Providers::from_manifests(manifests, reqwest::Client::new()))
+    }
+
+    fn from_manifests(manifests: BTreeMap<String, ModelProviderManifest>, http: reqwest::Client) -> Providers {
+        let registry = Arc::new(ModelRegistry::new(manifests.values().cloned(), http.clone()));
+        Providers { manifests, registry, http }
+    }
+}
+
+/// How a provider write treats an existing provider of the same name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProviderWrite {
+    /// `POST`: fail if the name is taken.
+    Create,
+    /// `PUT`: create or replace.
+    Upsert,
+}
+
+impl Service {
+    /// Every configured provider, API keys redacted.
+    pub fn list_model_providers(&self) -> Vec<ConfiguredModelProvider> {
+        let providers = self.inner.providers.read().unwrap_or_else(|p| p.into_inner());
+        providers
+            .manifests
+            .iter()
+            .map(|(name, manifest)| ConfiguredModelProvider { name: name.clone(), manifest: manifest.redacted() })
+            .collect()
+    }
+
+    /// Creates or replaces a provider. A redacted API key keeps the stored one.
+    pub async fn write_model_provider(
+        &self,
+        mut manifest: ModelProviderManifest,
+        mode: ProviderWrite,
+    ) -> Result<ConfiguredModelProvider> {
+        validate_manifest(&manifest).map_err(|message| ServiceError::invalid_param("manifest", message))?;
+        let name = manifest.provider_name().to_owned();
+        let mut providers = self.inner.providers.write().unwrap_or_else(|p| p.into_inner());
+        let existing = providers.manifests.get(&name);
+        if mode == ProviderWrite::Create && existing.is_some() {
+            return Err(ServiceError::Conflict {
+                code: "already_exists",
+                message: format!("a model provider named {name:?} already exists"),
+            });
+        }
+        if let Some(auth) = &mut manifest.auth {
+            if auth.api_key == REDACTED {
+                match existing.and_then(|existing| existing.auth.as_ref()) {
+                    Some(stored) => auth.api_key = stored.api_key.clone(),
+                    None => {
+                        return Err(ServiceError::invalid_param(
+                            "manifest.auth.api_key",
+                            "the API key is redacted and there is no stored key to keep; send the real key",
+                        ));
+                    }
+                }
+            }
+        }
+        let mut manifests = providers.manifests.clone();
+        manifests.insert(name.clone(), manifest.clone());
+        *providers = Providers::from_manifests(manifests, providers.http.clone());
+        Ok(ConfiguredModelProvider { name, manifest: manifest.redacted() })
+    }
+
+    /// Every model agents can name, as `(provider/model, provider, manifest model)`.
+    pub fn list_models(&self) -> Vec<(String, String, teamster_protocol::settings::ConfiguredModel)> {
+        let providers = self.inner.providers.read().unwrap_or_else(|p| p.into_inner());
+        let mut models: Vec<_> = providers
+            .manifests
+            .iter()
+            .flat_map(|(name, manifest)| {
+                manifest.models.iter().map(move |model| (format!("{name}/{}", model.name), name.clone(), model.clone()))
+            })
+            .collect();
+        models.push((
+            format!("{}/{}", teamster_llm::providers::offline::OFFLINE_PROVIDER, teamster_llm::providers::offline::OFFLINE_MODEL),
+            teamster_llm::providers::offline::OFFLINE_PROVIDER.to_owned(),
+            teamster_protocol::settings::ConfiguredModel {
+                name: teamster_llm::providers::offline::OFFLINE_MODEL.to_owned(),
+                model_id: teamster_llm::providers::offline::OFFLINE_MODEL.to_owned(),
+                properties: Default::default(),
+            },
+        ));
+        models
+    }
+}

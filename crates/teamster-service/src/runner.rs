@@ -1,0 +1,184 @@
+//! The task that runs one turn: plan it from the agent spec and stored history, run the
+//! engine with a deadline, and record how it ended.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use teamster_engine::{EventSink, ToolBox, TurnOutcome, TurnPlan, history_from_events, render, run_turn};
+use teamster_llm::Message;
+use teamster_protocol::event::TurnDone;
+use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, RuntimeConfig, TurnMetrics, TurnState, ids, timestamp};
+use teamster_store::{ContentQuery, LogWrite, SessionAgentRecord, SessionRecord, TurnRecord};
+
+use crate::Service;
+use crate::live::TurnLog;
+use crate::sink::TurnSink;
+
+/// How long a new turn waits for the turn it cancelled to record its end.
+const PREVIOUS_TURN_WAIT: Duration = Duration::from_secs(10);
+/// Content events read per store call when rebuilding history.
+const HISTORY_PAGE: u32 = 1000;
+
+/// Starts the turn's task, and a supervisor that ends the turn with an error if the task
+/// panics, so no turn is ever left running.
+pub(crate) fn spawn(
+    service: Service,
+    log: Arc<TurnLog>,
+    session: SessionRecord,
+    turn: TurnRecord,
+    cancelled_previous: Option<Arc<TurnLog>>,
+) {
+    let sink = Arc::new(TurnSink { log: log.clone(), writer: service.inner.writer.clone() });
+    let task = tokio::spawn(run(service.clone(), sink.clone(), session, turn, cancelled_previous));
+    tokio::spawn(async move {
+        if let Err(error) = task.await {
+            tracing::error!(turn_id = %log.turn_id, %error, "turn task failed");
+            if log.final_state().is_none() {
+                let state = TurnState::Error {
+                    message: "The turn failed because of an internal error.".to_owned(),
+                    completed_at: timestamp::now(),
+                    metrics: None,
+                };
+                finish(&service, &sink, state).await;
+            }
+        }
+    });
+}
+
+async fn run(
+    service: Service,
+    sink: Arc<TurnSink>,
+    session: SessionRecord,
+    turn: TurnRecord,
+    cancelled_previous: Option<Arc<TurnLog>>,
+) {
+    if let Some(previous) = cancelled_previous {
+        let _ = tokio::time::timeout(PREVIOUS_TURN_WAIT, previous.wait_finished()).await;
+    }
+    let log = sink.log.clone();
+    let (outcome, metrics) = match service.plan_turn(&session, &turn).await {
+        Err(message) => (TurnOutcome::Failed { message }, TurnMetrics::default()),
+        Ok(plan) => {
+            let run = run_turn(plan, sink.as_ref(), &log.cancel);
+            tokio::pin!(run);
+            tokio::select! {
+                result = &mut run => result,
+                () = tokio::time::sleep(service.inner.config.turn_timeout) => {
+                    log.request_cancel(CancelReason::ServerExecutionTimeout);
+                    run.await
+                }
+            }
+        }
+    };
+    let completed_at = timestamp::now();
+    let state = match outcome {
+        TurnOutcome::Done { output, required_actions } => TurnState::Done {
+            output: output.map(Box::new),
+            required_actions,
+            completed_at,
+            metrics: Some(metrics),
+        },
+        TurnOutcome::Interrupted => TurnState::Cancelled {
+            reason: log.cancel_reason().unwrap_or(CancelReason::ClientCancelled),
+            completed_at,
+            metrics: Some(metrics),
+        },
+        TurnOutcome::Failed { message } => TurnState::Error { message, completed_at, metrics: Some(metrics) },
+    };
+    finish(&service, &sink, state).await;
+}
+
+/// Records the turn's end: `turn.done` on the stream and as content, the turn's state, then
+/// waits until all of it is durable before the turn leaves memory.
+async fn finish(service: &Service, sink: &TurnSink, state: TurnState) {
+    let log = &sink.log;
+    log.set_final_state(state.clone());
+    let at = timestamp::now();
+    sink.emit_content(&Event::TurnDone(TurnDone {
+        id: ids::new_id("evt"),
+        state: state.clone(),
+        created_at: at.clone(),
+        thread_id: Some(MAIN_THREAD_ID.to_owned()),
+    }));
+    service.inner.writer.write(LogWrite::TurnState { turn_id: log.turn_id.clone(), state, at }, None);
+    service.inner.writer.flush().await;
+    service.inner.live.remove(&log.turn_id);
+    log.mark_finished();
+}
+
+impl Service {
+    /// Builds the engine's plan for a turn. Errors are messages for the turn's error state.
+    async fn plan_turn(&self, session: &SessionRecord, turn: &TurnRecord) -> Result<TurnPlan, String> {
+        let spec = match &session.agent {
+            SessionAgentRecord::Draft { spec, .. } => spec.clone(),
+            SessionAgentRecord::Saved { agent_id, agent_name, version } => {
+                self.store().get_agent_version(agent_id, *version).await.map(|agent| agent.spec).map_err(|error| {
+                    format!("The session's agent {agent_name:?} (version {version}) is no longer available: {error}.")
+                })?
+            }
+        };
+        let resolved = self
+            .models()
+            .resolve(&spec.model.name)
+            .map_err(|error| format!("The agent's model {:?} is not available: {error}.", spec.model.name))?;
+        let variables = spec.variables.clone().unwrap_or_default();
+        let mut messages: Vec<Message> = spec
+            .messages
+            .iter()
+            .flatten()
+            .map(|seed| Message::User { content: render(&seed.content, &variables) })
+            .collect();
+        let history = self.history_events(turn).await.map_err(|error| format!("The session's history could not be read: {error}."))?;
+        messages.extend(history_from_events(&history, MAIN_THREAD_ID));
+        let iteration_limit = spec
+            .config
+            .as_ref()
+            .and_then(|config| config.iteration_limit)
+            .unwrap_or(RuntimeConfig::DEFAULT_ITERATION_LIMIT)
+            .clamp(1, RuntimeConfig::MAX_ITERATION_LIMIT);
+        Ok(TurnPlan {
+            thread_id: MAIN_THREAD_ID.to_owned(),
+            model: resolved.client,
+            model_id: resolved.model_id,
+            params: spec.model.params.clone().unwrap_or_default(),
+            response_format: spec.response_format.clone(),
+            instructions: spec.instructions.as_deref().map(|text| render(text, &variables)),
+            messages,
+            toolbox: ToolBox::collect(self.inner.tools.clone()).await,
+            iteration_limit,
+        })
+    }
+
+    /// The content events of the turn's ancestors, oldest first, then the turn's own
+    /// `turn.created`.
+    async fn history_events(&self, turn: &TurnRecord) -> Result<Vec<Event>, teamster_store::Error> {
+        let mut chain = Vec::new();
+        let mut next = turn.previous_turn_id.clone();
+        while let Some(id) = next {
+            let ancestor = self.store().get_turn(&turn.session_id, &id).await?;
+            next = ancestor.previous_turn_id.clone();
+            chain.push(ancestor.id);
+        }
+        chain.reverse();
+        chain.push(turn.id.clone());
+        let mut events = Vec::new();
+        for turn_id in chain {
+            let mut after = None;
+            loop {
+                let query = ContentQuery { only_turn_content: false, descending: false, after, limit: HISTORY_PAGE };
+                let page = self.store().read_content(&turn_id, &query).await?;
+                for stored in &page {
+                    match serde_json::from_str::<Event>(&stored.data) {
+                        Ok(event) => events.push(event),
+                        Err(error) => tracing::warn!(%turn_id, sequence = stored.sequence, %error, "unreadable stored event skipped"),
+                    }
+                }
+                match page.last() {
+                    Some(last) if page.len() == HISTORY_PAGE as usize => after = Some(last.sequence),
+                    _ => break,
+                }
+            }
+        }
+        Ok(events)
+    }
+}

@@ -1,0 +1,226 @@
+//! Sessions: create (from a saved agent or with their own spec), get, update, delete, list.
+
+use teamster_protocol::agent::AgentSpec;
+use teamster_protocol::session::{Session, SessionAgent, SessionKind};
+use teamster_protocol::{ids, timestamp};
+use teamster_store::{SessionAgentRecord, SessionOrder, SessionQuery, SessionRecord};
+
+use crate::agents::validate_spec;
+use crate::cursor;
+use crate::error::{Result, ServiceError};
+use crate::{Caller, Service};
+
+/// The longest title a session may have, in bytes.
+const MAX_TITLE_BYTES: usize = 512;
+
+pub(crate) fn session_view(record: SessionRecord) -> Session {
+    let (agent_name, agent_spec, agent) = match record.agent {
+        SessionAgentRecord::Saved { agent_id, agent_name, version } => (
+            Some(agent_name.clone()),
+            None,
+            SessionAgent::Reference { id: agent_id, name: Some(agent_name), version },
+        ),
+        SessionAgentRecord::Draft { spec, agent_name } => {
+            (agent_name, Some(spec.clone()), SessionAgent::Inline { spec })
+        }
+    };
+    let kind = if agent_spec.is_some() { SessionKind::Draft } else { SessionKind::Saved };
+    Session {
+        kind,
+        id: record.id,
+        agent_name,
+        agent_spec,
+        agent,
+        title: record.title,
+        created_by: record.created_by.subject_id.clone(),
+        created_by_subject: record.created_by,
+        created_at: record.created_at,
+        updated_at: record.updated_at,
+    }
+}
+
+/// Which sessions a listing may show.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SessionScope {
+    /// The caller's own sessions.
+    #[default]
+    Own,
+}
+
+/// A dialect-neutral session listing. Timestamps are already normalised RFC 3339.
+#[derive(Clone, Debug, Default)]
+pub struct SessionListQuery {
+    pub scope: SessionScope,
+    pub agent_name: Option<String>,
+    pub agent_id: Option<String>,
+    pub kind: Option<SessionKind>,
+    pub session_id: Option<String>,
+    pub created_by_subject_id: Option<String>,
+    pub created_from: Option<String>,
+    pub created_to: Option<String>,
+    pub order_by: SessionOrder,
+    pub descending: bool,
+    pub page_token: Option<String>,
+    pub limit: u32,
+}
+
+fn validate_title(title: &Option<String>) -> Result<()> {
+    if title.as_ref().is_some_and(|title| title.len() > MAX_TITLE_BYTES) {
+        return Err(ServiceError::invalid_param("title", format!("title is longer than {MAX_TITLE_BYTES} bytes")));
+    }
+    Ok(())
+}
+
+impl Service {
+    /// A session of a saved agent, pinned to the agent's current version.
+    pub async fn create_session(&self, caller: &Caller, agent_name: &str, title: Option<String>) -> Result<Session> {
+        validate_title(&title)?;
+        let agent = self.get_agent_by_name(agent_name).await?;
+        let now = timestamp::now();
+        let record = SessionRecord {
+            id: ids::new_id("sess"),
+            agent: SessionAgentRecord::Saved { agent_id: agent.id, agent_name: agent.name, version: agent.version },
+            title,
+            created_by: caller.subject.clone(),
+            created_at: now.clone(),
+            updated_at: now,
+            last_turn_id: None,
+        };
+        self.store().create_session(&record).await?;
+        Ok(session_view(record))
+    }
+
+    /// A session that carries its own spec (a gateway draft, a native inline session).
+    pub async fn create_draft_session(
+        &self,
+        caller: &Caller,
+        spec: AgentSpec,
+        agent_name: Option<String>,
+        title: Option<String>,
+    ) -> Result<Session> {
+        validate_title(&title)?;
+        validate_spec(&spec)?;
+        if let Some(name) = &agent_name {
+            self.get_agent_by_name(name).await?;
+        }
+        let now = timestamp::now();
+        let record = SessionRecord {
+            id: ids::new_id("sess"),
+            agent: SessionAgentRecord::Draft { spec, agent_name },
+            title,
+            created_by: caller.subject.clone(),
+            created_at: now.clone(),
+            updated_at: now,
+            last_turn_id: None,
+        };
+        self.store().create_session(&record).await?;
+        Ok(session_view(record))
+    }
+
+    /// The session record, if the caller may see it.
+    pub(crate) async fn owned_session(&self, caller: &Caller, session_id: &str) -> Result<SessionRecord> {
+        let record = self.store().get_session(session_id).await.map_err(|error| match error {
+            teamster_store::Error::NotFound(_) => ServiceError::NotFound(format!("session {session_id:?} not found")),
+            other => other.into(),
+        })?;
+        if record.created_by.subject_id != caller.subject.subject_id {
+            return Err(ServiceError::Forbidden("only the session's creator may use it".to_owned()));
+        }
+        Ok(record)
+    }
+
+    pub async fn get_session(&self, caller: &Caller, session_id: &str) -> Result<Session> {
+        Ok(session_view(self.owned_session(caller, session_id).await?))
+    }
+
+    /// Updates a session. A new spec is only for sessions with their own spec; `None` fields
+    /// are kept. An empty update just refreshes `updated_at`.
+    pub async fn update_session(
+        &self,
+        caller: &Caller,
+        session_id: &str,
+        spec: Option<AgentSpec>,
+        title: Option<String>,
+    ) -> Result<Session> {
+        validate_title(&title)?;
+        let mut record = self.owned_session(caller, session_id).await?;
+        if let Some(spec) = spec {
+            validate_spec(&spec)?;
+            match &mut record.agent {
+                SessionAgentRecord::Draft { spec: current, .. } => *current = spec,
+                SessionAgentRecord::Saved { .. } => {
+                    return Err(ServiceError::Unprocessable(
+                        "this session runs a saved agent; its agent cannot be replaced (update the agent instead)"
+                            .to_owned(),
+                    ));
+                }
+            }
+        }
+        if title.is_some() {
+            record.title = title;
+        }
+        record.updated_at = timestamp::now();
+        self.store().update_session(&record).await?;
+        Ok(session_view(record))
+    }
+
+    /// Deletes a session and everything in it, cancelling its running turn; idempotent.
+    pub async fn delete_session(&self, caller: &Caller, session_id: &str) -> Result<()> {
+        match self.owned_session(caller, session_id).await {
+            Ok(_) => {}
+            Err(ServiceError::NotFound(_)) => return Ok(()),
+            Err(other) => return Err(other),
+        }
+        if let Some(log) = self.inner.live.running_in_session(session_id) {
+            log.request_cancel(teamster_protocol::CancelReason::ClientCancelled);
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), log.wait_finished()).await;
+        }
+        self.store().delete_session(session_id).await?;
+        Ok(())
+    }
+
+    /// One page of sessions and the token of the next page, if any.
+    pub async fn list_sessions(&self, caller: &Caller, query: SessionListQuery) -> Result<(Vec<Session>, Option<String>)> {
+        if let Some(requested) = &query.created_by_subject_id {
+            if *requested != caller.subject.subject_id {
+                return Ok((Vec::new(), None));
+            }
+        }
+        let after = match &query.page_token {
+            Some(token) => {
+                let mut parts = cursor::decode(token, 2)?;
+                let id = parts.pop().unwrap_or_default();
+                let key = parts.pop().unwrap_or_default();
+                Some((key, id))
+            }
+            None => None,
+        };
+        let store_query = SessionQuery {
+            created_by: Some(caller.subject.subject_id.clone()),
+            agent_name: query.agent_name,
+            agent_id: query.agent_id,
+            kind: query.kind,
+            session_id: query.session_id,
+            created_from: query.created_from,
+            created_to: query.created_to,
+            order_by: query.order_by,
+            descending: query.descending,
+            after,
+            limit: query.limit + 1,
+        };
+        let mut records = self.store().list_sessions(&store_query).await?;
+        let next = if records.len() > query.limit as usize {
+            records.truncate(query.limit as usize);
+            records.last().map(|last| {
+                let key = match query.order_by {
+                    SessionOrder::CreatedAt => &last.created_at,
+                    SessionOrder::UpdatedAt => &last.updated_at,
+                };
+                cursor::encode(&[key, &last.id])
+            })
+        } else {
+            None
+        };
+        Ok((records.into_iter().map(session_view).collect(), next))
+    }
+}

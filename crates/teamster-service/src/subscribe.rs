@@ -1,0 +1,112 @@
+//! Subscribing to a turn's stream: replay what is stored or buffered after a cursor, then
+//! follow live events until `turn.done`.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::Stream;
+use teamster_protocol::TurnState;
+use tokio::sync::mpsc;
+
+use crate::error::{Result, ServiceError};
+use crate::live::{TurnLog, sse_frame};
+use crate::{Caller, Service};
+
+/// SSE frames (`id: N\ndata: {...}\n\n`) of one turn, ending after `turn.done`.
+pub type FrameStream = Pin<Box<dyn Stream<Item = Bytes> + Send>>;
+
+/// Frames buffered per subscriber; a slow client only ever slows itself.
+const SUBSCRIBER_BUFFER: usize = 256;
+const STORE_PAGE: u32 = 1000;
+/// How often a subscriber polls the store for a turn that runs in another process.
+const STORE_POLL: Duration = Duration::from_millis(250);
+
+impl Service {
+    /// Subscribes to a turn's stream after sequence number `after` (0 = from the start).
+    pub async fn subscribe(&self, caller: &Caller, session_id: &str, turn_id: &str, after: u64) -> Result<FrameStream> {
+        self.owned_session(caller, session_id).await?;
+        let turn = self.turn_record(session_id, turn_id).await?;
+        if let Some(log) = self.inner.live.get(turn_id) {
+            return Ok(follow_live(log, after));
+        }
+        if turn.state.is_terminal() && self.store().last_sequence(turn_id).await? == 0 {
+            return Err(ServiceError::PreconditionFailed(format!("the event stream of turn {turn_id:?} no longer exists")));
+        }
+        Ok(self.follow_store(session_id.to_owned(), turn_id.to_owned(), after))
+    }
+
+    /// Streams a running turn's live log from `after`.
+    pub fn follow(&self, log: std::sync::Arc<TurnLog>, after: u64) -> FrameStream {
+        follow_live(log, after)
+    }
+
+    /// Replays a turn from the store, and polls for more while it is still running in some
+    /// other process.
+    fn follow_store(&self, session_id: String, turn_id: String, mut after: u64) -> FrameStream {
+        let (sender, receiver) = mpsc::channel(SUBSCRIBER_BUFFER);
+        let service = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let terminal = match service.store().get_turn(&session_id, &turn_id).await {
+                    Ok(turn) => !matches!(turn.state, TurnState::Running),
+                    Err(_) => return,
+                };
+                loop {
+                    let Ok(page) = service.store().read_stream(&turn_id, after, STORE_PAGE).await else { return };
+                    for event in &page {
+                        if sender.send(sse_frame(event.sequence, &event.data)).await.is_err() {
+                            return;
+                        }
+                        after = event.sequence;
+                    }
+                    if page.len() < STORE_PAGE as usize {
+                        break;
+                    }
+                }
+                if terminal {
+                    return;
+                }
+                if let Some(log) = service.inner.live.get(&turn_id) {
+                    forward_live(log, after, sender).await;
+                    return;
+                }
+                tokio::time::sleep(STORE_POLL).await;
+            }
+        });
+        receiver_stream(receiver)
+    }
+}
+
+fn follow_live(log: std::sync::Arc<TurnLog>, after: u64) -> FrameStream {
+    let (sender, receiver) = mpsc::channel(SUBSCRIBER_BUFFER);
+    tokio::spawn(forward_live(log, after, sender));
+    receiver_stream(receiver)
+}
+
+/// Sends durable frames after `after` until `turn.done` has been sent or the receiver is gone.
+async fn forward_live(log: std::sync::Arc<TurnLog>, mut after: u64, sender: mpsc::Sender<Bytes>) {
+    let mut durable = log.subscribe_durable();
+    loop {
+        let committed = *durable.borrow_and_update();
+        let (frames, complete) = log.durable_frames(after, committed);
+        for frame in frames {
+            if sender.send(frame).await.is_err() {
+                return;
+            }
+        }
+        after = after.max(committed);
+        if complete {
+            return;
+        }
+        if durable.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+fn receiver_stream(receiver: mpsc::Receiver<Bytes>) -> FrameStream {
+    Box::pin(futures_util::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|frame| (frame, receiver))
+    }))
+}

@@ -1,0 +1,257 @@
+//! Turns: create (validate, record `turn.created`, start the runner), get, list, cancel.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use teamster_protocol::event::TurnCreated;
+use teamster_protocol::input::TurnInput;
+use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, Turn, TurnState, ids, timestamp};
+use teamster_store::{LogWrite, SessionRecord, TurnRecord};
+
+use crate::cursor;
+use crate::error::{Result, ServiceError};
+use crate::live::{TurnLog, sse_frame};
+use crate::{Caller, Service};
+
+/// The most input items one turn may carry.
+const MAX_INPUT_ITEMS: usize = 256;
+/// How long a cancel waits for the turn to record its end before answering.
+const CANCEL_WAIT: Duration = Duration::from_secs(10);
+
+/// A request to start a turn.
+#[derive(Clone, Debug, Default)]
+pub struct CreateTurn {
+    pub input: Vec<TurnInput>,
+    /// `auto` (or absent), `none`, or a turn id.
+    pub previous_turn_id: Option<String>,
+}
+
+/// Which turns of a session to list.
+#[derive(Clone, Debug)]
+pub struct TurnListQuery {
+    pub limit: u32,
+    pub page_token: Option<String>,
+}
+
+enum Chain {
+    Auto,
+    NewRoot,
+    After(String),
+}
+
+pub(crate) fn turn_view(record: TurnRecord) -> Turn {
+    Turn {
+        id: record.id,
+        session_id: record.session_id,
+        previous_turn_id: record.previous_turn_id,
+        input: record.input,
+        state: record.state,
+        created_by_subject: record.created_by,
+        created_at: record.created_at,
+    }
+}
+
+fn validate_input(input: &[TurnInput]) -> Result<()> {
+    if input.len() > MAX_INPUT_ITEMS {
+        return Err(ServiceError::invalid_param("input", format!("input has more than {MAX_INPUT_ITEMS} items")));
+    }
+    let mut kinds = input.iter().map(TurnInput::kind);
+    if let Some(first) = kinds.next() {
+        if kinds.any(|kind| kind != first) {
+            return Err(ServiceError::invalid_param(
+                "input",
+                "input mixes user messages with tool approvals or tool responses; send one kind per turn",
+            ));
+        }
+    }
+    for (index, item) in input.iter().enumerate() {
+        match item {
+            TurnInput::Message { content } => {
+                if content.is_empty() {
+                    return Err(ServiceError::invalid_param("input", format!("input[{index}] is a user message with no content")));
+                }
+                if let teamster_protocol::UserContent::Parts(parts) = content {
+                    for part in parts {
+                        if let teamster_protocol::input::UserContentPart::File { name, data } = part {
+                            if !data.starts_with("data:") || !data.contains(";base64,") {
+                                return Err(ServiceError::invalid_param(
+                                    "input",
+                                    format!("file {name:?} in input[{index}] must be a data URL: data:<mime>;base64,<payload>"),
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            TurnInput::ToolApproval { thread_id, tool_call_id, .. } | TurnInput::ToolResponse { thread_id, tool_call_id, .. } => {
+                // Nothing in this session can be waiting for a human yet: this server offers no
+                // gated or client-side tools, so every decision names an unknown call.
+                return Err(ServiceError::invalid_param(
+                    "input",
+                    format!("input[{index}]: tool call {tool_call_id:?} in thread {thread_id:?} is not waiting for a decision"),
+                ));
+            }
+        }
+    }
+    if input.is_empty() {
+        return Err(ServiceError::invalid_param("input", "input is empty and nothing in this session is waiting to be resumed"));
+    }
+    Ok(())
+}
+
+fn parse_chain(previous_turn_id: Option<&str>) -> Result<Chain> {
+    match previous_turn_id {
+        None | Some("auto") => Ok(Chain::Auto),
+        Some("none") => Ok(Chain::NewRoot),
+        Some(id) if ids::is_valid_id(id) => Ok(Chain::After(id.to_owned())),
+        Some(_) => Err(ServiceError::invalid_param(
+            "previous_turn_id",
+            "previous_turn_id must be \"auto\", \"none\" or a turn id",
+        )),
+    }
+}
+
+impl Service {
+    /// Validates and starts a turn. Returns the running turn and its live log; the turn runs
+    /// on its own task whatever happens to the caller.
+    pub async fn create_turn(&self, caller: &Caller, session_id: &str, request: CreateTurn) -> Result<(Turn, Arc<TurnLog>)> {
+        validate_input(&request.input)?;
+        let chain = parse_chain(request.previous_turn_id.as_deref())?;
+        let session = self.owned_session(caller, session_id).await?;
+        let previous = match &chain {
+            Chain::Auto => session.last_turn_id.clone(),
+            Chain::NewRoot => None,
+            Chain::After(id) => {
+                self.store().get_turn(session_id, id).await.map_err(|error| match error {
+                    teamster_store::Error::NotFound(_) => {
+                        ServiceError::NotFound(format!("previous turn {id:?} not found in this session"))
+                    }
+                    other => other.into(),
+                })?;
+                Some(id.clone())
+            }
+        };
+        let running = self.inner.live.running_in_session(session_id);
+        if let Some(running) = &running {
+            let chains_onto_running = previous.as_deref() == Some(&*running.turn_id);
+            if !(matches!(chain, Chain::Auto) || chains_onto_running) {
+                return Err(ServiceError::turn_running(format!(
+                    "turn {} is still running in this session; cancel it first, or chain to it with previous_turn_id \"auto\"",
+                    running.turn_id
+                )));
+            }
+            running.request_cancel(CancelReason::CancelledForNextTurn);
+        }
+        self.start_turn(caller, session, previous, request.input, running).await
+    }
+
+    async fn start_turn(
+        &self,
+        caller: &Caller,
+        session: SessionRecord,
+        previous_turn_id: Option<String>,
+        input: Vec<TurnInput>,
+        cancelled_previous: Option<Arc<TurnLog>>,
+    ) -> Result<(Turn, Arc<TurnLog>)> {
+        let now = timestamp::now();
+        let record = TurnRecord {
+            id: ids::new_id("turn"),
+            session_id: session.id.clone(),
+            previous_turn_id: previous_turn_id.clone(),
+            input: input.clone(),
+            state: TurnState::Running,
+            created_by: caller.subject.clone(),
+            created_at: now.clone(),
+        };
+        let created = Event::TurnCreated(TurnCreated {
+            id: ids::new_id("evt"),
+            turn_id: record.id.clone(),
+            previous_turn_id,
+            input,
+            state: TurnState::Running,
+            created_by: caller.subject.clone(),
+            created_at: now,
+            thread_id: Some(MAIN_THREAD_ID.to_owned()),
+        });
+        let data: Arc<str> = serde_json::to_string(&created).unwrap_or_default().into();
+        let turn_id: Arc<str> = record.id.as_str().into();
+        let writes = [
+            LogWrite::Stream { turn_id: turn_id.clone(), sequence: 1, data: data.clone() },
+            LogWrite::Content { turn_id: turn_id.clone(), sequence: 1, kind: created.kind(), data: data.clone() },
+        ];
+        self.store()
+            .create_turn(&record, session.last_turn_id.as_deref(), &writes)
+            .await
+            .map_err(|error| match error {
+                teamster_store::Error::Conflict(_) => ServiceError::turn_running(
+                    "another turn was started in this session at the same time; retry",
+                ),
+                other => other.into(),
+            })?;
+        let log = TurnLog::new(&record.id, &session.id, vec![sse_frame(1, &data)]);
+        self.inner.live.insert(log.clone());
+        crate::runner::spawn(self.clone(), log.clone(), session, record.clone(), cancelled_previous);
+        Ok((turn_view(record), log))
+    }
+
+    /// A turn, with its final state as soon as it is decided.
+    pub async fn get_turn(&self, caller: &Caller, session_id: &str, turn_id: &str) -> Result<Turn> {
+        self.owned_session(caller, session_id).await?;
+        let mut record = self.turn_record(session_id, turn_id).await?;
+        if let Some(state) = self.inner.live.get(turn_id).and_then(|log| log.final_state()) {
+            record.state = state;
+        }
+        Ok(turn_view(record))
+    }
+
+    pub(crate) async fn turn_record(&self, session_id: &str, turn_id: &str) -> Result<TurnRecord> {
+        self.store().get_turn(session_id, turn_id).await.map_err(|error| match error {
+            teamster_store::Error::NotFound(_) => ServiceError::NotFound(format!("turn {turn_id:?} not found in this session")),
+            other => other.into(),
+        })
+    }
+
+    /// Turns newest first, walking `previous_turn_id` from the session's last turn (or from
+    /// the page token's turn).
+    pub async fn list_turns(&self, caller: &Caller, session_id: &str, query: TurnListQuery) -> Result<(Vec<Turn>, Option<String>)> {
+        let session = self.owned_session(caller, session_id).await?;
+        let mut next_id = match &query.page_token {
+            Some(token) => {
+                let id = cursor::decode(token, 1)?.pop().unwrap_or_default();
+                self.store().get_turn(session_id, &id).await.map_err(|_| {
+                    ServiceError::invalid_param("page_token", "page_token is not a valid page token for this session")
+                })?;
+                Some(id)
+            }
+            None => session.last_turn_id,
+        };
+        let mut turns = Vec::new();
+        while let Some(id) = next_id.take() {
+            if turns.len() == query.limit as usize {
+                return Ok((turns, Some(cursor::encode(&[&id]))));
+            }
+            let mut record = self.turn_record(session_id, &id).await?;
+            if let Some(state) = self.inner.live.get(&id).and_then(|log| log.final_state()) {
+                record.state = state;
+            }
+            next_id = record.previous_turn_id.clone();
+            turns.push(turn_view(record));
+        }
+        Ok((turns, None))
+    }
+
+    /// Cancels the session's running turn, if any, and waits (boundedly) until it has
+    /// recorded its end. Idempotent.
+    pub async fn cancel_session(&self, caller: &Caller, session_id: &str) -> Result<()> {
+        self.owned_session(caller, session_id).await?;
+        if let Some(log) = self.inner.live.running_in_session(session_id) {
+            log.request_cancel(CancelReason::ClientCancelled);
+            if tokio::time::timeout(CANCEL_WAIT, log.wait_finished()).await.is_err() {
+                return Err(ServiceError::PreconditionFailed(
+                    "the running turn did not stop in time; it will stop shortly".to_owned(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,103 @@
+//! The group-commit writer: one task that persists every log write of every turn in
+//! batches, then advances each turn's durability watermark.
+//!
+//! Writers never wait for it: they queue and go on. The task takes everything queued (up to a
+//! batch limit) and commits it in one transaction, so under load many events share one
+//! commit. A failed commit is retried with back-off; nothing is dropped.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use teamster_store::{LogWrite, Store};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::live::TurnLog;
+
+const MAX_BATCH: usize = 4096;
+
+enum Command {
+    Write { write: LogWrite, log: Option<Arc<TurnLog>> },
+    Flush(oneshot::Sender<()>),
+}
+
+/// A handle to the writer task; cheap to clone.
+#[derive(Clone)]
+pub struct EventWriter {
+    sender: mpsc::UnboundedSender<Command>,
+}
+
+impl EventWriter {
+    /// Starts the writer task on the current runtime.
+    pub fn start(store: Arc<dyn Store>) -> EventWriter {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        tokio::spawn(run(store, receiver));
+        EventWriter { sender }
+    }
+
+    /// Queues a write. When it is a stream write and `log` is given, the log's watermark
+    /// advances once the write is committed.
+    pub fn write(&self, write: LogWrite, log: Option<Arc<TurnLog>>) {
+        if self.sender.send(Command::Write { write, log }).is_err() {
+            tracing::error!("event writer has stopped; a write was lost");
+        }
+    }
+
+    /// Waits until everything queued before this call is committed.
+    pub async fn flush(&self) {
+        let (done, wait) = oneshot::channel();
+        if self.sender.send(Command::Flush(done)).is_ok() {
+            let _ = wait.await;
+        }
+    }
+}
+
+async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Command>) {
+    let mut batch: Vec<LogWrite> = Vec::new();
+    let mut watermarks: HashMap<Arc<str>, (Arc<TurnLog>, u64)> = HashMap::new();
+    let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
+    while let Some(first) = receiver.recv().await {
+        let mut next = Some(first);
+        while let Some(command) = next.take() {
+            match command {
+                Command::Write { write, log } => {
+                    if let (LogWrite::Stream { turn_id, sequence, .. }, Some(log)) = (&write, log) {
+                        let entry = watermarks.entry(turn_id.clone()).or_insert((log, 0));
+                        entry.1 = entry.1.max(*sequence);
+                    }
+                    batch.push(write);
+                }
+                Command::Flush(done) => flushes.push(done),
+            }
+            if batch.len() < MAX_BATCH {
+                next = receiver.try_recv().ok();
+            }
+        }
+        commit(store.as_ref(), &batch).await;
+        batch.clear();
+        for (_, (log, sequence)) in watermarks.drain() {
+            log.mark_durable(sequence);
+        }
+        for done in flushes.drain(..) {
+            let _ = done.send(());
+        }
+    }
+}
+
+/// Commits a batch, retrying with back-off until the store takes it.
+async fn commit(store: &dyn Store, batch: &[LogWrite]) {
+    if batch.is_empty() {
+        return;
+    }
+    let mut delay = Duration::from_millis(10);
+    loop {
+        match store.write(batch).await {
+            Ok(()) => return,
+            Err(error) => {
+                tracing::error!(%error, writes = batch.len(), "event batch commit failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
