@@ -30,6 +30,11 @@ pub fn parse(text: &str) -> Option<OffsetDateTime> {
     OffsetDateTime::parse(text, &Rfc3339).ok()
 }
 
+/// Moves a timestamp by a number of seconds (negative for earlier); `None` if unparseable.
+pub fn shift(text: &str, seconds: i64) -> Option<String> {
+    parse(text).map(|at| format(at + time::Duration::seconds(seconds)))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -40,5 +45,6 @@ mod tests {
         );
         assert_eq!(super::normalize("yesterday"), None);
         assert_eq!(super::now().len(), 24);
+        assert_eq!(super::shift("2025-01-01T00:10:00.000Z", -1800).as_deref(), Some("2024-12-31T23:40:00.000Z"));
     }
 }

@@ -1,1 +1,79 @@
-//! Placeholder.
+//! The HTTP face of Teamster: the native `/api/v1` API and the gateway `/v1/agents/...`
+//! dialect, both thin routers over one [`teamster_service::Service`].
+//!
+//! [`app`] builds the whole application (prefix stripping included) for tests and for
+//! [`serve`]. Only this crate knows HTTP: status codes, SSE framing, headers, query strings.
+
+mod error;
+mod extract;
+mod params;
+mod prefix;
+mod routes;
+mod sse;
+
+use std::future::Future;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request};
+use tower::Layer;
+use tower::util::MapRequestLayer;
+
+pub use error::ApiError;
+use teamster_service::Service;
+
+/// HTTP settings.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The longest silence on an SSE stream before a `: ping` comment.
+    pub heartbeat: Duration,
+    /// The largest request body accepted; larger ones get 413.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig { heartbeat: Duration::from_secs(15), max_body_bytes: 10 * 1024 * 1024 }
+    }
+}
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub service: Service,
+    pub config: ServerConfig,
+}
+
+/// The routes of both dialects, at the root.
+pub fn router(state: AppState) -> Router {
+    let body_limit = state.config.max_body_bytes;
+    Router::new()
+        .merge(routes::health::routes())
+        .nest("/api/v1", routes::native::routes())
+        .nest("/v1", routes::gateway::routes())
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(state)
+}
+
+/// The application: [`router`] behind the layer that strips any path prefix, so the API
+/// works under a tenant path such as `/t1/v1/agents/sessions`.
+pub fn app(state: AppState) -> impl tower::Service<
+    Request,
+    Response = axum::response::Response,
+    Error = std::convert::Infallible,
+    Future = impl Send,
+> + Clone + Send + 'static {
+    MapRequestLayer::new(prefix::strip_prefix).layer(router(state))
+}
+
+/// Serves the application on a listener until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = app(state);
+    axum::serve(listener, tower::make::Shared::new(app)).with_graceful_shutdown(shutdown).await
+}

@@ -34,8 +34,10 @@ use teamster_tools::ToolSource;
 
 pub use error::{Result, ServiceError};
 pub use events::{ListOrder, SessionEventsQuery, TurnEventsQuery};
+pub use providers::ProviderWrite;
 pub use sessions::{SessionListQuery, SessionScope};
 pub use subscribe::FrameStream;
+pub use teamster_store::SessionOrder;
 pub use turns::{CreateTurn, TurnListQuery};
 
 /// Who makes a request.

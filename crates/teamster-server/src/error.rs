@@ -1,0 +1,86 @@
+//! HTTP errors: every failure becomes `{"error": {"message", "type", "code", "param"}}` with
+//! the right status. Internals are logged, never shown.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use teamster_protocol::api::{ErrorDetail, ErrorResponse};
+use teamster_service::ServiceError;
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub param: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError { status, code, message: message.into(), param: None }
+    }
+
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn with_param(mut self, param: &str) -> ApiError {
+        self.param = Some(param.to_owned());
+        self
+    }
+}
+
+fn error_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 | 413 | 422 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        405 => "invalid_request_error",
+        409 => "conflict_error",
+        412 => "precondition_failed_error",
+        _ => "server_error",
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::error!(status = %self.status, message = %self.message, "request failed");
+        }
+        let body = ErrorResponse {
+            error: ErrorDetail {
+                message: self.message,
+                kind: Some(error_type(self.status).to_owned()),
+                code: Some(self.code.to_owned()),
+                param: self.param,
+            },
+        };
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(error: ServiceError) -> ApiError {
+        let message = error.to_string();
+        match error {
+            ServiceError::Invalid { param, .. } => {
+                let code = if param == Some("input") { "invalid_input" } else { "invalid_request" };
+                ApiError { status: StatusCode::BAD_REQUEST, code, message, param: param.map(str::to_owned) }
+            }
+            ServiceError::Forbidden(_) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", message),
+            ServiceError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", message),
+            ServiceError::Conflict { code, .. } => ApiError::new(StatusCode::CONFLICT, code, message),
+            ServiceError::PreconditionFailed(_) => {
+                ApiError::new(StatusCode::PRECONDITION_FAILED, "precondition_failed", message)
+            }
+            ServiceError::Unprocessable(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unsupported", message),
+            ServiceError::Store(source) => {
+                tracing::error!(error = %source, "storage failure");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", "internal server error")
+            }
+        }
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,45 @@
+//! Request extractors whose failures are [`ApiError`]s in the spec's shape.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+
+/// A JSON body. Malformed JSON is 400 `invalid_json`; JSON of the wrong shape is 400
+/// `invalid_request` naming the problem; an oversize body is 413. An empty body reads as
+/// `{}`, since several endpoints take an optional body.
+pub struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(request, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "the request body is larger than this server accepts")
+            } else {
+                ApiError::bad_request("invalid_request", format!("the request body could not be read: {rejection}"))
+            }
+        })?;
+        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
+        let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+        let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+            let path = error.path().to_string();
+            let inner = error.into_inner();
+            match inner.classify() {
+                serde_json::error::Category::Syntax | serde_json::error::Category::Eof | serde_json::error::Category::Io => {
+                    ApiError::bad_request("invalid_json", format!("the request body is not valid JSON: {inner}"))
+                }
+                serde_json::error::Category::Data => {
+                    let at = if path == "." { String::new() } else { format!(" at {path}") };
+                    let error = ApiError::bad_request("invalid_request", format!("the request body is invalid{at}: {inner}"));
+                    if path == "." { error } else { error.with_param(&path) }
+                }
+            }
+        })?;
+        deserializer.end().map_err(|error| ApiError::bad_request("invalid_json", format!("the request body is not valid JSON: {error}")))?;
+        Ok(JsonBody(value))
+    }
+}

@@ -1,0 +1,91 @@
+//! Query-string parameters, parsed with errors that name the parameter.
+
+use std::collections::HashMap;
+
+use axum::extract::{FromRequestParts, Query};
+use axum::http::request::Parts;
+use teamster_protocol::timestamp;
+use teamster_service::ListOrder;
+
+use crate::error::ApiError;
+
+/// A request's query parameters (the last value wins for repeated keys).
+pub struct Params(pub HashMap<String, String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Params {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Query(map) = Query::<HashMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .map_err(|rejection| ApiError::bad_request("invalid_request", format!("invalid query string: {rejection}")))?;
+        Ok(Params(map))
+    }
+}
+
+fn invalid(param: &str, message: String) -> ApiError {
+    ApiError::bad_request("invalid_request", message).with_param(param)
+}
+
+impl Params {
+    /// A string parameter; empty means absent.
+    pub fn string(&self, name: &str) -> Option<String> {
+        self.0.get(name).filter(|value| !value.is_empty()).cloned()
+    }
+
+    /// A page size: `default` when absent, an error unless a positive integer, capped at `max`.
+    pub fn limit(&self, default: u32, max: u32) -> Result<u32, ApiError> {
+        match self.string("limit") {
+            None => Ok(default),
+            Some(text) => match text.parse::<u32>() {
+                Ok(limit) if limit > 0 => Ok(limit.min(max)),
+                _ => Err(invalid("limit", format!("limit must be an integer between 1 and {max}"))),
+            },
+        }
+    }
+
+    /// `asc` or `desc`, or `default` when absent.
+    pub fn order(&self, default: ListOrder) -> Result<ListOrder, ApiError> {
+        match self.string("order").as_deref() {
+            None => Ok(default),
+            Some("asc") => Ok(ListOrder::Ascending),
+            Some("desc") => Ok(ListOrder::Descending),
+            Some(other) => Err(invalid("order", format!("order must be \"asc\" or \"desc\", not {other:?}"))),
+        }
+    }
+
+    /// An RFC 3339 timestamp, normalised.
+    pub fn timestamp(&self, name: &str) -> Result<Option<String>, ApiError> {
+        match self.string(name) {
+            None => Ok(None),
+            Some(text) => timestamp::normalize(&text)
+                .map(Some)
+                .ok_or_else(|| invalid(name, format!("{name} must be an RFC 3339 timestamp such as 2025-01-01T00:00:00Z"))),
+        }
+    }
+
+    /// A non-negative integer.
+    pub fn sequence(&self, name: &str) -> Result<Option<u64>, ApiError> {
+        match self.string(name) {
+            None => Ok(None),
+            Some(text) => text
+                .parse::<u64>()
+                .map(Some)
+                .map_err(|_| invalid(name, format!("{name} must be a non-negative integer"))),
+        }
+    }
+}
+
+/// The `Last-Event-ID` header as a sequence number, if present.
+pub fn last_event_id(headers: &axum::http::HeaderMap) -> Result<Option<u64>, ApiError> {
+    match headers.get("last-event-id") {
+        None => Ok(None),
+        Some(value) => value
+            .to_str()
+            .ok()
+            .map(str::trim)
+            .and_then(|text| text.parse::<u64>().ok())
+            .map(Some)
+            .ok_or_else(|| invalid("Last-Event-ID", "the Last-Event-ID header must be a non-negative integer".to_owned())),
+    }
+}

@@ -1,0 +1,78 @@
+//! E1–E5 and E10: sessions of saved agents, cancel, turn listing and session events.
+
+use axum::extract::{Path, State};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use teamster_protocol::Turn;
+use teamster_protocol::api::{CreateGatewaySessionRequest, Data, Empty, Page, Pagination, SessionEventItem};
+use teamster_protocol::session::{Session, SessionKind};
+use teamster_service::{Caller, SessionEventsQuery, SessionListQuery, SessionOrder, TurnListQuery};
+
+use super::{descending, window};
+use crate::AppState;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::JsonBody;
+use crate::params::Params;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/agents/sessions", get(list).post(create))
+        .route("/agents/sessions/{session_id}", get(fetch))
+        .route("/agents/sessions/{session_id}/cancel", post(cancel))
+        .route("/agents/sessions/{session_id}/turns", get(list_turns).post(super::turns::create))
+        .route("/agents/sessions/{session_id}/events", get(events))
+}
+
+async fn create(State(state): State<AppState>, JsonBody(body): JsonBody<CreateGatewaySessionRequest>) -> ApiResult<Json<Data<Session>>> {
+    Ok(Json(Data { data: state.service.create_session(&Caller::local(), &body.agent_name, None).await? }))
+}
+
+async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Json<Page<Session>>> {
+    let agent_name = params
+        .string("agent_name")
+        .ok_or_else(|| ApiError::bad_request("invalid_request", "agent_name is required").with_param("agent_name"))?;
+    state.service.get_agent_by_name(&agent_name).await?;
+    let limit = params.limit(10, 100)?;
+    let (created_from, created_to) = window(&params, true)?;
+    let query = SessionListQuery {
+        agent_name: Some(agent_name),
+        kind: Some(SessionKind::Saved),
+        created_from,
+        created_to,
+        order_by: SessionOrder::CreatedAt,
+        descending: descending(&params)?,
+        page_token: params.string("page_token"),
+        limit,
+        ..SessionListQuery::default()
+    };
+    let (sessions, next) = state.service.list_sessions(&Caller::local(), query).await?;
+    Ok(Json(Page { data: sessions, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+}
+
+async fn fetch(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Data<Session>>> {
+    Ok(Json(Data { data: state.service.get_session(&Caller::local(), &session_id).await? }))
+}
+
+async fn cancel(State(state): State<AppState>, Path(session_id): Path<String>, JsonBody(_): JsonBody<Empty>) -> ApiResult<Json<Empty>> {
+    state.service.cancel_session(&Caller::local(), &session_id).await?;
+    Ok(Json(Empty {}))
+}
+
+async fn list_turns(State(state): State<AppState>, Path(session_id): Path<String>, params: Params) -> ApiResult<Json<Page<Turn>>> {
+    let limit = params.limit(10, 25)?;
+    let query = TurnListQuery { limit, page_token: params.string("page_token") };
+    let (turns, next) = state.service.list_turns(&Caller::local(), &session_id, query).await?;
+    Ok(Json(Page { data: turns, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+}
+
+async fn events(State(state): State<AppState>, Path(session_id): Path<String>, params: Params) -> ApiResult<Json<Page<SessionEventItem>>> {
+    let limit = params.limit(100, 100)?;
+    let query = SessionEventsQuery {
+        limit,
+        page_token: params.string("page_token"),
+        last_turn_id: params.string("last_turn_id"),
+        include_running_tip: false,
+    };
+    let (events, next) = state.service.list_session_events(&Caller::local(), &session_id, query).await?;
+    Ok(Json(Page { data: events, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+}

@@ -1,0 +1,35 @@
+//! `/api/v1/capabilities` and `/api/v1/models`: what this server offers.
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use teamster_protocol::api::{Capabilities, Data, Enabled, SkillCapability};
+
+use crate::AppState;
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/capabilities", get(capabilities)).route("/models", get(models))
+}
+
+async fn capabilities() -> Json<Data<Capabilities>> {
+    Json(Data {
+        data: Capabilities {
+            sandbox: Enabled { enabled: false },
+            skill: SkillCapability { enabled: false, reason: Some("skills are not supported by this server yet".to_owned()) },
+            settings: Enabled { enabled: true },
+        },
+    })
+}
+
+async fn models(State(state): State<AppState>) -> Json<Data<Vec<Value>>> {
+    let models = state
+        .service
+        .list_models()
+        .into_iter()
+        .map(|(name, provider, model)| {
+            json!({"name": name, "model_id": model.model_id, "provider": {"name": provider}, "properties": model.properties})
+        })
+        .collect();
+    Json(Data { data: models })
+}

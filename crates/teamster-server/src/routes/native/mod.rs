@@ -1,0 +1,15 @@
+//! The native API under `/api/v1`, per the OpenAPI document.
+
+mod agents;
+mod meta;
+mod sessions;
+mod settings;
+mod turns;
+
+use axum::Router;
+
+use crate::AppState;
+
+pub fn routes() -> Router<AppState> {
+    Router::new().merge(agents::routes()).merge(sessions::routes()).merge(turns::routes()).merge(settings::routes()).merge(meta::routes())
+}

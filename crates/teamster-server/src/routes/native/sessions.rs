@@ -1,0 +1,93 @@
+//! `/api/v1/sessions`: create (from a saved agent by name, or with an inline spec), list,
+//! get, patch, delete, cancel, and the session's events.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use teamster_protocol::api::{CreateSessionRequest, Data, Empty, Page, Pagination, SessionEventItem, UpdateSessionRequest};
+use teamster_protocol::session::Session;
+use teamster_service::{Caller, SessionEventsQuery, SessionListQuery, SessionOrder};
+
+use crate::AppState;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::JsonBody;
+use crate::params::Params;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/sessions", get(list).post(create))
+        .route("/sessions/{session_id}", get(fetch).patch(update).delete(remove))
+        .route("/sessions/{session_id}/cancel", post(cancel))
+        .route("/sessions/{session_id}/events", get(events))
+}
+
+async fn create(State(state): State<AppState>, JsonBody(body): JsonBody<CreateSessionRequest>) -> ApiResult<(StatusCode, Json<Data<Session>>)> {
+    let caller = Caller::local();
+    let session = match (body.agent.name, body.agent.spec) {
+        (Some(name), None) => state.service.create_session(&caller, &name, body.title).await?,
+        (None, Some(spec)) => state.service.create_draft_session(&caller, spec, None, body.title).await?,
+        _ => {
+            return Err(ApiError::bad_request("invalid_request", "agent must be either { \"name\": ... } or { \"spec\": ... }")
+                .with_param("agent"));
+        }
+    };
+    Ok((StatusCode::CREATED, Json(Data { data: session })))
+}
+
+async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Json<Page<Session>>> {
+    let limit = params.limit(25, 25)?;
+    let query = SessionListQuery {
+        agent_id: params.string("agent_id"),
+        created_from: params.timestamp("start_timestamp")?,
+        created_to: params.timestamp("end_timestamp")?,
+        order_by: SessionOrder::UpdatedAt,
+        descending: params.order(teamster_service::ListOrder::Descending)? == teamster_service::ListOrder::Descending,
+        page_token: params.string("page_token"),
+        limit,
+        ..SessionListQuery::default()
+    };
+    let (sessions, next) = state.service.list_sessions(&Caller::local(), query).await?;
+    Ok(Json(Page { data: sessions, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+}
+
+async fn fetch(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Data<Session>>> {
+    Ok(Json(Data { data: state.service.get_session(&Caller::local(), &session_id).await? }))
+}
+
+async fn update(
+    State(state): State<AppState>,
+    Path(session_id): Path<String>,
+    JsonBody(body): JsonBody<UpdateSessionRequest>,
+) -> ApiResult<Json<Data<Session>>> {
+    let spec = match body.agent {
+        None => None,
+        Some(agent) if agent.name.is_none() && agent.spec.is_some() => agent.spec,
+        Some(_) => {
+            return Err(ApiError::bad_request("invalid_request", "agent must be { \"spec\": ... }").with_param("agent"));
+        }
+    };
+    Ok(Json(Data { data: state.service.update_session(&Caller::local(), &session_id, spec, body.title).await? }))
+}
+
+async fn remove(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<StatusCode> {
+    state.service.delete_session(&Caller::local(), &session_id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn cancel(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Empty>> {
+    state.service.cancel_session(&Caller::local(), &session_id).await?;
+    Ok(Json(Empty {}))
+}
+
+async fn events(State(state): State<AppState>, Path(session_id): Path<String>, params: Params) -> ApiResult<Json<Page<SessionEventItem>>> {
+    let limit = params.limit(100, 100)?;
+    let query = SessionEventsQuery {
+        limit,
+        page_token: params.string("page_token"),
+        last_turn_id: params.string("last_turn_id"),
+        include_running_tip: true,
+    };
+    let (events, next) = state.service.list_session_events(&Caller::local(), &session_id, query).await?;
+    Ok(Json(Page { data: events, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+}

@@ -1,0 +1,70 @@
+//! `/api/v1/sessions/{id}/turns`: create (streamed by default), list, get, a turn's events,
+//! and subscribe (`GET`, cursor in `after_sequence_number` or `Last-Event-ID`).
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::value::RawValue;
+use teamster_protocol::Turn;
+use teamster_protocol::api::{CreateTurnRequest, Data, Page, Pagination};
+use teamster_service::{Caller, ListOrder, TurnEventsQuery, TurnListQuery};
+
+use crate::AppState;
+use crate::error::ApiResult;
+use crate::extract::JsonBody;
+use crate::params::{Params, last_event_id};
+use crate::routes::shared;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/sessions/{session_id}/turns", get(list).post(create))
+        .route("/sessions/{session_id}/turns/{turn_id}", get(fetch))
+        .route("/sessions/{session_id}/turns/{turn_id}/events", get(events))
+        .route("/sessions/{session_id}/turns/{turn_id}/subscribe", get(subscribe))
+}
+
+async fn create(State(state): State<AppState>, Path(session_id): Path<String>, JsonBody(body): JsonBody<CreateTurnRequest>) -> ApiResult<Response> {
+    shared::create_turn(&state, &session_id, body, true).await
+}
+
+async fn list(State(state): State<AppState>, Path(session_id): Path<String>, params: Params) -> ApiResult<Json<Page<Turn>>> {
+    let limit = params.limit(25, 25)?;
+    let query = TurnListQuery { limit, page_token: params.string("page_token") };
+    let (turns, next) = state.service.list_turns(&Caller::local(), &session_id, query).await?;
+    Ok(Json(Page { data: turns, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+}
+
+async fn fetch(State(state): State<AppState>, Path((session_id, turn_id)): Path<(String, String)>) -> ApiResult<Json<Data<Turn>>> {
+    Ok(Json(Data { data: state.service.get_turn(&Caller::local(), &session_id, &turn_id).await? }))
+}
+
+async fn events(
+    State(state): State<AppState>,
+    Path((session_id, turn_id)): Path<(String, String)>,
+    params: Params,
+) -> ApiResult<Json<Page<Box<RawValue>>>> {
+    let limit = params.limit(100, 100)?;
+    let query = TurnEventsQuery {
+        limit,
+        order: params.order(ListOrder::Ascending)?,
+        page_token: params.string("page_token"),
+        require_terminal: false,
+    };
+    let (events, next) = state.service.list_turn_events(&Caller::local(), &session_id, &turn_id, query).await?;
+    Ok(Json(Page { data: events, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+}
+
+async fn subscribe(
+    State(state): State<AppState>,
+    Path((session_id, turn_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    params: Params,
+) -> ApiResult<Response> {
+    let after = match last_event_id(&headers)? {
+        Some(after) => after,
+        None => params.sequence("after_sequence_number")?.unwrap_or(0),
+    };
+    shared::subscribe(&state, &session_id, &turn_id, after).await
+}

@@ -1,0 +1,29 @@
+//! Handler logic both dialects share: starting a turn (streamed or not) and subscribing.
+
+use axum::Json;
+use axum::response::{IntoResponse, Response};
+use teamster_protocol::api::{CreateTurnRequest, Data};
+use teamster_service::{Caller, CreateTurn};
+
+use crate::AppState;
+use crate::error::ApiResult;
+use crate::sse::sse_response;
+
+/// Starts a turn. Everything is validated before the first byte: once the SSE response has
+/// begun, failures arrive as `turn.done` with status `error`.
+pub async fn create_turn(state: &AppState, session_id: &str, body: CreateTurnRequest, stream_by_default: bool) -> ApiResult<Response> {
+    let caller = Caller::local();
+    let request = CreateTurn { input: body.input.unwrap_or_default(), previous_turn_id: body.previous_turn_id };
+    let (turn, log) = state.service.create_turn(&caller, session_id, request).await?;
+    if body.stream.unwrap_or(stream_by_default) {
+        Ok(sse_response(state.service.follow(log, 0), state.config.heartbeat))
+    } else {
+        Ok(Json(Data { data: turn }).into_response())
+    }
+}
+
+/// Streams a turn's events after `after`.
+pub async fn subscribe(state: &AppState, session_id: &str, turn_id: &str, after: u64) -> ApiResult<Response> {
+    let frames = state.service.subscribe(&Caller::local(), session_id, turn_id, after).await?;
+    Ok(sse_response(frames, state.config.heartbeat))
+}
