@@ -1,1 +1,36 @@
-fn main() {}
+//! `teamster`: the server (`serve`) and a terminal client for it (`agents`, `run`).
+//!
+//! Thin by design: parse arguments, build configuration, wire the concrete adapters, run.
+
+mod args;
+mod client;
+mod serve;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = args::Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match args.command {
+            args::Command::Serve(serve) => serve::run(serve).await,
+            args::Command::Agents(agents) => client::agents(&args.server, agents).await,
+            args::Command::Run(run) => client::run(&args.server, run).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! Command-line arguments. Every server setting can also come from the environment.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "teamster", version, about = "An agent harness: define agents once, run them for many users.")]
+pub struct Args {
+    /// The server the client commands talk to.
+    #[arg(long, global = true, env = "TEAMSTER_URL", default_value = "http://127.0.0.1:8790")]
+    pub server: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the HTTP server.
+    Serve(ServeArgs),
+    /// Manage saved agents on a running server.
+    #[command(subcommand)]
+    Agents(AgentsCommand),
+    /// Run one turn of an agent and stream it to the terminal.
+    Run(RunArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "TEAMSTER_LISTEN", default_value = "127.0.0.1:8790")]
+    pub listen: String,
+    /// Database URL: `sqlite://PATH` (default: a file in the data directory).
+    #[arg(long, env = "TEAMSTER_DATABASE_URL")]
+    pub database: Option<String>,
+    /// Where the default SQLite database lives (default: $XDG_DATA_HOME/teamster or
+    /// ~/.local/share/teamster).
+    #[arg(long, env = "TEAMSTER_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Seconds of silence on an event stream before a heartbeat comment.
+    #[arg(long, env = "TEAMSTER_HEARTBEAT_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub heartbeat_secs: u64,
+    /// The longest a turn may run, in seconds.
+    #[arg(long, env = "TEAMSTER_TURN_TIMEOUT_SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub turn_timeout_secs: u64,
+    /// The largest request body accepted, in bytes.
+    #[arg(long, env = "TEAMSTER_MAX_BODY_BYTES", default_value_t = 10 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Do not create the example agent `demo` on start.
+    #[arg(long)]
+    pub no_example: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AgentsCommand {
+    /// Create or update an agent from a `truefoundry-agent` manifest (YAML or JSON).
+    Apply {
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+    },
+    /// List saved agents.
+    List,
+    /// Show one agent by name.
+    Get { name: String },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The agent's name.
+    pub agent: String,
+    /// What to say.
+    pub prompt: String,
+}

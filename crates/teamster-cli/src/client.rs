@@ -1,0 +1,178 @@
+//! The terminal client: `agents apply|list|get` and `run`, over the native HTTP API.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use teamster_protocol::AgentManifest;
+use teamster_protocol::event::{Event, ModelMessage, fold};
+
+use crate::args::{AgentsCommand, RunArgs};
+
+struct Api {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Api {
+    fn new(server: &str) -> Api {
+        Api { base: format!("{}/api/v1", server.trim_end_matches('/')), http: reqwest::Client::new() }
+    }
+
+    /// Sends a request and returns the JSON body, or the server's error message.
+    async fn call(&self, request: reqwest::RequestBuilder) -> anyhow::Result<Value> {
+        let response = request.send().await.with_context(|| format!("cannot reach the server at {}", self.base))?;
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            let message = body["error"]["message"].as_str().unwrap_or("no error message");
+            bail!("the server answered {status}: {message}");
+        }
+        Ok(body)
+    }
+
+    async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        self.call(self.http.get(format!("{}{path}", self.base))).await
+    }
+
+    async fn send(&self, method: reqwest::Method, path: &str, body: &Value) -> anyhow::Result<Value> {
+        self.call(self.http.request(method, format!("{}{path}", self.base)).json(body)).await
+    }
+
+    async fn agent_by_name(&self, name: &str) -> anyhow::Result<Option<Value>> {
+        let agents = self.get("/agents").await?;
+        Ok(agents["data"].as_array().into_iter().flatten().find(|agent| agent["name"] == name).cloned())
+    }
+}
+
+pub async fn agents(server: &str, command: AgentsCommand) -> anyhow::Result<ExitCode> {
+    let api = Api::new(server);
+    match command {
+        AgentsCommand::Apply { file } => {
+            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let manifest: AgentManifest =
+                serde_yaml::from_str(&text).with_context(|| format!("{} is not a truefoundry-agent manifest", file.display()))?;
+            if manifest.kind != AgentManifest::TYPE {
+                bail!("{} has type {:?}; expected {:?}", file.display(), manifest.kind, AgentManifest::TYPE);
+            }
+            let spec = serde_json::to_value(manifest.to_spec())?;
+            let saved = match api.agent_by_name(&manifest.name).await? {
+                Some(existing) => {
+                    let id = existing["id"].as_str().unwrap_or_default();
+                    api.send(reqwest::Method::PUT, &format!("/agents/{id}"), &json!({ "manifest": spec })).await?
+                }
+                None => api.send(reqwest::Method::POST, "/agents", &json!({ "name": manifest.name, "manifest": spec })).await?,
+            };
+            println!("agent {} is at version {}", saved["data"]["name"].as_str().unwrap_or("?"), saved["data"]["version"]);
+        }
+        AgentsCommand::List => {
+            let agents = api.get("/agents").await?;
+            for agent in agents["data"].as_array().into_iter().flatten() {
+                println!(
+                    "{}\tv{}\t{}",
+                    agent["name"].as_str().unwrap_or("?"),
+                    agent["version"],
+                    agent["manifest"]["model"]["name"].as_str().unwrap_or("?")
+                );
+            }
+        }
+        AgentsCommand::Get { name } => match api.agent_by_name(&name).await? {
+            Some(agent) => println!("{}", serde_json::to_string_pretty(&agent)?),
+            None => bail!("no agent named {name:?}"),
+        },
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Streams one turn: text to stdout as it arrives, tool activity to stderr.
+pub async fn run(server: &str, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let api = Api::new(server);
+    let session = api.send(reqwest::Method::POST, "/sessions", &json!({ "agent": { "name": args.agent } })).await?;
+    let session_id = session["data"]["id"].as_str().context("the server returned no session id")?;
+    let body = json!({ "input": [{ "type": "user.message", "content": args.prompt }], "stream": true });
+    let response = api
+        .http
+        .post(format!("{}/sessions/{session_id}/turns", api.base))
+        .json(&body)
+        .send()
+        .await
+        .context("cannot reach the server")?;
+    if !response.status().is_success() {
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        bail!("the server answered {status}: {}", body["error"]["message"].as_str().unwrap_or("no error message"));
+    }
+    let mut bytes = response.bytes_stream();
+    let mut buffer = Vec::new();
+    let mut printer = Printer::default();
+    while let Some(chunk) = bytes.next().await {
+        buffer.extend_from_slice(&chunk.context("the event stream broke")?);
+        while let Some(end) = find_blank_line(&buffer) {
+            let frame: Vec<u8> = buffer.drain(..end + 2).collect();
+            let text = String::from_utf8_lossy(&frame);
+            let data: String = text.lines().filter_map(|line| line.strip_prefix("data: ")).collect::<Vec<_>>().join("\n");
+            if data.is_empty() {
+                continue;
+            }
+            if let Ok(event) = serde_json::from_str::<Event>(&data) {
+                if let Some(code) = printer.show(event) {
+                    return Ok(code);
+                }
+            }
+        }
+    }
+    bail!("the event stream ended before the turn did")
+}
+
+fn find_blank_line(buffer: &[u8]) -> Option<usize> {
+    buffer.windows(2).position(|pair| pair == b"\n\n")
+}
+
+#[derive(Default)]
+struct Printer {
+    message: Option<ModelMessage>,
+}
+
+impl Printer {
+    /// Shows an event; returns the exit code once the turn is done.
+    fn show(&mut self, event: Event) -> Option<ExitCode> {
+        let mut stdout = std::io::stdout();
+        match event {
+            Event::ModelMessage(message) => self.message = Some(message),
+            Event::ModelMessageDelta(delta) => {
+                if let Some(text) = &delta.content {
+                    let _ = write!(stdout, "{text}");
+                    let _ = stdout.flush();
+                }
+                if let Some(message) = &mut self.message {
+                    fold(message, &delta);
+                    if delta.finish_reason.is_some() {
+                        for call in message.tool_calls.iter().flatten() {
+                            eprintln!("\n→ {}({})", call.function.name, call.function.arguments);
+                        }
+                    }
+                }
+            }
+            Event::ToolResponse(response) => eprintln!("← {}", response.content),
+            Event::TurnDone(done) => {
+                println!();
+                return Some(match done.state {
+                    teamster_protocol::TurnState::Done { .. } => ExitCode::SUCCESS,
+                    teamster_protocol::TurnState::Cancelled { reason, .. } => {
+                        eprintln!("turn cancelled: {}", serde_json::to_string(&reason).unwrap_or_default());
+                        ExitCode::FAILURE
+                    }
+                    teamster_protocol::TurnState::Error { message, .. } => {
+                        eprintln!("turn failed: {message}");
+                        ExitCode::FAILURE
+                    }
+                    teamster_protocol::TurnState::Running => ExitCode::FAILURE,
+                });
+            }
+            _ => {}
+        }
+        None
+    }
+}

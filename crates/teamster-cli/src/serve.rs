@@ -1,0 +1,106 @@
+//! `teamster serve`: open the store, start the service and serve HTTP until a signal.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use teamster_llm::registry::ModelRegistry;
+use teamster_protocol::AgentManifest;
+use teamster_server::{AppState, ServerConfig};
+use teamster_service::{Service, ServiceConfig};
+
+use crate::args::ServeArgs;
+
+/// The example agent created on first start.
+const EXAMPLE_AGENT: &str = include_str!("../../../examples/agents/demo.yaml");
+/// How long running turns get to record their end on shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+fn default_data_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("XDG_DATA_HOME").filter(|dir| !dir.is_empty()) {
+        return PathBuf::from(dir).join("teamster");
+    }
+    match std::env::var_os("HOME") {
+        Some(home) => PathBuf::from(home).join(".local/share/teamster"),
+        None => PathBuf::from(".teamster"),
+    }
+}
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TEAMSTER_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+
+    let database = match args.database {
+        Some(url) => url,
+        None => {
+            let dir = args.data_dir.unwrap_or_else(default_data_dir);
+            format!("sqlite://{}", dir.join("teamster.db").display())
+        }
+    };
+    let store: Arc<dyn teamster_store::Store> = if database.starts_with("sqlite:") {
+        Arc::new(teamster_store_sqlite::SqliteStore::connect(&database).await.with_context(|| format!("opening {database}"))?)
+    } else if database.starts_with("postgres://") || database.starts_with("postgresql://") {
+        bail!("PostgreSQL is not supported by this build yet; use sqlite://PATH");
+    } else {
+        bail!("unsupported database URL {database:?}: use sqlite://PATH");
+    };
+
+    let env_providers = ModelRegistry::env_manifest(|name| std::env::var(name).ok()).into_iter().collect();
+    let config = ServiceConfig { turn_timeout: Duration::from_secs(args.turn_timeout_secs), env_providers };
+    let service = Service::start(store, config).await.context("starting the service")?;
+    if !args.no_example {
+        ensure_example_agent(&service).await?;
+    }
+
+    let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
+    let address = listener.local_addr()?;
+    println!("listening on http://{address}");
+    tracing::info!(%address, database = %database, "teamster is serving");
+
+    let state = AppState {
+        service: service.clone(),
+        config: ServerConfig { heartbeat: Duration::from_secs(args.heartbeat_secs), max_body_bytes: args.max_body_bytes },
+    };
+    teamster_server::serve(listener, state, shutdown_signal()).await?;
+    service.shutdown(SHUTDOWN_GRACE).await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn ensure_example_agent(service: &Service) -> anyhow::Result<()> {
+    let manifest: AgentManifest = serde_yaml::from_str(EXAMPLE_AGENT).context("the bundled example agent")?;
+    match service.get_agent_by_name(&manifest.name).await {
+        Ok(_) => Ok(()),
+        Err(teamster_service::ServiceError::NotFound(_)) => {
+            service.create_agent(&manifest.name, manifest.to_spec()).await?;
+            tracing::info!(agent = %manifest.name, "created the example agent (offline demo model)");
+            Ok(())
+        }
+        Err(other) => Err(other.into()),
+    }
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down");
+}
