@@ -1,1 +1,408 @@
-//! Placeholder for the model registry.
+//! The model registry: turns `provider/model` names into a client and the provider's model id.
+//!
+//! A [`ModelRegistry`] is built from the configured [`ModelProviderManifest`]s plus the
+//! always-present `offline` provider ([`OfflineModel`]). It makes one client per provider up
+//! front, so resolving a name is a map lookup. It never reads the process environment: callers
+//! that want the `OPENAI_API_KEY` convention pass a lookup function to
+//! [`ModelRegistry::env_manifest`]. [`validate_manifest`] is the check the settings API runs
+//! before it stores a manifest.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use teamster_protocol::agent::is_valid_resource_name;
+use teamster_protocol::settings::{ConfiguredModel, ModelProviderManifest, PROVIDER_TYPES, ProviderAuth};
+
+use crate::ModelClient;
+use crate::providers::offline::{OFFLINE_MODEL, OFFLINE_PROVIDER, OfflineModel};
+use crate::providers::openai::OpenAiClient;
+
+/// The models the `OPENAI_API_KEY` provider offers, each under its own id.
+pub const ENV_OPENAI_MODELS: &[&str] = &["gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini", "o3", "o4-mini"];
+
+/// A model name resolved to something that can be called.
+#[derive(Clone)]
+pub struct ResolvedModel {
+    pub client: Arc<dyn ModelClient>,
+    /// The id to put in [`crate::ModelRequest::model`].
+    pub model_id: String,
+    /// The provider's name (the part before `/`).
+    pub provider: String,
+}
+
+impl std::fmt::Debug for ResolvedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResolvedModel").field("provider", &self.provider).field("model_id", &self.model_id).finish()
+    }
+}
+
+/// Why a model name could not be resolved.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    #[error("invalid model name {name:?}: expected `provider/model`, for example `offline/echo`")]
+    InvalidName { name: String },
+    #[error("unknown model provider {provider:?}; configured providers: {}", known.join(", "))]
+    UnknownProvider { provider: String, known: Vec<String> },
+    #[error("provider {provider:?} has no model {model:?}; its models: {}", known.join(", "))]
+    UnknownModel { provider: String, model: String, known: Vec<String> },
+    #[error("provider {provider:?} cannot be used: {reason}")]
+    Unsupported { provider: String, kind: String, reason: String },
+}
+
+/// Every configured provider, by name.
+#[derive(Clone)]
+pub struct ModelRegistry {
+    providers: BTreeMap<String, ProviderEntry>,
+}
+
+impl std::fmt::Debug for ModelRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.providers.iter().map(|(name, entry)| (name, entry.models.keys().collect::<Vec<_>>())))
+            .finish()
+    }
+}
+
+/// One provider: its client (or why there is none) and its models.
+#[derive(Clone)]
+struct ProviderEntry {
+    kind: String,
+    client: Result<Arc<dyn ModelClient>, String>,
+    /// Model name (as agents write it) to the provider's model id.
+    models: BTreeMap<String, String>,
+}
+
+impl ModelRegistry {
+    /// A registry of `manifests` plus the `offline` provider. When two manifests name the same
+    /// provider, the later one wins, so callers list the environment's provider before the
+    /// stored settings. The name `offline` is reserved: a manifest using it is ignored.
+    pub fn new(manifests: impl IntoIterator<Item = ModelProviderManifest>, http: reqwest::Client) -> Self {
+        let mut providers = BTreeMap::new();
+        for manifest in manifests {
+            let name = manifest.provider_name().to_owned();
+            if name == OFFLINE_PROVIDER {
+                tracing::warn!("ignoring a model provider named {OFFLINE_PROVIDER:?}: the name is reserved");
+                continue;
+            }
+            providers.insert(name, ProviderEntry::new(&manifest, &http));
+        }
+        let offline: Arc<dyn ModelClient> = Arc::new(OfflineModel::new());
+        providers.insert(
+            OFFLINE_PROVIDER.to_owned(),
+            ProviderEntry {
+                kind: OFFLINE_PROVIDER.to_owned(),
+                client: Ok(offline),
+                models: BTreeMap::from([(OFFLINE_MODEL.to_owned(), OFFLINE_MODEL.to_owned())]),
+            },
+        );
+        ModelRegistry { providers }
+    }
+
+    /// A registry of the environment's provider (see [`ModelRegistry::env_manifest`]), if any,
+    /// plus `offline`.
+    pub fn from_env_vars(vars: impl Fn(&str) -> Option<String>, http: reqwest::Client) -> Self {
+        ModelRegistry::new(ModelRegistry::env_manifest(vars), http)
+    }
+
+    /// The `openai` provider that `OPENAI_API_KEY` (and optionally `OPENAI_BASE_URL`) stand for,
+    /// read through `vars` (for example `|name| std::env::var(name).ok()`). `None` when the key
+    /// is unset or empty.
+    pub fn env_manifest(vars: impl Fn(&str) -> Option<String>) -> Option<ModelProviderManifest> {
+        let api_key = vars("OPENAI_API_KEY").map(|key| key.trim().to_owned()).filter(|key| !key.is_empty())?;
+        let base_url = vars("OPENAI_BASE_URL").map(|url| url.trim().to_owned()).filter(|url| !url.is_empty());
+        Some(ModelProviderManifest {
+            kind: "openai".to_owned(),
+            name: None,
+            base_url,
+            auth: Some(ProviderAuth { api_key }),
+            models: ENV_OPENAI_MODELS
+                .iter()
+                .map(|name| ConfiguredModel {
+                    name: (*name).to_owned(),
+                    model_id: (*name).to_owned(),
+                    properties: Default::default(),
+                })
+                .collect(),
+        })
+    }
+
+    /// Resolves `provider/model`. The model part may itself contain `/`.
+    pub fn resolve(&self, name: &str) -> Result<ResolvedModel, ResolveError> {
+        let Some((provider, model)) = name.split_once('/').filter(|(p, m)| !p.is_empty() && !m.is_empty()) else {
+            return Err(ResolveError::InvalidName { name: name.to_owned() });
+        };
+        let Some(entry) = self.providers.get(provider) else {
+            return Err(ResolveError::UnknownProvider {
+                provider: provider.to_owned(),
+                known: self.providers.keys().cloned().collect(),
+            });
+        };
+        let Some(model_id) = entry.models.get(model) else {
+            return Err(ResolveError::UnknownModel {
+                provider: provider.to_owned(),
+                model: model.to_owned(),
+                known: entry.models.keys().cloned().collect(),
+            });
+        };
+        match &entry.client {
+            Ok(client) => {
+                Ok(ResolvedModel { client: client.clone(), model_id: model_id.clone(), provider: provider.to_owned() })
+            }
+            Err(reason) => Err(ResolveError::Unsupported {
+                provider: provider.to_owned(),
+                kind: entry.kind.clone(),
+                reason: reason.clone(),
+            }),
+        }
+    }
+
+    /// Every model as `provider/model`, sorted.
+    pub fn model_names(&self) -> Vec<String> {
+        self.providers
+            .iter()
+            .flat_map(|(provider, entry)| entry.models.keys().map(move |model| format!("{provider}/{model}")))
+            .collect()
+    }
+
+    /// Whether a provider of that name is configured (`offline` always is).
+    pub fn has_provider(&self, provider: &str) -> bool {
+        self.providers.contains_key(provider)
+    }
+}
+
+impl ProviderEntry {
+    fn new(manifest: &ModelProviderManifest, http: &reqwest::Client) -> Self {
+        let models = manifest.models.iter().map(|model| (model.name.clone(), model.model_id.clone())).collect();
+        ProviderEntry { kind: manifest.kind.clone(), client: make_client(manifest, http), models }
+    }
+}
+
+/// The client of a provider, or why it cannot have one.
+fn make_client(manifest: &ModelProviderManifest, http: &reqwest::Client) -> Result<Arc<dyn ModelClient>, String> {
+    let kind = manifest.kind.as_str();
+    if kind == "anthropic" {
+        return Err("the Anthropic Messages adapter is not implemented yet; use an OpenAI-compatible \
+                    provider (type `openai` or `custom`) for now"
+            .to_owned());
+    }
+    if !PROVIDER_TYPES.iter().any(|(known, _)| *known == kind) {
+        return Err(format!("unknown provider type {kind:?}"));
+    }
+    let Some(base_url) = manifest.effective_base_url() else {
+        return Err("it has no base_url".to_owned());
+    };
+    let api_key = manifest.auth.as_ref().map(|auth| auth.api_key.clone()).filter(|key| !key.is_empty());
+    Ok(Arc::new(OpenAiClient::new(base_url, api_key, http.clone())))
+}
+
+/// Checks a provider manifest before it is stored: a known type; for `custom`, a valid resource
+/// name and a base URL; an `http(s)` base URL; at least one model; valid and unique model names
+/// with model ids; a non-empty API key when `auth` is given.
+pub fn validate_manifest(manifest: &ModelProviderManifest) -> Result<(), String> {
+    let kind = manifest.kind.as_str();
+    if !PROVIDER_TYPES.iter().any(|(known, _)| *known == kind) {
+        let known: Vec<&str> = PROVIDER_TYPES.iter().map(|(known, _)| *known).collect();
+        return Err(format!("unknown provider type {kind:?}; known types: {}", known.join(", ")));
+    }
+    if kind == "custom" {
+        let name = manifest.name.as_deref().unwrap_or_default();
+        if !is_valid_resource_name(name) {
+            return Err(format!(
+                "a custom provider needs a name of 2 to 64 lowercase letters, digits, '.', '_' or '-', \
+                 starting with a letter; got {name:?}"
+            ));
+        }
+        if name == OFFLINE_PROVIDER || PROVIDER_TYPES.iter().any(|(known, _)| *known == name) {
+            return Err(format!("the provider name {name:?} is reserved"));
+        }
+        if manifest.base_url.is_none() {
+            return Err("a custom provider needs a base_url".to_owned());
+        }
+    }
+    if let Some(base_url) = &manifest.base_url {
+        validate_base_url(base_url)?;
+    }
+    if manifest.models.is_empty() {
+        return Err("a provider needs at least one model".to_owned());
+    }
+    let mut names = HashSet::new();
+    for model in &manifest.models {
+        if !is_valid_model_name(&model.name) {
+            return Err(format!(
+                "invalid model name {:?}: use up to 200 letters, digits and '.', '_', '-', ':', '@', '+', '/', \
+                 not starting with '/'",
+                model.name
+            ));
+        }
+        if !names.insert(model.name.as_str()) {
+            return Err(format!("the model name {:?} appears twice", model.name));
+        }
+        if model.model_id.trim().is_empty() {
+            return Err(format!("the model {:?} needs a model_id", model.name));
+        }
+    }
+    if let Some(auth) = &manifest.auth
+        && auth.api_key.trim().is_empty()
+    {
+        return Err("auth.api_key must not be empty".to_owned());
+    }
+    Ok(())
+}
+
+/// An absolute `http://` or `https://` URL with a host and no whitespace.
+fn validate_base_url(url: &str) -> Result<(), String> {
+    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"));
+    let host = rest.map(|rest| rest.split(['/', '?', '#']).next().unwrap_or_default());
+    match host {
+        Some(host) if !host.is_empty() && !url.chars().any(|c| c.is_whitespace() || c.is_control()) => Ok(()),
+        _ => Err(format!("base_url must be an http:// or https:// URL, got {url:?}")),
+    }
+}
+
+fn is_valid_model_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 200
+        && !name.starts_with('/')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '@' | '+' | '/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(name: &str, model_id: &str) -> ConfiguredModel {
+        ConfiguredModel { name: name.into(), model_id: model_id.into(), properties: Default::default() }
+    }
+
+    fn custom(name: &str, base_url: Option<&str>, models: Vec<ConfiguredModel>) -> ModelProviderManifest {
+        ModelProviderManifest {
+            kind: "custom".into(),
+            name: Some(name.into()),
+            base_url: base_url.map(Into::into),
+            auth: None,
+            models,
+        }
+    }
+
+    fn registry(manifests: Vec<ModelProviderManifest>) -> ModelRegistry {
+        ModelRegistry::new(manifests, reqwest::Client::new())
+    }
+
+    #[test]
+    fn offline_is_always_there() {
+        let resolved = registry(vec![]).resolve("offline/echo").unwrap();
+        assert_eq!((resolved.provider.as_str(), resolved.model_id.as_str()), ("offline", "echo"));
+        assert_eq!(registry(vec![]).model_names(), ["offline/echo"]);
+    }
+
+    #[test]
+    fn names_map_to_model_ids_and_errors_list_what_is_known() {
+        let registry = registry(vec![custom(
+            "local",
+            Some("http://127.0.0.1:9/v1"),
+            vec![model("fast", "meta/llama-3-8b"), model("org/big", "big-model")],
+        )]);
+        assert_eq!(registry.resolve("local/fast").unwrap().model_id, "meta/llama-3-8b");
+        assert_eq!(registry.resolve("local/org/big").unwrap().model_id, "big-model");
+        let error = registry.resolve("local/slow").unwrap_err();
+        assert_eq!(
+            error,
+            ResolveError::UnknownModel {
+                provider: "local".into(),
+                model: "slow".into(),
+                known: vec!["fast".into(), "org/big".into()]
+            }
+        );
+        assert!(error.to_string().contains("fast, org/big"), "{error}");
+        let error = registry.resolve("nope/x").unwrap_err();
+        assert!(matches!(&error, ResolveError::UnknownProvider { known, .. } if known == &["local", "offline"]));
+        assert!(error.to_string().contains("local, offline"), "{error}");
+        assert!(matches!(registry.resolve("echo"), Err(ResolveError::InvalidName { .. })));
+        assert!(matches!(registry.resolve("offline/"), Err(ResolveError::InvalidName { .. })));
+    }
+
+    #[test]
+    fn anthropic_and_unknown_types_are_unsupported_and_offline_is_reserved() {
+        let anthropic = ModelProviderManifest {
+            kind: "anthropic".into(),
+            name: None,
+            base_url: None,
+            auth: Some(ProviderAuth { api_key: "k".into() }),
+            models: vec![model("sonnet", "claude-sonnet-4-5")],
+        };
+        let mut strange = anthropic.clone();
+        strange.kind = "strange".into();
+        let registry = registry(vec![anthropic, strange, custom("offline", Some("http://x"), vec![model("m", "m")])]);
+        let error = registry.resolve("anthropic/sonnet").unwrap_err();
+        assert!(matches!(&error, ResolveError::Unsupported { kind, .. } if kind == "anthropic"));
+        assert!(error.to_string().contains("not implemented yet"), "{error}");
+        assert!(matches!(registry.resolve("strange/sonnet"), Err(ResolveError::Unsupported { .. })));
+        assert!(registry.resolve("offline/echo").is_ok());
+        assert!(registry.resolve("offline/m").is_err());
+    }
+
+    #[test]
+    fn the_environment_gives_an_openai_provider() {
+        let vars = |name: &str| match name {
+            "OPENAI_API_KEY" => Some("sk-test".to_owned()),
+            "OPENAI_BASE_URL" => Some("http://127.0.0.1:9/v1".to_owned()),
+            _ => None,
+        };
+        let manifest = ModelRegistry::env_manifest(vars).unwrap();
+        assert_eq!(manifest.kind, "openai");
+        assert_eq!(manifest.effective_base_url(), Some("http://127.0.0.1:9/v1"));
+        assert_eq!(manifest.auth.as_ref().unwrap().api_key, "sk-test");
+        assert!(validate_manifest(&manifest).is_ok());
+        let registry = ModelRegistry::from_env_vars(vars, reqwest::Client::new());
+        for name in ENV_OPENAI_MODELS {
+            assert_eq!(&registry.resolve(&format!("openai/{name}")).unwrap().model_id, name);
+        }
+        assert!(ModelRegistry::env_manifest(|_| None).is_none());
+        assert!(ModelRegistry::env_manifest(|name| (name == "OPENAI_API_KEY").then(String::new)).is_none());
+        let default_url = ModelRegistry::env_manifest(|name| (name == "OPENAI_API_KEY").then(|| "k".to_owned()));
+        assert_eq!(default_url.unwrap().effective_base_url(), Some("https://api.openai.com/v1"));
+    }
+
+    #[test]
+    fn later_manifests_replace_earlier_ones() {
+        let registry = registry(vec![
+            custom("local", Some("http://a"), vec![model("one", "1")]),
+            custom("local", Some("http://b"), vec![model("two", "2")]),
+        ]);
+        assert!(registry.resolve("local/one").is_err());
+        assert_eq!(registry.resolve("local/two").unwrap().model_id, "2");
+    }
+
+    #[test]
+    fn validation_catches_each_mistake() {
+        let good = custom("my-llm", Some("https://llm.example.com/v1"), vec![model("m", "m-1")]);
+        assert_eq!(validate_manifest(&good), Ok(()));
+        let check = |change: &dyn Fn(&mut ModelProviderManifest), expected: &str| {
+            let mut manifest = good.clone();
+            change(&mut manifest);
+            let error = validate_manifest(&manifest).unwrap_err();
+            assert!(error.contains(expected), "{error:?} should mention {expected:?}");
+        };
+        check(&|m| m.kind = "nope".into(), "unknown provider type");
+        check(&|m| m.name = Some("Bad Name".into()), "needs a name");
+        check(&|m| m.name = None, "needs a name");
+        check(&|m| m.name = Some("offline".into()), "reserved");
+        check(&|m| m.name = Some("openai".into()), "reserved");
+        check(&|m| m.base_url = None, "needs a base_url");
+        check(&|m| m.base_url = Some("ftp://x".into()), "http://");
+        check(&|m| m.base_url = Some("https://".into()), "http://");
+        check(&|m| m.models.clear(), "at least one model");
+        check(&|m| m.models.push(model("m", "other")), "twice");
+        check(&|m| m.models[0].name = "has space".into(), "invalid model name");
+        check(&|m| m.models[0].model_id = " ".into(), "model_id");
+        check(&|m| m.auth = Some(ProviderAuth { api_key: "".into() }), "api_key");
+        let openai = ModelProviderManifest {
+            kind: "openai".into(),
+            name: None,
+            base_url: None,
+            auth: Some(ProviderAuth { api_key: "sk".into() }),
+            models: vec![model("gpt-4o", "gpt-4o")],
+        };
+        assert_eq!(validate_manifest(&openai), Ok(()));
+    }
+}

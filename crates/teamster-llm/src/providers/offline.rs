@@ -1,0 +1,259 @@
+//! The offline demo model (`offline/echo`): what a new user without an API key talks to.
+//!
+//! It is not a language model and says so. It streams, word by word, a reply that introduces
+//! itself as Teamster's offline demo model, echoes the user's last message and explains how to
+//! configure a real provider. When the user asks for the time or the date and the agent offers
+//! the `get_current_datetime` tool, it calls that tool first and then answers with its result,
+//! so the whole agent loop (model call, tool call, second model call) can be tried without a
+//! provider. Its usage figures are estimates (about four characters per input token, one token
+//! per streamed word), so that usage and cost displays have something plausible to show.
+
+use futures_util::stream;
+use teamster_protocol::event::FinishReason;
+
+use crate::{Message, ModelClient, ModelEvent, ModelRequest, ModelStream, TokenUsage};
+
+/// The provider name of the offline demo model.
+pub const OFFLINE_PROVIDER: &str = "offline";
+/// The model name (and model id) of the offline demo model.
+pub const OFFLINE_MODEL: &str = "echo";
+/// The tool the offline model calls when asked for the time or the date.
+const DATETIME_TOOL: &str = "get_current_datetime";
+
+/// How to get a real model, appended to every reply.
+const SETUP_HINT: &str = "To talk to a real model, set the OPENAI_API_KEY environment variable \
+    (and OPENAI_BASE_URL for another OpenAI-compatible endpoint) before starting Teamster, or add \
+    a provider with PUT /api/v1/settings/model-providers, then give your agent a model such as \
+    openai/gpt-4o-mini.";
+
+/// Teamster's offline demo model: deterministic, instant, and honest about what it is.
+#[derive(Clone, Debug, Default)]
+pub struct OfflineModel;
+
+impl OfflineModel {
+    pub fn new() -> Self {
+        OfflineModel
+    }
+}
+
+impl ModelClient for OfflineModel {
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let events = answer(&request);
+        Box::pin(stream::iter(events.into_iter().map(Ok)))
+    }
+}
+
+/// The whole answer to a request, as the events it streams.
+fn answer(request: &ModelRequest) -> Vec<ModelEvent> {
+    let input_tokens = estimate_input_tokens(&request.messages);
+    let last_user = request.messages.iter().rev().find_map(|message| match message {
+        Message::User { content } => Some(content.as_str()),
+        _ => None,
+    });
+
+    // After a tool call, the answer is the tool's result.
+    if let Some(Message::Tool { tool_call_id, content }) = request.messages.last() {
+        let tool_name = tool_name_of(&request.messages, tool_call_id).unwrap_or("the tool");
+        let reply = if tool_name == DATETIME_TOOL {
+            format!(
+                "I am Teamster's offline demo model, not a real LLM. I asked the {DATETIME_TOOL} tool, \
+                 and it says the current date and time is {}. {SETUP_HINT}",
+                content.trim()
+            )
+        } else {
+            format!(
+                "I am Teamster's offline demo model, not a real LLM. The tool {tool_name} answered: {}. \
+                 {SETUP_HINT}",
+                content.trim()
+            )
+        };
+        return stream_words(&reply, input_tokens);
+    }
+
+    let offers_datetime = request.tools.iter().any(|tool| tool.name == DATETIME_TOOL);
+    if let Some(text) = last_user
+        && offers_datetime
+        && asks_for_time(text)
+    {
+        let call_number = request
+            .messages
+            .iter()
+            .filter_map(|message| match message {
+                Message::Assistant { tool_calls, .. } => Some(tool_calls.len()),
+                _ => None,
+            })
+            .sum::<usize>()
+            + 1;
+        return vec![
+            ModelEvent::ToolCall {
+                index: 0,
+                id: Some(format!("offline_call_{call_number}")),
+                name: Some(DATETIME_TOOL.to_owned()),
+                arguments: "{}".to_owned(),
+            },
+            ModelEvent::Finish(FinishReason::ToolCalls),
+            ModelEvent::Usage(TokenUsage { input_tokens, output_tokens: 1, ..TokenUsage::default() }),
+        ];
+    }
+
+    let reply = match last_user.map(str::trim).filter(|text| !text.is_empty()) {
+        Some(text) => format!(
+            "Hello! I am Teamster's offline demo model (offline/echo), not a real LLM, so all I can \
+             do is echo you. You said: \"{text}\". {SETUP_HINT}"
+        ),
+        None => format!("Hello! I am Teamster's offline demo model (offline/echo), not a real LLM. {SETUP_HINT}"),
+    };
+    stream_words(&reply, input_tokens)
+}
+
+/// Streams `reply` one word (with the whitespace after it) per event, then finishes.
+fn stream_words(reply: &str, input_tokens: u64) -> Vec<ModelEvent> {
+    let mut events: Vec<ModelEvent> =
+        reply.split_inclusive(' ').map(|word| ModelEvent::Text(word.to_owned())).collect();
+    let output_tokens = events.len() as u64;
+    events.push(ModelEvent::Finish(FinishReason::Stop));
+    events.push(ModelEvent::Usage(TokenUsage { input_tokens, output_tokens, ..TokenUsage::default() }));
+    events
+}
+
+/// About one token per four characters of every message, and at least one.
+fn estimate_input_tokens(messages: &[Message]) -> u64 {
+    let chars: usize = messages
+        .iter()
+        .map(|message| match message {
+            Message::System { content } | Message::User { content } | Message::Tool { content, .. } => {
+                content.chars().count()
+            }
+            Message::Assistant { content, tool_calls, .. } => {
+                content.as_deref().map_or(0, |content| content.chars().count())
+                    + tool_calls.iter().map(|call| call.name.len() + call.arguments.chars().count()).sum::<usize>()
+            }
+        })
+        .sum();
+    (chars as u64 / 4).max(1)
+}
+
+/// The name of the tool the assistant called with `tool_call_id`.
+fn tool_name_of<'a>(messages: &'a [Message], tool_call_id: &str) -> Option<&'a str> {
+    messages.iter().rev().find_map(|message| match message {
+        Message::Assistant { tool_calls, .. } => {
+            tool_calls.iter().find(|call| call.id == tool_call_id).map(|call| call.name.as_str())
+        }
+        _ => None,
+    })
+}
+
+/// Whether a message asks for the time or the date ("what time is it?", "today's date").
+fn asks_for_time(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    lower.contains("what day")
+        || lower
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|word| matches!(word, "time" | "date" | "datetime" | "clock"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AssistantToolCall, ToolDefinition};
+
+    fn text_of(events: &[ModelEvent]) -> String {
+        events
+            .iter()
+            .filter_map(|event| match event {
+                ModelEvent::Text(text) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn datetime_tool() -> ToolDefinition {
+        ToolDefinition {
+            name: DATETIME_TOOL.into(),
+            description: "now".into(),
+            parameters: serde_json::json!({"type": "object"}),
+        }
+    }
+
+    #[test]
+    fn echoes_the_last_user_message_word_by_word_with_setup_hint() {
+        let request = ModelRequest {
+            model: OFFLINE_MODEL.into(),
+            messages: vec![
+                Message::System { content: "You are helpful.".into() },
+                Message::User { content: "first".into() },
+                Message::User { content: "hello there".into() },
+            ],
+            ..ModelRequest::default()
+        };
+        let events = answer(&request);
+        let text = text_of(&events);
+        assert!(text.contains("offline demo model"), "{text}");
+        assert!(text.contains("You said: \"hello there\""), "{text}");
+        assert!(text.contains("OPENAI_API_KEY") && text.contains("PUT /api/v1/settings/model-providers"), "{text}");
+        let words = events.iter().filter(|event| matches!(event, ModelEvent::Text(_))).count();
+        assert_eq!(words, text.split(' ').count());
+        let n = events.len();
+        assert_eq!(events[n - 2], ModelEvent::Finish(FinishReason::Stop));
+        let chars = "You are helpful.".len() + "first".len() + "hello there".len();
+        assert_eq!(
+            events[n - 1],
+            ModelEvent::Usage(TokenUsage {
+                input_tokens: (chars / 4) as u64,
+                output_tokens: words as u64,
+                ..TokenUsage::default()
+            })
+        );
+    }
+
+    #[test]
+    fn asks_the_datetime_tool_then_answers_with_its_result() {
+        let mut request = ModelRequest {
+            model: OFFLINE_MODEL.into(),
+            messages: vec![Message::User { content: "What time is it?".into() }],
+            tools: vec![datetime_tool()],
+            ..ModelRequest::default()
+        };
+        let events = answer(&request);
+        assert_eq!(
+            events[..2],
+            [
+                ModelEvent::ToolCall {
+                    index: 0,
+                    id: Some("offline_call_1".into()),
+                    name: Some(DATETIME_TOOL.into()),
+                    arguments: "{}".into()
+                },
+                ModelEvent::Finish(FinishReason::ToolCalls),
+            ]
+        );
+        request.messages.push(Message::Assistant {
+            content: None,
+            reasoning: None,
+            tool_calls: vec![AssistantToolCall {
+                id: "offline_call_1".into(),
+                name: DATETIME_TOOL.into(),
+                arguments: "{}".into(),
+            }],
+        });
+        request
+            .messages
+            .push(Message::Tool { tool_call_id: "offline_call_1".into(), content: "2025-01-02T03:04:05Z".into() });
+        let events = answer(&request);
+        let text = text_of(&events);
+        assert!(text.contains("2025-01-02T03:04:05Z") && text.contains("offline demo model"), "{text}");
+        assert!(events.contains(&ModelEvent::Finish(FinishReason::Stop)));
+    }
+
+    #[test]
+    fn time_questions_without_the_tool_are_echoed() {
+        let request = ModelRequest {
+            model: OFFLINE_MODEL.into(),
+            messages: vec![Message::User { content: "what's the date today?".into() }],
+            ..ModelRequest::default()
+        };
+        assert!(text_of(&answer(&request)).contains("You said"));
+        assert!(!asks_for_time("sometimes I update things"));
+        assert!(asks_for_time("What day is it"));
+    }
+}

@@ -1,0 +1,898 @@
+//! The OpenAI-compatible Chat Completions adapter: [`OpenAiClient`].
+//!
+//! It speaks `POST {base_url}/chat/completions` with `stream: true` to OpenAI and to every
+//! provider that copies its wire format (Gemini's OpenAI endpoint, Fireworks, Together, vLLM,
+//! ...). The canonical [`ModelRequest`] becomes the provider's JSON here, and the provider's
+//! server-sent chunks become [`ModelEvent`]s, decoded incrementally as bytes arrive. The
+//! provider's JSON types are private to this file. Errors are classified (rate limit, provider
+//! error with status, transport, decode) but never retried here: retries are a separate layer.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use futures_util::stream;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
+use serde::{Deserialize, Serialize};
+use teamster_protocol::agent::ResponseFormat;
+use teamster_protocol::event::FinishReason;
+
+use super::sse::SseDecoder;
+use crate::{Error, Message, ModelClient, ModelEvent, ModelRequest, ModelStream, TokenUsage};
+
+/// How many bytes of an error body are kept in an [`Error::Provider`] message.
+const MAX_ERROR_MESSAGE_BYTES: usize = 4 * 1024;
+/// How many bytes of an error body are read at most.
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+/// How many bytes of a non-streamed JSON answer are read at most.
+const MAX_JSON_BODY_BYTES: usize = 32 * 1024 * 1024;
+/// How long the rest of a body is read after `[DONE]`, so that the connection can be reused.
+const DRAIN_TIMEOUT: Duration = Duration::from_millis(250);
+/// `extra` parameters that would clash with what the adapter sets itself, or that OpenAI does not
+/// accept.
+const RESERVED_KEYS: &[&str] = &[
+    "model",
+    "messages",
+    "tools",
+    "stream",
+    "stream_options",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "parallel_tool_calls",
+    "reasoning_effort",
+    "response_format",
+    "cache_control",
+];
+
+/// A client of one OpenAI-compatible endpoint.
+#[derive(Clone)]
+pub struct OpenAiClient {
+    /// The full URL of the chat completions endpoint.
+    endpoint: String,
+    /// The bearer token, if the endpoint needs one.
+    api_key: Option<String>,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for OpenAiClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiClient")
+            .field("endpoint", &self.endpoint)
+            .field("api_key", &self.api_key.as_ref().map(|_| "********"))
+            .finish()
+    }
+}
+
+impl OpenAiClient {
+    /// A client of the endpoint at `base_url` (for example `https://api.openai.com/v1`), with
+    /// `Authorization: Bearer <api_key>` when a key is given.
+    pub fn new(base_url: impl Into<String>, api_key: Option<String>, http: reqwest::Client) -> Self {
+        let base_url = base_url.into();
+        let endpoint = format!("{}/chat/completions", base_url.trim_end_matches('/'));
+        OpenAiClient { endpoint, api_key, http }
+    }
+
+    /// The URL requests are sent to.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+}
+
+impl ModelClient for OpenAiClient {
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let body = match serde_json::to_vec(&ChatRequest::new(&request)) {
+            Ok(body) => body,
+            Err(error) => {
+                let error = Error::Decode(format!("could not encode the request: {error}"));
+                return Box::pin(stream::once(async move { Err(error) }));
+            }
+        };
+        let mut builder = self
+            .http
+            .post(&self.endpoint)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "text/event-stream")
+            .body(body);
+        if let Some(api_key) = &self.api_key {
+            builder = builder.bearer_auth(api_key);
+        }
+        let reader = EventReader::new(builder);
+        Box::pin(stream::unfold(reader, |mut reader| async move {
+            let item = reader.next().await?;
+            Some((item, reader))
+        }))
+    }
+}
+
+// ----- The request -----
+
+#[derive(Serialize)]
+struct ChatRequest<'a> {
+    model: &'a str,
+    messages: Vec<ChatMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ChatTool<'a>>,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<ChatResponseFormat<'a>>,
+    #[serde(flatten)]
+    extra: BTreeMap<&'a str, &'a serde_json::Value>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum ChatMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    Assistant {
+        /// `null` when the message only calls tools.
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ChatToolCall<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+struct ChatToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: ChatFunctionCall<'a>,
+}
+
+#[derive(Serialize)]
+struct ChatFunctionCall<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Serialize)]
+struct ChatTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: ChatFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct ChatFunction<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    description: &'a str,
+    parameters: Cow<'a, serde_json::Value>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ChatResponseFormat<'a> {
+    Text,
+    JsonObject,
+    JsonSchema { json_schema: ChatJsonSchema<'a> },
+}
+
+#[derive(Serialize)]
+struct ChatJsonSchema<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schema: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    strict: Option<bool>,
+}
+
+impl<'a> ChatRequest<'a> {
+    fn new(request: &'a ModelRequest) -> Self {
+        let params = &request.params;
+        let has_tools = !request.tools.is_empty();
+        let (max_tokens, max_completion_tokens) = if uses_max_completion_tokens(&request.model) {
+            (None, params.max_tokens)
+        } else {
+            (params.max_tokens, None)
+        };
+        ChatRequest {
+            model: &request.model,
+            messages: request.messages.iter().map(ChatMessage::new).collect(),
+            tools: request.tools.iter().map(ChatTool::new).collect(),
+            stream: true,
+            stream_options: StreamOptions { include_usage: true },
+            max_tokens,
+            max_completion_tokens,
+            temperature: params.temperature,
+            top_p: params.top_p,
+            parallel_tool_calls: params.parallel_tool_calls.filter(|_| has_tools),
+            reasoning_effort: params.reasoning_effort.as_deref(),
+            response_format: request.response_format.as_ref().map(ChatResponseFormat::new),
+            extra: params
+                .extra
+                .iter()
+                .filter(|(key, _)| !RESERVED_KEYS.contains(&key.as_str()))
+                .map(|(key, value)| (key.as_str(), value))
+                .collect(),
+        }
+    }
+}
+
+/// Whether the model is one of OpenAI's reasoning models, which reject `max_tokens` and want
+/// `max_completion_tokens` instead.
+fn uses_max_completion_tokens(model: &str) -> bool {
+    let model = model.rsplit('/').next().unwrap_or(model);
+    ["o1", "o3", "o4", "gpt-5"].iter().any(|prefix| model.starts_with(prefix))
+}
+
+impl<'a> ChatMessage<'a> {
+    fn new(message: &'a Message) -> Self {
+        match message {
+            Message::System { content } => ChatMessage::System { content },
+            Message::User { content } => ChatMessage::User { content },
+            Message::Assistant { content, reasoning: _, tool_calls } => {
+                let content = content.as_deref().filter(|content| !content.is_empty());
+                // An assistant message needs content or tool calls; an empty one gets "".
+                let content = if content.is_none() && tool_calls.is_empty() { Some("") } else { content };
+                ChatMessage::Assistant {
+                    content,
+                    tool_calls: tool_calls
+                        .iter()
+                        .map(|call| ChatToolCall {
+                            id: &call.id,
+                            kind: "function",
+                            function: ChatFunctionCall {
+                                name: &call.name,
+                                arguments: if call.arguments.trim().is_empty() { "{}" } else { &call.arguments },
+                            },
+                        })
+                        .collect(),
+                }
+            }
+            Message::Tool { tool_call_id, content } => ChatMessage::Tool { tool_call_id, content },
+        }
+    }
+}
+
+impl<'a> ChatTool<'a> {
+    fn new(tool: &'a crate::ToolDefinition) -> Self {
+        let parameters = if tool.parameters.is_null() {
+            Cow::Owned(serde_json::json!({"type": "object", "properties": {}}))
+        } else {
+            Cow::Borrowed(&tool.parameters)
+        };
+        ChatTool {
+            kind: "function",
+            function: ChatFunction { name: &tool.name, description: &tool.description, parameters },
+        }
+    }
+}
+
+impl<'a> ChatResponseFormat<'a> {
+    fn new(format: &'a ResponseFormat) -> Self {
+        match format {
+            ResponseFormat::Text => ChatResponseFormat::Text,
+            ResponseFormat::JsonObject => ChatResponseFormat::JsonObject,
+            ResponseFormat::JsonSchema { json_schema } => ChatResponseFormat::JsonSchema {
+                json_schema: ChatJsonSchema {
+                    name: &json_schema.name,
+                    description: json_schema.description.as_deref(),
+                    schema: json_schema.schema.as_ref(),
+                    strict: json_schema.strict,
+                },
+            },
+        }
+    }
+}
+
+// ----- The answer -----
+
+/// One `chat.completion.chunk` (or an error object in its place).
+#[derive(Deserialize)]
+struct ChunkJson {
+    #[serde(default)]
+    choices: Option<Vec<ChunkChoiceJson>>,
+    #[serde(default)]
+    usage: Option<UsageJson>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct ChunkChoiceJson {
+    #[serde(default)]
+    delta: Option<DeltaJson>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+/// A streamed delta, or (in a non-streamed answer) the whole message: the fields are the same.
+#[derive(Deserialize)]
+struct DeltaJson {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    /// The name some providers (OpenRouter, vLLM) use for `reasoning_content`.
+    #[serde(default)]
+    reasoning: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCallDeltaJson>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDeltaJson {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionDeltaJson>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDeltaJson {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct UsageJson {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptTokensDetailsJson>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionTokensDetailsJson>,
+}
+
+#[derive(Deserialize)]
+struct PromptTokensDetailsJson {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct CompletionTokensDetailsJson {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+/// A non-streamed `chat.completion`, which some servers send even when asked to stream.
+#[derive(Deserialize)]
+struct CompletionJson {
+    #[serde(default)]
+    choices: Option<Vec<CompletionChoiceJson>>,
+    #[serde(default)]
+    usage: Option<UsageJson>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct CompletionChoiceJson {
+    #[serde(default)]
+    message: Option<DeltaJson>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+impl From<UsageJson> for TokenUsage {
+    /// OpenAI counts cached tokens inside `prompt_tokens`; `input_tokens` keeps that total.
+    fn from(usage: UsageJson) -> Self {
+        TokenUsage {
+            input_tokens: usage.prompt_tokens.unwrap_or(0),
+            output_tokens: usage.completion_tokens.unwrap_or(0),
+            cache_read_tokens: usage.prompt_tokens_details.and_then(|details| details.cached_tokens).unwrap_or(0),
+            cache_write_tokens: 0,
+            reasoning_tokens: usage.completion_tokens_details.and_then(|details| details.reasoning_tokens).unwrap_or(0),
+        }
+    }
+}
+
+/// Where the reader is in the exchange.
+enum Phase {
+    /// The request has not been sent yet.
+    Connect(reqwest::RequestBuilder),
+    /// The body is being read and decoded.
+    Streaming(reqwest::Response),
+    /// The answer is complete; the rest of the body is read and ignored so that the connection
+    /// can be reused.
+    Draining(reqwest::Response),
+    Done,
+}
+
+/// Whether decoding goes on after a payload.
+enum Flow {
+    Continue,
+    /// `[DONE]` arrived.
+    Done,
+}
+
+/// The state of one streamed answer, driven by [`EventReader::next`].
+struct EventReader {
+    phase: Phase,
+    decoder: SseDecoder,
+    /// Events decoded and not yet handed out, in order. An `Err` is always last.
+    queue: VecDeque<Result<ModelEvent, Error>>,
+    /// Scratch space for the payloads one network chunk completes.
+    payloads: Vec<String>,
+    /// Whether any tool call fragment arrived, to report `tool_calls` even when a provider says
+    /// `stop` after calling tools.
+    saw_tool_call: bool,
+    saw_finish: bool,
+    /// The last usage reported; emitted once, when the answer ends.
+    usage: Option<TokenUsage>,
+}
+
+impl EventReader {
+    fn new(builder: reqwest::RequestBuilder) -> Self {
+        EventReader {
+            phase: Phase::Connect(builder),
+            decoder: SseDecoder::default(),
+            queue: VecDeque::new(),
+            payloads: Vec::new(),
+            saw_tool_call: false,
+            saw_finish: false,
+            usage: None,
+        }
+    }
+
+    async fn next(&mut self) -> Option<Result<ModelEvent, Error>> {
+        loop {
+            if let Some(item) = self.queue.pop_front() {
+                if item.is_err() {
+                    self.phase = Phase::Done;
+                    self.queue.clear();
+                }
+                return Some(item);
+            }
+            match std::mem::replace(&mut self.phase, Phase::Done) {
+                Phase::Done => return None,
+                Phase::Connect(builder) => match connect(builder).await {
+                    Ok(Connected::Stream(response)) => self.phase = Phase::Streaming(response),
+                    Ok(Connected::Completion(completion)) => self.take_completion(completion),
+                    Err(error) => return Some(Err(error)),
+                },
+                Phase::Streaming(mut response) => match response.chunk().await {
+                    Ok(Some(bytes)) => match self.take_bytes(&bytes) {
+                        Flow::Continue => self.phase = Phase::Streaming(response),
+                        Flow::Done => {
+                            self.end();
+                            self.phase = Phase::Draining(response);
+                        }
+                    },
+                    Ok(None) => self.take_end_of_body(),
+                    Err(error) => self.queue.push_back(Err(transport_error(&error))),
+                },
+                Phase::Draining(mut response) => {
+                    // Whatever follows `[DONE]` is ignored; a server that keeps the connection
+                    // open is given up on after a short while.
+                    let drain = async {
+                        let mut read = 0;
+                        while let Ok(Some(bytes)) = response.chunk().await {
+                            read += bytes.len();
+                            if read > MAX_ERROR_BODY_BYTES {
+                                break;
+                            }
+                        }
+                    };
+                    let _ = tokio::time::timeout(DRAIN_TIMEOUT, drain).await;
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Decodes one network chunk; events and errors go to the queue.
+    fn take_bytes(&mut self, bytes: &[u8]) -> Flow {
+        let mut payloads = std::mem::take(&mut self.payloads);
+        let flow = match self.decoder.feed(bytes, &mut payloads) {
+            Ok(()) => self.take_payloads(&mut payloads),
+            Err(error) => {
+                self.queue.push_back(Err(error));
+                Flow::Done
+            }
+        };
+        payloads.clear();
+        self.payloads = payloads;
+        flow
+    }
+
+    fn take_payloads(&mut self, payloads: &mut Vec<String>) -> Flow {
+        for payload in payloads.drain(..) {
+            match self.take_payload(&payload) {
+                Ok(Flow::Continue) => {}
+                Ok(Flow::Done) => return Flow::Done,
+                Err(error) => {
+                    self.queue.push_back(Err(error));
+                    return Flow::Done;
+                }
+            }
+        }
+        Flow::Continue
+    }
+
+    /// The body ended without `[DONE]`: that is fine once the model has finished (some
+    /// compatible servers omit it), and a broken stream otherwise.
+    fn take_end_of_body(&mut self) {
+        let mut payloads = Vec::new();
+        let flow = match self.decoder.finish(&mut payloads) {
+            Ok(()) => self.take_payloads(&mut payloads),
+            Err(error) => {
+                self.queue.push_back(Err(error));
+                return;
+            }
+        };
+        if matches!(flow, Flow::Done) || self.saw_finish {
+            self.end();
+        } else {
+            self.queue.push_back(Err(Error::Transport(
+                "the provider's stream ended before the answer was complete".to_owned(),
+            )));
+        }
+    }
+
+    /// The answer is complete: the usage, if any was reported, comes last.
+    fn end(&mut self) {
+        if self.queue.back().is_some_and(Result::is_err) {
+            return;
+        }
+        if let Some(usage) = self.usage.take() {
+            self.queue.push_back(Ok(ModelEvent::Usage(usage)));
+        }
+    }
+
+    fn take_payload(&mut self, payload: &str) -> Result<Flow, Error> {
+        let trimmed = payload.trim();
+        if trimmed == "[DONE]" {
+            return Ok(Flow::Done);
+        }
+        // A payload normally holds one chunk; servers that forget the blank line between events
+        // produce several, one per line, which a streaming deserializer reads just as well.
+        for chunk in serde_json::Deserializer::from_str(trimmed).into_iter::<ChunkJson>() {
+            let chunk = chunk.map_err(|error| {
+                Error::Decode(format!("bad chunk from the provider ({error}): {}", truncate(trimmed, 200)))
+            })?;
+            self.take_chunk(chunk)?;
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn take_chunk(&mut self, chunk: ChunkJson) -> Result<(), Error> {
+        if let Some(error) = chunk.error {
+            return Err(error_from_value(&error, 500));
+        }
+        if let Some(choice) = chunk.choices.and_then(|choices| choices.into_iter().next()) {
+            if let Some(delta) = choice.delta {
+                self.take_delta(delta);
+            }
+            self.take_finish_reason(choice.finish_reason.as_deref());
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(usage.into());
+        }
+        Ok(())
+    }
+
+    fn take_delta(&mut self, delta: DeltaJson) {
+        let reasoning = delta.reasoning_content.or(delta.reasoning);
+        if let Some(text) = reasoning.filter(|text| !text.is_empty()) {
+            self.queue.push_back(Ok(ModelEvent::Reasoning(text)));
+        }
+        if let Some(text) = delta.content.filter(|text| !text.is_empty()) {
+            self.queue.push_back(Ok(ModelEvent::Text(text)));
+        }
+        if let Some(text) = delta.refusal.filter(|text| !text.is_empty()) {
+            self.queue.push_back(Ok(ModelEvent::Refusal(text)));
+        }
+        for (position, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
+            let (name, arguments) = match call.function {
+                Some(function) => (function.name, function.arguments.unwrap_or_default()),
+                None => (None, String::new()),
+            };
+            let id = call.id.filter(|id| !id.is_empty());
+            let name = name.filter(|name| !name.is_empty());
+            if id.is_none() && name.is_none() && arguments.is_empty() {
+                continue;
+            }
+            self.saw_tool_call = true;
+            // Servers that omit `index` send each call whole, in order.
+            let index = call.index.unwrap_or(position as u32);
+            self.queue.push_back(Ok(ModelEvent::ToolCall { index, id, name, arguments }));
+        }
+    }
+
+    fn take_finish_reason(&mut self, reason: Option<&str>) {
+        let Some(reason) = reason.filter(|reason| !reason.is_empty()) else {
+            return;
+        };
+        let reason = match reason {
+            "length" | "max_tokens" => FinishReason::Length,
+            "tool_calls" | "tool_use" => FinishReason::ToolCalls,
+            "content_filter" => FinishReason::ContentFilter,
+            "function_call" => FinishReason::FunctionCall,
+            // `stop` and the unknown reasons of other servers (`eos`, `end_turn`, ...).
+            _ if self.saw_tool_call => FinishReason::ToolCalls,
+            _ => FinishReason::Stop,
+        };
+        self.saw_finish = true;
+        self.queue.push_back(Ok(ModelEvent::Finish(reason)));
+    }
+
+    /// Replays a non-streamed answer as the events a stream would have carried.
+    fn take_completion(&mut self, completion: CompletionJson) {
+        if let Some(error) = completion.error {
+            self.queue.push_back(Err(error_from_value(&error, 500)));
+            return;
+        }
+        if let Some(choice) = completion.choices.and_then(|choices| choices.into_iter().next()) {
+            if let Some(message) = choice.message {
+                self.take_delta(message);
+            }
+            self.take_finish_reason(choice.finish_reason.as_deref());
+        }
+        if let Some(usage) = completion.usage {
+            self.usage = Some(usage.into());
+        }
+        self.end();
+    }
+}
+
+/// What a successful response turned out to carry.
+enum Connected {
+    Stream(reqwest::Response),
+    Completion(CompletionJson),
+}
+
+/// Sends the request and classifies the response status.
+async fn connect(builder: reqwest::RequestBuilder) -> Result<Connected, Error> {
+    let response = builder.send().await.map_err(|error| transport_error(&error))?;
+    let status = response.status();
+    if status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+        return Err(Error::RateLimited { retry_after: retry_after(response.headers()) });
+    }
+    if !status.is_success() {
+        let body = read_body(response, MAX_ERROR_BODY_BYTES).await.unwrap_or_default();
+        let message = error_message(&body)
+            .unwrap_or_else(|| status.canonical_reason().unwrap_or("error without a body").to_owned());
+        return Err(Error::Provider { status: status.as_u16(), message });
+    }
+    let is_json = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.trim_start().starts_with("application/json"));
+    if !is_json {
+        return Ok(Connected::Stream(response));
+    }
+    let body = read_body(response, MAX_JSON_BODY_BYTES).await.map_err(|error| transport_error(&error))?;
+    serde_json::from_slice(&body)
+        .map(Connected::Completion)
+        .map_err(|error| Error::Decode(format!("bad answer from the provider: {error}")))
+}
+
+/// Reads a body, stopping after `limit` bytes.
+async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(bytes) = response.chunk().await? {
+        body.extend_from_slice(&bytes);
+        if body.len() >= limit {
+            body.truncate(limit);
+            break;
+        }
+    }
+    Ok(body)
+}
+
+/// The message of an error body: `error.message`, a top-level `message`, or the raw body.
+fn error_message(body: &[u8]) -> Option<String> {
+    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) {
+        let message = match value.get("error") {
+            Some(error) => Some(value_message(error)),
+            None => value.get("message").and_then(|message| message.as_str()).map(str::to_owned),
+        };
+        if let Some(message) = message.filter(|message| !message.is_empty()) {
+            return Some(truncate(&message, MAX_ERROR_MESSAGE_BYTES).to_owned());
+        }
+    }
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    (!text.is_empty()).then(|| truncate(text, MAX_ERROR_MESSAGE_BYTES).to_owned())
+}
+
+/// An error object met inside a successful response. Its status is the one it names (`code` or
+/// `status`) when that is an HTTP error status, and `default_status` otherwise.
+fn error_from_value(error: &serde_json::Value, default_status: u16) -> Error {
+    let status = ["code", "status"]
+        .iter()
+        .filter_map(|key| error.get(key))
+        .find_map(|value| match value {
+            serde_json::Value::Number(number) => number.as_u64(),
+            serde_json::Value::String(text) => text.parse().ok(),
+            _ => None,
+        })
+        .and_then(|status| u16::try_from(status).ok())
+        .filter(|status| (400..=599).contains(status))
+        .unwrap_or(default_status);
+    let message = value_message(error);
+    Error::Provider { status, message: truncate(&message, MAX_ERROR_MESSAGE_BYTES).to_owned() }
+}
+
+/// The human-readable part of an error value: a string, an object's `message`, or the JSON.
+fn value_message(error: &serde_json::Value) -> String {
+    match error {
+        serde_json::Value::String(message) => message.clone(),
+        _ => match error.get("message").and_then(|message| message.as_str()) {
+            Some(message) => message.to_owned(),
+            None => error.to_string(),
+        },
+    }
+}
+
+/// The wait a 429 asks for: `retry-after-ms` (OpenAI's own header), then `Retry-After` in
+/// seconds. The HTTP-date form of `Retry-After` is not understood and gives `None`.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let number = |name: &str| -> Option<f64> {
+        let value: f64 = headers.get(name)?.to_str().ok()?.trim().parse().ok()?;
+        (value.is_finite() && value >= 0.0).then_some(value)
+    };
+    if let Some(millis) = number("retry-after-ms") {
+        return Some(Duration::from_secs_f64(millis / 1000.0));
+    }
+    number(RETRY_AFTER.as_str()).map(Duration::from_secs_f64)
+}
+
+/// A transport error with its chain of causes, which is where reqwest keeps the useful part
+/// ("connection refused").
+fn transport_error(error: &reqwest::Error) -> Error {
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !message.contains(&cause_text) {
+            message.push_str(": ");
+            message.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    Error::Transport(message)
+}
+
+/// The longest prefix of `text` that fits in `max_bytes` and ends on a character boundary.
+fn truncate(text: &str, max_bytes: usize) -> &str {
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AssistantToolCall, ToolDefinition};
+    use teamster_protocol::agent::{JsonSchemaFormat, ModelParams};
+
+    #[test]
+    fn request_body_maps_messages_tools_and_params() {
+        let mut extra = serde_json::Map::new();
+        extra.insert("seed".into(), 7.into());
+        extra.insert("stream".into(), false.into());
+        let request = ModelRequest {
+            model: "gpt-4o".into(),
+            messages: vec![
+                Message::System { content: "be brief".into() },
+                Message::User { content: "hi".into() },
+                Message::Assistant {
+                    content: Some(String::new()),
+                    reasoning: Some("thinking".into()),
+                    tool_calls: vec![AssistantToolCall { id: "c1".into(), name: "f".into(), arguments: "".into() }],
+                },
+                Message::Tool { tool_call_id: "c1".into(), content: "42".into() },
+                Message::Assistant { content: None, reasoning: None, tool_calls: vec![] },
+            ],
+            tools: vec![ToolDefinition {
+                name: "f".into(),
+                description: "".into(),
+                parameters: serde_json::Value::Null,
+            }],
+            params: ModelParams {
+                max_tokens: Some(10),
+                top_k: Some(3),
+                parallel_tool_calls: Some(false),
+                extra,
+                ..ModelParams::default()
+            },
+            response_format: Some(ResponseFormat::JsonSchema {
+                json_schema: JsonSchemaFormat {
+                    name: "answer".into(),
+                    description: None,
+                    schema: Some(serde_json::json!({"type": "object"})),
+                    strict: Some(true),
+                },
+            }),
+        };
+        let body = serde_json::to_value(ChatRequest::new(&request)).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "system", "content": "be brief"},
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                    ]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "42"},
+                    {"role": "assistant", "content": ""},
+                ],
+                "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}],
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "max_tokens": 10,
+                "parallel_tool_calls": false,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": "object"}, "strict": true}},
+                "seed": 7,
+            })
+        );
+    }
+
+    #[test]
+    fn reasoning_models_get_max_completion_tokens_and_no_parallel_flag_without_tools() {
+        let request = ModelRequest {
+            model: "o4-mini".into(),
+            params: ModelParams { max_tokens: Some(5), parallel_tool_calls: Some(true), ..ModelParams::default() },
+            ..ModelRequest::default()
+        };
+        let body = serde_json::to_value(ChatRequest::new(&request)).unwrap();
+        assert_eq!(body["max_completion_tokens"], 5);
+        assert!(body.get("max_tokens").is_none());
+        assert!(body.get("parallel_tool_calls").is_none());
+        assert!(body.get("tools").is_none());
+    }
+
+    #[test]
+    fn error_values_give_status_and_message() {
+        let error = error_from_value(&serde_json::json!({"message": "slow down", "code": 503}), 500);
+        assert!(matches!(error, Error::Provider { status: 503, ref message } if message == "slow down"));
+        let error = error_from_value(&serde_json::json!("boom"), 500);
+        assert!(matches!(error, Error::Provider { status: 500, ref message } if message == "boom"));
+        assert_eq!(error_message(b"{\"error\":{\"message\":\"bad key\"}}").as_deref(), Some("bad key"));
+        assert_eq!(error_message(b"  plain text  ").as_deref(), Some("plain text"));
+        assert_eq!(error_message(b""), None);
+        assert_eq!(truncate("aé", 2), "a");
+    }
+}
