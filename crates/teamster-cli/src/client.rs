@@ -116,11 +116,10 @@ pub async fn run(server: &str, args: RunArgs) -> anyhow::Result<ExitCode> {
             if data.is_empty() {
                 continue;
             }
-            if let Ok(event) = serde_json::from_str::<Event>(&data) {
-                if let Some(code) = printer.show(event) {
+            if let Ok(event) = serde_json::from_str::<Event>(&data)
+                && let Some(code) = printer.show(event) {
                     return Ok(code);
                 }
-            }
         }
     }
     bail!("the event stream ended before the turn did")

@@ -34,6 +34,8 @@ pub struct TurnPlan {
 }
 
 /// How a turn ended, before the caller turns it into a `turn.done` state.
+// One value per turn; boxing the common `Done` variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum TurnOutcome {
     /// The agent answered; `required_actions` is non-empty when it waits for a human.

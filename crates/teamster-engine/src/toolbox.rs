@@ -64,11 +64,10 @@ impl ToolBox {
         let Some((_, source)) = self.by_name.get(name) else {
             return ToolOutput::error(format!("There is no tool named {name:?}."));
         };
-        if !arguments.trim().is_empty() {
-            if let Err(error) = serde_json::from_str::<serde_json::Value>(arguments) {
+        if !arguments.trim().is_empty()
+            && let Err(error) = serde_json::from_str::<serde_json::Value>(arguments) {
                 return ToolOutput::error(format!("The arguments are not valid JSON: {error}."));
             }
-        }
         self.sources[*source].call(name, arguments).await
     }
 }

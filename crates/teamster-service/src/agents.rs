@@ -27,14 +27,13 @@ pub(crate) fn validate_spec(spec: &AgentSpec) -> Result<()> {
             format!("model name {:?} must have the form provider/model", spec.model.name),
         ));
     }
-    if let Some(limit) = spec.config.as_ref().and_then(|config| config.iteration_limit) {
-        if limit == 0 || limit > RuntimeConfig::MAX_ITERATION_LIMIT {
+    if let Some(limit) = spec.config.as_ref().and_then(|config| config.iteration_limit)
+        && (limit == 0 || limit > RuntimeConfig::MAX_ITERATION_LIMIT) {
             return Err(ServiceError::invalid_param(
                 "config.iteration_limit",
                 format!("iteration_limit must be between 1 and {}", RuntimeConfig::MAX_ITERATION_LIMIT),
             ));
         }
-    }
     if spec.mcp_servers.as_ref().is_some_and(|servers| !servers.is_empty()) {
         return Err(ServiceError::Unprocessable("MCP servers are not supported by this server yet".to_owned()));
     }

@@ -12,7 +12,7 @@ pub(crate) fn encode(parts: &[&str]) -> String {
 /// Decodes a token made by [`encode`] with exactly `count` parts.
 pub(crate) fn decode(token: &str, count: usize) -> Result<Vec<String>, ServiceError> {
     let invalid = || ServiceError::invalid_param("page_token", "page_token is not a valid page token");
-    if token.len() % 2 != 0 || token.len() > 2048 {
+    if !token.len().is_multiple_of(2) || token.len() > 2048 {
         return Err(invalid());
     }
     let bytes = (0..token.len())

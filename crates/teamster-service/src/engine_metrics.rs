@@ -8,11 +8,10 @@ use teamster_store::ContentEvent;
 pub(crate) fn metrics_from_content(content: &[ContentEvent]) -> TurnMetrics {
     let mut metrics = MetricsAccumulator::default();
     for stored in content.iter().filter(|event| event.kind == "model.message") {
-        if let Ok(Event::ModelMessage(message)) = serde_json::from_str::<Event>(&stored.data) {
-            if let Some(usage) = &message.usage {
+        if let Ok(Event::ModelMessage(message)) = serde_json::from_str::<Event>(&stored.data)
+            && let Some(usage) = &message.usage {
                 metrics.add(usage);
             }
-        }
     }
     metrics.metrics()
 }

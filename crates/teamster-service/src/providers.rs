@@ -69,8 +69,8 @@ impl Service {
                 message: format!("a model provider named {name:?} already exists"),
             });
         }
-        if let Some(auth) = &mut manifest.auth {
-            if auth.api_key == REDACTED {
+        if let Some(auth) = &mut manifest.auth
+            && auth.api_key == REDACTED {
                 match existing.and_then(|existing| existing.auth.as_ref()) {
                     Some(stored) => auth.api_key = stored.api_key.clone(),
                     None => {
@@ -81,7 +81,6 @@ impl Service {
                     }
                 }
             }
-        }
         let mut manifests = providers.manifests.clone();
         manifests.insert(name.clone(), manifest.clone());
         *providers = Providers::from_manifests(manifests, providers.http.clone());

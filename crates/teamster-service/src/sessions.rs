@@ -181,11 +181,10 @@ impl Service {
 
     /// One page of sessions and the token of the next page, if any.
     pub async fn list_sessions(&self, caller: &Caller, query: SessionListQuery) -> Result<(Vec<Session>, Option<String>)> {
-        if let Some(requested) = &query.created_by_subject_id {
-            if *requested != caller.subject.subject_id {
+        if let Some(requested) = &query.created_by_subject_id
+            && *requested != caller.subject.subject_id {
                 return Ok((Vec::new(), None));
             }
-        }
         let after = match &query.page_token {
             Some(token) => {
                 let mut parts = cursor::decode(token, 2)?;

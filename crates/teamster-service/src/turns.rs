@@ -56,14 +56,13 @@ fn validate_input(input: &[TurnInput]) -> Result<()> {
         return Err(ServiceError::invalid_param("input", format!("input has more than {MAX_INPUT_ITEMS} items")));
     }
     let mut kinds = input.iter().map(TurnInput::kind);
-    if let Some(first) = kinds.next() {
-        if kinds.any(|kind| kind != first) {
+    if let Some(first) = kinds.next()
+        && kinds.any(|kind| kind != first) {
             return Err(ServiceError::invalid_param(
                 "input",
                 "input mixes user messages with tool approvals or tool responses; send one kind per turn",
             ));
         }
-    }
     for (index, item) in input.iter().enumerate() {
         match item {
             TurnInput::Message { content } => {
@@ -72,14 +71,13 @@ fn validate_input(input: &[TurnInput]) -> Result<()> {
                 }
                 if let teamster_protocol::UserContent::Parts(parts) = content {
                     for part in parts {
-                        if let teamster_protocol::input::UserContentPart::File { name, data } = part {
-                            if !data.starts_with("data:") || !data.contains(";base64,") {
+                        if let teamster_protocol::input::UserContentPart::File { name, data } = part
+                            && (!data.starts_with("data:") || !data.contains(";base64,")) {
                                 return Err(ServiceError::invalid_param(
                                     "input",
                                     format!("file {name:?} in input[{index}] must be a data URL: data:<mime>;base64,<payload>"),
                                 ));
                             }
-                        }
                     }
                 }
             }
