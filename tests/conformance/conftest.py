@@ -1,0 +1,385 @@
+"""Fixtures of the conformance suite: real processes on loopback ports, the real gateway SDK.
+
+One `fake-model` and one `teamster serve` (fresh SQLite file) are started per test session and
+shared by every test that does not need a server of its own; `server_factory` starts extra
+servers (other flags, restarts on the same database, SIGKILL). Binaries come from `TEAMSTER_BIN`
+and `FAKE_MODEL_BIN`, by default `target/debug/{teamster,fake-model}` under the repository root
+(`scripts/test` builds them first).
+
+Every wait is bounded: reading the `listening on` line, the health check, each HTTP call
+(`wire.TIMEOUT`), process exits, plus pytest-timeout's ceiling per test (pytest.ini).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pathlib
+import queue
+import re
+import signal
+import subprocess
+import threading
+import time
+import typing
+import uuid
+
+import httpx
+import pytest
+
+import wire
+from truefoundry_gateway_sdk import TrueFoundryGateway
+from truefoundry_gateway_sdk.agents import AgentSessionClient, PrivateAgentSessionClient
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+READY_TIMEOUT = 30.0
+DEMO_AGENT = "demo"
+DEMO_INSTRUCTIONS = "You are a test agent."
+LISTENING = re.compile(r"listening on (http://\S+)")
+
+
+def binary(env_name: str, default: str) -> pathlib.Path:
+    path = pathlib.Path(os.environ.get(env_name) or REPO_ROOT / default)
+    if not path.is_absolute():
+        path = REPO_ROOT / path
+    if not path.is_file():
+        pytest.fail(f"{path} does not exist: build it with `cargo build --workspace --bins` "
+                    f"(or point {env_name} at it)", pytrace=False)
+    return path
+
+
+try:
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    _PRCTL = None
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: the kernel kills it if the test runner dies, so no server
+    outlives a crashed or timed-out pytest (PR_SET_PDEATHSIG = 1). Resolved before forking."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)
+
+
+class Process:
+    """A child process whose combined output goes to a log file; `start` returns the URL from
+    its `listening on http://ADDR` line, waiting at most READY_TIMEOUT."""
+
+    def __init__(self, name: str, argv: list[str], log_path: pathlib.Path) -> None:
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self.popen: typing.Optional[subprocess.Popen[bytes]] = None
+        self._pump: typing.Optional[threading.Thread] = None
+
+    def start(self) -> str:
+        ready: "queue.Queue[typing.Optional[str]]" = queue.Queue()
+        log = open(self.log_path, "ab")
+        log.write(f"\n$ {' '.join(self.argv)}\n".encode())
+        log.flush()
+        self.popen = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            cwd=self.log_path.parent, preexec_fn=_die_with_parent)
+        stdout = self.popen.stdout
+        assert stdout is not None
+
+        def pump() -> None:
+            announced = False
+            with log:
+                for line in iter(stdout.readline, b""):
+                    log.write(line)
+                    log.flush()
+                    if not announced:
+                        match = LISTENING.search(line.decode(errors="replace"))
+                        if match:
+                            announced = True
+                            ready.put(match.group(1))
+            ready.put(None)
+
+        self._pump = threading.Thread(target=pump, name=f"{self.name}-output", daemon=True)
+        self._pump.start()
+        try:
+            url = ready.get(timeout=READY_TIMEOUT)
+        except queue.Empty:
+            self.kill()
+            raise AssertionError(f"{self.name} printed no `listening on` line within "
+                                 f"{READY_TIMEOUT:.0f}s\n{self.log_tail()}") from None
+        if url is None:
+            self.kill()
+            raise AssertionError(f"{self.name} exited before listening "
+                                 f"(code {self.popen.poll()})\n{self.log_tail()}")
+        return url.rstrip("/")
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, then reap."""
+        if self.popen is None:
+            return
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGKILL)
+        self.popen.wait(timeout=10)
+        if self._pump is not None:
+            self._pump.join(timeout=5)
+
+    def stop(self) -> None:
+        """SIGTERM (graceful shutdown), SIGKILL if it is still running after 10 s."""
+        if self.popen is None or self.popen.poll() is not None:
+            self.kill()
+            return
+        self.popen.send_signal(signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return f"--- last lines of {self.log_path} ---\n" + "\n".join(text.splitlines()[-lines:])
+
+
+def wait_healthy(url: str, process: Process) -> None:
+    def healthy() -> bool:
+        assert process.alive(), f"{process.name} died\n{process.log_tail()}"
+        try:
+            return httpx.get(f"{url}/healthz", timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+    wire.wait_until(healthy, timeout=READY_TIMEOUT, what=f"{url}/healthz")
+
+
+class FakeModelServer:
+    def __init__(self, workdir: pathlib.Path) -> None:
+        self.process = Process("fake-model", [str(binary("FAKE_MODEL_BIN", "target/debug/fake-model")),
+                                              "--listen", "127.0.0.1:0"], workdir / "fake-model.log")
+        self.url = self.process.start()
+        self.client = wire.FakeModel(self.url)
+
+    def provider_manifest(self, api_key: str = wire.API_KEY_SECRET) -> dict:
+        return {
+            "type": "custom",
+            "name": "fake",
+            "base_url": f"{self.url}/v1",
+            "auth": {"api_key": api_key},
+            "models": [{"name": "fake-model", "model_id": "fake-model", "properties": {}}],
+        }
+
+    def close(self) -> None:
+        self.client.close()
+        self.process.kill()
+
+
+class TeamsterServer:
+    """One `teamster serve` on a SQLite file; can be killed and started again on the same file."""
+
+    def __init__(self, workdir: pathlib.Path, fake: FakeModelServer,
+                 extra_args: typing.Sequence[str] = (), db_path: typing.Optional[pathlib.Path] = None) -> None:
+        self.workdir = workdir
+        self.fake = fake
+        self.extra_args = list(extra_args)
+        self.db_path = db_path or workdir / f"teamster-{uuid.uuid4().hex[:8]}.sqlite"
+        self.process: typing.Optional[Process] = None
+        self.url = ""
+        self.api: typing.Optional[wire.Api] = None
+
+    @property
+    def gateway_url(self) -> str:
+        return f"{self.url}{wire.GATEWAY_PREFIX}"
+
+    def start(self) -> "TeamsterServer":
+        port = free_port()
+        argv = [str(binary("TEAMSTER_BIN", "target/debug/teamster")), "serve",
+                "--listen", f"127.0.0.1:{port}", "--database", f"sqlite://{self.db_path}", "--no-example",
+                *self.extra_args]
+        self.process = Process("teamster", argv, self.db_path.with_suffix(".log"))
+        self.url = self.process.start()
+        wait_healthy(self.url, self.process)
+        if self.api is not None:
+            self.api.close()
+        self.api = wire.Api(self.url)
+        return self
+
+    def configure(self) -> "TeamsterServer":
+        """Registers the fake model provider and the `demo` agent (wire contract of the brief)."""
+        api = self.require_api()
+        api.ok(api.put("/api/v1/settings/model-providers",
+                       json={"manifest": self.fake.provider_manifest()}))
+        api.create_agent(DEMO_AGENT, DEMO_INSTRUCTIONS)
+        return self
+
+    def require_api(self) -> wire.Api:
+        assert self.api is not None, "server not started"
+        return self.api
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+
+    def restart(self) -> "TeamsterServer":
+        self.stop()
+        return self.start()
+
+    def close(self) -> None:
+        if self.api is not None:
+            self.api.close()
+        self.kill()
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# --------------------------------------------------------------------------------------------
+# Fixtures
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    return tmp_path_factory.mktemp("conformance")
+
+
+@pytest.fixture(scope="session")
+def fake_model(workdir: pathlib.Path) -> typing.Iterator[FakeModelServer]:
+    fake = FakeModelServer(workdir)
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+@pytest.fixture(scope="session")
+def server(workdir: pathlib.Path, fake_model: FakeModelServer) -> typing.Iterator[TeamsterServer]:
+    """The shared server: fresh database, fake provider and `demo` agent registered."""
+    instance = TeamsterServer(workdir, fake_model)
+    try:
+        instance.start().configure()
+        yield instance
+    finally:
+        instance.close()
+
+
+@pytest.fixture
+def server_factory(workdir: pathlib.Path, fake_model: FakeModelServer):
+    """Starts servers of a test's own: `server_factory(extra_args=(...), configure=True)`.
+    Each can be `.kill()`ed (SIGKILL) and `.start()`ed again on the same database."""
+    started: list[TeamsterServer] = []
+
+    def make(extra_args: typing.Sequence[str] = (), configure: bool = True) -> TeamsterServer:
+        instance = TeamsterServer(workdir, fake_model, extra_args)
+        started.append(instance)
+        instance.start()
+        if configure:
+            instance.configure()
+        return instance
+
+    try:
+        yield make
+    finally:
+        for instance in started:
+            instance.close()
+
+
+@pytest.fixture
+def srv(server: TeamsterServer) -> str:
+    return server.url
+
+
+@pytest.fixture
+def api(server: TeamsterServer) -> wire.Api:
+    return server.require_api()
+
+
+@pytest.fixture
+def fake(fake_model: FakeModelServer) -> wire.FakeModel:
+    return fake_model.client
+
+
+@pytest.fixture
+def client(srv: str) -> AgentSessionClient:
+    return AgentSessionClient(base_url=f"{srv}/t1", api_key="K", timeout=30)
+
+
+@pytest.fixture
+def private(srv: str) -> PrivateAgentSessionClient:
+    return PrivateAgentSessionClient(base_url=f"{srv}/t1", api_key="K", timeout=30)
+
+
+class Recorder:
+    """SDK clients whose every exchange is recorded byte for byte (`wire.RecordingTransport`)."""
+
+    def __init__(self, base_url: str) -> None:
+        self.transport = wire.RecordingTransport()
+        self.http = httpx.Client(transport=self.transport, timeout=httpx.Timeout(30.0, connect=5.0))
+        self.client = AgentSessionClient(base_url=base_url, api_key="K", httpx_client=self.http)
+        self.private = PrivateAgentSessionClient(base_url=base_url, api_key="K", httpx_client=self.http)
+        self.gateway = TrueFoundryGateway(base_url=base_url, api_key="K", httpx_client=self.http)
+
+    @property
+    def exchanges(self) -> list[wire.Exchange]:
+        return self.transport.exchanges
+
+    def matching(self, method: str, path_suffix: str) -> list[wire.Exchange]:
+        return self.transport.matching(method, path_suffix)
+
+    def last(self, method: str, path_suffix: str) -> wire.Exchange:
+        found = self.matching(method, path_suffix)
+        assert found, f"no {method} …{path_suffix} was sent; sent: {[(e.method, e.path) for e in self.exchanges]}"
+        return found[-1]
+
+    def clear(self) -> None:
+        self.transport.clear()
+
+    def close(self) -> None:
+        self.http.close()
+
+
+@pytest.fixture
+def recorder_factory():
+    """`recorder_factory(base_url)`: a Recorder for a server of the test's own."""
+    made: list[Recorder] = []
+
+    def make(base_url: str) -> Recorder:
+        recording = Recorder(base_url)
+        made.append(recording)
+        return recording
+
+    try:
+        yield make
+    finally:
+        for recording in made:
+            recording.close()
+
+
+@pytest.fixture
+def recorder(srv: str, recorder_factory) -> Recorder:
+    return recorder_factory(f"{srv}/t1")
+
+
+@pytest.fixture(scope="module")
+def module_recorder(server: TeamsterServer) -> typing.Iterator[Recorder]:
+    """A Recorder on the shared server that lives for one test module (for module fixtures)."""
+    recording = Recorder(server.gateway_url)
+    try:
+        yield recording
+    finally:
+        recording.close()
+
+
+@pytest.fixture
+def fresh_agent(api: wire.Api) -> dict:
+    """A new agent on the shared server (`{"id", "name", "manifest"}`), for tests that must
+    count their own sessions."""
+    return api.create_agent(wire.unique("agent"))
