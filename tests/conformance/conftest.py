@@ -61,6 +61,10 @@ def _die_with_parent() -> None:
         _PRCTL(1, signal.SIGKILL)
 
 
+# Every process started in this run, so a failing test's report can show their latest output.
+STARTED: list["Process"] = []
+
+
 class Process:
     """A child process whose combined output goes to a log file; `start` returns the URL from
     its `listening on http://ADDR` line, waiting at most READY_TIMEOUT."""
@@ -69,6 +73,7 @@ class Process:
         self.name = name
         self.argv = argv
         self.log_path = log_path
+        STARTED.append(self)
         self.popen: typing.Optional[subprocess.Popen[bytes]] = None
         self._pump: typing.Optional[threading.Thread] = None
 
@@ -141,6 +146,27 @@ class Process:
         except OSError:
             return "(no log)"
         return f"--- last lines of {self.log_path} ---\n" + "\n".join(text.splitlines()[-lines:])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> typing.Iterator[None]:
+    """On a failure, attach the last lines of each server log written to during that phase."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and report.when in ("call", "setup", "teardown"):
+        seen: set[pathlib.Path] = set()
+        for process in reversed(STARTED):
+            if process.log_path in seen or process.name != "teamster":
+                continue
+            seen.add(process.log_path)
+            try:
+                if process.log_path.stat().st_mtime < call.start:
+                    continue
+            except OSError:
+                continue
+            report.sections.append((f"{process.log_path.name} (tail)", process.log_tail(25)))
+            if len(seen) >= 2:
+                break
 
 
 def wait_healthy(url: str, process: Process) -> None:
