@@ -332,11 +332,14 @@ pub struct ThreadDone {
 #[serde(tag = "status")]
 pub enum ThreadState {
     #[serde(rename = "done")]
-    Done { output: Box<ModelMessage> },
+    Done {
+        #[serde(serialize_with = "tagged::message")]
+        output: Box<ModelMessage>,
+    },
     #[serde(rename = "error")]
     Error {
         error: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "tagged::optional_message")]
         output: Option<Box<ModelMessage>>,
     },
 }
@@ -397,6 +400,36 @@ pub struct ToolCallRef {
     pub id: String,
     /// The id of the `model.message` that holds the call.
     pub source_event_id: String,
+}
+
+/// Serialisers for model messages nested in states (`turn.done.state.output`,
+/// `thread.done.state.output`), which carry `"type": "model.message"` like the event itself.
+pub(crate) mod tagged {
+    use serde::{Serialize, Serializer};
+
+    use super::ModelMessage;
+
+    #[derive(Serialize)]
+    #[serde(tag = "type")]
+    enum Tagged<'a> {
+        #[serde(rename = "model.message")]
+        ModelMessage(&'a ModelMessage),
+    }
+
+    #[allow(clippy::borrowed_box)]
+    pub fn message<S: Serializer>(message: &Box<ModelMessage>, serializer: S) -> Result<S::Ok, S::Error> {
+        Tagged::ModelMessage(message).serialize(serializer)
+    }
+
+    pub fn optional_message<S: Serializer>(
+        message: &Option<Box<ModelMessage>>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match message {
+            Some(message) => serializer.serialize_some(&Tagged::ModelMessage(message)),
+            None => serializer.serialize_none(),
+        }
+    }
 }
 
 /// Folds a delta into its message, as the client SDK's `merge_event_delta` does.
@@ -494,6 +527,22 @@ mod tests {
             let again: Event = serde_json::from_value(serde_json::to_value(&event).unwrap()).unwrap();
             assert_eq!(again, event);
         }
+    }
+
+    #[test]
+    fn messages_inside_states_carry_their_type() {
+        let state = crate::TurnState::Done {
+            output: Some(Box::new(ModelMessage { id: "m".into(), thread_id: "main".into(), ..Default::default() })),
+            required_actions: Vec::new(),
+            completed_at: "x".into(),
+            metrics: None,
+        };
+        let value = serde_json::to_value(&state).unwrap();
+        assert_eq!(value["output"]["type"], "model.message");
+        let thread = ThreadState::Done { output: Box::new(ModelMessage::default()) };
+        assert_eq!(serde_json::to_value(&thread).unwrap()["output"]["type"], "model.message");
+        let again: crate::TurnState = serde_json::from_value(value).unwrap();
+        assert_eq!(again, state);
     }
 
     #[test]

@@ -46,6 +46,7 @@ pub enum TurnState {
     #[serde(rename = "done")]
     Done {
         /// The final main-thread message.
+        #[serde(serialize_with = "crate::event::tagged::optional_message")]
         output: Option<Box<ModelMessage>>,
         /// Pending human actions (`tool.approval_required`, `tool.response_required`,
         /// `mcp.auth_required`); the next turn's input resumes them.

@@ -54,7 +54,22 @@ pub fn router(state: AppState) -> Router {
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn(close_after_rejected_body))
         .with_state(state)
+}
+
+/// Closes the connection after an error answer to a request that sent a body: the handler may
+/// have answered without reading it, and unread bytes would corrupt the next request on a
+/// kept-alive connection.
+async fn close_after_rejected_body(request: Request, next: axum::middleware::Next) -> axum::response::Response {
+    use axum::http::header;
+    let has_body = request.headers().get(header::CONTENT_LENGTH).is_some_and(|length| length != "0")
+        || request.headers().contains_key(header::TRANSFER_ENCODING);
+    let mut response = next.run(request).await;
+    if has_body && (response.status().is_client_error() || response.status().is_server_error()) {
+        response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    }
+    response
 }
 
 /// The application: [`router`] behind the layer that strips any path prefix, so the API

@@ -75,7 +75,7 @@ async fn remove(State(state): State<AppState>, Path(session_id): Path<String>) -
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn cancel(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Empty>> {
+async fn cancel(State(state): State<AppState>, Path(session_id): Path<String>, JsonBody(_): JsonBody<Empty>) -> ApiResult<Json<Empty>> {
     state.service.cancel_session(&Caller::local(), &session_id).await?;
     Ok(Json(Empty {}))
 }
