@@ -7,6 +7,7 @@ use std::collections::HashSet;
 
 use teamster_llm::{AssistantToolCall, Message};
 use teamster_protocol::Event;
+use teamster_protocol::event::ModelMessage;
 use teamster_protocol::input::TurnInput;
 
 /// What the model is told about a tool call that never got a result.
@@ -28,29 +29,10 @@ pub fn history_from_events<'a>(events: impl IntoIterator<Item = &'a Event>, thre
                 }
             }
             Event::ModelMessage(message) if message.thread_id == thread_id => {
-                let text = message.text();
-                let tool_calls: Vec<AssistantToolCall> = if message.finish_reason.is_some() {
-                    message
-                        .tool_calls
-                        .iter()
-                        .flatten()
-                        .map(|call| AssistantToolCall {
-                            id: call.id.clone(),
-                            name: call.function.name.clone(),
-                            arguments: call.function.arguments.clone(),
-                        })
-                        .collect()
-                } else {
-                    Vec::new()
-                };
-                if text.is_empty() && tool_calls.is_empty() {
-                    continue;
+                // A message interrupted mid-stream may hold half-formed tool calls: keep its text only.
+                if let Some(assistant) = assistant_message(message, message.finish_reason.is_some()) {
+                    messages.push(assistant);
                 }
-                messages.push(Message::Assistant {
-                    content: (!text.is_empty()).then_some(text),
-                    reasoning: None,
-                    tool_calls,
-                });
             }
             Event::ToolResponse(response) if response.thread_id == thread_id => {
                 messages.push(Message::Tool {
@@ -62,6 +44,30 @@ pub fn history_from_events<'a>(events: impl IntoIterator<Item = &'a Event>, thre
         }
     }
     close_dangling_tool_calls(messages)
+}
+
+/// The chat message for a model message, or `None` when it has neither text nor (kept) tool
+/// calls. Reasoning is not sent back to the model.
+pub(crate) fn assistant_message(message: &ModelMessage, with_tool_calls: bool) -> Option<Message> {
+    let text = message.text();
+    let tool_calls: Vec<AssistantToolCall> = if with_tool_calls {
+        message
+            .tool_calls
+            .iter()
+            .flatten()
+            .map(|call| AssistantToolCall {
+                id: call.id.clone(),
+                name: call.function.name.clone(),
+                arguments: call.function.arguments.clone(),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if text.is_empty() && tool_calls.is_empty() {
+        return None;
+    }
+    Some(Message::Assistant { content: (!text.is_empty()).then_some(text), reasoning: None, tool_calls })
 }
 
 /// Ensures every assistant tool call is answered right after its message, and drops tool

@@ -4,12 +4,13 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use teamster_llm::{AssistantToolCall, Message, ModelClient, ModelRequest};
+use teamster_llm::{Message, ModelClient, ModelRequest};
 use teamster_protocol::agent::{ModelParams, ResponseFormat};
 use teamster_protocol::event::{ModelMessage, ToolCall, ToolResponse};
 use teamster_protocol::{Event, TurnMetrics, ids, timestamp};
 use tokio_util::sync::CancellationToken;
 
+use crate::history::assistant_message;
 use crate::sink::EventSink;
 use crate::step::{StepEnd, model_step};
 use crate::toolbox::ToolBox;
@@ -123,21 +124,7 @@ async fn run_loop(
             }
         }
         let message = step.message;
-        let text = message.text();
-        messages.push(Message::Assistant {
-            content: (!text.is_empty()).then_some(text),
-            reasoning: None,
-            tool_calls: message
-                .tool_calls
-                .iter()
-                .flatten()
-                .map(|call| AssistantToolCall {
-                    id: call.id.clone(),
-                    name: call.function.name.clone(),
-                    arguments: call.function.arguments.clone(),
-                })
-                .collect(),
-        });
+        messages.extend(assistant_message(&message, true));
         match next_step(&message) {
             NextStep::Final => {
                 return TurnOutcome::Done { output: Some(message), required_actions: Vec::new() };

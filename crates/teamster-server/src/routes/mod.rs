@@ -7,7 +7,14 @@ mod shared;
 
 use axum::http::StatusCode;
 
+use teamster_protocol::api::{Page, Pagination};
+
 use crate::error::ApiError;
+
+/// A list response: the items, the next page's token (if any) and the page size.
+pub fn page<T>(data: Vec<T>, next_page_token: Option<String>, limit: u32) -> axum::Json<Page<T>> {
+    axum::Json(Page { data, pagination: Pagination { next_page_token, previous_page_token: None, limit } })
+}
 
 pub async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint")

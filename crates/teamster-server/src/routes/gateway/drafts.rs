@@ -4,11 +4,11 @@
 use axum::extract::{Path, State};
 use axum::routing::get;
 use axum::{Json, Router};
-use teamster_protocol::api::{CreateDraftSessionRequest, Data, Page, Pagination, UpdateDraftSessionRequest};
+use teamster_protocol::api::{CreateDraftSessionRequest, Data, Page, UpdateDraftSessionRequest};
 use teamster_protocol::session::{Session, SessionKind};
-use teamster_service::{Caller, SessionListQuery, SessionOrder};
+use teamster_service::{Caller, SessionListQuery};
 
-use super::{descending, window};
+use super::{session_page, session_query};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::JsonBody;
@@ -26,21 +26,8 @@ async fn create(State(state): State<AppState>, JsonBody(body): JsonBody<CreateDr
 }
 
 async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Json<Page<Session>>> {
-    let limit = params.limit(10, 100)?;
-    let (created_from, created_to) = window(&params, true)?;
-    let query = SessionListQuery {
-        agent_name: params.string("agent_name"),
-        kind: Some(SessionKind::Draft),
-        created_from,
-        created_to,
-        order_by: SessionOrder::CreatedAt,
-        descending: descending(&params)?,
-        page_token: params.string("page_token"),
-        limit,
-        ..SessionListQuery::default()
-    };
-    let (sessions, next) = state.service.list_sessions(&Caller::local(), query).await?;
-    Ok(Json(Page { data: sessions, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+    let query = SessionListQuery { kind: Some(SessionKind::Draft), ..session_query(&params, true)? };
+    session_page(&state, query).await
 }
 
 async fn draft(state: &AppState, id: &str) -> ApiResult<Session> {

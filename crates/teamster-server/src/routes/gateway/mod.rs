@@ -8,10 +8,13 @@ mod turns;
 
 use axum::Router;
 use teamster_protocol::timestamp;
-use teamster_service::ListOrder;
+use axum::Json;
+use teamster_protocol::api::Page;
+use teamster_protocol::session::Session;
+use teamster_service::{Caller, ListOrder, SessionListQuery, SessionOrder};
 
 use crate::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ApiResult};
 use crate::params::Params;
 
 pub fn routes() -> Router<AppState> {
@@ -30,6 +33,24 @@ fn window(params: &Params, default_lower_bound: bool) -> Result<(Option<String>,
     Ok((start, Some(end)))
 }
 
-fn descending(params: &Params) -> Result<bool, ApiError> {
-    Ok(params.order(ListOrder::Descending)? == ListOrder::Descending)
+/// What every gateway session listing reads from the query string: `agent_name`, the time
+/// window, `order` (by `created_at`, newest first by default), `page_token` and `limit`.
+fn session_query(params: &Params, default_lower_bound: bool) -> Result<SessionListQuery, ApiError> {
+    let (created_from, created_to) = window(params, default_lower_bound)?;
+    Ok(SessionListQuery {
+        agent_name: params.string("agent_name"),
+        created_from,
+        created_to,
+        order_by: SessionOrder::CreatedAt,
+        descending: params.order(ListOrder::Descending)? == ListOrder::Descending,
+        page_token: params.string("page_token"),
+        limit: params.limit(10, 100)?,
+        ..SessionListQuery::default()
+    })
+}
+
+async fn session_page(state: &AppState, query: SessionListQuery) -> ApiResult<Json<Page<Session>>> {
+    let limit = query.limit;
+    let (sessions, next) = state.service.list_sessions(&Caller::local(), query).await?;
+    Ok(crate::routes::page(sessions, next, limit))
 }

@@ -4,11 +4,11 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
-use teamster_protocol::api::{Page, Pagination};
+use teamster_protocol::api::{Page};
 use teamster_protocol::session::{Session, SessionKind};
-use teamster_service::{Caller, SessionListQuery, SessionOrder};
+use teamster_service::SessionListQuery;
 
-use super::{descending, window};
+use super::{session_page, session_query};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::params::Params;
@@ -21,25 +21,10 @@ pub fn routes() -> Router<AppState> {
 }
 
 async fn owned(State(state): State<AppState>, params: Params) -> ApiResult<Json<Page<Session>>> {
-    let limit = params.limit(10, 100)?;
-    let (created_from, created_to) = window(&params, true)?;
-    let query = SessionListQuery {
-        agent_name: params.string("agent_name"),
-        created_from,
-        created_to,
-        order_by: SessionOrder::CreatedAt,
-        descending: descending(&params)?,
-        page_token: params.string("page_token"),
-        limit,
-        ..SessionListQuery::default()
-    };
-    let (sessions, next) = state.service.list_sessions(&Caller::local(), query).await?;
-    Ok(Json(Page { data: sessions, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+    session_page(&state, session_query(&params, true)?).await
 }
 
 async fn search(State(state): State<AppState>, params: Params) -> ApiResult<Json<Page<Session>>> {
-    let limit = params.limit(10, 100)?;
-    let (created_from, created_to) = window(&params, false)?;
     let kind = match params.string("session_type") {
         None => None,
         Some(text) => Some(SessionKind::parse(&text).ok_or_else(|| {
@@ -47,20 +32,12 @@ async fn search(State(state): State<AppState>, params: Params) -> ApiResult<Json
         })?),
     };
     let query = SessionListQuery {
-        agent_name: params.string("agent_name"),
         kind,
         session_id: params.string("session_id"),
         created_by_subject_id: params.string("created_by_subject_id"),
-        created_from,
-        created_to,
-        order_by: SessionOrder::CreatedAt,
-        descending: descending(&params)?,
-        page_token: params.string("page_token"),
-        limit,
-        ..SessionListQuery::default()
+        ..session_query(&params, false)?
     };
-    let (sessions, next) = state.service.list_sessions(&Caller::local(), query).await?;
-    Ok(Json(Page { data: sessions, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+    session_page(&state, query).await
 }
 
 /// No sandbox exists on this server, so no sandbox file can be found.

@@ -4,11 +4,11 @@ use axum::extract::{Path, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use teamster_protocol::Turn;
-use teamster_protocol::api::{CreateGatewaySessionRequest, Data, Empty, Page, Pagination, SessionEventItem};
+use teamster_protocol::api::{CreateGatewaySessionRequest, Data, Empty, Page, SessionEventItem};
 use teamster_protocol::session::{Session, SessionKind};
-use teamster_service::{Caller, SessionEventsQuery, SessionListQuery, SessionOrder, TurnListQuery};
+use teamster_service::{Caller, SessionEventsQuery, SessionListQuery, TurnListQuery};
 
-use super::{descending, window};
+use super::{session_page, session_query};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::JsonBody;
@@ -32,21 +32,8 @@ async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Json<P
         .string("agent_name")
         .ok_or_else(|| ApiError::bad_request("invalid_request", "agent_name is required").with_param("agent_name"))?;
     state.service.get_agent_by_name(&agent_name).await?;
-    let limit = params.limit(10, 100)?;
-    let (created_from, created_to) = window(&params, true)?;
-    let query = SessionListQuery {
-        agent_name: Some(agent_name),
-        kind: Some(SessionKind::Saved),
-        created_from,
-        created_to,
-        order_by: SessionOrder::CreatedAt,
-        descending: descending(&params)?,
-        page_token: params.string("page_token"),
-        limit,
-        ..SessionListQuery::default()
-    };
-    let (sessions, next) = state.service.list_sessions(&Caller::local(), query).await?;
-    Ok(Json(Page { data: sessions, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+    let query = SessionListQuery { kind: Some(SessionKind::Saved), ..session_query(&params, true)? };
+    session_page(&state, query).await
 }
 
 async fn fetch(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Data<Session>>> {
@@ -62,7 +49,7 @@ async fn list_turns(State(state): State<AppState>, Path(session_id): Path<String
     let limit = params.limit(10, 25)?;
     let query = TurnListQuery { limit, page_token: params.string("page_token") };
     let (turns, next) = state.service.list_turns(&Caller::local(), &session_id, query).await?;
-    Ok(Json(Page { data: turns, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+    Ok(crate::routes::page(turns, next, limit))
 }
 
 async fn events(State(state): State<AppState>, Path(session_id): Path<String>, params: Params) -> ApiResult<Json<Page<SessionEventItem>>> {
@@ -74,5 +61,5 @@ async fn events(State(state): State<AppState>, Path(session_id): Path<String>, p
         include_running_tip: false,
     };
     let (events, next) = state.service.list_session_events(&Caller::local(), &session_id, query).await?;
-    Ok(Json(Page { data: events, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+    Ok(crate::routes::page(events, next, limit))
 }

@@ -8,7 +8,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::value::RawValue;
 use teamster_protocol::Turn;
-use teamster_protocol::api::{CreateTurnRequest, Data, Page, Pagination, SubscribeRequest};
+use teamster_protocol::api::{CreateTurnRequest, Data, Page, SubscribeRequest};
 use teamster_service::{Caller, ListOrder, TurnEventsQuery};
 
 use crate::AppState;
@@ -58,5 +58,5 @@ async fn events(
         require_terminal: true,
     };
     let (events, next) = state.service.list_turn_events(&Caller::local(), &session_id, &turn_id, query).await?;
-    Ok(Json(Page { data: events, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+    Ok(crate::routes::page(events, next, limit))
 }

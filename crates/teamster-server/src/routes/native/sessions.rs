@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use teamster_protocol::api::{CreateSessionRequest, Data, Empty, Page, Pagination, SessionEventItem, UpdateSessionRequest};
+use teamster_protocol::api::{CreateSessionRequest, Data, Empty, Page, SessionEventItem, UpdateSessionRequest};
 use teamster_protocol::session::Session;
 use teamster_service::{Caller, SessionEventsQuery, SessionListQuery, SessionOrder};
 
@@ -48,7 +48,7 @@ async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Json<P
         ..SessionListQuery::default()
     };
     let (sessions, next) = state.service.list_sessions(&Caller::local(), query).await?;
-    Ok(Json(Page { data: sessions, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+    Ok(crate::routes::page(sessions, next, limit))
 }
 
 async fn fetch(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Data<Session>>> {
@@ -89,5 +89,5 @@ async fn events(State(state): State<AppState>, Path(session_id): Path<String>, p
         include_running_tip: true,
     };
     let (events, next) = state.service.list_session_events(&Caller::local(), &session_id, query).await?;
-    Ok(Json(Page { data: events, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+    Ok(crate::routes::page(events, next, limit))
 }

@@ -8,7 +8,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::value::RawValue;
 use teamster_protocol::Turn;
-use teamster_protocol::api::{CreateTurnRequest, Data, Page, Pagination};
+use teamster_protocol::api::{CreateTurnRequest, Data, Page};
 use teamster_service::{Caller, ListOrder, TurnEventsQuery, TurnListQuery};
 
 use crate::AppState;
@@ -33,7 +33,7 @@ async fn list(State(state): State<AppState>, Path(session_id): Path<String>, par
     let limit = params.limit(25, 25)?;
     let query = TurnListQuery { limit, page_token: params.string("page_token") };
     let (turns, next) = state.service.list_turns(&Caller::local(), &session_id, query).await?;
-    Ok(Json(Page { data: turns, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+    Ok(crate::routes::page(turns, next, limit))
 }
 
 async fn fetch(State(state): State<AppState>, Path((session_id, turn_id)): Path<(String, String)>) -> ApiResult<Json<Data<Turn>>> {
@@ -53,7 +53,7 @@ async fn events(
         require_terminal: false,
     };
     let (events, next) = state.service.list_turn_events(&Caller::local(), &session_id, &turn_id, query).await?;
-    Ok(Json(Page { data: events, pagination: Pagination { next_page_token: next, previous_page_token: None, limit } }))
+    Ok(crate::routes::page(events, next, limit))
 }
 
 async fn subscribe(
