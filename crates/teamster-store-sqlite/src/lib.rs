@@ -1,1 +1,572 @@
-//! Placeholder.
+//! SQLite storage for Teamster: [`SqliteStore`] implements [`teamster_store::Store`] on one
+//! database file, or on an in-memory database for tests, with sqlx.
+//!
+//! All writes go through one connection, so writers queue on a lock instead of contending for
+//! SQLite's write lock and sleeping in its busy handler; reads go through a few more
+//! connections that WAL mode lets run beside the writer (see `connections`). An in-memory
+//! database lives only as long as its connection, so it has one connection that serves both.
+//! The schema is in `migrations/` and is applied on connect.
+//!
+//! Every call costs round trips to the sqlx worker thread of its connection, which are
+//! expensive next to the SQL itself, so each write is one command where it can be: the
+//! transaction, its statements and the commit go together, and a log batch of any size is
+//! three JSON parameters (see `event_log`).
+
+mod codec;
+mod connections;
+mod error;
+mod event_log;
+
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+use sqlx::{ConnectOptions, QueryBuilder, Sqlite};
+use teamster_protocol::AgentSpec;
+use teamster_store::{
+    AgentRecord, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord, SessionOrder,
+    SessionQuery, SessionRecord, Store, StreamEvent, TurnRecord,
+};
+
+use crate::codec::{
+    AGENT_COLUMNS, AgentRow, DRAFT, SAVED, SESSION_COLUMNS, SessionRow, TURN_COLUMNS, TurnRow, clamp_i64, to_i64,
+    to_json, to_u64,
+};
+use crate::connections::Connections;
+
+/// The schema, embedded at build time.
+static MIGRATOR: Migrator = sqlx::migrate!();
+
+/// How long a statement waits for a lock held by another process before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The most read connections of a file database.
+const MAX_READERS: usize = 4;
+
+/// Creates a turn, with its initial log writes, if and only if the session's last turn is the
+/// expected one, in one transaction and one round trip.
+///
+/// Parameters: `$1` to `$8` are the turn's columns, `$9` the expected last turn, `$10` to
+/// `$12` the encoded writes. The compare-and-set is the `UPDATE`; when it matches no row,
+/// `changes()` is 0 and the `INSERT` gets a NULL id, so the command stops at a NOT NULL
+/// violation before anything else runs, and the caller rolls back.
+static CREATE_TURN: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "BEGIN IMMEDIATE; \
+         UPDATE sessions SET last_turn_id = $1 WHERE id = $2 AND last_turn_id IS $9; \
+         INSERT INTO turns (id, session_id, previous_turn_id, input, state, status, created_by, created_at) \
+         SELECT CASE WHEN changes() = 1 THEN $1 END, $2, $3, $4, $5, $6, $7, $8; \
+         {} COMMIT;",
+        event_log::log_statements(10)
+    )
+});
+
+/// A Teamster store in SQLite. Cloning is cheap and shares the connections.
+#[derive(Clone)]
+pub struct SqliteStore {
+    connections: Arc<Connections>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("SqliteStore").finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) the database at `url_or_path` and brings its schema up to
+    /// date.
+    ///
+    /// Accepts `sqlite://PATH` (any sqlx SQLite URL), a bare file path, and `sqlite::memory:`
+    /// for a private in-memory database. A missing file and its parent directories are
+    /// created. File databases use WAL journaling with `synchronous=NORMAL`.
+    pub async fn connect(url_or_path: &str) -> Result<SqliteStore> {
+        // A bare `:memory:` would give every connection a database of its own.
+        let url_or_path = if url_or_path == ":memory:" { "sqlite::memory:" } else { url_or_path };
+        let options = if url_or_path.starts_with("sqlite:") {
+            SqliteConnectOptions::from_str(url_or_path)
+                .map_err(|error| Error::Backend(format!("invalid SQLite URL {url_or_path:?}: {error}")))?
+        } else {
+            SqliteConnectOptions::new().filename(url_or_path)
+        };
+        let options = options.foreign_keys(true).busy_timeout(BUSY_TIMEOUT).synchronous(SqliteSynchronous::Normal);
+        let path = options.get_filename().to_owned();
+
+        let (writer_options, readers) = if is_in_memory(url_or_path) {
+            (options.clone(), 0)
+        } else {
+            create_parent_directory(&path)?;
+            (options.clone().create_if_missing(true).journal_mode(SqliteJournalMode::Wal), MAX_READERS)
+        };
+        let mut writer = writer_options.connect().await.map_err(error::backend)?;
+        MIGRATOR
+            .run(&mut writer)
+            .await
+            .map_err(|error| Error::Backend(format!("migrating the schema: {error}")))?;
+        // Readers open after the writer has created the file and switched it to WAL (a lasting
+        // property of the file); `query_only` guards the one-writer rule.
+        let reader_options = options.pragma("query_only", "ON");
+        tracing::debug!(path = %path.display(), "opened the SQLite store");
+        Ok(SqliteStore { connections: Arc::new(Connections::new(writer, readers, reader_options)) })
+    }
+
+    /// Closes every connection; the store fails every call afterwards.
+    pub async fn close(&self) {
+        self.connections.close().await;
+    }
+
+    /// Reads one version of an agent selected by `condition` on `?1`; `version` `None` means
+    /// the latest.
+    async fn agent_where(&self, condition: &str, key: &str, version: Option<u64>) -> Result<AgentRecord> {
+        let version_join = match version {
+            Some(_) => "agent_versions.version = ?2",
+            None => "agent_versions.version = agents.latest_version",
+        };
+        let sql = format!(
+            "SELECT {AGENT_COLUMNS} FROM agents JOIN agent_versions \
+             ON agent_versions.agent_id = agents.id AND {version_join} WHERE {condition}"
+        );
+        let mut query = sqlx::query_as::<_, AgentRow>(&sql).bind(key);
+        if let Some(version) = version {
+            query = query.bind(clamp_i64(version));
+        }
+        let mut reader = self.connections.read().await?;
+        let row = query.fetch_optional(&mut *reader).await.map_err(error::backend)?;
+        codec::agent(row.ok_or(Error::NotFound("agent"))?)
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_agent(&self, agent: &AgentRecord) -> Result<()> {
+        let spec = to_json(&agent.spec, "agent spec")?;
+        let version = to_i64(agent.version, "agent version")?;
+        let mut writer = self.connections.write().await?;
+        let outcome = sqlx::query(
+            "BEGIN IMMEDIATE; \
+             INSERT INTO agents (id, name, latest_version, created_at) VALUES ($1, $2, $3, $4); \
+             INSERT INTO agent_versions (agent_id, version, spec, created_at) VALUES ($1, $3, $5, $6); \
+             COMMIT;",
+        )
+        .bind(&agent.id)
+        .bind(&agent.name)
+        .bind(version)
+        .bind(&agent.created_at)
+        .bind(spec)
+        .bind(&agent.updated_at)
+        .execute(writer.begin()?)
+        .await;
+        writer.settle(outcome, error::on("agent")).await.map(drop)
+    }
+
+    async fn add_agent_version(&self, agent_id: &str, spec: &AgentSpec, at: &str) -> Result<AgentRecord> {
+        let spec_json = to_json(spec, "agent spec")?;
+        let mut writer = self.connections.write().await?;
+        // An unknown agent updates and inserts nothing and returns no row.
+        let outcome = sqlx::query_as::<_, (String, i64, String)>(
+            "BEGIN IMMEDIATE; \
+             UPDATE agents SET latest_version = latest_version + 1 WHERE id = $1 \
+             RETURNING name, latest_version, created_at; \
+             INSERT INTO agent_versions (agent_id, version, spec, created_at) \
+             SELECT id, latest_version, $2, $3 FROM agents WHERE id = $1; \
+             COMMIT;",
+        )
+        .bind(agent_id)
+        .bind(spec_json)
+        .bind(at)
+        .fetch_all(writer.begin()?)
+        .await;
+        let rows = writer.settle(outcome, error::on("agent version")).await?;
+        let (name, version, created_at) = rows.into_iter().next().ok_or(Error::NotFound("agent"))?;
+        Ok(AgentRecord {
+            id: agent_id.to_owned(),
+            name,
+            version: to_u64(version, "agent version")?,
+            spec: spec.clone(),
+            created_at,
+            updated_at: at.to_owned(),
+        })
+    }
+
+    async fn get_agent(&self, agent_id: &str) -> Result<AgentRecord> {
+        self.agent_where("agents.id = ?1", agent_id, None).await
+    }
+
+    async fn get_agent_by_name(&self, name: &str) -> Result<AgentRecord> {
+        self.agent_where("agents.name = ?1", name, None).await
+    }
+
+    async fn get_agent_version(&self, agent_id: &str, version: u64) -> Result<AgentRecord> {
+        self.agent_where("agents.id = ?1", agent_id, Some(version)).await
+    }
+
+    async fn list_agents(&self) -> Result<Vec<AgentRecord>> {
+        let sql = format!(
+            "SELECT {AGENT_COLUMNS} FROM agents JOIN agent_versions \
+             ON agent_versions.agent_id = agents.id AND agent_versions.version = agents.latest_version \
+             ORDER BY agents.name"
+        );
+        let mut reader = self.connections.read().await?;
+        let rows: Vec<AgentRow> = sqlx::query_as(&sql).fetch_all(&mut *reader).await.map_err(error::backend)?;
+        rows.into_iter().map(codec::agent).collect()
+    }
+
+    async fn delete_agent(&self, agent_id: &str) -> Result<bool> {
+        // Versions go with the agent (ON DELETE CASCADE); sessions do not reference agents.
+        let mut writer = self.connections.write().await?;
+        let deleted = sqlx::query("DELETE FROM agents WHERE id = ?1")
+            .bind(agent_id)
+            .execute(writer.connection()?)
+            .await
+            .map_err(error::backend)?;
+        Ok(deleted.rows_affected() > 0)
+    }
+
+    async fn create_session(&self, session: &SessionRecord) -> Result<()> {
+        let (kind, agent_id, agent_version, agent_name, draft_spec) = match &session.agent {
+            SessionAgentRecord::Saved { agent_id, agent_name, version } => {
+                (SAVED, Some(agent_id.as_str()), Some(to_i64(*version, "agent version")?), Some(agent_name.as_str()), None)
+            }
+            SessionAgentRecord::Draft { spec, agent_name } => {
+                (DRAFT, None, None, agent_name.as_deref(), Some(to_json(spec, "draft spec")?))
+            }
+        };
+        let created_by = to_json(&session.created_by, "session created_by")?;
+        let mut writer = self.connections.write().await?;
+        sqlx::query(
+            "INSERT INTO sessions (id, kind, agent_id, agent_version, agent_name, draft_spec, title, \
+             created_by_id, created_by, created_at, updated_at, last_turn_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        )
+        .bind(&session.id)
+        .bind(kind)
+        .bind(agent_id)
+        .bind(agent_version)
+        .bind(agent_name)
+        .bind(draft_spec)
+        .bind(&session.title)
+        .bind(&session.created_by.subject_id)
+        .bind(created_by)
+        .bind(&session.created_at)
+        .bind(&session.updated_at)
+        .bind(&session.last_turn_id)
+        .execute(writer.connection()?)
+        .await
+        .map_err(error::on("session"))?;
+        Ok(())
+    }
+
+    async fn get_session(&self, session_id: &str) -> Result<SessionRecord> {
+        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1");
+        let mut reader = self.connections.read().await?;
+        let row: Option<SessionRow> =
+            sqlx::query_as(&sql).bind(session_id).fetch_optional(&mut *reader).await.map_err(error::backend)?;
+        codec::session(row.ok_or(Error::NotFound("session"))?)
+    }
+
+    async fn update_session(&self, session: &SessionRecord) -> Result<()> {
+        // Only a draft's agent is mutable; a saved session stays pinned to its version.
+        let (draft_spec, draft_agent_name) = match &session.agent {
+            SessionAgentRecord::Draft { spec, agent_name } => (Some(to_json(spec, "draft spec")?), agent_name.as_deref()),
+            SessionAgentRecord::Saved { .. } => (None, None),
+        };
+        let mut writer = self.connections.write().await?;
+        let updated = sqlx::query(
+            "UPDATE sessions SET title = ?1, updated_at = ?2, \
+             draft_spec = CASE WHEN kind = 'session/draft' AND ?3 IS NOT NULL THEN ?3 ELSE draft_spec END, \
+             agent_name = CASE WHEN kind = 'session/draft' AND ?3 IS NOT NULL THEN ?4 ELSE agent_name END \
+             WHERE id = ?5",
+        )
+        .bind(&session.title)
+        .bind(&session.updated_at)
+        .bind(draft_spec)
+        .bind(draft_agent_name)
+        .bind(&session.id)
+        .execute(writer.connection()?)
+        .await
+        .map_err(error::backend)?;
+        if updated.rows_affected() == 0 {
+            return Err(Error::NotFound("session"));
+        }
+        Ok(())
+    }
+
+    async fn delete_session(&self, session_id: &str) -> Result<bool> {
+        // Turns, and through them both event tables, go with the session (ON DELETE CASCADE).
+        let mut writer = self.connections.write().await?;
+        let deleted = sqlx::query("DELETE FROM sessions WHERE id = ?1")
+            .bind(session_id)
+            .execute(writer.connection()?)
+            .await
+            .map_err(error::backend)?;
+        Ok(deleted.rows_affected() > 0)
+    }
+
+    async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>> {
+        let mut sql = QueryBuilder::<Sqlite>::new(format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE 1 = 1"));
+        if let Some(created_by) = &query.created_by {
+            sql.push(" AND created_by_id = ").push_bind(created_by.as_str());
+        }
+        if let Some(agent_name) = &query.agent_name {
+            sql.push(" AND agent_name = ").push_bind(agent_name.as_str());
+        }
+        if let Some(agent_id) = &query.agent_id {
+            sql.push(" AND agent_id = ").push_bind(agent_id.as_str());
+        }
+        if let Some(kind) = query.kind {
+            sql.push(" AND kind = ").push_bind(kind.as_str());
+        }
+        if let Some(session_id) = &query.session_id {
+            sql.push(" AND id = ").push_bind(session_id.as_str());
+        }
+        if let Some(from) = &query.created_from {
+            sql.push(" AND created_at >= ").push_bind(from.as_str());
+        }
+        if let Some(to) = &query.created_to {
+            sql.push(" AND created_at <= ").push_bind(to.as_str());
+        }
+        let key = match query.order_by {
+            SessionOrder::CreatedAt => "created_at",
+            SessionOrder::UpdatedAt => "updated_at",
+        };
+        let (after, direction) = if query.descending { ("<", "DESC") } else { (">", "ASC") };
+        // The keyset cursor is a row-value comparison, which the (key, id) indexes serve.
+        if let Some((cursor_key, cursor_id)) = &query.after {
+            sql.push(format_args!(" AND ({key}, id) {after} ("))
+                .push_bind(cursor_key.as_str())
+                .push(", ")
+                .push_bind(cursor_id.as_str())
+                .push(")");
+        }
+        sql.push(format_args!(" ORDER BY {key} {direction}, id {direction} LIMIT "))
+            .push_bind(i64::from(query.limit));
+        let mut reader = self.connections.read().await?;
+        let rows: Vec<SessionRow> =
+            sql.build_query_as().fetch_all(&mut *reader).await.map_err(error::backend)?;
+        rows.into_iter().map(codec::session).collect()
+    }
+
+    async fn create_turn(
+        &self,
+        turn: &TurnRecord,
+        expected_last_turn_id: Option<&str>,
+        initial_writes: &[LogWrite],
+    ) -> Result<()> {
+        let input = to_json(&turn.input, "turn input")?;
+        let state = to_json(&turn.state, "turn state")?;
+        let created_by = to_json(&turn.created_by, "turn created_by")?;
+        let writes = event_log::encode(initial_writes)?;
+        let mut writer = self.connections.write().await?;
+        let outcome = sqlx::query(&CREATE_TURN)
+            .bind(&turn.id)
+            .bind(&turn.session_id)
+            .bind(&turn.previous_turn_id)
+            .bind(input)
+            .bind(state)
+            .bind(turn.state.status())
+            .bind(created_by)
+            .bind(&turn.created_at)
+            .bind(expected_last_turn_id)
+            .bind(writes.stream)
+            .bind(writes.content)
+            .bind(writes.states)
+            .execute(writer.begin()?)
+            .await;
+        let swap_failed = matches!(
+            &outcome,
+            Err(sqlx::Error::Database(database)) if database.kind() == sqlx::error::ErrorKind::NotNullViolation
+        );
+        let created = writer.settle(outcome, error::on("turn")).await;
+        if !swap_failed {
+            return created.map(drop);
+        }
+        let session = sqlx::query("SELECT 1 FROM sessions WHERE id = ?1")
+            .bind(&turn.session_id)
+            .fetch_optional(writer.connection()?)
+            .await
+            .map_err(error::backend)?;
+        Err(match session {
+            Some(_) => Error::Conflict(format!("the last turn of session {} is not the expected one", turn.session_id)),
+            None => Error::NotFound("session"),
+        })
+    }
+
+    async fn get_turn(&self, session_id: &str, turn_id: &str) -> Result<TurnRecord> {
+        let sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = ?1 AND session_id = ?2");
+        let mut reader = self.connections.read().await?;
+        let row: Option<TurnRow> = sqlx::query_as(&sql)
+            .bind(turn_id)
+            .bind(session_id)
+            .fetch_optional(&mut *reader)
+            .await
+            .map_err(error::backend)?;
+        codec::turn(row.ok_or(Error::NotFound("turn"))?)
+    }
+
+    async fn running_turns(&self) -> Result<Vec<TurnRecord>> {
+        let sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE status = 'running' ORDER BY created_at, id");
+        let mut reader = self.connections.read().await?;
+        let rows: Vec<TurnRow> = sqlx::query_as(&sql).fetch_all(&mut *reader).await.map_err(error::backend)?;
+        rows.into_iter().map(codec::turn).collect()
+    }
+
+    async fn write(&self, batch: &[LogWrite]) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let writes = event_log::encode(batch)?;
+        let mut writer = self.connections.write().await?;
+        let outcome = sqlx::query(&event_log::WRITE_BATCH)
+            .bind(writes.stream)
+            .bind(writes.content)
+            .bind(writes.states)
+            .execute(writer.begin()?)
+            .await;
+        writer.settle(outcome, error::backend).await.map(drop)
+    }
+
+    async fn read_stream(&self, turn_id: &str, after: u64, limit: u32) -> Result<Vec<StreamEvent>> {
+        let mut reader = self.connections.read().await?;
+        let rows: Vec<(i64, String)> = sqlx::query_as(
+            "SELECT sequence, data FROM stream_events WHERE turn_id = ?1 AND sequence > ?2 \
+             ORDER BY sequence LIMIT ?3",
+        )
+        .bind(turn_id)
+        .bind(clamp_i64(after))
+        .bind(i64::from(limit))
+        .fetch_all(&mut *reader)
+        .await
+        .map_err(error::backend)?;
+        rows.into_iter()
+            .map(|(sequence, data)| Ok(StreamEvent { sequence: to_u64(sequence, "sequence number")?, data }))
+            .collect()
+    }
+
+    async fn last_sequence(&self, turn_id: &str) -> Result<u64> {
+        let mut reader = self.connections.read().await?;
+        let last: Option<i64> = sqlx::query_scalar(
+            "SELECT sequence FROM stream_events WHERE turn_id = ?1 ORDER BY sequence DESC LIMIT 1",
+        )
+        .bind(turn_id)
+        .fetch_optional(&mut *reader)
+        .await
+        .map_err(error::backend)?;
+        last.map_or(Ok(0), |sequence| to_u64(sequence, "sequence number"))
+    }
+
+    async fn read_content(&self, turn_id: &str, query: &ContentQuery) -> Result<Vec<ContentEvent>> {
+        let sql = match (query.only_turn_content, query.descending) {
+            (false, false) => {
+                "SELECT sequence, kind, data FROM content_events WHERE turn_id = ?1 AND sequence > ?2 \
+                 ORDER BY sequence LIMIT ?3"
+            }
+            (false, true) => {
+                "SELECT sequence, kind, data FROM content_events WHERE turn_id = ?1 AND sequence < ?2 \
+                 ORDER BY sequence DESC LIMIT ?3"
+            }
+            (true, false) => {
+                "SELECT sequence, kind, data FROM content_events WHERE turn_id = ?1 AND sequence > ?2 \
+                 AND kind NOT IN ('turn.created', 'turn.done') ORDER BY sequence LIMIT ?3"
+            }
+            (true, true) => {
+                "SELECT sequence, kind, data FROM content_events WHERE turn_id = ?1 AND sequence < ?2 \
+                 AND kind NOT IN ('turn.created', 'turn.done') ORDER BY sequence DESC LIMIT ?3"
+            }
+        };
+        // Without a cursor, the bound lies beyond every sequence number in the direction read.
+        let bound = match (query.after, query.descending) {
+            (Some(after), _) => clamp_i64(after),
+            (None, false) => -1,
+            (None, true) => i64::MAX,
+        };
+        let mut reader = self.connections.read().await?;
+        let rows: Vec<(i64, String, String)> = sqlx::query_as(sql)
+            .bind(turn_id)
+            .bind(bound)
+            .bind(i64::from(query.limit))
+            .fetch_all(&mut *reader)
+            .await
+            .map_err(error::backend)?;
+        rows.into_iter()
+            .map(|(sequence, kind, data)| {
+                Ok(ContentEvent { sequence: to_u64(sequence, "sequence number")?, kind, data })
+            })
+            .collect()
+    }
+
+    async fn put_setting(&self, kind: &str, name: &str, value: &str, at: &str) -> Result<()> {
+        let mut writer = self.connections.write().await?;
+        sqlx::query(
+            "INSERT INTO settings (kind, name, value, updated_at) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+        )
+        .bind(kind)
+        .bind(name)
+        .bind(value)
+        .bind(at)
+        .execute(writer.connection()?)
+        .await
+        .map_err(error::backend)?;
+        Ok(())
+    }
+
+    async fn list_settings(&self, kind: &str) -> Result<Vec<(String, String)>> {
+        let mut reader = self.connections.read().await?;
+        sqlx::query_as("SELECT name, value FROM settings WHERE kind = ?1 ORDER BY name")
+            .bind(kind)
+            .fetch_all(&mut *reader)
+            .await
+            .map_err(error::backend)
+    }
+
+    async fn delete_setting(&self, kind: &str, name: &str) -> Result<bool> {
+        let mut writer = self.connections.write().await?;
+        let deleted = sqlx::query("DELETE FROM settings WHERE kind = ?1 AND name = ?2")
+            .bind(kind)
+            .bind(name)
+            .execute(writer.connection()?)
+            .await
+            .map_err(error::backend)?;
+        Ok(deleted.rows_affected() > 0)
+    }
+}
+
+/// Whether a URL names an in-memory database (`sqlite::memory:`, `sqlite://:memory:`, or
+/// `mode=memory`), which lives only as long as its one connection.
+fn is_in_memory(url_or_path: &str) -> bool {
+    let Some(rest) = url_or_path.strip_prefix("sqlite:") else {
+        return false;
+    };
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let (database, parameters) = rest.split_once('?').unwrap_or((rest, ""));
+    database == ":memory:" || parameters.split('&').any(|parameter| parameter == "mode=memory")
+}
+
+/// Creates the directory a database file goes in, if it is missing.
+fn create_parent_directory(file: &Path) -> Result<()> {
+    match file.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => std::fs::create_dir_all(parent).map_err(|error| {
+            Error::Backend(format!("creating the database directory {}: {error}", parent.display()))
+        }),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_in_memory;
+
+    #[test]
+    fn recognizes_in_memory_urls() {
+        for url in ["sqlite::memory:", "sqlite://:memory:", "sqlite://?mode=memory", "sqlite:x.db?mode=memory&cache=shared"] {
+            assert!(is_in_memory(url), "{url}");
+        }
+        for url in ["sqlite://data/teamster.db", "sqlite:teamster.db", ":memory:.db", "/tmp/sqlite::memory:"] {
+            assert!(!is_in_memory(url), "{url}");
+        }
+    }
+}

@@ -1,1 +1,1482 @@
-//! Placeholder.
+//! The backend-neutral conformance suite for [`Store`]: every backend runs exactly these
+//! checks, through [`conformance_tests!`](crate::conformance_tests).
+//!
+//! Each check is a `pub async fn` that takes a fresh, empty store and panics on the first
+//! behaviour that differs from the contract documented on [`Store`]. Checks compare whole
+//! records rather than single fields, so a backend that drops or mangles a field fails loudly,
+//! and the cases with many combinations (session listing, content reads) are tables checked
+//! against a small reference model. Timestamps are fixed strings, never the clock, so every
+//! run sees the same data.
+//!
+//! Contract details that the trait's documentation leaves implicit, and that these checks pin:
+//! - Reading the log of an unknown turn is empty (`read_stream`, `read_content`) or 0
+//!   (`last_sequence`), not an error.
+//! - Log writes are idempotent and never fail on data: a stream write to an existing (turn,
+//!   sequence) keeps the stored event, and writes to a turn that does not exist (its session
+//!   was deleted while the batch queued) are skipped. A group-commit writer that retries a
+//!   batch, or that races a delete, therefore never wedges on it.
+//! - `update_session` never touches `last_turn_id`, `created_by` or `created_at`, and never
+//!   changes the pinned agent of a saved session.
+//! - Deleting an agent deletes its versions but not the sessions that pinned one.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use serde_json::json;
+use teamster_protocol::session::SessionKind;
+use teamster_protocol::turn::CancelReason;
+use teamster_protocol::{AgentSpec, Subject, TurnInput, TurnState};
+
+use crate::{
+    AgentRecord, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord,
+    SessionOrder, SessionQuery, SessionRecord, Store, StreamEvent, TurnRecord,
+};
+
+/// Expands to one `#[tokio::test]` per conformance check, each on a fresh store.
+///
+/// The argument is an expression, evaluated anew for every test, that yields a future of an
+/// `Arc<dyn Store>` holding no data:
+///
+/// ```ignore
+/// teamster_store::conformance_tests!(async {
+///     let store = SqliteStore::connect("sqlite::memory:").await.expect("an in-memory store");
+///     std::sync::Arc::new(store) as std::sync::Arc<dyn teamster_store::Store>
+/// });
+/// ```
+///
+/// The calling crate needs `tokio` with the `macros` and `rt-multi-thread` features. The tests
+/// run on a two-worker runtime so that the race checks really race.
+#[macro_export]
+macro_rules! conformance_tests {
+    (@names) => {
+        $crate::conformance_tests!(@each names;)
+    };
+    (@each $mode:ident $($factory:expr)?;) => {
+        $crate::conformance_tests! { @$mode $($factory)?;
+            agent_create_and_get,
+            agent_name_and_id_are_unique,
+            agent_versions_are_immutable_and_increment,
+            agent_list_is_sorted_by_name_at_latest_version,
+            agent_delete_removes_every_version,
+            session_create_and_get,
+            session_update_replaces_mutable_fields_only,
+            session_delete_cascades_to_turns_and_events,
+            list_sessions_filters,
+            list_sessions_orders,
+            list_sessions_keyset_pages_visit_every_session_once,
+            turn_create_and_get,
+            turn_create_compares_and_sets_the_last_turn,
+            turn_create_applies_initial_writes_atomically,
+            turn_create_race_has_exactly_one_winner,
+            get_turn_is_scoped_to_its_session,
+            running_turns_are_oldest_first,
+            stream_events_read_back_byte_identical,
+            content_events_replace_and_filter,
+            turn_state_writes_update_turn_and_session,
+            write_batches_are_idempotent_and_skip_vanished_turns,
+            large_batch_in_one_write,
+        }
+    };
+    (@names; $($check:ident),* $(,)?) => {
+        &[$(stringify!($check)),*]
+    };
+    (@tests $factory:expr; $($check:ident),* $(,)?) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() {
+                let store: ::std::sync::Arc<dyn $crate::Store> = $factory.await;
+                $crate::conformance::$check(store).await;
+            }
+        )*
+    };
+    ($factory:expr $(,)?) => {
+        $crate::conformance_tests!(@each tests $factory;);
+    };
+}
+
+// Agents.
+
+/// An agent reads back whole by id, by name and by version; unknown ones are `NotFound`.
+pub async fn agent_create_and_get(store: Arc<dyn Store>) {
+    let agent = agent_record("agt_1", "support-bot", rich_spec(), &at(0));
+    store.create_agent(&agent).await.expect("create_agent");
+
+    assert_eq!(store.get_agent("agt_1").await.expect("get_agent"), agent);
+    assert_eq!(store.get_agent_by_name("support-bot").await.expect("get_agent_by_name"), agent);
+    assert_eq!(store.get_agent_version("agt_1", 1).await.expect("get_agent_version"), agent);
+
+    expect_not_found(store.get_agent("agt_missing").await, "get_agent of an unknown id");
+    expect_not_found(store.get_agent("agt").await, "get_agent of an id prefix");
+    expect_not_found(store.get_agent_by_name("missing").await, "get_agent_by_name of an unknown name");
+    expect_not_found(store.get_agent_by_name("support").await, "get_agent_by_name of a name prefix");
+    expect_not_found(store.get_agent_by_name("Support-Bot").await, "get_agent_by_name in another case");
+    expect_not_found(store.get_agent_version("agt_1", 2).await, "get_agent_version of a future version");
+    expect_not_found(store.get_agent_version("agt_1", 0).await, "get_agent_version 0");
+    expect_not_found(store.get_agent_version("agt_missing", 1).await, "get_agent_version of an unknown agent");
+}
+
+/// Names and ids are unique; a rejected create changes nothing.
+pub async fn agent_name_and_id_are_unique(store: Arc<dyn Store>) {
+    let first = agent_record("agt_1", "support-bot", simple_spec("first"), &at(0));
+    store.create_agent(&first).await.expect("create_agent");
+
+    let same_name = agent_record("agt_2", "support-bot", simple_spec("second"), &at(5));
+    expect_conflict(store.create_agent(&same_name).await, "create_agent with a taken name");
+    let same_id = agent_record("agt_1", "other-bot", simple_spec("third"), &at(6));
+    expect_conflict(store.create_agent(&same_id).await, "create_agent with a taken id");
+
+    assert_eq!(store.get_agent_by_name("support-bot").await.expect("get_agent_by_name"), first);
+    assert_eq!(store.get_agent("agt_1").await.expect("get_agent"), first);
+    expect_not_found(store.get_agent("agt_2").await, "get_agent of a rejected agent");
+    expect_not_found(store.get_agent_by_name("other-bot").await, "get_agent_by_name of a rejected agent");
+    assert_eq!(store.list_agents().await.expect("list_agents"), vec![first]);
+}
+
+/// Every update stores a new version numbered one higher; old versions never change.
+pub async fn agent_versions_are_immutable_and_increment(store: Arc<dyn Store>) {
+    let v1 = agent_record("agt_1", "support-bot", simple_spec("version one"), &at(0));
+    store.create_agent(&v1).await.expect("create_agent");
+
+    let v2 = store
+        .add_agent_version("agt_1", &simple_spec("version two"), &at(60))
+        .await
+        .expect("add_agent_version 2");
+    assert_eq!(
+        v2,
+        AgentRecord { version: 2, spec: simple_spec("version two"), updated_at: at(60), ..v1.clone() }
+    );
+    let v3 = store.add_agent_version("agt_1", &rich_spec(), &at(120)).await.expect("add_agent_version 3");
+    assert_eq!(v3, AgentRecord { version: 3, spec: rich_spec(), updated_at: at(120), ..v1.clone() });
+
+    assert_eq!(store.get_agent("agt_1").await.expect("get_agent"), v3);
+    assert_eq!(store.get_agent_by_name("support-bot").await.expect("get_agent_by_name"), v3);
+    for (version, expected) in [(1, &v1), (2, &v2), (3, &v3)] {
+        let stored = store.get_agent_version("agt_1", version).await.expect("get_agent_version");
+        assert_eq!(&stored, expected, "version {version}");
+    }
+    expect_not_found(store.get_agent_version("agt_1", 4).await, "get_agent_version of a future version");
+    expect_not_found(
+        store.add_agent_version("agt_missing", &simple_spec("x"), &at(130)).await,
+        "add_agent_version of an unknown agent",
+    );
+    assert_eq!(store.list_agents().await.expect("list_agents"), vec![v3]);
+}
+
+/// `list_agents` returns every agent once, at its latest version, sorted by name.
+pub async fn agent_list_is_sorted_by_name_at_latest_version(store: Arc<dyn Store>) {
+    assert_eq!(store.list_agents().await.expect("list_agents of an empty store"), vec![]);
+
+    // Ids sort in another order than names, so sorting by id or by insertion fails.
+    let mango = agent_record("agt_1", "mango", simple_spec("m"), &at(10));
+    let apple = agent_record("agt_2", "apple", simple_spec("a"), &at(20));
+    let zebra = agent_record("agt_3", "zebra", simple_spec("z"), &at(30));
+    let kiwi = agent_record("agt_4", "kiwi", simple_spec("k1"), &at(40));
+    for agent in [&mango, &apple, &zebra, &kiwi] {
+        store.create_agent(agent).await.expect("create_agent");
+    }
+    let kiwi_v2 = store.add_agent_version("agt_4", &simple_spec("k2"), &at(50)).await.expect("add_agent_version");
+
+    assert_eq!(store.list_agents().await.expect("list_agents"), vec![apple, kiwi_v2, mango, zebra]);
+}
+
+/// Deleting an agent removes it and all its versions, frees its name, and leaves the sessions
+/// that pinned it readable.
+pub async fn agent_delete_removes_every_version(store: Arc<dyn Store>) {
+    let v1 = agent_record("agt_1", "support-bot", simple_spec("v1"), &at(0));
+    let other = agent_record("agt_2", "other-bot", simple_spec("o"), &at(1));
+    store.create_agent(&v1).await.expect("create_agent");
+    store.create_agent(&other).await.expect("create_agent");
+    let v2 = store.add_agent_version("agt_1", &simple_spec("v2"), &at(10)).await.expect("add_agent_version");
+    let pinned = saved_session("ses_1", &v2, "alice", &at(20));
+    store.create_session(&pinned).await.expect("create_session");
+
+    assert!(store.delete_agent("agt_1").await.expect("delete_agent"), "the agent existed");
+    assert!(!store.delete_agent("agt_1").await.expect("delete_agent again"), "the agent is gone");
+    assert!(!store.delete_agent("agt_missing").await.expect("delete_agent of an unknown agent"));
+
+    expect_not_found(store.get_agent("agt_1").await, "get_agent of a deleted agent");
+    expect_not_found(store.get_agent_by_name("support-bot").await, "get_agent_by_name of a deleted agent");
+    for version in [1, 2] {
+        expect_not_found(store.get_agent_version("agt_1", version).await, "get_agent_version of a deleted agent");
+    }
+    expect_not_found(
+        store.add_agent_version("agt_1", &simple_spec("v3"), &at(30)).await,
+        "add_agent_version of a deleted agent",
+    );
+    assert_eq!(store.list_agents().await.expect("list_agents"), vec![other.clone()]);
+
+    assert_eq!(store.get_session("ses_1").await.expect("get_session of a pinned session"), pinned);
+    let by_agent = SessionQuery { agent_id: Some("agt_1".into()), limit: 10, ..SessionQuery::default() };
+    assert_eq!(store.list_sessions(&by_agent).await.expect("list_sessions"), vec![pinned]);
+
+    // The name is free again, for a new agent that starts over at version 1.
+    let reborn = agent_record("agt_3", "support-bot", simple_spec("reborn"), &at(40));
+    store.create_agent(&reborn).await.expect("create_agent with a freed name");
+    assert_eq!(store.get_agent_by_name("support-bot").await.expect("get_agent_by_name"), reborn);
+    expect_not_found(store.get_agent_version("agt_1", 1).await, "get_agent_version of the old agent");
+    assert_eq!(store.list_agents().await.expect("list_agents"), vec![other, reborn]);
+}
+
+// Sessions.
+
+/// Saved and draft sessions read back whole; ids are unique.
+pub async fn session_create_and_get(store: Arc<dyn Store>) {
+    let agent = agent_record("agt_1", "support-bot", simple_spec("a"), &at(0));
+    store.create_agent(&agent).await.expect("create_agent");
+
+    let saved = SessionRecord {
+        title: Some("Quarterly report ✍️".into()),
+        ..saved_session("ses_saved", &agent, "alice", &at(10))
+    };
+    let named_draft = SessionRecord {
+        title: Some("Draft".into()),
+        updated_at: at(15),
+        ..draft_session("ses_draft", rich_spec(), Some("support-bot"), "bob", &at(11))
+    };
+    let anonymous_draft = draft_session("ses_anon", simple_spec("inline"), None, "carol", &at(12));
+    for session in [&saved, &named_draft, &anonymous_draft] {
+        store.create_session(session).await.expect("create_session");
+    }
+
+    for session in [&saved, &named_draft, &anonymous_draft] {
+        assert_eq!(&store.get_session(&session.id).await.expect("get_session"), session);
+    }
+    let kinds: Vec<SessionKind> = [&saved, &named_draft, &anonymous_draft]
+        .iter()
+        .map(|session| session.kind())
+        .collect();
+    assert_eq!(kinds, [SessionKind::Saved, SessionKind::Draft, SessionKind::Draft]);
+
+    let impostor = SessionRecord { title: Some("impostor".into()), ..anonymous_draft.clone() };
+    expect_conflict(store.create_session(&impostor).await, "create_session with a taken id");
+    assert_eq!(store.get_session("ses_anon").await.expect("get_session"), anonymous_draft);
+    expect_not_found(store.get_session("ses_missing").await, "get_session of an unknown id");
+}
+
+/// `update_session` replaces title, `updated_at` and a draft's agent, and nothing else.
+pub async fn session_update_replaces_mutable_fields_only(store: Arc<dyn Store>) {
+    let agent = agent_record("agt_1", "support-bot", simple_spec("v1"), &at(0));
+    store.create_agent(&agent).await.expect("create_agent");
+    let saved = saved_session("ses_saved", &agent, "alice", &at(10));
+    let draft = draft_session("ses_draft", simple_spec("draft v1"), Some("support-bot"), "bob", &at(11));
+    store.create_session(&saved).await.expect("create_session");
+    store.create_session(&draft).await.expect("create_session");
+
+    // A turn starts after the caller read the session: an update from that stale copy must
+    // not lose the session's last turn.
+    let stale_draft = draft.clone();
+    create_plain_turn(&store, "ses_draft", "turn_1", None, &at(20)).await;
+
+    let renamed = SessionRecord {
+        agent: SessionAgentRecord::Draft { spec: rich_spec(), agent_name: Some("renamed-bot".into()) },
+        title: Some("New title".into()),
+        updated_at: at(30),
+        ..stale_draft.clone()
+    };
+    store.update_session(&renamed).await.expect("update_session");
+    let expected = SessionRecord { last_turn_id: Some("turn_1".into()), ..renamed.clone() };
+    assert_eq!(store.get_session("ses_draft").await.expect("get_session"), expected);
+
+    // Creation fields are not mutable.
+    let rewritten_history = SessionRecord {
+        created_at: at(999),
+        created_by: subject("mallory"),
+        updated_at: at(40),
+        ..renamed.clone()
+    };
+    store.update_session(&rewritten_history).await.expect("update_session");
+    let expected = SessionRecord { updated_at: at(40), ..expected };
+    assert_eq!(store.get_session("ses_draft").await.expect("get_session"), expected);
+
+    // Optional fields can be cleared.
+    let cleared = SessionRecord {
+        agent: SessionAgentRecord::Draft { spec: simple_spec("draft v2"), agent_name: None },
+        title: None,
+        updated_at: at(50),
+        ..expected.clone()
+    };
+    store.update_session(&cleared).await.expect("update_session");
+    assert_eq!(store.get_session("ses_draft").await.expect("get_session"), cleared);
+
+    // A saved session stays pinned to the version it started with.
+    let v2 = store.add_agent_version("agt_1", &simple_spec("v2"), &at(60)).await.expect("add_agent_version");
+    let repinned = SessionRecord {
+        agent: SessionAgentRecord::Saved { agent_id: v2.id.clone(), agent_name: v2.name.clone(), version: 2 },
+        title: Some("Pinned".into()),
+        updated_at: at(70),
+        ..saved.clone()
+    };
+    store.update_session(&repinned).await.expect("update_session");
+    let expected_saved = SessionRecord { title: Some("Pinned".into()), updated_at: at(70), ..saved };
+    assert_eq!(store.get_session("ses_saved").await.expect("get_session"), expected_saved);
+
+    let missing = draft_session("ses_missing", simple_spec("x"), None, "bob", &at(80));
+    expect_not_found(store.update_session(&missing).await, "update_session of an unknown session");
+    expect_not_found(store.get_session("ses_missing").await, "get_session after a failed update");
+}
+
+/// Deleting a session deletes its turns and their events, and nothing of other sessions.
+pub async fn session_delete_cascades_to_turns_and_events(store: Arc<dyn Store>) {
+    for id in ["ses_a", "ses_b"] {
+        store
+            .create_session(&draft_session(id, simple_spec("x"), None, "alice", &at(0)))
+            .await
+            .expect("create_session");
+    }
+    let turn_a1 = create_plain_turn(&store, "ses_a", "turn_a1", None, &at(10)).await;
+    let turn_a2 = create_plain_turn(&store, "ses_a", "turn_a2", Some("turn_a1"), &at(20)).await;
+    let turn_b1 = create_plain_turn(&store, "ses_b", "turn_b1", None, &at(15)).await;
+    let mut batch = Vec::new();
+    for turn_id in ["turn_a1", "turn_a2", "turn_b1"] {
+        batch.push(stream(turn_id, 1, &format!(r#"{{"type":"turn.created","turn_id":"{turn_id}"}}"#)));
+        batch.push(stream(turn_id, 2, r#"{"type":"model.message"}"#));
+        batch.push(content(turn_id, 1, "turn.created", r#"{"type":"turn.created"}"#));
+        batch.push(content(turn_id, 2, "model.message", r#"{"type":"model.message"}"#));
+    }
+    store.write(&batch).await.expect("write");
+    let session_b = store.get_session("ses_b").await.expect("get_session");
+    let stream_b = store.read_stream("turn_b1", 0, 100).await.expect("read_stream");
+    let content_b = store.read_content("turn_b1", &all_content()).await.expect("read_content");
+    assert_eq!(stream_b.len(), 2);
+    assert_eq!(content_b.len(), 2);
+
+    assert!(store.delete_session("ses_a").await.expect("delete_session"), "the session existed");
+    expect_not_found(store.get_session("ses_a").await, "get_session of a deleted session");
+    for turn in [&turn_a1, &turn_a2] {
+        expect_not_found(store.get_turn("ses_a", &turn.id).await, "get_turn of a deleted session");
+        assert_eq!(store.read_stream(&turn.id, 0, 100).await.expect("read_stream"), vec![]);
+        assert_eq!(store.last_sequence(&turn.id).await.expect("last_sequence"), 0);
+        assert_eq!(store.read_content(&turn.id, &all_content()).await.expect("read_content"), vec![]);
+    }
+    assert_eq!(store.running_turns().await.expect("running_turns"), vec![turn_b1.clone()]);
+    assert!(!store.delete_session("ses_a").await.expect("delete_session again"), "the session is gone");
+    assert!(!store.delete_session("ses_missing").await.expect("delete_session of an unknown id"));
+
+    assert_eq!(store.get_session("ses_b").await.expect("get_session"), session_b);
+    assert_eq!(store.get_turn("ses_b", "turn_b1").await.expect("get_turn"), turn_b1);
+    assert_eq!(store.read_stream("turn_b1", 0, 100).await.expect("read_stream"), stream_b);
+    assert_eq!(store.read_content("turn_b1", &all_content()).await.expect("read_content"), content_b);
+
+    // The ids are free again, and nothing of the old log comes back with them.
+    store
+        .create_session(&draft_session("ses_a", simple_spec("y"), None, "alice", &at(30)))
+        .await
+        .expect("create_session with a freed id");
+    create_plain_turn(&store, "ses_a", "turn_a1", None, &at(40)).await;
+    assert_eq!(store.read_stream("turn_a1", 0, 100).await.expect("read_stream"), vec![]);
+    assert_eq!(store.read_content("turn_a1", &all_content()).await.expect("read_content"), vec![]);
+}
+
+/// Every filter of [`SessionQuery`], alone and combined, in the default order.
+pub async fn list_sessions_filters(store: Arc<dyn Store>) {
+    let sessions = seed_listing(&store).await;
+    let cases: Vec<(SessionQuery, Vec<&str>)> = vec![
+        (query(|_| {}), vec!["s02", "s03", "s07", "s11", "s01", "s05", "s09", "s10", "s04", "s08"]),
+        (query(|q| q.created_by = Some("alice".into())), vec!["s02", "s07", "s11", "s01", "s08"]),
+        (query(|q| q.created_by = Some("bob".into())), vec!["s03", "s05", "s10"]),
+        (query(|q| q.created_by = Some("alice@example.com".into())), vec![]),
+        (query(|q| q.created_by = Some("nobody".into())), vec![]),
+        (query(|q| q.agent_name = Some("alpha".into())), vec!["s02", "s03", "s07", "s11", "s04"]),
+        (query(|q| q.agent_name = Some("beta".into())), vec!["s01", "s05", "s10"]),
+        (query(|q| q.agent_name = Some("gamma".into())), vec!["s08"]),
+        (query(|q| q.agent_name = Some("alph".into())), vec![]),
+        (query(|q| q.agent_id = Some("agt_a".into())), vec!["s02", "s03", "s07", "s04"]),
+        (query(|q| q.agent_id = Some("agt_b".into())), vec!["s01", "s10"]),
+        (query(|q| q.kind = Some(SessionKind::Draft)), vec!["s11", "s05", "s09", "s08"]),
+        (query(|q| q.kind = Some(SessionKind::Saved)), vec!["s02", "s03", "s07", "s01", "s10", "s04"]),
+        (query(|q| q.session_id = Some("ses_s05".into())), vec!["s05"]),
+        (query(|q| q.session_id = Some("ses_s99".into())), vec![]),
+        (
+            query(|q| q.created_from = Some(at(100))),
+            vec!["s03", "s07", "s11", "s01", "s05", "s09", "s10", "s04", "s08"],
+        ),
+        (query(|q| q.created_to = Some(at(100))), vec!["s02", "s03", "s07", "s11"]),
+        (
+            query(|q| {
+                q.created_from = Some(at(300));
+                q.created_to = Some(at(400));
+            }),
+            vec!["s05", "s09", "s10"],
+        ),
+        (
+            query(|q| {
+                q.created_from = Some(at(100));
+                q.created_to = Some(at(100));
+            }),
+            vec!["s03", "s07", "s11"],
+        ),
+        (
+            query(|q| {
+                q.created_from = Some(at(101));
+                q.created_to = Some(at(199));
+            }),
+            vec![],
+        ),
+        (
+            query(|q| {
+                q.created_by = Some("alice".into());
+                q.kind = Some(SessionKind::Draft);
+            }),
+            vec!["s11", "s08"],
+        ),
+        (
+            query(|q| {
+                q.agent_name = Some("alpha".into());
+                q.created_by = Some("bob".into());
+            }),
+            vec!["s03"],
+        ),
+        (
+            query(|q| {
+                q.agent_name = Some("alpha".into());
+                q.agent_id = Some("agt_b".into());
+            }),
+            vec![],
+        ),
+        (
+            query(|q| {
+                q.agent_id = Some("agt_a".into());
+                q.created_from = Some(at(100));
+                q.created_to = Some(at(500));
+                q.created_by = Some("carol".into());
+            }),
+            vec!["s04"],
+        ),
+        (query(|q| q.limit = 3), vec!["s02", "s03", "s07"]),
+        (query(|q| q.limit = 1), vec!["s02"]),
+    ];
+    for (query, expected) in cases {
+        check_listing(&store, &sessions, &query, &expected).await;
+    }
+}
+
+/// Both order keys in both directions, with ties on the key broken by id, and keyset cursors
+/// that land on a tie.
+pub async fn list_sessions_orders(store: Arc<dyn Store>) {
+    let sessions = seed_listing(&store).await;
+    let ordered = |order_by, descending| {
+        query(move |q| {
+            q.order_by = order_by;
+            q.descending = descending;
+        })
+    };
+    let after = |order_by, descending, key: String, id: &str, limit| {
+        let id = format!("ses_{id}");
+        query(move |q| {
+            q.order_by = order_by;
+            q.descending = descending;
+            q.after = Some((key, id));
+            q.limit = limit;
+        })
+    };
+    use SessionOrder::{CreatedAt, UpdatedAt};
+    let cases: Vec<(SessionQuery, Vec<&str>)> = vec![
+        (ordered(CreatedAt, false), vec!["s02", "s03", "s07", "s11", "s01", "s05", "s09", "s10", "s04", "s08"]),
+        (ordered(CreatedAt, true), vec!["s08", "s04", "s10", "s09", "s05", "s01", "s11", "s07", "s03", "s02"]),
+        (ordered(UpdatedAt, false), vec!["s07", "s11", "s01", "s09", "s03", "s05", "s04", "s02", "s08", "s10"]),
+        (ordered(UpdatedAt, true), vec!["s10", "s08", "s02", "s04", "s05", "s03", "s09", "s01", "s11", "s07"]),
+        (after(CreatedAt, false, at(100), "s03", 2), vec!["s07", "s11"]),
+        (after(CreatedAt, false, at(100), "s11", 2), vec!["s01", "s05"]),
+        (after(CreatedAt, true, at(100), "s07", 5), vec!["s03", "s02"]),
+        (after(CreatedAt, true, at(100), "s11", 1), vec!["s07"]),
+        (after(UpdatedAt, false, at(400), "s03", 2), vec!["s05", "s04"]),
+        (after(UpdatedAt, true, at(600), "s08", 2), vec!["s02", "s04"]),
+        (after(UpdatedAt, true, at(100), "s07", 10), vec![]),
+        (after(CreatedAt, false, at(600), "s08", 10), vec![]),
+        // A cursor need not name a stored session: it is a position, not a lookup.
+        (after(CreatedAt, false, at(100), "s05", 10), vec!["s07", "s11", "s01", "s05", "s09", "s10", "s04", "s08"]),
+        (after(CreatedAt, false, at(250), "zzz", 2), vec!["s05", "s09"]),
+        (after(UpdatedAt, true, at(450), "", 3), vec!["s05", "s03", "s09"]),
+    ];
+    for (query, expected) in cases {
+        check_listing(&store, &sessions, &query, &expected).await;
+    }
+}
+
+/// Paging with `after` through every filter, order and page size yields every matching
+/// session exactly once, in order, even across equal timestamps.
+pub async fn list_sessions_keyset_pages_visit_every_session_once(store: Arc<dyn Store>) {
+    let sessions = seed_listing(&store).await;
+    let filters: Vec<SessionQuery> = vec![
+        query(|_| {}),
+        query(|q| q.created_by = Some("alice".into())),
+        query(|q| q.agent_name = Some("alpha".into())),
+        query(|q| q.agent_id = Some("agt_a".into())),
+        query(|q| q.kind = Some(SessionKind::Draft)),
+        query(|q| q.session_id = Some("ses_s03".into())),
+        query(|q| {
+            q.created_from = Some(at(100));
+            q.created_to = Some(at(400));
+        }),
+        query(|q| {
+            q.created_by = Some("bob".into());
+            q.created_from = Some(at(100));
+        }),
+    ];
+    for filter in &filters {
+        for order_by in [SessionOrder::CreatedAt, SessionOrder::UpdatedAt] {
+            for descending in [false, true] {
+                let full = SessionQuery { order_by, descending, limit: 1000, ..filter.clone() };
+                let expected = reference_listing(&sessions, &full);
+                for page_size in [1, 2, 3, 4, 100] {
+                    let mut seen: Vec<SessionRecord> = Vec::new();
+                    let mut after = None;
+                    loop {
+                        let page_query = SessionQuery { after: after.clone(), limit: page_size, ..full.clone() };
+                        let page = store.list_sessions(&page_query).await.expect("list_sessions");
+                        assert_eq!(page, reference_listing(&sessions, &page_query), "page of {page_query:?}");
+                        let full_page = page.len() == page_size as usize;
+                        if let Some(last) = page.last() {
+                            after = Some((order_key(last, order_by).to_owned(), last.id.clone()));
+                        }
+                        seen.extend(page);
+                        assert!(seen.len() <= expected.len(), "paging repeats sessions for {full:?}");
+                        if !full_page {
+                            break;
+                        }
+                    }
+                    assert_eq!(seen, expected, "pages of {page_size} for {full:?}");
+                }
+            }
+        }
+    }
+}
+
+// Turns.
+
+/// A turn reads back whole and becomes its session's last turn; ids are unique.
+pub async fn turn_create_and_get(store: Arc<dyn Store>) {
+    let session = draft_session("ses_1", simple_spec("x"), None, "alice", &at(0));
+    store.create_session(&session).await.expect("create_session");
+
+    let first = TurnRecord { input: rich_input(), created_by: subject("bob"), ..turn_record("turn_1", "ses_1", None, &at(10)) };
+    store.create_turn(&first, None, &[]).await.expect("create_turn");
+    assert_eq!(store.get_turn("ses_1", "turn_1").await.expect("get_turn"), first);
+    assert_eq!(
+        store.get_session("ses_1").await.expect("get_session"),
+        SessionRecord { last_turn_id: Some("turn_1".into()), ..session.clone() }
+    );
+
+    let second = turn_record("turn_2", "ses_1", Some("turn_1"), &at(20));
+    store.create_turn(&second, Some("turn_1"), &[]).await.expect("create_turn");
+    assert_eq!(store.get_turn("ses_1", "turn_1").await.expect("get_turn"), first);
+    assert_eq!(store.get_turn("ses_1", "turn_2").await.expect("get_turn"), second);
+    let stored = store.get_session("ses_1").await.expect("get_session");
+    assert_eq!(stored.last_turn_id.as_deref(), Some("turn_2"));
+
+    // A taken id fails even when the compare-and-set holds, and leaves the session as it was.
+    let duplicate = turn_record("turn_1", "ses_1", Some("turn_2"), &at(30));
+    expect_conflict(store.create_turn(&duplicate, Some("turn_2"), &[]).await, "create_turn with a taken id");
+    assert_eq!(store.get_turn("ses_1", "turn_1").await.expect("get_turn"), first);
+    assert_eq!(store.get_session("ses_1").await.expect("get_session"), stored);
+
+    let orphan = turn_record("turn_9", "ses_missing", None, &at(40));
+    expect_not_found(store.create_turn(&orphan, None, &[]).await, "create_turn in an unknown session");
+    expect_not_found(store.get_turn("ses_missing", "turn_9").await, "get_turn of a rejected turn");
+}
+
+/// `create_turn` succeeds only while the session's last turn is the expected one.
+pub async fn turn_create_compares_and_sets_the_last_turn(store: Arc<dyn Store>) {
+    for id in ["ses_1", "ses_2"] {
+        store
+            .create_session(&draft_session(id, simple_spec("x"), None, "alice", &at(0)))
+            .await
+            .expect("create_session");
+    }
+    create_plain_turn(&store, "ses_1", "turn_1", None, &at(10)).await;
+
+    let second = turn_record("turn_2", "ses_1", Some("turn_1"), &at(20));
+    expect_conflict(store.create_turn(&second, None, &[]).await, "create_turn expecting no turn");
+    expect_conflict(store.create_turn(&second, Some("turn_0"), &[]).await, "create_turn expecting an unknown turn");
+    expect_not_found(store.get_turn("ses_1", "turn_2").await, "get_turn of a rejected turn");
+    store.create_turn(&second, Some("turn_1"), &[]).await.expect("create_turn expecting the last turn");
+
+    let third = turn_record("turn_3", "ses_1", Some("turn_1"), &at(30));
+    expect_conflict(store.create_turn(&third, Some("turn_1"), &[]).await, "create_turn expecting a stale turn");
+    expect_not_found(store.get_turn("ses_1", "turn_3").await, "get_turn of a rejected turn");
+    let session = store.get_session("ses_1").await.expect("get_session");
+    assert_eq!(session.last_turn_id.as_deref(), Some("turn_2"));
+
+    // Sessions are independent: another session's last turn is not this one's.
+    let elsewhere = turn_record("turn_4", "ses_2", Some("turn_2"), &at(40));
+    expect_conflict(
+        store.create_turn(&elsewhere, Some("turn_2"), &[]).await,
+        "create_turn expecting another session's last turn",
+    );
+    let elsewhere = turn_record("turn_4", "ses_2", None, &at(40));
+    store.create_turn(&elsewhere, None, &[]).await.expect("create_turn in a fresh session");
+    let session_2 = store.get_session("ses_2").await.expect("get_session");
+    assert_eq!(session_2.last_turn_id.as_deref(), Some("turn_4"));
+    let session = store.get_session("ses_1").await.expect("get_session");
+    assert_eq!(session.last_turn_id.as_deref(), Some("turn_2"));
+}
+
+/// The initial writes of `create_turn` land with the turn, or not at all.
+pub async fn turn_create_applies_initial_writes_atomically(store: Arc<dyn Store>) {
+    store
+        .create_session(&draft_session("ses_1", simple_spec("x"), None, "alice", &at(0)))
+        .await
+        .expect("create_session");
+    let created_1 = r#"{"type":"turn.created","turn_id":"turn_1","state":{"status":"running"}}"#;
+    let first = turn_record("turn_1", "ses_1", None, &at(10));
+    let first_writes = [stream("turn_1", 1, created_1), content("turn_1", 1, "turn.created", created_1)];
+    store.create_turn(&first, None, &first_writes).await.expect("create_turn");
+    assert_eq!(store.read_stream("turn_1", 0, 10).await.expect("read_stream"), vec![stream_event(1, created_1)]);
+    assert_eq!(
+        store.read_content("turn_1", &all_content()).await.expect("read_content"),
+        vec![content_event(1, "turn.created", created_1)]
+    );
+    let session_before = store.get_session("ses_1").await.expect("get_session");
+
+    // The next turn cancels the running one in the same transaction, as `auto` chaining does.
+    let cancelled = TurnState::Cancelled {
+        reason: CancelReason::CancelledForNextTurn,
+        completed_at: at(20),
+        metrics: None,
+    };
+    let done_1 = r#"{"type":"turn.done","state":{"status":"cancelled","reason":"cancelled-for-next-turn"}}"#;
+    let created_2 = r#"{"type":"turn.created","turn_id":"turn_2"}"#;
+    let writes_for = |turn_id: &str| {
+        vec![
+            LogWrite::TurnState { turn_id: "turn_1".into(), state: cancelled.clone(), at: at(20) },
+            stream("turn_1", 2, done_1),
+            content("turn_1", 2, "turn.done", done_1),
+            stream(turn_id, 1, created_2),
+            content(turn_id, 1, "turn.created", created_2),
+        ]
+    };
+
+    // A stale compare-and-set writes none of it.
+    let loser = turn_record("turn_loser", "ses_1", None, &at(20));
+    expect_conflict(
+        store.create_turn(&loser, None, &writes_for("turn_loser")).await,
+        "create_turn with a stale last turn",
+    );
+    // A turn that cannot be stored (its id is taken) undoes the compare-and-set and the writes.
+    let taken = turn_record("turn_1", "ses_1", Some("turn_1"), &at(20));
+    expect_conflict(
+        store.create_turn(&taken, Some("turn_1"), &writes_for("turn_1")).await,
+        "create_turn with a taken id",
+    );
+    expect_not_found(store.get_turn("ses_1", "turn_loser").await, "get_turn of a rejected turn");
+    assert_eq!(store.read_stream("turn_loser", 0, 10).await.expect("read_stream"), vec![]);
+    assert_eq!(store.read_content("turn_loser", &all_content()).await.expect("read_content"), vec![]);
+    assert_eq!(store.get_turn("ses_1", "turn_1").await.expect("get_turn"), first);
+    assert_eq!(store.read_stream("turn_1", 0, 10).await.expect("read_stream"), vec![stream_event(1, created_1)]);
+    assert_eq!(
+        store.read_content("turn_1", &all_content()).await.expect("read_content"),
+        vec![content_event(1, "turn.created", created_1)]
+    );
+    assert_eq!(store.get_session("ses_1").await.expect("get_session"), session_before);
+
+    let second = turn_record("turn_2", "ses_1", Some("turn_1"), &at(20));
+    store.create_turn(&second, Some("turn_1"), &writes_for("turn_2")).await.expect("create_turn");
+    assert_eq!(
+        store.get_turn("ses_1", "turn_1").await.expect("get_turn"),
+        TurnRecord { state: cancelled, ..first }
+    );
+    assert_eq!(store.get_turn("ses_1", "turn_2").await.expect("get_turn"), second);
+    assert_eq!(
+        store.read_stream("turn_1", 0, 10).await.expect("read_stream"),
+        vec![stream_event(1, created_1), stream_event(2, done_1)]
+    );
+    assert_eq!(store.read_stream("turn_2", 0, 10).await.expect("read_stream"), vec![stream_event(1, created_2)]);
+    assert_eq!(
+        store.get_session("ses_1").await.expect("get_session"),
+        SessionRecord { last_turn_id: Some("turn_2".into()), updated_at: at(20), ..session_before }
+    );
+    assert_eq!(store.running_turns().await.expect("running_turns"), vec![second]);
+}
+
+/// Concurrent `create_turn`s expecting the same last turn: exactly one wins, the others get
+/// `Conflict` and leave no trace.
+pub async fn turn_create_race_has_exactly_one_winner(store: Arc<dyn Store>) {
+    const RACERS: usize = 8;
+    store
+        .create_session(&draft_session("ses_1", simple_spec("x"), None, "alice", &at(0)))
+        .await
+        .expect("create_session");
+    let mut expected_last: Option<String> = None;
+    for round in 0..3u32 {
+        let mut tasks = Vec::new();
+        for racer in 0..RACERS {
+            let store = Arc::clone(&store);
+            let expected = expected_last.clone();
+            let turn_id = format!("turn_{round}_{racer}");
+            let turn = turn_record(&turn_id, "ses_1", expected.as_deref(), &at(10 + round));
+            let writes = vec![stream(&turn_id, 1, &format!(r#"{{"type":"turn.created","turn_id":"{turn_id}"}}"#))];
+            tasks.push(tokio::spawn(async move {
+                let result = store.create_turn(&turn, expected.as_deref(), &writes).await;
+                (turn_id, result)
+            }));
+        }
+        let mut winners = Vec::new();
+        let mut losers = Vec::new();
+        for task in tasks {
+            let (turn_id, result) = task.await.expect("a racing task panicked");
+            match result {
+                Ok(()) => winners.push(turn_id),
+                Err(Error::Conflict(_)) => losers.push(turn_id),
+                Err(other) => panic!("a losing create_turn must be a Conflict, got {other:?}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: exactly one winner, got {winners:?}");
+        let winner = winners.remove(0);
+        let session = store.get_session("ses_1").await.expect("get_session");
+        assert_eq!(session.last_turn_id.as_deref(), Some(winner.as_str()));
+        assert_eq!(store.last_sequence(&winner).await.expect("last_sequence"), 1);
+        for loser in &losers {
+            expect_not_found(store.get_turn("ses_1", loser).await, "get_turn of a losing turn");
+            assert_eq!(store.read_stream(loser, 0, 10).await.expect("read_stream"), vec![]);
+        }
+        expected_last = Some(winner);
+    }
+    assert_eq!(store.running_turns().await.expect("running_turns").len(), 3);
+}
+
+/// `get_turn` finds a turn only through its own session.
+pub async fn get_turn_is_scoped_to_its_session(store: Arc<dyn Store>) {
+    for id in ["ses_1", "ses_2"] {
+        store
+            .create_session(&draft_session(id, simple_spec("x"), None, "alice", &at(0)))
+            .await
+            .expect("create_session");
+    }
+    let turn_1 = create_plain_turn(&store, "ses_1", "turn_1", None, &at(10)).await;
+    let turn_2 = create_plain_turn(&store, "ses_2", "turn_2", None, &at(10)).await;
+
+    assert_eq!(store.get_turn("ses_1", "turn_1").await.expect("get_turn"), turn_1);
+    assert_eq!(store.get_turn("ses_2", "turn_2").await.expect("get_turn"), turn_2);
+    expect_not_found(store.get_turn("ses_2", "turn_1").await, "get_turn through another session");
+    expect_not_found(store.get_turn("ses_1", "turn_2").await, "get_turn through another session");
+    expect_not_found(store.get_turn("ses_missing", "turn_1").await, "get_turn through an unknown session");
+    expect_not_found(store.get_turn("ses_1", "turn_missing").await, "get_turn of an unknown turn");
+}
+
+/// `running_turns` lists exactly the running turns of every session, oldest first, ties by id.
+pub async fn running_turns_are_oldest_first(store: Arc<dyn Store>) {
+    assert_eq!(store.running_turns().await.expect("running_turns of an empty store"), vec![]);
+    for id in ["ses_1", "ses_2", "ses_3", "ses_4"] {
+        store
+            .create_session(&draft_session(id, simple_spec("x"), None, "alice", &at(0)))
+            .await
+            .expect("create_session");
+    }
+    // Ids sort in another order than creation times.
+    let turn_b = create_plain_turn(&store, "ses_1", "turn_b", None, &at(20)).await;
+    let turn_c = create_plain_turn(&store, "ses_1", "turn_c", Some("turn_b"), &at(40)).await;
+    let turn_a = create_plain_turn(&store, "ses_2", "turn_a", None, &at(30)).await;
+    let turn_d = create_plain_turn(&store, "ses_3", "turn_d", None, &at(20)).await;
+    create_plain_turn(&store, "ses_4", "turn_e", None, &at(10)).await;
+    store
+        .write(&[LogWrite::TurnState { turn_id: "turn_e".into(), state: done_state(&at(15)), at: at(15) }])
+        .await
+        .expect("write");
+
+    assert_eq!(
+        store.running_turns().await.expect("running_turns"),
+        vec![turn_b.clone(), turn_d.clone(), turn_a.clone(), turn_c]
+    );
+
+    let failed = TurnState::Error { message: "model unreachable".into(), completed_at: at(50), metrics: None };
+    store
+        .write(&[LogWrite::TurnState { turn_id: "turn_c".into(), state: failed, at: at(50) }])
+        .await
+        .expect("write");
+    assert_eq!(store.running_turns().await.expect("running_turns"), vec![turn_b, turn_d, turn_a]);
+}
+
+// The event log.
+
+/// Stream events come back exactly as written, per turn, in sequence order, paged by `after`
+/// and `limit`.
+pub async fn stream_events_read_back_byte_identical(store: Arc<dyn Store>) {
+    store
+        .create_session(&draft_session("ses_1", simple_spec("x"), None, "alice", &at(0)))
+        .await
+        .expect("create_session");
+    create_plain_turn(&store, "ses_1", "turn_1", None, &at(10)).await;
+    create_plain_turn(&store, "ses_1", "turn_2", Some("turn_1"), &at(20)).await;
+    create_plain_turn(&store, "ses_1", "turn_3", Some("turn_2"), &at(30)).await;
+
+    let big = format!(r#"{{"type":"tool.response","content":"{}"}}"#, "0123456789abcdef".repeat(8192));
+    let turn_1_data: Vec<String> = vec![
+        r#"{"type":"turn.created","id":"ev_1"}"#.into(),
+        "{ \"type\" : \"model.message\",\n  \"content\":\"h\u{e9}llo \\u00e9 \\\"quoted\\\" \\\\ back\\nslash\" }".into(),
+        "{\"type\":\"model.message.delta\",\"content\":\"🙂 emoji, 中文, and a no-break space:\u{a0}\"}".into(),
+        big,
+        r#"{"z":1,"a":2,"m":{"b":[1,2.50,3e10,-0.0,1E-7]},"n":null}"#.into(),
+        "  {\"leading\":\"and trailing whitespace\"}\r\n\t".into(),
+    ];
+    let turn_2_data = [r#"{"turn":2,"seq":1}"#, r#"{"turn":2,"seq":2}"#];
+    // Two batches, with the second turn's events interleaved into the first turn's.
+    store
+        .write(&[
+            stream("turn_1", 1, &turn_1_data[0]),
+            stream("turn_2", 1, turn_2_data[0]),
+            stream("turn_1", 2, &turn_1_data[1]),
+            stream("turn_1", 3, &turn_1_data[2]),
+            stream("turn_2", 2, turn_2_data[1]),
+        ])
+        .await
+        .expect("write");
+    store
+        .write(&[
+            stream("turn_1", 4, &turn_1_data[3]),
+            stream("turn_1", 5, &turn_1_data[4]),
+            stream("turn_1", 6, &turn_1_data[5]),
+        ])
+        .await
+        .expect("write");
+
+    let expected: Vec<StreamEvent> =
+        turn_1_data.iter().enumerate().map(|(index, data)| stream_event(index as u64 + 1, data)).collect();
+    let read = store.read_stream("turn_1", 0, 100).await.expect("read_stream");
+    assert_eq!(read.len(), expected.len());
+    for (stored, written) in read.iter().zip(&expected) {
+        assert_eq!(stored.sequence, written.sequence);
+        assert!(stored.data.as_bytes() == written.data.as_bytes(), "event {} is not byte-identical", written.sequence);
+    }
+    let cases: [(u64, u32, &[StreamEvent]); 7] = [
+        (0, 1, &expected[..1]),
+        (2, 2, &expected[2..4]),
+        (3, 100, &expected[3..]),
+        (5, 1, &expected[5..]),
+        (6, 10, &[]),
+        (1000, 10, &[]),
+        (0, 6, &expected[..]),
+    ];
+    for (after, limit, want) in cases {
+        let read = store.read_stream("turn_1", after, limit).await.expect("read_stream");
+        assert_eq!(read, want, "read_stream after {after} limit {limit}");
+    }
+    assert_eq!(
+        store.read_stream("turn_2", 0, 100).await.expect("read_stream"),
+        vec![stream_event(1, turn_2_data[0]), stream_event(2, turn_2_data[1])]
+    );
+    assert_eq!(store.last_sequence("turn_1").await.expect("last_sequence"), 6);
+    assert_eq!(store.last_sequence("turn_2").await.expect("last_sequence"), 2);
+    assert_eq!(store.last_sequence("turn_3").await.expect("last_sequence"), 0);
+    assert_eq!(store.read_stream("turn_3", 0, 100).await.expect("read_stream"), vec![]);
+    assert_eq!(store.last_sequence("turn_missing").await.expect("last_sequence of an unknown turn"), 0);
+    assert_eq!(store.read_stream("turn_missing", 0, 100).await.expect("read_stream of an unknown turn"), vec![]);
+
+    // Sequence numbers need not be dense: `after` is a bound, not a position.
+    store
+        .write(&[stream("turn_3", 10, "ten"), stream("turn_3", 20, "twenty"), stream("turn_3", 30, "thirty")])
+        .await
+        .expect("write");
+    assert_eq!(
+        store.read_stream("turn_3", 15, 100).await.expect("read_stream"),
+        vec![stream_event(20, "twenty"), stream_event(30, "thirty")]
+    );
+    assert_eq!(store.last_sequence("turn_3").await.expect("last_sequence"), 30);
+}
+
+/// Content events replace on the same (turn, sequence) and read back filtered, in either
+/// direction, paged by `after` and `limit`.
+pub async fn content_events_replace_and_filter(store: Arc<dyn Store>) {
+    store
+        .create_session(&draft_session("ses_1", simple_spec("x"), None, "alice", &at(0)))
+        .await
+        .expect("create_session");
+    create_plain_turn(&store, "ses_1", "turn_1", None, &at(10)).await;
+    create_plain_turn(&store, "ses_1", "turn_2", Some("turn_1"), &at(20)).await;
+
+    store
+        .write(&[
+            content("turn_1", 1, "turn.created", r#"{"type":"turn.created"}"#),
+            content("turn_1", 3, "model.message", r#"{"type":"model.message","content":null}"#),
+            content("turn_1", 4, "tool.response", r#"{"type":"tool.response","content":"42"}"#),
+            content("turn_2", 3, "model.message", r#"{"turn":2}"#),
+        ])
+        .await
+        .expect("write");
+    store
+        .write(&[
+            content("turn_1", 3, "model.message", r#"{"type":"model.message","content":"Hel"}"#),
+            content("turn_1", 6, "model.message", r#"{"type":"model.message","content":"Bye"}"#),
+            // The same (turn, sequence) twice in one batch: the later write wins.
+            content("turn_1", 3, "model.message", r#"{"type":"model.message","content":"Hello"}"#),
+            content("turn_1", 7, "turn.done", r#"{"type":"turn.done"}"#),
+        ])
+        .await
+        .expect("write");
+
+    let events: BTreeMap<u64, ContentEvent> = [
+        content_event(1, "turn.created", r#"{"type":"turn.created"}"#),
+        content_event(3, "model.message", r#"{"type":"model.message","content":"Hello"}"#),
+        content_event(4, "tool.response", r#"{"type":"tool.response","content":"42"}"#),
+        content_event(6, "model.message", r#"{"type":"model.message","content":"Bye"}"#),
+        content_event(7, "turn.done", r#"{"type":"turn.done"}"#),
+    ]
+    .into_iter()
+    .map(|event| (event.sequence, event))
+    .collect();
+    let content_query = |only_turn_content, descending, after, limit| ContentQuery { only_turn_content, descending, after, limit };
+    let cases: Vec<(ContentQuery, Vec<u64>)> = vec![
+        (content_query(false, false, None, 100), vec![1, 3, 4, 6, 7]),
+        (content_query(false, true, None, 100), vec![7, 6, 4, 3, 1]),
+        (content_query(true, false, None, 100), vec![3, 4, 6]),
+        (content_query(true, true, None, 100), vec![6, 4, 3]),
+        (content_query(false, false, Some(3), 100), vec![4, 6, 7]),
+        (content_query(false, false, Some(2), 100), vec![3, 4, 6, 7]),
+        (content_query(false, true, Some(6), 100), vec![4, 3, 1]),
+        (content_query(true, false, Some(1), 2), vec![3, 4]),
+        (content_query(true, true, Some(7), 1), vec![6]),
+        (content_query(true, true, Some(3), 10), vec![]),
+        (content_query(false, false, None, 2), vec![1, 3]),
+        (content_query(false, true, None, 1), vec![7]),
+        (content_query(false, true, Some(1), 10), vec![]),
+        (content_query(false, false, Some(7), 10), vec![]),
+        (content_query(false, false, Some(0), 10), vec![1, 3, 4, 6, 7]),
+    ];
+    for (query, sequences) in cases {
+        let expected: Vec<ContentEvent> = sequences.iter().map(|sequence| events[sequence].clone()).collect();
+        let read = store.read_content("turn_1", &query).await.expect("read_content");
+        assert_eq!(read, expected, "read_content {query:?}");
+    }
+    assert_eq!(
+        store.read_content("turn_2", &all_content()).await.expect("read_content"),
+        vec![content_event(3, "model.message", r#"{"turn":2}"#)]
+    );
+    assert_eq!(store.read_content("turn_missing", &all_content()).await.expect("read_content"), vec![]);
+    // The content and the stream are separate logs.
+    assert_eq!(store.read_stream("turn_1", 0, 100).await.expect("read_stream"), vec![]);
+    assert_eq!(store.last_sequence("turn_1").await.expect("last_sequence"), 0);
+}
+
+/// A `TurnState` write sets the turn's state and bumps its session's `updated_at`.
+pub async fn turn_state_writes_update_turn_and_session(store: Arc<dyn Store>) {
+    for id in ["ses_1", "ses_2"] {
+        store
+            .create_session(&draft_session(id, simple_spec("x"), None, "alice", &at(0)))
+            .await
+            .expect("create_session");
+    }
+    let turn_1 = create_plain_turn(&store, "ses_1", "turn_1", None, &at(10)).await;
+    let turn_2 = create_plain_turn(&store, "ses_1", "turn_2", Some("turn_1"), &at(20)).await;
+    let turn_3 = create_plain_turn(&store, "ses_2", "turn_3", None, &at(30)).await;
+    let session_1 = store.get_session("ses_1").await.expect("get_session");
+    let session_2 = store.get_session("ses_2").await.expect("get_session");
+
+    let done = rich_done_state(&at(90));
+    store
+        .write(&[stream("turn_2", 1, r#"{"type":"turn.done"}"#), LogWrite::TurnState {
+            turn_id: "turn_2".into(),
+            state: done.clone(),
+            at: at(90),
+        }])
+        .await
+        .expect("write");
+    assert_eq!(
+        store.get_turn("ses_1", "turn_2").await.expect("get_turn"),
+        TurnRecord { state: done.clone(), ..turn_2 }
+    );
+    assert_eq!(
+        store.get_session("ses_1").await.expect("get_session"),
+        SessionRecord { updated_at: at(90), ..session_1.clone() }
+    );
+    assert_eq!(store.get_session("ses_2").await.expect("get_session"), session_2);
+    assert_eq!(store.get_turn("ses_1", "turn_1").await.expect("get_turn"), turn_1);
+
+    // Several state writes in one batch apply in order: the last one wins.
+    let failed = TurnState::Error { message: "boom".into(), completed_at: at(100), metrics: None };
+    let cancelled = TurnState::Cancelled {
+        reason: CancelReason::ClientCancelled,
+        completed_at: at(110),
+        metrics: Some(serde_json::from_value(json!({"total_input_tokens": 3, "total_output_tokens": 4, "total_tokens": 7})).expect("metrics")),
+    };
+    store
+        .write(&[
+            LogWrite::TurnState { turn_id: "turn_3".into(), state: failed.clone(), at: at(100) },
+            LogWrite::TurnState { turn_id: "turn_1".into(), state: failed, at: at(100) },
+            LogWrite::TurnState { turn_id: "turn_3".into(), state: cancelled.clone(), at: at(110) },
+        ])
+        .await
+        .expect("write");
+    assert_eq!(
+        store.get_turn("ses_2", "turn_3").await.expect("get_turn"),
+        TurnRecord { state: cancelled, ..turn_3 }
+    );
+    assert_eq!(
+        store.get_session("ses_2").await.expect("get_session"),
+        SessionRecord { updated_at: at(110), ..session_2 }
+    );
+    assert_eq!(
+        store.get_session("ses_1").await.expect("get_session"),
+        SessionRecord { updated_at: at(100), ..session_1 }
+    );
+    assert_eq!(store.running_turns().await.expect("running_turns"), vec![]);
+
+    // Two turns of one session in one batch: the session takes the later state's time.
+    store
+        .write(&[
+            LogWrite::TurnState { turn_id: "turn_1".into(), state: done_state(&at(120)), at: at(120) },
+            LogWrite::TurnState { turn_id: "turn_2".into(), state: done_state(&at(130)), at: at(130) },
+        ])
+        .await
+        .expect("write");
+    assert_eq!(store.get_session("ses_1").await.expect("get_session").updated_at, at(130));
+    assert_eq!(store.get_turn("ses_1", "turn_1").await.expect("get_turn").state, done_state(&at(120)));
+    assert_eq!(store.get_turn("ses_1", "turn_2").await.expect("get_turn").state, done_state(&at(130)));
+
+    let by_update = SessionQuery { order_by: SessionOrder::UpdatedAt, descending: true, limit: 10, ..SessionQuery::default() };
+    let order: Vec<String> =
+        store.list_sessions(&by_update).await.expect("list_sessions").into_iter().map(|session| session.id).collect();
+    assert_eq!(order, ["ses_1", "ses_2"]);
+}
+
+/// Writing a batch again changes nothing, a stored stream event is never replaced, and writes
+/// to turns that do not exist are skipped without failing the rest of the batch.
+pub async fn write_batches_are_idempotent_and_skip_vanished_turns(store: Arc<dyn Store>) {
+    for id in ["ses_1", "ses_2"] {
+        store
+            .create_session(&draft_session(id, simple_spec("x"), None, "alice", &at(0)))
+            .await
+            .expect("create_session");
+    }
+    let turn_1 = create_plain_turn(&store, "ses_1", "turn_1", None, &at(10)).await;
+    create_plain_turn(&store, "ses_2", "turn_2", None, &at(10)).await;
+    store.write(&[]).await.expect("write of an empty batch");
+
+    let first = vec![
+        stream("turn_1", 1, "one"),
+        stream("turn_1", 2, "two"),
+        content("turn_1", 2, "model.message", "two"),
+    ];
+    store.write(&first).await.expect("write");
+    store.write(&first).await.expect("write of the same batch again");
+    // A repeated sequence number, in a later batch or in the same one, keeps the first event.
+    store
+        .write(&[
+            stream("turn_1", 2, "two, again"),
+            stream("turn_1", 3, "three"),
+            stream("turn_1", 3, "three, again"),
+        ])
+        .await
+        .expect("write of repeated sequence numbers");
+    let expected_stream = vec![stream_event(1, "one"), stream_event(2, "two"), stream_event(3, "three")];
+    assert_eq!(store.read_stream("turn_1", 0, 100).await.expect("read_stream"), expected_stream);
+    assert_eq!(store.last_sequence("turn_1").await.expect("last_sequence"), 3);
+    assert_eq!(
+        store.read_content("turn_1", &all_content()).await.expect("read_content"),
+        vec![content_event(2, "model.message", "two")]
+    );
+
+    // Writes of every kind to an unknown turn are skipped; the rest of the batch lands.
+    let done = done_state(&at(20));
+    store
+        .write(&[
+            stream("turn_missing", 1, "lost"),
+            stream("turn_1", 4, "four"),
+            content("turn_missing", 1, "model.message", "lost"),
+            LogWrite::TurnState { turn_id: "turn_missing".into(), state: done.clone(), at: at(99) },
+            LogWrite::TurnState { turn_id: "turn_1".into(), state: done.clone(), at: at(20) },
+        ])
+        .await
+        .expect("write with an unknown turn");
+    assert_eq!(store.read_stream("turn_missing", 0, 100).await.expect("read_stream"), vec![]);
+    assert_eq!(store.read_content("turn_missing", &all_content()).await.expect("read_content"), vec![]);
+    assert_eq!(store.last_sequence("turn_1").await.expect("last_sequence"), 4);
+    assert_eq!(
+        store.get_turn("ses_1", "turn_1").await.expect("get_turn"),
+        TurnRecord { state: done.clone(), ..turn_1 }
+    );
+    let session_1 = store.get_session("ses_1").await.expect("get_session");
+    assert_eq!(session_1.updated_at, at(20));
+
+    // A batch that was queued before its session was deleted: the deleted turn's writes vanish
+    // with it, the other turn's land.
+    assert!(store.delete_session("ses_2").await.expect("delete_session"));
+    store
+        .write(&[
+            stream("turn_2", 1, "late"),
+            content("turn_2", 1, "model.message", "late"),
+            LogWrite::TurnState { turn_id: "turn_2".into(), state: done.clone(), at: at(30) },
+            stream("turn_1", 5, "five"),
+        ])
+        .await
+        .expect("write racing a delete");
+    assert_eq!(store.last_sequence("turn_1").await.expect("last_sequence"), 5);
+    assert_eq!(store.read_stream("turn_2", 0, 100).await.expect("read_stream"), vec![]);
+    expect_not_found(store.get_session("ses_2").await, "get_session of a deleted session");
+    expect_not_found(store.get_turn("ses_2", "turn_2").await, "get_turn of a deleted session");
+    assert_eq!(store.get_session("ses_1").await.expect("get_session"), session_1);
+}
+
+/// One batch of 5,000 stream events (and their content) is written whole.
+pub async fn large_batch_in_one_write(store: Arc<dyn Store>) {
+    const EVENTS: u64 = 5_000;
+    store
+        .create_session(&draft_session("ses_1", simple_spec("x"), None, "alice", &at(0)))
+        .await
+        .expect("create_session");
+    create_plain_turn(&store, "ses_1", "turn_1", None, &at(10)).await;
+
+    let data = |sequence: u64| {
+        format!(r#"{{"type":"model.message.delta","id":"msg_1","thread_id":"main","content":"token {sequence} ✓"}}"#)
+    };
+    let mut batch: Vec<LogWrite> = (1..=EVENTS).map(|sequence| stream("turn_1", sequence, &data(sequence))).collect();
+    for sequence in (100..=EVENTS).step_by(100) {
+        batch.push(content("turn_1", sequence, "model.message", &data(sequence)));
+    }
+    batch.push(LogWrite::TurnState { turn_id: "turn_1".into(), state: done_state(&at(20)), at: at(20) });
+    store.write(&batch).await.expect("write of a large batch");
+
+    assert_eq!(store.last_sequence("turn_1").await.expect("last_sequence"), EVENTS);
+    let mut read = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = store.read_stream("turn_1", after, 1_000).await.expect("read_stream");
+        let Some(last) = page.last() else { break };
+        assert!(last.sequence > after, "read_stream after {after} returned sequence {}", last.sequence);
+        after = last.sequence;
+        read.extend(page);
+        assert!(read.len() <= EVENTS as usize, "paging through read_stream repeats events");
+    }
+    let expected: Vec<StreamEvent> = (1..=EVENTS).map(|sequence| stream_event(sequence, &data(sequence))).collect();
+    assert!(read == expected, "the large batch does not read back as written");
+    assert_eq!(store.read_stream("turn_1", EVENTS - 10, 100).await.expect("read_stream").len(), 10);
+
+    let content_read = store.read_content("turn_1", &all_content()).await.expect("read_content");
+    assert_eq!(content_read.len(), 50);
+    assert_eq!(content_read.last(), Some(&content_event(EVENTS, "model.message", &data(EVENTS))));
+    assert_eq!(store.running_turns().await.expect("running_turns"), vec![]);
+}
+
+// Fixtures.
+
+/// A fixed timestamp `seconds` seconds after 2025-01-01T00:00:00Z, in the canonical form.
+fn at(seconds: u32) -> String {
+    format!("2025-01-01T{:02}:{:02}:{:02}.000Z", seconds / 3600, seconds / 60 % 60, seconds % 60)
+}
+
+fn subject(id: &str) -> Subject {
+    Subject { subject_id: id.to_owned(), subject_type: "user".to_owned(), subject_slug: format!("{id}@example.com") }
+}
+
+fn simple_spec(instructions: &str) -> AgentSpec {
+    serde_json::from_value(json!({"model": {"name": "openai-main/gpt-4o"}, "instructions": instructions}))
+        .expect("a valid spec")
+}
+
+/// A spec that uses every part of the schema, so a lossy encoding shows.
+fn rich_spec() -> AgentSpec {
+    serde_json::from_value(json!({
+        "model": {"name": "anthropic-main/claude-sonnet", "params": {
+            "max_tokens": 512, "temperature": 0.25, "top_p": 0.5, "top_k": 40,
+            "parallel_tool_calls": true, "reasoning_effort": "high",
+            "cache_control": {"type": "ephemeral"}, "seed": 7, "stop": ["\n\n"]
+        }},
+        "instructions": "Réponds en français 🙂 to {{user}}",
+        "messages": [{"type": "user.message", "content": "hello {{user}}"}],
+        "mcp_servers": [
+            {"type": "truefoundry-mcp-registry", "name": "github", "enable_tools": ["@read-only"],
+             "require_approval_for_tools": ["@write"], "preload": false},
+            {"type": "inline", "name": "x", "url": "https://mcp.example.com/mcp"}
+        ],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "out", "schema": {"type": "object"}, "strict": true}},
+        "skills": [
+            {"type": "git", "url": "https://github.com/a/b", "name": "b", "ref": "main"},
+            {"type": "truefoundry-skills-registry", "fqn": "skill:t/x:1", "preload": false},
+            {"name": "configured-skill"}
+        ],
+        "config": {
+            "iteration_limit": 100,
+            "sandbox": {"enabled": true, "file_downloads": true, "network_policy": {"auth_inject": [
+                {"type": "git", "match": {"hosts": ["github.com"]}, "auth_data": {"type": "basic", "username": "u", "password": "p"}}
+            ]}},
+            "dynamic_sub_agents": {"enabled": true},
+            "context_management": {"compaction": {"enabled": true, "compaction_threshold_tokens": 50000}, "large_tool_response": {"enabled": false}},
+            "generative_ui": {"enabled": true},
+            "ask_user_questions": {"enabled": false}
+        },
+        "variables": {"user": "Zoë"}
+    }))
+    .expect("a valid spec")
+}
+
+/// Turn input of every kind.
+fn rich_input() -> Vec<TurnInput> {
+    serde_json::from_value(json!([
+        {"type": "user.message", "content": "hi ✌️"},
+        {"type": "user.message", "content": [{"type": "text", "text": "see"}, {"type": "file", "name": "f.txt", "data": "data:text/plain;base64,aGk="}]},
+        {"type": "user.tool_approval", "thread_id": "main", "tool_call_id": "c1", "approval": {"status": "deny", "reason": "no"}},
+        {"type": "user.tool_approval", "thread_id": "thr_2", "tool_call_id": "c2", "approval": {"status": "allow"}},
+        {"type": "user.tool_response", "thread_id": "main", "tool_call_id": "c3", "content": "42"}
+    ]))
+    .expect("valid input")
+}
+
+fn done_state(completed_at: &str) -> TurnState {
+    TurnState::Done { output: None, required_actions: vec![], completed_at: completed_at.to_owned(), metrics: None }
+}
+
+/// A finished state with an output, a pending action and metrics.
+fn rich_done_state(completed_at: &str) -> TurnState {
+    serde_json::from_value(json!({
+        "status": "done",
+        "output": {"id": "msg_9", "thread_id": "main", "created_at": completed_at, "content": "Done ✅",
+                   "finish_reason": "tool_calls",
+                   "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "search", "arguments": "{\"q\": \"x\"}"},
+                                   "tool_info": {"type": "mcp", "server_id": "srv_1", "server_name": "github", "name": "search"}}],
+                   "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_tokens": 2,
+                             "input_tokens_breakdown": {"harness": 1, "skills": 0, "instructions": 2, "tool_definitions": 3, "messages": 4}}},
+        "required_actions": [{"type": "tool.approval_required", "id": "ev_7", "created_at": completed_at, "thread_id": "main",
+                              "tool_calls": [{"id": "call_1", "source_event_id": "msg_9"}]}],
+        "completed_at": completed_at,
+        "metrics": {"total_input_tokens": 10, "total_output_tokens": 5, "total_tokens": 15, "total_cost_in_usd": 0.5}
+    }))
+    .expect("a valid state")
+}
+
+fn agent_record(id: &str, name: &str, spec: AgentSpec, created_at: &str) -> AgentRecord {
+    AgentRecord {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        version: 1,
+        spec,
+        created_at: created_at.to_owned(),
+        updated_at: created_at.to_owned(),
+    }
+}
+
+fn saved_session(id: &str, agent: &AgentRecord, created_by: &str, created_at: &str) -> SessionRecord {
+    SessionRecord {
+        id: id.to_owned(),
+        agent: SessionAgentRecord::Saved {
+            agent_id: agent.id.clone(),
+            agent_name: agent.name.clone(),
+            version: agent.version,
+        },
+        title: None,
+        created_by: subject(created_by),
+        created_at: created_at.to_owned(),
+        updated_at: created_at.to_owned(),
+        last_turn_id: None,
+    }
+}
+
+fn draft_session(
+    id: &str,
+    spec: AgentSpec,
+    agent_name: Option<&str>,
+    created_by: &str,
+    created_at: &str,
+) -> SessionRecord {
+    SessionRecord {
+        id: id.to_owned(),
+        agent: SessionAgentRecord::Draft { spec, agent_name: agent_name.map(str::to_owned) },
+        title: None,
+        created_by: subject(created_by),
+        created_at: created_at.to_owned(),
+        updated_at: created_at.to_owned(),
+        last_turn_id: None,
+    }
+}
+
+fn turn_record(id: &str, session_id: &str, previous_turn_id: Option<&str>, created_at: &str) -> TurnRecord {
+    TurnRecord {
+        id: id.to_owned(),
+        session_id: session_id.to_owned(),
+        previous_turn_id: previous_turn_id.map(str::to_owned),
+        input: serde_json::from_value(json!([{"type": "user.message", "content": format!("message of {id}")}]))
+            .expect("valid input"),
+        state: TurnState::Running,
+        created_by: subject("alice"),
+        created_at: created_at.to_owned(),
+    }
+}
+
+/// Creates a running turn that chains to `previous` (also the expected last turn).
+async fn create_plain_turn(
+    store: &Arc<dyn Store>,
+    session_id: &str,
+    turn_id: &str,
+    previous: Option<&str>,
+    created_at: &str,
+) -> TurnRecord {
+    let turn = turn_record(turn_id, session_id, previous, created_at);
+    store.create_turn(&turn, previous, &[]).await.expect("create_turn");
+    turn
+}
+
+fn stream(turn_id: &str, sequence: u64, data: &str) -> LogWrite {
+    LogWrite::Stream { turn_id: turn_id.into(), sequence, data: data.into() }
+}
+
+fn content(turn_id: &str, sequence: u64, kind: &'static str, data: &str) -> LogWrite {
+    LogWrite::Content { turn_id: turn_id.into(), sequence, kind, data: data.into() }
+}
+
+fn stream_event(sequence: u64, data: &str) -> StreamEvent {
+    StreamEvent { sequence, data: data.to_owned() }
+}
+
+fn content_event(sequence: u64, kind: &str, data: &str) -> ContentEvent {
+    ContentEvent { sequence, kind: kind.to_owned(), data: data.to_owned() }
+}
+
+fn all_content() -> ContentQuery {
+    ContentQuery { only_turn_content: false, descending: false, after: None, limit: 1_000 }
+}
+
+/// A query with a limit of 100 and whatever `change` sets.
+fn query(change: impl FnOnce(&mut SessionQuery)) -> SessionQuery {
+    let mut query = SessionQuery { limit: 100, ..SessionQuery::default() };
+    change(&mut query);
+    query
+}
+
+/// Stores the sessions the listing checks read, and returns them as stored.
+///
+/// | id  | agent                 | by    | created | updated |
+/// |-----|-----------------------|-------|---------|---------|
+/// | s01 | saved beta            | alice | 200     | 250     |
+/// | s02 | saved alpha           | alice | 50      | 600     |
+/// | s03 | saved alpha           | bob   | 100     | 400     |
+/// | s04 | saved alpha           | carol | 500     | 500     |
+/// | s05 | draft named beta      | bob   | 300     | 400     |
+/// | s07 | saved alpha           | alice | 100     | 100     |
+/// | s08 | draft named gamma     | alice | 600     | 600     |
+/// | s09 | draft without a name  | carol | 300     | 300     |
+/// | s10 | saved beta            | bob   | 400     | 700 (by a turn's state) |
+/// | s11 | draft named alpha     | alice | 100     | 150     |
+async fn seed_listing(store: &Arc<dyn Store>) -> Vec<SessionRecord> {
+    let alpha = agent_record("agt_a", "alpha", simple_spec("a"), &at(0));
+    let beta = agent_record("agt_b", "beta", simple_spec("b"), &at(0));
+    store.create_agent(&alpha).await.expect("create_agent");
+    store.create_agent(&beta).await.expect("create_agent");
+    let saved = |id: &str, agent: &AgentRecord, by: &str, created: u32, updated: u32| SessionRecord {
+        updated_at: at(updated),
+        ..saved_session(&format!("ses_{id}"), agent, by, &at(created))
+    };
+    let draft = |id: &str, name: Option<&str>, by: &str, created: u32, updated: u32| SessionRecord {
+        updated_at: at(updated),
+        title: Some(format!("Draft {id}")),
+        ..draft_session(&format!("ses_{id}"), simple_spec(id), name, by, &at(created))
+    };
+    let mut sessions = vec![
+        saved("s01", &beta, "alice", 200, 250),
+        saved("s02", &alpha, "alice", 50, 600),
+        saved("s03", &alpha, "bob", 100, 400),
+        saved("s04", &alpha, "carol", 500, 500),
+        draft("s05", Some("beta"), "bob", 300, 400),
+        saved("s07", &alpha, "alice", 100, 100),
+        draft("s08", Some("gamma"), "alice", 600, 600),
+        draft("s09", None, "carol", 300, 300),
+        saved("s10", &beta, "bob", 400, 400),
+        draft("s11", Some("alpha"), "alice", 100, 150),
+    ];
+    // Insertion order differs from every listing order.
+    for index in [4, 9, 0, 7, 2, 5, 8, 1, 6, 3] {
+        store.create_session(&sessions[index]).await.expect("create_session");
+    }
+    create_plain_turn(store, "ses_s10", "turn_s10", None, &at(450)).await;
+    store
+        .write(&[LogWrite::TurnState { turn_id: "turn_s10".into(), state: done_state(&at(700)), at: at(700) }])
+        .await
+        .expect("write");
+    let s10 = &mut sessions[8];
+    s10.updated_at = at(700);
+    s10.last_turn_id = Some("turn_s10".into());
+    sessions
+}
+
+/// Checks one listing against hand-written ids and against the reference model.
+async fn check_listing(store: &Arc<dyn Store>, sessions: &[SessionRecord], query: &SessionQuery, expected: &[&str]) {
+    let listed = store.list_sessions(query).await.expect("list_sessions");
+    let ids: Vec<&str> = listed.iter().map(|session| session.id.trim_start_matches("ses_")).collect();
+    assert_eq!(ids, expected, "list_sessions {query:?}");
+    assert_eq!(listed, reference_listing(sessions, query), "list_sessions {query:?} returns whole records");
+}
+
+/// The saved agent a session is bound to, if any.
+fn agent_id(session: &SessionRecord) -> Option<&str> {
+    match &session.agent {
+        SessionAgentRecord::Saved { agent_id, .. } => Some(agent_id),
+        SessionAgentRecord::Draft { .. } => None,
+    }
+}
+
+/// The agent name a session is listed under: the saved agent's, or a draft's optional link.
+fn agent_name(session: &SessionRecord) -> Option<&str> {
+    match &session.agent {
+        SessionAgentRecord::Saved { agent_name, .. } => Some(agent_name),
+        SessionAgentRecord::Draft { agent_name, .. } => agent_name.as_deref(),
+    }
+}
+
+fn order_key(session: &SessionRecord, order_by: SessionOrder) -> &str {
+    match order_by {
+        SessionOrder::CreatedAt => &session.created_at,
+        SessionOrder::UpdatedAt => &session.updated_at,
+    }
+}
+
+/// What `list_sessions` must return, computed the slow, obvious way.
+fn reference_listing(sessions: &[SessionRecord], query: &SessionQuery) -> Vec<SessionRecord> {
+    let mut matching: Vec<SessionRecord> = sessions
+        .iter()
+        .filter(|session| {
+            query.created_by.as_deref().is_none_or(|by| session.created_by.subject_id == by)
+                && query.agent_name.as_deref().is_none_or(|name| agent_name(session) == Some(name))
+                && query.agent_id.as_deref().is_none_or(|id| agent_id(session) == Some(id))
+                && query.kind.is_none_or(|kind| session.kind() == kind)
+                && query.session_id.as_deref().is_none_or(|id| session.id == id)
+                && query.created_from.as_deref().is_none_or(|from| session.created_at.as_str() >= from)
+                && query.created_to.as_deref().is_none_or(|to| session.created_at.as_str() <= to)
+        })
+        .filter(|session| {
+            query.after.as_ref().is_none_or(|(key, id)| {
+                let position = (order_key(session, query.order_by), session.id.as_str());
+                let cursor = (key.as_str(), id.as_str());
+                if query.descending { position < cursor } else { position > cursor }
+            })
+        })
+        .cloned()
+        .collect();
+    matching.sort_by(|a, b| {
+        let ordering = (order_key(a, query.order_by), &a.id).cmp(&(order_key(b, query.order_by), &b.id));
+        if query.descending { ordering.reverse() } else { ordering }
+    });
+    matching.truncate(query.limit as usize);
+    matching
+}
+
+#[track_caller]
+fn expect_not_found<T: Debug>(result: Result<T>, what: &str) {
+    match result {
+        Err(Error::NotFound(_)) => {}
+        other => panic!("{what}: expected NotFound, got {other:?}"),
+    }
+}
+
+#[track_caller]
+fn expect_conflict<T: Debug>(result: Result<T>, what: &str) {
+    match result {
+        Err(Error::Conflict(_)) => {}
+        other => panic!("{what}: expected Conflict, got {other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every check in this file runs from [`conformance_tests!`](crate::conformance_tests), so a
+    /// backend cannot pass the suite while skipping one.
+    #[test]
+    fn the_macro_runs_every_check() {
+        let listed: &[&str] = crate::conformance_tests!(@names);
+        let mut listed: Vec<&str> = listed.to_vec();
+        let mut defined: Vec<&str> = include_str!("conformance.rs")
+            .lines()
+            .filter_map(|line| line.strip_prefix("pub async fn "))
+            .filter_map(|rest| rest.split('(').next())
+            .collect();
+        listed.sort_unstable();
+        defined.sort_unstable();
+        assert_eq!(listed, defined);
+    }
+}

@@ -2,8 +2,8 @@
 //! event log of every turn.
 //!
 //! Backends (`teamster-store-sqlite`, later `teamster-store-postgres`) implement [`Store`] and
-//! must pass the backend-neutral conformance suite in [`conformance`] unchanged. Nothing here
-//! knows SQL or HTTP.
+//! must pass the backend-neutral conformance suite in `conformance` (behind the `testkit`
+//! feature) unchanged. Nothing here knows SQL or HTTP.
 //!
 //! The event log has two parts:
 //! - the *stream*: every event of a turn, deltas included, as the exact JSON bytes that were
@@ -12,6 +12,7 @@
 //!   `tool.response`, ..., `turn.done`), keyed by the sequence number of the event they fold.
 //!   The list endpoints read it.
 
+#[cfg(feature = "testkit")]
 pub mod conformance;
 mod error;
 mod records;
@@ -81,6 +82,10 @@ pub trait Store: Send + Sync + 'static {
     // The event log.
 
     /// Applies a batch of log writes in one transaction, in order (group commit).
+    ///
+    /// Writes are idempotent, so a retried batch is harmless: a stream event already stored at
+    /// a (turn, sequence) is kept. Writes to a turn that does not exist (its session was deleted
+    /// while the batch queued) are skipped rather than failing the other turns' writes.
     async fn write(&self, batch: &[LogWrite]) -> Result<()>;
     /// Stream events of a turn with sequence number greater than `after`, ascending, at most
     /// `limit`.
@@ -89,4 +94,13 @@ pub trait Store: Send + Sync + 'static {
     async fn last_sequence(&self, turn_id: &str) -> Result<u64>;
     /// Content events of a turn, filtered and paged by [`ContentQuery`].
     async fn read_content(&self, turn_id: &str, query: &ContentQuery) -> Result<Vec<ContentEvent>>;
+
+    // Settings: named JSON documents by kind (e.g. `model-provider`), shared by every replica.
+
+    /// Creates or replaces the setting `name` of `kind`.
+    async fn put_setting(&self, kind: &str, name: &str, value: &str, at: &str) -> Result<()>;
+    /// Every setting of `kind` as `(name, value)`, by name.
+    async fn list_settings(&self, kind: &str) -> Result<Vec<(String, String)>>;
+    /// Deletes a setting; `Ok(false)` if it did not exist.
+    async fn delete_setting(&self, kind: &str, name: &str) -> Result<bool>;
 }

@@ -39,6 +39,9 @@ impl SessionRecord {
     }
 }
 
+// A draft carries a whole spec inline. Records are short-lived and few at a time, so boxing
+// it would buy nothing but an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum SessionAgentRecord {
     /// Bound to a saved agent, pinned to the version current at creation.

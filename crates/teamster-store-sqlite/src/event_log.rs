@@ -1,0 +1,134 @@
+//! The write path of the event log: a batch of [`LogWrite`]s becomes three JSON arrays (stream
+//! rows, content rows, turn states) and four statements that read them with `json_each`.
+//!
+//! This is the group-commit path, so its cost per event matters, and on SQLite through sqlx
+//! that cost is dominated by round trips to the connection's worker thread. Statements whose
+//! text does not depend on the batch's size let a whole batch, transaction included, go as
+//! one command whose prepared statements sqlx caches and reuses. Encoding a batch as JSON and
+//! decoding it inside SQLite costs far less than a round trip per row or per chunk of rows.
+
+use std::collections::HashSet;
+use std::hash::Hash;
+use std::sync::LazyLock;
+
+use teamster_store::{LogWrite, Result};
+
+use crate::codec::{to_i64, to_json};
+
+/// Applies a batch in one transaction: parameters `$1` to `$3` are the arrays of
+/// [`EncodedBatch`].
+///
+/// Commands of several statements number their parameters `$N`, never `?N`: for `?N`, SQLite
+/// also counts the unused slots below N, and sqlx binds those positionally across statements
+/// until it runs out of arguments and stops binding, leaving later parameters NULL.
+pub(crate) static WRITE_BATCH: LazyLock<String> =
+    LazyLock::new(|| format!("BEGIN IMMEDIATE; {} COMMIT;", log_statements(1)));
+
+/// The statements that apply an [`EncodedBatch`] whose arrays are parameters `first`,
+/// `first + 1` and `first + 2`, inside a transaction the caller opened.
+///
+/// Rows for turns that do not exist are skipped (their session was deleted while the batch
+/// queued); the foreign keys would reject them and fail the other turns' rows. A stream row
+/// already stored stays: it is the event that was sent. `json_each` yields an array's
+/// elements in order, so within a batch, too, the first stream row for a (turn, sequence)
+/// wins. Content rows and states are deduplicated while encoding, so the statements never see
+/// two for one key.
+pub(crate) fn log_statements(first: usize) -> String {
+    let (stream, content, states) = (first, first + 1, first + 2);
+    // The last statement relies on SQLite's rule that in an aggregate query with a single
+    // max(), bare columns come from the row holding the maximum: each session takes the `at`
+    // of its last state change in batch order.
+    format!(
+        "INSERT INTO stream_events (turn_id, sequence, data) \
+         SELECT row.value ->> 0, row.value ->> 1, row.value ->> 2 FROM json_each(${stream}) AS row \
+         WHERE EXISTS (SELECT 1 FROM turns WHERE turns.id = row.value ->> 0) \
+         ON CONFLICT (turn_id, sequence) DO NOTHING; \
+         INSERT INTO content_events (turn_id, sequence, kind, data) \
+         SELECT row.value ->> 0, row.value ->> 1, row.value ->> 2, row.value ->> 3 FROM json_each(${content}) AS row \
+         WHERE EXISTS (SELECT 1 FROM turns WHERE turns.id = row.value ->> 0) \
+         ON CONFLICT (turn_id, sequence) DO UPDATE SET kind = excluded.kind, data = excluded.data; \
+         UPDATE turns SET state = change.value ->> 1, status = change.value ->> 2 \
+         FROM json_each(${states}) AS change WHERE turns.id = change.value ->> 0; \
+         UPDATE sessions SET updated_at = latest.at FROM ( \
+             SELECT turns.session_id AS session_id, change.value ->> 3 AS at, MAX(change.key) \
+             FROM json_each(${states}) AS change JOIN turns ON turns.id = change.value ->> 0 \
+             GROUP BY turns.session_id \
+         ) AS latest WHERE sessions.id = latest.session_id;"
+    )
+}
+
+/// A batch of log writes as the JSON arrays that [`log_statements`] read.
+pub(crate) struct EncodedBatch {
+    /// `[[turn_id, sequence, data], ...]` in batch order.
+    pub(crate) stream: String,
+    /// `[[turn_id, sequence, kind, data], ...]`, the last write for each (turn, sequence).
+    pub(crate) content: String,
+    /// `[[turn_id, state_json, status, at], ...]`, the last state for each turn, in batch
+    /// order.
+    pub(crate) states: String,
+}
+
+/// Encodes a batch for [`log_statements`].
+pub(crate) fn encode(batch: &[LogWrite]) -> Result<EncodedBatch> {
+    let mut stream: Vec<(&str, i64, &str)> = Vec::with_capacity(batch.len());
+    let mut content: Vec<(&str, i64, &str, &str)> = Vec::new();
+    let mut states: Vec<(&str, String, &str, &str)> = Vec::new();
+    for write in batch {
+        match write {
+            LogWrite::Stream { turn_id, sequence, data } => {
+                stream.push((turn_id, to_i64(*sequence, "sequence number")?, data));
+            }
+            LogWrite::Content { turn_id, sequence, kind, data } => {
+                content.push((turn_id, to_i64(*sequence, "sequence number")?, kind, data));
+            }
+            LogWrite::TurnState { turn_id, state, at } => {
+                states.push((turn_id, to_json(state, "turn state")?, state.status(), at));
+            }
+        }
+    }
+    keep_last(&mut content, |&(turn_id, sequence, ..)| (turn_id, sequence));
+    keep_last(&mut states, |&(turn_id, ..)| turn_id);
+    Ok(EncodedBatch {
+        stream: to_json(&stream, "stream events")?,
+        content: to_json(&content, "content events")?,
+        states: to_json(&states, "turn states")?,
+    })
+}
+
+/// Removes every row that a later row with the same key replaces, keeping the order of the
+/// rest.
+fn keep_last<T, K: Eq + Hash>(rows: &mut Vec<T>, key: impl Fn(&T) -> K) {
+    if rows.len() < 2 {
+        return;
+    }
+    let mut seen = HashSet::with_capacity(rows.len());
+    let mut kept: Vec<T> = Vec::with_capacity(rows.len());
+    while let Some(row) = rows.pop() {
+        if seen.insert(key(&row)) {
+            kept.push(row);
+        }
+    }
+    kept.reverse();
+    *rows = kept;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keep_last_keeps_the_last_row_per_key_in_order() {
+        let mut rows = vec![("a", 1), ("b", 2), ("a", 3), ("c", 4), ("b", 5)];
+        keep_last(&mut rows, |&(key, _)| key);
+        assert_eq!(rows, [("a", 3), ("c", 4), ("b", 5)]);
+    }
+
+    #[test]
+    fn log_statements_number_their_parameters_from_first() {
+        let statements = log_statements(9);
+        for parameter in ["$9)", "$10)", "$11)"] {
+            assert!(statements.contains(parameter), "{parameter} in {statements}");
+        }
+        assert!(!statements.contains("$1)") && !statements.contains("$12") && !statements.contains('?'));
+    }
+}

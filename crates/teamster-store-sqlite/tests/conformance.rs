@@ -1,0 +1,157 @@
+//! Runs the store conformance suite against a fresh in-memory SQLite store per test, and checks
+//! what only SQLite has: a file database keeps everything across closing and reopening, and a
+//! call cancelled mid-transaction does not wedge the writer.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::task::{Context, Waker};
+
+use teamster_protocol::{Subject, TurnState};
+use teamster_store::{
+    AgentRecord, ContentEvent, ContentQuery, LogWrite, SessionAgentRecord, SessionRecord, Store, StreamEvent,
+    TurnRecord,
+};
+use teamster_store_sqlite::SqliteStore;
+
+async fn fresh_store() -> Arc<dyn Store> {
+    Arc::new(SqliteStore::connect("sqlite::memory:").await.expect("an in-memory store"))
+}
+
+teamster_store::conformance_tests!(fresh_store());
+
+/// A directory under the system temp directory that is removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_nanos())
+            .unwrap_or_default();
+        TempDir(std::env::temp_dir().join(format!("teamster-{name}-{}-{nanos}", std::process::id())))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[tokio::test]
+async fn a_file_database_survives_reopening() {
+    let directory = TempDir::new("sqlite-reopen");
+    // The parent directories do not exist yet: connect creates them.
+    let path = directory.0.join("nested").join("teamster.db");
+    let url = format!("sqlite://{}", path.display());
+
+    let agent = AgentRecord {
+        id: "agt_1".into(),
+        name: "support-bot".into(),
+        version: 1,
+        spec: serde_json::from_value(serde_json::json!({"model": {"name": "openai-main/gpt-4o"}, "instructions": "Be brief."}))
+            .expect("a valid spec"),
+        created_at: "2025-01-01T00:00:00.000Z".into(),
+        updated_at: "2025-01-01T00:00:00.000Z".into(),
+    };
+    let subject = Subject { subject_id: "alice".into(), subject_type: "user".into(), subject_slug: "alice".into() };
+    let session = SessionRecord {
+        id: "ses_1".into(),
+        agent: SessionAgentRecord::Saved { agent_id: "agt_1".into(), agent_name: "support-bot".into(), version: 1 },
+        title: Some("Kept".into()),
+        created_by: subject.clone(),
+        created_at: "2025-01-01T00:00:01.000Z".into(),
+        updated_at: "2025-01-01T00:00:01.000Z".into(),
+        last_turn_id: None,
+    };
+    let turn = TurnRecord {
+        id: "turn_1".into(),
+        session_id: "ses_1".into(),
+        previous_turn_id: None,
+        input: serde_json::from_value(serde_json::json!([{"type": "user.message", "content": "hi"}])).expect("input"),
+        state: TurnState::Running,
+        created_by: subject,
+        created_at: "2025-01-01T00:00:02.000Z".into(),
+    };
+    let created = r#"{"type":"turn.created","turn_id":"turn_1"}"#;
+
+    let store = SqliteStore::connect(&url).await.expect("connect to a new file");
+    store.create_agent(&agent).await.expect("create_agent");
+    store.create_session(&session).await.expect("create_session");
+    let writes = [
+        LogWrite::Stream { turn_id: "turn_1".into(), sequence: 1, data: created.into() },
+        LogWrite::Content { turn_id: "turn_1".into(), sequence: 1, kind: "turn.created", data: created.into() },
+    ];
+    store.create_turn(&turn, None, &writes).await.expect("create_turn");
+    assert!(path.exists(), "the database file is created");
+    assert!(directory.0.join("nested").join("teamster.db-wal").exists(), "the database is in WAL mode");
+    store.close().await;
+
+    // Reopen by bare path this time; migrations run again and must be a no-op.
+    for target in [path.display().to_string(), url] {
+        let store = SqliteStore::connect(&target).await.expect("reopen");
+        assert_eq!(store.get_agent("agt_1").await.expect("get_agent"), agent);
+        assert_eq!(
+            store.get_session("ses_1").await.expect("get_session"),
+            SessionRecord { last_turn_id: Some("turn_1".into()), ..session.clone() }
+        );
+        assert_eq!(store.get_turn("ses_1", "turn_1").await.expect("get_turn"), turn);
+        assert_eq!(
+            store.read_stream("turn_1", 0, 10).await.expect("read_stream"),
+            vec![StreamEvent { sequence: 1, data: created.into() }]
+        );
+        let all = ContentQuery { only_turn_content: false, descending: false, after: None, limit: 10 };
+        assert_eq!(
+            store.read_content("turn_1", &all).await.expect("read_content"),
+            vec![ContentEvent { sequence: 1, kind: "turn.created".into(), data: created.into() }]
+        );
+        assert_eq!(store.running_turns().await.expect("running_turns"), vec![turn.clone()]);
+        store.close().await;
+    }
+}
+
+#[tokio::test]
+async fn a_call_cancelled_mid_transaction_does_not_wedge_the_writer() {
+    let store = SqliteStore::connect("sqlite::memory:").await.expect("an in-memory store");
+    let subject = Subject { subject_id: "alice".into(), subject_type: "user".into(), subject_slug: "alice".into() };
+    let session = SessionRecord {
+        id: "ses_1".into(),
+        agent: SessionAgentRecord::Draft {
+            spec: serde_json::from_value(serde_json::json!({"model": {"name": "openai-main/gpt-4o"}})).expect("spec"),
+            agent_name: None,
+        },
+        title: None,
+        created_by: subject.clone(),
+        created_at: "2025-01-01T00:00:00.000Z".into(),
+        updated_at: "2025-01-01T00:00:00.000Z".into(),
+        last_turn_id: None,
+    };
+    let turn = |id: &str, previous: Option<&str>| TurnRecord {
+        id: id.into(),
+        session_id: "ses_1".into(),
+        previous_turn_id: previous.map(str::to_owned),
+        input: vec![],
+        state: TurnState::Running,
+        created_by: subject.clone(),
+        created_at: "2025-01-01T00:00:01.000Z".into(),
+    };
+    store.create_session(&session).await.expect("create_session");
+    store.create_turn(&turn("turn_1", None), None, &[]).await.expect("create_turn");
+
+    // This compare-and-set fails inside its transaction, and its caller is gone before it can
+    // roll back: the first poll sends the command to the connection's worker, then the call
+    // is dropped.
+    let stale = turn("turn_stale", None);
+    let mut call = Box::pin(store.create_turn(&stale, None, &[]));
+    let mut context = Context::from_waker(Waker::noop());
+    assert!(call.as_mut().poll(&mut context).is_pending(), "the call should still be in flight");
+    drop(call);
+
+    store.create_turn(&turn("turn_2", Some("turn_1")), Some("turn_1"), &[]).await.expect("create_turn after a cancelled one");
+    let event = LogWrite::Stream { turn_id: "turn_2".into(), sequence: 1, data: "{}".into() };
+    store.write(&[event]).await.expect("write after a cancelled call");
+    assert_eq!(store.get_session("ses_1").await.expect("get_session").last_turn_id.as_deref(), Some("turn_2"));
+    assert_eq!(store.last_sequence("turn_2").await.expect("last_sequence"), 1);
+    assert!(store.get_turn("ses_1", "turn_stale").await.is_err(), "the cancelled turn was not created");
+}
