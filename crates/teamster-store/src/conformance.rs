@@ -76,6 +76,7 @@ macro_rules! conformance_tests {
             turn_state_writes_update_turn_and_session,
             write_batches_are_idempotent_and_skip_vanished_turns,
             large_batch_in_one_write,
+            settings_put_list_and_delete,
         }
     };
     (@names; $($check:ident),* $(,)?) => {
@@ -1144,6 +1145,43 @@ pub async fn large_batch_in_one_write(store: Arc<dyn Store>) {
     assert_eq!(content_read.len(), 50);
     assert_eq!(content_read.last(), Some(&content_event(EVENTS, "model.message", &data(EVENTS))));
     assert_eq!(store.running_turns().await.expect("running_turns"), vec![]);
+}
+
+// Settings.
+
+/// Settings are upserted by (kind, name), listed per kind by name, and deleted one by one.
+pub async fn settings_put_list_and_delete(store: Arc<dyn Store>) {
+    assert_eq!(store.list_settings("model-provider").await.expect("list_settings"), vec![]);
+    let openai = r#"{"base_url": "https://api.openai.com/v1", "note": "ünïcode ✓"}"#;
+    store.put_setting("model-provider", "openai", openai, &at(0)).await.expect("put_setting");
+    store.put_setting("model-provider", "anthropic", r#"{"v":1}"#, &at(1)).await.expect("put_setting");
+    store.put_setting("mcp-server", "openai", r#"{"other":"kind"}"#, &at(2)).await.expect("put_setting");
+    let listed = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs.iter().map(|&(name, value)| (name.to_owned(), value.to_owned())).collect()
+    };
+    assert_eq!(
+        store.list_settings("model-provider").await.expect("list_settings"),
+        listed(&[("anthropic", r#"{"v":1}"#), ("openai", openai)])
+    );
+
+    // Putting an existing name replaces its value.
+    store.put_setting("model-provider", "anthropic", r#"{"v":2}"#, &at(3)).await.expect("put_setting again");
+    assert_eq!(
+        store.list_settings("model-provider").await.expect("list_settings"),
+        listed(&[("anthropic", r#"{"v":2}"#), ("openai", openai)])
+    );
+
+    assert!(store.delete_setting("model-provider", "openai").await.expect("delete_setting"));
+    assert!(!store.delete_setting("model-provider", "openai").await.expect("delete_setting again"));
+    assert!(!store.delete_setting("unknown-kind", "anthropic").await.expect("delete_setting of another kind"));
+    assert_eq!(
+        store.list_settings("model-provider").await.expect("list_settings"),
+        listed(&[("anthropic", r#"{"v":2}"#)])
+    );
+    assert_eq!(
+        store.list_settings("mcp-server").await.expect("list_settings"),
+        listed(&[("openai", r#"{"other":"kind"}"#)])
+    );
 }
 
 // Fixtures.
