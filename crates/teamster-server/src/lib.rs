@@ -89,6 +89,14 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    // Events are small writes that must leave at once: without TCP_NODELAY, Nagle's
+    // algorithm holds them until the client's delayed ACK (about 40 ms on Linux).
+    let listener = listener.tap_io(|stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::warn!(%error, "could not set TCP_NODELAY");
+        }
+    });
     let app = app(state);
     axum::serve(listener, tower::make::Shared::new(app)).with_graceful_shutdown(shutdown).await
 }

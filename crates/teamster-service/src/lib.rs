@@ -80,6 +80,8 @@ struct Inner {
     live: live::LiveTurns,
     /// Configured providers, by name, and the registry built from them.
     providers: RwLock<providers::Providers>,
+    /// Serialises provider writes.
+    provider_writes: tokio::sync::Mutex<()>,
     tools: Vec<Arc<dyn ToolSource>>,
     config: ServiceConfig,
 }
@@ -96,6 +98,7 @@ impl Service {
                 writer,
                 live: live::LiveTurns::default(),
                 providers: RwLock::new(providers),
+                provider_writes: tokio::sync::Mutex::new(()),
                 tools: vec![Arc::new(teamster_tools::builtin::Builtins)],
                 config,
             }),
@@ -109,7 +112,7 @@ impl Service {
     }
 
     fn models(&self) -> Arc<ModelRegistry> {
-        self.inner.providers.read().unwrap_or_else(|p| p.into_inner()).registry.clone()
+        self.read_providers().registry.clone()
     }
 
     /// The number of turns running in this process.

@@ -7,6 +7,8 @@ use teamster_llm::registry::{ModelRegistry, validate_manifest};
 use teamster_protocol::settings::{ConfiguredModelProvider, ModelProviderManifest, REDACTED};
 use teamster_store::Store;
 
+use teamster_protocol::timestamp;
+
 use crate::error::{Result, ServiceError};
 use crate::Service;
 
@@ -18,12 +20,25 @@ pub(crate) struct Providers {
     http: reqwest::Client,
 }
 
+/// The settings kind under which providers are stored.
+const SETTING_KIND: &str = "model-provider";
+
 impl Providers {
-    pub async fn load(_store: &dyn Store, env_providers: &[ModelProviderManifest]) -> Result<Providers> {
-        let manifests: BTreeMap<String, ModelProviderManifest> = env_providers
+    /// Providers from the environment, overridden by name by those stored through the
+    /// settings API.
+    pub async fn load(store: &dyn Store, env_providers: &[ModelProviderManifest]) -> Result<Providers> {
+        let mut manifests: BTreeMap<String, ModelProviderManifest> = env_providers
             .iter()
             .map(|manifest| (manifest.provider_name().to_owned(), manifest.clone()))
             .collect();
+        for (name, value) in store.list_settings(SETTING_KIND).await? {
+            match serde_json::from_str::<ModelProviderManifest>(&value) {
+                Ok(manifest) => {
+                    manifests.insert(name, manifest);
+                }
+                Err(error) => tracing::error!(provider = %name, %error, "stored model provider is unreadable; skipped"),
+            }
+        }
         Ok(Providers::from_manifests(manifests, reqwest::Client::new()))
     }
 
@@ -45,15 +60,15 @@ pub enum ProviderWrite {
 impl Service {
     /// Every configured provider, API keys redacted.
     pub fn list_model_providers(&self) -> Vec<ConfiguredModelProvider> {
-        let providers = self.inner.providers.read().unwrap_or_else(|p| p.into_inner());
-        providers
+        self.read_providers()
             .manifests
             .iter()
             .map(|(name, manifest)| ConfiguredModelProvider { name: name.clone(), manifest: manifest.redacted() })
             .collect()
     }
 
-    /// Creates or replaces a provider. A redacted API key keeps the stored one.
+    /// Creates or replaces a provider, stored so it survives restarts. A redacted API key
+    /// keeps the stored one.
     pub async fn write_model_provider(
         &self,
         mut manifest: ModelProviderManifest,
@@ -61,8 +76,9 @@ impl Service {
     ) -> Result<ConfiguredModelProvider> {
         validate_manifest(&manifest).map_err(|message| ServiceError::invalid_param("manifest", message))?;
         let name = manifest.provider_name().to_owned();
-        let mut providers = self.inner.providers.write().unwrap_or_else(|p| p.into_inner());
-        let existing = providers.manifests.get(&name);
+        // One writer at a time, so the store and the registry agree on the last write.
+        let _writing = self.inner.provider_writes.lock().await;
+        let existing = self.read_providers().manifests.get(&name).cloned();
         if mode == ProviderWrite::Create && existing.is_some() {
             return Err(ServiceError::Conflict {
                 code: "already_exists",
@@ -70,26 +86,34 @@ impl Service {
             });
         }
         if let Some(auth) = &mut manifest.auth
-            && auth.api_key == REDACTED {
-                match existing.and_then(|existing| existing.auth.as_ref()) {
-                    Some(stored) => auth.api_key = stored.api_key.clone(),
-                    None => {
-                        return Err(ServiceError::invalid_param(
-                            "manifest.auth.api_key",
-                            "the API key is redacted and there is no stored key to keep; send the real key",
-                        ));
-                    }
+            && auth.api_key == REDACTED
+        {
+            match existing.as_ref().and_then(|existing| existing.auth.as_ref()) {
+                Some(stored) => auth.api_key = stored.api_key.clone(),
+                None => {
+                    return Err(ServiceError::invalid_param(
+                        "manifest.auth.api_key",
+                        "the API key is redacted and there is no stored key to keep; send the real key",
+                    ));
                 }
             }
+        }
+        let value = serde_json::to_string(&manifest).map_err(|error| ServiceError::invalid(error.to_string()))?;
+        self.store().put_setting(SETTING_KIND, &name, &value, &timestamp::now()).await?;
+        let mut providers = self.inner.providers.write().unwrap_or_else(|p| p.into_inner());
         let mut manifests = providers.manifests.clone();
         manifests.insert(name.clone(), manifest.clone());
         *providers = Providers::from_manifests(manifests, providers.http.clone());
         Ok(ConfiguredModelProvider { name, manifest: manifest.redacted() })
     }
 
+    pub(crate) fn read_providers(&self) -> std::sync::RwLockReadGuard<'_, Providers> {
+        self.inner.providers.read().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Every model agents can name, as `(provider/model, provider, manifest model)`.
     pub fn list_models(&self) -> Vec<(String, String, teamster_protocol::settings::ConfiguredModel)> {
-        let providers = self.inner.providers.read().unwrap_or_else(|p| p.into_inner());
+        let providers = self.read_providers();
         let mut models: Vec<_> = providers
             .manifests
             .iter()

@@ -57,6 +57,9 @@ async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Comman
     let mut watermarks: HashMap<Arc<str>, (Arc<TurnLog>, u64)> = HashMap::new();
     let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
     while let Some(first) = receiver.recv().await {
+        // Let the producers that woke us run once more, so one commit carries what they emit
+        // next instead of each event getting a commit of its own.
+        tokio::task::yield_now().await;
         let mut next = Some(first);
         while let Some(command) = next.take() {
             match command {
