@@ -13,6 +13,7 @@ mod cursor;
 mod engine_metrics;
 mod error;
 mod events;
+mod history_cache;
 pub mod live;
 mod providers;
 mod recovery;
@@ -83,6 +84,8 @@ struct Inner {
     /// Serialises provider writes.
     provider_writes: tokio::sync::Mutex<()>,
     tools: Vec<Arc<dyn ToolSource>>,
+    /// Histories of recently finished turns, so chained turns need not re-read the chain.
+    history: history_cache::HistoryCache,
     config: ServiceConfig,
 }
 
@@ -100,6 +103,7 @@ impl Service {
                 providers: RwLock::new(providers),
                 provider_writes: tokio::sync::Mutex::new(()),
                 tools: vec![Arc::new(teamster_tools::builtin::Builtins)],
+                history: history_cache::HistoryCache::default(),
                 config,
             }),
         };

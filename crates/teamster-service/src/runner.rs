@@ -39,7 +39,7 @@ pub(crate) fn spawn(
                     completed_at: timestamp::now(),
                     metrics: None,
                 };
-                finish(&service, &sink, state).await;
+                finish(&service, &sink, state, None).await;
             }
         }
     });
@@ -56,9 +56,11 @@ async fn run(
         let _ = tokio::time::timeout(PREVIOUS_TURN_WAIT, previous.wait_finished()).await;
     }
     let log = sink.log.clone();
+    let mut history = None;
     let (outcome, metrics) = match service.plan_turn(&session, &turn).await {
         Err(message) => (TurnOutcome::Failed { message }, TurnMetrics::default()),
-        Ok(plan) => {
+        Ok((plan, used_history)) => {
+            history = Some(used_history);
             let run = run_turn(plan, sink.as_ref(), &log.cancel);
             tokio::pin!(run);
             tokio::select! {
@@ -85,12 +87,13 @@ async fn run(
         },
         TurnOutcome::Failed { message } => TurnState::Error { message, completed_at, metrics: Some(metrics) },
     };
-    finish(&service, &sink, state).await;
+    finish(&service, &sink, state, history.map(|history| (&turn, history))).await;
 }
 
 /// Records the turn's end: `turn.done` on the stream and as content, the turn's state, then
-/// waits until all of it is durable before the turn leaves memory.
-async fn finish(service: &Service, sink: &TurnSink, state: TurnState) {
+/// waits until all of it is durable, caches the history through this turn (so a turn chained
+/// to it finds it), and only then lets the turn leave memory.
+async fn finish(service: &Service, sink: &TurnSink, state: TurnState, history: Option<(&TurnRecord, Vec<Event>)>) {
     let log = &sink.log;
     log.set_final_state(state.clone());
     let at = timestamp::now();
@@ -102,13 +105,17 @@ async fn finish(service: &Service, sink: &TurnSink, state: TurnState) {
     }));
     service.inner.writer.write(LogWrite::TurnState { turn_id: log.turn_id.clone(), state, at }, None);
     service.inner.writer.flush().await;
+    if let Some((turn, history)) = history {
+        service.cache_history(turn, history).await;
+    }
     service.inner.live.remove(&log.turn_id);
     log.mark_finished();
 }
 
 impl Service {
-    /// Builds the engine's plan for a turn. Errors are messages for the turn's error state.
-    async fn plan_turn(&self, session: &SessionRecord, turn: &TurnRecord) -> Result<TurnPlan, String> {
+    /// Builds the engine's plan for a turn, and returns the history events it used. Errors are
+    /// messages for the turn's error state.
+    async fn plan_turn(&self, session: &SessionRecord, turn: &TurnRecord) -> Result<(TurnPlan, Vec<Event>), String> {
         let spec = match &session.agent {
             SessionAgentRecord::Draft { spec, .. } => spec.clone(),
             SessionAgentRecord::Saved { agent_id, agent_name, version } => {
@@ -136,7 +143,7 @@ impl Service {
             .and_then(|config| config.iteration_limit)
             .unwrap_or(RuntimeConfig::DEFAULT_ITERATION_LIMIT)
             .clamp(1, RuntimeConfig::MAX_ITERATION_LIMIT);
-        Ok(TurnPlan {
+        let plan = TurnPlan {
             thread_id: MAIN_THREAD_ID.to_owned(),
             model: resolved.client,
             model_id: resolved.model_id,
@@ -146,39 +153,63 @@ impl Service {
             messages,
             toolbox: ToolBox::collect(self.inner.tools.clone()).await,
             iteration_limit,
-        })
+        };
+        Ok((plan, history))
+    }
+
+    /// Caches the history through a finished turn: what it was planned with, plus what it
+    /// recorded (everything after its `turn.created`).
+    async fn cache_history(&self, turn: &TurnRecord, mut history: Vec<Event>) {
+        match self.content_events(&turn.id, Some(1)).await {
+            Ok(recorded) => {
+                history.extend(recorded);
+                self.inner.history.insert(&turn.id, history);
+            }
+            Err(error) => tracing::warn!(turn_id = %turn.id, %error, "history not cached"),
+        }
     }
 
     /// The content events of the turn's ancestors, oldest first, then the turn's own
-    /// `turn.created`.
+    /// `turn.created`. A cached predecessor saves reading the chain.
     async fn history_events(&self, turn: &TurnRecord) -> Result<Vec<Event>, teamster_store::Error> {
-        let mut chain = Vec::new();
-        let mut next = turn.previous_turn_id.clone();
-        while let Some(id) = next {
-            let ancestor = self.store().get_turn(&turn.session_id, &id).await?;
-            next = ancestor.previous_turn_id.clone();
-            chain.push(ancestor.id);
-        }
-        chain.reverse();
-        chain.push(turn.id.clone());
-        let mut events = Vec::new();
-        for turn_id in chain {
-            let mut after = None;
-            loop {
-                let query = ContentQuery { only_turn_content: false, descending: false, after, limit: HISTORY_PAGE };
-                let page = self.store().read_content(&turn_id, &query).await?;
-                for stored in &page {
-                    match serde_json::from_str::<Event>(&stored.data) {
-                        Ok(event) => events.push(event),
-                        Err(error) => tracing::warn!(%turn_id, sequence = stored.sequence, %error, "unreadable stored event skipped"),
-                    }
+        let cached = turn.previous_turn_id.as_deref().and_then(|previous| self.inner.history.get(previous));
+        let mut events = match cached {
+            Some(cached) => cached.as_ref().clone(),
+            None => {
+                let mut chain = Vec::new();
+                let mut next = turn.previous_turn_id.clone();
+                while let Some(id) = next {
+                    let ancestor = self.store().get_turn(&turn.session_id, &id).await?;
+                    next = ancestor.previous_turn_id.clone();
+                    chain.push(ancestor.id);
                 }
-                match page.last() {
-                    Some(last) if page.len() == HISTORY_PAGE as usize => after = Some(last.sequence),
-                    _ => break,
+                let mut events = Vec::new();
+                for turn_id in chain.iter().rev() {
+                    events.extend(self.content_events(turn_id, None).await?);
+                }
+                events
+            }
+        };
+        events.extend(self.content_events(&turn.id, None).await?);
+        Ok(events)
+    }
+
+    /// A turn's content events after sequence number `after`, parsed.
+    async fn content_events(&self, turn_id: &str, mut after: Option<u64>) -> Result<Vec<Event>, teamster_store::Error> {
+        let mut events = Vec::new();
+        loop {
+            let query = ContentQuery { only_turn_content: false, descending: false, after, limit: HISTORY_PAGE };
+            let page = self.store().read_content(turn_id, &query).await?;
+            for stored in &page {
+                match serde_json::from_str::<Event>(&stored.data) {
+                    Ok(event) => events.push(event),
+                    Err(error) => tracing::warn!(%turn_id, sequence = stored.sequence, %error, "unreadable stored event skipped"),
                 }
             }
+            match page.last() {
+                Some(last) if page.len() == HISTORY_PAGE as usize => after = Some(last.sequence),
+                _ => return Ok(events),
+            }
         }
-        Ok(events)
     }
 }
