@@ -1,0 +1,59 @@
+"""How the agent runtime applies an agent's definition, over the native API: instructions and
+seed messages with `{{variables}}`, the iteration limit, and the turn timeout. The fake model's
+request log shows exactly what the model was sent."""
+
+from __future__ import annotations
+
+import wire
+
+
+def test_variables_fill_instructions_and_seed_messages(api, fake):
+    marker = wire.unique("vars")
+    spec = {
+        "model": {"name": "fake/fake-model"},
+        "instructions": "Be nice to {{user}}; unknown {{stays}} as written.",
+        "messages": [{"type": "user.message", "content": "Seed for {{ user }}."}],
+        "variables": {"user": "bob"},
+    }
+    session = api.create_session(spec=spec)
+    run = api.run_turn(session["id"], f"[history] {marker}")
+    assert run.done["state"]["status"] == "done"
+    assert run.output_text == f"History: Seed for bob. | [history] {marker}"
+    (request,) = fake.requests_for(marker)
+    system = request["messages"][0]
+    assert system["role"] == "system"
+    assert system["content"] == "Be nice to bob; unknown {{stays}} as written."
+
+
+def test_iteration_limit_ends_the_turn_with_an_error(api, fake):
+    marker = wire.unique("loop")
+    spec = {"model": {"name": "fake/fake-model"}, "config": {"iteration_limit": 1}}
+    session = api.create_session(spec=spec)
+    run = api.run_turn(session["id"], f"[tool:get_current_datetime {{}}] {marker}")
+    state = run.done["state"]
+    assert state["status"] == "error"
+    assert "iteration limit of 1" in state["message"]
+    # The one allowed model call happened and its tool ran; no second call was made.
+    assert len(fake.requests_for(marker)) == 1
+    kinds = [event["type"] for event in run.stream.payloads]
+    assert "tool.response" in kinds
+    assert state["metrics"]["total_tokens"] > 0
+
+
+def test_turn_timeout_cancels_and_keeps_partial_output(server_factory, fake):
+    own = server_factory(["--turn-timeout-secs", "1"])
+    api = own.require_api()
+    session = api.create_session("demo")
+    marker = wire.unique("slow")
+    run = api.run_turn(session["id"], f"[tokens:40][delay:100] {marker}")
+    state = run.done["state"]
+    assert state["status"] == "cancelled"
+    assert state["reason"] == "server-execution-timeout"
+    assert state["metrics"]["total_output_tokens"] > 0
+    # What streamed before the deadline is kept in the listed, folded message.
+    turn_id = run.turn_id
+    listed = api.ok(api.get(f"/api/v1/sessions/{session['id']}/turns/{turn_id}/events"))["data"]
+    (message,) = [event for event in listed if event["type"] == "model.message"]
+    assert message["content"].startswith("tok1 tok2 ")
+    assert "tok40" not in message["content"]
+    assert api.get_turn(session["id"], turn_id)["state"]["reason"] == "server-execution-timeout"
