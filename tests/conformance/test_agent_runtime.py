@@ -57,3 +57,4 @@ def test_turn_timeout_cancels_and_keeps_partial_output(server_factory, fake):
     assert message["content"].startswith("tok1 tok2 ")
     assert "tok40" not in message["content"]
     assert api.get_turn(session["id"], turn_id)["state"]["reason"] == "server-execution-timeout"
+

@@ -104,3 +104,18 @@ async fn shutdown_signal() {
     }
     tracing::info!("shutting down");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bundled_example_agent_is_a_valid_offline_manifest() {
+        let manifest: AgentManifest = serde_yaml::from_str(EXAMPLE_AGENT).unwrap();
+        assert_eq!(manifest.kind, AgentManifest::TYPE);
+        assert_eq!(manifest.name, "demo");
+        let spec = manifest.to_spec();
+        assert_eq!(spec.model.name, "offline/echo");
+        assert_eq!(spec.variables.unwrap()["assistant_name"], "Teamster Demo");
+    }
+}

@@ -153,3 +153,20 @@ async fn bad_requests_get_spec_shaped_errors() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["data"]["state"]["status"], "running");
 }
+
+#[tokio::test]
+async fn a_turn_can_start_the_moment_the_previous_one_is_done() {
+    // The stream ends with `turn.done` while the server still finishes the turn's writes; a new
+    // turn sent right then must start, whatever its `previous_turn_id`. The window is narrow,
+    // so this repeats the race rather than forcing it (the load benchmark hit it about once in
+    // a hundred turns before the fix).
+    let api = Api::new().await;
+    let session = api.session().await;
+    for index in 0..40 {
+        let previous = if index % 2 == 0 { "none" } else { "auto" };
+        let body = json!({"input": [{"type": "user.message", "content": "hi"}], "stream": true, "previous_turn_id": previous});
+        let (status, text, _) = api.raw(Method::POST, &format!("/v1/agents/sessions/{session}/turns"), body.to_string()).await;
+        assert_eq!(status, StatusCode::OK, "turn {index}: {text}");
+        assert_eq!(frames(&text).last().unwrap().1["state"]["status"], "done", "turn {index}");
+    }
+}

@@ -14,7 +14,7 @@ use crate::Service;
 use crate::live::TurnLog;
 use crate::sink::TurnSink;
 
-/// How long a new turn waits for the turn it cancelled to record its end.
+/// How long a new turn waits for the previous turn of its session to record its end.
 const PREVIOUS_TURN_WAIT: Duration = Duration::from_secs(10);
 /// Content events read per store call when rebuilding history.
 const HISTORY_PAGE: u32 = 1000;
@@ -26,10 +26,10 @@ pub(crate) fn spawn(
     log: Arc<TurnLog>,
     session: SessionRecord,
     turn: TurnRecord,
-    cancelled_previous: Option<Arc<TurnLog>>,
+    ending_previous: Option<Arc<TurnLog>>,
 ) {
     let sink = Arc::new(TurnSink { log: log.clone(), writer: service.inner.writer.clone() });
-    let task = tokio::spawn(run(service.clone(), sink.clone(), session, turn, cancelled_previous));
+    let task = tokio::spawn(run(service.clone(), sink.clone(), session, turn, ending_previous));
     tokio::spawn(async move {
         if let Err(error) = task.await {
             tracing::error!(turn_id = %log.turn_id, %error, "turn task failed");
@@ -50,9 +50,9 @@ async fn run(
     sink: Arc<TurnSink>,
     session: SessionRecord,
     turn: TurnRecord,
-    cancelled_previous: Option<Arc<TurnLog>>,
+    ending_previous: Option<Arc<TurnLog>>,
 ) {
-    if let Some(previous) = cancelled_previous {
+    if let Some(previous) = ending_previous {
         let _ = tokio::time::timeout(PREVIOUS_TURN_WAIT, previous.wait_finished()).await;
     }
     let log = sink.log.clone();

@@ -130,7 +130,9 @@ impl Service {
             }
         };
         let running = self.inner.live.running_in_session(session_id);
-        if let Some(running) = &running {
+        // A turn that has decided its end (its `turn.done` may already be with the client) is
+        // only finishing its writes: the new turn waits for it instead of conflicting.
+        if let Some(running) = running.as_ref().filter(|log| log.final_state().is_none()) {
             let chains_onto_running = previous.as_deref() == Some(&*running.turn_id);
             if !(matches!(chain, Chain::Auto) || chains_onto_running) {
                 return Err(ServiceError::turn_running(format!(
@@ -149,7 +151,7 @@ impl Service {
         session: SessionRecord,
         previous_turn_id: Option<String>,
         input: Vec<TurnInput>,
-        cancelled_previous: Option<Arc<TurnLog>>,
+        ending_previous: Option<Arc<TurnLog>>,
     ) -> Result<(Turn, Arc<TurnLog>)> {
         let now = timestamp::now();
         let record = TurnRecord {
@@ -188,7 +190,7 @@ impl Service {
             })?;
         let log = TurnLog::new(&record.id, &session.id, vec![sse_frame(1, &data)]);
         self.inner.live.insert(log.clone());
-        crate::runner::spawn(self.clone(), log.clone(), session, record.clone(), cancelled_previous);
+        crate::runner::spawn(self.clone(), log.clone(), session, record.clone(), ending_previous);
         Ok((turn_view(record), log))
     }
 
