@@ -179,7 +179,7 @@ impl RuntimeConfig {
 /// `{ "enabled": bool }`, enabled when absent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Toggle {
-    #[serde(default = "default_true")]
+    #[serde(default = "default_true", deserialize_with = "lenient::null_as_true")]
     pub enabled: bool,
 }
 
@@ -189,7 +189,7 @@ fn default_true() -> bool {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SandboxConfig {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::null_as_default")]
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_downloads: Option<bool>,
@@ -235,7 +235,7 @@ pub struct ContextManagementConfig {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CompactionConfig {
-    #[serde(default = "default_true")]
+    #[serde(default = "default_true", deserialize_with = "lenient::null_as_true")]
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
     pub compaction_threshold_tokens: Option<u64>,
@@ -247,7 +247,7 @@ pub struct AgentManifest {
     #[serde(rename = "type", default = "manifest_type")]
     pub kind: String,
     pub name: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::null_as_default")]
     pub description: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<serde_json::Value>,
@@ -368,6 +368,22 @@ mod tests {
         assert_eq!(spec.config.as_ref().unwrap().iteration_limit, Some(100));
         let again: AgentSpec = serde_json::from_value(serde_json::to_value(&spec).unwrap()).unwrap();
         assert_eq!(again, spec);
+    }
+
+    #[test]
+    fn null_means_absent_everywhere() {
+        let spec: AgentSpec = serde_json::from_str(
+            r#"{"model":{"name":"p/m","params":null},"instructions":null,"messages":null,"mcp_servers":null,
+                "config":{"iteration_limit":null,"sandbox":{"enabled":null,"file_downloads":null},
+                          "dynamic_sub_agents":{"enabled":null},"context_management":{"compaction":{"enabled":null,"compaction_threshold_tokens":null}}},
+                "variables":null}"#,
+        )
+        .unwrap();
+        let config = spec.config.unwrap();
+        assert!(!config.sandbox.unwrap().enabled);
+        assert!(config.dynamic_sub_agents.unwrap().enabled);
+        assert!(config.context_management.unwrap().compaction.unwrap().enabled);
+        assert!(spec.model.params.is_none() && spec.instructions.is_none());
     }
 
     #[test]

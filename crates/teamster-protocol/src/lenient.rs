@@ -39,6 +39,16 @@ pub fn opt_u64<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>
     }
 }
 
+/// Decodes a value where `null` means the type's default, as an absent key does.
+pub fn null_as_default<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(deserializer: D) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// Decodes a flag that is on unless it says otherwise: `null` means `true`.
+pub fn null_as_true<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    Ok(Option::<bool>::deserialize(deserializer)?.unwrap_or(true))
+}
+
 #[cfg(test)]
 mod tests {
     use serde::Deserialize;

@@ -73,7 +73,7 @@ pub struct ConfiguredModel {
     pub name: String,
     /// The id sent to the provider.
     pub model_id: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::lenient::null_as_default")]
     pub properties: ModelProperties,
 }
 
