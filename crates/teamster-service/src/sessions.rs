@@ -76,18 +76,8 @@ impl Service {
     pub async fn create_session(&self, caller: &Caller, agent_name: &str, title: Option<String>) -> Result<Session> {
         validate_title(&title)?;
         let agent = self.get_agent_by_name(agent_name).await?;
-        let now = timestamp::now();
-        let record = SessionRecord {
-            id: ids::new_id("sess"),
-            agent: SessionAgentRecord::Saved { agent_id: agent.id, agent_name: agent.name, version: agent.version },
-            title,
-            created_by: caller.subject.clone(),
-            created_at: now.clone(),
-            updated_at: now,
-            last_turn_id: None,
-        };
-        self.store().create_session(&record).await?;
-        Ok(session_view(record))
+        let agent = SessionAgentRecord::Saved { agent_id: agent.id, agent_name: agent.name, version: agent.version };
+        self.insert_session(caller, agent, title).await
     }
 
     /// A session that carries its own spec (a gateway draft, a native inline session).
@@ -103,10 +93,14 @@ impl Service {
         if let Some(name) = &agent_name {
             self.get_agent_by_name(name).await?;
         }
+        self.insert_session(caller, SessionAgentRecord::Draft { spec, agent_name }, title).await
+    }
+
+    async fn insert_session(&self, caller: &Caller, agent: SessionAgentRecord, title: Option<String>) -> Result<Session> {
         let now = timestamp::now();
         let record = SessionRecord {
             id: ids::new_id("sess"),
-            agent: SessionAgentRecord::Draft { spec, agent_name },
+            agent,
             title,
             created_by: caller.subject.clone(),
             created_at: now.clone(),

@@ -2,11 +2,12 @@
 
 use axum::Json;
 use axum::response::{IntoResponse, Response};
-use teamster_protocol::api::{CreateTurnRequest, Data};
-use teamster_service::{Caller, CreateTurn};
+use teamster_protocol::api::{CreateTurnRequest, Data, Page, SessionEventItem};
+use teamster_service::{Caller, CreateTurn, SessionEventsQuery};
 
 use crate::AppState;
 use crate::error::ApiResult;
+use crate::params::Params;
 use crate::sse::sse_response;
 
 /// Starts a turn. Everything is validated before the first byte: once the SSE response has
@@ -26,4 +27,23 @@ pub async fn create_turn(state: &AppState, session_id: &str, body: CreateTurnReq
 pub async fn subscribe(state: &AppState, session_id: &str, turn_id: &str, after: u64) -> ApiResult<Response> {
     let frames = state.service.subscribe(&Caller::local(), session_id, turn_id, after).await?;
     Ok(sse_response(frames, state.config.heartbeat))
+}
+
+/// A page of a session's events, newest first. `include_running_tip` lists what a running
+/// newest turn has persisted so far (native) instead of starting at its parent (gateway).
+pub async fn session_events(
+    state: &AppState,
+    session_id: &str,
+    params: &Params,
+    include_running_tip: bool,
+) -> ApiResult<Json<Page<SessionEventItem>>> {
+    let limit = params.limit(100, 100)?;
+    let query = SessionEventsQuery {
+        limit,
+        page_token: params.string("page_token"),
+        last_turn_id: params.string("last_turn_id"),
+        include_running_tip,
+    };
+    let (events, next) = state.service.list_session_events(&Caller::local(), session_id, query).await?;
+    Ok(crate::routes::page(events, next, limit))
 }

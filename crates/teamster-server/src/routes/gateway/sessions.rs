@@ -6,7 +6,7 @@ use axum::{Json, Router};
 use teamster_protocol::Turn;
 use teamster_protocol::api::{CreateGatewaySessionRequest, Data, Empty, Page, SessionEventItem};
 use teamster_protocol::session::{Session, SessionKind};
-use teamster_service::{Caller, SessionEventsQuery, SessionListQuery, TurnListQuery};
+use teamster_service::{Caller, SessionListQuery, TurnListQuery};
 
 use super::{session_page, session_query};
 use crate::AppState;
@@ -53,13 +53,5 @@ async fn list_turns(State(state): State<AppState>, Path(session_id): Path<String
 }
 
 async fn events(State(state): State<AppState>, Path(session_id): Path<String>, params: Params) -> ApiResult<Json<Page<SessionEventItem>>> {
-    let limit = params.limit(100, 100)?;
-    let query = SessionEventsQuery {
-        limit,
-        page_token: params.string("page_token"),
-        last_turn_id: params.string("last_turn_id"),
-        include_running_tip: false,
-    };
-    let (events, next) = state.service.list_session_events(&Caller::local(), &session_id, query).await?;
-    Ok(crate::routes::page(events, next, limit))
+    crate::routes::shared::session_events(&state, &session_id, &params, false).await
 }

@@ -7,7 +7,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use teamster_protocol::api::{CreateSessionRequest, Data, Empty, Page, SessionEventItem, UpdateSessionRequest};
 use teamster_protocol::session::Session;
-use teamster_service::{Caller, SessionEventsQuery, SessionListQuery, SessionOrder};
+use teamster_service::{Caller, SessionListQuery, SessionOrder};
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
@@ -81,13 +81,5 @@ async fn cancel(State(state): State<AppState>, Path(session_id): Path<String>, J
 }
 
 async fn events(State(state): State<AppState>, Path(session_id): Path<String>, params: Params) -> ApiResult<Json<Page<SessionEventItem>>> {
-    let limit = params.limit(100, 100)?;
-    let query = SessionEventsQuery {
-        limit,
-        page_token: params.string("page_token"),
-        last_turn_id: params.string("last_turn_id"),
-        include_running_tip: true,
-    };
-    let (events, next) = state.service.list_session_events(&Caller::local(), &session_id, query).await?;
-    Ok(crate::routes::page(events, next, limit))
+    crate::routes::shared::session_events(&state, &session_id, &params, true).await
 }
