@@ -4,6 +4,8 @@ request log shows exactly what the model was sent."""
 
 from __future__ import annotations
 
+import pytest
+
 import wire
 
 
@@ -58,3 +60,29 @@ def test_turn_timeout_cancels_and_keeps_partial_output(server_factory, fake):
     assert "tok40" not in message["content"]
     assert api.get_turn(session["id"], turn_id)["state"]["reason"] == "server-execution-timeout"
 
+
+
+@pytest.mark.parametrize("directive, expected", [
+    ("[midstream-error]", "fake mid-stream failure"),
+    ("[error:401]", "provider answered 401: fake error 401"),
+    ("[error:500]", "provider answered 500: fake error 500"),
+    ("[error:429]", "rate limited"),
+])
+def test_provider_failures_end_the_turn_with_what_the_provider_said(api, directive, expected):
+    session = api.create_session("demo")
+    run = api.run_turn(session["id"], f"{directive} {wire.unique('fail')}")
+    state = run.done["state"]
+    assert state["status"] == "error", state
+    assert expected in state["message"], state["message"]
+    assert state["completed_at"]
+    # The session stays usable.
+    assert api.run_turn(session["id"], "after the failure").output_text == "You said: after the failure"
+
+
+def test_a_failure_mid_stream_keeps_what_was_streamed(api):
+    session = api.create_session("demo")
+    run = api.run_turn(session["id"], f"[midstream-error] {wire.unique('partial')}")
+    listed = api.ok(api.get(f"/api/v1/sessions/{session['id']}/turns/{run.turn_id}/events"))["data"]
+    (message,) = [event for event in listed if event["type"] == "model.message"]
+    assert message["content"] == "Partial answer"
+    assert "finish_reason" not in message
