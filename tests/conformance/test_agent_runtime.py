@@ -1,6 +1,6 @@
-"""How the agent runtime applies an agent's definition, over the native API: instructions and
-seed messages with `{{variables}}`, the iteration limit, and the turn timeout. The fake model's
-request log shows exactly what the model was sent."""
+"""How the agent runtime applies an agent's definition and meets failure, over the native API:
+instructions and seed messages with `{{variables}}`, the iteration limit, the turn timeout, and
+provider errors. The fake model's request log shows exactly what the model was sent."""
 
 from __future__ import annotations
 
