@@ -1,7 +1,6 @@
 //! Listing stored events: a turn's content events, and a session's events across turns.
 
 use serde_json::value::RawValue;
-use teamster_protocol::TurnState;
 use teamster_protocol::api::SessionEventItem;
 use teamster_store::ContentQuery;
 
@@ -56,8 +55,7 @@ impl Service {
     ) -> Result<(Vec<Box<RawValue>>, Option<String>)> {
         self.owned_session(caller, session_id).await?;
         let turn = self.turn_record(session_id, turn_id).await?;
-        let running = matches!(turn.state, TurnState::Running) && self.inner.live.get(turn_id).and_then(|log| log.final_state()).is_none();
-        if query.require_terminal && running {
+        if query.require_terminal && !turn.state.is_terminal() {
             return Err(ServiceError::Conflict {
                 code: "turn_running",
                 message: format!("turn {turn_id:?} is still running; list its events once it has ended, or subscribe"),
@@ -115,9 +113,7 @@ impl Service {
                 };
                 match anchor {
                     Some(turn)
-                        if !query.include_running_tip
-                            && matches!(turn.state, TurnState::Running)
-                            && self.inner.live.get(&turn.id).and_then(|log| log.final_state()).is_none() =>
+                        if !query.include_running_tip && !turn.state.is_terminal() =>
                     {
                         let parent = match &turn.previous_turn_id {
                             Some(id) => Some(self.turn_record(session_id, id).await?),

@@ -197,18 +197,20 @@ impl Service {
     /// A turn, with its final state as soon as it is decided.
     pub async fn get_turn(&self, caller: &Caller, session_id: &str, turn_id: &str) -> Result<Turn> {
         self.owned_session(caller, session_id).await?;
-        let mut record = self.turn_record(session_id, turn_id).await?;
+        Ok(turn_view(self.turn_record(session_id, turn_id).await?))
+    }
+
+    /// A turn as readers should see it: its stored record, with its final state as soon as the
+    /// turn has decided it (the store catches up a moment later).
+    pub(crate) async fn turn_record(&self, session_id: &str, turn_id: &str) -> Result<TurnRecord> {
+        let mut record = self.store().get_turn(session_id, turn_id).await.map_err(|error| match error {
+            teamster_store::Error::NotFound(_) => ServiceError::NotFound(format!("turn {turn_id:?} not found in this session")),
+            other => other.into(),
+        })?;
         if let Some(state) = self.inner.live.get(turn_id).and_then(|log| log.final_state()) {
             record.state = state;
         }
-        Ok(turn_view(record))
-    }
-
-    pub(crate) async fn turn_record(&self, session_id: &str, turn_id: &str) -> Result<TurnRecord> {
-        self.store().get_turn(session_id, turn_id).await.map_err(|error| match error {
-            teamster_store::Error::NotFound(_) => ServiceError::NotFound(format!("turn {turn_id:?} not found in this session")),
-            other => other.into(),
-        })
+        Ok(record)
     }
 
     /// Turns newest first, walking `previous_turn_id` from the session's last turn (or from
@@ -230,10 +232,7 @@ impl Service {
             if turns.len() == query.limit as usize {
                 return Ok((turns, Some(cursor::encode(&[&id]))));
             }
-            let mut record = self.turn_record(session_id, &id).await?;
-            if let Some(state) = self.inner.live.get(&id).and_then(|log| log.final_state()) {
-                record.state = state;
-            }
+            let record = self.turn_record(session_id, &id).await?;
             next_id = record.previous_turn_id.clone();
             turns.push(turn_view(record));
         }

@@ -2,8 +2,9 @@
 
 use axum::Json;
 use axum::response::{IntoResponse, Response};
+use serde_json::value::RawValue;
 use teamster_protocol::api::{CreateTurnRequest, Data, Page, SessionEventItem};
-use teamster_service::{Caller, CreateTurn, SessionEventsQuery};
+use teamster_service::{Caller, CreateTurn, ListOrder, SessionEventsQuery, TurnEventsQuery};
 
 use crate::AppState;
 use crate::error::ApiResult;
@@ -45,5 +46,26 @@ pub async fn session_events(
         include_running_tip,
     };
     let (events, next) = state.service.list_session_events(&Caller::local(), session_id, query).await?;
+    Ok(crate::routes::page(events, next, limit))
+}
+
+/// A page of a turn's content events. `max_limit` is also the default page size (25 on the
+/// gateway, 100 natively); `require_terminal` refuses a running turn, as the gateway does.
+pub async fn turn_events(
+    state: &AppState,
+    session_id: &str,
+    turn_id: &str,
+    params: &Params,
+    max_limit: u32,
+    require_terminal: bool,
+) -> ApiResult<Json<Page<Box<RawValue>>>> {
+    let limit = params.limit(max_limit, max_limit)?;
+    let query = TurnEventsQuery {
+        limit,
+        order: params.order(ListOrder::Ascending)?,
+        page_token: params.string("page_token"),
+        require_terminal,
+    };
+    let (events, next) = state.service.list_turn_events(&Caller::local(), session_id, turn_id, query).await?;
     Ok(crate::routes::page(events, next, limit))
 }

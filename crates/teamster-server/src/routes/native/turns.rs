@@ -9,7 +9,7 @@ use axum::{Json, Router};
 use serde_json::value::RawValue;
 use teamster_protocol::Turn;
 use teamster_protocol::api::{CreateTurnRequest, Data, Page};
-use teamster_service::{Caller, ListOrder, TurnEventsQuery, TurnListQuery};
+use teamster_service::{Caller, TurnListQuery};
 
 use crate::AppState;
 use crate::error::ApiResult;
@@ -45,15 +45,7 @@ async fn events(
     Path((session_id, turn_id)): Path<(String, String)>,
     params: Params,
 ) -> ApiResult<Json<Page<Box<RawValue>>>> {
-    let limit = params.limit(100, 100)?;
-    let query = TurnEventsQuery {
-        limit,
-        order: params.order(ListOrder::Ascending)?,
-        page_token: params.string("page_token"),
-        require_terminal: false,
-    };
-    let (events, next) = state.service.list_turn_events(&Caller::local(), &session_id, &turn_id, query).await?;
-    Ok(crate::routes::page(events, next, limit))
+    shared::turn_events(&state, &session_id, &turn_id, &params, 100, false).await
 }
 
 async fn subscribe(
