@@ -319,12 +319,7 @@ pub async fn session_update_replaces_mutable_fields_only(store: Arc<dyn Store>) 
 
 /// Deleting a session deletes its turns and their events, and nothing of other sessions.
 pub async fn session_delete_cascades_to_turns_and_events(store: Arc<dyn Store>) {
-    for id in ["ses_a", "ses_b"] {
-        store
-            .create_session(&draft_session(id, simple_spec("x"), None, "alice", &at(0)))
-            .await
-            .expect("create_session");
-    }
+    create_draft_sessions(&store, &["ses_a", "ses_b"]).await;
     let turn_a1 = create_plain_turn(&store, "ses_a", "turn_a1", None, &at(10)).await;
     let turn_a2 = create_plain_turn(&store, "ses_a", "turn_a2", Some("turn_a1"), &at(20)).await;
     let turn_b1 = create_plain_turn(&store, "ses_b", "turn_b1", None, &at(15)).await;
@@ -579,12 +574,7 @@ pub async fn turn_create_and_get(store: Arc<dyn Store>) {
 
 /// `create_turn` succeeds only while the session's last turn is the expected one.
 pub async fn turn_create_compares_and_sets_the_last_turn(store: Arc<dyn Store>) {
-    for id in ["ses_1", "ses_2"] {
-        store
-            .create_session(&draft_session(id, simple_spec("x"), None, "alice", &at(0)))
-            .await
-            .expect("create_session");
-    }
+    create_draft_sessions(&store, &["ses_1", "ses_2"]).await;
     create_plain_turn(&store, "ses_1", "turn_1", None, &at(10)).await;
 
     let second = turn_record("turn_2", "ses_1", Some("turn_1"), &at(20));
@@ -738,12 +728,7 @@ pub async fn turn_create_race_has_exactly_one_winner(store: Arc<dyn Store>) {
 
 /// `get_turn` finds a turn only through its own session.
 pub async fn get_turn_is_scoped_to_its_session(store: Arc<dyn Store>) {
-    for id in ["ses_1", "ses_2"] {
-        store
-            .create_session(&draft_session(id, simple_spec("x"), None, "alice", &at(0)))
-            .await
-            .expect("create_session");
-    }
+    create_draft_sessions(&store, &["ses_1", "ses_2"]).await;
     let turn_1 = create_plain_turn(&store, "ses_1", "turn_1", None, &at(10)).await;
     let turn_2 = create_plain_turn(&store, "ses_2", "turn_2", None, &at(10)).await;
 
@@ -758,12 +743,7 @@ pub async fn get_turn_is_scoped_to_its_session(store: Arc<dyn Store>) {
 /// `running_turns` lists exactly the running turns of every session, oldest first, ties by id.
 pub async fn running_turns_are_oldest_first(store: Arc<dyn Store>) {
     assert_eq!(store.running_turns().await.expect("running_turns of an empty store"), vec![]);
-    for id in ["ses_1", "ses_2", "ses_3", "ses_4"] {
-        store
-            .create_session(&draft_session(id, simple_spec("x"), None, "alice", &at(0)))
-            .await
-            .expect("create_session");
-    }
+    create_draft_sessions(&store, &["ses_1", "ses_2", "ses_3", "ses_4"]).await;
     // Ids sort in another order than creation times.
     let turn_b = create_plain_turn(&store, "ses_1", "turn_b", None, &at(20)).await;
     let turn_c = create_plain_turn(&store, "ses_1", "turn_c", Some("turn_b"), &at(40)).await;
@@ -950,12 +930,7 @@ pub async fn content_events_replace_and_filter(store: Arc<dyn Store>) {
 
 /// A `TurnState` write sets the turn's state and bumps its session's `updated_at`.
 pub async fn turn_state_writes_update_turn_and_session(store: Arc<dyn Store>) {
-    for id in ["ses_1", "ses_2"] {
-        store
-            .create_session(&draft_session(id, simple_spec("x"), None, "alice", &at(0)))
-            .await
-            .expect("create_session");
-    }
+    create_draft_sessions(&store, &["ses_1", "ses_2"]).await;
     let turn_1 = create_plain_turn(&store, "ses_1", "turn_1", None, &at(10)).await;
     let turn_2 = create_plain_turn(&store, "ses_1", "turn_2", Some("turn_1"), &at(20)).await;
     let turn_3 = create_plain_turn(&store, "ses_2", "turn_3", None, &at(30)).await;
@@ -1032,12 +1007,7 @@ pub async fn turn_state_writes_update_turn_and_session(store: Arc<dyn Store>) {
 /// Writing a batch again changes nothing, a stored stream event is never replaced, and writes
 /// to turns that do not exist are skipped without failing the rest of the batch.
 pub async fn write_batches_are_idempotent_and_skip_vanished_turns(store: Arc<dyn Store>) {
-    for id in ["ses_1", "ses_2"] {
-        store
-            .create_session(&draft_session(id, simple_spec("x"), None, "alice", &at(0)))
-            .await
-            .expect("create_session");
-    }
+    create_draft_sessions(&store, &["ses_1", "ses_2"]).await;
     let turn_1 = create_plain_turn(&store, "ses_1", "turn_1", None, &at(10)).await;
     create_plain_turn(&store, "ses_2", "turn_2", None, &at(10)).await;
     store.write(&[]).await.expect("write of an empty batch");
@@ -1329,6 +1299,16 @@ fn turn_record(id: &str, session_id: &str, previous_turn_id: Option<&str>, creat
 }
 
 /// Creates a running turn that chains to `previous` (also the expected last turn).
+/// Creates empty draft sessions owned by `alice`, created at `at(0)`.
+async fn create_draft_sessions(store: &Arc<dyn Store>, ids: &[&str]) {
+    for id in ids {
+        store
+            .create_session(&draft_session(id, simple_spec("x"), None, "alice", &at(0)))
+            .await
+            .expect("create_session");
+    }
+}
+
 async fn create_plain_turn(
     store: &Arc<dyn Store>,
     session_id: &str,
