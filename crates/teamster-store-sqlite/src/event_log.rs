@@ -7,13 +7,10 @@
 //! one command whose prepared statements sqlx caches and reuses. Encoding a batch as JSON and
 //! decoding it inside SQLite costs far less than a round trip per row or per chunk of rows.
 
-use std::collections::HashSet;
-use std::hash::Hash;
 use std::sync::LazyLock;
 
+use teamster_store::codec::{LogRows, to_json};
 use teamster_store::{LogWrite, Result};
-
-use crate::codec::{to_i64, to_json};
 
 /// Applies a batch in one transaction: parameters `$1` to `$3` are the arrays of
 /// [`EncodedBatch`].
@@ -29,10 +26,8 @@ pub(crate) static WRITE_BATCH: LazyLock<String> =
 ///
 /// Rows for turns that do not exist are skipped (their session was deleted while the batch
 /// queued); the foreign keys would reject them and fail the other turns' rows. A stream row
-/// already stored stays: it is the event that was sent. `json_each` yields an array's
-/// elements in order, so within a batch, too, the first stream row for a (turn, sequence)
-/// wins. Content rows and states are deduplicated while encoding, so the statements never see
-/// two for one key.
+/// already stored stays: it is the event that was sent. Every row set is deduplicated while
+/// encoding ([`LogRows`]), so the statements never see two rows for one key.
 pub(crate) fn log_statements(first: usize) -> String {
     let (stream, content, states) = (first, first + 1, first + 2);
     // The last statement relies on SQLite's rule that in an aggregate query with a single
@@ -59,7 +54,8 @@ pub(crate) fn log_statements(first: usize) -> String {
 
 /// A batch of log writes as the JSON arrays that [`log_statements`] read.
 pub(crate) struct EncodedBatch {
-    /// `[[turn_id, sequence, data], ...]` in batch order.
+    /// `[[turn_id, sequence, data], ...]`, the first event for each (turn, sequence), in
+    /// batch order.
     pub(crate) stream: String,
     /// `[[turn_id, sequence, kind, data], ...]`, the last write for each (turn, sequence).
     pub(crate) content: String,
@@ -70,58 +66,17 @@ pub(crate) struct EncodedBatch {
 
 /// Encodes a batch for [`log_statements`].
 pub(crate) fn encode(batch: &[LogWrite]) -> Result<EncodedBatch> {
-    let mut stream: Vec<(&str, i64, &str)> = Vec::with_capacity(batch.len());
-    let mut content: Vec<(&str, i64, &str, &str)> = Vec::new();
-    let mut states: Vec<(&str, String, &str, &str)> = Vec::new();
-    for write in batch {
-        match write {
-            LogWrite::Stream { turn_id, sequence, data } => {
-                stream.push((turn_id, to_i64(*sequence, "sequence number")?, data));
-            }
-            LogWrite::Content { turn_id, sequence, kind, data } => {
-                content.push((turn_id, to_i64(*sequence, "sequence number")?, kind, data));
-            }
-            LogWrite::TurnState { turn_id, state, at } => {
-                states.push((turn_id, to_json(state, "turn state")?, state.status(), at));
-            }
-        }
-    }
-    keep_last(&mut content, |&(turn_id, sequence, ..)| (turn_id, sequence));
-    keep_last(&mut states, |&(turn_id, ..)| turn_id);
+    let rows = LogRows::new(batch)?;
     Ok(EncodedBatch {
-        stream: to_json(&stream, "stream events")?,
-        content: to_json(&content, "content events")?,
-        states: to_json(&states, "turn states")?,
+        stream: to_json(&rows.stream, "stream events")?,
+        content: to_json(&rows.content, "content events")?,
+        states: to_json(&rows.states, "turn states")?,
     })
-}
-
-/// Removes every row that a later row with the same key replaces, keeping the order of the
-/// rest.
-fn keep_last<T, K: Eq + Hash>(rows: &mut Vec<T>, key: impl Fn(&T) -> K) {
-    if rows.len() < 2 {
-        return;
-    }
-    let mut seen = HashSet::with_capacity(rows.len());
-    let mut kept: Vec<T> = Vec::with_capacity(rows.len());
-    while let Some(row) = rows.pop() {
-        if seen.insert(key(&row)) {
-            kept.push(row);
-        }
-    }
-    kept.reverse();
-    *rows = kept;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn keep_last_keeps_the_last_row_per_key_in_order() {
-        let mut rows = vec![("a", 1), ("b", 2), ("a", 3), ("c", 4), ("b", 5)];
-        keep_last(&mut rows, |&(key, _)| key);
-        assert_eq!(rows, [("a", 3), ("c", 4), ("b", 5)]);
-    }
 
     #[test]
     fn log_statements_number_their_parameters_from_first() {

@@ -12,7 +12,7 @@
 //! transaction, its statements and the commit go together, and a log batch of any size is
 //! three JSON parameters (see `event_log`).
 
-mod codec;
+mod columns;
 mod connections;
 mod error;
 mod event_log;
@@ -32,10 +32,11 @@ use teamster_store::{
     SessionQuery, SessionRecord, Store, StreamEvent, TurnRecord,
 };
 
-use crate::codec::{
-    AGENT_COLUMNS, AgentRow, DRAFT, SAVED, SESSION_COLUMNS, SessionRow, TURN_COLUMNS, TurnRow, clamp_i64, to_i64,
-    to_json, to_u64,
+use teamster_store::codec::{
+    self, AgentRow, SessionAgentColumns, SessionRow, TurnColumns, TurnRow, clamp_i64, to_i64, to_json, to_u64,
 };
+
+use crate::columns::{AGENT_COLUMNS, SESSION_COLUMNS, TURN_COLUMNS};
 use crate::connections::Connections;
 
 /// The schema, embedded at build time.
@@ -227,14 +228,7 @@ impl Store for SqliteStore {
     }
 
     async fn create_session(&self, session: &SessionRecord) -> Result<()> {
-        let (kind, agent_id, agent_version, agent_name, draft_spec) = match &session.agent {
-            SessionAgentRecord::Saved { agent_id, agent_name, version } => {
-                (SAVED, Some(agent_id.as_str()), Some(to_i64(*version, "agent version")?), Some(agent_name.as_str()), None)
-            }
-            SessionAgentRecord::Draft { spec, agent_name } => {
-                (DRAFT, None, None, agent_name.as_deref(), Some(to_json(spec, "draft spec")?))
-            }
-        };
+        let agent = SessionAgentColumns::new(&session.agent)?;
         let created_by = to_json(&session.created_by, "session created_by")?;
         let mut writer = self.connections.write().await?;
         sqlx::query(
@@ -243,11 +237,11 @@ impl Store for SqliteStore {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         )
         .bind(&session.id)
-        .bind(kind)
-        .bind(agent_id)
-        .bind(agent_version)
-        .bind(agent_name)
-        .bind(draft_spec)
+        .bind(agent.kind)
+        .bind(agent.agent_id)
+        .bind(agent.agent_version)
+        .bind(agent.agent_name)
+        .bind(agent.draft_spec)
         .bind(&session.title)
         .bind(&session.created_by.subject_id)
         .bind(created_by)
@@ -356,19 +350,17 @@ impl Store for SqliteStore {
         expected_last_turn_id: Option<&str>,
         initial_writes: &[LogWrite],
     ) -> Result<()> {
-        let input = to_json(&turn.input, "turn input")?;
-        let state = to_json(&turn.state, "turn state")?;
-        let created_by = to_json(&turn.created_by, "turn created_by")?;
+        let columns = TurnColumns::new(turn)?;
         let writes = event_log::encode(initial_writes)?;
         let mut writer = self.connections.write().await?;
         let outcome = sqlx::query(&CREATE_TURN)
             .bind(&turn.id)
             .bind(&turn.session_id)
             .bind(&turn.previous_turn_id)
-            .bind(input)
-            .bind(state)
-            .bind(turn.state.status())
-            .bind(created_by)
+            .bind(columns.input)
+            .bind(columns.state)
+            .bind(columns.status)
+            .bind(columns.created_by)
             .bind(&turn.created_at)
             .bind(expected_last_turn_id)
             .bind(writes.stream)

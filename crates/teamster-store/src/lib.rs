@@ -1,9 +1,12 @@
 //! Storage traits for Teamster: agents with immutable versions, sessions, turns, and the
 //! event log of every turn.
 //!
-//! Backends (`teamster-store-sqlite`, later `teamster-store-postgres`) implement [`Store`] and
+//! Backends (`teamster-store-sqlite`, `teamster-store-postgres`) implement [`Store`] and
 //! must pass the backend-neutral conformance suite in `conformance` (behind the `testkit`
 //! feature) unchanged. Nothing here knows SQL or HTTP.
+//!
+//! `codec` holds the backend-neutral conversions between records and the flat values backends
+//! store (JSON text, 64-bit integers, row tuples, the row sets of a log batch).
 //!
 //! The event log has two parts:
 //! - the *stream*: every event of a turn, deltas included, as the exact JSON bytes that were
@@ -12,6 +15,7 @@
 //!   `tool.response`, ..., `turn.done`), keyed by the sequence number of the event they fold.
 //!   The list endpoints read it.
 
+pub mod codec;
 #[cfg(feature = "testkit")]
 pub mod conformance;
 mod error;
