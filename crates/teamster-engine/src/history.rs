@@ -7,8 +7,10 @@ use std::collections::HashSet;
 
 use teamster_llm::{AssistantToolCall, Message};
 use teamster_protocol::Event;
-use teamster_protocol::event::ModelMessage;
+use teamster_protocol::event::{ModelMessage, ThreadDone, ThreadState};
 use teamster_protocol::input::TurnInput;
+
+use crate::compaction;
 
 /// What the model is told about a tool call that never got a result.
 const NO_RESULT: &str = "The tool call did not complete: the turn ended before it returned.";
@@ -39,6 +41,17 @@ pub fn history_from_events<'a>(events: impl IntoIterator<Item = &'a Event>, thre
                     tool_call_id: response.tool_call_id.clone(),
                     content: response.content.clone(),
                 });
+            }
+            Event::ThreadDone(ThreadDone {
+                parent: Some(parent),
+                compaction: Some(compaction),
+                state: ThreadState::Done { output },
+                ..
+            }) if parent.thread_id == thread_id => {
+                // The live turn compacted the same messages it had rebuilt this way.
+                messages = close_dangling_tool_calls(messages);
+                let replaced = usize::try_from(compaction.replaced_messages).unwrap_or(usize::MAX);
+                compaction::apply(&mut messages, replaced, &output.text());
             }
             _ => {}
         }

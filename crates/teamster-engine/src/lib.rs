@@ -9,15 +9,22 @@
 //! Invariant: the engine knows no HTTP, no SQL and no environment variables. It never blocks
 //! on a human: a paused turn ends, and the next turn resumes from stored events.
 
+mod compaction;
+mod context;
 mod history;
+mod large_results;
 mod run;
 mod sink;
 mod step;
+mod structured;
 mod template;
 mod toolbox;
 mod usage;
 
+pub use compaction::COMPACTION_TITLE;
+pub use context::{ContextPolicy, DEFAULT_COMPACTION_THRESHOLD};
 pub use history::history_from_events;
+pub use large_results::{MAX_READ_CHARS, PREVIEW_CHARS, READ_TOOL_RESULT};
 pub use run::{TurnOutcome, TurnPlan, run_turn};
 pub use sink::EventSink;
 pub use template::render;

@@ -10,11 +10,15 @@ use teamster_protocol::event::{ModelMessage, ToolCall, ToolResponse};
 use teamster_protocol::{Event, TurnMetrics, ids, timestamp};
 use tokio_util::sync::CancellationToken;
 
+use crate::compaction::{CompactionError, Summarizer, compact};
+use crate::context::{ContextPolicy, Conversation};
 use crate::history::assistant_message;
+use crate::large_results::LargeResults;
 use crate::sink::EventSink;
 use crate::step::{StepEnd, model_step};
+use crate::structured::{CORRECTIONS, OutputCheck};
 use crate::toolbox::ToolBox;
-use crate::usage::{InputParts, MetricsAccumulator, estimate_tokens};
+use crate::usage::MetricsAccumulator;
 
 /// Everything one turn of one thread needs. Built by the caller from the agent spec, the
 /// stored history and the turn's input.
@@ -27,11 +31,15 @@ pub struct TurnPlan {
     pub response_format: Option<ResponseFormat>,
     /// The system prompt, variables already rendered.
     pub instructions: Option<String>,
-    /// The conversation so far, ending with this turn's input.
+    /// The agent's seed messages, rendered: always sent right after the instructions.
+    pub seed_messages: Vec<Message>,
+    /// The conversation so far (see [`crate::history_from_events`]), ending with this turn's
+    /// input.
     pub messages: Vec<Message>,
     pub toolbox: ToolBox,
     /// The most model calls this turn may make.
     pub iteration_limit: u64,
+    pub context: ContextPolicy,
 }
 
 /// How a turn ended, before the caller turns it into a `turn.done` state.
@@ -63,7 +71,7 @@ fn next_step(message: &ModelMessage) -> NextStep {
 }
 
 /// Runs a turn to its end, streaming every event to `sink`. Returns the outcome and the
-/// metrics of every model call made, including interrupted ones.
+/// metrics of every model call made, including interrupted ones and compaction calls.
 pub async fn run_turn(
     plan: TurnPlan,
     sink: &dyn EventSink,
@@ -80,16 +88,35 @@ async fn run_loop(
     cancel: &CancellationToken,
     metrics: &mut MetricsAccumulator,
 ) -> TurnOutcome {
-    let TurnPlan { thread_id, model, model_id, params, response_format, instructions, mut messages, toolbox, iteration_limit } =
-        plan;
-    let definitions = toolbox.definitions();
-    let parts = InputParts {
-        instructions: instructions.as_deref().map(estimate_tokens).unwrap_or_default(),
-        tool_definitions: definitions
-            .iter()
-            .map(|tool| estimate_tokens(&tool.description) + estimate_tokens(&tool.parameters.to_string()) + estimate_tokens(&tool.name))
-            .sum(),
+    let TurnPlan {
+        thread_id,
+        model,
+        model_id,
+        params,
+        response_format,
+        instructions,
+        seed_messages,
+        messages,
+        mut toolbox,
+        iteration_limit,
+        context,
+    } = plan;
+    let output_check = match OutputCheck::new(response_format.as_ref()) {
+        Ok(check) => check,
+        Err(message) => return TurnOutcome::Failed { message },
     };
+    let large_results = Arc::new(LargeResults::default());
+    if context.large_result_tokens.is_some() {
+        toolbox.add(large_results.clone()).await;
+    }
+    let definitions = toolbox.definitions();
+    let mut conversation =
+        Conversation { instructions, seeds: seed_messages, messages, policy: context, large_results };
+    let summarizer = Summarizer { model: model.as_ref(), model_id: &model_id, parent_thread: &thread_id, sink, cancel };
+    // Reported input tokens per estimated token, learnt from this turn's calls, so that the
+    // compaction check follows the provider's tokenizer rather than the estimate alone.
+    let mut calibration = 1.0_f64;
+    let mut corrections = 0;
     let mut iterations = 0;
     loop {
         if iterations >= iteration_limit {
@@ -100,21 +127,34 @@ async fn run_loop(
             };
         }
         iterations += 1;
-        let mut request_messages = Vec::with_capacity(messages.len() + 1);
-        if let Some(instructions) = &instructions {
-            request_messages.push(Message::System { content: instructions.clone() });
+        let mut prepared = conversation.prepare(&definitions);
+        if let Some(threshold) = context.compaction_threshold {
+            let expected = (prepared.parts.total() as f64 * calibration).ceil() as u64;
+            if expected > threshold {
+                // Thresholds are compared in estimated tokens: the calibrated threshold.
+                let estimated_threshold = ((threshold as f64) / calibration).floor() as u64;
+                match compact(&mut conversation, &definitions, estimated_threshold, &summarizer, metrics).await {
+                    Ok(true) => prepared = conversation.prepare(&definitions),
+                    Ok(false) => {}
+                    Err(CompactionError::Interrupted) => return TurnOutcome::Interrupted,
+                    Err(CompactionError::Failed(message)) => return TurnOutcome::Failed { message },
+                }
+            }
         }
-        request_messages.extend(messages.iter().cloned());
+        let estimated = prepared.parts.total();
         let request = ModelRequest {
             model: model_id.clone(),
-            messages: request_messages,
+            messages: prepared.messages,
             tools: definitions.clone(),
             params: params.clone(),
             response_format: response_format.clone(),
         };
-        let step = model_step(model.as_ref(), request, &thread_id, &toolbox, parts, sink, cancel).await;
+        let step = model_step(model.as_ref(), request, &thread_id, &toolbox, prepared.parts, sink, cancel).await;
         if let Some(usage) = &step.message.usage {
             metrics.add(usage);
+            if matches!(step.end, StepEnd::Complete) && estimated > 0 && usage.input_tokens > 0 {
+                calibration = (usage.input_tokens as f64 / estimated as f64).max(1.0);
+            }
         }
         match step.end {
             StepEnd::Complete => {}
@@ -124,17 +164,29 @@ async fn run_loop(
             }
         }
         let message = step.message;
-        messages.extend(assistant_message(&message, true));
+        conversation.messages.extend(assistant_message(&message, true));
         match next_step(&message) {
             NextStep::Final => {
-                return TurnOutcome::Done { output: Some(message), required_actions: Vec::new() };
-            }
-            NextStep::RunTools(calls) => {
-                match run_tools(&calls, &thread_id, &toolbox, sink, cancel).await {
-                    Some(results) => messages.extend(results),
-                    None => return TurnOutcome::Interrupted,
+                let Some(check) = &output_check else {
+                    return TurnOutcome::Done { output: Some(message), required_actions: Vec::new() };
+                };
+                match check.check(&message.text()) {
+                    Ok(()) => return TurnOutcome::Done { output: Some(message), required_actions: Vec::new() },
+                    Err(problem) if corrections < CORRECTIONS => {
+                        corrections += 1;
+                        conversation.messages.push(Message::User { content: check.correction(&problem) });
+                    }
+                    Err(problem) => {
+                        return TurnOutcome::Failed {
+                            message: format!("The agent's final answer is not in the required format: {problem}."),
+                        };
+                    }
                 }
             }
+            NextStep::RunTools(calls) => match run_tools(&calls, &thread_id, &toolbox, sink, cancel).await {
+                Some(results) => conversation.messages.extend(results),
+                None => return TurnOutcome::Interrupted,
+            },
         }
     }
 }

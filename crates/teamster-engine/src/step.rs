@@ -35,9 +35,7 @@ pub(crate) async fn model_step(
     sink: &dyn EventSink,
     cancel: &CancellationToken,
 ) -> Step {
-    let estimated_input: u64 = request.messages.iter().map(message_tokens).sum::<u64>()
-        + parts.instructions
-        + parts.tool_definitions;
+    let estimated_input = parts.total();
     let created_at = timestamp::now();
     let mut message = ModelMessage {
         id: ids::new_id("msg"),
@@ -145,16 +143,4 @@ pub(crate) async fn model_step(
     sink.emit(&Event::ModelMessageDelta(last));
     sink.record(placeholder, &Event::ModelMessage(message.clone()));
     Step { message, end }
-}
-
-fn message_tokens(message: &teamster_llm::Message) -> u64 {
-    use teamster_llm::Message;
-    match message {
-        Message::System { content } | Message::User { content } => estimate_tokens(content),
-        Message::Assistant { content, tool_calls, .. } => {
-            estimate_tokens(content.as_deref().unwrap_or_default())
-                + tool_calls.iter().map(|call| estimate_tokens(&call.arguments) + 4).sum::<u64>()
-        }
-        Message::Tool { content, .. } => estimate_tokens(content),
-    }
 }

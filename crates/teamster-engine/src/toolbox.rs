@@ -19,23 +19,31 @@ impl ToolBox {
     /// Lists every source. A source that fails to list is skipped with a warning; the turn
     /// goes on with the others.
     pub async fn collect(sources: Vec<Arc<dyn ToolSource>>) -> ToolBox {
-        let mut toolbox = ToolBox { sources, ..ToolBox::default() };
-        for (source_index, source) in toolbox.sources.iter().enumerate() {
-            match source.list().await {
-                Ok(tools) => {
-                    for tool in tools {
-                        if toolbox.by_name.contains_key(&tool.name) {
-                            tracing::warn!(tool = %tool.name, "duplicate tool name skipped");
-                            continue;
-                        }
-                        toolbox.by_name.insert(tool.name.clone(), (toolbox.tools.len(), source_index));
-                        toolbox.tools.push(tool);
-                    }
-                }
-                Err(error) => tracing::warn!(%error, "tool source skipped"),
-            }
+        let mut toolbox = ToolBox::default();
+        for source in sources {
+            toolbox.add(source).await;
         }
         toolbox
+    }
+
+    /// Adds a source's tools after those already present; a name already taken keeps its
+    /// first owner.
+    pub async fn add(&mut self, source: Arc<dyn ToolSource>) {
+        match source.list().await {
+            Ok(tools) => {
+                let source_index = self.sources.len();
+                self.sources.push(source);
+                for tool in tools {
+                    if self.by_name.contains_key(&tool.name) {
+                        tracing::warn!(tool = %tool.name, "duplicate tool name skipped");
+                        continue;
+                    }
+                    self.by_name.insert(tool.name.clone(), (self.tools.len(), source_index));
+                    self.tools.push(tool);
+                }
+            }
+            Err(error) => tracing::warn!(%error, "tool source skipped"),
+        }
     }
 
     pub fn tools(&self) -> &[Tool] {

@@ -5,36 +5,50 @@ use teamster_protocol::TurnMetrics;
 use teamster_protocol::event::{InputTokensBreakdown, Usage};
 
 /// Estimated sizes, in tokens, of the parts of a model call's input.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct InputParts {
+    /// Framing the harness adds: compaction summaries, large-result notes.
+    pub harness: u64,
     pub instructions: u64,
     pub tool_definitions: u64,
+    /// Everything else: the conversation's messages.
+    pub messages: u64,
 }
 
-/// A rough token estimate for text: four characters a token.
+impl InputParts {
+    pub fn total(&self) -> u64 {
+        self.harness + self.instructions + self.tool_definitions + self.messages
+    }
+}
+
+/// A rough token estimate for text: four bytes a token, rounded up.
 pub(crate) fn estimate_tokens(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
 }
 
-/// The wire usage of one call: the provider's counts, with the input split by part. The
-/// provider only reports a total, so instructions and tool definitions take their estimated
-/// share (capped by the total) and messages take the rest.
+/// The wire usage of one call: the provider's counts, with its input total split in the
+/// proportions of the estimated parts (the provider reports only the total). The parts always
+/// add up to `input_tokens`; messages take the rounding.
 pub(crate) fn usage_of(tokens: TokenUsage, parts: InputParts) -> Usage {
-    let instructions = parts.instructions.min(tokens.input_tokens);
-    let tool_definitions = parts.tool_definitions.min(tokens.input_tokens - instructions);
+    let total = tokens.input_tokens;
+    let estimated = parts.total();
+    let share = |part: u64| if estimated == 0 { 0 } else { (u128::from(part) * u128::from(total) / u128::from(estimated)) as u64 };
+    let harness = share(parts.harness);
+    let instructions = share(parts.instructions);
+    let tool_definitions = share(parts.tool_definitions);
     let optional = |value: u64| (value > 0).then_some(value);
     Usage {
-        input_tokens: tokens.input_tokens,
+        input_tokens: total,
         output_tokens: tokens.output_tokens,
         cache_read_tokens: optional(tokens.cache_read_tokens),
         cache_write_tokens: optional(tokens.cache_write_tokens),
         reasoning_tokens: optional(tokens.reasoning_tokens),
         input_tokens_breakdown: InputTokensBreakdown {
-            harness: 0,
+            harness,
             skills: 0,
             instructions,
             tool_definitions,
-            messages: tokens.input_tokens - instructions - tool_definitions,
+            messages: total - harness - instructions - tool_definitions,
         },
     }
 }
@@ -68,5 +82,22 @@ impl MetricsAccumulator {
             total_reasoning_tokens: Some(self.reasoning),
             total_cost_in_usd: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_breakdown_splits_the_reported_total_in_proportion() {
+        let parts = InputParts { harness: 10, instructions: 20, tool_definitions: 30, messages: 40 };
+        let usage = usage_of(TokenUsage { input_tokens: 1000, output_tokens: 7, ..TokenUsage::default() }, parts);
+        let breakdown = usage.input_tokens_breakdown;
+        assert_eq!((breakdown.harness, breakdown.instructions, breakdown.tool_definitions, breakdown.messages), (100, 200, 300, 400));
+        let odd = usage_of(TokenUsage { input_tokens: 7, ..TokenUsage::default() }, parts).input_tokens_breakdown;
+        assert_eq!(odd.harness + odd.skills + odd.instructions + odd.tool_definitions + odd.messages, 7);
+        let nothing = usage_of(TokenUsage { input_tokens: 5, ..TokenUsage::default() }, InputParts::default());
+        assert_eq!(nothing.input_tokens_breakdown.messages, 5);
     }
 }

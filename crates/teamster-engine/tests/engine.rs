@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use teamster_engine::{EventSink, ToolBox, TurnOutcome, TurnPlan, run_turn};
+use teamster_engine::{ContextPolicy, EventSink, ToolBox, TurnOutcome, TurnPlan, run_turn};
 use teamster_llm::{Message, ModelClient, ModelEvent, ModelRequest, ModelStream, TokenUsage};
 use teamster_protocol::Event;
+use teamster_protocol::agent::ResponseFormat;
 use teamster_protocol::event::FinishReason;
 use teamster_tools::ToolSource;
 use teamster_tools::builtin::Builtins;
@@ -18,14 +19,22 @@ use tokio_util::sync::CancellationToken;
 /// between events, and remembers the requests it got.
 struct ScriptedModel {
     replies: Mutex<VecDeque<Vec<ModelEvent>>>,
+    /// The replies to tool-less requests (context compaction's summaries), when given.
+    summaries: Mutex<VecDeque<Vec<ModelEvent>>>,
     requests: Mutex<Vec<ModelRequest>>,
     delay: Duration,
 }
 
 impl ModelClient for ScriptedModel {
     fn stream(&self, request: ModelRequest) -> ModelStream {
+        let mut summaries = self.summaries.lock().unwrap();
+        let queue = if request.tools.is_empty() && !summaries.is_empty() {
+            &mut *summaries
+        } else {
+            &mut *self.replies.lock().unwrap()
+        };
+        let reply = queue.pop_front().unwrap_or_default();
         self.requests.lock().unwrap().push(request);
-        let reply = self.replies.lock().unwrap().pop_front().unwrap_or_default();
         let delay = self.delay;
         futures_util::stream::iter(reply)
             .then(move |event| async move {
@@ -112,8 +121,51 @@ fn usage(input: u64, output: u64) -> ModelEvent {
 
 struct Case {
     replies: Vec<Vec<ModelEvent>>,
+    summaries: Vec<Vec<ModelEvent>>,
     iteration_limit: u64,
     cancel_after: Option<Duration>,
+    /// The conversation before the turn; `hi` when empty.
+    messages: Vec<Message>,
+    context: ContextPolicy,
+    response_format: Option<ResponseFormat>,
+}
+
+impl Default for Case {
+    fn default() -> Self {
+        Case {
+            replies: Vec::new(),
+            summaries: Vec::new(),
+            iteration_limit: 5,
+            cancel_after: None,
+            messages: Vec::new(),
+            context: ContextPolicy::default(),
+            response_format: None,
+        }
+    }
+}
+
+/// A tool source with one tool, `big`, that returns a megabyte of numbered lines.
+struct BigTool;
+
+fn big_text() -> String {
+    (0..100_000).map(|line| format!("line {line:06}\n")).collect::<String>()[..1 << 20].to_owned()
+}
+
+#[async_trait::async_trait]
+impl ToolSource for BigTool {
+    async fn list(&self) -> Result<Vec<teamster_tools::Tool>, teamster_tools::Error> {
+        Ok(vec![teamster_tools::Tool {
+            name: "big".into(),
+            description: "Returns a megabyte of text.".into(),
+            input_schema: serde_json::json!({"type": "object"}),
+            info: teamster_protocol::event::ToolInfo::System { name: "big".into() },
+            annotations: Default::default(),
+        }])
+    }
+
+    async fn call(&self, _name: &str, _arguments: &str) -> teamster_tools::ToolOutput {
+        teamster_tools::ToolOutput::ok(big_text())
+    }
 }
 
 /// Runs one turn of a scripted model with the built-in tools and returns the transcript, the
@@ -121,20 +173,23 @@ struct Case {
 async fn check(case: Case) -> (Vec<String>, TurnOutcome, u64, Vec<ModelRequest>, Arc<Transcript>) {
     let model = Arc::new(ScriptedModel {
         replies: Mutex::new(case.replies.into()),
+        summaries: Mutex::new(case.summaries.into()),
         requests: Mutex::default(),
         delay: if case.cancel_after.is_some() { Duration::from_millis(20) } else { Duration::ZERO },
     });
-    let sources: Vec<Arc<dyn ToolSource>> = vec![Arc::new(Builtins)];
+    let sources: Vec<Arc<dyn ToolSource>> = vec![Arc::new(Builtins), Arc::new(BigTool)];
     let plan = TurnPlan {
         thread_id: "main".to_owned(),
         model: model.clone(),
         model_id: "scripted".to_owned(),
         params: Default::default(),
-        response_format: None,
+        response_format: case.response_format,
         instructions: Some("Be brief.".to_owned()),
-        messages: vec![Message::User { content: "hi".to_owned() }],
+        seed_messages: Vec::new(),
+        messages: if case.messages.is_empty() { vec![Message::User { content: "hi".to_owned() }] } else { case.messages },
         toolbox: ToolBox::collect(sources).await,
         iteration_limit: case.iteration_limit,
+        context: case.context,
     };
     let sink = Arc::new(Transcript::default());
     let cancel = CancellationToken::new();
@@ -155,8 +210,7 @@ async fn check(case: Case) -> (Vec<String>, TurnOutcome, u64, Vec<ModelRequest>,
 async fn plain_answer_streams_placeholder_deltas_and_final_usage() {
     let (lines, outcome, tokens, requests, sink) = check(Case {
         replies: vec![vec![text("Hel"), text("lo"), ModelEvent::Finish(FinishReason::Stop), usage(10, 2)]],
-        iteration_limit: 5,
-        cancel_after: None,
+        ..Case::default()
     })
     .await;
     assert_eq!(
@@ -173,7 +227,7 @@ async fn plain_answer_streams_placeholder_deltas_and_final_usage() {
     assert!(required_actions.is_empty());
     assert_eq!(tokens, 12);
     assert!(matches!(&requests[0].messages[0], Message::System { content } if content == "Be brief."));
-    assert_eq!(requests[0].tools.len(), 1, "the built-in tool is offered");
+    assert_eq!(requests[0].tools.len(), 3, "the built-in tools and the test tool are offered");
     // The folded message is recorded at the placeholder's sequence number.
     let recorded = sink.recorded.lock().unwrap();
     assert_eq!(recorded.len(), 1);
@@ -194,8 +248,7 @@ async fn tool_calls_run_and_their_results_feed_the_next_step() {
             ],
             vec![text("It is now."), usage(30, 3)],
         ],
-        iteration_limit: 5,
-        cancel_after: None,
+        ..Case::default()
     })
     .await;
     assert_eq!(
@@ -227,7 +280,7 @@ async fn iteration_limit_ends_the_turn_with_a_clear_error() {
     let (_, outcome, _, requests, _) = check(Case {
         replies: vec![looping(), looping(), looping()],
         iteration_limit: 2,
-        cancel_after: None,
+        ..Case::default()
     })
     .await;
     assert_eq!(requests.len(), 2);
@@ -242,8 +295,8 @@ async fn cancellation_keeps_the_partial_message_and_its_estimated_usage() {
     let reply: Vec<ModelEvent> = (0..50).map(|i| text(&format!("w{i} "))).collect();
     let (lines, outcome, tokens, _, sink) = check(Case {
         replies: vec![reply],
-        iteration_limit: 5,
         cancel_after: Some(Duration::from_millis(110)),
+        ..Case::default()
     })
     .await;
     assert_eq!(outcome, TurnOutcome::Interrupted);
@@ -253,4 +306,184 @@ async fn cancellation_keeps_the_partial_message_and_its_estimated_usage() {
     assert!(tokens > 0);
     let recorded = sink.recorded.lock().unwrap();
     assert!(matches!(&recorded[0].1, Event::ModelMessage(m) if m.text().starts_with("w0 w1 ")));
+}
+
+/// The text of each message of a request, for assertions.
+fn contents(request: &ModelRequest) -> Vec<String> {
+    request
+        .messages
+        .iter()
+        .map(|message| match message {
+            Message::System { content } | Message::User { content } | Message::Tool { content, .. } => content.clone(),
+            Message::Assistant { content, .. } => content.clone().unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// The size of a request as the compaction check estimates it: four bytes a token.
+fn estimated_tokens(request: &ModelRequest) -> u64 {
+    let messages: u64 = contents(request).iter().map(|text| (text.len() as u64).div_ceil(4)).sum();
+    let tools: u64 = request
+        .tools
+        .iter()
+        .map(|tool| {
+            (tool.name.len() as u64).div_ceil(4)
+                + (tool.description.len() as u64).div_ceil(4)
+                + (tool.parameters.to_string().len() as u64).div_ceil(4)
+        })
+        .sum();
+    messages + tools
+}
+
+#[tokio::test]
+async fn a_large_tool_result_is_previewed_and_any_part_can_be_read() {
+    let (lines, outcome, _, requests, sink) = check(Case {
+        replies: vec![
+            vec![call(0, Some("c1"), Some("big"), "{}"), usage(10, 1)],
+            vec![call(0, Some("c2"), Some("read_tool_result"), r#"{"tool_call_id":"c1","offset":700000,"length":24}"#), usage(10, 1)],
+            vec![text("Read it."), usage(10, 1)],
+        ],
+        ..Case::default()
+    })
+    .await;
+    assert!(matches!(outcome, TurnOutcome::Done { .. }), "{outcome:?}");
+    // The event log keeps the whole megabyte.
+    let recorded = sink.recorded.lock().unwrap();
+    let whole = recorded.iter().find_map(|(_, event)| match event {
+        Event::ToolResponse(response) if response.tool_call_id == "c1" => Some(response.content.clone()),
+        _ => None,
+    });
+    assert_eq!(whole.as_deref(), Some(big_text().as_str()));
+    // The next model call gets a preview that names the reading tool.
+    let second = contents(&requests[1]);
+    let preview = second.last().unwrap();
+    assert!(preview.len() < 8_000, "the preview is small: {} bytes", preview.len());
+    assert!(preview.starts_with("line 000000\n") && preview.contains("read_tool_result") && preview.contains("\"c1\""));
+    assert!(requests.iter().all(|request| contents(request).iter().all(|text| text.len() < 20_000)));
+    // And reading a range far into the result returns exactly those characters.
+    let third = contents(&requests[2]);
+    assert_eq!(third.last().unwrap(), &format!("[Characters 700000..700024 of 1048576]\n{}", &big_text()[700_000..700_024]));
+    assert!(lines.iter().any(|line| line.starts_with("tool.response c2 [Characters 700000..")));
+}
+
+/// The events of a past conversation: `exchanges` user messages, each answered.
+fn past_exchanges(exchanges: usize) -> Vec<Event> {
+    let mut events = Vec::new();
+    for index in 0..exchanges {
+        let fact = if index == 0 { " Remember: the vault code is 4711." } else { "" };
+        let user = format!("Question {index}: {}{fact}", "words ".repeat(60));
+        events.push(
+            serde_json::from_value(serde_json::json!({
+                "type": "turn.created", "id": format!("e{index}"), "turn_id": format!("t{index}"),
+                "previous_turn_id": null, "input": [{"type": "user.message", "content": user}],
+                "state": {"status": "running"}, "created_at": "x", "thread_id": "main",
+                "created_by": {"subject_id": "u", "subject_type": "user", "subject_slug": "u"}
+            }))
+            .unwrap(),
+        );
+        events.push(
+            serde_json::from_value(serde_json::json!({
+                "type": "model.message", "id": format!("m{index}"), "thread_id": "main", "created_at": "x",
+                "content": format!("Answer {index}: {}", "more ".repeat(60)), "finish_reason": "stop"
+            }))
+            .unwrap(),
+        );
+    }
+    events
+}
+
+#[tokio::test]
+async fn compaction_keeps_each_call_under_the_threshold_and_the_summary_in_history() {
+    let threshold = 1_000;
+    let mut history = past_exchanges(12);
+    let mut messages = teamster_engine::history_from_events(&history, "main");
+    messages.push(Message::User { content: "What is the vault code?".into() });
+    let (lines, outcome, tokens, requests, sink) = check(Case {
+        replies: vec![vec![text("It is 4711."), usage(400, 5)]],
+        summaries: (0..10).map(|_| vec![text("The user said the vault code is 4711."), usage(300, 12)]).collect(),
+        messages: messages.clone(),
+        context: ContextPolicy { compaction_threshold: Some(threshold), large_result_tokens: None },
+        ..Case::default()
+    })
+    .await;
+    let TurnOutcome::Done { output: Some(output), .. } = outcome else { panic!("{outcome:?}") };
+    assert_eq!(output.text(), "It is 4711.");
+    // The older messages were summarised in chunks, each call under the threshold too; the
+    // first chunk held the fact, and later chunks carry the summary so far.
+    let summary_calls = requests.len() - 1;
+    assert!(summary_calls >= 2, "{summary_calls} summarising calls");
+    assert_eq!(tokens, summary_calls as u64 * (300 + 12) + 400 + 5, "every call counts in the metrics");
+    assert!(requests[..summary_calls].iter().all(|request| request.tools.is_empty()));
+    assert!(requests.iter().all(|request| estimated_tokens(request) <= threshold));
+    assert!(contents(&requests[0]).join("\n").contains("Remember: the vault code is 4711."));
+    assert!(contents(&requests[1]).join("\n").contains("The summary so far:\nThe user said the vault code is 4711."));
+    // The agent's call keeps the prefix byte-identical and ends with the recent messages.
+    let main = &requests[summary_calls];
+    assert!(estimated_tokens(main) <= threshold, "{} tokens", estimated_tokens(main));
+    let main_contents = contents(main);
+    assert_eq!(main_contents[0], "Be brief.");
+    assert!(main_contents[1].contains("The user said the vault code is 4711."));
+    assert_eq!(main_contents.last().unwrap(), "What is the vault code?");
+    let events: Vec<&String> = lines.iter().filter(|line| !line.starts_with("delta")).collect();
+    assert_eq!(events.len(), summary_calls + 3, "{events:?}");
+    assert_eq!(events[0], "thread.created");
+    assert!(events[1..=summary_calls].iter().all(|line| line.starts_with("model.message thread_")), "{events:?}");
+    assert_eq!(events[summary_calls + 1], "thread.done");
+    assert_eq!(events[summary_calls + 2], "model.message main");
+    // Rebuilding the history from the events gives the context the live turn had.
+    history.push(
+        serde_json::from_value(serde_json::json!({
+            "type": "turn.created", "id": "e-now", "turn_id": "t-now", "previous_turn_id": null,
+            "input": [{"type": "user.message", "content": "What is the vault code?"}],
+            "state": {"status": "running"}, "created_at": "x", "thread_id": "main",
+            "created_by": {"subject_id": "u", "subject_type": "user", "subject_slug": "u"}
+        }))
+        .unwrap(),
+    );
+    let mut recorded: Vec<(u64, Event)> = sink.recorded.lock().unwrap().clone();
+    recorded.sort_by_key(|(sequence, _)| *sequence);
+    history.extend(recorded.into_iter().map(|(_, event)| event));
+    let rebuilt = teamster_engine::history_from_events(&history, "main");
+    let rebuilt_texts: Vec<String> = rebuilt
+        .iter()
+        .map(|message| match message {
+            Message::User { content } => content.clone(),
+            Message::Assistant { content, .. } => content.clone().unwrap_or_default(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    let mut expected = main_contents[1..].to_vec();
+    expected.push("It is 4711.".to_owned());
+    assert_eq!(rebuilt_texts, expected);
+}
+
+#[tokio::test]
+async fn structured_output_is_checked_and_corrected_once() {
+    let format: ResponseFormat = serde_json::from_value(serde_json::json!({
+        "type": "json_schema",
+        "json_schema": {"name": "city", "schema": {
+            "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]
+        }}
+    }))
+    .unwrap();
+    let (_, outcome, _, requests, _) = check(Case {
+        replies: vec![vec![text("Oslo")], vec![text(r#"{"name": "Oslo"}"#)]],
+        response_format: Some(format.clone()),
+        ..Case::default()
+    })
+    .await;
+    let TurnOutcome::Done { output: Some(output), .. } = outcome else { panic!("{outcome:?}") };
+    assert_eq!(output.text(), r#"{"name": "Oslo"}"#);
+    let correction = contents(&requests[1]).last().unwrap().clone();
+    assert!(correction.contains("not valid JSON"), "{correction}");
+
+    let (_, outcome, _, requests, _) = check(Case {
+        replies: vec![vec![text("Oslo")], vec![text(r#"{"city": "Oslo"}"#)], vec![text("never asked")]],
+        response_format: Some(format),
+        ..Case::default()
+    })
+    .await;
+    assert_eq!(requests.len(), 2, "one correction only");
+    let TurnOutcome::Failed { message } = outcome else { panic!("{outcome:?}") };
+    assert!(message.contains("not in the required format") && message.contains("\"name\""), "{message}");
 }

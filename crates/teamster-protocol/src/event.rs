@@ -326,6 +326,21 @@ pub struct ThreadDone {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<AgentParent>,
     pub state: ThreadState,
+    /// Set on the thread that compacted its parent's context (a Teamster extension; clients
+    /// that do not know it see an ordinary sub-agent thread).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<Compaction>,
+}
+
+/// What a context compaction replaced: the summary in the thread's output stands for the first
+/// `replaced_messages` messages of the parent thread's history (seed messages not counted).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Compaction {
+    #[serde(deserialize_with = "crate::lenient::u64")]
+    pub replaced_messages: u64,
+    /// The estimated size of the replaced messages, in tokens.
+    #[serde(default, deserialize_with = "crate::lenient::u64")]
+    pub replaced_tokens: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use teamster_engine::{EventSink, ToolBox, TurnOutcome, TurnPlan, history_from_events, render, run_turn};
+use teamster_engine::{ContextPolicy, EventSink, ToolBox, TurnOutcome, TurnPlan, history_from_events, render, run_turn};
 use teamster_llm::Message;
 use teamster_protocol::event::TurnDone;
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, RuntimeConfig, TurnMetrics, TurnState, ids, timestamp};
@@ -129,17 +129,15 @@ impl Service {
             .resolve(&spec.model.name)
             .map_err(|error| format!("The agent's model {:?} is not available: {error}.", spec.model.name))?;
         let variables = spec.variables.clone().unwrap_or_default();
-        let mut messages: Vec<Message> = spec
+        let seed_messages: Vec<Message> = spec
             .messages
             .iter()
             .flatten()
             .map(|seed| Message::User { content: render(&seed.content, &variables) })
             .collect();
         let history = self.history_events(turn).await.map_err(|error| format!("The session's history could not be read: {error}."))?;
-        messages.extend(history_from_events(&history, MAIN_THREAD_ID));
-        let iteration_limit = spec
-            .config
-            .as_ref()
+        let config = spec.config.as_ref();
+        let iteration_limit = config
             .and_then(|config| config.iteration_limit)
             .unwrap_or(RuntimeConfig::DEFAULT_ITERATION_LIMIT)
             .clamp(1, RuntimeConfig::MAX_ITERATION_LIMIT);
@@ -150,9 +148,11 @@ impl Service {
             params: spec.model.params.clone().unwrap_or_default(),
             response_format: spec.response_format.clone(),
             instructions: spec.instructions.as_deref().map(|text| render(text, &variables)),
-            messages,
+            seed_messages,
+            messages: history_from_events(&history, MAIN_THREAD_ID),
             toolbox: ToolBox::collect(self.inner.tools.clone()).await,
             iteration_limit,
+            context: ContextPolicy::from_config(config.and_then(|config| config.context_management.as_ref())),
         };
         Ok((plan, history))
     }
