@@ -201,7 +201,7 @@ async fn error_directives_are_classified_by_the_adapter() {
     let server = FakeModelServer::start().await.unwrap();
     let items = collect(&server, request(vec![user("[error:429]")])).await;
     assert!(
-        matches!(items[..], [Err(Error::RateLimited { retry_after: Some(wait) })] if wait == Duration::from_secs(1)),
+        matches!(items[..], [Err(Error::RateLimited { retry_after: Some(wait), .. })] if wait == Duration::from_secs(1)),
         "{items:?}"
     );
     let items = collect(&server, request(vec![user("[error:503]")])).await;

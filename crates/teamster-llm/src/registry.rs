@@ -2,7 +2,9 @@
 //!
 //! A [`ModelRegistry`] is built from the configured [`ModelProviderManifest`]s plus the
 //! always-present `offline` provider ([`OfflineModel`]). It makes one client per provider up
-//! front, so resolving a name is a map lookup. It never reads the process environment: callers
+//! front, so resolving a name is a map lookup. Every provider's client except `offline` is
+//! wrapped in a concurrency limit and then in retries ([`RegistryOptions`]). It never reads the
+//! process environment: callers
 //! that want the `OPENAI_API_KEY` convention pass a lookup function to
 //! [`ModelRegistry::env_manifest`]. [`validate_manifest`] is the check the settings API runs
 //! before it stores a manifest.
@@ -11,14 +13,21 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use teamster_protocol::agent::is_valid_resource_name;
-use teamster_protocol::settings::{ConfiguredModel, ModelProviderManifest, PROVIDER_TYPES, ProviderAuth};
+use teamster_protocol::settings::{
+    ConfiguredModel, ModelPricing, ModelProviderManifest, PROVIDER_TYPES, ProviderAuth,
+};
 
 use crate::ModelClient;
+use crate::limit::{DEFAULT_MAX_CONCURRENT_REQUESTS, LimitedClient};
+use crate::retry::{RetryPolicy, RetryingClient};
 use crate::providers::offline::{OFFLINE_MODEL, OFFLINE_PROVIDER, OfflineModel};
 use crate::providers::openai::OpenAiClient;
 
 /// The models the `OPENAI_API_KEY` provider offers, each under its own id.
 pub const ENV_OPENAI_MODELS: &[&str] = &["gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini", "o3", "o4-mini"];
+
+/// The most concurrent requests a provider manifest may allow.
+pub const MAX_CONCURRENT_REQUESTS: u64 = 10_000;
 
 /// A model name resolved to something that can be called.
 #[derive(Clone)]
@@ -28,6 +37,17 @@ pub struct ResolvedModel {
     pub model_id: String,
     /// The provider's name (the part before `/`).
     pub provider: String,
+    /// The model's prices, when configured.
+    pub pricing: Option<ModelPricing>,
+    /// The model's context window in tokens, when configured.
+    pub context_length: Option<u64>,
+}
+
+/// How the registry wraps provider clients.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RegistryOptions {
+    /// How failed calls to every provider are retried.
+    pub retry: RetryPolicy,
 }
 
 impl std::fmt::Debug for ResolvedModel {
@@ -68,8 +88,8 @@ impl std::fmt::Debug for ModelRegistry {
 struct ProviderEntry {
     kind: String,
     client: Result<Arc<dyn ModelClient>, String>,
-    /// Model name (as agents write it) to the provider's model id.
-    models: BTreeMap<String, String>,
+    /// The models by the name agents write after `provider/`.
+    models: BTreeMap<String, ConfiguredModel>,
 }
 
 impl ModelRegistry {
@@ -77,6 +97,15 @@ impl ModelRegistry {
     /// provider, the later one wins, so callers list the environment's provider before the
     /// stored settings. The name `offline` is reserved: a manifest using it is ignored.
     pub fn new(manifests: impl IntoIterator<Item = ModelProviderManifest>, http: reqwest::Client) -> Self {
+        ModelRegistry::with_options(manifests, http, RegistryOptions::default())
+    }
+
+    /// Like [`ModelRegistry::new`], with provider clients wrapped as `options` say.
+    pub fn with_options(
+        manifests: impl IntoIterator<Item = ModelProviderManifest>,
+        http: reqwest::Client,
+        options: RegistryOptions,
+    ) -> Self {
         let mut providers = BTreeMap::new();
         for manifest in manifests {
             let name = manifest.provider_name().to_owned();
@@ -84,7 +113,7 @@ impl ModelRegistry {
                 tracing::warn!("ignoring a model provider named {OFFLINE_PROVIDER:?}: the name is reserved");
                 continue;
             }
-            providers.insert(name, ProviderEntry::new(&manifest, &http));
+            providers.insert(name, ProviderEntry::new(&manifest, &http, options));
         }
         let offline: Arc<dyn ModelClient> = Arc::new(OfflineModel::new());
         providers.insert(
@@ -92,7 +121,14 @@ impl ModelRegistry {
             ProviderEntry {
                 kind: OFFLINE_PROVIDER.to_owned(),
                 client: Ok(offline),
-                models: BTreeMap::from([(OFFLINE_MODEL.to_owned(), OFFLINE_MODEL.to_owned())]),
+                models: BTreeMap::from([(
+                    OFFLINE_MODEL.to_owned(),
+                    ConfiguredModel {
+                        name: OFFLINE_MODEL.to_owned(),
+                        model_id: OFFLINE_MODEL.to_owned(),
+                        properties: Default::default(),
+                    },
+                )]),
             },
         );
         ModelRegistry { providers }
@@ -123,6 +159,7 @@ impl ModelRegistry {
                     properties: Default::default(),
                 })
                 .collect(),
+            max_concurrent_requests: None,
         })
     }
 
@@ -137,7 +174,7 @@ impl ModelRegistry {
                 known: self.providers.keys().cloned().collect(),
             });
         };
-        let Some(model_id) = entry.models.get(model) else {
+        let Some(configured) = entry.models.get(model) else {
             return Err(ResolveError::UnknownModel {
                 provider: provider.to_owned(),
                 model: model.to_owned(),
@@ -145,9 +182,13 @@ impl ModelRegistry {
             });
         };
         match &entry.client {
-            Ok(client) => {
-                Ok(ResolvedModel { client: client.clone(), model_id: model_id.clone(), provider: provider.to_owned() })
-            }
+            Ok(client) => Ok(ResolvedModel {
+                client: client.clone(),
+                model_id: configured.model_id.clone(),
+                provider: provider.to_owned(),
+                pricing: configured.properties.pricing,
+                context_length: configured.properties.context_length,
+            }),
             Err(reason) => Err(ResolveError::Unsupported {
                 provider: provider.to_owned(),
                 kind: entry.kind.clone(),
@@ -171,10 +212,25 @@ impl ModelRegistry {
 }
 
 impl ProviderEntry {
-    fn new(manifest: &ModelProviderManifest, http: &reqwest::Client) -> Self {
-        let models = manifest.models.iter().map(|model| (model.name.clone(), model.model_id.clone())).collect();
-        ProviderEntry { kind: manifest.kind.clone(), client: make_client(manifest, http), models }
+    fn new(manifest: &ModelProviderManifest, http: &reqwest::Client, options: RegistryOptions) -> Self {
+        let models = manifest.models.iter().map(|model| (model.name.clone(), model.clone())).collect();
+        let client = make_client(manifest, http).map(|client| wrap_client(client, manifest, options));
+        ProviderEntry { kind: manifest.kind.clone(), client, models }
     }
+}
+
+/// A provider's client behind its concurrency limit, behind retries, so that each attempt
+/// waits for a permit of its own and no permit is held while waiting to retry.
+fn wrap_client(
+    client: Arc<dyn ModelClient>,
+    manifest: &ModelProviderManifest,
+    options: RegistryOptions,
+) -> Arc<dyn ModelClient> {
+    let max_concurrent = manifest.max_concurrent_requests.map_or(DEFAULT_MAX_CONCURRENT_REQUESTS, |limit| {
+        usize::try_from(limit.clamp(1, MAX_CONCURRENT_REQUESTS)).unwrap_or(DEFAULT_MAX_CONCURRENT_REQUESTS)
+    });
+    let limited = LimitedClient::new(client, max_concurrent);
+    Arc::new(RetryingClient::new(limited, options.retry, manifest.provider_name()))
 }
 
 /// The client of a provider, or why it cannot have one.
@@ -197,7 +253,8 @@ fn make_client(manifest: &ModelProviderManifest, http: &reqwest::Client) -> Resu
 
 /// Checks a provider manifest before it is stored: a known type; for `custom`, a valid resource
 /// name and a base URL; an `http(s)` base URL; at least one model; valid and unique model names
-/// with model ids; a non-empty API key when `auth` is given.
+/// with model ids and finite, non-negative prices; a non-empty API key when `auth` is given; a
+/// concurrency limit from 1 to [`MAX_CONCURRENT_REQUESTS`].
 pub fn validate_manifest(manifest: &ModelProviderManifest) -> Result<(), String> {
     let kind = manifest.kind.as_str();
     if !PROVIDER_TYPES.iter().any(|(known, _)| *known == kind) {
@@ -240,6 +297,14 @@ pub fn validate_manifest(manifest: &ModelProviderManifest) -> Result<(), String>
         if model.model_id.trim().is_empty() {
             return Err(format!("the model {:?} needs a model_id", model.name));
         }
+        if let Some(pricing) = &model.properties.pricing {
+            validate_pricing(pricing).map_err(|error| format!("the model {:?}: {error}", model.name))?;
+        }
+    }
+    if let Some(limit) = manifest.max_concurrent_requests
+        && !(1..=MAX_CONCURRENT_REQUESTS).contains(&limit)
+    {
+        return Err(format!("max_concurrent_requests must be from 1 to {MAX_CONCURRENT_REQUESTS}, got {limit}"));
     }
     if let Some(auth) = &manifest.auth
         && auth.api_key.trim().is_empty()
@@ -257,6 +322,24 @@ fn validate_base_url(url: &str) -> Result<(), String> {
         Some(host) if !host.is_empty() && !url.chars().any(|c| c.is_whitespace() || c.is_control()) => Ok(()),
         _ => Err(format!("base_url must be an http:// or https:// URL, got {url:?}")),
     }
+}
+
+/// Every price finite and not negative.
+fn validate_pricing(pricing: &ModelPricing) -> Result<(), String> {
+    let prices = [
+        ("input_per_million", Some(pricing.input_per_million)),
+        ("output_per_million", Some(pricing.output_per_million)),
+        ("cache_read_per_million", pricing.cache_read_per_million),
+        ("cache_write_per_million", pricing.cache_write_per_million),
+    ];
+    for (field, price) in prices {
+        if let Some(price) = price
+            && !(price.is_finite() && price >= 0.0)
+        {
+            return Err(format!("pricing.{field} must be a finite number of dollars, not negative; got {price}"));
+        }
+    }
+    Ok(())
 }
 
 fn is_valid_model_name(name: &str) -> bool {
@@ -281,6 +364,7 @@ mod tests {
             base_url: base_url.map(Into::into),
             auth: None,
             models,
+            max_concurrent_requests: None,
         }
     }
 
@@ -329,6 +413,7 @@ mod tests {
             base_url: None,
             auth: Some(ProviderAuth { api_key: "k".into() }),
             models: vec![model("sonnet", "claude-sonnet-4-5")],
+            max_concurrent_requests: None,
         };
         let mut strange = anthropic.clone();
         strange.kind = "strange".into();
@@ -364,6 +449,24 @@ mod tests {
     }
 
     #[test]
+    fn a_resolved_model_carries_its_prices_and_context_window() {
+        let pricing = ModelPricing {
+            input_per_million: 2.5,
+            output_per_million: 10.0,
+            cache_read_per_million: None,
+            cache_write_per_million: None,
+        };
+        let mut priced = model("big", "big-1");
+        priced.properties.pricing = Some(pricing);
+        priced.properties.context_length = Some(128_000);
+        let registry = registry(vec![custom("local", Some("http://127.0.0.1:9/v1"), vec![priced, model("bare", "b")])]);
+        let resolved = registry.resolve("local/big").unwrap();
+        assert_eq!((resolved.pricing, resolved.context_length), (Some(pricing), Some(128_000)));
+        let resolved = registry.resolve("local/bare").unwrap();
+        assert_eq!((resolved.pricing, resolved.context_length), (None, None));
+    }
+
+    #[test]
     fn later_manifests_replace_earlier_ones() {
         let registry = registry(vec![
             custom("local", Some("http://a"), vec![model("one", "1")]),
@@ -396,12 +499,33 @@ mod tests {
         check(&|m| m.models[0].name = "has space".into(), "invalid model name");
         check(&|m| m.models[0].model_id = " ".into(), "model_id");
         check(&|m| m.auth = Some(ProviderAuth { api_key: "".into() }), "api_key");
+        check(&|m| m.max_concurrent_requests = Some(0), "max_concurrent_requests");
+        check(&|m| m.max_concurrent_requests = Some(10_001), "max_concurrent_requests");
+        let priced = |change: &dyn Fn(&mut ModelPricing)| {
+            let mut pricing = ModelPricing {
+                input_per_million: 3.0,
+                output_per_million: 15.0,
+                cache_read_per_million: Some(0.3),
+                cache_write_per_million: None,
+            };
+            change(&mut pricing);
+            move |m: &mut ModelProviderManifest| m.models[0].properties.pricing = Some(pricing)
+        };
+        check(&priced(&|p| p.input_per_million = -1.0), "pricing.input_per_million");
+        check(&priced(&|p| p.output_per_million = f64::INFINITY), "pricing.output_per_million");
+        check(&priced(&|p| p.cache_read_per_million = Some(f64::NAN)), "pricing.cache_read_per_million");
+        check(&priced(&|p| p.cache_write_per_million = Some(-0.5)), "pricing.cache_write_per_million");
+        let mut limited_and_priced = good.clone();
+        limited_and_priced.max_concurrent_requests = Some(10_000);
+        priced(&|_| {})(&mut limited_and_priced);
+        assert_eq!(validate_manifest(&limited_and_priced), Ok(()));
         let openai = ModelProviderManifest {
             kind: "openai".into(),
             name: None,
             base_url: None,
             auth: Some(ProviderAuth { api_key: "sk".into() }),
             models: vec![model("gpt-4o", "gpt-4o")],
+            max_concurrent_requests: None,
         };
         assert_eq!(validate_manifest(&openai), Ok(()));
     }

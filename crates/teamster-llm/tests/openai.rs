@@ -257,8 +257,9 @@ async fn status_429_is_rate_limited_with_retry_after() {
     let (items, _) = run(reply, simple_request()).await;
     assert_eq!(items.len(), 1);
     match &items[0] {
-        Err(error @ Error::RateLimited { retry_after }) => {
+        Err(error @ Error::RateLimited { retry_after, message }) => {
             assert_eq!(*retry_after, Some(Duration::from_secs(7)));
+            assert_eq!(message, "Rate limit reached for gpt-4o");
             assert!(error.is_transient());
         }
         other => panic!("expected a rate limit, got {other:?}"),

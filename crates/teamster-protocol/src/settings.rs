@@ -21,6 +21,10 @@ pub struct ModelProviderManifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<ProviderAuth>,
     pub models: Vec<ConfiguredModel>,
+    /// The most requests this server sends the provider at once (1 to 10,000); more wait for a
+    /// free slot. Absent means the server's default (64).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::lenient::opt_u64")]
+    pub max_concurrent_requests: Option<u64>,
 }
 
 /// The provider types this server knows, and the default base URL of each well-known one.
@@ -85,6 +89,25 @@ pub struct ModelProperties {
     pub max_output_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_efforts: Option<Vec<String>>,
+    /// What the model costs; absent when unknown, and then no cost is computed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<ModelPricing>,
+}
+
+/// A model's prices in US dollars per million tokens.
+///
+/// The input price applies to prompt tokens that were neither read from nor written to the
+/// provider's prompt cache. An absent cache price means the input price: that never assumes a
+/// discount the provider may not give, so set the cache prices to get the cheaper cache reads
+/// (and the dearer cache writes) most providers charge.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelPricing {
+    pub input_per_million: f64,
+    pub output_per_million: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_per_million: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_per_million: Option<f64>,
 }
 
 /// A configured provider as listed: `{ name, manifest }` with the key redacted.

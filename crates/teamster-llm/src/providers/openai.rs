@@ -678,13 +678,14 @@ enum Connected {
 async fn connect(builder: reqwest::RequestBuilder) -> Result<Connected, Error> {
     let response = builder.send().await.map_err(|error| transport_error(&error))?;
     let status = response.status();
-    if status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-        return Err(Error::RateLimited { retry_after: retry_after(response.headers()) });
-    }
     if !status.is_success() {
+        let retry_after = retry_after(response.headers());
         let body = read_body(response, MAX_ERROR_BODY_BYTES).await.unwrap_or_default();
         let message = error_message(&body)
             .unwrap_or_else(|| status.canonical_reason().unwrap_or("error without a body").to_owned());
+        if status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+            return Err(Error::RateLimited { retry_after, message });
+        }
         return Err(Error::Provider { status: status.as_u16(), message });
     }
     let is_json = response

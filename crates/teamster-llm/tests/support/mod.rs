@@ -1,7 +1,13 @@
-//! A tiny one-shot HTTP server for adapter tests: it records the request it receives and answers
-//! with raw bytes, either chunked (each piece one HTTP chunk, so the client sees exactly the
-//! splits the test chose) or close-delimited (the body ends when the connection closes).
+//! Tiny HTTP servers for adapter tests: they record the requests they receive and answer with
+//! raw bytes, either chunked (each piece one HTTP chunk, so the client sees exactly the splits
+//! the test chose) or close-delimited (the body ends when the connection closes). [`serve_once`]
+//! answers one request; [`ScriptedServer`] answers a list of replies in order.
 
+#![allow(dead_code, reason = "each test binary uses a part of this module")]
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -71,6 +77,91 @@ pub async fn serve_once(reply: Reply) -> (String, JoinHandle<Recorded>) {
     (format!("http://{address}/v1"), task)
 }
 
+/// A server that answers each request with the next of its replies (a 500 once they run out),
+/// one connection per request, optionally holding each request a while first so that
+/// concurrent requests overlap.
+pub struct ScriptedServer {
+    /// For example `http://127.0.0.1:PORT/v1`.
+    pub base_url: String,
+    script: Arc<Script>,
+    accept: JoinHandle<()>,
+}
+
+struct Script {
+    replies: Mutex<VecDeque<Reply>>,
+    recorded: Mutex<Vec<Recorded>>,
+    hold: Duration,
+    /// Requests received and not yet answered.
+    in_flight: AtomicUsize,
+    /// The most requests ever in flight at once.
+    max_in_flight: AtomicUsize,
+}
+
+impl ScriptedServer {
+    /// Answers with `replies` in order, at once.
+    pub async fn start(replies: Vec<Reply>) -> Self {
+        ScriptedServer::holding(replies, Duration::ZERO).await
+    }
+
+    /// Answers with `replies` in order, each after holding the request for `hold`.
+    pub async fn holding(replies: Vec<Reply>, hold: Duration) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("local address");
+        let script = Arc::new(Script {
+            replies: Mutex::new(replies.into()),
+            recorded: Mutex::new(Vec::new()),
+            hold,
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
+        });
+        let serving = script.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                tokio::spawn(serving.clone().answer(socket));
+            }
+        });
+        ScriptedServer { base_url: format!("http://{address}/v1"), script, accept }
+    }
+
+    /// How many requests arrived so far.
+    pub fn request_count(&self) -> usize {
+        self.script.recorded.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    /// The bodies of the requests received so far, in order of arrival.
+    pub fn request_bodies(&self) -> Vec<Vec<u8>> {
+        let recorded = self.script.recorded.lock().unwrap_or_else(PoisonError::into_inner);
+        recorded.iter().map(|request| request.body.clone()).collect()
+    }
+
+    /// The most requests that were ever in flight at once.
+    pub fn max_in_flight(&self) -> usize {
+        self.script.max_in_flight.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for ScriptedServer {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+impl Script {
+    async fn answer(self: Arc<Self>, mut socket: tokio::net::TcpStream) {
+        let recorded = read_request(&mut socket).await;
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        self.recorded.lock().unwrap_or_else(PoisonError::into_inner).push(recorded);
+        tokio::time::sleep(self.hold).await;
+        let reply = self.replies.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
+        let reply = reply.unwrap_or_else(|| Reply::fixed(500, "text/plain", "the script has no more replies"));
+        // Counted as answered before the reply is written: the client cannot finish reading it
+        // sooner, so a client-side limit is never seen exceeded because of this server's timing.
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        write_reply(&mut socket, reply).await;
+    }
+}
+
 /// Splits `bytes` into pieces of `size` bytes (the last one shorter).
 pub fn pieces(bytes: &[u8], size: usize) -> Vec<Vec<u8>> {
     bytes.chunks(size.max(1)).map(<[u8]>::to_vec).collect()
@@ -125,9 +216,11 @@ async fn write_reply(socket: &mut tokio::net::TcpStream, reply: Reply) {
     for (name, value) in &reply.headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
+    // Every connection serves one request, so clients must not keep it for another.
+    head.push_str("connection: close\r\n");
     match &reply.body {
         Body::Chunked(_) => head.push_str("transfer-encoding: chunked\r\n"),
-        Body::CloseDelimited(_) => head.push_str("connection: close\r\n"),
+        Body::CloseDelimited(_) => {}
         Body::Fixed(bytes) => head.push_str(&format!("content-length: {}\r\n", bytes.len())),
     }
     head.push_str("\r\n");
