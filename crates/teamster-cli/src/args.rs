@@ -46,6 +46,15 @@ pub struct ServeArgs {
     /// The largest request body accepted, in bytes.
     #[arg(long, env = "TEAMSTER_MAX_BODY_BYTES", default_value_t = 10 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// How many times a model call is tried when the provider fails transiently (1: no retry).
+    #[arg(long, env = "TEAMSTER_MODEL_RETRY_ATTEMPTS", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub model_retry_attempts: u32,
+    /// The first retry's back-off in milliseconds; it doubles per retry, with jitter.
+    #[arg(long, env = "TEAMSTER_MODEL_RETRY_BASE_MS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub model_retry_base_ms: u64,
+    /// The longest wait between tries in seconds; a provider asking for longer is not retried.
+    #[arg(long, env = "TEAMSTER_MODEL_RETRY_MAX_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub model_retry_max_secs: u64,
     /// Do not create the example agent `demo` on start.
     #[arg(long)]
     pub no_example: bool,

@@ -9,6 +9,8 @@ use anyhow::{Context, bail};
 use teamster_llm::registry::ModelRegistry;
 use teamster_protocol::AgentManifest;
 use teamster_server::{AppState, ServerConfig};
+use teamster_llm::registry::RegistryOptions;
+use teamster_llm::retry::RetryPolicy;
 use teamster_service::{Service, ServiceConfig};
 
 use crate::args::ServeArgs;
@@ -52,7 +54,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
 
     let env_providers = ModelRegistry::env_manifest(|name| std::env::var(name).ok()).into_iter().collect();
-    let config = ServiceConfig { turn_timeout: Duration::from_secs(args.turn_timeout_secs), env_providers };
+    let retry = RetryPolicy {
+        max_attempts: args.model_retry_attempts,
+        base_delay: Duration::from_millis(args.model_retry_base_ms),
+        max_delay: Duration::from_secs(args.model_retry_max_secs),
+    };
+    let config = ServiceConfig {
+        turn_timeout: Duration::from_secs(args.turn_timeout_secs),
+        env_providers,
+        model_options: RegistryOptions { retry },
+    };
     let service = Service::start(store, config).await.context("starting the service")?;
     if !args.no_example {
         ensure_example_agent(&service).await?;

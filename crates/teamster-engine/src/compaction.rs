@@ -11,6 +11,7 @@
 
 use teamster_llm::{Message, ModelClient, ModelRequest, ToolDefinition};
 use teamster_protocol::agent::ModelParams;
+use teamster_protocol::settings::ModelPricing;
 use teamster_protocol::event::{AgentInfo, AgentParent, Compaction, ThreadCreated, ThreadDone, ThreadState};
 use teamster_protocol::{Event, ids, timestamp};
 use tokio_util::sync::CancellationToken;
@@ -52,6 +53,7 @@ pub(crate) enum CompactionError {
 pub(crate) struct Summarizer<'a> {
     pub model: &'a dyn ModelClient,
     pub model_id: &'a str,
+    pub pricing: Option<&'a ModelPricing>,
     pub parent_thread: &'a str,
     pub sink: &'a dyn EventSink,
     pub cancel: &'a CancellationToken,
@@ -128,7 +130,7 @@ pub(crate) async fn compact(
             model_step(summarizer.model, request, &thread_id, &ToolBox::default(), parts, summarizer.sink, summarizer.cancel)
                 .await;
         if let Some(usage) = &step.message.usage {
-            metrics.add(usage);
+            metrics.add(usage, summarizer.pricing);
         }
         match step.end {
             StepEnd::Complete => {

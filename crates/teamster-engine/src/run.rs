@@ -6,6 +6,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use teamster_llm::{Message, ModelClient, ModelRequest};
 use teamster_protocol::agent::{ModelParams, ResponseFormat};
+use teamster_protocol::settings::ModelPricing;
 use teamster_protocol::event::{ModelMessage, ToolCall, ToolResponse};
 use teamster_protocol::{Event, TurnMetrics, ids, timestamp};
 use tokio_util::sync::CancellationToken;
@@ -40,6 +41,8 @@ pub struct TurnPlan {
     /// The most model calls this turn may make.
     pub iteration_limit: u64,
     pub context: ContextPolicy,
+    /// The model's prices, for the turn's cost; `None` when unknown.
+    pub pricing: Option<ModelPricing>,
 }
 
 /// How a turn ended, before the caller turns it into a `turn.done` state.
@@ -100,6 +103,7 @@ async fn run_loop(
         mut toolbox,
         iteration_limit,
         context,
+        pricing,
     } = plan;
     let output_check = match OutputCheck::new(response_format.as_ref()) {
         Ok(check) => check,
@@ -112,7 +116,14 @@ async fn run_loop(
     let definitions = toolbox.definitions();
     let mut conversation =
         Conversation { instructions, seeds: seed_messages, messages, policy: context, large_results };
-    let summarizer = Summarizer { model: model.as_ref(), model_id: &model_id, parent_thread: &thread_id, sink, cancel };
+    let summarizer = Summarizer {
+        model: model.as_ref(),
+        model_id: &model_id,
+        pricing: pricing.as_ref(),
+        parent_thread: &thread_id,
+        sink,
+        cancel,
+    };
     // Reported input tokens per estimated token, learnt from this turn's calls, so that the
     // compaction check follows the provider's tokenizer rather than the estimate alone.
     let mut calibration = 1.0_f64;
@@ -151,7 +162,7 @@ async fn run_loop(
         };
         let step = model_step(model.as_ref(), request, &thread_id, &toolbox, prepared.parts, sink, cancel).await;
         if let Some(usage) = &step.message.usage {
-            metrics.add(usage);
+            metrics.add(usage, pricing.as_ref());
             if matches!(step.end, StepEnd::Complete) && estimated > 0 && usage.input_tokens > 0 {
                 calibration = (usage.input_tokens as f64 / estimated as f64).max(1.0);
             }

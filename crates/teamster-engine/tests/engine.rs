@@ -128,6 +128,7 @@ struct Case {
     messages: Vec<Message>,
     context: ContextPolicy,
     response_format: Option<ResponseFormat>,
+    pricing: Option<teamster_protocol::settings::ModelPricing>,
 }
 
 impl Default for Case {
@@ -140,6 +141,7 @@ impl Default for Case {
             messages: Vec::new(),
             context: ContextPolicy::default(),
             response_format: None,
+            pricing: None,
         }
     }
 }
@@ -190,6 +192,7 @@ async fn check(case: Case) -> (Vec<String>, TurnOutcome, u64, Vec<ModelRequest>,
         toolbox: ToolBox::collect(sources).await,
         iteration_limit: case.iteration_limit,
         context: case.context,
+        pricing: case.pricing,
     };
     let sink = Arc::new(Transcript::default());
     let cancel = CancellationToken::new();

@@ -24,6 +24,7 @@ mod subscribe;
 mod turns;
 pub mod writer;
 
+use teamster_llm::registry::RegistryOptions;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -61,11 +62,17 @@ pub struct ServiceConfig {
     /// Providers from the environment; providers stored through the settings API override
     /// them by name.
     pub env_providers: Vec<ModelProviderManifest>,
+    /// How model calls are retried, for every provider.
+    pub model_options: RegistryOptions,
 }
 
 impl Default for ServiceConfig {
     fn default() -> ServiceConfig {
-        ServiceConfig { turn_timeout: Duration::from_secs(600), env_providers: Vec::new() }
+        ServiceConfig {
+            turn_timeout: Duration::from_secs(600),
+            env_providers: Vec::new(),
+            model_options: RegistryOptions::default(),
+        }
     }
 }
 
@@ -94,7 +101,7 @@ impl Service {
     /// running, and starts the event writer. Must be called inside a Tokio runtime.
     pub async fn start(store: Arc<dyn Store>, config: ServiceConfig) -> Result<Service> {
         let writer = writer::EventWriter::start(store.clone());
-        let providers = providers::Providers::load(store.as_ref(), &config.env_providers).await?;
+        let providers = providers::Providers::load(store.as_ref(), &config.env_providers, config.model_options.clone()).await?;
         let service = Service {
             inner: Arc::new(Inner {
                 store,

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use teamster_llm::registry::{ModelRegistry, validate_manifest};
+use teamster_llm::registry::{ModelRegistry, RegistryOptions, validate_manifest};
 use teamster_protocol::settings::{ConfiguredModelProvider, ModelProviderManifest, REDACTED};
 use teamster_store::Store;
 
@@ -18,6 +18,7 @@ pub(crate) struct Providers {
     pub registry: Arc<ModelRegistry>,
     /// One connection pool shared by every provider client.
     http: reqwest::Client,
+    options: RegistryOptions,
 }
 
 /// The settings kind under which providers are stored.
@@ -26,7 +27,11 @@ const SETTING_KIND: &str = "model-provider";
 impl Providers {
     /// Providers from the environment, overridden by name by those stored through the
     /// settings API.
-    pub async fn load(store: &dyn Store, env_providers: &[ModelProviderManifest]) -> Result<Providers> {
+    pub async fn load(
+        store: &dyn Store,
+        env_providers: &[ModelProviderManifest],
+        options: RegistryOptions,
+    ) -> Result<Providers> {
         let mut manifests: BTreeMap<String, ModelProviderManifest> = env_providers
             .iter()
             .map(|manifest| (manifest.provider_name().to_owned(), manifest.clone()))
@@ -39,12 +44,16 @@ impl Providers {
                 Err(error) => tracing::error!(provider = %name, %error, "stored model provider is unreadable; skipped"),
             }
         }
-        Ok(Providers::from_manifests(manifests, reqwest::Client::new()))
+        Ok(Providers::from_manifests(manifests, reqwest::Client::new(), options))
     }
 
-    fn from_manifests(manifests: BTreeMap<String, ModelProviderManifest>, http: reqwest::Client) -> Providers {
-        let registry = Arc::new(ModelRegistry::new(manifests.values().cloned(), http.clone()));
-        Providers { manifests, registry, http }
+    fn from_manifests(
+        manifests: BTreeMap<String, ModelProviderManifest>,
+        http: reqwest::Client,
+        options: RegistryOptions,
+    ) -> Providers {
+        let registry = Arc::new(ModelRegistry::with_options(manifests.values().cloned(), http.clone(), options.clone()));
+        Providers { manifests, registry, http, options }
     }
 }
 
@@ -103,7 +112,7 @@ impl Service {
         let mut providers = self.inner.providers.write().unwrap_or_else(|p| p.into_inner());
         let mut manifests = providers.manifests.clone();
         manifests.insert(name.clone(), manifest.clone());
-        *providers = Providers::from_manifests(manifests, providers.http.clone());
+        *providers = Providers::from_manifests(manifests, providers.http.clone(), providers.options.clone());
         Ok(ConfiguredModelProvider { name, manifest: manifest.redacted() })
     }
 

@@ -153,6 +153,7 @@ impl Service {
             toolbox: ToolBox::collect(self.inner.tools.clone()).await,
             iteration_limit,
             context: ContextPolicy::from_config(config.and_then(|config| config.context_management.as_ref())),
+            pricing: resolved.pricing,
         };
         Ok((plan, history))
     }
