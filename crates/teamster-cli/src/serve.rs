@@ -53,7 +53,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         bail!("unsupported database URL {database:?}: use sqlite://PATH");
     };
 
-    let env_providers = ModelRegistry::env_manifest(|name| std::env::var(name).ok()).into_iter().collect();
+    let env_providers = ModelRegistry::env_manifest(|name| std::env::var(name).ok());
     let retry = RetryPolicy {
         max_attempts: args.model_retry_attempts,
         base_delay: Duration::from_millis(args.model_retry_base_ms),

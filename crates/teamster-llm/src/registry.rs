@@ -21,10 +21,15 @@ use crate::ModelClient;
 use crate::limit::{DEFAULT_MAX_CONCURRENT_REQUESTS, LimitedClient};
 use crate::retry::{RetryPolicy, RetryingClient};
 use crate::providers::offline::{OFFLINE_MODEL, OFFLINE_PROVIDER, OfflineModel};
+use crate::providers::anthropic::AnthropicClient;
 use crate::providers::openai::OpenAiClient;
 
 /// The models the `OPENAI_API_KEY` provider offers, each under its own id.
 pub const ENV_OPENAI_MODELS: &[&str] = &["gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini", "o3", "o4-mini"];
+
+/// The models the `ANTHROPIC_API_KEY` provider offers, each under its own id.
+pub const ENV_ANTHROPIC_MODELS: &[&str] =
+    &["claude-opus-4-6", "claude-sonnet-4-6", "claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"];
 
 /// The most concurrent requests a provider manifest may allow.
 pub const MAX_CONCURRENT_REQUESTS: u64 = 10_000;
@@ -134,33 +139,21 @@ impl ModelRegistry {
         ModelRegistry { providers }
     }
 
-    /// A registry of the environment's provider (see [`ModelRegistry::env_manifest`]), if any,
-    /// plus `offline`.
+    /// A registry of the environment's providers (see [`ModelRegistry::env_manifest`]) plus
+    /// `offline`.
     pub fn from_env_vars(vars: impl Fn(&str) -> Option<String>, http: reqwest::Client) -> Self {
         ModelRegistry::new(ModelRegistry::env_manifest(vars), http)
     }
 
-    /// The `openai` provider that `OPENAI_API_KEY` (and optionally `OPENAI_BASE_URL`) stand for,
-    /// read through `vars` (for example `|name| std::env::var(name).ok()`). `None` when the key
-    /// is unset or empty.
-    pub fn env_manifest(vars: impl Fn(&str) -> Option<String>) -> Option<ModelProviderManifest> {
-        let api_key = vars("OPENAI_API_KEY").map(|key| key.trim().to_owned()).filter(|key| !key.is_empty())?;
-        let base_url = vars("OPENAI_BASE_URL").map(|url| url.trim().to_owned()).filter(|url| !url.is_empty());
-        Some(ModelProviderManifest {
-            kind: "openai".to_owned(),
-            name: None,
-            base_url,
-            auth: Some(ProviderAuth { api_key }),
-            models: ENV_OPENAI_MODELS
-                .iter()
-                .map(|name| ConfiguredModel {
-                    name: (*name).to_owned(),
-                    model_id: (*name).to_owned(),
-                    properties: Default::default(),
-                })
-                .collect(),
-            max_concurrent_requests: None,
-        })
+    /// The providers the environment stands for, read through `vars` (for example
+    /// `|name| std::env::var(name).ok()`): `openai` when `OPENAI_API_KEY` is set (and
+    /// optionally `OPENAI_BASE_URL`), `anthropic` when `ANTHROPIC_API_KEY` is set (and optionally
+    /// `ANTHROPIC_BASE_URL`). Empty keys count as unset.
+    pub fn env_manifest(vars: impl Fn(&str) -> Option<String>) -> Vec<ModelProviderManifest> {
+        [("openai", "OPENAI", ENV_OPENAI_MODELS), ("anthropic", "ANTHROPIC", ENV_ANTHROPIC_MODELS)]
+            .into_iter()
+            .filter_map(|(kind, prefix, models)| env_provider(&vars, kind, prefix, models))
+            .collect()
     }
 
     /// Resolves `provider/model`. The model part may itself contain `/`.
@@ -233,14 +226,38 @@ fn wrap_client(
     Arc::new(RetryingClient::new(limited, options.retry, manifest.provider_name()))
 }
 
+/// The provider of type `kind` that `{prefix}_API_KEY` and `{prefix}_BASE_URL` stand for, offering
+/// `models` under their own ids; `None` when the key is unset or empty.
+fn env_provider(
+    vars: impl Fn(&str) -> Option<String>,
+    kind: &str,
+    prefix: &str,
+    models: &[&str],
+) -> Option<ModelProviderManifest> {
+    let var = |suffix: &str| {
+        vars(&format!("{prefix}_{suffix}")).map(|value| value.trim().to_owned()).filter(|value| !value.is_empty())
+    };
+    let api_key = var("API_KEY")?;
+    Some(ModelProviderManifest {
+        kind: kind.to_owned(),
+        name: None,
+        base_url: var("BASE_URL"),
+        auth: Some(ProviderAuth { api_key }),
+        models: models
+            .iter()
+            .map(|name| ConfiguredModel {
+                name: (*name).to_owned(),
+                model_id: (*name).to_owned(),
+                properties: Default::default(),
+            })
+            .collect(),
+        max_concurrent_requests: None,
+    })
+}
+
 /// The client of a provider, or why it cannot have one.
 fn make_client(manifest: &ModelProviderManifest, http: &reqwest::Client) -> Result<Arc<dyn ModelClient>, String> {
     let kind = manifest.kind.as_str();
-    if kind == "anthropic" {
-        return Err("the Anthropic Messages adapter is not implemented yet; use an OpenAI-compatible \
-                    provider (type `openai` or `custom`) for now"
-            .to_owned());
-    }
     if !PROVIDER_TYPES.iter().any(|(known, _)| *known == kind) {
         return Err(format!("unknown provider type {kind:?}"));
     }
@@ -248,7 +265,11 @@ fn make_client(manifest: &ModelProviderManifest, http: &reqwest::Client) -> Resu
         return Err("it has no base_url".to_owned());
     };
     let api_key = manifest.auth.as_ref().map(|auth| auth.api_key.clone()).filter(|key| !key.is_empty());
-    Ok(Arc::new(OpenAiClient::new(base_url, api_key, http.clone())))
+    Ok(match kind {
+        "anthropic" => Arc::new(AnthropicClient::new(base_url, api_key, http.clone())),
+        // OpenAI rejects `top_k`; the compatible servers behind the other types accept it.
+        _ => Arc::new(OpenAiClient::new(base_url, api_key, http.clone()).with_top_k(kind != "openai")),
+    })
 }
 
 /// Checks a provider manifest before it is stored: a known type; for `custom`, a valid resource
@@ -406,7 +427,7 @@ mod tests {
     }
 
     #[test]
-    fn anthropic_and_unknown_types_are_unsupported_and_offline_is_reserved() {
+    fn unknown_types_are_unsupported_and_offline_is_reserved() {
         let anthropic = ModelProviderManifest {
             kind: "anthropic".into(),
             name: None,
@@ -418,34 +439,105 @@ mod tests {
         let mut strange = anthropic.clone();
         strange.kind = "strange".into();
         let registry = registry(vec![anthropic, strange, custom("offline", Some("http://x"), vec![model("m", "m")])]);
-        let error = registry.resolve("anthropic/sonnet").unwrap_err();
-        assert!(matches!(&error, ResolveError::Unsupported { kind, .. } if kind == "anthropic"));
-        assert!(error.to_string().contains("not implemented yet"), "{error}");
-        assert!(matches!(registry.resolve("strange/sonnet"), Err(ResolveError::Unsupported { .. })));
+        assert_eq!(registry.resolve("anthropic/sonnet").unwrap().model_id, "claude-sonnet-4-5");
+        let error = registry.resolve("strange/sonnet").unwrap_err();
+        assert!(matches!(&error, ResolveError::Unsupported { kind, .. } if kind == "strange"), "{error}");
         assert!(registry.resolve("offline/echo").is_ok());
         assert!(registry.resolve("offline/m").is_err());
     }
 
     #[test]
-    fn the_environment_gives_an_openai_provider() {
+    fn the_environment_gives_openai_and_anthropic_providers() {
         let vars = |name: &str| match name {
             "OPENAI_API_KEY" => Some("sk-test".to_owned()),
             "OPENAI_BASE_URL" => Some("http://127.0.0.1:9/v1".to_owned()),
+            "ANTHROPIC_API_KEY" => Some(" sk-ant-test ".to_owned()),
             _ => None,
         };
-        let manifest = ModelRegistry::env_manifest(vars).unwrap();
-        assert_eq!(manifest.kind, "openai");
-        assert_eq!(manifest.effective_base_url(), Some("http://127.0.0.1:9/v1"));
-        assert_eq!(manifest.auth.as_ref().unwrap().api_key, "sk-test");
-        assert!(validate_manifest(&manifest).is_ok());
+        let manifests = ModelRegistry::env_manifest(vars);
+        let [openai, anthropic] = &manifests[..] else { panic!("two providers expected: {manifests:?}") };
+        assert_eq!(openai.kind, "openai");
+        assert_eq!(openai.effective_base_url(), Some("http://127.0.0.1:9/v1"));
+        assert_eq!(openai.auth.as_ref().unwrap().api_key, "sk-test");
+        assert_eq!(anthropic.kind, "anthropic");
+        assert_eq!(anthropic.effective_base_url(), Some("https://api.anthropic.com/v1"));
+        assert_eq!(anthropic.auth.as_ref().unwrap().api_key, "sk-ant-test");
+        for manifest in &manifests {
+            assert!(validate_manifest(manifest).is_ok());
+        }
         let registry = ModelRegistry::from_env_vars(vars, reqwest::Client::new());
         for name in ENV_OPENAI_MODELS {
             assert_eq!(&registry.resolve(&format!("openai/{name}")).unwrap().model_id, name);
         }
-        assert!(ModelRegistry::env_manifest(|_| None).is_none());
-        assert!(ModelRegistry::env_manifest(|name| (name == "OPENAI_API_KEY").then(String::new)).is_none());
-        let default_url = ModelRegistry::env_manifest(|name| (name == "OPENAI_API_KEY").then(|| "k".to_owned()));
-        assert_eq!(default_url.unwrap().effective_base_url(), Some("https://api.openai.com/v1"));
+        for name in ENV_ANTHROPIC_MODELS {
+            assert_eq!(&registry.resolve(&format!("anthropic/{name}")).unwrap().model_id, name);
+        }
+        assert!(ModelRegistry::env_manifest(|_| None).is_empty());
+        assert!(ModelRegistry::env_manifest(|name| (name == "OPENAI_API_KEY").then(String::new)).is_empty());
+        let only_anthropic = ModelRegistry::env_manifest(|name| match name {
+            "ANTHROPIC_API_KEY" => Some("k".to_owned()),
+            "ANTHROPIC_BASE_URL" => Some("http://127.0.0.1:9/anthropic/v1".to_owned()),
+            _ => None,
+        });
+        assert_eq!(only_anthropic.len(), 1);
+        assert_eq!(only_anthropic[0].effective_base_url(), Some("http://127.0.0.1:9/anthropic/v1"));
+    }
+
+    /// The request line, headers and body the client of `provider/m` sends first, with a model
+    /// served at a local socket that never answers.
+    async fn first_request(mut manifest: ModelProviderManifest) -> String {
+        use futures_util::StreamExt;
+        use tokio::io::AsyncReadExt;
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        manifest.base_url = Some(format!("http://{}/v1", listener.local_addr().unwrap()));
+        let name = format!("{}/m", manifest.provider_name());
+        let client = registry(vec![manifest]).resolve(&name).unwrap().client;
+        let request = crate::ModelRequest {
+            model: "m".into(),
+            messages: vec![crate::Message::User { content: "hi".into() }],
+            params: teamster_protocol::agent::ModelParams { top_k: Some(3), ..Default::default() },
+            ..Default::default()
+        };
+        let call = tokio::spawn(async move { client.stream(request).next().await.map(|item| item.is_ok()) });
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut received = String::new();
+        let mut buffer = [0u8; 4096];
+        let is_whole = |received: &str| {
+            let Some((head, body)) = received.split_once("\r\n\r\n") else { return false };
+            let length = head.lines().find_map(|line| line.strip_prefix("content-length: "));
+            length.and_then(|length| length.parse().ok()) == Some(body.len())
+        };
+        while !is_whole(&received) {
+            let read = socket.read(&mut buffer).await.unwrap();
+            assert!(read > 0, "the client closed early");
+            received.push_str(std::str::from_utf8(&buffer[..read]).unwrap());
+        }
+        call.abort();
+        received
+    }
+
+    #[tokio::test]
+    async fn each_type_gets_its_adapter_and_only_compatible_servers_get_top_k() {
+        let mut anthropic = custom("x", None, vec![model("m", "claude-x")]);
+        anthropic.kind = "anthropic".into();
+        anthropic.name = None;
+        anthropic.auth = Some(ProviderAuth { api_key: "sk-ant".into() });
+        let sent = first_request(anthropic).await;
+        assert!(sent.starts_with("POST /v1/messages HTTP/1.1"), "{sent}");
+        assert!(sent.contains("x-api-key: sk-ant"), "{sent}");
+        assert!(sent.contains(r#""top_k":3"#), "{sent}");
+
+        let mut openai = custom("x", None, vec![model("m", "gpt-x")]);
+        openai.kind = "openai".into();
+        openai.name = None;
+        let sent = first_request(openai).await;
+        assert!(sent.starts_with("POST /v1/chat/completions HTTP/1.1"), "{sent}");
+        assert!(!sent.contains("top_k"), "{sent}");
+
+        let sent = first_request(custom("local", None, vec![model("m", "llama")])).await;
+        assert!(sent.starts_with("POST /v1/chat/completions HTTP/1.1"), "{sent}");
+        assert!(sent.contains(r#""top_k":3"#), "{sent}");
     }
 
     #[test]

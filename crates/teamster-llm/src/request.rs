@@ -56,6 +56,9 @@ pub enum ModelEvent {
 /// Tokens one model call used, as the provider reported them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TokenUsage {
+    /// The whole prompt, cached parts included (OpenAI's `prompt_tokens`; Anthropic's
+    /// `input_tokens + cache_read_input_tokens + cache_creation_input_tokens`), so
+    /// `cache_read_tokens` and `cache_write_tokens` are parts of it.
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cache_read_tokens: u64,

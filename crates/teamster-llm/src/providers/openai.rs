@@ -9,25 +9,17 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
-use std::time::Duration;
 
-use futures_util::stream;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde::{Deserialize, Serialize};
 use teamster_protocol::agent::ResponseFormat;
 use teamster_protocol::event::FinishReason;
 
-use super::sse::SseDecoder;
+use super::http::{
+    Decoder, Flow, MAX_ERROR_MESSAGE_BYTES, encode, failed, post, stream_answer, tool_parameters, truncate,
+    value_message,
+};
 use crate::{Error, Message, ModelClient, ModelEvent, ModelRequest, ModelStream, TokenUsage};
 
-/// How many bytes of an error body are kept in an [`Error::Provider`] message.
-const MAX_ERROR_MESSAGE_BYTES: usize = 4 * 1024;
-/// How many bytes of an error body are read at most.
-const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
-/// How many bytes of a non-streamed JSON answer are read at most.
-const MAX_JSON_BODY_BYTES: usize = 32 * 1024 * 1024;
-/// How long the rest of a body is read after `[DONE]`, so that the connection can be reused.
-const DRAIN_TIMEOUT: Duration = Duration::from_millis(250);
 /// `extra` parameters that would clash with what the adapter sets itself, or that OpenAI does not
 /// accept.
 const RESERVED_KEYS: &[&str] = &[
@@ -54,6 +46,9 @@ pub struct OpenAiClient {
     endpoint: String,
     /// The bearer token, if the endpoint needs one.
     api_key: Option<String>,
+    /// Whether `top_k` is sent: OpenAI rejects it, many compatible servers (vLLM, Ollama,
+    /// Together, ...) accept it.
+    sends_top_k: bool,
     http: reqwest::Client,
 }
 
@@ -62,17 +57,25 @@ impl std::fmt::Debug for OpenAiClient {
         f.debug_struct("OpenAiClient")
             .field("endpoint", &self.endpoint)
             .field("api_key", &self.api_key.as_ref().map(|_| "********"))
+            .field("sends_top_k", &self.sends_top_k)
             .finish()
     }
 }
 
 impl OpenAiClient {
     /// A client of the endpoint at `base_url` (for example `https://api.openai.com/v1`), with
-    /// `Authorization: Bearer <api_key>` when a key is given.
+    /// `Authorization: Bearer <api_key>` when a key is given. It does not send `top_k`.
     pub fn new(base_url: impl Into<String>, api_key: Option<String>, http: reqwest::Client) -> Self {
         let base_url = base_url.into();
         let endpoint = format!("{}/chat/completions", base_url.trim_end_matches('/'));
-        OpenAiClient { endpoint, api_key, http }
+        OpenAiClient { endpoint, api_key, sends_top_k: false, http }
+    }
+
+    /// The same client, sending the `top_k` parameter when `sends_top_k` (for servers that
+    /// accept it; OpenAI itself does not).
+    pub fn with_top_k(mut self, sends_top_k: bool) -> Self {
+        self.sends_top_k = sends_top_k;
+        self
     }
 
     /// The URL requests are sent to.
@@ -83,27 +86,15 @@ impl OpenAiClient {
 
 impl ModelClient for OpenAiClient {
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let body = match serde_json::to_vec(&ChatRequest::new(&request)) {
+        let body = match encode(&ChatRequest::new(&request, self.sends_top_k)) {
             Ok(body) => body,
-            Err(error) => {
-                let error = Error::Decode(format!("could not encode the request: {error}"));
-                return Box::pin(stream::once(async move { Err(error) }));
-            }
+            Err(error) => return failed(error),
         };
-        let mut builder = self
-            .http
-            .post(&self.endpoint)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "text/event-stream")
-            .body(body);
+        let mut builder = post(&self.http, &self.endpoint, body);
         if let Some(api_key) = &self.api_key {
             builder = builder.bearer_auth(api_key);
         }
-        let reader = EventReader::new(builder);
-        Box::pin(stream::unfold(reader, |mut reader| async move {
-            let item = reader.next().await?;
-            Some((item, reader))
-        }))
+        stream_answer(builder, ChatDecoder::default())
     }
 }
 
@@ -125,6 +116,8 @@ struct ChatRequest<'a> {
     temperature: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_k: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     parallel_tool_calls: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -210,7 +203,9 @@ struct ChatJsonSchema<'a> {
 }
 
 impl<'a> ChatRequest<'a> {
-    fn new(request: &'a ModelRequest) -> Self {
+    /// The body of `request`; `top_k` is sent only when `sends_top_k`, and `cache_control` never
+    /// (OpenAI caches prompt prefixes on its own).
+    fn new(request: &'a ModelRequest, sends_top_k: bool) -> Self {
         let params = &request.params;
         let has_tools = !request.tools.is_empty();
         let (max_tokens, max_completion_tokens) = if uses_max_completion_tokens(&request.model) {
@@ -228,6 +223,7 @@ impl<'a> ChatRequest<'a> {
             max_completion_tokens,
             temperature: params.temperature,
             top_p: params.top_p,
+            top_k: params.top_k.filter(|_| sends_top_k),
             parallel_tool_calls: params.parallel_tool_calls.filter(|_| has_tools),
             reasoning_effort: params.reasoning_effort.as_deref(),
             response_format: request.response_format.as_ref().map(ChatResponseFormat::new),
@@ -279,14 +275,13 @@ impl<'a> ChatMessage<'a> {
 
 impl<'a> ChatTool<'a> {
     fn new(tool: &'a crate::ToolDefinition) -> Self {
-        let parameters = if tool.parameters.is_null() {
-            Cow::Owned(serde_json::json!({"type": "object", "properties": {}}))
-        } else {
-            Cow::Borrowed(&tool.parameters)
-        };
         ChatTool {
             kind: "function",
-            function: ChatFunction { name: &tool.name, description: &tool.description, parameters },
+            function: ChatFunction {
+                name: &tool.name,
+                description: &tool.description,
+                parameters: tool_parameters(tool),
+            },
         }
     }
 }
@@ -419,33 +414,9 @@ impl From<UsageJson> for TokenUsage {
     }
 }
 
-/// Where the reader is in the exchange.
-enum Phase {
-    /// The request has not been sent yet.
-    Connect(reqwest::RequestBuilder),
-    /// The body is being read and decoded.
-    Streaming(reqwest::Response),
-    /// The answer is complete; the rest of the body is read and ignored so that the connection
-    /// can be reused.
-    Draining(reqwest::Response),
-    Done,
-}
-
-/// Whether decoding goes on after a payload.
-enum Flow {
-    Continue,
-    /// `[DONE]` arrived.
-    Done,
-}
-
-/// The state of one streamed answer, driven by [`EventReader::next`].
-struct EventReader {
-    phase: Phase,
-    decoder: SseDecoder,
-    /// Events decoded and not yet handed out, in order. An `Err` is always last.
-    queue: VecDeque<Result<ModelEvent, Error>>,
-    /// Scratch space for the payloads one network chunk completes.
-    payloads: Vec<String>,
+/// The state of one answer: what the chunks said so far.
+#[derive(Default)]
+struct ChatDecoder {
     /// Whether any tool call fragment arrived, to report `tool_calls` even when a provider says
     /// `stop` after calling tools.
     saw_tool_call: bool,
@@ -454,125 +425,8 @@ struct EventReader {
     usage: Option<TokenUsage>,
 }
 
-impl EventReader {
-    fn new(builder: reqwest::RequestBuilder) -> Self {
-        EventReader {
-            phase: Phase::Connect(builder),
-            decoder: SseDecoder::default(),
-            queue: VecDeque::new(),
-            payloads: Vec::new(),
-            saw_tool_call: false,
-            saw_finish: false,
-            usage: None,
-        }
-    }
-
-    async fn next(&mut self) -> Option<Result<ModelEvent, Error>> {
-        loop {
-            if let Some(item) = self.queue.pop_front() {
-                if item.is_err() {
-                    self.phase = Phase::Done;
-                    self.queue.clear();
-                }
-                return Some(item);
-            }
-            match std::mem::replace(&mut self.phase, Phase::Done) {
-                Phase::Done => return None,
-                Phase::Connect(builder) => match connect(builder).await {
-                    Ok(Connected::Stream(response)) => self.phase = Phase::Streaming(response),
-                    Ok(Connected::Completion(completion)) => self.take_completion(completion),
-                    Err(error) => return Some(Err(error)),
-                },
-                Phase::Streaming(mut response) => match response.chunk().await {
-                    Ok(Some(bytes)) => match self.take_bytes(&bytes) {
-                        Flow::Continue => self.phase = Phase::Streaming(response),
-                        Flow::Done => {
-                            self.end();
-                            self.phase = Phase::Draining(response);
-                        }
-                    },
-                    Ok(None) => self.take_end_of_body(),
-                    Err(error) => self.queue.push_back(Err(transport_error(&error))),
-                },
-                Phase::Draining(mut response) => {
-                    // Whatever follows `[DONE]` is ignored; a server that keeps the connection
-                    // open is given up on after a short while.
-                    let drain = async {
-                        let mut read = 0;
-                        while let Ok(Some(bytes)) = response.chunk().await {
-                            read += bytes.len();
-                            if read > MAX_ERROR_BODY_BYTES {
-                                break;
-                            }
-                        }
-                    };
-                    let _ = tokio::time::timeout(DRAIN_TIMEOUT, drain).await;
-                    return None;
-                }
-            }
-        }
-    }
-
-    /// Decodes one network chunk; events and errors go to the queue.
-    fn take_bytes(&mut self, bytes: &[u8]) -> Flow {
-        let mut payloads = std::mem::take(&mut self.payloads);
-        let flow = match self.decoder.feed(bytes, &mut payloads) {
-            Ok(()) => self.take_payloads(&mut payloads),
-            Err(error) => {
-                self.queue.push_back(Err(error));
-                Flow::Done
-            }
-        };
-        payloads.clear();
-        self.payloads = payloads;
-        flow
-    }
-
-    fn take_payloads(&mut self, payloads: &mut Vec<String>) -> Flow {
-        for payload in payloads.drain(..) {
-            match self.take_payload(&payload) {
-                Ok(Flow::Continue) => {}
-                Ok(Flow::Done) => return Flow::Done,
-                Err(error) => {
-                    self.queue.push_back(Err(error));
-                    return Flow::Done;
-                }
-            }
-        }
-        Flow::Continue
-    }
-
-    /// The body ended without `[DONE]`: that is fine once the model has finished (some
-    /// compatible servers omit it), and a broken stream otherwise.
-    fn take_end_of_body(&mut self) {
-        let mut payloads = Vec::new();
-        let flow = match self.decoder.finish(&mut payloads) {
-            Ok(()) => self.take_payloads(&mut payloads),
-            Err(error) => {
-                self.queue.push_back(Err(error));
-                return;
-            }
-        };
-        if matches!(flow, Flow::Done) || self.saw_finish {
-            self.end();
-        } else {
-            self.queue.push_back(Err(Error::Transport(
-                "the provider's stream ended before the answer was complete".to_owned(),
-            )));
-        }
-    }
-
-    /// The answer is complete: the usage, if any was reported, comes last.
-    fn end(&mut self) {
-        if self.queue.back().is_some_and(Result::is_err) {
-            return;
-        }
-        if let Some(usage) = self.usage.take() {
-            self.queue.push_back(Ok(ModelEvent::Usage(usage)));
-        }
-    }
-
-    fn take_payload(&mut self, payload: &str) -> Result<Flow, Error> {
+impl Decoder for ChatDecoder {
+    fn take_payload(&mut self, payload: &str, out: &mut VecDeque<ModelEvent>) -> Result<Flow, Error> {
         let trimmed = payload.trim();
         if trimmed == "[DONE]" {
             return Ok(Flow::Done);
@@ -583,20 +437,51 @@ impl EventReader {
             let chunk = chunk.map_err(|error| {
                 Error::Decode(format!("bad chunk from the provider ({error}): {}", truncate(trimmed, 200)))
             })?;
-            self.take_chunk(chunk)?;
+            self.take_chunk(chunk, out)?;
         }
         Ok(Flow::Continue)
     }
 
-    fn take_chunk(&mut self, chunk: ChunkJson) -> Result<(), Error> {
+    fn take_json(&mut self, body: &[u8], out: &mut VecDeque<ModelEvent>) -> Result<(), Error> {
+        let completion: CompletionJson = serde_json::from_slice(body)
+            .map_err(|error| Error::Decode(format!("bad answer from the provider: {error}")))?;
+        if let Some(error) = completion.error {
+            return Err(error_from_value(&error, 500));
+        }
+        if let Some(choice) = completion.choices.and_then(|choices| choices.into_iter().next()) {
+            if let Some(message) = choice.message {
+                self.take_delta(message, out);
+            }
+            self.take_finish_reason(choice.finish_reason.as_deref(), out);
+        }
+        if let Some(usage) = completion.usage {
+            self.usage = Some(usage.into());
+        }
+        Ok(())
+    }
+
+    /// Some compatible servers omit `[DONE]`: once the model has finished, the answer is whole.
+    fn is_complete(&self) -> bool {
+        self.saw_finish
+    }
+
+    fn finish(&mut self, out: &mut VecDeque<ModelEvent>) {
+        if let Some(usage) = self.usage.take() {
+            out.push_back(ModelEvent::Usage(usage));
+        }
+    }
+}
+
+impl ChatDecoder {
+    fn take_chunk(&mut self, chunk: ChunkJson, out: &mut VecDeque<ModelEvent>) -> Result<(), Error> {
         if let Some(error) = chunk.error {
             return Err(error_from_value(&error, 500));
         }
         if let Some(choice) = chunk.choices.and_then(|choices| choices.into_iter().next()) {
             if let Some(delta) = choice.delta {
-                self.take_delta(delta);
+                self.take_delta(delta, out);
             }
-            self.take_finish_reason(choice.finish_reason.as_deref());
+            self.take_finish_reason(choice.finish_reason.as_deref(), out);
         }
         if let Some(usage) = chunk.usage {
             self.usage = Some(usage.into());
@@ -604,16 +489,16 @@ impl EventReader {
         Ok(())
     }
 
-    fn take_delta(&mut self, delta: DeltaJson) {
+    fn take_delta(&mut self, delta: DeltaJson, out: &mut VecDeque<ModelEvent>) {
         let reasoning = delta.reasoning_content.or(delta.reasoning);
         if let Some(text) = reasoning.filter(|text| !text.is_empty()) {
-            self.queue.push_back(Ok(ModelEvent::Reasoning(text)));
+            out.push_back(ModelEvent::Reasoning(text));
         }
         if let Some(text) = delta.content.filter(|text| !text.is_empty()) {
-            self.queue.push_back(Ok(ModelEvent::Text(text)));
+            out.push_back(ModelEvent::Text(text));
         }
         if let Some(text) = delta.refusal.filter(|text| !text.is_empty()) {
-            self.queue.push_back(Ok(ModelEvent::Refusal(text)));
+            out.push_back(ModelEvent::Refusal(text));
         }
         for (position, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
             let (name, arguments) = match call.function {
@@ -628,11 +513,11 @@ impl EventReader {
             self.saw_tool_call = true;
             // Servers that omit `index` send each call whole, in order.
             let index = call.index.unwrap_or(position as u32);
-            self.queue.push_back(Ok(ModelEvent::ToolCall { index, id, name, arguments }));
+            out.push_back(ModelEvent::ToolCall { index, id, name, arguments });
         }
     }
 
-    fn take_finish_reason(&mut self, reason: Option<&str>) {
+    fn take_finish_reason(&mut self, reason: Option<&str>, out: &mut VecDeque<ModelEvent>) {
         let Some(reason) = reason.filter(|reason| !reason.is_empty()) else {
             return;
         };
@@ -646,89 +531,8 @@ impl EventReader {
             _ => FinishReason::Stop,
         };
         self.saw_finish = true;
-        self.queue.push_back(Ok(ModelEvent::Finish(reason)));
+        out.push_back(ModelEvent::Finish(reason));
     }
-
-    /// Replays a non-streamed answer as the events a stream would have carried.
-    fn take_completion(&mut self, completion: CompletionJson) {
-        if let Some(error) = completion.error {
-            self.queue.push_back(Err(error_from_value(&error, 500)));
-            return;
-        }
-        if let Some(choice) = completion.choices.and_then(|choices| choices.into_iter().next()) {
-            if let Some(message) = choice.message {
-                self.take_delta(message);
-            }
-            self.take_finish_reason(choice.finish_reason.as_deref());
-        }
-        if let Some(usage) = completion.usage {
-            self.usage = Some(usage.into());
-        }
-        self.end();
-    }
-}
-
-/// What a successful response turned out to carry.
-enum Connected {
-    Stream(reqwest::Response),
-    Completion(CompletionJson),
-}
-
-/// Sends the request and classifies the response status.
-async fn connect(builder: reqwest::RequestBuilder) -> Result<Connected, Error> {
-    let response = builder.send().await.map_err(|error| transport_error(&error))?;
-    let status = response.status();
-    if !status.is_success() {
-        let retry_after = retry_after(response.headers());
-        let body = read_body(response, MAX_ERROR_BODY_BYTES).await.unwrap_or_default();
-        let message = error_message(&body)
-            .unwrap_or_else(|| status.canonical_reason().unwrap_or("error without a body").to_owned());
-        if status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-            return Err(Error::RateLimited { retry_after, message });
-        }
-        return Err(Error::Provider { status: status.as_u16(), message });
-    }
-    let is_json = response
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.trim_start().starts_with("application/json"));
-    if !is_json {
-        return Ok(Connected::Stream(response));
-    }
-    let body = read_body(response, MAX_JSON_BODY_BYTES).await.map_err(|error| transport_error(&error))?;
-    serde_json::from_slice(&body)
-        .map(Connected::Completion)
-        .map_err(|error| Error::Decode(format!("bad answer from the provider: {error}")))
-}
-
-/// Reads a body, stopping after `limit` bytes.
-async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, reqwest::Error> {
-    let mut body = Vec::new();
-    while let Some(bytes) = response.chunk().await? {
-        body.extend_from_slice(&bytes);
-        if body.len() >= limit {
-            body.truncate(limit);
-            break;
-        }
-    }
-    Ok(body)
-}
-
-/// The message of an error body: `error.message`, a top-level `message`, or the raw body.
-fn error_message(body: &[u8]) -> Option<String> {
-    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) {
-        let message = match value.get("error") {
-            Some(error) => Some(value_message(error)),
-            None => value.get("message").and_then(|message| message.as_str()).map(str::to_owned),
-        };
-        if let Some(message) = message.filter(|message| !message.is_empty()) {
-            return Some(truncate(&message, MAX_ERROR_MESSAGE_BYTES).to_owned());
-        }
-    }
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    (!text.is_empty()).then(|| truncate(text, MAX_ERROR_MESSAGE_BYTES).to_owned())
 }
 
 /// An error object met inside a successful response. Its status is the one it names (`code` or
@@ -749,63 +553,11 @@ fn error_from_value(error: &serde_json::Value, default_status: u16) -> Error {
     Error::Provider { status, message: truncate(&message, MAX_ERROR_MESSAGE_BYTES).to_owned() }
 }
 
-/// The human-readable part of an error value: a string, an object's `message`, or the JSON.
-fn value_message(error: &serde_json::Value) -> String {
-    match error {
-        serde_json::Value::String(message) => message.clone(),
-        _ => match error.get("message").and_then(|message| message.as_str()) {
-            Some(message) => message.to_owned(),
-            None => error.to_string(),
-        },
-    }
-}
-
-/// The wait a 429 asks for: `retry-after-ms` (OpenAI's own header), then `Retry-After` in
-/// seconds. The HTTP-date form of `Retry-After` is not understood and gives `None`.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let number = |name: &str| -> Option<f64> {
-        let value: f64 = headers.get(name)?.to_str().ok()?.trim().parse().ok()?;
-        (value.is_finite() && value >= 0.0).then_some(value)
-    };
-    if let Some(millis) = number("retry-after-ms") {
-        return Some(Duration::from_secs_f64(millis / 1000.0));
-    }
-    number(RETRY_AFTER.as_str()).map(Duration::from_secs_f64)
-}
-
-/// A transport error with its chain of causes, which is where reqwest keeps the useful part
-/// ("connection refused").
-fn transport_error(error: &reqwest::Error) -> Error {
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !message.contains(&cause_text) {
-            message.push_str(": ");
-            message.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    Error::Transport(message)
-}
-
-/// The longest prefix of `text` that fits in `max_bytes` and ends on a character boundary.
-fn truncate(text: &str, max_bytes: usize) -> &str {
-    if text.len() <= max_bytes {
-        return text;
-    }
-    let mut end = max_bytes;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{AssistantToolCall, ToolDefinition};
-    use teamster_protocol::agent::{JsonSchemaFormat, ModelParams};
+    use teamster_protocol::agent::{CacheControl, JsonSchemaFormat, ModelParams};
 
     #[test]
     fn request_body_maps_messages_tools_and_params() {
@@ -846,7 +598,7 @@ mod tests {
                 },
             }),
         };
-        let body = serde_json::to_value(ChatRequest::new(&request)).unwrap();
+        let body = serde_json::to_value(ChatRequest::new(&request, false)).unwrap();
         assert_eq!(
             body,
             serde_json::json!({
@@ -878,7 +630,7 @@ mod tests {
             params: ModelParams { max_tokens: Some(5), parallel_tool_calls: Some(true), ..ModelParams::default() },
             ..ModelRequest::default()
         };
-        let body = serde_json::to_value(ChatRequest::new(&request)).unwrap();
+        let body = serde_json::to_value(ChatRequest::new(&request, false)).unwrap();
         assert_eq!(body["max_completion_tokens"], 5);
         assert!(body.get("max_tokens").is_none());
         assert!(body.get("parallel_tool_calls").is_none());
@@ -891,9 +643,57 @@ mod tests {
         assert!(matches!(error, Error::Provider { status: 503, ref message } if message == "slow down"));
         let error = error_from_value(&serde_json::json!("boom"), 500);
         assert!(matches!(error, Error::Provider { status: 500, ref message } if message == "boom"));
-        assert_eq!(error_message(b"{\"error\":{\"message\":\"bad key\"}}").as_deref(), Some("bad key"));
-        assert_eq!(error_message(b"  plain text  ").as_deref(), Some("plain text"));
-        assert_eq!(error_message(b""), None);
-        assert_eq!(truncate("aé", 2), "a");
+        let error = error_from_value(&serde_json::json!({"message": "odd", "code": "invalid_api_key"}), 500);
+        assert!(matches!(error, Error::Provider { status: 500, .. }));
+    }
+
+    #[test]
+    fn every_param_is_mapped_and_top_k_only_where_accepted() {
+        let mut extra = serde_json::Map::new();
+        extra.insert("seed".into(), 7.into());
+        extra.insert("logit_bias".into(), serde_json::json!({"50256": -100}));
+        let params = ModelParams {
+            max_tokens: Some(64),
+            temperature: Some(0.5),
+            top_p: Some(0.8),
+            top_k: Some(20),
+            parallel_tool_calls: Some(false),
+            reasoning_effort: Some("high".into()),
+            cache_control: Some(CacheControl { kind: "ephemeral".into() }),
+            extra,
+        };
+        let request = ModelRequest {
+            model: "qwen2.5".into(),
+            messages: vec![Message::User { content: "hi".into() }],
+            tools: vec![ToolDefinition {
+                name: "f".into(),
+                description: "does f".into(),
+                parameters: serde_json::Value::Null,
+            }],
+            params,
+            response_format: Some(ResponseFormat::JsonObject),
+        };
+        let expected = serde_json::json!({
+            "model": "qwen2.5",
+            "messages": [{"role": "user", "content": "hi"}],
+            "tools": [{"type": "function", "function": {
+                "name": "f", "description": "does f", "parameters": {"type": "object", "properties": {}},
+            }}],
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "max_tokens": 64,
+            "temperature": 0.5,
+            "top_p": 0.8,
+            "top_k": 20,
+            "parallel_tool_calls": false,
+            "reasoning_effort": "high",
+            "response_format": {"type": "json_object"},
+            "seed": 7,
+            "logit_bias": {"50256": -100},
+        });
+        assert_eq!(serde_json::to_value(ChatRequest::new(&request, true)).unwrap(), expected);
+        let mut without_top_k = expected;
+        without_top_k.as_object_mut().unwrap().remove("top_k");
+        assert_eq!(serde_json::to_value(ChatRequest::new(&request, false)).unwrap(), without_top_k);
     }
 }
