@@ -22,11 +22,13 @@ pub struct McpServerConfig {
     pub id: String,
     /// The configured name of the server, sent as `server_name` and `name`.
     pub name: String,
+    /// How to reach the server.
     pub transport: Transport,
     /// How long one `tools/call` may take before it is cancelled and reported as an error.
     pub call_timeout: Duration,
     /// How long connecting and the initialize handshake may take.
     pub connect_timeout: Duration,
+    /// Bounds on what the server may send.
     pub limits: Limits,
 }
 
@@ -45,13 +47,13 @@ impl McpServerConfig {
 }
 
 /// How the client talks to the server.
-///
-/// The legacy HTTP+SSE transport (protocol 2024-11-05) is not offered: the `rmcp` SDK no longer
-/// ships a client for it, and servers that still speak it usually serve streamable HTTP too.
 #[derive(Clone, Debug)]
 pub enum Transport {
     /// Streamable HTTP: JSON-RPC over POST, answers as JSON or SSE, one `Mcp-Session-Id`.
     StreamableHttp(HttpTransport),
+    /// The legacy HTTP+SSE transport (protocol 2024-11-05): an event stream from a GET and
+    /// messages posted to the endpoint it names. The URL is the stream's, e.g. `.../sse`.
+    Sse(HttpTransport),
     /// A child process speaking newline-delimited JSON-RPC on stdin and stdout.
     Stdio(StdioTransport),
 }
@@ -62,6 +64,7 @@ impl Transport {
     pub fn wire_type(&self) -> Option<&'static str> {
         match self {
             Transport::StreamableHttp(_) => Some("streamable-http"),
+            Transport::Sse(_) => Some("sse"),
             Transport::Stdio(_) => None,
         }
     }

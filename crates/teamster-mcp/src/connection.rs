@@ -12,13 +12,14 @@ use rmcp::model::{
 use rmcp::service::{ClientInitializeError, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::async_rw::AsyncRwTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::streamable_http_client::{StreamableHttpClientTransportConfig, StreamableHttpError};
 use rmcp::{Peer, RoleClient, ServiceError, ServiceExt};
 use teamster_protocol::event::McpServerInit;
 use teamster_tools::{Tool, ToolOutput, ToolSource};
 
 use crate::config::{Limits, McpServerConfig, Transport};
 use crate::http::HttpClient;
+use crate::sse::{OpenError, SseTransport};
 use crate::stdio::ServerProcess;
 use crate::{McpError, convert};
 
@@ -87,6 +88,18 @@ impl McpConnection {
                     .with_max_line_length(limits.max_message_bytes);
                 let service = bounded(connect_timeout, handshake.serve(rw)).await?;
                 (service, Some(process), None)
+            }
+            Transport::Sse(endpoint) => {
+                let client = HttpClient::new(endpoint, &limits)?;
+                let session = async {
+                    let sse = SseTransport::open(client, &endpoint.url).await.map_err(open_error)?;
+                    handshake.serve(sse).await.map_err(handshake_error)
+                };
+                let service = match tokio::time::timeout(connect_timeout, session).await {
+                    Ok(service) => service?,
+                    Err(_) => return Err(McpError::Timeout(connect_timeout)),
+                };
+                (service, None, None)
             }
             Transport::StreamableHttp(endpoint) => {
                 let client = HttpClient::new(endpoint, &limits)?;
@@ -294,6 +307,17 @@ fn handshake_error(error: ClientInitializeError) -> McpError {
         return McpError::Unauthorized { www_authenticate: None };
     }
     McpError::Handshake(error_chain(&error))
+}
+
+/// Maps a failure to open the legacy event stream.
+fn open_error(error: OpenError) -> McpError {
+    match error {
+        StreamableHttpError::AuthRequired(required) => {
+            let challenge = required.www_authenticate_header;
+            McpError::Unauthorized { www_authenticate: (!challenge.is_empty()).then_some(challenge) }
+        }
+        other => McpError::Handshake(error_chain(&other)),
+    }
 }
 
 /// An error and its sources, joined, so the root cause is never hidden.

@@ -1,5 +1,5 @@
-//! The HTTP side of the streamable HTTP transport: `rmcp`'s [`StreamableHttpClient`] on the
-//! workspace's `reqwest`.
+//! The HTTP side of the streamable HTTP transport (`rmcp`'s [`StreamableHttpClient`] on the
+//! workspace's `reqwest`), and the requests of the legacy SSE transport.
 //!
 //! `rmcp` ships this client for a newer `reqwest` major than the rest of the workspace uses, so it
 //! is written here instead, which also lets every request carry the configured headers and a
@@ -48,7 +48,7 @@ pub enum HttpError {
     TooLarge { limit: usize },
 }
 
-type Error = StreamableHttpError<HttpError>;
+pub(crate) type Error = StreamableHttpError<HttpError>;
 
 /// One MCP server's HTTP client; cheap to clone (the transport clones it per request).
 #[derive(Clone)]
@@ -117,6 +117,55 @@ impl HttpClient {
             headers.insert(name, value);
         }
         headers
+    }
+
+    /// Opens the legacy transport's event stream; answers the stream and the URL it came from
+    /// (after redirects), which relative endpoint URLs are resolved against.
+    pub(crate) async fn open_event_stream(
+        &self,
+        url: &str,
+    ) -> Result<(BoxStream<'static, Result<Sse, SseError>>, reqwest::Url), Error> {
+        let mut headers = self.request_headers(None, HashMap::new()).await;
+        headers.insert(ACCEPT, HeaderValue::from_static(EVENT_STREAM));
+        let response = self
+            .http
+            .get(url)
+            .headers(headers)
+            .send()
+            .await
+            .map_err(|error| StreamableHttpError::Client(error.into()))?;
+        check_auth(&response)?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(unexpected(format!("HTTP {status} on the event stream")));
+        }
+        let content_type = content_type(&response);
+        if !content_type.starts_with(EVENT_STREAM) {
+            return Err(StreamableHttpError::UnexpectedContentType(Some(content_type)));
+        }
+        let url = response.url().clone();
+        Ok((bounded_events(response.bytes_stream(), self.max_message_bytes), url))
+    }
+
+    /// Posts one message of the legacy transport, whose answer arrives on the event stream.
+    pub(crate) async fn post_only(&self, url: &str, body: Vec<u8>) -> Result<(), Error> {
+        let mut headers = self.request_headers(None, HashMap::new()).await;
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
+        let response = self
+            .http
+            .post(url)
+            .headers(headers)
+            .body(body)
+            .send()
+            .await
+            .map_err(|error| StreamableHttpError::Client(error.into()))?;
+        check_auth(&response)?;
+        let status = response.status();
+        if !status.is_success() {
+            let body = read_body(response, MAX_ERROR_BODY, true).await.unwrap_or_default();
+            return Err(unexpected(format!("HTTP {status}: {}", String::from_utf8_lossy(&body).trim())));
+        }
+        Ok(())
     }
 
     fn remember_session(&self, response: &reqwest::Response) -> Option<String> {

@@ -1,16 +1,18 @@
 //! The MCP client: [`McpConnection`] keeps one initialized session with one MCP server, over
-//! streamable HTTP or a child process's stdio, and implements [`teamster_tools::ToolSource`] on
-//! it.
+//! streamable HTTP, the legacy HTTP+SSE transport or a child process's stdio, and implements
+//! [`teamster_tools::ToolSource`] on it.
 //!
 //! Built on the official Rust SDK, `rmcp`. `config.rs` says how to reach a server, `http.rs` is
 //! the HTTP client under the streamable HTTP transport (headers, bearer tokens, 401s, bounded
-//! bodies), `stdio.rs` runs a server process, and `convert.rs` maps MCP tools and results to the
-//! tool seam's. Tool failures are data: every failed call is a `ToolOutput` with `is_error`.
+//! bodies), `sse.rs` the legacy transport on the same client, `stdio.rs` runs a server process,
+//! and `convert.rs` maps MCP tools and results to the tool seam's. Tool failures are data: every
+//! failed call is a `ToolOutput` with `is_error`.
 
 mod config;
 mod connection;
 mod convert;
 mod http;
+mod sse;
 mod stdio;
 
 use std::time::Duration;

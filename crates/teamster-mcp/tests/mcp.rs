@@ -1,5 +1,5 @@
 //! The MCP client against a real server written with the official Python `mcp` package
-//! (`tests/mcp_servers/tools_server.py`), over stdio and streamable HTTP.
+//! (`tests/mcp_servers/tools_server.py`), over stdio, streamable HTTP and the legacy SSE transport.
 //!
 //! The interpreter comes from `TEAMSTER_TEST_PYTHON` (scripts/test points it at `.venv`, where
 //! `tests/conformance/requirements.txt` installs `mcp`). Without it these tests fail, never pass
@@ -22,10 +22,14 @@ use tokio::process::{Child, Command};
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {
     Stdio,
+    /// Streamable HTTP.
     Http,
+    /// The legacy HTTP+SSE transport.
+    Sse,
 }
 
-const KINDS: [Kind; 2] = [Kind::Stdio, Kind::Http];
+const KINDS: [Kind; 3] = [Kind::Stdio, Kind::Http, Kind::Sse];
+const HTTP_KINDS: [Kind; 2] = [Kind::Http, Kind::Sse];
 
 fn python() -> String {
     std::env::var("TEAMSTER_TEST_PYTHON").unwrap_or_else(|_| {
@@ -41,8 +45,8 @@ fn server_script() -> String {
     path.to_string_lossy().into_owned()
 }
 
-/// A test server: for stdio, only the command the connection will spawn; for HTTP, a running
-/// server process (killed on drop) and its URL.
+/// A test server: for stdio, only the command the connection will spawn; over HTTP (streamable
+/// or SSE), a running server process (killed on drop) and its URL.
 struct TestServer {
     kind: Kind,
     transport: Transport,
@@ -63,9 +67,11 @@ impl TestServer {
                     _process: None,
                 }
             }
-            Kind::Http => {
+            Kind::Http | Kind::Sse => {
+                let (flag, path) =
+                    if kind == Kind::Http { ("streamable-http", "mcp") } else { ("sse", "sse") };
                 let mut process = Command::new(python)
-                    .args([script.as_str(), "--transport", "streamable-http", "--port", "0"])
+                    .args([script.as_str(), "--transport", flag, "--port", "0"])
                     .args(extra_args)
                     .stdout(Stdio::piped())
                     .kill_on_drop(true)
@@ -81,12 +87,9 @@ impl TestServer {
                 let port = line
                     .strip_prefix("LISTENING ")
                     .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-                let url = format!("http://127.0.0.1:{port}/mcp");
-                TestServer {
-                    kind,
-                    transport: Transport::StreamableHttp(HttpTransport::new(url)),
-                    _process: Some(process),
-                }
+                let url = format!("http://127.0.0.1:{port}/{path}");
+                let transport = http_transport(kind, HttpTransport::new(url));
+                TestServer { kind, transport, _process: Some(process) }
             }
         }
     }
@@ -97,9 +100,14 @@ impl TestServer {
 
     fn http(&self) -> HttpTransport {
         match &self.transport {
-            Transport::StreamableHttp(http) => http.clone(),
+            Transport::StreamableHttp(http) | Transport::Sse(http) => http.clone(),
             Transport::Stdio(_) => panic!("not an HTTP server"),
         }
+    }
+
+    /// A configuration of this server's HTTP transport with other credentials.
+    fn config_with(&self, http: HttpTransport) -> McpServerConfig {
+        McpServerConfig::new("srv-1", "tester", http_transport(self.kind, http))
     }
 
     async fn connect(&self) -> McpConnection {
@@ -110,6 +118,14 @@ impl TestServer {
         McpConnection::connect(config)
             .await
             .unwrap_or_else(|error| panic!("{:?}: connect: {error}", self.kind))
+    }
+}
+
+fn http_transport(kind: Kind, http: HttpTransport) -> Transport {
+    match kind {
+        Kind::Http => Transport::StreamableHttp(http),
+        Kind::Sse => Transport::Sse(http),
+        Kind::Stdio => panic!("not an HTTP transport"),
     }
 }
 
@@ -133,6 +149,7 @@ async fn initialize_reports_the_server_and_the_event_entry() {
                 assert_eq!(entry.transport_type.as_deref(), Some("streamable-http"));
                 assert!(entry.session_id.is_some_and(|id| !id.is_empty()));
             }
+            Kind::Sse => assert_eq!((entry.transport_type.as_deref(), entry.session_id), (Some("sse"), None)),
         }
     }
 }
@@ -323,27 +340,30 @@ async fn a_crashed_stdio_server_is_an_error_and_a_dead_connection() {
 
 #[tokio::test]
 async fn a_crashed_http_server_is_an_error_and_a_dead_connection() {
-    let server = TestServer::start(Kind::Http, &[]).await;
-    let connection = server.connect().await;
-    let output = connection.call("crash", "{}").await;
-    assert_eq!(
-        output,
-        ToolOutput::error(
-            "MCP tool crash on server tester failed: the connection to MCP server tester is closed"
-        )
-    );
-    assert!(!connection.is_alive());
-    let next = connection.call("echo", r#"{"text": "x"}"#).await;
-    assert_eq!(next, ToolOutput::error("the connection to MCP server tester is closed"));
+    for kind in HTTP_KINDS {
+        let server = TestServer::start(kind, &[]).await;
+        let connection = server.connect().await;
+        let output = connection.call("crash", "{}").await;
+        assert_eq!(
+            output,
+            ToolOutput::error(
+                "MCP tool crash on server tester failed: the connection to MCP server tester is closed"
+            ),
+            "{kind:?}"
+        );
+        assert!(!connection.is_alive(), "{kind:?}");
+        let next = connection.call("echo", r#"{"text": "x"}"#).await;
+        assert_eq!(next, ToolOutput::error("the connection to MCP server tester is closed"), "{kind:?}");
 
-    // A server that went away between calls: the next call cannot reach it.
-    let server = TestServer::start(Kind::Http, &[]).await;
-    let connection = server.connect().await;
-    let mut process = server._process.expect("an HTTP server process");
-    process.kill().await.expect("kill the server");
-    let output = connection.call("echo", r#"{"text": "x"}"#).await;
-    assert!(output.is_error && output.content.contains("cannot reach MCP server tester"), "{output:?}");
-    assert!(!connection.is_alive());
+        // A server that went away between calls.
+        let server = TestServer::start(kind, &[]).await;
+        let connection = server.connect().await;
+        let mut process = server._process.expect("an HTTP server process");
+        process.kill().await.expect("kill the server");
+        let output = connection.call("echo", r#"{"text": "x"}"#).await;
+        assert!(output.is_error, "{kind:?}: {output:?}");
+        assert!(!connection.is_alive(), "{kind:?}");
+    }
 }
 
 struct Token(&'static str);
@@ -357,36 +377,30 @@ impl BearerTokenProvider for Token {
 
 #[tokio::test]
 async fn header_auth_reaches_the_server_and_a_401_is_unauthorized() {
-    let server = TestServer::start(Kind::Http, &["--require-token", "s3cret"]).await;
+    for kind in HTTP_KINDS {
+        let server = TestServer::start(kind, &["--require-token", "s3cret"]).await;
 
-    let refused = McpConnection::connect(server.config()).await;
-    match refused {
-        Err(McpError::Unauthorized { www_authenticate }) => {
-            assert_eq!(www_authenticate.as_deref(), Some(r#"Bearer realm="teamster-test""#));
+        match McpConnection::connect(server.config()).await {
+            Err(McpError::Unauthorized { www_authenticate }) => {
+                assert_eq!(www_authenticate.as_deref(), Some(r#"Bearer realm="teamster-test""#), "{kind:?}");
+            }
+            other => panic!("{kind:?}: expected Unauthorized, got {other:?}"),
         }
-        other => panic!("expected Unauthorized, got {other:?}"),
+        let wrong = server.config_with(server.http().header("Authorization", "Bearer wrong"));
+        let refused = McpConnection::connect(wrong).await;
+        assert!(matches!(refused, Err(McpError::Unauthorized { .. })), "{kind:?}: {refused:?}");
+
+        let headers = server.http().header("Authorization", "Bearer s3cret").header("X-Extra", "1");
+        let connection = server.connect_with(server.config_with(headers)).await;
+        assert_eq!(connection.call("whoami", "{}").await, ToolOutput::ok("Bearer s3cret"), "{kind:?}");
+        assert_eq!(connection.call("echo", r#"{"text": "again"}"#).await, ToolOutput::ok("again"));
+
+        // A token provider's token replaces a configured Authorization header.
+        let mut provided = server.http().header("Authorization", "Bearer stale");
+        provided.bearer_token = Some(Arc::new(Token("s3cret")));
+        let connection = server.connect_with(server.config_with(provided)).await;
+        assert_eq!(connection.call("whoami", "{}").await, ToolOutput::ok("Bearer s3cret"), "{kind:?}");
     }
-
-    let wrong = server.http().header("Authorization", "Bearer wrong");
-    let refused =
-        McpConnection::connect(McpServerConfig::new("srv-1", "tester", Transport::StreamableHttp(wrong)))
-            .await;
-    assert!(matches!(refused, Err(McpError::Unauthorized { .. })), "{refused:?}");
-
-    let headers = server.http().header("Authorization", "Bearer s3cret").header("X-Extra", "1");
-    let connection = server
-        .connect_with(McpServerConfig::new("srv-1", "tester", Transport::StreamableHttp(headers)))
-        .await;
-    assert_eq!(connection.call("whoami", "{}").await, ToolOutput::ok("Bearer s3cret"));
-    assert_eq!(connection.call("echo", r#"{"text": "again"}"#).await, ToolOutput::ok("again"));
-
-    // A token provider's token replaces a configured Authorization header.
-    let mut provided = server.http().header("Authorization", "Bearer stale");
-    provided.bearer_token = Some(Arc::new(Token("s3cret")));
-    let connection = server
-        .connect_with(McpServerConfig::new("srv-1", "tester", Transport::StreamableHttp(provided)))
-        .await;
-    assert_eq!(connection.call("whoami", "{}").await, ToolOutput::ok("Bearer s3cret"));
 }
 
 #[tokio::test]
