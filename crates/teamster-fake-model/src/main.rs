@@ -1,4 +1,4 @@
-//! `fake-model`: runs the fake OpenAI-compatible server of [`teamster_fake_model`].
+//! `fake-model`: runs the fake OpenAI and Anthropic server of [`teamster_fake_model`].
 //!
 //! `fake-model [--listen ADDR]` (default `127.0.0.1:0`) binds, prints `listening on http://ADDR`
 //! as its first line of standard output (flushed, so that a parent process can read the port),
