@@ -166,7 +166,7 @@ impl McpConnection {
     /// Why calls fail once the session is gone, with the exit status of a stdio server.
     async fn closed_reason(&self) -> String {
         let exit = match &self.process {
-            Some(process) => process.exit_status(Duration::from_millis(500)).await,
+            Some(process) => process.exit_status(Duration::from_secs(2)).await,
             None => None,
         };
         match exit {

@@ -344,13 +344,9 @@ async fn a_crashed_http_server_is_an_error_and_a_dead_connection() {
         let server = TestServer::start(kind, &[]).await;
         let connection = server.connect().await;
         let output = connection.call("crash", "{}").await;
-        assert_eq!(
-            output,
-            ToolOutput::error(
-                "MCP tool crash on server tester failed: the connection to MCP server tester is closed"
-            ),
-            "{kind:?}"
-        );
+        // The words depend on where the transport noticed; the failure and the dead session do not.
+        assert!(output.is_error, "{kind:?}: {output:?}");
+        assert!(output.content.starts_with("MCP tool crash on server tester failed: "), "{output:?}");
         assert!(!connection.is_alive(), "{kind:?}");
         let next = connection.call("echo", r#"{"text": "x"}"#).await;
         assert_eq!(next, ToolOutput::error("the connection to MCP server tester is closed"), "{kind:?}");
