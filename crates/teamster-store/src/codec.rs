@@ -78,14 +78,23 @@ pub fn agent(row: AgentRow) -> Result<AgentRecord> {
 
 /// Assembles a session from its row.
 pub fn session(row: SessionRow) -> Result<SessionRecord> {
-    let (id, kind, agent_id, agent_version, agent_name, draft_spec, title, created_by, created_at, updated_at, last_turn_id) =
-        row;
+    let (
+        id,
+        kind,
+        agent_id,
+        agent_version,
+        agent_name,
+        draft_spec,
+        title,
+        created_by,
+        created_at,
+        updated_at,
+        last_turn_id,
+    ) = row;
     let agent = match (SessionKind::parse(&kind), agent_id, agent_version, agent_name, draft_spec) {
-        (Some(SessionKind::Saved), Some(agent_id), Some(version), Some(agent_name), _) => SessionAgentRecord::Saved {
-            agent_id,
-            agent_name,
-            version: to_u64(version, "session agent version")?,
-        },
+        (Some(SessionKind::Saved), Some(agent_id), Some(version), Some(agent_name), _) => {
+            SessionAgentRecord::Saved { agent_id, agent_name, version: to_u64(version, "session agent version")? }
+        }
         (Some(SessionKind::Draft), _, _, agent_name, Some(spec)) => {
             SessionAgentRecord::Draft { spec: from_json(&spec, "session draft spec")?, agent_name }
         }
@@ -288,7 +297,10 @@ mod tests {
         assert_eq!(rows.stream, [("a", 1, "first"), ("b", 1, "other turn")]);
         assert_eq!(rows.content, [("a", 1, "model.message", "new")]);
         let done_json = to_json(&done, "state").expect("encodes");
-        assert_eq!(rows.states, [("b", r#"{"status":"running"}"#.to_owned(), "running", "t1"), ("a", done_json, "done", "t2")]);
+        assert_eq!(
+            rows.states,
+            [("b", r#"{"status":"running"}"#.to_owned(), "running", "t1"), ("a", done_json, "done", "t2")]
+        );
         let mut turn_ids = rows.turn_ids();
         turn_ids.sort_unstable();
         assert_eq!(turn_ids, ["a", "b"]);

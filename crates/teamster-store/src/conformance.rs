@@ -35,8 +35,9 @@ use crate::{
 
 /// Expands to one `#[tokio::test]` per conformance check, each on a fresh store.
 ///
-/// The argument is an expression, evaluated anew for every test, that yields a future of an
-/// `Arc<dyn Store>` holding no data:
+/// The argument is an expression, evaluated anew for every test, that yields a future of a
+/// [`Fixture`]: an `Arc<dyn Store>` holding no data, or a value that also owns what the store
+/// needs (a scratch database, say) and is dropped when the test ends, even when it fails:
 ///
 /// ```ignore
 /// teamster_store::conformance_tests!(async {
@@ -86,14 +87,30 @@ macro_rules! conformance_tests {
         $(
             #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $check() {
-                let store: ::std::sync::Arc<dyn $crate::Store> = $factory.await;
+                let fixture = $factory.await;
+                let store = $crate::conformance::Fixture::store(&fixture);
                 $crate::conformance::$check(store).await;
+                drop(fixture);
             }
         )*
     };
     ($factory:expr $(,)?) => {
         $crate::conformance_tests!(@each tests $factory;);
     };
+}
+
+/// What a [`conformance_tests!`](crate::conformance_tests) factory yields: the store under
+/// test, and anything that must live exactly as long as the test (dropped after the check,
+/// also when it panics).
+pub trait Fixture {
+    /// The store under test.
+    fn store(&self) -> Arc<dyn Store>;
+}
+
+impl Fixture for Arc<dyn Store> {
+    fn store(&self) -> Arc<dyn Store> {
+        Arc::clone(self)
+    }
 }
 
 // Agents.

@@ -1,0 +1,552 @@
+//! PostgreSQL storage for Teamster: [`PostgresStore`] implements [`teamster_store::Store`] on a
+//! PostgreSQL database with sqlx, for teams and for several replicas sharing one database.
+//!
+//! The store holds a connection pool (sqlx's, which checks connections as they are released, so
+//! connections the server dropped are replaced). The schema is in `migrations/` and is applied
+//! on connect; sqlx takes an advisory lock for it, so replicas starting together migrate once.
+//!
+//! Every multi-row write is atomic: single statements (common table expressions that insert
+//! and update together) where they can be, transactions elsewhere. `create_turn` compares and
+//! sets the session's last turn with an `UPDATE ... WHERE last_turn_id IS NOT DISTINCT FROM`:
+//! concurrent creates queue on the session's row lock and re-check the condition once the
+//! winner commits, so exactly one wins, in one process or across replicas. The log write path
+//! and its lock order are in `event_log`.
+
+mod columns;
+mod error;
+mod event_log;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{Postgres, QueryBuilder};
+use teamster_protocol::AgentSpec;
+use teamster_store::codec::{
+    self, AgentRow, LogRows, SessionAgentColumns, SessionRow, TurnColumns, TurnRow, clamp_i64, to_i64, to_json, to_u64,
+};
+use teamster_store::{
+    AgentRecord, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord, SessionOrder, SessionQuery,
+    SessionRecord, Store, StreamEvent, TurnRecord,
+};
+
+use crate::columns::{AGENT_COLUMNS, SESSION_COLUMNS, TURN_COLUMNS};
+
+/// The schema, embedded at build time.
+static MIGRATOR: Migrator = sqlx::migrate!();
+
+/// The URL query parameter that sets the pool size; it is not passed on to the server.
+const POOL_SIZE_PARAMETER: &str = "pool_size";
+
+/// How long a call waits for a pooled connection (or for the server to accept a new one)
+/// before failing.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Creates a turn, if and only if the session's last turn is the expected one, and makes it
+/// the session's last turn. Parameters: `$1` to `$8` are the turn's columns, `$9` the expected
+/// last turn. Returns whether the turn was created and whether the session exists.
+const CREATE_TURN: &str = "WITH swapped AS ( \
+         UPDATE sessions SET last_turn_id = $1 WHERE id = $2 AND last_turn_id IS NOT DISTINCT FROM $9 RETURNING id \
+     ), created AS ( \
+         INSERT INTO turns (id, session_id, previous_turn_id, input, state, status, created_by, created_at) \
+         SELECT $1, id, $3, $4, $5, $6, $7, $8 FROM swapped RETURNING id \
+     ) \
+     SELECT EXISTS (SELECT 1 FROM created), EXISTS (SELECT 1 FROM sessions WHERE id = $2)";
+
+/// How a [`PostgresStore`] connects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// The most connections the store opens at once.
+    pub max_connections: u32,
+}
+
+impl Default for PoolConfig {
+    fn default() -> PoolConfig {
+        PoolConfig { max_connections: PoolConfig::DEFAULT_MAX_CONNECTIONS }
+    }
+}
+
+impl PoolConfig {
+    /// Enough for the group-commit writer, turn creation and concurrent readers of one
+    /// replica, and small next to PostgreSQL's default limit of 100 connections.
+    pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
+}
+
+/// A Teamster store in PostgreSQL. Cloning is cheap and shares the pool.
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("PostgresStore").finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/database`, any
+    /// libpq-style URL that sqlx accepts) and brings its schema up to date.
+    ///
+    /// An optional `pool_size=N` query parameter sets the pool's size (default
+    /// [`PoolConfig::DEFAULT_MAX_CONNECTIONS`]). Errors never include the URL, which may hold a
+    /// password.
+    pub async fn connect(url: &str) -> Result<PostgresStore> {
+        let (url, pool) = split_pool_config(url)?;
+        PostgresStore::connect_with(&url, pool).await
+    }
+
+    /// Connects like [`PostgresStore::connect`], with an explicit pool configuration.
+    pub async fn connect_with(url: &str, config: PoolConfig) -> Result<PostgresStore> {
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|error| Error::Backend(format!("invalid PostgreSQL URL: {error}")))?;
+        let pool = PgPoolOptions::new()
+            .max_connections(config.max_connections.max(1))
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            // The pool checks connections as they are released; checking them again before
+            // every statement would add a round trip to each.
+            .test_before_acquire(false)
+            .connect_with(options)
+            .await
+            .map_err(error::backend)?;
+        MIGRATOR.run(&pool).await.map_err(|error| Error::Backend(format!("migrating the schema: {error}")))?;
+        tracing::debug!(max_connections = config.max_connections, "opened the PostgreSQL store");
+        Ok(PostgresStore { pool })
+    }
+
+    /// Closes every connection; the store fails every call afterwards.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Reads one version of an agent selected by `condition` on `$1`; `version` `None` means
+    /// the latest.
+    async fn agent_where(&self, condition: &str, key: &str, version: Option<u64>) -> Result<AgentRecord> {
+        let version_join = match version {
+            Some(_) => "agent_versions.version = $2",
+            None => "agent_versions.version = agents.latest_version",
+        };
+        let sql = format!(
+            "SELECT {AGENT_COLUMNS} FROM agents JOIN agent_versions \
+             ON agent_versions.agent_id = agents.id AND {version_join} WHERE {condition}"
+        );
+        let mut query = sqlx::query_as::<_, AgentRow>(&sql).bind(key);
+        if let Some(version) = version {
+            query = query.bind(clamp_i64(version));
+        }
+        let row = query.fetch_optional(&self.pool).await.map_err(error::backend)?;
+        codec::agent(row.ok_or(Error::NotFound("agent"))?)
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn create_agent(&self, agent: &AgentRecord) -> Result<()> {
+        let spec = to_json(&agent.spec, "agent spec")?;
+        let version = to_i64(agent.version, "agent version")?;
+        sqlx::query(
+            "WITH agent AS ( \
+                 INSERT INTO agents (id, name, latest_version, created_at) VALUES ($1, $2, $3, $4) RETURNING id \
+             ) \
+             INSERT INTO agent_versions (agent_id, version, spec, created_at) SELECT id, $3, $5, $6 FROM agent",
+        )
+        .bind(&agent.id)
+        .bind(&agent.name)
+        .bind(version)
+        .bind(&agent.created_at)
+        .bind(spec)
+        .bind(&agent.updated_at)
+        .execute(&self.pool)
+        .await
+        .map_err(error::on("agent"))?;
+        Ok(())
+    }
+
+    async fn add_agent_version(&self, agent_id: &str, spec: &AgentSpec, at: &str) -> Result<AgentRecord> {
+        let spec_json = to_json(spec, "agent spec")?;
+        // An unknown agent updates and inserts nothing and returns no row. Concurrent updates
+        // queue on the agent's row, so each gets its own version number.
+        let row: Option<(String, i64, String)> = sqlx::query_as(
+            "WITH bumped AS ( \
+                 UPDATE agents SET latest_version = latest_version + 1 WHERE id = $1 \
+                 RETURNING id, name, latest_version, created_at \
+             ), stored AS ( \
+                 INSERT INTO agent_versions (agent_id, version, spec, created_at) \
+                 SELECT id, latest_version, $2, $3 FROM bumped \
+             ) \
+             SELECT name, latest_version, created_at FROM bumped",
+        )
+        .bind(agent_id)
+        .bind(spec_json)
+        .bind(at)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(error::on("agent version"))?;
+        let (name, version, created_at) = row.ok_or(Error::NotFound("agent"))?;
+        Ok(AgentRecord {
+            id: agent_id.to_owned(),
+            name,
+            version: to_u64(version, "agent version")?,
+            spec: spec.clone(),
+            created_at,
+            updated_at: at.to_owned(),
+        })
+    }
+
+    async fn get_agent(&self, agent_id: &str) -> Result<AgentRecord> {
+        self.agent_where("agents.id = $1", agent_id, None).await
+    }
+
+    async fn get_agent_by_name(&self, name: &str) -> Result<AgentRecord> {
+        self.agent_where("agents.name = $1", name, None).await
+    }
+
+    async fn get_agent_version(&self, agent_id: &str, version: u64) -> Result<AgentRecord> {
+        self.agent_where("agents.id = $1", agent_id, Some(version)).await
+    }
+
+    async fn list_agents(&self) -> Result<Vec<AgentRecord>> {
+        let sql = format!(
+            "SELECT {AGENT_COLUMNS} FROM agents JOIN agent_versions \
+             ON agent_versions.agent_id = agents.id AND agent_versions.version = agents.latest_version \
+             ORDER BY agents.name"
+        );
+        let rows: Vec<AgentRow> = sqlx::query_as(&sql).fetch_all(&self.pool).await.map_err(error::backend)?;
+        rows.into_iter().map(codec::agent).collect()
+    }
+
+    async fn delete_agent(&self, agent_id: &str) -> Result<bool> {
+        // Versions go with the agent (ON DELETE CASCADE); sessions do not reference agents.
+        let deleted = sqlx::query("DELETE FROM agents WHERE id = $1")
+            .bind(agent_id)
+            .execute(&self.pool)
+            .await
+            .map_err(error::backend)?;
+        Ok(deleted.rows_affected() > 0)
+    }
+
+    async fn create_session(&self, session: &SessionRecord) -> Result<()> {
+        let agent = SessionAgentColumns::new(&session.agent)?;
+        let created_by = to_json(&session.created_by, "session created_by")?;
+        sqlx::query(
+            "INSERT INTO sessions (id, kind, agent_id, agent_version, agent_name, draft_spec, title, \
+             created_by_id, created_by, created_at, updated_at, last_turn_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        )
+        .bind(&session.id)
+        .bind(agent.kind)
+        .bind(agent.agent_id)
+        .bind(agent.agent_version)
+        .bind(agent.agent_name)
+        .bind(agent.draft_spec)
+        .bind(&session.title)
+        .bind(&session.created_by.subject_id)
+        .bind(created_by)
+        .bind(&session.created_at)
+        .bind(&session.updated_at)
+        .bind(&session.last_turn_id)
+        .execute(&self.pool)
+        .await
+        .map_err(error::on("session"))?;
+        Ok(())
+    }
+
+    async fn get_session(&self, session_id: &str) -> Result<SessionRecord> {
+        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1");
+        let row: Option<SessionRow> =
+            sqlx::query_as(&sql).bind(session_id).fetch_optional(&self.pool).await.map_err(error::backend)?;
+        codec::session(row.ok_or(Error::NotFound("session"))?)
+    }
+
+    async fn update_session(&self, session: &SessionRecord) -> Result<()> {
+        // Only a draft's agent is mutable; a saved session stays pinned to its version.
+        let (draft_spec, draft_agent_name) = match &session.agent {
+            SessionAgentRecord::Draft { spec, agent_name } => {
+                (Some(to_json(spec, "draft spec")?), agent_name.as_deref())
+            }
+            SessionAgentRecord::Saved { .. } => (None, None),
+        };
+        let updated = sqlx::query(
+            "UPDATE sessions SET title = $1, updated_at = $2, \
+             draft_spec = CASE WHEN kind = 'session/draft' AND $3::text IS NOT NULL THEN $3 ELSE draft_spec END, \
+             agent_name = CASE WHEN kind = 'session/draft' AND $3::text IS NOT NULL THEN $4 ELSE agent_name END \
+             WHERE id = $5",
+        )
+        .bind(&session.title)
+        .bind(&session.updated_at)
+        .bind(draft_spec)
+        .bind(draft_agent_name)
+        .bind(&session.id)
+        .execute(&self.pool)
+        .await
+        .map_err(error::backend)?;
+        if updated.rows_affected() == 0 {
+            return Err(Error::NotFound("session"));
+        }
+        Ok(())
+    }
+
+    async fn delete_session(&self, session_id: &str) -> Result<bool> {
+        // Turns, and through them both event tables, go with the session (ON DELETE CASCADE).
+        let deleted = sqlx::query("DELETE FROM sessions WHERE id = $1")
+            .bind(session_id)
+            .execute(&self.pool)
+            .await
+            .map_err(error::backend)?;
+        Ok(deleted.rows_affected() > 0)
+    }
+
+    async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>> {
+        let mut sql = QueryBuilder::<Postgres>::new(format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE TRUE"));
+        if let Some(created_by) = &query.created_by {
+            sql.push(" AND created_by_id = ").push_bind(created_by.as_str());
+        }
+        if let Some(agent_name) = &query.agent_name {
+            sql.push(" AND agent_name = ").push_bind(agent_name.as_str());
+        }
+        if let Some(agent_id) = &query.agent_id {
+            sql.push(" AND agent_id = ").push_bind(agent_id.as_str());
+        }
+        if let Some(kind) = query.kind {
+            sql.push(" AND kind = ").push_bind(kind.as_str());
+        }
+        if let Some(session_id) = &query.session_id {
+            sql.push(" AND id = ").push_bind(session_id.as_str());
+        }
+        if let Some(from) = &query.created_from {
+            sql.push(" AND created_at >= ").push_bind(from.as_str());
+        }
+        if let Some(to) = &query.created_to {
+            sql.push(" AND created_at <= ").push_bind(to.as_str());
+        }
+        let key = match query.order_by {
+            SessionOrder::CreatedAt => "created_at",
+            SessionOrder::UpdatedAt => "updated_at",
+        };
+        let (after, direction) = if query.descending { ("<", "DESC") } else { (">", "ASC") };
+        // The keyset cursor is a row-value comparison, which the (key, id) indexes serve; the
+        // columns' "C" collation makes it compare bytes, as the cursor's producer does.
+        if let Some((cursor_key, cursor_id)) = &query.after {
+            sql.push(format_args!(" AND ({key}, id) {after} ("))
+                .push_bind(cursor_key.as_str())
+                .push(", ")
+                .push_bind(cursor_id.as_str())
+                .push(")");
+        }
+        sql.push(format_args!(" ORDER BY {key} {direction}, id {direction} LIMIT ")).push_bind(i64::from(query.limit));
+        let rows: Vec<SessionRow> = sql.build_query_as().fetch_all(&self.pool).await.map_err(error::backend)?;
+        rows.into_iter().map(codec::session).collect()
+    }
+
+    async fn create_turn(
+        &self,
+        turn: &TurnRecord,
+        expected_last_turn_id: Option<&str>,
+        initial_writes: &[LogWrite],
+    ) -> Result<()> {
+        let columns = TurnColumns::new(turn)?;
+        let writes = LogRows::new(initial_writes)?;
+        let mut transaction = self.pool.begin().await.map_err(error::backend)?;
+        let (created, session_exists): (bool, bool) = sqlx::query_as(CREATE_TURN)
+            .bind(&turn.id)
+            .bind(&turn.session_id)
+            .bind(&turn.previous_turn_id)
+            .bind(columns.input)
+            .bind(columns.state)
+            .bind(columns.status)
+            .bind(columns.created_by)
+            .bind(&turn.created_at)
+            .bind(expected_last_turn_id)
+            .fetch_one(&mut *transaction)
+            .await
+            .map_err(error::on("turn"))?;
+        // Dropping the transaction without committing rolls it back.
+        if !created {
+            return Err(match session_exists {
+                true => {
+                    Error::Conflict(format!("the last turn of session {} is not the expected one", turn.session_id))
+                }
+                false => Error::NotFound("session"),
+            });
+        }
+        event_log::write_in_transaction(&mut transaction, &writes).await?;
+        transaction.commit().await.map_err(error::backend)
+    }
+
+    async fn get_turn(&self, session_id: &str, turn_id: &str) -> Result<TurnRecord> {
+        let sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = $1 AND session_id = $2");
+        let row: Option<TurnRow> = sqlx::query_as(&sql)
+            .bind(turn_id)
+            .bind(session_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(error::backend)?;
+        codec::turn(row.ok_or(Error::NotFound("turn"))?)
+    }
+
+    async fn running_turns(&self) -> Result<Vec<TurnRecord>> {
+        let sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE status = 'running' ORDER BY created_at, id");
+        let rows: Vec<TurnRow> = sqlx::query_as(&sql).fetch_all(&self.pool).await.map_err(error::backend)?;
+        rows.into_iter().map(codec::turn).collect()
+    }
+
+    async fn write(&self, batch: &[LogWrite]) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let rows = LogRows::new(batch)?;
+        if !event_log::needs_transaction(&rows) {
+            let mut connection = self.pool.acquire().await.map_err(error::backend)?;
+            return event_log::write_log(&mut connection, &rows).await;
+        }
+        let mut transaction = self.pool.begin().await.map_err(error::backend)?;
+        event_log::write_in_transaction(&mut transaction, &rows).await?;
+        transaction.commit().await.map_err(error::backend)
+    }
+
+    async fn read_stream(&self, turn_id: &str, after: u64, limit: u32) -> Result<Vec<StreamEvent>> {
+        let rows: Vec<(i64, String)> = sqlx::query_as(
+            "SELECT sequence, data FROM stream_events WHERE turn_id = $1 AND sequence > $2 \
+             ORDER BY sequence LIMIT $3",
+        )
+        .bind(turn_id)
+        .bind(clamp_i64(after))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(error::backend)?;
+        rows.into_iter()
+            .map(|(sequence, data)| Ok(StreamEvent { sequence: to_u64(sequence, "sequence number")?, data }))
+            .collect()
+    }
+
+    async fn last_sequence(&self, turn_id: &str) -> Result<u64> {
+        let last: Option<i64> =
+            sqlx::query_scalar("SELECT sequence FROM stream_events WHERE turn_id = $1 ORDER BY sequence DESC LIMIT 1")
+                .bind(turn_id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(error::backend)?;
+        last.map_or(Ok(0), |sequence| to_u64(sequence, "sequence number"))
+    }
+
+    async fn read_content(&self, turn_id: &str, query: &ContentQuery) -> Result<Vec<ContentEvent>> {
+        let sql = match (query.only_turn_content, query.descending) {
+            (false, false) => {
+                "SELECT sequence, kind, data FROM content_events WHERE turn_id = $1 AND sequence > $2 \
+                 ORDER BY sequence LIMIT $3"
+            }
+            (false, true) => {
+                "SELECT sequence, kind, data FROM content_events WHERE turn_id = $1 AND sequence < $2 \
+                 ORDER BY sequence DESC LIMIT $3"
+            }
+            (true, false) => {
+                "SELECT sequence, kind, data FROM content_events WHERE turn_id = $1 AND sequence > $2 \
+                 AND kind NOT IN ('turn.created', 'turn.done') ORDER BY sequence LIMIT $3"
+            }
+            (true, true) => {
+                "SELECT sequence, kind, data FROM content_events WHERE turn_id = $1 AND sequence < $2 \
+                 AND kind NOT IN ('turn.created', 'turn.done') ORDER BY sequence DESC LIMIT $3"
+            }
+        };
+        // Without a cursor, the bound lies beyond every sequence number in the direction read.
+        let bound = match (query.after, query.descending) {
+            (Some(after), _) => clamp_i64(after),
+            (None, false) => -1,
+            (None, true) => i64::MAX,
+        };
+        let rows: Vec<(i64, String, String)> = sqlx::query_as(sql)
+            .bind(turn_id)
+            .bind(bound)
+            .bind(i64::from(query.limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(error::backend)?;
+        rows.into_iter()
+            .map(|(sequence, kind, data)| {
+                Ok(ContentEvent { sequence: to_u64(sequence, "sequence number")?, kind, data })
+            })
+            .collect()
+    }
+
+    async fn put_setting(&self, kind: &str, name: &str, value: &str, at: &str) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO settings (kind, name, value, updated_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+        )
+        .bind(kind)
+        .bind(name)
+        .bind(value)
+        .bind(at)
+        .execute(&self.pool)
+        .await
+        .map_err(error::backend)?;
+        Ok(())
+    }
+
+    async fn list_settings(&self, kind: &str) -> Result<Vec<(String, String)>> {
+        sqlx::query_as("SELECT name, value FROM settings WHERE kind = $1 ORDER BY name")
+            .bind(kind)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(error::backend)
+    }
+
+    async fn delete_setting(&self, kind: &str, name: &str) -> Result<bool> {
+        let deleted = sqlx::query("DELETE FROM settings WHERE kind = $1 AND name = $2")
+            .bind(kind)
+            .bind(name)
+            .execute(&self.pool)
+            .await
+            .map_err(error::backend)?;
+        Ok(deleted.rows_affected() > 0)
+    }
+}
+
+/// Takes the `pool_size` parameter out of a URL: returns the URL without it (sqlx would warn
+/// about a parameter it does not know) and the pool configuration it sets.
+fn split_pool_config(url: &str) -> Result<(String, PoolConfig)> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), PoolConfig::default()));
+    };
+    let mut config = PoolConfig::default();
+    let mut kept = Vec::new();
+    for parameter in query.split('&') {
+        match parameter.split_once('=') {
+            Some((POOL_SIZE_PARAMETER, value)) => {
+                config.max_connections = value.parse().ok().filter(|&size| size > 0).ok_or_else(|| {
+                    Error::Backend(format!("{POOL_SIZE_PARAMETER} must be a positive integer, got {value:?}"))
+                })?;
+            }
+            _ => kept.push(parameter),
+        }
+    }
+    let url = if kept.is_empty() { base.to_owned() } else { format!("{base}?{}", kept.join("&")) };
+    Ok((url, config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_size_comes_out_of_the_url() {
+        let split = |url: &str| split_pool_config(url).expect("a valid URL");
+        let default = PoolConfig::default();
+        assert_eq!(split("postgres://db/x"), ("postgres://db/x".to_owned(), default));
+        assert_eq!(
+            split("postgres://db/x?pool_size=3"),
+            ("postgres://db/x".to_owned(), PoolConfig { max_connections: 3 })
+        );
+        assert_eq!(
+            split("postgres://db/x?sslmode=disable&pool_size=25&application_name=t"),
+            ("postgres://db/x?sslmode=disable&application_name=t".to_owned(), PoolConfig { max_connections: 25 })
+        );
+        assert_eq!(split("postgres://db/x?sslmode=disable"), ("postgres://db/x?sslmode=disable".to_owned(), default));
+        for bad in ["postgres://db/x?pool_size=0", "postgres://db/x?pool_size=many", "postgres://db/x?pool_size="] {
+            assert!(matches!(split_pool_config(bad), Err(Error::Backend(_))), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! Runs the store conformance suite against PostgreSQL, each test in a scratch schema of its
+//! own, and checks what only a shared server has: two stores (two replicas) racing for a
+//! session, a second connect finding the schema migrated, and writers, turn creation and
+//! deletes on the same sessions never deadlocking.
+//!
+//! The server comes from `TEAMSTER_TEST_POSTGRES_URL`; `scripts/test` starts a throwaway one
+//! with `scripts/postgres` and sets it. Without it, every test here fails: a storage backend
+//! that silently skips its tests is untested.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sqlx::{Connection, Executor, PgConnection};
+use teamster_protocol::turn::CancelReason;
+use teamster_protocol::{AgentSpec, Subject, TurnState};
+use teamster_store::conformance::Fixture;
+use teamster_store::{AgentRecord, Error, LogWrite, SessionAgentRecord, SessionRecord, Store, TurnRecord};
+use teamster_store_postgres::PostgresStore;
+
+/// The variable that names the test server.
+const SERVER_URL: &str = "TEAMSTER_TEST_POSTGRES_URL";
+
+/// A schema of its own in the test server's database, with a store whose connections use it.
+/// Dropping it drops the schema and everything in it.
+struct ScratchSchema {
+    store: Arc<PostgresStore>,
+    /// The schema's name, unique per test.
+    name: String,
+    server_url: String,
+}
+
+impl ScratchSchema {
+    async fn new() -> ScratchSchema {
+        let server_url = std::env::var(SERVER_URL)
+            .unwrap_or_else(|_| panic!("set {SERVER_URL} or run scripts/test, which starts PostgreSQL"));
+        let name = format!("test_{}_{:016x}", std::process::id(), fastrand::u64(..));
+        let mut admin = PgConnection::connect(&server_url)
+            .await
+            .unwrap_or_else(|error| panic!("connecting to {SERVER_URL}: {error}"));
+        admin.execute(format!("CREATE SCHEMA {name}").as_str()).await.expect("create a scratch schema");
+        let _ = admin.close().await;
+        let store =
+            PostgresStore::connect(&in_schema(&server_url, &name)).await.expect("connect to the scratch schema");
+        ScratchSchema { store: Arc::new(store), name, server_url }
+    }
+
+    /// Another store on the same schema, as a second replica would have.
+    async fn second_store(&self) -> PostgresStore {
+        PostgresStore::connect(&in_schema(&self.server_url, &self.name)).await.expect("connect a second store")
+    }
+}
+
+impl Fixture for ScratchSchema {
+    fn store(&self) -> Arc<dyn Store> {
+        Arc::clone(&self.store) as Arc<dyn Store>
+    }
+}
+
+impl Drop for ScratchSchema {
+    /// Drops the schema from a thread of its own, since `Drop` cannot await and the test's
+    /// runtime is busy running this drop. Idle pooled connections hold no locks, so the drop
+    /// does not wait for the pool to close. Failures are reported, never panicked on: this may
+    /// run while a failed test unwinds.
+    fn drop(&mut self) {
+        let (server_url, name) = (self.server_url.clone(), self.name.clone());
+        let dropped = std::thread::spawn(move || -> Result<(), String> {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|error| error.to_string())?;
+            runtime.block_on(async {
+                let mut admin = PgConnection::connect(&server_url).await.map_err(|error| error.to_string())?;
+                admin
+                    .execute(format!("DROP SCHEMA {name} CASCADE").as_str())
+                    .await
+                    .map_err(|error| error.to_string())?;
+                admin.close().await.map_err(|error| error.to_string())
+            })
+        })
+        .join();
+        match dropped {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => eprintln!("dropping the scratch schema {}: {error}", self.name),
+            Err(_) => eprintln!("dropping the scratch schema {} panicked", self.name),
+        }
+    }
+}
+
+/// The server URL with every connection's `search_path` set to `schema`.
+fn in_schema(server_url: &str, schema: &str) -> String {
+    let separator = if server_url.contains('?') { '&' } else { '?' };
+    format!("{server_url}{separator}options[search_path]={schema}")
+}
+
+teamster_store::conformance_tests!(ScratchSchema::new());
+
+fn subject() -> Subject {
+    Subject { subject_id: "alice".into(), subject_type: "user".into(), subject_slug: "alice".into() }
+}
+
+fn spec() -> AgentSpec {
+    serde_json::from_value(serde_json::json!({"model": {"name": "openai-main/gpt-4o"}})).expect("a valid spec")
+}
+
+fn draft_session(id: &str) -> SessionRecord {
+    SessionRecord {
+        id: id.into(),
+        agent: SessionAgentRecord::Draft { spec: spec(), agent_name: None },
+        title: None,
+        created_by: subject(),
+        created_at: "2025-01-01T00:00:00.000Z".into(),
+        updated_at: "2025-01-01T00:00:00.000Z".into(),
+        last_turn_id: None,
+    }
+}
+
+fn turn(id: &str, session_id: &str, previous: Option<&str>) -> TurnRecord {
+    TurnRecord {
+        id: id.into(),
+        session_id: session_id.into(),
+        previous_turn_id: previous.map(str::to_owned),
+        input: vec![],
+        state: TurnState::Running,
+        created_by: subject(),
+        created_at: "2025-01-01T00:00:01.000Z".into(),
+    }
+}
+
+fn stream(turn_id: &str, sequence: u64, data: &str) -> LogWrite {
+    LogWrite::Stream { turn_id: turn_id.into(), sequence, data: data.into() }
+}
+
+fn done(turn_id: &str, at: &str) -> LogWrite {
+    let state = TurnState::Done { output: None, required_actions: vec![], completed_at: at.into(), metrics: None };
+    LogWrite::TurnState { turn_id: turn_id.into(), state, at: at.into() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_racing_for_a_session_have_one_winner() {
+    let schema = ScratchSchema::new().await;
+    let replicas: [Arc<dyn Store>; 2] = [schema.store(), Arc::new(schema.second_store().await)];
+    replicas[0].create_session(&draft_session("ses_1")).await.expect("create_session");
+
+    let mut expected: Option<String> = None;
+    for round in 0..5 {
+        let tasks: Vec<_> = (0..8)
+            .map(|racer| {
+                let store = Arc::clone(&replicas[racer % 2]);
+                let expected = expected.clone();
+                let turn_id = format!("turn_{round}_{racer}");
+                tokio::spawn(async move {
+                    let created = turn(&turn_id, "ses_1", expected.as_deref());
+                    let writes = [stream(&turn_id, 1, "created")];
+                    (turn_id, store.create_turn(&created, expected.as_deref(), &writes).await)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for task in tasks {
+            match task.await.expect("a racer panicked") {
+                (turn_id, Ok(())) => winners.push(turn_id),
+                (_, Err(Error::Conflict(_))) => {}
+                (_, Err(other)) => panic!("a losing create_turn must be a Conflict, got {other:?}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+        for replica in &replicas {
+            let session = replica.get_session("ses_1").await.expect("get_session");
+            assert_eq!(session.last_turn_id, Some(winners[0].clone()), "both replicas see the winner");
+        }
+        expected = winners.pop();
+    }
+}
+
+#[tokio::test]
+async fn a_second_connect_finds_the_schema_migrated_and_the_data_there() {
+    let schema = ScratchSchema::new().await;
+    let first = schema.store();
+    first.create_session(&draft_session("ses_1")).await.expect("create_session");
+    first
+        .put_setting("model-provider", "openai", r#"{"k": 1}"#, "2025-01-01T00:00:00.000Z")
+        .await
+        .expect("put_setting");
+
+    let second = schema.second_store().await;
+    assert_eq!(second.get_session("ses_1").await.expect("get_session"), draft_session("ses_1"));
+    assert_eq!(
+        second.list_settings("model-provider").await.expect("list_settings"),
+        vec![("openai".to_owned(), r#"{"k": 1}"#.to_owned())]
+    );
+    second.close().await;
+    assert!(matches!(second.get_session("ses_1").await, Err(Error::Backend(_))), "a closed store fails its calls");
+}
+
+#[tokio::test]
+async fn conflicts_name_the_record_not_the_database_constraint() {
+    let schema = ScratchSchema::new().await;
+    let store = schema.store();
+    let agent = AgentRecord {
+        id: "agt_1".into(),
+        name: "bot".into(),
+        version: 1,
+        spec: spec(),
+        created_at: "2025-01-01T00:00:00.000Z".into(),
+        updated_at: "2025-01-01T00:00:00.000Z".into(),
+    };
+    store.create_agent(&agent).await.expect("create_agent");
+    store.create_session(&draft_session("ses_1")).await.expect("create_session");
+    store.create_turn(&turn("turn_1", "ses_1", None), None, &[]).await.expect("create_turn");
+
+    let messages = [
+        store.create_agent(&AgentRecord { id: "agt_2".into(), ..agent }).await,
+        store.create_session(&draft_session("ses_1")).await,
+        store.create_turn(&turn("turn_1", "ses_1", Some("turn_1")), Some("turn_1"), &[]).await,
+    ]
+    .map(|result| match result {
+        Err(Error::Conflict(message)) => message,
+        other => panic!("expected a Conflict, got {other:?}"),
+    });
+    assert_eq!(messages, ["agent already exists", "session already exists", "turn already exists"]);
+}
+
+/// Turn creation (which cancels the previous turn), log batches with turn states spanning
+/// sessions, and session deletes, all at once on the same sessions: every call succeeds, so
+/// none of them ever deadlocks with another (PostgreSQL would abort one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writers_turn_creation_and_deletes_never_deadlock() {
+    const ROUNDS: usize = 40;
+    let schema = ScratchSchema::new().await;
+    let replicas: [Arc<dyn Store>; 2] = [schema.store(), Arc::new(schema.second_store().await)];
+    for session in ["ses_a", "ses_b"] {
+        replicas[0].create_session(&draft_session(session)).await.expect("create_session");
+    }
+    let sequence = Arc::new(AtomicU64::new(10));
+    let next = move || sequence.fetch_add(1, Ordering::Relaxed);
+
+    let mut tasks = Vec::new();
+    // One turn creator per session, each turn cancelling the one before it.
+    for (index, session) in ["ses_a", "ses_b"].into_iter().enumerate() {
+        let store = Arc::clone(&replicas[index]);
+        tasks.push(tokio::spawn(async move {
+            let mut previous: Option<String> = None;
+            for round in 0..ROUNDS {
+                let turn_id = format!("{session}_turn_{round}");
+                let mut writes = vec![stream(&turn_id, 1, "created")];
+                if let Some(previous) = &previous {
+                    let cancelled = TurnState::Cancelled {
+                        reason: CancelReason::CancelledForNextTurn,
+                        completed_at: "2025-01-01T00:00:02.000Z".into(),
+                        metrics: None,
+                    };
+                    writes.push(LogWrite::TurnState {
+                        turn_id: previous.as_str().into(),
+                        state: cancelled,
+                        at: "2025-01-01T00:00:02.000Z".into(),
+                    });
+                    writes.push(stream(previous, 1_000_000, "cancelled"));
+                }
+                store
+                    .create_turn(&turn(&turn_id, session, previous.as_deref()), previous.as_deref(), &writes)
+                    .await
+                    .map_err(|error| format!("create_turn {turn_id}: {error}"))?;
+                previous = Some(turn_id);
+            }
+            Ok::<(), String>(())
+        }));
+    }
+    // A group-commit writer adding to the current turn of every session in each batch, in
+    // alternating order, every other batch finishing the turns too.
+    {
+        let store = Arc::clone(&replicas[1]);
+        let next = next.clone();
+        tasks.push(tokio::spawn(async move {
+            for round in 0..ROUNDS * 4 {
+                let mut batch = Vec::new();
+                let sessions = if round % 2 == 0 { ["ses_a", "ses_b", "ses_c"] } else { ["ses_c", "ses_b", "ses_a"] };
+                for session in sessions {
+                    let last = store.get_session(session).await.ok().and_then(|session| session.last_turn_id);
+                    if let Some(turn_id) = last {
+                        batch.push(stream(&turn_id, next(), "delta"));
+                        if round % 4 < 2 {
+                            batch.push(done(&turn_id, "2025-01-01T00:00:03.000Z"));
+                        }
+                    }
+                }
+                store.write(&batch).await.map_err(|error| format!("write: {error}"))?;
+            }
+            Ok(())
+        }));
+    }
+    // A session that is created, written to and deleted over and over.
+    {
+        let store = Arc::clone(&replicas[0]);
+        tasks.push(tokio::spawn(async move {
+            for round in 0..ROUNDS {
+                let turn_id = format!("ses_c_turn_{round}");
+                store
+                    .create_session(&draft_session("ses_c"))
+                    .await
+                    .map_err(|error| format!("create_session: {error}"))?;
+                store
+                    .create_turn(&turn(&turn_id, "ses_c", None), None, &[])
+                    .await
+                    .map_err(|error| format!("create_turn: {error}"))?;
+                store
+                    .write(&[stream(&turn_id, next(), "delta"), done(&turn_id, "2025-01-01T00:00:04.000Z")])
+                    .await
+                    .map_err(|error| format!("write: {error}"))?;
+                store.delete_session("ses_c").await.map_err(|error| format!("delete_session: {error}"))?;
+            }
+            Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await.expect("a task panicked").expect("every call succeeds");
+    }
+    let last_a = replicas[0].get_session("ses_a").await.expect("get_session").last_turn_id;
+    assert_eq!(last_a.as_deref(), Some(format!("ses_a_turn_{}", ROUNDS - 1).as_str()));
+}
