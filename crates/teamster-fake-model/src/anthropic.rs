@@ -142,9 +142,7 @@ impl Chat for MessagesRequest {
     fn user_texts(&self) -> Vec<String> {
         self.messages.iter().filter(|message| message.role == "user").flat_map(RequestMessage::user_texts).collect()
     }
-}
 
-impl MessagesRequest {
     fn system_text(&self) -> String {
         match &self.system {
             Some(System::Text(text)) => text.clone(),
@@ -152,6 +150,13 @@ impl MessagesRequest {
             None => String::new(),
         }
     }
+
+    fn offers_tools(&self) -> bool {
+        !self.tools.is_empty()
+    }
+}
+
+impl MessagesRequest {
 
     /// Whether any part of the request asks for caching.
     fn asks_for_caching(&self) -> bool {

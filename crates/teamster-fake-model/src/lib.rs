@@ -17,6 +17,8 @@
 //! | `[midstream-error]` | text chunks `Partial ` and `answer`, then `data: {"error":{"message":"fake mid-stream failure"}}` (OpenAI) or an `event: error` of type `overloaded_error` (Anthropic), and the end of the body |
 //! | `[tool:NAME]`, `[tool:NAME {json args}]` (repeatable) | one tool call per directive, in order, in one message, finish `tool_calls` / `tool_use` |
 //! | `[tokens:N]` | exactly N text chunks `tok1 `, `tok2 `, ..., `tokN ` (N is capped at 100000) |
+//! | (the request offers no tools and its system prompt says `summarize`) | `Summary: ` + every sentence of the user messages that contains `remember` (from that word on, each once), or `Summary: nothing to remember.` |
+//! | `[json:VALUE]` | the JSON value exactly as written, word by word |
 //! | `[history]` | `History: ` + the texts of all user messages joined by ` \| `, word by word |
 //! | (anything else) | `You said: <text of the last user message>`, word by word |
 //!

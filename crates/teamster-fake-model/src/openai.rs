@@ -24,6 +24,8 @@ struct ChatRequest {
     #[serde(default)]
     messages: Vec<RequestMessage>,
     #[serde(default)]
+    tools: Vec<serde::de::IgnoredAny>,
+    #[serde(default)]
     stream: Option<bool>,
     #[serde(default)]
     stream_options: Option<StreamOptions>,
@@ -60,6 +62,14 @@ impl Chat for ChatRequest {
 
     fn user_texts(&self) -> Vec<String> {
         self.messages.iter().filter(|message| message.role == "user").map(RequestMessage::text).collect()
+    }
+
+    fn system_text(&self) -> String {
+        self.messages.iter().filter(|message| message.role == "system").map(RequestMessage::text).collect()
+    }
+
+    fn offers_tools(&self) -> bool {
+        !self.tools.is_empty()
     }
 }
 

@@ -25,6 +25,34 @@ pub(crate) trait Chat {
     fn final_tool_result(&self) -> Option<String>;
     /// The texts of every user message, tool results aside, in order.
     fn user_texts(&self) -> Vec<String>;
+    /// The system prompt, all of it.
+    fn system_text(&self) -> String;
+    /// Whether the request offers the model any tool.
+    fn offers_tools(&self) -> bool;
+}
+
+/// Whether a request asks for a summary: a system prompt that says "summarize" and no tools.
+fn asks_for_summary(chat: &impl Chat) -> bool {
+    !chat.offers_tools() && chat.system_text().to_lowercase().contains("summarize")
+}
+
+/// A summariser that keeps what it was told to remember: every sentence of the user messages
+/// that contains `remember` (any case), each once, in order.
+fn summary(chat: &impl Chat) -> String {
+    let mut kept: Vec<String> = Vec::new();
+    for text in chat.user_texts() {
+        for sentence in text.split_inclusive(['.', '\n']) {
+            let sentence = sentence.trim();
+            let start = sentence.to_lowercase().find("remember");
+            if let Some(start) = start {
+                let sentence = sentence[start..].to_owned();
+                if !kept.contains(&sentence) {
+                    kept.push(sentence);
+                }
+            }
+        }
+    }
+    if kept.is_empty() { "Summary: nothing to remember.".to_owned() } else { format!("Summary: {}", kept.join(" ")) }
 }
 
 /// What a request gets: a failure status, or an answer.
@@ -63,6 +91,10 @@ pub(crate) fn decide<'a>(state: &FakeState, chat: &impl Chat, text: &'a str) -> 
     }
     let body = if let Some(result) = tool_result {
         PlanBody::Words(format!("Tool result: {result}"))
+    } else if asks_for_summary(chat) {
+        PlanBody::Words(summary(chat))
+    } else if let Some(json) = directives.json {
+        PlanBody::Words(json.to_owned())
     } else if directives.midstream_error {
         PlanBody::MidstreamError
     } else if !directives.tools.is_empty() {
@@ -151,6 +183,8 @@ struct Directives<'a> {
     error: Option<u16>,
     /// `(failures, status)` of `[flaky:N:STATUS]`.
     flaky: Option<(u64, u16)>,
+    /// The JSON value of `[json:VALUE]`.
+    json: Option<&'a str>,
     midstream_error: bool,
 }
 
@@ -185,6 +219,14 @@ impl<'a> Directives<'a> {
                 }
                 return Some(flag.len());
             }
+        }
+        if let Some(after) = inner.strip_prefix("json:") {
+            let mut values = serde_json::Deserializer::from_str(after).into_iter::<serde::de::IgnoredAny>();
+            values.next()?.ok()?;
+            let end = values.byte_offset();
+            let close = after[end..].find(']').filter(|close| after[end..end + close].trim().is_empty())?;
+            self.json = Some(after[..end].trim());
+            return Some("json:".len() + end + close + 1);
         }
         if let Some(after) = inner.strip_prefix("flaky:") {
             let end = after.find(']')?;
@@ -244,7 +286,7 @@ mod tests {
     fn directives_parse_with_json_arguments_and_ignore_strangers() {
         let text = r#"please [tool:get_weather {"city": "Pa]ris", "n": [1, 2]}] and [tool:now] [tool:bad not json]
             [tokens:50] [delay:20] [reasoning] [history] [error:429] [flaky:2:529] [midstream-error] [unknown]
-            [tokens:x] [flaky:3]"#;
+            [tokens:x] [flaky:3] [json: {"a": [1, "]"]} ] [json:nope]"#;
         let directives = Directives::parse(text);
         assert_eq!(
             directives,
@@ -256,6 +298,7 @@ mod tests {
                 history: true,
                 error: Some(429),
                 flaky: Some((2, 529)),
+                json: Some(r#"{"a": [1, "]"]}"#),
                 midstream_error: true,
             }
         );
@@ -270,5 +313,41 @@ mod tests {
             assert_eq!(pieces.concat(), arguments);
         }
         assert_eq!(fragments("").count(), 0);
+    }
+
+    struct Transcript {
+        system: &'static str,
+        tools: bool,
+        users: Vec<&'static str>,
+    }
+
+    impl Chat for Transcript {
+        fn last_user_text(&self) -> String {
+            self.users.last().copied().unwrap_or_default().to_owned()
+        }
+        fn final_tool_result(&self) -> Option<String> {
+            None
+        }
+        fn user_texts(&self) -> Vec<String> {
+            self.users.iter().map(|text| (*text).to_owned()).collect()
+        }
+        fn system_text(&self) -> String {
+            self.system.to_owned()
+        }
+        fn offers_tools(&self) -> bool {
+            self.tools
+        }
+    }
+
+    #[test]
+    fn a_summary_request_keeps_what_to_remember() {
+        let users = vec!["Hi. Please remember: the code is 4711. Filler words.", "Also REMEMBER the dog.\nbye"];
+        let chat = Transcript { system: "You Summarize conversations.", tools: false, users };
+        assert!(asks_for_summary(&chat));
+        assert_eq!(summary(&chat), "Summary: remember: the code is 4711. REMEMBER the dog.");
+        let with_tools = Transcript { tools: true, ..chat };
+        assert!(!asks_for_summary(&with_tools), "an agent call that mentions summaries is no summary request");
+        let plain = Transcript { system: "summarize", tools: false, users: vec!["nothing here"] };
+        assert_eq!(summary(&plain), "Summary: nothing to remember.");
     }
 }
