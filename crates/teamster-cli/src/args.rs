@@ -30,7 +30,8 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "TEAMSTER_LISTEN", default_value = "127.0.0.1:8790")]
     pub listen: String,
-    /// Database URL: `sqlite://PATH` (default: a file in the data directory).
+    /// Database URL: `sqlite://PATH` (default: a file in the data directory) or
+    /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE`.
     #[arg(long, env = "TEAMSTER_DATABASE_URL")]
     pub database: Option<String>,
     /// Where the default SQLite database lives (default: $XDG_DATA_HOME/teamster or

@@ -45,12 +45,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             format!("sqlite://{}", dir.join("teamster.db").display())
         }
     };
+    // The URL may carry a password: messages and logs show it without.
+    let shown_database = without_password(&database);
     let store: Arc<dyn teamster_store::Store> = if database.starts_with("sqlite:") {
         Arc::new(teamster_store_sqlite::SqliteStore::connect(&database).await.with_context(|| format!("opening {database}"))?)
     } else if database.starts_with("postgres://") || database.starts_with("postgresql://") {
-        bail!("PostgreSQL is not supported by this build yet; use sqlite://PATH");
+        let store = teamster_store_postgres::PostgresStore::connect(&database);
+        Arc::new(store.await.with_context(|| format!("opening {shown_database}"))?)
     } else {
-        bail!("unsupported database URL {database:?}: use sqlite://PATH");
+        bail!("unsupported database URL {shown_database:?}: use sqlite://PATH or postgres://USER@HOST/DATABASE");
     };
 
     let env_providers = ModelRegistry::env_manifest(|name| std::env::var(name).ok());
@@ -72,7 +75,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
     let address = listener.local_addr()?;
     println!("listening on http://{address}");
-    tracing::info!(%address, database = %database, "teamster is serving");
+    tracing::info!(%address, database = %shown_database, "teamster is serving");
 
     let state = AppState {
         service: service.clone(),
@@ -81,6 +84,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     teamster_server::serve(listener, state, shutdown_signal()).await?;
     service.shutdown(SHUTDOWN_GRACE).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A database URL with the password of its `user:password@` part masked.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+    match authority.rsplit_once('@').and_then(|(credentials, host)| Some((credentials.split_once(':')?.0, host))) {
+        Some((user, host)) => format!("{scheme}://{user}:***@{host}{tail}"),
+        None => url.to_owned(),
+    }
 }
 
 async fn ensure_example_agent(service: &Service) -> anyhow::Result<()> {
@@ -119,6 +134,15 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn database_urls_are_shown_without_their_password() {
+        assert_eq!(without_password("postgres://app:s3cr@t@db:5432/teamster"), "postgres://app:***@db:5432/teamster");
+        assert_eq!(without_password("postgresql://app:pw@db?sslmode=require"), "postgresql://app:***@db?sslmode=require");
+        for unchanged in ["postgres://app@db/teamster", "postgres://db/x?user=a:b@c", "sqlite:///tmp/t.db", "sqlite::memory:"] {
+            assert_eq!(without_password(unchanged), unchanged);
+        }
+    }
 
     #[test]
     fn the_bundled_example_agent_is_a_valid_offline_manifest() {
