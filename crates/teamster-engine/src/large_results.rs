@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde::Deserialize;
 use teamster_protocol::event::ToolInfo;
-use teamster_tools::{Tool, ToolAnnotations, ToolOutput, ToolSource};
+use teamster_tools::{Tool, ToolAnnotations, ToolGate, ToolOutput, ToolSource};
 
 use crate::usage::estimate_tokens;
 
@@ -96,6 +96,7 @@ impl ToolSource for LargeResults {
             }),
             info: ToolInfo::System { name: READ_TOOL_RESULT.to_owned() },
             annotations: ToolAnnotations { read_only: true, destructive: false, idempotent: true },
+            gate: ToolGate::None,
         }])
     }
 

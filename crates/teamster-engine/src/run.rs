@@ -113,7 +113,6 @@ async fn run_loop(
     if context.large_result_tokens.is_some() {
         toolbox.add(large_results.clone()).await;
     }
-    let definitions = toolbox.definitions();
     let mut conversation =
         Conversation { instructions, seeds: seed_messages, messages, policy: context, large_results };
     let summarizer = Summarizer {
@@ -138,6 +137,8 @@ async fn run_loop(
             };
         }
         iterations += 1;
+        // Read each time: tools may be loaded during the turn.
+        let definitions = toolbox.definitions();
         let mut prepared = conversation.prepare(&definitions);
         if let Some(threshold) = context.compaction_threshold {
             let expected = (prepared.parts.total() as f64 * calibration).ceil() as u64;
@@ -156,7 +157,7 @@ async fn run_loop(
         let request = ModelRequest {
             model: model_id.clone(),
             messages: prepared.messages,
-            tools: definitions.clone(),
+            tools: definitions,
             params: params.clone(),
             response_format: response_format.clone(),
         };

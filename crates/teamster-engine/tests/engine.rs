@@ -162,6 +162,7 @@ impl ToolSource for BigTool {
             input_schema: serde_json::json!({"type": "object"}),
             info: teamster_protocol::event::ToolInfo::System { name: "big".into() },
             annotations: Default::default(),
+            gate: Default::default(),
         }])
     }
 

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use teamster_protocol::ToolInfo;
-use teamster_tools::{Tool, ToolAnnotations, ToolOutput};
+use teamster_tools::{Tool, ToolAnnotations, ToolGate, ToolOutput};
 
 /// Maps one listed MCP tool. Missing hints take the MCP defaults: not read-only, destructive
 /// unless read-only, not idempotent.
@@ -30,6 +30,7 @@ pub(crate) fn tool(server_id: &str, server_name: &str, tool: rmcp::model::Tool) 
         description,
         input_schema: serde_json::Value::Object(tool.input_schema.as_ref().clone()),
         annotations: ToolAnnotations { read_only, destructive, idempotent },
+        gate: ToolGate::None,
     }
 }
 

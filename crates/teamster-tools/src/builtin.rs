@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use teamster_protocol::ToolInfo;
 
-use crate::{Error, Tool, ToolAnnotations, ToolOutput, ToolSource};
+use crate::{Error, Tool, ToolAnnotations, ToolGate, ToolOutput, ToolSource};
 
 /// The built-in tools, offered to every agent.
 #[derive(Clone, Debug, Default)]
@@ -21,6 +21,7 @@ impl ToolSource for Builtins {
             input_schema: serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false}),
             info: ToolInfo::System { name: GET_CURRENT_DATETIME.to_owned() },
             annotations: ToolAnnotations { read_only: true, destructive: false, idempotent: true },
+            gate: ToolGate::None,
         }])
     }
 

@@ -20,6 +20,21 @@ pub struct Tool {
     /// Where it comes from, as shown in `tool_calls[].tool_info`.
     pub info: ToolInfo,
     pub annotations: ToolAnnotations,
+    /// Who must act before a call runs.
+    pub gate: ToolGate,
+}
+
+/// What a call of a tool waits for. A gated call ends the turn with a required action; the
+/// next turn's input resumes it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ToolGate {
+    /// The server runs it at once.
+    #[default]
+    None,
+    /// The server runs it once a human allows it (`tool.approval_required`).
+    Approval,
+    /// The client runs it and sends the result (`tool.response_required`).
+    ClientSide,
 }
 
 /// Hints a tool gives about itself (MCP `readOnlyHint`, `destructiveHint`, `idempotentHint`).
