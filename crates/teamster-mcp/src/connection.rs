@@ -147,6 +147,7 @@ impl McpConnection {
             name: self.name.clone(),
             session_id: self.session_id.clone(),
             transport_type: self.transport_type.map(str::to_owned),
+            error: None,
         }
     }
 

@@ -90,16 +90,107 @@ pub struct McpServer {
 }
 
 /// Where an MCP server comes from: the settings registry (by name) or inline (by URL).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type")]
+///
+/// The native API names registry servers without a `type` (`{"name": "github"}`), so a missing
+/// `type` means the registry; the `type` is always written back.
+#[derive(Clone, Debug, PartialEq)]
 pub enum McpServerSource {
-    #[serde(rename = "truefoundry-mcp-registry")]
+    /// `truefoundry-mcp-registry`: a server configured through the settings API.
     Registry { name: String },
-    #[serde(rename = "inline")]
+    /// `inline`: a remote server given by URL in the spec itself.
     Inline {
+        /// The agent's label for the server.
         name: String,
         url: String,
+        /// Teamster extension: `streamable-http` or `sse`. Absent, a URL whose path ends in
+        /// `/sse` is the legacy SSE transport and any other streamable HTTP.
+        transport: Option<String>,
     },
+    /// A source an agent spec may not use: an unknown `type`, or a `command` to run (stdio
+    /// servers are an operator's choice, made through the settings API). Kept, rather than
+    /// failing to decode, so that validation can say why it is refused.
+    Unsupported {
+        kind: String,
+        name: String,
+        /// Whether the entry asked for a command to be run.
+        has_command: bool,
+    },
+}
+
+impl McpServerSource {
+    pub const REGISTRY: &'static str = "truefoundry-mcp-registry";
+    pub const INLINE: &'static str = "inline";
+
+    /// The agent's name for the server.
+    pub fn name(&self) -> &str {
+        match self {
+            McpServerSource::Registry { name }
+            | McpServerSource::Inline { name, .. }
+            | McpServerSource::Unsupported { name, .. } => name,
+        }
+    }
+}
+
+/// The fields of every source, as sent.
+#[derive(Deserialize)]
+struct SourceFields {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    name: String,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    transport: Option<String>,
+    #[serde(default)]
+    command: Option<serde_json::Value>,
+}
+
+#[derive(Serialize)]
+struct SourceOut<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    url: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    transport: Option<&'a str>,
+}
+
+impl<'de> Deserialize<'de> for McpServerSource {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let fields = SourceFields::deserialize(deserializer)?;
+        let kind = fields.kind.unwrap_or_else(|| McpServerSource::REGISTRY.to_owned());
+        let has_command = fields.command.is_some_and(|command| !command.is_null());
+        Ok(match kind.as_str() {
+            _ if has_command => McpServerSource::Unsupported { kind, name: fields.name, has_command },
+            McpServerSource::REGISTRY => McpServerSource::Registry { name: fields.name },
+            McpServerSource::INLINE => {
+                let Some(url) = fields.url else {
+                    return Err(serde::de::Error::custom("an inline MCP server needs a `url`"));
+                };
+                McpServerSource::Inline { name: fields.name, url, transport: fields.transport }
+            }
+            _ => McpServerSource::Unsupported { kind, name: fields.name, has_command },
+        })
+    }
+}
+
+impl Serialize for McpServerSource {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let out = match self {
+            McpServerSource::Registry { name } => {
+                SourceOut { kind: McpServerSource::REGISTRY, name, url: None, transport: None }
+            }
+            McpServerSource::Inline { name, url, transport } => SourceOut {
+                kind: McpServerSource::INLINE,
+                name,
+                url: Some(url),
+                transport: transport.as_deref(),
+            },
+            McpServerSource::Unsupported { kind, name, .. } => SourceOut { kind, name, url: None, transport: None },
+        };
+        out.serialize(serializer)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -384,6 +475,37 @@ mod tests {
         assert!(config.dynamic_sub_agents.unwrap().enabled);
         assert!(config.context_management.unwrap().compaction.unwrap().enabled);
         assert!(spec.model.params.is_none() && spec.instructions.is_none());
+    }
+
+    #[test]
+    fn mcp_server_sources() {
+        let servers: Vec<McpServer> = serde_json::from_str(
+            r#"[{"name":"github","enable_tools":["@read-only"]},
+                {"type":"truefoundry-mcp-registry","name":"gh","preload":false},
+                {"type":"inline","name":"x","url":"https://mcp.example.com/sse","transport":null},
+                {"type":"inline","name":"y","url":"https://h/mcp","command":"rm"},
+                {"type":"stdio","name":"z"}]"#,
+        )
+        .unwrap();
+        let sources: Vec<_> = servers.iter().map(|server| server.source.clone()).collect();
+        assert_eq!(
+            sources,
+            vec![
+                McpServerSource::Registry { name: "github".into() },
+                McpServerSource::Registry { name: "gh".into() },
+                McpServerSource::Inline { name: "x".into(), url: "https://mcp.example.com/sse".into(), transport: None },
+                McpServerSource::Unsupported { kind: "inline".into(), name: "y".into(), has_command: true },
+                McpServerSource::Unsupported { kind: "stdio".into(), name: "z".into(), has_command: false },
+            ]
+        );
+        assert_eq!(servers[0].enable_tools.as_deref(), Some(&["@read-only".to_owned()][..]));
+        assert_eq!(
+            serde_json::to_value(&servers[0]).unwrap(),
+            serde_json::json!({"type": "truefoundry-mcp-registry", "name": "github", "enable_tools": ["@read-only"]})
+        );
+        let again: McpServer = serde_json::from_value(serde_json::to_value(&servers[2]).unwrap()).unwrap();
+        assert_eq!(again, servers[2]);
+        assert!(serde_json::from_str::<McpServer>(r#"{"type":"inline","name":"x"}"#).is_err());
     }
 
     #[test]

@@ -131,6 +131,12 @@ pub struct ModelProviderRequest {
     pub manifest: crate::settings::ModelProviderManifest,
 }
 
+/// `POST|PUT /settings/mcp-servers`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct McpServerRequest {
+    pub manifest: crate::settings::McpServerManifest,
+}
+
 /// One item of a session's event list.
 #[derive(Debug, Serialize)]
 pub struct SessionEventItem {

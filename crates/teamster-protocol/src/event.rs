@@ -375,6 +375,10 @@ pub struct McpServerInit {
     pub session_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport_type: Option<String>,
+    /// Teamster extension: why the server could not be initialized; the turn goes on without
+    /// its tools. Absent when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,4 +1,6 @@
-//! Settings resources: model providers.
+//! Settings resources: model providers and MCP servers.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -115,4 +117,112 @@ pub struct ModelPricing {
 pub struct ConfiguredModelProvider {
     pub name: String,
     pub manifest: ModelProviderManifest,
+}
+
+/// An MCP server configured through the settings API (`MCPServerManifest`).
+///
+/// `type: "remote"` is the spec's: a server at `url`, over streamable HTTP, or the legacy SSE
+/// transport with the Teamster extension `transport: "sse"`. `type: "stdio"` is a Teamster
+/// extension: a command this server starts (`command`, `args`, `env`), which only an operator
+/// can configure, never an agent spec.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct McpServerManifest {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Teamster extension for remote servers: `streamable-http` (the default) or `sse`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<McpServerAuth>,
+    /// Teamster extension for stdio servers: the program to start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Teamster extension for stdio servers: the program's arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    /// Teamster extension for stdio servers: variables set for the program, which does not
+    /// inherit this server's environment. Values are redacted like header secrets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+}
+
+impl McpServerManifest {
+    /// The spec's type: a server reached over HTTP.
+    pub const REMOTE: &'static str = "remote";
+    /// The Teamster extension: a command started by this server.
+    pub const STDIO: &'static str = "stdio";
+
+    /// A copy safe to show: header values and environment values replaced by [`REDACTED`].
+    pub fn redacted(&self) -> McpServerManifest {
+        let mut copy = self.clone();
+        if let Some(McpServerAuth::Header { headers }) = &mut copy.auth {
+            headers.values_mut().for_each(|value| *value = REDACTED.to_owned());
+        }
+        if let Some(env) = &mut copy.env {
+            env.values_mut().for_each(|value| *value = REDACTED.to_owned());
+        }
+        copy
+    }
+}
+
+/// How this server authenticates to an MCP server (`MCPServerManifestAuth`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum McpServerAuth {
+    /// Static headers sent with every request; their values are secrets.
+    #[serde(rename = "header")]
+    Header { headers: BTreeMap<String, String> },
+    /// OAuth with dynamic client registration.
+    #[serde(rename = "dcr")]
+    Dcr {},
+}
+
+impl McpServerAuth {
+    /// The wire `type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            McpServerAuth::Header { .. } => "header",
+            McpServerAuth::Dcr {} => "dcr",
+        }
+    }
+}
+
+/// Whether an MCP server can be used as configured (`MCPAuthStatus`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct McpAuthStatus {
+    /// `authenticated`, `auth_required` or `not_required`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization_url: Option<String>,
+}
+
+/// A configured MCP server, secrets redacted (`ConfiguredMCPServer`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConfiguredMcpServer {
+    pub name: String,
+    pub manifest: McpServerManifest,
+    pub auth_status: McpAuthStatus,
+}
+
+/// An MCP server agents can name, without its configuration (`AvailableMCPServer`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AvailableMcpServer {
+    pub name: String,
+    /// The server's URL; `stdio:<name>` for a stdio server.
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<McpServerAuthPublic>,
+    pub auth_status: McpAuthStatus,
+}
+
+/// The kind of authentication a server uses, without secrets (`MCPServerAuthPublic`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct McpServerAuthPublic {
+    #[serde(rename = "type")]
+    pub kind: String,
 }
