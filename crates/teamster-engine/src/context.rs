@@ -93,6 +93,23 @@ impl Conversation {
         Prepared { messages, parts }
     }
 
+    /// Records a tool result: it replaces the placeholder result of the same call (which a
+    /// history rebuilt while the call waited for a human holds), or is appended.
+    pub fn settle(&mut self, result: Message) {
+        let Message::Tool { tool_call_id, .. } = &result else {
+            self.messages.push(result);
+            return;
+        };
+        let placeholder = self
+            .messages
+            .iter()
+            .rposition(|message| matches!(message, Message::Tool { tool_call_id: id, .. } if id == tool_call_id));
+        match placeholder {
+            Some(index) => self.messages[index] = result,
+            None => self.messages.push(result),
+        }
+    }
+
     /// The estimated size of `messages[from..]` as sent.
     pub fn tail_tokens(&self, from: usize) -> u64 {
         self.messages[from..].iter().map(|message| message_tokens(&self.shown(message).message)).sum()

@@ -13,7 +13,8 @@ use teamster_protocol::input::TurnInput;
 use crate::compaction;
 
 /// What the model is told about a tool call that never got a result.
-const NO_RESULT: &str = "The tool call did not complete: the turn ended before it returned.";
+const NO_RESULT: &str =
+    "The tool call has no result: the turn ended before it returned, or the user moved on without deciding on it.";
 
 /// Turns content events (oldest first) into the messages of one thread.
 ///

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactionError, Summarizer, compact};
 use crate::context::{ContextPolicy, Conversation};
+use crate::gates::{Decision, Resolution, Split, UserQuestions};
 use crate::history::assistant_message;
 use crate::large_results::LargeResults;
 use crate::sink::EventSink;
@@ -43,6 +44,11 @@ pub struct TurnPlan {
     pub context: ContextPolicy,
     /// The model's prices, for the turn's cost; `None` when unknown.
     pub pricing: Option<ModelPricing>,
+    /// Whether the agent may ask the user questions (`ask_user_question`).
+    pub ask_user_questions: bool,
+    /// The decisions on calls an earlier turn left waiting, applied before the first model
+    /// call.
+    pub resolutions: Vec<Resolution>,
 }
 
 /// How a turn ended, before the caller turns it into a `turn.done` state.
@@ -62,14 +68,22 @@ pub enum TurnOutcome {
 enum NextStep {
     /// Run these tool calls, then call the model again.
     RunTools(Vec<ToolCall>),
+    /// Run the ungated calls, announce the gated ones, and end the turn waiting for a human.
+    NeedsHuman(Split),
     /// The message is the agent's answer.
     Final,
 }
 
-fn next_step(message: &ModelMessage) -> NextStep {
-    match &message.tool_calls {
-        Some(calls) if !calls.is_empty() => NextStep::RunTools(calls.clone()),
-        _ => NextStep::Final,
+fn next_step(message: &ModelMessage, toolbox: &ToolBox) -> NextStep {
+    let calls = match &message.tool_calls {
+        Some(calls) if !calls.is_empty() => calls,
+        _ => return NextStep::Final,
+    };
+    let split = Split::of(calls, |name| toolbox.get(name).map(|tool| tool.gate).unwrap_or_default());
+    if split.approval.is_empty() && split.client_side.is_empty() {
+        NextStep::RunTools(split.run_now)
+    } else {
+        NextStep::NeedsHuman(split)
     }
 }
 
@@ -104,6 +118,8 @@ async fn run_loop(
         iteration_limit,
         context,
         pricing,
+        ask_user_questions,
+        resolutions,
     } = plan;
     let output_check = match OutputCheck::new(response_format.as_ref()) {
         Ok(check) => check,
@@ -112,6 +128,9 @@ async fn run_loop(
     let large_results = Arc::new(LargeResults::default());
     if context.large_result_tokens.is_some() {
         toolbox.add(large_results.clone()).await;
+    }
+    if ask_user_questions {
+        toolbox.add(Arc::new(UserQuestions)).await;
     }
     let mut conversation =
         Conversation { instructions, seeds: seed_messages, messages, policy: context, large_results };
@@ -125,6 +144,9 @@ async fn run_loop(
     };
     // Reported input tokens per estimated token, learnt from this turn's calls, so that the
     // compaction check follows the provider's tokenizer rather than the estimate alone.
+    if !resolutions.is_empty() && !resolve(&resolutions, &mut conversation, &thread_id, &toolbox, sink, cancel).await {
+        return TurnOutcome::Interrupted;
+    }
     let mut calibration = 1.0_f64;
     let mut corrections = 0;
     let mut iterations = 0;
@@ -177,7 +199,7 @@ async fn run_loop(
         }
         let message = step.message;
         conversation.messages.extend(assistant_message(&message, true));
-        match next_step(&message) {
+        match next_step(&message, &toolbox) {
             NextStep::Final => {
                 let Some(check) = &output_check else {
                     return TurnOutcome::Done { output: Some(message), required_actions: Vec::new() };
@@ -199,8 +221,57 @@ async fn run_loop(
                 Some(results) => conversation.messages.extend(results),
                 None => return TurnOutcome::Interrupted,
             },
+            NextStep::NeedsHuman(split) => {
+                let required_actions = split.pending_events(&thread_id, &message.id);
+                for event in &required_actions {
+                    sink.emit_content(event);
+                }
+                if run_tools(&split.run_now, &thread_id, &toolbox, sink, cancel).await.is_none() {
+                    return TurnOutcome::Interrupted;
+                }
+                return TurnOutcome::Done { output: Some(message), required_actions };
+            }
         }
     }
+}
+
+/// Applies the decisions on waiting calls: settled calls get their result at once, allowed
+/// ones run. Each result replaces the placeholder the rebuilt history gave the call. Returns
+/// false when cancelled.
+async fn resolve(
+    resolutions: &[Resolution],
+    conversation: &mut Conversation,
+    thread_id: &str,
+    toolbox: &ToolBox,
+    sink: &dyn EventSink,
+    cancel: &CancellationToken,
+) -> bool {
+    let mut results = Vec::with_capacity(resolutions.len());
+    for resolution in resolutions {
+        if let Some(content) = resolution.settled_content() {
+            sink.emit_content(&Event::ToolResponse(ToolResponse {
+                id: ids::new_id("evt"),
+                thread_id: thread_id.to_owned(),
+                created_at: timestamp::now(),
+                tool_call_id: resolution.call.id.clone(),
+                content: content.clone(),
+            }));
+            results.push(Message::Tool { tool_call_id: resolution.call.id.clone(), content });
+        }
+    }
+    let allowed: Vec<ToolCall> = resolutions
+        .iter()
+        .filter(|resolution| resolution.decision == Decision::Allow)
+        .map(|resolution| resolution.call.clone())
+        .collect();
+    match run_tools(&allowed, thread_id, toolbox, sink, cancel).await {
+        Some(ran) => results.extend(ran),
+        None => return false,
+    }
+    for result in results {
+        conversation.settle(result);
+    }
+    true
 }
 
 /// Runs a message's tool calls concurrently, recording each `tool.response` as it arrives.

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use teamster_engine::{ContextPolicy, EventSink, ToolBox, TurnOutcome, TurnPlan, run_turn};
+use teamster_engine::{ContextPolicy, Decision, EventSink, Resolution, ToolBox, TurnOutcome, TurnPlan, run_turn};
 use teamster_llm::{Message, ModelClient, ModelEvent, ModelRequest, ModelStream, TokenUsage};
 use teamster_protocol::Event;
 use teamster_protocol::agent::ResponseFormat;
@@ -129,6 +129,8 @@ struct Case {
     context: ContextPolicy,
     response_format: Option<ResponseFormat>,
     pricing: Option<teamster_protocol::settings::ModelPricing>,
+    ask_user_questions: bool,
+    resolutions: Vec<Resolution>,
 }
 
 impl Default for Case {
@@ -142,7 +144,36 @@ impl Default for Case {
             context: ContextPolicy::default(),
             response_format: None,
             pricing: None,
+            ask_user_questions: false,
+            resolutions: Vec::new(),
         }
+    }
+}
+
+/// A tool source with one tool, `deploy`, that needs approval and counts its runs.
+struct Deploy {
+    runs: std::sync::atomic::AtomicU64,
+}
+
+static DEPLOY: std::sync::LazyLock<Arc<Deploy>> =
+    std::sync::LazyLock::new(|| Arc::new(Deploy { runs: Default::default() }));
+
+#[async_trait::async_trait]
+impl ToolSource for Deploy {
+    async fn list(&self) -> Result<Vec<teamster_tools::Tool>, teamster_tools::Error> {
+        Ok(vec![teamster_tools::Tool {
+            name: "deploy".into(),
+            description: "Deploys.".into(),
+            input_schema: serde_json::json!({"type": "object"}),
+            info: teamster_protocol::event::ToolInfo::System { name: "deploy".into() },
+            annotations: Default::default(),
+            gate: teamster_tools::ToolGate::Approval,
+        }])
+    }
+
+    async fn call(&self, _name: &str, arguments: &str) -> teamster_tools::ToolOutput {
+        self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        teamster_tools::ToolOutput::ok(format!("deployed {arguments}"))
     }
 }
 
@@ -180,7 +211,7 @@ async fn check(case: Case) -> (Vec<String>, TurnOutcome, u64, Vec<ModelRequest>,
         requests: Mutex::default(),
         delay: if case.cancel_after.is_some() { Duration::from_millis(20) } else { Duration::ZERO },
     });
-    let sources: Vec<Arc<dyn ToolSource>> = vec![Arc::new(Builtins), Arc::new(BigTool)];
+    let sources: Vec<Arc<dyn ToolSource>> = vec![Arc::new(Builtins), Arc::new(BigTool), DEPLOY.clone()];
     let plan = TurnPlan {
         thread_id: "main".to_owned(),
         model: model.clone(),
@@ -194,6 +225,8 @@ async fn check(case: Case) -> (Vec<String>, TurnOutcome, u64, Vec<ModelRequest>,
         iteration_limit: case.iteration_limit,
         context: case.context,
         pricing: case.pricing,
+        ask_user_questions: case.ask_user_questions,
+        resolutions: case.resolutions,
     };
     let sink = Arc::new(Transcript::default());
     let cancel = CancellationToken::new();
@@ -231,7 +264,7 @@ async fn plain_answer_streams_placeholder_deltas_and_final_usage() {
     assert!(required_actions.is_empty());
     assert_eq!(tokens, 12);
     assert!(matches!(&requests[0].messages[0], Message::System { content } if content == "Be brief."));
-    assert_eq!(requests[0].tools.len(), 3, "the built-in tools and the test tool are offered");
+    assert_eq!(requests[0].tools.len(), 4, "the built-in tools and the test tools are offered");
     // The folded message is recorded at the placeholder's sequence number.
     let recorded = sink.recorded.lock().unwrap();
     assert_eq!(recorded.len(), 1);
@@ -490,4 +523,108 @@ async fn structured_output_is_checked_and_corrected_once() {
     assert_eq!(requests.len(), 2, "one correction only");
     let TurnOutcome::Failed { message } = outcome else { panic!("{outcome:?}") };
     assert!(message.contains("not in the required format") && message.contains("\"name\""), "{message}");
+}
+
+fn runs() -> u64 {
+    DEPLOY.runs.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// The conversation a paused turn leaves: the user's message, the model message with an
+/// ungated call (answered) and a gated one (with the placeholder a rebuilt history gives it).
+fn paused_history(gated_name: &str, gated_id: &str) -> Vec<Message> {
+    vec![
+        Message::User { content: "hi".into() },
+        Message::Assistant {
+            content: None,
+            reasoning: None,
+            tool_calls: vec![
+                teamster_llm::AssistantToolCall { id: "c1".into(), name: "get_current_datetime".into(), arguments: "{}".into() },
+                teamster_llm::AssistantToolCall { id: gated_id.into(), name: gated_name.into(), arguments: r#"{"env":"prod"}"#.into() },
+            ],
+        },
+        Message::Tool { tool_call_id: "c1".into(), content: "2026-11-22T00:00:00Z".into() },
+        Message::Tool { tool_call_id: gated_id.into(), content: "placeholder".into() },
+    ]
+}
+
+fn waiting_call(name: &str, id: &str) -> teamster_protocol::event::ToolCall {
+    serde_json::from_value(serde_json::json!({
+        "id": id, "type": "function", "function": {"name": name, "arguments": "{\"env\":\"prod\"}"},
+        "tool_info": {"type": "truefoundry-system", "name": name}
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_gated_call_ends_the_turn_waiting_while_ungated_calls_run() {
+    let before = runs();
+    let (lines, outcome, _, requests, _) = check(Case {
+        replies: vec![vec![
+            call(0, Some("c1"), Some("get_current_datetime"), "{}"),
+            call(1, Some("g1"), Some("deploy"), r#"{"env":"prod"}"#),
+            usage(10, 2),
+        ]],
+        ..Case::default()
+    })
+    .await;
+    assert_eq!(requests.len(), 1, "no model call after the pause");
+    let events: Vec<&String> = lines.iter().filter(|line| !line.starts_with("delta")).collect();
+    assert_eq!(events, ["model.message main", "tool.approval_required", "tool.response c1 <datetime>"]);
+    let TurnOutcome::Done { output: Some(output), required_actions } = outcome else { panic!("{outcome:?}") };
+    let [Event::ToolApprovalRequired(pending)] = required_actions.as_slice() else { panic!("{required_actions:?}") };
+    assert_eq!(pending.tool_calls.len(), 1);
+    assert_eq!(pending.tool_calls[0].id, "g1");
+    assert_eq!(pending.tool_calls[0].source_event_id, output.id, "the ref points at the message holding the call");
+    assert_eq!(runs(), before, "the gated tool did not run");
+}
+
+#[tokio::test]
+async fn decisions_resume_the_turn_allow_runs_deny_explains() {
+    for (decision, ran, told) in [
+        (Decision::Allow, 1, r#"deployed {"env":"prod"}"#),
+        (Decision::Deny { reason: Some("not today".into()) }, 0, "The user denied this tool call. Their reason: not today"),
+        (Decision::Deny { reason: None }, 0, "The user denied this tool call."),
+    ] {
+        let id = format!("g-{}", told.len());
+        let before = runs();
+        let (lines, outcome, _, requests, _) = check(Case {
+            replies: vec![vec![text("Done."), usage(10, 1)]],
+            messages: paused_history("deploy", &id),
+            resolutions: vec![Resolution { call: waiting_call("deploy", &id), decision }],
+            ..Case::default()
+        })
+        .await;
+        assert!(matches!(outcome, TurnOutcome::Done { .. }), "{outcome:?}");
+        assert_eq!(runs() - before, ran);
+        assert_eq!(lines[0], format!("tool.response {id} {told}"));
+        // The model sees the result in the call's place, right after its message.
+        let messages = &requests[0].messages;
+        assert!(matches!(&messages[4], Message::Tool { tool_call_id, content } if *tool_call_id == id && content == told), "{messages:?}");
+        assert_eq!(messages.len(), 5, "the placeholder was replaced, not kept");
+    }
+}
+
+#[tokio::test]
+async fn ask_user_question_waits_for_the_answer_and_uses_it() {
+    let (lines, outcome, _, requests, _) = check(Case {
+        replies: vec![vec![call(0, Some("q1"), Some("ask_user_question"), r#"{"question":"Which colour?"}"#), usage(5, 1)]],
+        ask_user_questions: true,
+        ..Case::default()
+    })
+    .await;
+    assert!(requests[0].tools.iter().any(|tool| tool.name == "ask_user_question"));
+    assert!(lines.iter().any(|line| line == "tool.response_required"));
+    let TurnOutcome::Done { required_actions, .. } = outcome else { panic!("{outcome:?}") };
+    assert!(matches!(required_actions.as_slice(), [Event::ToolResponseRequired(pending)] if pending.tool_calls[0].id == "q1"));
+
+    let (lines, _, _, requests, _) = check(Case {
+        replies: vec![vec![text("Blue it is."), usage(5, 1)]],
+        messages: paused_history("ask_user_question", "q2"),
+        ask_user_questions: true,
+        resolutions: vec![Resolution { call: waiting_call("ask_user_question", "q2"), decision: Decision::Respond { content: "Blue".into() } }],
+        ..Case::default()
+    })
+    .await;
+    assert_eq!(lines[0], "tool.response q2 Blue");
+    assert!(matches!(&requests[0].messages[4], Message::Tool { content, .. } if content == "Blue"));
 }

@@ -14,6 +14,7 @@ mod engine_metrics;
 mod error;
 mod events;
 mod history_cache;
+mod pending;
 pub mod live;
 mod providers;
 mod recovery;

@@ -4,13 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use teamster_engine::{ContextPolicy, EventSink, ToolBox, TurnOutcome, TurnPlan, history_from_events, render, run_turn};
+use teamster_engine::{ContextPolicy, EventSink, Resolution, ToolBox, TurnOutcome, TurnPlan, history_from_events, render, run_turn};
 use teamster_llm::Message;
 use teamster_protocol::event::TurnDone;
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, RuntimeConfig, TurnMetrics, TurnState, ids, timestamp};
 use teamster_store::{ContentQuery, LogWrite, SessionAgentRecord, SessionRecord, TurnRecord};
 
-use crate::Service;
+use crate::{Service, pending};
+use teamster_protocol::input::TurnInput;
 use crate::live::TurnLog;
 use crate::sink::TurnSink;
 
@@ -136,6 +137,7 @@ impl Service {
             .map(|seed| Message::User { content: render(&seed.content, &variables) })
             .collect();
         let history = self.history_events(turn).await.map_err(|error| format!("The session's history could not be read: {error}."))?;
+        let resolutions = self.resolutions(turn, &history).await?;
         let config = spec.config.as_ref();
         let iteration_limit = config
             .and_then(|config| config.iteration_limit)
@@ -154,8 +156,27 @@ impl Service {
             iteration_limit,
             context: ContextPolicy::from_config(config.and_then(|config| config.context_management.as_ref())),
             pricing: resolved.pricing,
+            ask_user_questions: config.and_then(|config| config.ask_user_questions.as_ref()).is_none_or(|toggle| toggle.enabled),
+            resolutions,
         };
         Ok((plan, history))
+    }
+
+    /// The decisions of a turn whose input resumes waiting calls, with each call as its
+    /// message recorded it. The input was checked against the waiting calls when the turn was
+    /// created.
+    async fn resolutions(&self, turn: &TurnRecord, history: &[Event]) -> Result<Vec<Resolution>, String> {
+        let (Some(previous), Some(TurnInput::ToolApproval { .. } | TurnInput::ToolResponse { .. })) =
+            (&turn.previous_turn_id, turn.input.first())
+        else {
+            return Ok(Vec::new());
+        };
+        let previous = self
+            .store()
+            .get_turn(&turn.session_id, previous)
+            .await
+            .map_err(|error| format!("The turn this one resumes could not be read: {error}."))?;
+        pending::resolutions(&pending::waiting_calls(&previous.state), &turn.input, history)
     }
 
     /// Caches the history through a finished turn: what it was planned with, plus what it

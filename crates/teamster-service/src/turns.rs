@@ -4,17 +4,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use teamster_protocol::event::TurnCreated;
-use teamster_protocol::input::TurnInput;
+use teamster_protocol::input::{InputKind, TurnInput};
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, Turn, TurnState, ids, timestamp};
 use teamster_store::{LogWrite, SessionRecord, TurnRecord};
 
-use crate::cursor;
+use crate::{cursor, pending};
 use crate::error::{Result, ServiceError};
 use crate::live::{TurnLog, sse_frame};
 use crate::{Caller, Service};
 
 /// The most input items one turn may carry.
 const MAX_INPUT_ITEMS: usize = 256;
+/// The longest thread or tool call id a decision may name.
+const MAX_ID_BYTES: usize = 256;
 /// How long a cancel waits for the turn to record its end before answering.
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
 
@@ -82,18 +84,13 @@ fn validate_input(input: &[TurnInput]) -> Result<()> {
                 }
             }
             TurnInput::ToolApproval { thread_id, tool_call_id, .. } | TurnInput::ToolResponse { thread_id, tool_call_id, .. } => {
-                // Nothing in this session can be waiting for a human yet: this server offers no
-                // gated or client-side tools, so every decision names an unknown call.
-                return Err(ServiceError::invalid_param(
-                    "input",
-                    format!("input[{index}]: tool call {tool_call_id:?} in thread {thread_id:?} is not waiting for a decision"),
-                ));
+                if thread_id.len() > MAX_ID_BYTES || tool_call_id.len() > MAX_ID_BYTES {
+                    return Err(ServiceError::invalid_param("input", format!("input[{index}]: ids are at most {MAX_ID_BYTES} bytes")));
+                }
             }
         }
     }
-    if input.is_empty() {
-        return Err(ServiceError::invalid_param("input", "input is empty and nothing in this session is waiting to be resumed"));
-    }
+    // Whether decisions match what is waiting is checked against the previous turn.
     Ok(())
 }
 
@@ -129,6 +126,23 @@ impl Service {
                 Some(id.clone())
             }
         };
+        // Decisions (and an empty input) resume what the previous turn left waiting; user
+        // messages need no look at it.
+        if request.input.first().is_none_or(|item| item.kind() == InputKind::ToolDecisions) {
+            let waiting = match &previous {
+                Some(id) => {
+                    let record = self.turn_record(session_id, id).await?;
+                    if record.state == TurnState::Running {
+                        return Err(ServiceError::turn_running(format!(
+                            "turn {id} is still running; decisions apply once it has ended"
+                        )));
+                    }
+                    pending::waiting_calls(&record.state)
+                }
+                None => Vec::new(),
+            };
+            pending::check_input(&waiting, &request.input)?;
+        }
         let running = self.inner.live.running_in_session(session_id);
         // A turn that has decided its end (its `turn.done` may already be with the client) is
         // only finishing its writes: the new turn waits for it instead of conflicting.

@@ -1,0 +1,225 @@
+//! Calls waiting for a human: what a finished turn left in its `required_actions`, how the
+//! next turn's decisions are checked against it, and how they become the engine's
+//! [`Resolution`]s.
+//!
+//! Nothing but the stored turn state and events holds this, so a pause survives restarts and
+//! costs no memory. A turn that starts with user messages instead of decisions leaves the
+//! waiting calls undecided: they never run, and the model is told they have no result.
+
+use std::collections::{BTreeSet, HashMap};
+
+use teamster_engine::{Decision, Resolution};
+use teamster_protocol::event::ToolCall;
+use teamster_protocol::input::{Approval, InputKind, TurnInput};
+use teamster_protocol::{Event, TurnState};
+
+use crate::error::{Result, ServiceError};
+
+/// What a waiting call needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Needs {
+    Approval,
+    Response,
+}
+
+/// One call waiting for a human.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Waiting {
+    pub thread_id: String,
+    pub tool_call_id: String,
+    /// The `model.message` holding the call.
+    pub source_event_id: String,
+    pub needs: Needs,
+}
+
+/// The calls a turn left waiting: those of its `required_actions` when it ended `done`.
+pub(crate) fn waiting_calls(state: &TurnState) -> Vec<Waiting> {
+    let TurnState::Done { required_actions, .. } = state else {
+        return Vec::new();
+    };
+    let mut waiting = Vec::new();
+    for action in required_actions {
+        let (pending, needs) = match action {
+            Event::ToolApprovalRequired(pending) => (pending, Needs::Approval),
+            Event::ToolResponseRequired(pending) => (pending, Needs::Response),
+            _ => continue,
+        };
+        waiting.extend(pending.tool_calls.iter().map(|call| Waiting {
+            thread_id: pending.thread_id.clone(),
+            tool_call_id: call.id.clone(),
+            source_event_id: call.source_event_id.clone(),
+            needs,
+        }));
+    }
+    waiting
+}
+
+/// Checks a turn's input against the calls waiting in the turn it follows: decisions must name
+/// every waiting call exactly once, with the right kind; an empty input cannot leave calls
+/// waiting. User messages are always accepted (they leave the calls undecided).
+pub(crate) fn check_input(waiting: &[Waiting], input: &[TurnInput]) -> Result<()> {
+    let describe = |calls: &mut dyn Iterator<Item = &Waiting>| {
+        calls.map(|call| format!("{:?} (thread {:?})", call.tool_call_id, call.thread_id)).collect::<Vec<_>>().join(", ")
+    };
+    let Some(first) = input.first() else {
+        if waiting.is_empty() {
+            return Err(ServiceError::invalid_param("input", "input is empty and nothing in this session is waiting to be resumed"));
+        }
+        return Err(ServiceError::invalid_param(
+            "input",
+            format!(
+                "input is empty, but tool calls are waiting for a decision: {}; send a user.tool_approval or user.tool_response for each, or a new user message",
+                describe(&mut waiting.iter())
+            ),
+        ));
+    };
+    if first.kind() == InputKind::Messages {
+        return Ok(());
+    }
+    let mut decided = BTreeSet::new();
+    for (index, item) in input.iter().enumerate() {
+        let (thread_id, tool_call_id, needs) = match item {
+            TurnInput::ToolApproval { thread_id, tool_call_id, .. } => (thread_id, tool_call_id, Needs::Approval),
+            TurnInput::ToolResponse { thread_id, tool_call_id, .. } => (thread_id, tool_call_id, Needs::Response),
+            TurnInput::Message { .. } => continue,
+        };
+        let found = waiting.iter().find(|call| call.tool_call_id == *tool_call_id && call.thread_id == *thread_id);
+        let Some(call) = found else {
+            let elsewhere = waiting.iter().find(|call| call.tool_call_id == *tool_call_id);
+            let message = match elsewhere {
+                Some(call) => format!(
+                    "input[{index}]: tool call {tool_call_id:?} is waiting in thread {:?}, not {thread_id:?}",
+                    call.thread_id
+                ),
+                None if waiting.is_empty() => format!(
+                    "input[{index}]: tool call {tool_call_id:?} in thread {thread_id:?} is not waiting for a decision; nothing in this session is"
+                ),
+                None => format!(
+                    "input[{index}]: tool call {tool_call_id:?} in thread {thread_id:?} is not waiting for a decision; waiting: {}",
+                    describe(&mut waiting.iter())
+                ),
+            };
+            return Err(ServiceError::invalid_param("input", message));
+        };
+        if call.needs != needs {
+            let (wanted, got) = match call.needs {
+                Needs::Approval => ("user.tool_approval", "user.tool_response"),
+                Needs::Response => ("user.tool_response", "user.tool_approval"),
+            };
+            return Err(ServiceError::invalid_param(
+                "input",
+                format!("input[{index}]: tool call {tool_call_id:?} needs a {wanted}, not a {got}"),
+            ));
+        }
+        if !decided.insert((thread_id.as_str(), tool_call_id.as_str())) {
+            return Err(ServiceError::invalid_param(
+                "input",
+                format!("input[{index}]: tool call {tool_call_id:?} is decided twice"),
+            ));
+        }
+    }
+    let mut missing = waiting.iter().filter(|call| !decided.contains(&(call.thread_id.as_str(), call.tool_call_id.as_str())));
+    let missing = describe(&mut missing);
+    if !missing.is_empty() {
+        return Err(ServiceError::invalid_param(
+            "input",
+            format!("every waiting tool call needs a decision in the same turn; missing: {missing}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The engine's resolutions for a turn whose input decides `waiting` calls (already checked
+/// with [`check_input`]): each call's name and arguments come from its message in `history`.
+/// A call whose message cannot be found is an error the turn reports.
+pub(crate) fn resolutions(waiting: &[Waiting], input: &[TurnInput], history: &[Event]) -> std::result::Result<Vec<Resolution>, String> {
+    let mut calls: HashMap<(&str, &str), &ToolCall> = HashMap::new();
+    for event in history {
+        if let Event::ModelMessage(message) = event {
+            for call in message.tool_calls.iter().flatten() {
+                calls.insert((message.id.as_str(), call.id.as_str()), call);
+            }
+        }
+    }
+    let mut resolutions = Vec::new();
+    for item in input {
+        let (thread_id, tool_call_id, decision) = match item {
+            TurnInput::ToolApproval { thread_id, tool_call_id, approval } => (
+                thread_id,
+                tool_call_id,
+                match approval {
+                    Approval::Allow => Decision::Allow,
+                    Approval::Deny { reason } => Decision::Deny { reason: reason.clone() },
+                },
+            ),
+            TurnInput::ToolResponse { thread_id, tool_call_id, content } => {
+                (thread_id, tool_call_id, Decision::Respond { content: content.clone() })
+            }
+            TurnInput::Message { .. } => continue,
+        };
+        let Some(waiting) = waiting.iter().find(|call| call.tool_call_id == *tool_call_id && call.thread_id == *thread_id) else {
+            continue;
+        };
+        let call = calls
+            .get(&(waiting.source_event_id.as_str(), tool_call_id.as_str()))
+            .ok_or_else(|| format!("The waiting tool call {tool_call_id:?} is no longer in the session's history."))?;
+        resolutions.push(Resolution { call: (*call).clone(), decision });
+    }
+    Ok(resolutions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting() -> Vec<Waiting> {
+        ["c1", "c2"]
+            .iter()
+            .map(|id| Waiting {
+                thread_id: "main".into(),
+                tool_call_id: (*id).into(),
+                source_event_id: "m1".into(),
+                needs: Needs::Approval,
+            })
+            .chain([Waiting {
+                thread_id: "main".into(),
+                tool_call_id: "q1".into(),
+                source_event_id: "m1".into(),
+                needs: Needs::Response,
+            }])
+            .collect()
+    }
+
+    fn allow(id: &str) -> TurnInput {
+        TurnInput::ToolApproval { thread_id: "main".into(), tool_call_id: id.into(), approval: Approval::Allow }
+    }
+
+    fn answer(id: &str) -> TurnInput {
+        TurnInput::ToolResponse { thread_id: "main".into(), tool_call_id: id.into(), content: "yes".into() }
+    }
+
+    #[test]
+    fn decisions_must_match_the_waiting_calls_exactly() {
+        let cases: Vec<(&str, Vec<TurnInput>, Option<&str>)> = vec![
+            ("all decided", vec![allow("c1"), allow("c2"), answer("q1")], None),
+            ("a message moves on", vec![TurnInput::Message { content: teamster_protocol::UserContent::Text("new".into()) }], None),
+            ("one missing", vec![allow("c1"), answer("q1")], Some("missing: \"c2\"")),
+            ("unknown call", vec![allow("zz")], Some("\"zz\" in thread \"main\" is not waiting")),
+            ("wrong thread", vec![TurnInput::ToolApproval { thread_id: "t9".into(), tool_call_id: "c1".into(), approval: Approval::Allow }], Some("waiting in thread \"main\", not \"t9\"")),
+            ("wrong kind", vec![answer("c1")], Some("needs a user.tool_approval")),
+            ("twice", vec![allow("c1"), allow("c1"), allow("c2"), answer("q1")], Some("decided twice")),
+            ("empty", vec![], Some("tool calls are waiting")),
+        ];
+        for (name, input, problem) in cases {
+            let result = check_input(&waiting(), &input);
+            match problem {
+                None => assert!(result.is_ok(), "{name}: {result:?}"),
+                Some(problem) => {
+                    let message = result.expect_err(name).to_string();
+                    assert!(message.contains(problem), "{name}: {message}");
+                }
+            }
+        }
+        assert!(check_input(&[], &[allow("c1")]).unwrap_err().to_string().contains("nothing in this session is"));
+    }
+}
