@@ -11,6 +11,7 @@
 
 mod compaction;
 mod context;
+mod deferred;
 mod gates;
 mod history;
 mod large_results;
@@ -24,6 +25,7 @@ mod usage;
 
 pub use compaction::COMPACTION_TITLE;
 pub use context::{ContextPolicy, DEFAULT_COMPACTION_THRESHOLD};
+pub use deferred::{LOAD_TOOLS, SEARCH_TOOLS};
 pub use gates::{ASK_USER_QUESTION, Decision, Resolution};
 pub use history::history_from_events;
 pub use large_results::{MAX_READ_CHARS, PREVIEW_CHARS, READ_TOOL_RESULT};

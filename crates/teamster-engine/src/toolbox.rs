@@ -1,18 +1,26 @@
 //! The tools of one turn: every source's tools, indexed by the name the model calls.
+//!
+//! Some tools may be deferred (see [`crate::deferred`]): they stay out of the definitions until
+//! the model loads them with `load_tools`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use teamster_llm::ToolDefinition;
+use teamster_protocol::Event;
 use teamster_tools::{Tool, ToolOutput, ToolSource};
+
+use crate::deferred::{Deferred, LOAD_TOOLS, SEARCH_TOOLS};
 
 /// The tools offered to the model in one turn, and where each comes from.
 #[derive(Clone, Default)]
 pub struct ToolBox {
+    /// Every tool, deferred ones included, in the order they were added.
     tools: Vec<Tool>,
     sources: Vec<Arc<dyn ToolSource>>,
     /// Tool name to (index in `tools`, index in `sources`).
     by_name: HashMap<String, (usize, usize)>,
+    deferred: Deferred,
 }
 
 impl ToolBox {
@@ -29,16 +37,27 @@ impl ToolBox {
     /// Adds a source's tools after those already present; a name already taken keeps its
     /// first owner.
     pub async fn add(&mut self, source: Arc<dyn ToolSource>) {
+        self.add_deferred(source, |_| false).await;
+    }
+
+    /// Adds a source's tools like [`ToolBox::add`]; those for which `deferred` is true are
+    /// left out of the definitions (and cannot be called) until the model loads them with
+    /// `load_tools`, which `search_tools` helps find.
+    pub async fn add_deferred(&mut self, source: Arc<dyn ToolSource>, deferred: impl Fn(&Tool) -> bool) {
         match source.list().await {
             Ok(tools) => {
                 let source_index = self.sources.len();
                 self.sources.push(source);
                 for tool in tools {
-                    if self.by_name.contains_key(&tool.name) {
+                    if self.by_name.contains_key(&tool.name) || [SEARCH_TOOLS, LOAD_TOOLS].contains(&tool.name.as_str()) {
                         tracing::warn!(tool = %tool.name, "duplicate tool name skipped");
                         continue;
                     }
-                    self.by_name.insert(tool.name.clone(), (self.tools.len(), source_index));
+                    let index = self.tools.len();
+                    if deferred(&tool) {
+                        self.deferred.push(index);
+                    }
+                    self.by_name.insert(tool.name.clone(), (index, source_index));
                     self.tools.push(tool);
                 }
             }
@@ -46,18 +65,33 @@ impl ToolBox {
         }
     }
 
+    /// Every tool, deferred ones included.
     pub fn tools(&self) -> &[Tool] {
         &self.tools
     }
 
+    /// A tool the model may call now: not deferred or loaded, or one of the built-in
+    /// `search_tools` and `load_tools`.
     pub fn get(&self, name: &str) -> Option<&Tool> {
-        self.by_name.get(name).map(|(tool, _)| &self.tools[*tool])
+        if let Some(meta) = self.deferred.meta_tool(name) {
+            return Some(meta);
+        }
+        self.by_name
+            .get(name)
+            .filter(|(tool, _)| self.deferred.is_available(*tool))
+            .map(|(tool, _)| &self.tools[*tool])
     }
 
-    /// The definitions sent to the model.
+    /// The definitions sent to the model: the tools that are not deferred, in the order they
+    /// were added; then `search_tools` and `load_tools` when some tools are deferred; then the
+    /// loaded tools, in load order. A load only ever appends, so the definitions sent before it
+    /// stay a prefix of those sent after.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
-        self.tools
-            .iter()
+        let loaded = self.deferred.loaded();
+        let active = self.tools.iter().enumerate().filter(|(index, _)| !self.deferred.contains(*index)).map(|(_, tool)| tool);
+        active
+            .chain(self.deferred.meta_tools())
+            .chain(loaded.iter().map(|index| &self.tools[*index]))
             .map(|tool| ToolDefinition {
                 name: tool.name.clone(),
                 description: tool.description.clone(),
@@ -66,12 +100,27 @@ impl ToolBox {
             .collect()
     }
 
-    /// Calls a tool by name. Unknown tools and malformed arguments are error outputs for the
-    /// model, not failures of the turn.
+    /// Loads again the tools that the thread's earlier `load_tools` calls loaded, found in
+    /// its history (content events, oldest first), so loads last across turns with no state
+    /// besides the event log. Call it before the turn's first model call.
+    pub fn restore_loads(&self, events: &[Event], thread_id: &str) {
+        self.deferred.restore(events, thread_id, |name| self.by_name.get(name).map(|(tool, _)| *tool));
+    }
+
+    /// Calls a tool by name. Unknown tools, deferred tools not loaded yet and malformed
+    /// arguments are error outputs for the model, not failures of the turn.
     pub async fn call(&self, name: &str, arguments: &str) -> ToolOutput {
-        let Some((_, source)) = self.by_name.get(name) else {
+        if self.deferred.meta_tool(name).is_some() {
+            return self.deferred.call(name, arguments, &self.tools, |name| self.by_name.get(name).map(|(tool, _)| *tool));
+        }
+        let Some((tool, source)) = self.by_name.get(name) else {
             return ToolOutput::error(format!("There is no tool named {name:?}."));
         };
+        if !self.deferred.is_available(*tool) {
+            return ToolOutput::error(format!(
+                "The tool {name:?} is not loaded yet: call {LOAD_TOOLS} with its name first."
+            ));
+        }
         if !arguments.trim().is_empty()
             && let Err(error) = serde_json::from_str::<serde_json::Value>(arguments) {
                 return ToolOutput::error(format!("The arguments are not valid JSON: {error}."));
