@@ -75,6 +75,8 @@ impl From<ServiceError> for ApiError {
                 ApiError::new(StatusCode::PRECONDITION_FAILED, "precondition_failed", message)
             }
             ServiceError::Unprocessable(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unsupported", message),
+            ServiceError::AuthRequired(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "auth_required", message),
+            ServiceError::Upstream(_) => ApiError::new(StatusCode::BAD_GATEWAY, "upstream_unavailable", message),
             ServiceError::Store(source) => {
                 tracing::error!(error = %source, "storage failure");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", "internal server error")

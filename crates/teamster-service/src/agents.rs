@@ -34,8 +34,8 @@ pub(crate) fn validate_spec(spec: &AgentSpec) -> Result<()> {
                 format!("iteration_limit must be between 1 and {}", RuntimeConfig::MAX_ITERATION_LIMIT),
             ));
         }
-    if spec.mcp_servers.as_ref().is_some_and(|servers| !servers.is_empty()) {
-        return Err(ServiceError::Unprocessable("MCP servers are not supported by this server yet".to_owned()));
+    if let Some(servers) = &spec.mcp_servers {
+        crate::mcp_servers::validate_agent_servers(servers)?;
     }
     if spec.skills.as_ref().is_some_and(|skills| !skills.is_empty()) {
         return Err(ServiceError::Unprocessable("skills are not supported by this server yet".to_owned()));

@@ -22,6 +22,14 @@ pub enum ServiceError {
     /// Well-formed, but it needs something this server does not provide (422).
     #[error("{0}")]
     Unprocessable(String),
+    /// The request needs a user's authorization with another service first, e.g. an MCP
+    /// server's OAuth (422).
+    #[error("{0}")]
+    AuthRequired(String),
+    /// A server this one depends on, such as an MCP server, failed or could not be reached
+    /// (502).
+    #[error("{0}")]
+    Upstream(String),
     /// Storage failed; the details are logged, not shown (500).
     #[error("internal storage error")]
     Store(#[source] teamster_store::Error),

@@ -14,6 +14,9 @@ mod engine_metrics;
 mod error;
 mod events;
 mod history_cache;
+mod mcp_pool;
+mod mcp_servers;
+mod mcp_turn;
 mod pending;
 pub mod live;
 mod providers;
@@ -37,6 +40,7 @@ use teamster_tools::ToolSource;
 
 pub use error::{Result, ServiceError};
 pub use events::{ListOrder, SessionEventsQuery, TurnEventsQuery};
+pub use mcp_servers::McpServerWrite;
 pub use providers::ProviderWrite;
 pub use sessions::{SessionListQuery, SessionScope};
 pub use subscribe::FrameStream;
@@ -94,6 +98,10 @@ struct Inner {
     tools: Vec<Arc<dyn ToolSource>>,
     /// Histories of recently finished turns, so chained turns need not re-read the chain.
     history: history_cache::HistoryCache,
+    /// MCP servers configured through the settings API, by name.
+    mcp_servers: mcp_servers::McpRegistry,
+    /// Sessions' open MCP connections.
+    mcp_pool: mcp_pool::McpPool,
     config: ServiceConfig,
 }
 
@@ -102,7 +110,8 @@ impl Service {
     /// running, and starts the event writer. Must be called inside a Tokio runtime.
     pub async fn start(store: Arc<dyn Store>, config: ServiceConfig) -> Result<Service> {
         let writer = writer::EventWriter::start(store.clone());
-        let providers = providers::Providers::load(store.as_ref(), &config.env_providers, config.model_options.clone()).await?;
+        let providers = providers::Providers::load(store.as_ref(), &config.env_providers, config.model_options).await?;
+        let mcp_servers = mcp_servers::McpRegistry::load(store.as_ref()).await?;
         let service = Service {
             inner: Arc::new(Inner {
                 store,
@@ -112,10 +121,13 @@ impl Service {
                 provider_writes: tokio::sync::Mutex::new(()),
                 tools: vec![Arc::new(teamster_tools::builtin::Builtins)],
                 history: history_cache::HistoryCache::default(),
+                mcp_servers,
+                mcp_pool: mcp_pool::McpPool::default(),
                 config,
             }),
         };
         recovery::abandon_orphaned_turns(&service).await?;
+        service.sweep_mcp_connections();
         Ok(service)
     }
 

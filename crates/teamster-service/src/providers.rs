@@ -52,7 +52,7 @@ impl Providers {
         http: reqwest::Client,
         options: RegistryOptions,
     ) -> Providers {
-        let registry = Arc::new(ModelRegistry::with_options(manifests.values().cloned(), http.clone(), options.clone()));
+        let registry = Arc::new(ModelRegistry::with_options(manifests.values().cloned(), http.clone(), options));
         Providers { manifests, registry, http, options }
     }
 }
@@ -112,7 +112,7 @@ impl Service {
         let mut providers = self.inner.providers.write().unwrap_or_else(|p| p.into_inner());
         let mut manifests = providers.manifests.clone();
         manifests.insert(name.clone(), manifest.clone());
-        *providers = Providers::from_manifests(manifests, providers.http.clone(), providers.options.clone());
+        *providers = Providers::from_manifests(manifests, providers.http.clone(), providers.options);
         Ok(ConfiguredModelProvider { name, manifest: manifest.redacted() })
     }
 

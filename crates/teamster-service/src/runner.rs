@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use teamster_engine::{ContextPolicy, EventSink, Resolution, ToolBox, TurnOutcome, TurnPlan, history_from_events, render, run_turn};
+use teamster_engine::{ContextPolicy, EventSink, Resolution, TurnOutcome, TurnPlan, history_from_events, render, run_turn};
 use teamster_llm::Message;
 use teamster_protocol::event::TurnDone;
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, RuntimeConfig, TurnMetrics, TurnState, ids, timestamp};
@@ -152,7 +152,7 @@ impl Service {
             instructions: spec.instructions.as_deref().map(|text| render(text, &variables)),
             seed_messages,
             messages: history_from_events(&history, MAIN_THREAD_ID),
-            toolbox: ToolBox::collect(self.inner.tools.clone()).await,
+            toolbox: self.turn_toolbox(turn, &spec, &history).await,
             iteration_limit,
             context: ContextPolicy::from_config(config.and_then(|config| config.context_management.as_ref())),
             pricing: resolved.pricing,

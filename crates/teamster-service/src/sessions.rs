@@ -170,6 +170,7 @@ impl Service {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), log.wait_finished()).await;
         }
         self.store().delete_session(session_id).await?;
+        self.close_mcp_connections(session_id);
         Ok(())
     }
 

@@ -1,0 +1,558 @@
+//! MCP server settings: the registry agents name servers from (`truefoundry-mcp-registry`),
+//! stored as settings documents, and what an agent may say about MCP servers inline.
+//!
+//! Header values and stdio environment values are secrets: every response shows them redacted,
+//! and a redacted value sent back on a write keeps the stored one. Stdio servers run a command
+//! on this machine, so only the settings API (an operator's action) can define them; an agent
+//! spec or session that asks for a command is refused.
+
+use std::collections::BTreeMap;
+use std::sync::RwLock;
+use std::time::Duration;
+
+use teamster_mcp::{HttpTransport, McpConnection, McpError, McpServerConfig, StdioTransport, Transport};
+use teamster_protocol::agent::{McpServer, McpServerSource, is_valid_resource_name};
+use teamster_protocol::settings::{
+    AvailableMcpServer, ConfiguredMcpServer, McpAuthStatus, McpServerAuth, McpServerAuthPublic, McpServerManifest,
+    REDACTED,
+};
+use teamster_protocol::timestamp;
+use teamster_store::Store;
+use teamster_tools::ToolSource;
+use teamster_tools::selector::Selectors;
+
+use crate::Service;
+use crate::error::{Result, ServiceError};
+
+/// The settings kind under which MCP servers are stored.
+const SETTING_KIND: &str = "mcp-server";
+/// The most MCP servers one agent may use.
+pub const MAX_AGENT_MCP_SERVERS: usize = 32;
+/// The longest URL accepted, in bytes.
+const MAX_URL_BYTES: usize = 2048;
+/// The longest description accepted, in bytes.
+const MAX_DESCRIPTION_BYTES: usize = 4096;
+/// The most headers, arguments or environment variables of one server.
+const MAX_ENTRIES: usize = 256;
+/// The longest header value, argument, command or environment value, in bytes.
+const MAX_VALUE_BYTES: usize = 32 * 1024;
+/// How long `GET /mcp-servers/{name}/tools` may spend connecting, and then listing.
+const LISTING_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The configured MCP servers, by name.
+#[derive(Default)]
+pub(crate) struct McpRegistry {
+    servers: RwLock<BTreeMap<String, McpServerManifest>>,
+    /// Serialises writes, so the store and memory agree on the last one.
+    writes: tokio::sync::Mutex<()>,
+}
+
+impl McpRegistry {
+    /// The servers stored through the settings API; unreadable ones are logged and skipped.
+    pub async fn load(store: &dyn Store) -> Result<McpRegistry> {
+        let mut servers = BTreeMap::new();
+        for (name, value) in store.list_settings(SETTING_KIND).await? {
+            match serde_json::from_str::<McpServerManifest>(&value) {
+                Ok(manifest) => {
+                    servers.insert(name, manifest);
+                }
+                Err(error) => tracing::error!(server = %name, %error, "stored MCP server is unreadable; skipped"),
+            }
+        }
+        Ok(McpRegistry { servers: RwLock::new(servers), writes: tokio::sync::Mutex::new(()) })
+    }
+
+    /// A configured server, secrets included.
+    pub fn get(&self, name: &str) -> Option<McpServerManifest> {
+        self.read().get(name).cloned()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, McpServerManifest>> {
+        self.servers.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// How an MCP server write treats an existing server of the same name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum McpServerWrite {
+    /// `POST`: fail if the name is taken.
+    Create,
+    /// `PUT`: create or replace.
+    Upsert,
+}
+
+impl Service {
+    /// Every configured MCP server, secrets redacted.
+    pub fn list_mcp_server_settings(&self) -> Vec<ConfiguredMcpServer> {
+        self.inner.mcp_servers.read().iter().map(|(name, manifest)| configured(name, manifest)).collect()
+    }
+
+    /// One configured MCP server, secrets redacted.
+    pub fn get_mcp_server_setting(&self, name: &str) -> Result<ConfiguredMcpServer> {
+        match self.inner.mcp_servers.get(name) {
+            Some(manifest) => Ok(configured(name, &manifest)),
+            None => Err(not_found(name)),
+        }
+    }
+
+    /// A configured MCP server as stored, secrets included (for connecting, and for OAuth).
+    pub fn mcp_server_manifest(&self, name: &str) -> Option<McpServerManifest> {
+        self.inner.mcp_servers.get(name)
+    }
+
+    /// The MCP servers agents can name, without configuration or secrets.
+    pub fn list_available_mcp_servers(&self) -> Vec<AvailableMcpServer> {
+        self.inner
+            .mcp_servers
+            .read()
+            .iter()
+            .map(|(name, manifest)| AvailableMcpServer {
+                name: name.clone(),
+                url: match manifest.kind.as_str() {
+                    McpServerManifest::STDIO => format!("stdio:{name}"),
+                    _ => manifest.url.clone().unwrap_or_default(),
+                },
+                auth: manifest.auth.as_ref().map(|auth| McpServerAuthPublic { kind: auth.kind().to_owned() }),
+                auth_status: auth_status(manifest),
+            })
+            .collect()
+    }
+
+    /// Creates or replaces an MCP server, stored so it survives restarts. A redacted header or
+    /// environment value keeps the stored one.
+    pub async fn write_mcp_server(
+        &self,
+        mut manifest: McpServerManifest,
+        mode: McpServerWrite,
+    ) -> Result<ConfiguredMcpServer> {
+        validate_manifest(&manifest)?;
+        let name = manifest.name.clone();
+        let registry = &self.inner.mcp_servers;
+        let _writing = registry.writes.lock().await;
+        let existing = registry.get(&name);
+        if mode == McpServerWrite::Create && existing.is_some() {
+            return Err(ServiceError::Conflict {
+                code: "already_exists",
+                message: format!("an MCP server named {name:?} already exists"),
+            });
+        }
+        keep_redacted_secrets(&mut manifest, existing.as_ref())?;
+        let value = serde_json::to_string(&manifest).map_err(|error| ServiceError::invalid(error.to_string()))?;
+        self.store().put_setting(SETTING_KIND, &name, &value, &timestamp::now()).await?;
+        registry.servers.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name.clone(), manifest.clone());
+        Ok(configured(&name, &manifest))
+    }
+
+    /// Connects to a configured server and lists its tools as MCP `tools/list` entries. Bounded
+    /// in time; a server that cannot be reached is [`ServiceError::Upstream`], one that wants
+    /// authorization [`ServiceError::AuthRequired`].
+    pub async fn list_mcp_server_tools(&self, name: &str) -> Result<Vec<serde_json::Value>> {
+        let manifest = self.inner.mcp_servers.get(name).ok_or_else(|| not_found(name))?;
+        let mut config = registry_config(name, &manifest).map_err(ServiceError::Unprocessable)?;
+        config.connect_timeout = LISTING_TIMEOUT;
+        config.call_timeout = LISTING_TIMEOUT;
+        let connection = McpConnection::connect(config).await.map_err(|error| connect_error(name, error))?;
+        let tools = connection
+            .list()
+            .await
+            .map_err(|error| ServiceError::Upstream(format!("MCP server {name:?} could not list its tools: {error}")))?;
+        Ok(tools
+            .into_iter()
+            .map(|tool| {
+                let name = match &tool.info {
+                    teamster_protocol::ToolInfo::Mcp { name, .. } => name.clone(),
+                    teamster_protocol::ToolInfo::System { .. } => tool.name.clone(),
+                };
+                serde_json::json!({
+                    "name": name,
+                    "description": tool.description,
+                    "inputSchema": tool.input_schema,
+                    "annotations": {
+                        "readOnlyHint": tool.annotations.read_only,
+                        "destructiveHint": tool.annotations.destructive,
+                        "idempotentHint": tool.annotations.idempotent,
+                    },
+                })
+            })
+            .collect())
+    }
+}
+
+/// A connection failure as a request error.
+pub(crate) fn connect_error(name: &str, error: McpError) -> ServiceError {
+    match error {
+        McpError::Unauthorized { .. } => {
+            ServiceError::AuthRequired(format!("MCP server {name:?} requires authorization"))
+        }
+        McpError::InvalidConfig(message) => ServiceError::Unprocessable(format!("MCP server {name:?}: {message}")),
+        other => ServiceError::Upstream(format!("MCP server {name:?} could not be reached: {other}")),
+    }
+}
+
+fn not_found(name: &str) -> ServiceError {
+    ServiceError::NotFound(format!("MCP server {name:?} not found"))
+}
+
+fn configured(name: &str, manifest: &McpServerManifest) -> ConfiguredMcpServer {
+    ConfiguredMcpServer { name: name.to_owned(), manifest: manifest.redacted(), auth_status: auth_status(manifest) }
+}
+
+/// Whether the server can be used as configured: no credentials needed, static headers, or
+/// OAuth, which needs a user's authorization first.
+fn auth_status(manifest: &McpServerManifest) -> McpAuthStatus {
+    let status = match manifest.auth {
+        None => "not_required",
+        Some(McpServerAuth::Header { .. }) => "authenticated",
+        Some(McpServerAuth::Dcr {}) => "auth_required",
+    };
+    McpAuthStatus { status: status.to_owned(), authorization_url: None }
+}
+
+/// The stable id of a configured server, shown as `server_id` and in `mcp.initialize`.
+pub(crate) fn registry_server_id(name: &str) -> String {
+    format!("mcp:{name}")
+}
+
+/// The stable id of an agent's inline server.
+pub(crate) fn inline_server_id(label: &str) -> String {
+    format!("inline:{label}")
+}
+
+/// How to reach a configured server.
+pub(crate) fn registry_config(name: &str, manifest: &McpServerManifest) -> Result<McpServerConfig, String> {
+    let transport = match manifest.kind.as_str() {
+        McpServerManifest::STDIO => {
+            let Some(command) = manifest.command.clone() else {
+                return Err(format!("MCP server {name:?} has no command"));
+            };
+            Transport::Stdio(StdioTransport {
+                command,
+                args: manifest.args.clone().unwrap_or_default(),
+                env: manifest.env.clone().unwrap_or_default(),
+                cwd: None,
+            })
+        }
+        _ => {
+            let Some(url) = manifest.url.clone() else {
+                return Err(format!("MCP server {name:?} has no URL"));
+            };
+            let mut endpoint = HttpTransport::new(url);
+            if let Some(McpServerAuth::Header { headers }) = &manifest.auth {
+                endpoint.headers = headers.clone();
+            }
+            http_transport(endpoint, manifest.transport.as_deref())
+        }
+    };
+    Ok(McpServerConfig::new(registry_server_id(name), name, transport))
+}
+
+/// How to reach an agent's inline server.
+pub(crate) fn inline_config(label: &str, url: &str, transport: Option<&str>) -> McpServerConfig {
+    McpServerConfig::new(inline_server_id(label), label, http_transport(HttpTransport::new(url), transport))
+}
+
+/// Streamable HTTP, or the legacy SSE transport when asked for or when the URL's path ends in
+/// `/sse` and no transport is named.
+fn http_transport(endpoint: HttpTransport, transport: Option<&str>) -> Transport {
+    let legacy = match transport {
+        Some(kind) => kind == "sse",
+        None => reqwest::Url::parse(&endpoint.url).is_ok_and(|url| url.path().trim_end_matches('/').ends_with("/sse")),
+    };
+    if legacy { Transport::Sse(endpoint) } else { Transport::StreamableHttp(endpoint) }
+}
+
+/// Checks a settings manifest: shape, sizes, and that each kind has exactly its own fields.
+fn validate_manifest(manifest: &McpServerManifest) -> Result<()> {
+    let invalid = |param: &'static str, message: String| Err(ServiceError::invalid_param(param, message));
+    if !is_valid_resource_name(&manifest.name) {
+        return invalid(
+            "manifest.name",
+            format!(
+                "MCP server name {:?} must be 2-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter and ending with a letter or digit",
+                manifest.name
+            ),
+        );
+    }
+    match &manifest.description {
+        Some(description) if !description.trim().is_empty() && description.len() <= MAX_DESCRIPTION_BYTES => {}
+        _ => {
+            return invalid(
+                "manifest.description",
+                format!("a description of 1 to {MAX_DESCRIPTION_BYTES} bytes is required"),
+            );
+        }
+    }
+    match manifest.kind.as_str() {
+        McpServerManifest::REMOTE => {
+            if manifest.command.is_some() || manifest.args.is_some() || manifest.env.is_some() {
+                return invalid("manifest.command", "command, args and env are only for servers of type stdio".to_owned());
+            }
+            let Some(url) = &manifest.url else {
+                return invalid("manifest.url", "a remote MCP server needs a url".to_owned());
+            };
+            check_url(url).map_err(|message| ServiceError::invalid_param("manifest.url", message))?;
+            check_transport(manifest.transport.as_deref())
+                .map_err(|message| ServiceError::invalid_param("manifest.transport", message))?;
+            if let Some(McpServerAuth::Header { headers }) = &manifest.auth {
+                check_headers(headers).map_err(|message| ServiceError::invalid_param("manifest.auth.headers", message))?;
+            }
+        }
+        McpServerManifest::STDIO => {
+            if manifest.url.is_some() || manifest.transport.is_some() || manifest.auth.is_some() {
+                return invalid("manifest.url", "url, transport and auth are only for servers of type remote".to_owned());
+            }
+            match &manifest.command {
+                Some(command) if !command.trim().is_empty() && plain(command) => {}
+                _ => return invalid("manifest.command", "a stdio MCP server needs a command".to_owned()),
+            }
+            let args = manifest.args.as_deref().unwrap_or_default();
+            if args.len() > MAX_ENTRIES || !args.iter().all(|arg| plain(arg)) {
+                return invalid(
+                    "manifest.args",
+                    format!("at most {MAX_ENTRIES} arguments of at most {MAX_VALUE_BYTES} bytes, without NUL characters"),
+                );
+            }
+            if let Some(env) = &manifest.env {
+                check_env(env).map_err(|message| ServiceError::invalid_param("manifest.env", message))?;
+            }
+        }
+        other => {
+            return invalid("manifest.type", format!("unknown MCP server type {other:?}; use remote (or stdio)"));
+        }
+    }
+    Ok(())
+}
+
+/// A bounded value without NUL characters.
+fn plain(value: &str) -> bool {
+    value.len() <= MAX_VALUE_BYTES && !value.contains('\0')
+}
+
+/// An absolute `http` or `https` URL of bounded length.
+pub(crate) fn check_url(url: &str) -> Result<(), String> {
+    if url.len() > MAX_URL_BYTES {
+        return Err(format!("the URL is longer than {MAX_URL_BYTES} bytes"));
+    }
+    match reqwest::Url::parse(url) {
+        Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.host().is_some() => Ok(()),
+        Ok(_) => Err(format!("{url:?} is not an http or https URL")),
+        Err(error) => Err(format!("{url:?} is not a valid URL: {error}")),
+    }
+}
+
+/// `streamable-http`, `sse`, or absent.
+pub(crate) fn check_transport(transport: Option<&str>) -> Result<(), String> {
+    match transport {
+        None | Some("streamable-http" | "sse") => Ok(()),
+        Some(other) => Err(format!("unknown transport {other:?}; use streamable-http or sse")),
+    }
+}
+
+fn check_headers(headers: &BTreeMap<String, String>) -> Result<(), String> {
+    if headers.len() > MAX_ENTRIES {
+        return Err(format!("at most {MAX_ENTRIES} headers are allowed"));
+    }
+    for (name, value) in headers {
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(format!("{name:?} is not a valid header name"));
+        }
+        if value.is_empty() || value.len() > MAX_VALUE_BYTES || reqwest::header::HeaderValue::from_str(value).is_err() {
+            return Err(format!("the value of header {name:?} must be 1 to {MAX_VALUE_BYTES} visible characters"));
+        }
+    }
+    Ok(())
+}
+
+fn check_env(env: &BTreeMap<String, String>) -> Result<(), String> {
+    if env.len() > MAX_ENTRIES {
+        return Err(format!("at most {MAX_ENTRIES} variables are allowed"));
+    }
+    for (name, value) in env {
+        let mut chars = name.chars();
+        let valid_name = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid_name {
+            return Err(format!("{name:?} is not a valid environment variable name"));
+        }
+        if !plain(value) {
+            return Err(format!("the value of {name:?} must have at most {MAX_VALUE_BYTES} bytes and no NUL"));
+        }
+    }
+    Ok(())
+}
+
+/// Replaces redacted header and environment values with the stored ones; a redacted value
+/// with nothing stored is an error.
+fn keep_redacted_secrets(manifest: &mut McpServerManifest, existing: Option<&McpServerManifest>) -> Result<()> {
+    if let Some(McpServerAuth::Header { headers }) = &mut manifest.auth {
+        let stored = match existing.and_then(|existing| existing.auth.as_ref()) {
+            Some(McpServerAuth::Header { headers }) => Some(headers),
+            _ => None,
+        };
+        for (name, value) in headers.iter_mut() {
+            if value == REDACTED {
+                match stored.and_then(|stored| stored.get(name)) {
+                    Some(secret) => value.clone_from(secret),
+                    None => {
+                        return Err(ServiceError::invalid_param(
+                            "manifest.auth.headers",
+                            format!("the value of header {name:?} is redacted and there is no stored value to keep; send the real value"),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    if let Some(env) = &mut manifest.env {
+        let stored = existing.and_then(|existing| existing.env.as_ref());
+        for (name, value) in env.iter_mut() {
+            if value == REDACTED {
+                match stored.and_then(|stored| stored.get(name)) {
+                    Some(secret) => value.clone_from(secret),
+                    None => {
+                        return Err(ServiceError::invalid_param(
+                            "manifest.env",
+                            format!("the value of {name:?} is redacted and there is no stored value to keep; send the real value"),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks an agent's MCP servers: how many, unique names, inline URLs, selectors; a command
+/// (a stdio server) is refused, since only the settings API may define one.
+pub(crate) fn validate_agent_servers(servers: &[McpServer]) -> Result<()> {
+    if servers.len() > MAX_AGENT_MCP_SERVERS {
+        return Err(ServiceError::invalid_param(
+            "mcp_servers",
+            format!("an agent may use at most {MAX_AGENT_MCP_SERVERS} MCP servers"),
+        ));
+    }
+    let mut names = std::collections::HashSet::new();
+    for server in servers {
+        let name = server.source.name();
+        if name.is_empty() || name.len() > 64 {
+            return Err(ServiceError::invalid_param("mcp_servers", "an MCP server name must have 1 to 64 characters"));
+        }
+        if !names.insert(name) {
+            return Err(ServiceError::invalid_param(
+                "mcp_servers",
+                format!("the MCP server name {name:?} is used twice; give each server of an agent its own name"),
+            ));
+        }
+        match &server.source {
+            McpServerSource::Registry { .. } => {}
+            McpServerSource::Inline { url, transport, .. } => {
+                check_url(url)
+                    .and_then(|()| check_transport(transport.as_deref()))
+                    .map_err(|message| ServiceError::invalid_param("mcp_servers", format!("MCP server {name:?}: {message}")))?;
+            }
+            McpServerSource::Unsupported { has_command: true, .. } => {
+                return Err(ServiceError::Unprocessable(format!(
+                    "MCP server {name:?}: an agent cannot run a command. Stdio MCP servers run programs on the \
+                     server, so only an operator can define them, through PUT /api/v1/settings/mcp-servers; \
+                     reference such a server by name with type truefoundry-mcp-registry"
+                )));
+            }
+            McpServerSource::Unsupported { kind, .. } => {
+                return Err(ServiceError::invalid_param(
+                    "mcp_servers",
+                    format!("MCP server {name:?} has unknown type {kind:?}; use truefoundry-mcp-registry or inline"),
+                ));
+            }
+        }
+        Selectors::from_server(server).map_err(|error| {
+            ServiceError::invalid_param("mcp_servers", format!("MCP server {name:?}: {error}"))
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn remote(headers: &[(&str, &str)]) -> McpServerManifest {
+        serde_json::from_value(serde_json::json!({
+            "type": "remote", "name": "tools", "description": "Test tools.", "url": "http://127.0.0.1:1/mcp",
+            "auth": {"type": "header", "headers": headers.iter().cloned().collect::<BTreeMap<_, _>>()},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn redacted_secrets_keep_the_stored_ones() {
+        let stored = remote(&[("Authorization", "Bearer s3cret"), ("X-Other", "o")]);
+        let shown = stored.redacted();
+        assert_eq!(serde_json::to_value(&shown).unwrap()["auth"]["headers"]["Authorization"], REDACTED);
+
+        let mut sent_back = remote(&[("Authorization", REDACTED), ("X-Other", "rotated")]);
+        keep_redacted_secrets(&mut sent_back, Some(&stored)).unwrap();
+        assert_eq!(sent_back, remote(&[("Authorization", "Bearer s3cret"), ("X-Other", "rotated")]));
+
+        let mut new_header = remote(&[("X-New", REDACTED)]);
+        assert!(keep_redacted_secrets(&mut new_header, Some(&stored)).is_err());
+        assert!(keep_redacted_secrets(&mut remote(&[("Authorization", REDACTED)]), None).is_err());
+    }
+
+    #[test]
+    fn manifests_are_checked_by_kind() {
+        assert!(validate_manifest(&remote(&[("Authorization", "Bearer x")])).is_ok());
+        let bad = |patch: serde_json::Value| {
+            let mut value = serde_json::to_value(remote(&[])).unwrap();
+            value.as_object_mut().unwrap().extend(patch.as_object().unwrap().clone());
+            let manifest: McpServerManifest = serde_json::from_value(value).unwrap();
+            validate_manifest(&manifest).unwrap_err().to_string()
+        };
+        assert!(bad(serde_json::json!({"url": "ftp://x/"})).contains("not an http or https URL"));
+        assert!(bad(serde_json::json!({"name": "Bad Name"})).contains("must be 2-64 characters"));
+        assert!(bad(serde_json::json!({"description": " "})).contains("description"));
+        assert!(bad(serde_json::json!({"transport": "websocket"})).contains("unknown transport"));
+        assert!(bad(serde_json::json!({"command": "rm"})).contains("only for servers of type stdio"));
+        assert!(bad(serde_json::json!({"type": "local"})).contains("unknown MCP server type"));
+        assert!(bad(serde_json::json!({"auth": {"type": "header", "headers": {"bad name": "v"}}})).contains("header name"));
+        assert!(bad(serde_json::json!({"type": "stdio", "url": null, "auth": null})).contains("needs a command"));
+        assert!(
+            bad(serde_json::json!({"type": "stdio", "url": null, "auth": null, "command": "python", "env": {"1X": "v"}}))
+                .contains("environment variable name")
+        );
+        let stdio: McpServerManifest = serde_json::from_value(serde_json::json!({
+            "type": "stdio", "name": "local", "description": "d", "command": "python", "args": ["s.py"], "env": {"TOKEN": "t"}
+        }))
+        .unwrap();
+        assert!(validate_manifest(&stdio).is_ok());
+        assert_eq!(stdio.redacted().env.unwrap()["TOKEN"], REDACTED);
+    }
+
+    #[test]
+    fn inline_transport_follows_the_url_unless_named() {
+        let kind = |url: &str, transport: Option<&str>| match inline_config("x", url, transport).transport {
+            Transport::Sse(_) => "sse",
+            Transport::StreamableHttp(_) => "streamable-http",
+            Transport::Stdio(_) => "stdio",
+        };
+        assert_eq!(kind("http://h/mcp", None), "streamable-http");
+        assert_eq!(kind("http://h/sse", None), "sse");
+        assert_eq!(kind("http://h/sse/", None), "sse");
+        assert_eq!(kind("http://h/sse", Some("streamable-http")), "streamable-http");
+        assert_eq!(kind("http://h/mcp", Some("sse")), "sse");
+    }
+
+    #[test]
+    fn agents_cannot_run_commands() {
+        let servers: Vec<McpServer> = serde_json::from_value(serde_json::json!([
+            {"type": "inline", "name": "x", "url": "http://h/mcp", "command": "rm", "args": ["-rf", "/"]}
+        ]))
+        .unwrap();
+        assert!(matches!(validate_agent_servers(&servers), Err(ServiceError::Unprocessable(message)) if message.contains("cannot run a command")));
+        let twice: Vec<McpServer> =
+            serde_json::from_value(serde_json::json!([{"name": "a"}, {"type": "inline", "name": "a", "url": "http://h/mcp"}]))
+                .unwrap();
+        assert!(validate_agent_servers(&twice).is_err());
+        let selector: Vec<McpServer> = serde_json::from_value(serde_json::json!([{"name": "a", "enable_tools": ["@nope"]}])).unwrap();
+        assert!(validate_agent_servers(&selector).unwrap_err().to_string().contains("@nope"));
+    }
+}
