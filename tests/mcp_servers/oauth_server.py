@@ -88,10 +88,12 @@ class TestProvider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshTo
         if not user:
             raise AuthorizeError("access_denied", "nobody is logged in (pass login_as)")
         assert client.client_id is not None
+        # Without a requested scope, the client gets the scopes it registered with.
+        scopes = params.scopes if params.scopes is not None else (client.scope or "").split()
         code = secrets.token_urlsafe(32)
         self.codes[code] = AuthorizationCode(
             code=code,
-            scopes=params.scopes or [],
+            scopes=scopes,
             expires_at=time.time() + 300,
             client_id=client.client_id,
             code_challenge=params.code_challenge,

@@ -6,12 +6,14 @@
 //! the HTTP client under the streamable HTTP transport (headers, bearer tokens, 401s, bounded
 //! bodies), `sse.rs` the legacy transport on the same client, `stdio.rs` runs a server process,
 //! and `convert.rs` maps MCP tools and results to the tool seam's. Tool failures are data: every
-//! failed call is a `ToolOutput` with `is_error`.
+//! failed call is a `ToolOutput` with `is_error`. [`oauth`] authorizes connections to servers
+//! that answer 401.
 
 mod config;
 mod connection;
 mod convert;
 mod http;
+pub mod oauth;
 mod sse;
 mod stdio;
 
