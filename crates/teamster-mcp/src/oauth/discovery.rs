@@ -165,21 +165,30 @@ async fn resource_metadata(
             candidates.push(url);
         }
     }
+    let mut undecodable = None;
     for url in candidates {
         let answer = fetch::get(&url).await?;
         if !answer.status.is_success() {
             continue;
         }
-        let metadata: ProtectedResourceMetadata = decode(&answer, true)?;
+        // A page that is not metadata (e.g. a web app answering every path) is passed over.
+        let metadata: ProtectedResourceMetadata = match decode(&answer, true) {
+            Ok(metadata) => metadata,
+            Err(error) => {
+                undecodable.get_or_insert(error);
+                continue;
+            }
+        };
         let resource = Url::parse(&metadata.resource)
             .map_err(|_| invalid(RESOURCE_METADATA, &url, "its resource is not a URL".to_owned()))?;
         if !covers(&resource, mcp) {
-            let reason = format!("its resource {} is not the MCP server {mcp}", metadata.resource);
+            let reason =
+                format!("its resource {} is not the MCP server {mcp}", fetch::clean(&metadata.resource));
             return Err(invalid(RESOURCE_METADATA, &url, reason));
         }
         return Ok(Some((url, metadata)));
     }
-    Ok(None)
+    undecodable.map_or(Ok(None), Err)
 }
 
 /// Finds and checks an authorization server's metadata, trying RFC 8414's and OpenID
@@ -204,18 +213,24 @@ async fn server_metadata(issuer: &str) -> Result<AuthorizationServerMetadata, OA
         appended.set_path(&format!("{path}/.well-known/openid-configuration"));
         candidates.push(appended);
     }
-    let mut tried = Vec::new();
+    let (mut tried, mut undecodable) = (Vec::new(), None);
     for url in candidates {
         let answer = fetch::get(&url).await?;
+        tried.push(url.to_string());
         if !answer.status.is_success() {
-            tried.push(url.to_string());
             continue;
         }
-        let metadata: AuthorizationServerMetadata = decode(&answer, true)?;
+        let metadata: AuthorizationServerMetadata = match decode(&answer, true) {
+            Ok(metadata) => metadata,
+            Err(error) => {
+                undecodable.get_or_insert(error);
+                continue;
+            }
+        };
         check_server_metadata(&metadata, issuer).map_err(|reason| invalid(SERVER_METADATA, &url, reason))?;
         return Ok(metadata);
     }
-    Err(OAuthError::MetadataNotFound { document: SERVER_METADATA, tried })
+    Err(undecodable.unwrap_or(OAuthError::MetadataNotFound { document: SERVER_METADATA, tried }))
 }
 
 /// The checks RFC 8414 and the MCP spec ask for: the issuer is the one asked for, the

@@ -106,22 +106,28 @@ pub(crate) async fn post_form(
     send(url, request).await
 }
 
+/// Sends a request and reads its answer: a successful one in full (or fails when it is too
+/// large), a failed one cut at the bound, since only its OAuth error matters.
 async fn send(url: &Url, request: reqwest::RequestBuilder) -> Result<Answer, OAuthError> {
     let transport =
         |error: reqwest::Error| OAuthError::Transport { url: url.to_string(), message: chain(&error) };
-    let response = request.send().await.map_err(transport)?;
+    let mut response = request.send().await.map_err(transport)?;
     let status = response.status();
     let too_large = || OAuthError::TooLarge { url: url.to_string(), limit: MAX_RESPONSE_BYTES };
     let declared =
         response.headers().get(CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > MAX_RESPONSE_BYTES as u64) {
+    if status.is_success() && declared.is_some_and(|length| length > MAX_RESPONSE_BYTES as u64) {
         return Err(too_large());
     }
     let mut body = Vec::new();
-    let mut response = response;
     while let Some(chunk) = response.chunk().await.map_err(transport)? {
-        if chunk.len() > MAX_RESPONSE_BYTES - body.len() {
-            return Err(too_large());
+        let room = MAX_RESPONSE_BYTES - body.len();
+        if chunk.len() > room {
+            if status.is_success() {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk[..room]);
+            break;
         }
         body.extend_from_slice(&chunk);
     }
