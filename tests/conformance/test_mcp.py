@@ -1,0 +1,449 @@
+"""MCP servers in agents, against the real test server `tests/mcp_servers/tools_server.py`
+(the official Python `mcp` package) over streamable HTTP, and over stdio registered through
+the settings API.
+
+Covered: the settings registry (`/api/v1/settings/mcp-servers`, secrets redacted and kept),
+listing (`/api/v1/mcp-servers`, `/api/v1/mcp-servers/{name}/tools`, 502 for a server that is
+down), stdio servers only through settings (422 inline), tool calls with `tool_info` of type
+`mcp`, tool errors as data, `mcp.initialize` once per session connection, the selectors (what
+the model is offered, what waits for approval), collision-free names, deferred loading
+(`search_tools`/`load_tools`, restored in later turns), cancelling a running MCP call, unknown
+and unreachable servers that do not fail the turn, and the gateway SDK's view of an MCP call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import queue
+import subprocess
+import sys
+import threading
+import time
+import typing
+
+import pytest
+
+import conftest
+import wire
+from truefoundry_gateway_sdk import AgentSpec, InlineMcpServer, Model, UserMessage
+from truefoundry_gateway_sdk.agents import McpInitializeEvent, ModelMessageEvent, is_event_delta, merge_event_delta
+
+TOOLS_SERVER = conftest.REPO_ROOT / "tests" / "mcp_servers" / "tools_server.py"
+PYTHON = os.environ.get("TEAMSTER_TEST_PYTHON") or sys.executable
+# Read-only tools of tools_server.py, per their annotations.
+READ_ONLY = {"echo", "add", "cancelled_calls", "big", "whoami", "picture", "getenv"}
+ALL_TOOLS = READ_ONLY | {"write_note", "delete_everything", "fail", "slow", "counter", "crash"}
+SECRET = "Bearer s3cret-mcp-header"
+
+
+# --------------------------------------------------------------------------------------------
+# Fixtures and helpers
+# --------------------------------------------------------------------------------------------
+
+
+class McpHttpServer:
+    """tools_server.py over streamable HTTP on a free loopback port."""
+
+    def __init__(self, workdir: pathlib.Path) -> None:
+        self.log_path = workdir / f"mcp-{wire.unique('srv')}.log"
+        self.popen = subprocess.Popen(
+            [PYTHON, str(TOOLS_SERVER), "--transport", "streamable-http", "--port", "0"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=open(self.log_path, "wb"),
+            preexec_fn=conftest._die_with_parent)
+        lines: "queue.Queue[bytes]" = queue.Queue()
+        assert self.popen.stdout is not None
+        stdout = self.popen.stdout
+        threading.Thread(target=lambda: [lines.put(line) for line in iter(stdout.readline, b"")],
+                         daemon=True).start()
+        try:
+            first = lines.get(timeout=conftest.READY_TIMEOUT).decode()
+        except queue.Empty:
+            self.close()
+            raise AssertionError(f"the MCP test server did not start: {self.log_path.read_text()}") from None
+        assert first.startswith("LISTENING "), first
+        self.url = f"http://127.0.0.1:{int(first.split()[1])}/mcp"
+
+    def close(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+        self.popen.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def mcp_http(workdir: pathlib.Path) -> typing.Iterator[McpHttpServer]:
+    instance = McpHttpServer(workdir)
+    try:
+        yield instance
+    finally:
+        instance.close()
+
+
+@pytest.fixture(scope="module")
+def registered(server: conftest.TeamsterServer, mcp_http: McpHttpServer) -> str:
+    """The HTTP test server registered in the settings, with a header secret."""
+    name = wire.unique("tools")
+    api = server.require_api()
+    api.ok(api.post("/api/v1/settings/mcp-servers", json={"manifest": remote(name, mcp_http.url, SECRET)}), 201)
+    return name
+
+
+@pytest.fixture(scope="module")
+def registered_stdio(server: conftest.TeamsterServer) -> str:
+    """The test server as a stdio server (a Teamster extension), with an environment secret."""
+    name = wire.unique("stdio")
+    api = server.require_api()
+    manifest = {"type": "stdio", "name": name, "description": "Test tools over stdio.", "command": PYTHON,
+                "args": [str(TOOLS_SERVER), "--transport", "stdio"], "env": {"TEAMSTER_MCP_SECRET": "env-s3cret"}}
+    api.ok(api.put("/api/v1/settings/mcp-servers", json={"manifest": manifest}))
+    return name
+
+
+def remote(name: str, url: str, authorization: typing.Optional[str] = None) -> dict:
+    manifest = {"type": "remote", "name": name, "description": "Test tools.", "url": url}
+    if authorization is not None:
+        manifest["auth"] = {"type": "header", "headers": {"Authorization": authorization}}
+    return manifest
+
+
+def registry(name: str, **selectors: typing.Any) -> dict:
+    return {"type": "truefoundry-mcp-registry", "name": name, **selectors}
+
+
+def session_with(api: wire.Api, *servers: dict) -> str:
+    spec = {"model": {"name": "fake/fake-model"}, "mcp_servers": list(servers)}
+    return api.create_session(spec=spec)["id"]
+
+
+def call(tool: str, arguments: typing.Optional[dict] = None) -> str:
+    return f"[tool:{tool} {json.dumps(arguments or {})}]"
+
+
+def of_type(run: wire.TurnRun, kind: str) -> list[dict]:
+    return [event for event in wire.fold_stream(run.stream.payloads) if event["type"] == kind]
+
+
+def responses(run: wire.TurnRun) -> list[str]:
+    """The turn's tool results in the order of the calls (calls run concurrently, so their
+    `tool.response` events arrive in any order)."""
+    by_call = {event["tool_call_id"]: event["content"] for event in of_type(run, "tool.response")}
+    order = [call["id"] for message in of_type(run, "model.message") for call in message.get("tool_calls") or []]
+    # Calls of an earlier turn (resumed after an approval) come first.
+    order = [call_id for call_id in by_call if call_id not in order] + order
+    return [by_call[call_id] for call_id in order if call_id in by_call]
+
+
+def offered(request: dict) -> list[str]:
+    return [tool["function"]["name"] for tool in request.get("tools") or []]
+
+
+def run_done(api: wire.Api, session_id: str, text: str) -> wire.TurnRun:
+    run = api.run_turn(session_id, text)
+    wire.assert_sse_framing(run.stream)
+    assert run.done["state"]["status"] == "done", run.done
+    return run
+
+
+# --------------------------------------------------------------------------------------------
+# Settings and listing
+# --------------------------------------------------------------------------------------------
+
+
+def test_settings_redact_header_secrets_and_keep_them(api, registered, mcp_http):
+    listed = api.get("/api/v1/settings/mcp-servers")
+    assert SECRET not in listed.text
+    (entry,) = [item for item in api.ok(listed)["data"] if item["name"] == registered]
+    assert entry["manifest"] == {**remote(registered, mcp_http.url, "********")}
+    assert entry["auth_status"] == {"status": "authenticated"}
+    one = api.get(f"/api/v1/settings/mcp-servers/{registered}")
+    assert SECRET not in one.text and api.ok(one)["data"] == entry
+    wire.assert_error(api.get("/api/v1/settings/mcp-servers/no-such-server"), 404)
+
+    # Sent back redacted, the stored secret is kept: the server still receives it.
+    kept = api.put("/api/v1/settings/mcp-servers", json={"manifest": entry["manifest"]})
+    assert SECRET not in kept.text and api.ok(kept)["data"] == entry
+    session = session_with(api, registry(registered, preload=True))
+    assert responses(run_done(api, session, call("whoami"))) == [SECRET]
+
+    # A name is created once; a redacted secret with nothing stored cannot be kept.
+    wire.assert_error(api.post("/api/v1/settings/mcp-servers", json={"manifest": entry["manifest"]}), 409)
+    fresh = remote(wire.unique("new"), mcp_http.url, "********")
+    wire.assert_error(api.post("/api/v1/settings/mcp-servers", json={"manifest": fresh}), 400)
+    wire.assert_error(api.put("/api/v1/settings/mcp-servers",
+                              json={"manifest": {**fresh, "auth": None, "url": "ftp://example.com/"}}), 400)
+
+    available = api.ok(api.get("/api/v1/mcp-servers"))["data"]
+    assert {"name": registered, "url": mcp_http.url, "auth": {"type": "header"},
+            "auth_status": {"status": "authenticated"}} in available
+
+
+def test_listing_a_servers_tools_with_annotations(api, registered):
+    tools = {tool["name"]: tool for tool in api.ok(api.get(f"/api/v1/mcp-servers/{registered}/tools"))["data"]}
+    assert set(tools) == ALL_TOOLS
+    assert tools["echo"]["description"] == "Returns the text it is given."
+    assert tools["echo"]["annotations"] == {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True}
+    assert tools["write_note"]["annotations"]["readOnlyHint"] is False
+    assert tools["write_note"]["annotations"]["destructiveHint"] is False
+    assert tools["delete_everything"]["annotations"]["destructiveHint"] is True
+    assert set(tools["add"]["inputSchema"]["properties"]) == {"a", "b"}
+    wire.assert_error(api.get("/api/v1/mcp-servers/no-such-server/tools"), 404)
+
+
+def test_a_server_that_is_down_is_a_502_within_the_connect_timeout(api):
+    name = wire.unique("down")
+    api.ok(api.post("/api/v1/settings/mcp-servers",
+                    json={"manifest": remote(name, f"http://127.0.0.1:{conftest.free_port()}/mcp")}), 201)
+    started = time.monotonic()
+    error = wire.assert_error(api.get(f"/api/v1/mcp-servers/{name}/tools"), 502, {"upstream_unavailable"})
+    assert time.monotonic() - started < 10
+    assert name in error["message"]
+
+
+def test_stdio_servers_only_through_settings(api, registered_stdio):
+    command = {"type": "inline", "name": "local", "url": "http://127.0.0.1:1/mcp",
+               "command": "sh", "args": ["-c", "echo pwned"]}
+    spec = {"model": {"name": "fake/fake-model"}, "mcp_servers": [command]}
+    error = wire.assert_error(api.post("/api/v1/sessions", json={"agent": {"spec": spec}}), 422)
+    assert "settings/mcp-servers" in error["message"], error
+    error = wire.assert_error(api.post("/api/v1/agents", json={"name": wire.unique("agent"), "manifest": spec}), 422)
+    assert "cannot run a command" in error["message"]
+
+    listed = api.get("/api/v1/settings/mcp-servers")
+    assert "env-s3cret" not in listed.text
+    (entry,) = [item for item in api.ok(listed)["data"] if item["name"] == registered_stdio]
+    assert entry["manifest"]["env"] == {"TEAMSTER_MCP_SECRET": "********"}
+    assert {"name": registered_stdio, "url": f"stdio:{registered_stdio}", "auth_status": {"status": "not_required"}} \
+        in api.ok(api.get("/api/v1/mcp-servers"))["data"]
+    tools = api.ok(api.get(f"/api/v1/mcp-servers/{registered_stdio}/tools"))["data"]
+    assert {tool["name"] for tool in tools} == ALL_TOOLS
+
+    # Sent back redacted, the variable keeps its value; the process sees it, and nothing else
+    # of this server's environment.
+    api.ok(api.put("/api/v1/settings/mcp-servers", json={"manifest": entry["manifest"]}))
+    session = session_with(api, registry(registered_stdio, preload=True))
+    run = run_done(api, session, call("getenv", {"name": "TEAMSTER_MCP_SECRET"}) + call("getenv", {"name": "OPENAI_API_KEY"}))
+    assert responses(run) == ["env-s3cret", "<unset>"]
+
+
+# --------------------------------------------------------------------------------------------
+# Tool calls in turns
+# --------------------------------------------------------------------------------------------
+
+
+def test_text_and_structured_results_with_mcp_tool_info(api, registered):
+    session = session_with(api, registry(registered, preload=True))
+    run = run_done(api, session, call("echo", {"text": "hi"}) + call("add", {"a": 2, "b": 3}))
+    types = [event["type"] for event in wire.fold_stream(run.stream.payloads)]
+    assert types[:3] == ["turn.created", "mcp.initialize", "model.message"], types
+    (init,) = of_type(run, "mcp.initialize")
+    (entry,) = init["mcp_servers"]
+    assert entry["id"] == f"mcp:{registered}" and entry["name"] == registered
+    assert entry["transport_type"] == "streamable-http" and entry["session_id"]
+    assert init["thread_id"] == "main" and "error" not in entry
+
+    message = of_type(run, "model.message")[0]
+    infos = [call["tool_info"] for call in message["tool_calls"]]
+    assert infos == [{"type": "mcp", "server_id": f"mcp:{registered}", "server_name": registered, "name": name}
+                     for name in ("echo", "add")]
+    assert responses(run) == ["hi", '{"sum":5}']
+    assert run.output_text == 'Tool result: {"sum":5}'
+
+
+def test_a_tool_error_reaches_the_model_and_the_turn_is_done(api, registered):
+    session = session_with(api, registry(registered, preload=True, require_approval_for_tools=[]))
+    run = run_done(api, session, call("fail", {"message": "the disk is on fire"}))
+    (content,) = responses(run)
+    assert content.startswith("Error: ") and "the disk is on fire" in content
+    assert run.output_text == f"Tool result: {content}"
+
+
+def test_one_connection_per_session_reused_across_turns(api, registered, registered_stdio):
+    # Over HTTP: the second turn reuses the first turn's MCP session.
+    session = session_with(api, registry(registered, preload=True, require_approval_for_tools=[]))
+    first = run_done(api, session, call("echo", {"text": "one"}))
+    second = run_done(api, session, call("echo", {"text": "two"}))
+    assert len(of_type(first, "mcp.initialize")) == 1 and of_type(second, "mcp.initialize") == []
+    assert responses(second) == ["two"]
+
+    # Over stdio the counter lives in the server process: it keeps counting within a session,
+    # and another session has a process of its own.
+    stdio = registry(registered_stdio, preload=True, require_approval_for_tools=[])
+    session = session_with(api, stdio)
+    counts = [responses(run_done(api, session, call("counter")))[0] for _ in range(3)]
+    assert counts == ["1", "2", "3"]
+    other = session_with(api, stdio)
+    assert responses(run_done(api, other, call("counter"))) == ["1"]
+
+    # Deleting the session closes its connection: a new session starts from scratch again.
+    assert api.delete(f"/api/v1/sessions/{session}").status_code in (200, 204)
+    assert responses(run_done(api, session_with(api, stdio), call("counter"))) == ["1"]
+
+
+def test_write_and_destructive_tools_wait_for_approval_by_default(api, registered):
+    session = session_with(api, registry(registered, preload=True))
+    run = run_done(api, session, call("delete_everything"))
+    (pending,) = of_type(run, "tool.approval_required")
+    assert responses(run) == []
+    (ref,) = pending["tool_calls"]
+    approval = {"type": "user.tool_approval", "thread_id": "main", "tool_call_id": ref["id"],
+                "approval": {"status": "allow"}}
+    resumed = api.stream("POST", f"/api/v1/sessions/{session}/turns", json={"input": [approval]})
+    assert resumed.status == 200, resumed.body[:300]
+    assert responses(wire.TurnRun(resumed)) == ["deleted"]
+
+
+# --------------------------------------------------------------------------------------------
+# Selectors and names
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("selectors, expected", [
+    ({}, ALL_TOOLS),
+    ({"enable_tools": ["@read-only"]}, READ_ONLY),
+    ({"enable_tools": ["@read-only"], "disable_tools": ["big", "picture"]}, READ_ONLY - {"big", "picture"}),
+    ({"enable_tools": ["echo", "write_note", "gone"]}, {"echo", "write_note"}),
+    ({"disable_tools": ["@write"]}, READ_ONLY),
+    ({"enable_tools": ["@destructive"]}, {"delete_everything", "fail", "slow", "counter", "crash"}),
+], ids=["all", "read-only", "disable", "names", "no-writes", "destructive"])
+def test_selectors_decide_what_the_model_is_offered(api, fake, registered, selectors, expected):
+    session = session_with(api, registry(registered, preload=True, **selectors))
+    marker = wire.unique("offer")
+    run_done(api, session, f"which tools? {marker}")
+    (request,) = fake.requests_for(marker)
+    names = offered(request)
+    assert {name for name in names if name in ALL_TOOLS} == expected
+    assert "get_current_datetime" in names and "search_tools" not in names
+
+
+def test_two_servers_with_the_same_tools_both_stay_callable(api, fake, registered, mcp_http):
+    inline = {"type": "inline", "name": "mirror", "url": mcp_http.url, "preload": True,
+              "enable_tools": ["echo", "add"], "require_approval_for_tools": []}
+    session = session_with(api, registry(registered, preload=True, enable_tools=["echo", "write_note"]), inline)
+    marker = wire.unique("twins")
+    run = run_done(api, session, call("mirror__echo", {"text": "from the mirror"}) + call("write_note", {"text": "n"})
+                   + f" {marker}")
+    request = fake.requests_for(marker)[0]
+    mcp_names = [name for name in offered(request) if name not in ("get_current_datetime", "read_tool_result",
+                                                                   "ask_user_question")]
+    assert mcp_names == [f"{registered}__echo", "write_note", "mirror__echo", "add"]
+    message = of_type(run, "model.message")[0]
+    assert [call["tool_info"] for call in message["tool_calls"]][0] == {
+        "type": "mcp", "server_id": "inline:mirror", "server_name": "mirror", "name": "echo"}
+    assert responses(run)[0] == "from the mirror"
+    # write_note needs approval by default on the registry server; it waits.
+    assert len(of_type(run, "tool.approval_required")) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# Deferred loading
+# --------------------------------------------------------------------------------------------
+
+
+def test_deferred_tools_are_searched_loaded_and_stay_loaded(api, fake, registered):
+    server = registry(registered, preload_tools=["add"], require_approval_for_tools=[])
+    session = session_with(api, server)
+    marker = wire.unique("defer")
+    run = run_done(api, session, call("search_tools", {"query": "echo text"}) + f" {marker}")
+    (found,) = responses(run)
+    assert "- echo: Returns the text it is given." in found
+    first = offered(fake.requests_for(marker)[0])
+    assert "add" in first and "search_tools" in first and "load_tools" in first
+    assert "echo" not in first and "counter" not in first
+
+    marker = wire.unique("load")
+    run = run_done(api, session, call("load_tools", {"names": ["echo", "counter"]}) + f" {marker}")
+    assert responses(run)[0].startswith("Loaded echo, counter")
+    before, after = (fake.requests_for(marker)[i]["tools"] for i in (0, 1))
+    assert after[:len(before)] == before, "the definitions sent before the load stay a prefix"
+    assert [tool["function"]["name"] for tool in after[len(before):]] == ["echo", "counter"]
+
+    # A later turn finds the loads in the session's history.
+    marker = wire.unique("later")
+    run = run_done(api, session, call("echo", {"text": "still here"}) + f" {marker}")
+    assert responses(run) == ["still here"]
+    assert offered(fake.requests_for(marker)[0])[-2:] == ["echo", "counter"]
+
+
+def test_a_deferred_tool_called_before_loading_is_an_error_for_the_model(api, registered):
+    session = session_with(api, registry(registered, require_approval_for_tools=[]))
+    (content,) = responses(run_done(api, session, call("echo", {"text": "too early"})))
+    assert content.startswith("Error: ") and "load_tools" in content
+
+
+# --------------------------------------------------------------------------------------------
+# Cancellation and failures
+# --------------------------------------------------------------------------------------------
+
+
+def test_cancel_stops_a_running_mcp_call(api, registered):
+    session = session_with(api, registry(registered, preload=True, require_approval_for_tools=[]))
+    baseline = int(responses(run_done(api, session, call("cancelled_calls")))[0])
+    turn = api.start_turn(session, call("slow", {"seconds": 30}))
+    parser = wire.SseParser()
+    with api.http.stream("GET", f"/api/v1/sessions/{session}/turns/{turn['id']}/subscribe") as response:
+        for chunk in response.iter_bytes():
+            parser.feed(chunk)
+            if any(event.type == "model.message.delta" and event.json.get("finish_reason") for event in parser.events):
+                break
+    time.sleep(0.5)  # The call reaches the server.
+    started = time.monotonic()
+    assert api.post(f"/api/v1/sessions/{session}/cancel", json={}).status_code == 200
+    state = api.wait_terminal(session, turn["id"], timeout=10)["state"]
+    assert state["status"] == "cancelled" and state["reason"] == "client-cancelled"
+    assert time.monotonic() - started < 5
+
+    def cancelled_on_server() -> bool:
+        return int(responses(run_done(api, session, call("cancelled_calls")))[0]) == baseline + 1
+    wire.wait_until(cancelled_on_server, timeout=10, interval=0.2, what="the server to cancel the call")
+
+
+def test_unknown_and_unreachable_servers_do_not_fail_the_turn(api, fake, registered):
+    dead = {"type": "inline", "name": "dead", "url": f"http://127.0.0.1:{conftest.free_port()}/mcp"}
+    session = session_with(api, registry("no-such-server"), dead, registry(registered, preload=True))
+    marker = wire.unique("partial")
+    run = run_done(api, session, call("echo", {"text": "still works"}) + f" {marker}")
+    (init,) = of_type(run, "mcp.initialize")
+    entries = {entry["name"]: entry for entry in init["mcp_servers"]}
+    assert set(entries) == {"no-such-server", "dead", registered}
+    assert "no MCP server named" in entries["no-such-server"]["error"]
+    assert entries["dead"]["id"] == "inline:dead" and entries["dead"]["error"]
+    assert "error" not in entries[registered]
+    assert responses(run) == ["still works"]
+
+
+# --------------------------------------------------------------------------------------------
+# The gateway SDK
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_gateway_sdk_sees_mcp_tool_info(api, private, client, registered, mcp_http):
+    agent = wire.unique("mcp-agent")
+    manifest = {"model": {"name": "fake/fake-model"},
+                "mcp_servers": [registry(registered, preload=True, enable_tools=["echo"])]}
+    api.ok(api.post("/api/v1/agents", json={"name": agent, "manifest": manifest}), 201)
+    session = client.create_session(agent_name=agent)
+    prepared = session.prepare_turn(input=[UserMessage(content=call("echo", {"text": "via the sdk"}))])
+    items = list(prepared.execute())
+    assert prepared.state.status == "done"
+    assert [type(item.event) for item in items if isinstance(item.event, McpInitializeEvent)] == [McpInitializeEvent]
+    messages: dict[str, ModelMessageEvent] = {}
+    for item in items:
+        if isinstance(item.event, ModelMessageEvent):
+            messages[item.event.id] = item.event
+        elif is_event_delta(item.event):
+            merge_event_delta(messages[item.event.id], item.event)
+    calls = [call for message in messages.values() for call in message.tool_calls or []]
+    assert [call.tool_info.dict() for call in calls] == [
+        {"type": "mcp", "server_id": f"mcp:{registered}", "server_name": registered, "name": "echo"}]
+    listed = [event for event in prepared.list_events() if event.type == "tool.response"]
+    assert [event.content for event in listed] == ["via the sdk"]
+
+    # A draft session built with the SDK's own types (which always send `preload` and `type`).
+    spec = AgentSpec(model=Model(name="fake/fake-model"),
+                     mcp_servers=[InlineMcpServer(name="inline-tools", url=mcp_http.url, preload=True,
+                                                  enable_tools=["add"], require_approval_for_tools=[])])
+    draft = private.create_draft_session(agent_spec=spec)
+    prepared = draft.prepare_turn(input=[UserMessage(content=call("add", {"a": 40, "b": 2}))])
+    list(prepared.execute())
+    assert prepared.state.status == "done" and prepared.state.output.content == 'Tool result: {"sum":42}'
