@@ -290,6 +290,31 @@ async fn expiring_tokens_are_refreshed_once_for_concurrent_requests_and_calls_ke
 }
 
 #[tokio::test]
+async fn a_failed_refresh_keeps_a_token_that_still_works() {
+    let server = OAuthServer::start(&[]).await;
+    let client = server.client().await;
+    let tokens = authorize(&client, "erin").await;
+    // A refresh token the server never issued, and a token that expires within the skew.
+    let doomed = TokenSet {
+        refresh_token: Some("never-issued".into()),
+        expires_at: Some(SystemTime::now() + Duration::from_secs(300)),
+        ..tokens
+    };
+    let store = MemoryStore::holding(doomed.clone());
+    let provider =
+        Arc::new(OAuthTokenProvider::new(client, store.clone()).with_skew(Duration::from_secs(3600)));
+    assert_eq!(provider.access_token().await.unwrap(), doomed.access_token);
+    assert_eq!(provider.bearer_token().await, Some(doomed.access_token.clone()));
+    let connection = McpConnection::connect(server.config(Some(provider.clone()))).await.expect("connect");
+    assert_eq!(connection.call("whoami", "{}").await, ToolOutput::ok("erin"));
+    assert_eq!(store.saves.load(Ordering::SeqCst), 0);
+    match provider.refresh_now().await.unwrap_err() {
+        OAuthError::Rejected { endpoint: "token", error, .. } => assert_eq!(error, "invalid_grant"),
+        other => panic!("expected the token endpoint's refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
 async fn a_wrong_code_verifier_is_refused_with_the_servers_error() {
     let server = OAuthServer::start(&[]).await;
     let client = server.client().await;

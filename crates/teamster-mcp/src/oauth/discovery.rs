@@ -11,6 +11,9 @@ use super::fetch::{self, checked_url, decode};
 const RESOURCE_METADATA: &str = "protected resource metadata";
 const SERVER_METADATA: &str = "authorization server metadata";
 
+/// The most authorization servers of one resource tried, in their listed order.
+const MAX_AUTHORIZATION_SERVERS: usize = 4;
+
 /// What an MCP server's 401 says in its `Bearer` challenge (RFC 6750, RFC 9728).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Challenge {
@@ -46,7 +49,8 @@ impl Challenge {
     }
 }
 
-/// The parts of an RFC 9728 document the flow uses; other fields are ignored.
+/// The parts of an RFC 9728 document the flow uses, under its field names; other fields are
+/// ignored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProtectedResourceMetadata {
     /// The resource identifier: the MCP server's URL or a prefix of it.
@@ -58,7 +62,8 @@ pub struct ProtectedResourceMetadata {
     pub scopes_supported: Option<Vec<String>>,
 }
 
-/// The parts of an RFC 8414 (or OpenID Connect discovery) document the flow uses.
+/// The parts of an RFC 8414 (or OpenID Connect discovery) document the flow uses, under its
+/// field names; other fields are ignored.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuthorizationServerMetadata {
     pub issuer: String,
@@ -96,9 +101,9 @@ pub struct Discovery {
 /// `WWW-Authenticate` value of its 401 if there was one.
 ///
 /// The protected resource metadata comes from the challenge's `resource_metadata`, else from
-/// `/.well-known/oauth-protected-resource` with the server's path, then without it. Its first
-/// authorization server that publishes valid metadata is used; if the server publishes no
-/// resource metadata, its origin is taken as the authorization server.
+/// `/.well-known/oauth-protected-resource` with the server's path, then without it. The first of
+/// its authorization servers (at most four are tried) that publishes valid metadata is used; if
+/// the server publishes no resource metadata, its origin is taken as the authorization server.
 pub async fn discover(mcp_url: &str, www_authenticate: Option<&str>) -> Result<Discovery, OAuthError> {
     let mut mcp = checked_url(mcp_url)?;
     mcp.set_query(None);
@@ -118,7 +123,7 @@ pub async fn discover(mcp_url: &str, www_authenticate: Option<&str>) -> Result<D
 
     let mut first_error = None;
     let mut authorization_server = None;
-    for issuer in &issuers {
+    for issuer in issuers.iter().take(MAX_AUTHORIZATION_SERVERS) {
         match server_metadata(issuer).await {
             Ok(metadata) => {
                 authorization_server = Some(metadata);

@@ -34,7 +34,7 @@ pub(crate) struct Answer {
 /// Parses a URL the flow will send a request or a user to, and applies the URL policy:
 /// absolute, `https` (or `http` to a loopback host), no credentials, no fragment.
 pub(crate) fn checked_url(text: &str) -> Result<Url, OAuthError> {
-    let invalid = |reason| OAuthError::InvalidUrl { url: text.to_owned(), reason };
+    let invalid = |reason| OAuthError::InvalidUrl { url: shown(text), reason };
     let url = Url::parse(text).map_err(|_| invalid("not an absolute URL"))?;
     match url.scheme() {
         "https" => {}
@@ -52,6 +52,20 @@ pub(crate) fn checked_url(text: &str) -> Result<Url, OAuthError> {
         return Err(invalid("a fragment"));
     }
     Ok(url)
+}
+
+/// A URL as errors show it: without credentials, query or fragment, which may hold secrets.
+fn shown(text: &str) -> String {
+    match Url::parse(text) {
+        Ok(mut url) => {
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.set_query(None);
+            url.set_fragment(None);
+            url.into()
+        }
+        Err(_) => clean(text.split(['?', '#']).next().unwrap_or_default()),
+    }
 }
 
 fn is_loopback(url: &Url) -> bool {
@@ -243,6 +257,8 @@ mod tests {
         ] {
             assert!(matches!(checked_url(bad), Err(OAuthError::InvalidUrl { .. })), "{bad}");
         }
+        let error = checked_url("http://user:secret1@mcp.example.com/mcp?key=secret2").unwrap_err();
+        assert!(!error.to_string().contains("secret"), "{error}");
     }
 
     #[test]

@@ -50,7 +50,9 @@ impl TokenEndpointAuth {
 /// Serializable for storage; seal it, since it may hold a secret.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientCredentials {
+    /// The client's id at the authorization server.
     pub client_id: String,
+    /// The secret of a confidential client.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret: Option<String>,
     /// How the token endpoint authenticates the client; `None` picks from the server's

@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use tokio::sync::Mutex;
@@ -15,6 +15,9 @@ use crate::config::BearerTokenProvider;
 
 /// How long before its expiry an access token is refreshed by default.
 pub const DEFAULT_REFRESH_SKEW: Duration = Duration::from_secs(30);
+
+/// How long a failed refresh is not retried while the access token still works.
+const REFRESH_RETRY_DELAY: Duration = Duration::from_secs(10);
 
 /// Where one user's tokens for one MCP server are kept, e.g. a sealed row of the settings
 /// table. Failures are the store's to log: a failed load is no tokens, a failed save leaves
@@ -36,14 +39,22 @@ pub struct OAuthTokenProvider {
     skew: Duration,
     /// The tokens last loaded or refreshed. Its lock is held across a refresh, which makes
     /// refreshes single-flight.
-    current: Mutex<Option<TokenSet>>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    tokens: Option<TokenSet>,
+    /// After a failed refresh, none is tried before this while the access token still works,
+    /// so an unreachable authorization server does not delay every request.
+    retry_refresh_at: Option<Instant>,
 }
 
 impl OAuthTokenProvider {
     /// A provider over `store` that refreshes through `client`, [`DEFAULT_REFRESH_SKEW`]
     /// before expiry.
     pub fn new(client: OAuthClient, store: Arc<dyn TokenStore>) -> OAuthTokenProvider {
-        OAuthTokenProvider { client, store, skew: DEFAULT_REFRESH_SKEW, current: Mutex::new(None) }
+        OAuthTokenProvider { client, store, skew: DEFAULT_REFRESH_SKEW, state: Mutex::default() }
     }
 
     /// Refreshes this long before expiry instead.
@@ -54,47 +65,54 @@ impl OAuthTokenProvider {
 
     /// A usable access token: the one in memory while it does not expire within the skew, else
     /// the stored one (which another process may have refreshed) if it does not, else a
-    /// refreshed one. If refreshing fails while the token has not yet expired, it is answered.
+    /// refreshed one. If refreshing fails while the token has not yet expired, it is answered,
+    /// and the refresh is retried ten seconds later at the earliest.
     pub async fn access_token(&self) -> Result<String, OAuthError> {
-        let mut current = self.current.lock().await;
+        let mut guard = self.state.lock().await;
+        let state = &mut *guard;
         let now = SystemTime::now();
-        if let Some(tokens) = current.as_ref().filter(|tokens| !tokens.expires_within(self.skew, now)) {
+        if let Some(tokens) = state.tokens.as_ref().filter(|tokens| !tokens.expires_within(self.skew, now)) {
             return Ok(tokens.access_token.clone());
         }
         // The store is the truth: another process may have refreshed the tokens meanwhile, or
         // the user may have disconnected the server.
-        *current = self.store.load().await;
-        let tokens = current.as_ref().ok_or(OAuthError::NotAuthorized)?;
-        if !tokens.expires_within(self.skew, now) {
+        state.tokens = self.store.load().await;
+        let tokens = state.tokens.as_ref().ok_or(OAuthError::NotAuthorized)?;
+        let usable = !tokens.is_expired(now);
+        let retry_later = state.retry_refresh_at.is_some_and(|retry_at| Instant::now() < retry_at);
+        if !tokens.expires_within(self.skew, now) || (usable && retry_later) {
             return Ok(tokens.access_token.clone());
         }
-        match self.refresh_locked(&mut current).await {
+        match self.refresh_locked(state).await {
             Ok(access_token) => Ok(access_token),
-            Err(error) => match current.as_ref().filter(|tokens| !tokens.is_expired(SystemTime::now())) {
-                Some(tokens) => {
-                    tracing::warn!(%error, "cannot refresh an OAuth token; using it until it expires");
-                    Ok(tokens.access_token.clone())
+            Err(error) => {
+                match state.tokens.as_ref().filter(|tokens| !tokens.is_expired(SystemTime::now())) {
+                    Some(tokens) => {
+                        tracing::warn!(%error, "cannot refresh an OAuth token; using it until it expires");
+                        state.retry_refresh_at = Some(Instant::now() + REFRESH_RETRY_DELAY);
+                        Ok(tokens.access_token.clone())
+                    }
+                    None => Err(error),
                 }
-                None => Err(error),
-            },
+            }
         }
     }
 
     /// Refreshes now, whatever the expiry says: for a token the MCP server refused with a 401
     /// before it expired (e.g. revoked).
     pub async fn refresh_now(&self) -> Result<String, OAuthError> {
-        let mut current = self.current.lock().await;
-        *current = self.store.load().await;
-        self.refresh_locked(&mut current).await
+        let mut state = self.state.lock().await;
+        state.tokens = self.store.load().await;
+        self.refresh_locked(&mut state).await
     }
 
     /// Refreshes the tokens under the lock, saves and keeps the new ones.
-    async fn refresh_locked(&self, current: &mut Option<TokenSet>) -> Result<String, OAuthError> {
-        let tokens = current.as_ref().ok_or(OAuthError::NotAuthorized)?;
+    async fn refresh_locked(&self, state: &mut State) -> Result<String, OAuthError> {
+        let tokens = state.tokens.as_ref().ok_or(OAuthError::NotAuthorized)?;
         let refreshed = self.client.refresh(tokens).await?;
         self.store.save(&refreshed).await;
         let access_token = refreshed.access_token.clone();
-        *current = Some(refreshed);
+        *state = State { tokens: Some(refreshed), retry_refresh_at: None };
         Ok(access_token)
     }
 }
