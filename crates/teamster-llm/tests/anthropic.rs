@@ -10,7 +10,7 @@ mod support;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use support::{Body, Reply, pieces, serve_once, split_at};
+use support::{Body, Reply, pieces, serve_once, split_at, text_of, tool_calls_of};
 use teamster_llm::providers::AnthropicClient;
 use teamster_llm::{
     AssistantToolCall, Error, Message, ModelClient, ModelEvent, ModelRequest, TokenUsage, ToolDefinition,
@@ -19,8 +19,7 @@ use teamster_protocol::agent::{CacheControl, JsonSchemaFormat, ModelParams, Resp
 use teamster_protocol::event::FinishReason;
 
 fn fixture(name: &str) -> Vec<u8> {
-    let path = format!("{}/tests/fixtures/anthropic/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(&path).unwrap_or_else(|error| panic!("reading {path}: {error}"))
+    support::fixture("anthropic", name)
 }
 
 fn simple_request() -> ModelRequest {
@@ -33,50 +32,12 @@ fn simple_request() -> ModelRequest {
 
 /// Serves `reply`, runs `request` through the adapter, and returns every stream item.
 async fn run(reply: Reply, request: ModelRequest) -> (Vec<Result<ModelEvent, Error>>, support::Recorded) {
-    let (base_url, server) = serve_once(reply).await;
-    let client = AnthropicClient::new(base_url, Some("sk-ant-test".into()), reqwest::Client::new());
-    let items = tokio::time::timeout(Duration::from_secs(10), client.stream(request).collect::<Vec<_>>())
-        .await
-        .expect("the stream ends");
-    let recorded = server.await.expect("the server task");
-    (items, recorded)
+    support::run_adapter(reply, request, |base_url| AnthropicClient::new(base_url, Some("sk-ant-test".into()), reqwest::Client::new())).await
 }
 
 async fn events_of(reply: Reply) -> Vec<ModelEvent> {
     let (items, _) = run(reply, simple_request()).await;
     items.into_iter().map(|item| item.expect("no error")).collect()
-}
-
-fn text_of(events: &[ModelEvent]) -> String {
-    events
-        .iter()
-        .filter_map(|event| match event {
-            ModelEvent::Text(text) => Some(text.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Folds tool call fragments into `(id, name, arguments)` per index.
-fn tool_calls_of(events: &[ModelEvent]) -> Vec<(String, String, String)> {
-    let mut calls: Vec<(String, String, String)> = Vec::new();
-    for event in events {
-        if let ModelEvent::ToolCall { index, id, name, arguments } = event {
-            let index = *index as usize;
-            if calls.len() <= index {
-                calls.resize(index + 1, Default::default());
-            }
-            let call = &mut calls[index];
-            if let Some(id) = id {
-                call.0 = id.clone();
-            }
-            if let Some(name) = name {
-                call.1 = name.clone();
-            }
-            call.2.push_str(arguments);
-        }
-    }
-    calls
 }
 
 /// A fixed error body in Anthropic's shape.

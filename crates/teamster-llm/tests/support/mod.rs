@@ -256,3 +256,59 @@ async fn write_reply(socket: &mut tokio::net::TcpStream, reply: Reply) {
     let _ = socket.flush().await;
     let _ = socket.shutdown().await;
 }
+
+/// The bytes of `tests/fixtures/<provider>/<name>`.
+pub fn fixture(provider: &str, name: &str) -> Vec<u8> {
+    let path = format!("{}/tests/fixtures/{provider}/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|error| panic!("reading {path}: {error}"))
+}
+
+/// Serves `reply` once, streams `request` through the client `make` builds for the server's
+/// base URL, and returns every stream item and the request the server received.
+pub async fn run_adapter<C: teamster_llm::ModelClient>(
+    reply: Reply,
+    request: teamster_llm::ModelRequest,
+    make: impl FnOnce(String) -> C,
+) -> (Vec<Result<teamster_llm::ModelEvent, teamster_llm::Error>>, Recorded) {
+    use futures_util::StreamExt;
+    let (base_url, server) = serve_once(reply).await;
+    let client = make(base_url);
+    let items = tokio::time::timeout(Duration::from_secs(10), client.stream(request).collect::<Vec<_>>())
+        .await
+        .expect("the stream ends");
+    let recorded = server.await.expect("the server task");
+    (items, recorded)
+}
+
+/// The text of a stream's events, concatenated.
+pub fn text_of(events: &[teamster_llm::ModelEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            teamster_llm::ModelEvent::Text(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Folds tool call fragments into `(id, name, arguments)` per index.
+pub fn tool_calls_of(events: &[teamster_llm::ModelEvent]) -> Vec<(String, String, String)> {
+    let mut calls: Vec<(String, String, String)> = Vec::new();
+    for event in events {
+        if let teamster_llm::ModelEvent::ToolCall { index, id, name, arguments } = event {
+            let index = *index as usize;
+            if calls.len() <= index {
+                calls.resize(index + 1, Default::default());
+            }
+            let call = &mut calls[index];
+            if let Some(id) = id {
+                call.0 = id.clone();
+            }
+            if let Some(name) = name {
+                call.1 = name.clone();
+            }
+            call.2.push_str(arguments);
+        }
+    }
+    calls
+}
