@@ -151,11 +151,15 @@ impl Service {
         let mut config = registry_config(name, &manifest).map_err(ServiceError::Unprocessable)?;
         config.connect_timeout = LISTING_TIMEOUT;
         config.call_timeout = LISTING_TIMEOUT;
-        let connection = McpConnection::connect(config).await.map_err(|error| connect_error(name, error))?;
-        let tools = connection
-            .list()
-            .await
-            .map_err(|error| ServiceError::Upstream(format!("MCP server {name:?} could not list its tools: {error}")))?;
+        let url = endpoint_url(&config).map(str::to_owned);
+        let scrub = |message: String| scrub_url(message, url.as_deref());
+        let connection = McpConnection::connect(config).await.map_err(|error| match connect_error(name, error) {
+            ServiceError::Upstream(message) => ServiceError::Upstream(scrub(message)),
+            other => other,
+        })?;
+        let tools = connection.list().await.map_err(|error| {
+            ServiceError::Upstream(scrub(format!("MCP server {name:?} could not list its tools: {error}")))
+        })?;
         Ok(tools
             .into_iter()
             .map(|tool| {
@@ -176,6 +180,35 @@ impl Service {
             })
             .collect())
     }
+}
+
+/// The URL a configuration connects to, for HTTP transports.
+pub(crate) fn endpoint_url(config: &McpServerConfig) -> Option<&str> {
+    match &config.transport {
+        Transport::StreamableHttp(http) | Transport::Sse(http) => Some(&http.url),
+        Transport::Stdio(_) => None,
+    }
+}
+
+/// Removes the credentials a URL may carry (user info, query, fragment) from a message that
+/// quotes it, as the configured text or as the HTTP client prints it.
+pub(crate) fn scrub_url(message: String, url: Option<&str>) -> String {
+    let Some(url) = url else { return message };
+    let Ok(parsed) = reqwest::Url::parse(url) else { return message };
+    if parsed.username().is_empty() && parsed.password().is_none() && parsed.query().is_none() && parsed.fragment().is_none() {
+        return message;
+    }
+    let mut safe = parsed.clone();
+    let _ = safe.set_username("");
+    let _ = safe.set_password(None);
+    safe.set_query(None);
+    safe.set_fragment(None);
+    let printed = parsed.to_string();
+    let mut message = message.replace(url, safe.as_str());
+    if printed != url {
+        message = message.replace(&printed, safe.as_str());
+    }
+    message
 }
 
 /// A connection failure as a request error.
@@ -525,6 +558,17 @@ mod tests {
         .unwrap();
         assert!(validate_manifest(&stdio).is_ok());
         assert_eq!(stdio.redacted().env.unwrap()["TOKEN"], REDACTED);
+    }
+
+    #[test]
+    fn credentials_in_urls_are_scrubbed_from_messages() {
+        let url = "https://user:pw@mcp.example.com/mcp?token=t0k";
+        let message = format!("error sending request for url ({}) and {url}", reqwest::Url::parse(url).unwrap());
+        assert_eq!(
+            scrub_url(message, Some(url)),
+            "error sending request for url (https://mcp.example.com/mcp) and https://mcp.example.com/mcp"
+        );
+        assert_eq!(scrub_url("plain http://h/mcp".into(), Some("http://h/mcp")), "plain http://h/mcp");
     }
 
     #[test]

@@ -23,7 +23,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Service;
 use crate::mcp_pool::{Pooled, fingerprint};
-use crate::mcp_servers::{inline_config, inline_server_id, registry_config, registry_server_id};
+use crate::mcp_servers::{
+    endpoint_url, inline_config, inline_server_id, registry_config, registry_server_id, scrub_url,
+};
 use crate::sink::TurnSink;
 
 /// How long a turn waits for one MCP server to connect and list its tools.
@@ -154,6 +156,7 @@ impl Service {
         };
         let id = config.id.clone();
         let print = fingerprint(&config);
+        let url = endpoint_url(&config).map(str::to_owned);
         if let Some(pooled) = self.inner.mcp_pool.get(session_id, name, print) {
             return Connected { server, id, outcome: Ok((pooled, false)) };
         }
@@ -175,7 +178,7 @@ impl Service {
             () = cancel.cancelled() => Err("the turn was cancelled while connecting".to_owned()),
             opened = open => opened,
         };
-        let outcome = outcome.map(|pooled| {
+        let outcome = outcome.map_err(|message| scrub_url(message, url.as_deref())).map(|pooled| {
             self.inner.mcp_pool.insert(session_id, name, print, pooled.clone());
             (pooled, true)
         });
