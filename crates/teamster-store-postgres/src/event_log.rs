@@ -91,7 +91,8 @@ static WRITE_BATCH: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// Whether a batch can be applied by [`write_log`], outside a transaction.
+/// Whether a batch has turn states, so that it needs [`write_in_transaction`] rather than
+/// [`write_log`].
 pub(crate) fn needs_transaction(rows: &LogRows<'_>) -> bool {
     !rows.states.is_empty()
 }

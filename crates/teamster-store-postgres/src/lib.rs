@@ -363,13 +363,11 @@ impl Store for PostgresStore {
             .await
             .map_err(error::on("turn"))?;
         // Dropping the transaction without committing rolls it back.
+        if !session_exists {
+            return Err(Error::NotFound("session"));
+        }
         if !created {
-            return Err(match session_exists {
-                true => {
-                    Error::Conflict(format!("the last turn of session {} is not the expected one", turn.session_id))
-                }
-                false => Error::NotFound("session"),
-            });
+            return Err(Error::Conflict(format!("the last turn of session {} is not the expected one", turn.session_id)));
         }
         event_log::write_in_transaction(&mut transaction, &writes).await?;
         transaction.commit().await.map_err(error::backend)
@@ -530,6 +528,15 @@ fn split_pool_config(url: &str) -> Result<(String, PoolConfig)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_bad_url_fails_without_showing_the_password() {
+        let failed = PostgresStore::connect("postgres://app:hunter2@db:not-a-port/teamster").await;
+        match failed {
+            Err(Error::Backend(message)) => assert!(!message.contains("hunter2"), "{message}"),
+            other => panic!("expected a Backend error, got {other:?}"),
+        }
+    }
 
     #[test]
     fn pool_size_comes_out_of_the_url() {
