@@ -107,6 +107,9 @@ pub(crate) async fn write_log(connection: &mut PgConnection, rows: &LogRows<'_>)
 
 /// Applies any batch on a connection inside a transaction that the caller opened and commits.
 pub(crate) async fn write_in_transaction(transaction: &mut PgConnection, rows: &LogRows<'_>) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
     if !needs_transaction(rows) {
         return write_log(transaction, rows).await;
     }

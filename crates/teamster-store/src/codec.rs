@@ -227,6 +227,11 @@ impl<'a> LogRows<'a> {
         Ok(rows)
     }
 
+    /// Whether the batch writes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.stream.is_empty() && self.content.is_empty() && self.states.is_empty()
+    }
+
     /// Every turn the batch writes to, once each, in no particular order.
     pub fn turn_ids(&self) -> Vec<&'a str> {
         let mut ids: HashSet<&'a str> = self.stream.iter().map(|row| row.0).collect();
