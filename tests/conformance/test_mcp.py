@@ -27,8 +27,16 @@ import pytest
 
 import conftest
 import wire
-from truefoundry_gateway_sdk import AgentSpec, InlineMcpServer, Model, UserMessage
-from truefoundry_gateway_sdk.agents import McpInitializeEvent, ModelMessageEvent, is_event_delta, merge_event_delta
+from truefoundry_gateway_sdk import AgentSpec, ApprovalAllow, ApprovalDeny, InlineMcpServer, Model, UserMessage
+from truefoundry_gateway_sdk.agents import (
+    McpInitializeEvent,
+    ModelMessageEvent,
+    ToolApprovalRequiredEvent,
+    TurnDoneEvent,
+    UserToolApprovalEvent,
+    is_event_delta,
+    merge_event_delta,
+)
 
 TOOLS_SERVER = conftest.REPO_ROOT / "tests" / "mcp_servers" / "tools_server.py"
 PYTHON = os.environ.get("TEAMSTER_TEST_PYTHON") or sys.executable
@@ -447,3 +455,98 @@ def test_the_gateway_sdk_sees_mcp_tool_info(api, private, client, registered, mc
     prepared = draft.prepare_turn(input=[UserMessage(content=call("add", {"a": 40, "b": 2}))])
     list(prepared.execute())
     assert prepared.state.status == "done" and prepared.state.output.content == 'Tool result: {"sum":42}'
+
+
+# --------------------------------------------------------------------------------------------
+# Approvals with the gateway SDK
+# --------------------------------------------------------------------------------------------
+
+
+def gated_agent(api: wire.Api, server_name: str) -> str:
+    """An agent whose every tool of the server waits for approval."""
+    agent = wire.unique("gated")
+    manifest = {"model": {"name": "fake/fake-model"},
+                "mcp_servers": [registry(server_name, preload=True, enable_tools=["echo", "counter"],
+                                         require_approval_for_tools=["@all"])]}
+    api.ok(api.post("/api/v1/agents", json={"name": agent, "manifest": manifest}), 201)
+    return agent
+
+
+def pause(session, text: str):
+    """Runs a turn that must end waiting for approval; returns it, its items and the pending event."""
+    prepared = session.prepare_turn(input=[UserMessage(content=text)])
+    items = list(prepared.execute())
+    pending = [item.event for item in items if isinstance(item.event, ToolApprovalRequiredEvent)]
+    assert len(pending) == 1, [item.event.type for item in items]
+    done = items[-1].event
+    assert isinstance(done, TurnDoneEvent) and done.state.status == "done"
+    assert [action.id for action in done.state.required_actions] == [pending[0].id]
+    assert not [item for item in items if item.event.type == "tool.response"], "nothing ran"
+    return prepared, items, pending[0]
+
+
+def decide(session, pending, *approvals):
+    """Resumes with one approval per waiting call, in order; returns the turn and its items."""
+    input = [UserToolApprovalEvent(thread_id=pending.thread_id, tool_call_id=ref.id, approval=approval)
+             for ref, approval in zip(pending.tool_calls, approvals)]
+    prepared = session.prepare_turn(input=input)
+    items = list(prepared.execute())
+    assert prepared.state.status == "done", prepared.state
+    return prepared, items
+
+
+def tool_responses(items) -> dict[str, str]:
+    return {item.event.tool_call_id: item.event.content for item in items if item.event.type == "tool.response"}
+
+
+def test_sdk_approval_allow_runs_the_tool_and_deny_tells_the_model(api, client, registered):
+    session = client.create_session(agent_name=gated_agent(api, registered))
+    first, items, pending = pause(session, call("echo", {"text": "allowed"}))
+    (ref,) = pending.tool_calls
+    messages = [item.event for item in items if item.event.type == "model.message"]
+    assert ref.source_event_id == messages[0].id
+    second, items = decide(session, pending, ApprovalAllow())
+    assert second.previous_turn_id == first.id
+    assert tool_responses(items) == {ref.id: "allowed"}
+    assert second.state.output.content == "Tool result: allowed"
+    # The turn's recorded input is the decision, as the SDK sent it.
+    assert [item.tool_call_id for item in second.input] == [ref.id]
+
+    _, _, pending = pause(session, call("echo", {"text": "denied"}))
+    (ref,) = pending.tool_calls
+    _, items = decide(session, pending, ApprovalDeny(reason="not this one"))
+    told = tool_responses(items)[ref.id]
+    assert "denied" in told and "not this one" in told and "Tool result" not in told
+
+
+def test_sdk_two_gated_calls_in_one_message_resume_in_one_turn(api, client, registered):
+    session = client.create_session(agent_name=gated_agent(api, registered))
+    _, _, pending = pause(session, call("echo", {"text": "one"}) + call("echo", {"text": "two"}))
+    assert len(pending.tool_calls) == 2
+    _, items = decide(session, pending, ApprovalAllow(), ApprovalAllow())
+    assert sorted(tool_responses(items).values()) == ["one", "two"]
+
+
+def test_sdk_a_restart_between_pause_and_approval_changes_nothing(server_factory, mcp_http):
+    own = server_factory()
+    api = own.require_api()
+    name = wire.unique("tools")
+    api.ok(api.post("/api/v1/settings/mcp-servers", json={"manifest": remote(name, mcp_http.url, SECRET)}), 201)
+    agent = gated_agent(api, name)
+    sdk = conftest.AgentSessionClient(base_url=f"{own.url}/t1", api_key="K", timeout=30)
+    session = sdk.create_session(agent_name=agent)
+    before = responses(run_done(api, session_with(api, registry(name, preload=True, require_approval_for_tools=[])),
+                                call("counter")))
+    _, _, pending = pause(session, call("counter"))
+    own.restart()
+    api = own.require_api()
+    sdk = conftest.AgentSessionClient(base_url=f"{own.url}/t1", api_key="K", timeout=30)
+    session = sdk.get_session(session.id)
+    (ref,) = pending.tool_calls
+    _, items = decide(session, pending, ApprovalAllow())
+    # The gated call ran exactly once, after the approval: the server's counter moved by one.
+    assert tool_responses(items) == {ref.id: str(int(before[0]) + 1)}
+    # Deciding again is refused: nothing is waiting any more.
+    again = api.post(f"/api/v1/sessions/{session.id}/turns", json={"stream": False, "input": [
+        {"type": "user.tool_approval", "thread_id": "main", "tool_call_id": ref.id, "approval": {"status": "allow"}}]})
+    wire.assert_error(again, 400)
