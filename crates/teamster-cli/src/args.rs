@@ -59,6 +59,16 @@ pub struct ServeArgs {
     /// Do not create the example agent `demo` on start.
     #[arg(long)]
     pub no_example: bool,
+    /// The URL users' browsers reach this server at, with any path prefix (default:
+    /// `http://` and the listening address). MCP OAuth links and callbacks are built on it.
+    #[arg(long, env = "TEAMSTER_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// The file holding the key that seals MCP OAuth tokens in the database, created (mode
+    /// 0600) if missing (default: `secret.key` in the data directory). The environment variable
+    /// `TEAMSTER_SECRET_KEY` (32 bytes in base64) takes precedence; replicas sharing a database
+    /// need the same key.
+    #[arg(long, env = "TEAMSTER_SECRET_KEY_FILE")]
+    pub secret_key_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]

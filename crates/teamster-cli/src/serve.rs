@@ -11,7 +11,7 @@ use teamster_protocol::AgentManifest;
 use teamster_server::{AppState, ServerConfig};
 use teamster_llm::registry::RegistryOptions;
 use teamster_llm::retry::RetryPolicy;
-use teamster_service::{Service, ServiceConfig};
+use teamster_service::{Service, ServiceConfig, TokenKey};
 
 use crate::args::ServeArgs;
 
@@ -38,12 +38,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .with_writer(std::io::stderr)
         .init();
 
+    let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     let database = match args.database {
         Some(url) => url,
-        None => {
-            let dir = args.data_dir.unwrap_or_else(default_data_dir);
-            format!("sqlite://{}", dir.join("teamster.db").display())
-        }
+        None => format!("sqlite://{}", data_dir.join("teamster.db").display()),
     };
     // The URL may carry a password: messages and logs show it without.
     let shown_database = without_password(&database);
@@ -62,18 +60,26 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         base_delay: Duration::from_millis(args.model_retry_base_ms),
         max_delay: Duration::from_secs(args.model_retry_max_secs),
     };
+    let key_file = args.secret_key_file.clone().unwrap_or_else(|| data_dir.join("secret.key"));
+    let secret_key = load_secret_key(key_file).await?;
+
+    let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
+    let address = listener.local_addr()?;
+    let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{address}"));
+    let public_url = teamster_service::check_public_url(&public_url)
+        .map_err(|message| anyhow::anyhow!("invalid --public-url: {message}"))?;
     let config = ServiceConfig {
         turn_timeout: Duration::from_secs(args.turn_timeout_secs),
         env_providers,
         model_options: RegistryOptions { retry },
+        public_url,
+        secret_key: Some(secret_key),
     };
     let service = Service::start(store, config).await.context("starting the service")?;
     if !args.no_example {
         ensure_example_agent(&service).await?;
     }
 
-    let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
-    let address = listener.local_addr()?;
     println!("listening on http://{address}");
     tracing::info!(%address, database = %shown_database, "teamster is serving");
 
@@ -84,6 +90,20 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     teamster_server::serve(listener, state, shutdown_signal()).await?;
     service.shutdown(SHUTDOWN_GRACE).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The key that seals MCP OAuth tokens: `TEAMSTER_SECRET_KEY` when set, else the key file
+/// (created on first start).
+async fn load_secret_key(key_file: PathBuf) -> anyhow::Result<TokenKey> {
+    let from_env = std::env::var("TEAMSTER_SECRET_KEY").ok();
+    let shown = key_file.display().to_string();
+    tokio::task::spawn_blocking(move || TokenKey::load(from_env.as_deref(), &key_file))
+        .await
+        .context("loading the secret key")?
+        .with_context(|| match std::env::var_os("TEAMSTER_SECRET_KEY").filter(|value| !value.is_empty()) {
+            Some(_) => "reading TEAMSTER_SECRET_KEY".to_owned(),
+            None => format!("loading the secret key file {shown}"),
+        })
 }
 
 /// A database URL with the password of its `user:password@` part masked.

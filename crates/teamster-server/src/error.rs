@@ -39,6 +39,7 @@ fn error_type(status: StatusCode) -> &'static str {
         405 => "invalid_request_error",
         409 => "conflict_error",
         412 => "precondition_failed_error",
+        424 => "failed_dependency_error",
         _ => "server_error",
     }
 }
@@ -76,6 +77,9 @@ impl From<ServiceError> for ApiError {
             }
             ServiceError::Unprocessable(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unsupported", message),
             ServiceError::AuthRequired(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "auth_required", message),
+            ServiceError::FailedDependency(_) => {
+                ApiError::new(StatusCode::FAILED_DEPENDENCY, "failed_dependency", message)
+            }
             ServiceError::Upstream(_) => ApiError::new(StatusCode::BAD_GATEWAY, "upstream_unavailable", message),
             ServiceError::Store(source) => {
                 tracing::error!(error = %source, "storage failure");

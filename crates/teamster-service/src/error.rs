@@ -26,6 +26,10 @@ pub enum ServiceError {
     /// server's OAuth (422).
     #[error("{0}")]
     AuthRequired(String),
+    /// An authorization server refused or failed a step this request needs, such as dynamic
+    /// client registration (424).
+    #[error("{0}")]
+    FailedDependency(String),
     /// A server this one depends on, such as an MCP server, failed or could not be reached
     /// (502).
     #[error("{0}")]

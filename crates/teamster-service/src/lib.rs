@@ -14,6 +14,7 @@ mod engine_metrics;
 mod error;
 mod events;
 mod history_cache;
+mod mcp_oauth;
 mod mcp_pool;
 mod mcp_servers;
 mod mcp_turn;
@@ -40,7 +41,9 @@ use teamster_tools::ToolSource;
 
 pub use error::{Result, ServiceError};
 pub use events::{ListOrder, SessionEventsQuery, TurnEventsQuery};
+pub use mcp_oauth::check_public_url;
 pub use mcp_servers::McpServerWrite;
+pub use teamster_mcp::oauth::TokenKey;
 pub use providers::ProviderWrite;
 pub use sessions::{SessionListQuery, SessionScope};
 pub use subscribe::FrameStream;
@@ -69,6 +72,12 @@ pub struct ServiceConfig {
     pub env_providers: Vec<ModelProviderManifest>,
     /// How model calls are retried, for every provider.
     pub model_options: RegistryOptions,
+    /// The URL users' browsers reach this server at (with any path prefix, without a trailing
+    /// slash), e.g. `https://agents.example.com`; MCP OAuth links and callbacks are built on it.
+    pub public_url: String,
+    /// The key that seals MCP OAuth tokens and client secrets in the store. `None` makes a
+    /// random key for this process, so stored tokens do not outlive it (tests).
+    pub secret_key: Option<TokenKey>,
 }
 
 impl Default for ServiceConfig {
@@ -77,6 +86,8 @@ impl Default for ServiceConfig {
             turn_timeout: Duration::from_secs(600),
             env_providers: Vec::new(),
             model_options: RegistryOptions::default(),
+            public_url: "http://127.0.0.1:8790".to_owned(),
+            secret_key: None,
         }
     }
 }
@@ -102,6 +113,8 @@ struct Inner {
     mcp_servers: mcp_servers::McpRegistry,
     /// Sessions' open MCP connections.
     mcp_pool: mcp_pool::McpPool,
+    /// Users' OAuth authorizations of MCP servers.
+    mcp_oauth: mcp_oauth::McpOAuth,
     config: ServiceConfig,
 }
 
@@ -112,6 +125,7 @@ impl Service {
         let writer = writer::EventWriter::start(store.clone());
         let providers = providers::Providers::load(store.as_ref(), &config.env_providers, config.model_options).await?;
         let mcp_servers = mcp_servers::McpRegistry::load(store.as_ref()).await?;
+        let mcp_oauth = mcp_oauth::McpOAuth::new(&config.public_url, config.secret_key.as_ref())?;
         let service = Service {
             inner: Arc::new(Inner {
                 store,
@@ -123,6 +137,7 @@ impl Service {
                 history: history_cache::HistoryCache::default(),
                 mcp_servers,
                 mcp_pool: mcp_pool::McpPool::default(),
+                mcp_oauth,
                 config,
             }),
         };

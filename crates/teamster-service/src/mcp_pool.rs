@@ -1,6 +1,7 @@
-//! The MCP connections of sessions: one per (session, server), opened the first time a turn
-//! of the session needs the server and reused by its later turns, so a server's session state
-//! (and a stdio server's process) lives as long as the conversation does.
+//! The MCP connections of sessions: one per (session, user, server), opened the first time a
+//! turn of the session needs the server and reused by its later turns, so a server's session
+//! state (and a stdio server's process) lives as long as the conversation does. The user is part
+//! of the key because a connection may carry the user's OAuth token: two users never share one.
 //!
 //! The pool is bounded: a connection idle for [`IDLE_TIMEOUT`] is closed, and beyond
 //! [`MAX_CONNECTIONS`] the least recently used one is. A dead connection (`is_alive` false) or
@@ -37,8 +38,8 @@ struct Entry {
     last_used: Instant,
 }
 
-/// (session id, the agent's name for the server).
-type Key = (String, String);
+/// (session id, the user's `type:id`, the agent's name for the server).
+type Key = (String, String, String);
 
 /// Bounded connections by session and server.
 pub(crate) struct McpPool {
@@ -58,10 +59,10 @@ impl McpPool {
         McpPool { entries: Mutex::new(HashMap::new()), capacity: capacity.max(1), idle }
     }
 
-    /// The session's open, live connection to the server, if it was opened with the same
-    /// configuration; marks it used. A dead or outdated one is closed.
-    pub fn get(&self, session_id: &str, server: &str, fingerprint: u64) -> Option<Pooled> {
-        let key = (session_id.to_owned(), server.to_owned());
+    /// The session's open, live connection to the server for the user, if it was opened with
+    /// the same configuration; marks it used. A dead or outdated one is closed.
+    pub fn get(&self, session_id: &str, user: &str, server: &str, fingerprint: u64) -> Option<Pooled> {
+        let key = (session_id.to_owned(), user.to_owned(), server.to_owned());
         let mut entries = self.lock();
         let entry = entries.get_mut(&key)?;
         if entry.fingerprint == fingerprint && entry.pooled.connection.is_alive() {
@@ -74,10 +75,10 @@ impl McpPool {
         None
     }
 
-    /// Keeps a new connection for the session and server, replacing any other, and closes the
-    /// least recently used ones beyond the capacity.
-    pub fn insert(&self, session_id: &str, server: &str, fingerprint: u64, pooled: Pooled) {
-        let key = (session_id.to_owned(), server.to_owned());
+    /// Keeps a new connection for the session, user and server, replacing any other, and closes
+    /// the least recently used ones beyond the capacity.
+    pub fn insert(&self, session_id: &str, user: &str, server: &str, fingerprint: u64, pooled: Pooled) {
+        let key = (session_id.to_owned(), user.to_owned(), server.to_owned());
         let mut entries = self.lock();
         let mut closed = Vec::new();
         closed.extend(entries.insert(key, Entry { pooled, fingerprint, last_used: Instant::now() }));
@@ -95,7 +96,18 @@ impl McpPool {
     /// Closes every connection of a session.
     pub fn remove_session(&self, session_id: &str) {
         let mut entries = self.lock();
-        let keys: Vec<Key> = entries.keys().filter(|(session, _)| session == session_id).cloned().collect();
+        let keys: Vec<Key> = entries.keys().filter(|(session, _, _)| session == session_id).cloned().collect();
+        let closed: Vec<Entry> = keys.iter().filter_map(|key| entries.remove(key)).collect();
+        drop(entries);
+        drop(closed);
+    }
+
+    /// Closes every connection of a user to a server, in any session (the user's authorization
+    /// of it changed).
+    pub fn remove_user_server(&self, user: &str, server: &str) {
+        let mut entries = self.lock();
+        let keys: Vec<Key> =
+            entries.keys().filter(|(_, owner, name)| owner == user && name == server).cloned().collect();
         let closed: Vec<Entry> = keys.iter().filter_map(|key| entries.remove(key)).collect();
         drop(entries);
         drop(closed);
@@ -191,34 +203,41 @@ mod tests {
     async fn the_pool_reuses_replaces_and_bounds_connections() {
         let pool = McpPool::new(2, IDLE_TIMEOUT);
         let first = open().await;
-        pool.insert("s1", "a", 1, first.clone());
-        let reused = pool.get("s1", "a", 1).expect("reused");
+        pool.insert("s1", "user:u", "a", 1, first.clone());
+        let reused = pool.get("s1", "user:u", "a", 1).expect("reused");
         assert!(Arc::ptr_eq(&reused.connection, &first.connection));
-        assert!(pool.get("s2", "a", 1).is_none(), "connections are per session");
+        assert!(pool.get("s2", "user:u", "a", 1).is_none(), "connections are per session");
+        assert!(pool.get("s1", "user:other", "a", 1).is_none(), "connections are per user");
 
-        pool.insert("s1", "b", 1, open().await);
-        pool.insert("s2", "a", 1, open().await);
+        pool.insert("s1", "user:u", "b", 1, open().await);
+        pool.insert("s2", "user:u", "a", 1, open().await);
         assert_eq!(pool.len(), 2);
-        assert!(pool.get("s1", "a", 1).is_none(), "the least recently used connection was closed");
+        assert!(pool.get("s1", "user:u", "a", 1).is_none(), "the least recently used connection was closed");
 
-        assert!(pool.get("s1", "b", 2).is_none(), "a changed configuration is not reused");
+        assert!(pool.get("s1", "user:u", "b", 2).is_none(), "a changed configuration is not reused");
         assert_eq!(pool.len(), 1);
 
-        let dying = pool.get("s2", "a", 1).expect("still open");
+        let dying = pool.get("s2", "user:u", "a", 1).expect("still open");
         let crashed = dying.connection.call("crash", "{}").await;
         assert!(crashed.is_error && !dying.connection.is_alive(), "{crashed:?}");
-        assert!(pool.get("s2", "a", 1).is_none(), "a dead connection is not reused");
+        assert!(pool.get("s2", "user:u", "a", 1).is_none(), "a dead connection is not reused");
         assert_eq!(pool.len(), 0);
 
-        pool.insert("s3", "a", 1, first);
+        pool.insert("s3", "user:u", "a", 1, first.clone());
         pool.remove_session("s3");
         assert_eq!(pool.len(), 0);
+
+        pool.insert("s4", "user:u", "a", 1, first.clone());
+        pool.insert("s4", "user:v", "a", 1, first);
+        pool.remove_user_server("user:u", "a");
+        assert_eq!(pool.len(), 1, "only the other user's connection stays");
+        assert!(pool.get("s4", "user:v", "a", 1).is_some());
     }
 
     #[tokio::test]
     async fn idle_connections_are_swept() {
         let pool = McpPool::new(8, Duration::from_millis(1));
-        pool.insert("s", "a", 1, open().await);
+        pool.insert("s", "user:u", "a", 1, open().await);
         tokio::time::sleep(Duration::from_millis(20)).await;
         pool.sweep();
         assert_eq!(pool.len(), 0);

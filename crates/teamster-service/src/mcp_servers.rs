@@ -21,8 +21,8 @@ use teamster_store::Store;
 use teamster_tools::ToolSource;
 use teamster_tools::selector::Selectors;
 
-use crate::Service;
 use crate::error::{Result, ServiceError};
+use crate::{Caller, Service};
 
 /// The settings kind under which MCP servers are stored.
 const SETTING_KIND: &str = "mcp-server";
@@ -82,17 +82,18 @@ pub enum McpServerWrite {
 }
 
 impl Service {
-    /// Every configured MCP server, secrets redacted.
-    pub fn list_mcp_server_settings(&self) -> Vec<ConfiguredMcpServer> {
-        self.inner.mcp_servers.read().iter().map(|(name, manifest)| configured(name, manifest)).collect()
+    /// Every configured MCP server, secrets redacted, with the caller's auth status.
+    pub async fn list_mcp_server_settings(&self, caller: &Caller) -> Result<Vec<ConfiguredMcpServer>> {
+        let authorized = self.authorized_servers(&caller.subject).await?;
+        let servers = self.inner.mcp_servers.read();
+        Ok(servers.iter().map(|(name, manifest)| configured(name, manifest, authorized.contains(name))).collect())
     }
 
-    /// One configured MCP server, secrets redacted.
-    pub fn get_mcp_server_setting(&self, name: &str) -> Result<ConfiguredMcpServer> {
-        match self.inner.mcp_servers.get(name) {
-            Some(manifest) => Ok(configured(name, &manifest)),
-            None => Err(not_found(name)),
-        }
+    /// One configured MCP server, secrets redacted, with the caller's auth status.
+    pub async fn get_mcp_server_setting(&self, caller: &Caller, name: &str) -> Result<ConfiguredMcpServer> {
+        let manifest = self.inner.mcp_servers.get(name).ok_or_else(|| not_found(name))?;
+        let authorized = self.authorized_servers(&caller.subject).await?;
+        Ok(configured(name, &manifest, authorized.contains(name)))
     }
 
     /// A configured MCP server as stored, secrets included (for connecting, and for OAuth).
@@ -100,11 +101,12 @@ impl Service {
         self.inner.mcp_servers.get(name)
     }
 
-    /// The MCP servers agents can name, without configuration or secrets.
-    pub fn list_available_mcp_servers(&self) -> Vec<AvailableMcpServer> {
-        self.inner
-            .mcp_servers
-            .read()
+    /// The MCP servers agents can name, without configuration or secrets, with the caller's
+    /// auth status.
+    pub async fn list_available_mcp_servers(&self, caller: &Caller) -> Result<Vec<AvailableMcpServer>> {
+        let authorized = self.authorized_servers(&caller.subject).await?;
+        let servers = self.inner.mcp_servers.read();
+        Ok(servers
             .iter()
             .map(|(name, manifest)| AvailableMcpServer {
                 name: name.clone(),
@@ -113,15 +115,16 @@ impl Service {
                     _ => manifest.url.clone().unwrap_or_default(),
                 },
                 auth: manifest.auth.as_ref().map(|auth| McpServerAuthPublic { kind: auth.kind().to_owned() }),
-                auth_status: auth_status(manifest),
+                auth_status: auth_status(manifest, authorized.contains(name)),
             })
-            .collect()
+            .collect())
     }
 
     /// Creates or replaces an MCP server, stored so it survives restarts. A redacted header or
     /// environment value keeps the stored one.
     pub async fn write_mcp_server(
         &self,
+        caller: &Caller,
         mut manifest: McpServerManifest,
         mode: McpServerWrite,
     ) -> Result<ConfiguredMcpServer> {
@@ -140,7 +143,8 @@ impl Service {
         let value = serde_json::to_string(&manifest).map_err(|error| ServiceError::invalid(error.to_string()))?;
         self.store().put_setting(SETTING_KIND, &name, &value, &timestamp::now()).await?;
         registry.servers.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name.clone(), manifest.clone());
-        Ok(configured(&name, &manifest))
+        let authorized = self.authorized_servers(&caller.subject).await?;
+        Ok(configured(&name, &manifest, authorized.contains(&name)))
     }
 
     /// Connects to a configured server and lists its tools as MCP `tools/list` entries. Bounded
@@ -226,16 +230,22 @@ fn not_found(name: &str) -> ServiceError {
     ServiceError::NotFound(format!("MCP server {name:?} not found"))
 }
 
-fn configured(name: &str, manifest: &McpServerManifest) -> ConfiguredMcpServer {
-    ConfiguredMcpServer { name: name.to_owned(), manifest: manifest.redacted(), auth_status: auth_status(manifest) }
+fn configured(name: &str, manifest: &McpServerManifest, authorized: bool) -> ConfiguredMcpServer {
+    ConfiguredMcpServer {
+        name: name.to_owned(),
+        manifest: manifest.redacted(),
+        auth_status: auth_status(manifest, authorized),
+    }
 }
 
 /// Whether the server can be used as configured: no credentials needed, static headers, or
-/// OAuth, which needs a user's authorization first.
-fn auth_status(manifest: &McpServerManifest) -> McpAuthStatus {
+/// OAuth, which needs the user's authorization first (`authorized`: the user holds a usable
+/// grant).
+fn auth_status(manifest: &McpServerManifest, authorized: bool) -> McpAuthStatus {
     let status = match manifest.auth {
         None => "not_required",
         Some(McpServerAuth::Header { .. }) => "authenticated",
+        Some(McpServerAuth::Dcr {}) if authorized => "authenticated",
         Some(McpServerAuth::Dcr {}) => "auth_required",
     };
     McpAuthStatus { status: status.to_owned(), authorization_url: None }

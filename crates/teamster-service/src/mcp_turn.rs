@@ -4,24 +4,29 @@
 //!
 //! A server that is unknown or cannot be reached does not fail the turn: the turn goes on
 //! without its tools, and the `mcp.initialize` event lists it with an `error` (a Teamster
-//! extension to the entry), so clients and logs show why its tools are missing.
+//! extension to the entry), so clients and logs show why its tools are missing. A server that
+//! needs the user's OAuth authorization is the exception: the turn pauses at its start with
+//! `mcp.auth_required` (see `mcp_oauth.rs`). Connections are per session and user.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use teamster_engine::{ASK_USER_QUESTION, EventSink, LOAD_TOOLS, READ_TOOL_RESULT, SEARCH_TOOLS, ToolBox};
-use teamster_mcp::{McpConnection, McpServerConfig};
+use teamster_mcp::{McpConnection, McpError, McpServerConfig, Transport};
 use teamster_protocol::agent::{AgentSpec, McpServer, McpServerSource};
-use teamster_protocol::event::{McpInitialize, McpServerInit};
-use teamster_protocol::{Event, MAIN_THREAD_ID, ids, timestamp};
+use teamster_protocol::event::{McpAuthRequired, McpInitialize, McpServerAuth, McpServerInit};
+use teamster_protocol::settings::McpServerAuth as ManifestAuth;
+use teamster_protocol::{Event, MAIN_THREAD_ID, Subject, ids, timestamp};
 use teamster_store::TurnRecord;
 use teamster_tools::selector::Selectors;
 use teamster_tools::{Tool, ToolOutput, ToolSource};
 use tokio_util::sync::CancellationToken;
 
 use crate::Service;
+use crate::mcp_oauth::subject_key;
 use crate::mcp_pool::{Pooled, fingerprint};
 use crate::mcp_servers::{
     endpoint_url, inline_config, inline_server_id, registry_config, registry_server_id, scrub_url,
@@ -37,39 +42,72 @@ const MAX_TOOL_NAME: usize = 64;
 struct Planned<'a> {
     server: &'a McpServer,
     config: Result<McpServerConfig, String>,
+    /// Whether the server is configured for OAuth (`dcr`): its connections carry the user's
+    /// token, and without one the turn asks the user to authorize it.
+    oauth: bool,
 }
 
-/// One of the agent's servers after connecting: its tools, or why there are none.
+/// One of the agent's servers after connecting.
 struct Connected<'a> {
     server: &'a McpServer,
     id: String,
-    outcome: Result<(Pooled, bool), String>,
+    outcome: Outcome,
+}
+
+/// What connecting to a server gave.
+enum Outcome {
+    /// Its connection and whether this turn opened it.
+    Ready(Pooled, bool),
+    /// Why it cannot be used; the turn goes on without it.
+    Failed(String),
+    /// The user must authorize it (OAuth) first; the turn pauses.
+    NeedsAuthorization,
+}
+
+/// Why opening a connection failed.
+enum OpenError {
+    Unauthorized,
+    Other(String),
+}
+
+/// A turn's tools, or why it cannot start yet.
+pub(crate) enum TurnTools {
+    Ready(ToolBox),
+    /// Servers of the agent need the user's authorization: the turn pauses with this
+    /// `mcp.auth_required` before any model call.
+    NeedsAuthorization(McpAuthRequired),
 }
 
 impl Service {
     /// The tools of a turn: the built-ins, then each MCP server's selected tools (deferred ones
     /// held back until loaded), with the loads of earlier turns restored from `history`.
     /// Emits `mcp.initialize` when the turn opened a connection or a server failed.
-    pub(crate) async fn turn_toolbox(&self, turn: &TurnRecord, spec: &AgentSpec, history: &[Event]) -> ToolBox {
+    ///
+    /// If any server needs the turn's user to authorize it (an OAuth server for which the user
+    /// holds no usable tokens, or whose tokens it refuses), the turn cannot start: the answer is
+    /// the `mcp.auth_required` naming every such server, so one pause covers them all.
+    pub(crate) async fn turn_toolbox(&self, turn: &TurnRecord, spec: &AgentSpec, history: &[Event]) -> TurnTools {
         let mut toolbox = ToolBox::collect(self.inner.tools.clone()).await;
         let servers = spec.mcp_servers.as_deref().unwrap_or_default();
         if servers.is_empty() {
-            return toolbox;
+            return TurnTools::Ready(toolbox);
         }
         let log = self.inner.live.get(&turn.id);
         let cancel = log.as_ref().map(|log| log.cancel.clone()).unwrap_or_default();
+        let user = &turn.created_by;
         let planned: Vec<Planned<'_>> = servers.iter().map(|server| self.plan_server(server)).collect();
         let connected = futures_util::future::join_all(
-            planned.into_iter().map(|planned| self.connect_server(&turn.session_id, planned, &cancel)),
+            planned.into_iter().map(|planned| self.connect_server(&turn.session_id, user, planned, &cancel)),
         )
         .await;
 
         let mut entries = Vec::new();
         let mut selected = Vec::new();
+        let mut unauthorized = Vec::new();
         for Connected { server, id, outcome } in connected {
             let name = server.source.name();
             match outcome {
-                Ok((pooled, opened)) => {
+                Outcome::Ready(pooled, opened) => {
                     if opened {
                         entries.push(pooled.connection.init_event_entry());
                     }
@@ -85,7 +123,11 @@ impl Service {
                         Err(error) => entries.push(failed_entry(id, name, error.to_string())),
                     }
                 }
-                Err(error) => {
+                Outcome::NeedsAuthorization => match self.mcp_auth_url(user, name, &turn.session_id) {
+                    Ok(auth_url) => unauthorized.push(McpServerAuth { id, name: name.to_owned(), auth_url }),
+                    Err(error) => entries.push(failed_entry(id, name, format!("the authorization link cannot be made: {error}"))),
+                },
+                Outcome::Failed(error) => {
                     tracing::warn!(server = name, %error, "MCP server unavailable; the turn goes on without its tools");
                     entries.push(failed_entry(id, name, error));
                 }
@@ -101,6 +143,15 @@ impl Service {
                 thread_id: MAIN_THREAD_ID.to_owned(),
                 mcp_servers: entries,
             }));
+        }
+        if !unauthorized.is_empty() {
+            // A run-level event: the spec leaves its thread null.
+            return TurnTools::NeedsAuthorization(McpAuthRequired {
+                id: ids::new_id("evt"),
+                created_at: timestamp::now(),
+                thread_id: None,
+                mcp_servers: unauthorized,
+            });
         }
 
         let mut reserved: HashSet<String> = toolbox.tools().iter().map(|tool| tool.name.clone()).collect();
@@ -124,26 +175,37 @@ impl Service {
             toolbox.add_deferred(Arc::new(source), |tool| !preloaded.contains(&tool.name)).await;
         }
         toolbox.restore_loads(history, MAIN_THREAD_ID);
-        toolbox
+        TurnTools::Ready(toolbox)
     }
 
     /// Where one of the agent's servers is.
     fn plan_server<'a>(&self, server: &'a McpServer) -> Planned<'a> {
-        let config = match &server.source {
+        let (config, oauth) = match &server.source {
             McpServerSource::Registry { name } => match self.inner.mcp_servers.get(name) {
-                Some(manifest) => registry_config(name, &manifest),
-                None => Err(format!("no MCP server named {name:?} is configured")),
+                Some(manifest) => {
+                    (registry_config(name, &manifest), matches!(manifest.auth, Some(ManifestAuth::Dcr {})))
+                }
+                None => (Err(format!("no MCP server named {name:?} is configured")), false),
             },
-            McpServerSource::Inline { name, url, transport } => Ok(inline_config(name, url, transport.as_deref())),
-            McpServerSource::Unsupported { kind, .. } => Err(format!("MCP servers of type {kind:?} cannot be used by an agent")),
+            McpServerSource::Inline { name, url, transport } => (Ok(inline_config(name, url, transport.as_deref())), false),
+            McpServerSource::Unsupported { kind, .. } => {
+                (Err(format!("MCP servers of type {kind:?} cannot be used by an agent")), false)
+            }
         };
-        Planned { server, config }
+        Planned { server, config, oauth }
     }
 
-    /// The session's connection to a server, reused when it is open and alive, else opened
-    /// and listed (bounded in time, abandoned when the turn is cancelled). The flag says
-    /// whether this call opened it.
-    async fn connect_server<'a>(&self, session_id: &str, planned: Planned<'a>, cancel: &CancellationToken) -> Connected<'a> {
+    /// The connection of the session and user to a server, reused when it is open and alive,
+    /// else opened and listed (bounded in time, abandoned when the turn is cancelled). An OAuth
+    /// server's connection sends the user's token; a 401 is retried once after a refresh, then
+    /// asks for the user's authorization.
+    async fn connect_server<'a>(
+        &self,
+        session_id: &str,
+        user: &Subject,
+        planned: Planned<'a>,
+        cancel: &CancellationToken,
+    ) -> Connected<'a> {
         let server = planned.server;
         let name = server.source.name();
         let fallback_id = match &server.source {
@@ -152,38 +214,84 @@ impl Service {
         };
         let mut config = match planned.config {
             Ok(config) => config,
-            Err(error) => return Connected { server, id: fallback_id, outcome: Err(error) },
+            Err(error) => return Connected { server, id: fallback_id, outcome: Outcome::Failed(error) },
         };
         let id = config.id.clone();
-        let print = fingerprint(&config);
+        let mut print = fingerprint(&config);
+        let mut provider = None;
+        if planned.oauth {
+            // The grant is read on every turn, so a user who disconnected the server (on any
+            // replica) is asked again, and a new grant's client opens a new connection.
+            let Some((bearer, client_id)) = self.oauth_bearer(user, name).await else {
+                return Connected { server, id, outcome: Outcome::NeedsAuthorization };
+            };
+            print = with_client(print, &client_id);
+            if let Transport::StreamableHttp(http) | Transport::Sse(http) = &mut config.transport {
+                http.bearer_token = Some(bearer.clone());
+            }
+            provider = Some(bearer);
+        }
+        let user_key = subject_key(user);
         let url = endpoint_url(&config).map(str::to_owned);
-        if let Some(pooled) = self.inner.mcp_pool.get(session_id, name, print) {
-            return Connected { server, id, outcome: Ok((pooled, false)) };
+        if let Some(pooled) = self.inner.mcp_pool.get(session_id, &user_key, name, print) {
+            return Connected { server, id, outcome: Outcome::Ready(pooled, false) };
         }
         config.connect_timeout = TURN_CONNECT_TIMEOUT;
         let open = async {
-            let connection = McpConnection::connect(config).await.map_err(|error| match error {
-                teamster_mcp::McpError::Unauthorized { .. } => "the server requires authorization".to_owned(),
-                other => other.to_string(),
-            })?;
-            let listing = tokio::time::timeout(TURN_CONNECT_TIMEOUT, connection.list()).await;
-            let tools = match listing {
-                Ok(Ok(tools)) => tools,
-                Ok(Err(error)) => return Err(error.to_string()),
-                Err(_) => return Err(format!("tools/list did not answer within {} s", TURN_CONNECT_TIMEOUT.as_secs())),
-            };
-            Ok(Pooled { connection: Arc::new(connection), tools: Arc::new(tools) })
+            let mut opened = open_connection(config.clone()).await;
+            if let (Err(OpenError::Unauthorized), Some(provider)) = (&opened, &provider) {
+                // The server refused a token that had not expired (e.g. revoked): a refreshed
+                // one may still do.
+                if provider.refresh_now().await.is_ok() {
+                    opened = open_connection(config).await;
+                }
+            }
+            opened
         };
-        let outcome = tokio::select! {
-            () = cancel.cancelled() => Err("the turn was cancelled while connecting".to_owned()),
+        let opened = tokio::select! {
+            () = cancel.cancelled() => Err(OpenError::Other("the turn was cancelled while connecting".to_owned())),
             opened = open => opened,
         };
-        let outcome = outcome.map_err(|message| scrub_url(message, url.as_deref())).map(|pooled| {
-            self.inner.mcp_pool.insert(session_id, name, print, pooled.clone());
-            (pooled, true)
-        });
+        let outcome = match opened {
+            Ok(pooled) => {
+                self.inner.mcp_pool.insert(session_id, &user_key, name, print, pooled.clone());
+                Outcome::Ready(pooled, true)
+            }
+            Err(OpenError::Unauthorized) if planned.oauth => Outcome::NeedsAuthorization,
+            Err(OpenError::Unauthorized) => Outcome::Failed(
+                "the server requires authorization; configure its credentials (auth type header or dcr) \
+                 in /api/v1/settings/mcp-servers"
+                    .to_owned(),
+            ),
+            Err(OpenError::Other(message)) => Outcome::Failed(scrub_url(message, url.as_deref())),
+        };
         Connected { server, id, outcome }
     }
+}
+
+/// Opens a connection and lists its tools, within [`TURN_CONNECT_TIMEOUT`] for the listing.
+async fn open_connection(config: McpServerConfig) -> Result<Pooled, OpenError> {
+    let connection = McpConnection::connect(config).await.map_err(|error| match error {
+        McpError::Unauthorized { .. } => OpenError::Unauthorized,
+        other => OpenError::Other(other.to_string()),
+    })?;
+    let listing = tokio::time::timeout(TURN_CONNECT_TIMEOUT, connection.list()).await;
+    let tools = match listing {
+        Ok(Ok(tools)) => tools,
+        Ok(Err(error)) => return Err(OpenError::Other(error.to_string())),
+        Err(_) => {
+            return Err(OpenError::Other(format!("tools/list did not answer within {} s", TURN_CONNECT_TIMEOUT.as_secs())));
+        }
+    };
+    Ok(Pooled { connection: Arc::new(connection), tools: Arc::new(tools) })
+}
+
+/// A connection fingerprint that also names the OAuth client, so a grant from another client
+/// opens a new connection.
+fn with_client(fingerprint: u64, client_id: &str) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (fingerprint, client_id).hash(&mut hasher);
+    hasher.finish()
 }
 
 fn failed_entry(id: String, name: &str, error: String) -> McpServerInit {

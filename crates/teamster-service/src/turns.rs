@@ -129,7 +129,7 @@ impl Service {
         // Decisions (and an empty input) resume what the previous turn left waiting; user
         // messages need no look at it.
         if request.input.first().is_none_or(|item| item.kind() == InputKind::ToolDecisions) {
-            let waiting = match &previous {
+            let (waiting, awaits_authorization) = match &previous {
                 Some(id) => {
                     let record = self.turn_record(session_id, id).await?;
                     if record.state == TurnState::Running {
@@ -137,11 +137,11 @@ impl Service {
                             "turn {id} is still running; decisions apply once it has ended"
                         )));
                     }
-                    pending::waiting_calls(&record.state)
+                    (pending::waiting_calls(&record.state), pending::awaits_authorization(&record.state))
                 }
-                None => Vec::new(),
+                None => (Vec::new(), false),
             };
-            pending::check_input(&waiting, &request.input)?;
+            pending::check_input(&waiting, awaits_authorization, &request.input)?;
         }
         let running = self.inner.live.running_in_session(session_id);
         // A turn that has decided its end (its `turn.done` may already be with the client) is

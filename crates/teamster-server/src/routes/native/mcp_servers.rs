@@ -3,40 +3,57 @@
 //! `/api/v1/mcp-servers` lists what agents can name, and `/api/v1/mcp-servers/{name}/tools`
 //! connects to one and lists its tools (502 when it cannot be reached, 422 when it wants
 //! authorization).
+//!
+//! OAuth (`dcr` servers): `GET /api/v1/mcp-servers/{name}/authorize` answers the caller's
+//! `MCPAuthStatus`, or, with the `ticket` of an `mcp.auth_required` event's `auth_url`, sends
+//! the browser to the authorization server (302); the authorization server sends it back to
+//! `GET /api/v1/mcp-servers/oauth/callback`; `DELETE .../authorize` forgets the caller's tokens.
 
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use teamster_protocol::api::{Data, McpServerRequest};
-use teamster_protocol::settings::{AvailableMcpServer, ConfiguredMcpServer};
-use teamster_service::McpServerWrite;
+use teamster_protocol::settings::{AvailableMcpServer, ConfiguredMcpServer, McpAuthStatus};
+use teamster_service::{Caller, McpServerWrite};
 
 use crate::AppState;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::extract::JsonBody;
+use crate::params::Params;
+
+/// The longest callback query string read; authorization responses are far smaller.
+const MAX_CALLBACK_QUERY_BYTES: usize = 16 * 1024;
+
+/// What a browser sees after authorizing, when no `return_to` was given.
+const AUTHORIZED_PAGE: &str = "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+<title>Authorized</title></head><body><p>The MCP server is authorized. You can close this page \
+and return to the chat.</p></body></html>\n";
 
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/settings/mcp-servers", get(list_settings).post(create).put(upsert))
         .route("/settings/mcp-servers/{name}", get(fetch_setting))
         .route("/mcp-servers", get(list_available))
+        .route("/mcp-servers/oauth/callback", get(callback))
         .route("/mcp-servers/{name}/tools", get(list_tools))
+        .route("/mcp-servers/{name}/authorize", get(authorize).delete(disconnect))
 }
 
-async fn list_settings(State(state): State<AppState>) -> Json<Data<Vec<ConfiguredMcpServer>>> {
-    Json(Data { data: state.service.list_mcp_server_settings() })
+async fn list_settings(State(state): State<AppState>) -> ApiResult<Json<Data<Vec<ConfiguredMcpServer>>>> {
+    Ok(Json(Data { data: state.service.list_mcp_server_settings(&Caller::local()).await? }))
 }
 
 async fn fetch_setting(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Data<ConfiguredMcpServer>>> {
-    Ok(Json(Data { data: state.service.get_mcp_server_setting(&name)? }))
+    Ok(Json(Data { data: state.service.get_mcp_server_setting(&Caller::local(), &name).await? }))
 }
 
 async fn create(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<McpServerRequest>,
 ) -> ApiResult<(StatusCode, Json<Data<ConfiguredMcpServer>>)> {
-    let server = state.service.write_mcp_server(body.manifest, McpServerWrite::Create).await?;
+    let server = state.service.write_mcp_server(&Caller::local(), body.manifest, McpServerWrite::Create).await?;
     Ok((StatusCode::CREATED, Json(Data { data: server })))
 }
 
@@ -44,13 +61,63 @@ async fn upsert(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<McpServerRequest>,
 ) -> ApiResult<Json<Data<ConfiguredMcpServer>>> {
-    Ok(Json(Data { data: state.service.write_mcp_server(body.manifest, McpServerWrite::Upsert).await? }))
+    let server = state.service.write_mcp_server(&Caller::local(), body.manifest, McpServerWrite::Upsert).await?;
+    Ok(Json(Data { data: server }))
 }
 
-async fn list_available(State(state): State<AppState>) -> Json<Data<Vec<AvailableMcpServer>>> {
-    Json(Data { data: state.service.list_available_mcp_servers() })
+async fn list_available(State(state): State<AppState>) -> ApiResult<Json<Data<Vec<AvailableMcpServer>>>> {
+    Ok(Json(Data { data: state.service.list_available_mcp_servers(&Caller::local()).await? }))
 }
 
 async fn list_tools(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Data<Vec<serde_json::Value>>>> {
     Ok(Json(Data { data: state.service.list_mcp_server_tools(&name).await? }))
+}
+
+/// With a `ticket` (the `auth_url` of an `mcp.auth_required` event, opened in a browser): a
+/// 302 to the authorization server. Without: the caller's status as JSON, with an
+/// authorization URL when the caller must authorize.
+async fn authorize(State(state): State<AppState>, Path(name): Path<String>, params: Params) -> ApiResult<Response> {
+    let return_to = params.string("return_to");
+    match params.string("ticket") {
+        Some(ticket) => {
+            let location = state.service.begin_mcp_authorization(&name, &ticket, return_to.as_deref()).await?;
+            Ok(redirect(&location))
+        }
+        None => {
+            let status: McpAuthStatus =
+                state.service.mcp_authorization_status(&Caller::local(), &name, return_to.as_deref()).await?;
+            Ok(Json(status).into_response())
+        }
+    }
+}
+
+async fn disconnect(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Data<ConfiguredMcpServer>>> {
+    Ok(Json(Data { data: state.service.disconnect_mcp_server(&Caller::local(), &name).await? }))
+}
+
+/// The authorization server's redirect back: `{"success": true}` (a short HTML page for a
+/// browser that asks for HTML), or a 302 to the `return_to` given at authorize time.
+async fn callback(State(state): State<AppState>, headers: HeaderMap, RawQuery(query): RawQuery) -> ApiResult<Response> {
+    let query = query.unwrap_or_default();
+    if query.len() > MAX_CALLBACK_QUERY_BYTES {
+        return Err(ApiError::bad_request("invalid_request", "the callback's query string is too long").with_param("state"));
+    }
+    match state.service.finish_mcp_authorization(&query).await? {
+        Some(location) => Ok(redirect(&location)),
+        None if wants_html(&headers) => Ok(Html(AUTHORIZED_PAGE).into_response()),
+        None => Ok(Json(serde_json::json!({"success": true})).into_response()),
+    }
+}
+
+/// A 302 to `location`, which is never cached.
+fn redirect(location: &str) -> Response {
+    (StatusCode::FOUND, [(header::LOCATION, location), (header::CACHE_CONTROL, "no-store")]).into_response()
+}
+
+/// Whether the client prefers HTML (a browser navigating), by its `Accept` header.
+fn wants_html(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|accept| accept.to_str().ok())
+        .is_some_and(|accept| accept.split(',').any(|kind| kind.trim().starts_with("text/html")))
 }
