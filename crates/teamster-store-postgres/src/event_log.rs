@@ -11,7 +11,12 @@
 //! logs locks the turns' sessions first, in session id order: `create_turn` (its
 //! compare-and-set), `delete_session` (which then cascades to the turns), and log writes.
 //! `update_session` locks its session alone. Turns are never locked ahead of their session,
-//! so no two writers can wait for each other in a cycle.
+//! so no two writers can wait for each other in a cycle. (`request_cancel` changes one turn
+//! row without its session, but holds no other lock and waits for none while it has it.)
+//!
+//! Both statements end by announcing, once per turn written, the highest sequence number
+//! stored (0 for a state alone) on the change feed's channel (see `feed`); the announcement
+//! is delivered when the write commits.
 
 use std::sync::LazyLock;
 
@@ -57,12 +62,24 @@ const INSERTS: &str = "streamed AS ( \
          ON CONFLICT (turn_id, sequence) DO UPDATE SET kind = excluded.kind, data = excluded.data \
      )";
 
-/// Applies the stream and content rows of a batch as one statement. `live` holds the turns
-/// written to, with their sessions key-share locked: no session of the batch can be deleted
-/// until the statement ends, and rows for turns deleted before it are skipped instead of
-/// failing their foreign key, so the rest of the batch lands.
+/// Announces, from `written` (rows of `turn_id, sequence`), each turn's highest sequence
+/// number on the channel `${n}`.
+fn announce(channel_parameter: u8) -> String {
+    format!("SELECT pg_notify(${channel_parameter}, 't:' || max(sequence) || ':' || turn_id) FROM written GROUP BY turn_id")
+}
+
+/// Applies the stream and content rows of a batch as one statement, and announces the stream
+/// rows on the channel `$8`. `live` holds the turns written to, with their sessions key-share
+/// locked: no session of the batch can be deleted until the statement ends, and rows for
+/// turns deleted before it are skipped instead of failing their foreign key, so the rest of
+/// the batch lands.
 static WRITE_LOG: LazyLock<String> = LazyLock::new(|| {
-    format!("WITH {ROWS}, live AS ({} FOR KEY SHARE OF sessions), {INSERTS} SELECT 1", turns_by_session(ROW_TURN_IDS))
+    format!(
+        "WITH {ROWS}, live AS ({} FOR KEY SHARE OF sessions), {INSERTS}, \
+         written AS (SELECT turn_id, sequence FROM stream_rows) {}",
+        turns_by_session(ROW_TURN_IDS),
+        announce(8)
+    )
 });
 
 /// Locks, for a batch with turn states, the sessions of its turns, whose `updated_at` may
@@ -73,9 +90,9 @@ static LOCK_FOR_STATES: LazyLock<String> =
 
 /// Applies a whole batch inside a transaction that holds [`LOCK_FOR_STATES`]: the stream and
 /// content rows, the turn states (`$8` to `$11`, numbered by batch position), and each
-/// session's `updated_at` from the last of its turns' states. The sessions are locked already,
-/// so `live` reads the turns plainly (a locking read would skip the rows this statement
-/// updates).
+/// session's `updated_at` from the last of its turns' states; then announces the stream rows
+/// and states on the channel `$12`. The sessions are locked already, so `live` reads the turns
+/// plainly (a locking read would skip the rows this statement updates).
 static WRITE_BATCH: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH {ROWS}, state_rows AS ( \
@@ -84,10 +101,14 @@ static WRITE_BATCH: LazyLock<String> = LazyLock::new(|| {
          ), live AS (SELECT id FROM turns WHERE id IN ({ROW_TURN_IDS})), {INSERTS}, changed AS ( \
              UPDATE turns SET state = row.state, status = row.status FROM state_rows AS row \
              WHERE turns.id = row.turn_id RETURNING turns.session_id, row.at, row.position \
-         ) \
-         UPDATE sessions SET updated_at = latest.at FROM ( \
-             SELECT DISTINCT ON (session_id) session_id, at FROM changed ORDER BY session_id, position DESC \
-         ) AS latest WHERE sessions.id = latest.session_id"
+         ), touched AS ( \
+             UPDATE sessions SET updated_at = latest.at FROM ( \
+                 SELECT DISTINCT ON (session_id) session_id, at FROM changed ORDER BY session_id, position DESC \
+             ) AS latest WHERE sessions.id = latest.session_id \
+         ), written AS ( \
+             SELECT turn_id, sequence FROM stream_rows UNION ALL SELECT turn_id, 0::bigint FROM state_rows \
+         ) {}",
+        announce(12)
     )
 });
 
@@ -99,19 +120,19 @@ pub(crate) fn needs_transaction(rows: &LogRows<'_>) -> bool {
 
 /// Applies a batch without turn states, as one statement (its own transaction, unless the
 /// connection is in one).
-pub(crate) async fn write_log(connection: &mut PgConnection, rows: &LogRows<'_>) -> Result<()> {
+pub(crate) async fn write_log(connection: &mut PgConnection, rows: &LogRows<'_>, channel: &str) -> Result<()> {
     debug_assert!(!needs_transaction(rows), "a batch with turn states needs write_in_transaction");
-    bind_log_rows(sqlx::query(&WRITE_LOG), rows).execute(connection).await.map_err(error::backend)?;
+    bind_log_rows(sqlx::query(&WRITE_LOG), rows).bind(channel).execute(connection).await.map_err(error::backend)?;
     Ok(())
 }
 
 /// Applies any batch on a connection inside a transaction that the caller opened and commits.
-pub(crate) async fn write_in_transaction(transaction: &mut PgConnection, rows: &LogRows<'_>) -> Result<()> {
+pub(crate) async fn write_in_transaction(transaction: &mut PgConnection, rows: &LogRows<'_>, channel: &str) -> Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
     if !needs_transaction(rows) {
-        return write_log(transaction, rows).await;
+        return write_log(transaction, rows, channel).await;
     }
     sqlx::query(&LOCK_FOR_STATES).bind(rows.turn_ids()).execute(&mut *transaction).await.map_err(error::backend)?;
     bind_log_rows(sqlx::query(&WRITE_BATCH), rows)
@@ -119,6 +140,7 @@ pub(crate) async fn write_in_transaction(transaction: &mut PgConnection, rows: &
         .bind(rows.states.iter().map(|row| row.1.as_str()).collect::<Vec<&str>>())
         .bind(rows.states.iter().map(|row| row.2).collect::<Vec<&str>>())
         .bind(rows.states.iter().map(|row| row.3).collect::<Vec<&str>>())
+        .bind(channel)
         .execute(transaction)
         .await
         .map_err(error::backend)?;

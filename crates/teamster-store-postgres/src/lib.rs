@@ -11,24 +11,30 @@
 //! concurrent creates queue on the session's row lock and re-check the condition once the
 //! winner commits, so exactly one wins, in one process or across replicas. The log write path
 //! and its lock order are in `event_log`.
+//!
+//! Replicas learn of each other's writes through the change feed (`feed`): log writes, cancel
+//! requests and setting writes send a notification in the statement that makes them, and
+//! [`Store::changes`] reads them on a LISTEN connection of its own.
 
 mod columns;
 mod error;
 mod event_log;
+mod feed;
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, QueryBuilder};
-use teamster_protocol::AgentSpec;
+use teamster_protocol::{AgentSpec, CancelReason};
 use teamster_store::codec::{
     self, AgentRow, LogRows, SessionAgentColumns, SessionRow, TurnColumns, TurnRow, clamp_i64, to_i64, to_json, to_u64,
 };
 use teamster_store::{
-    AgentRecord, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord, SessionOrder, SessionQuery,
+    AgentRecord, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord, SessionOrder, SessionQuery,
     SessionRecord, Store, StreamEvent, TurnRecord,
 };
 
@@ -74,10 +80,14 @@ impl PoolConfig {
     pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
 }
 
-/// A Teamster store in PostgreSQL. Cloning is cheap and shares the pool.
+/// A Teamster store in PostgreSQL. Cloning is cheap and shares the pool and the change feed.
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    /// The NOTIFY channel of the schema the store uses.
+    channel: Arc<str>,
+    /// The change feed, started by the first [`Store::changes`] call.
+    feed: Arc<feed::FeedSlot>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -108,18 +118,30 @@ impl PostgresStore {
             // The pool checks connections as they are released; checking them again before
             // every statement would add a round trip to each.
             .test_before_acquire(false)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await
             .map_err(error::backend)?;
         MIGRATOR.run(&pool).await.map_err(|error| Error::Backend(format!("migrating the schema: {error}")))?;
+        let channel: Option<String> =
+            sqlx::query_scalar(feed::CHANNEL_QUERY).fetch_optional(&pool).await.map_err(error::backend)?;
+        let channel: Arc<str> =
+            channel.ok_or_else(|| Error::Backend("the connection has no current schema".to_owned()))?.into();
         tracing::debug!(max_connections = config.max_connections, "opened the PostgreSQL store");
-        Ok(PostgresStore { pool })
+        Ok(PostgresStore { pool, feed: Arc::new(feed::FeedSlot::new(options, channel.clone())), channel })
     }
 
-    /// Closes every connection; the store fails every call afterwards.
+    /// Closes every connection and stops the change feed; the store fails every call
+    /// afterwards.
     pub async fn close(&self) {
+        self.feed.stop().await;
         self.pool.close().await;
     }
+
+    /// The NOTIFY channel the store announces its changes on (`teamster_<schema oid>`).
+    pub fn change_channel(&self) -> &str {
+        &self.channel
+    }
+
 
     /// Reads one version of an agent selected by `condition` on `$1`; `version` `None` means
     /// the latest.
@@ -369,7 +391,7 @@ impl Store for PostgresStore {
         if !created {
             return Err(Error::Conflict(format!("the last turn of session {} is not the expected one", turn.session_id)));
         }
-        event_log::write_in_transaction(&mut transaction, &writes).await?;
+        event_log::write_in_transaction(&mut transaction, &writes, &self.channel).await?;
         transaction.commit().await.map_err(error::backend)
     }
 
@@ -397,10 +419,10 @@ impl Store for PostgresStore {
         let rows = LogRows::new(batch)?;
         if !event_log::needs_transaction(&rows) {
             let mut connection = self.pool.acquire().await.map_err(error::backend)?;
-            return event_log::write_log(&mut connection, &rows).await;
+            return event_log::write_log(&mut connection, &rows, &self.channel).await;
         }
         let mut transaction = self.pool.begin().await.map_err(error::backend)?;
-        event_log::write_in_transaction(&mut transaction, &rows).await?;
+        event_log::write_in_transaction(&mut transaction, &rows, &self.channel).await?;
         transaction.commit().await.map_err(error::backend)
     }
 
@@ -471,13 +493,18 @@ impl Store for PostgresStore {
 
     async fn put_setting(&self, kind: &str, name: &str, value: &str, at: &str) -> Result<()> {
         sqlx::query(
-            "INSERT INTO settings (kind, name, value, updated_at) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            "WITH stored AS ( \
+                 INSERT INTO settings (kind, name, value, updated_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at \
+                 RETURNING kind \
+             ) \
+             SELECT pg_notify($5, 's:' || kind) FROM stored",
         )
         .bind(kind)
         .bind(name)
         .bind(value)
         .bind(at)
+        .bind(&*self.channel)
         .execute(&self.pool)
         .await
         .map_err(error::backend)?;
@@ -493,13 +520,54 @@ impl Store for PostgresStore {
     }
 
     async fn delete_setting(&self, kind: &str, name: &str) -> Result<bool> {
-        let deleted = sqlx::query("DELETE FROM settings WHERE kind = $1 AND name = $2")
-            .bind(kind)
-            .bind(name)
-            .execute(&self.pool)
-            .await
-            .map_err(error::backend)?;
+        let deleted = sqlx::query(
+            "WITH deleted AS (DELETE FROM settings WHERE kind = $1 AND name = $2 RETURNING kind) \
+             SELECT pg_notify($3, 's:' || kind) FROM deleted",
+        )
+        .bind(kind)
+        .bind(name)
+        .bind(&*self.channel)
+        .execute(&self.pool)
+        .await
+        .map_err(error::backend)?;
         Ok(deleted.rows_affected() > 0)
+    }
+
+    async fn request_cancel(&self, turn_id: &str, reason: CancelReason) -> Result<bool> {
+        // A single row changes and nothing else is locked: this cannot take part in a deadlock.
+        let recorded = sqlx::query(
+            "WITH requested AS ( \
+                 UPDATE turns SET cancel_requested = coalesce(cancel_requested, $2) \
+                 WHERE id = $1 AND status = 'running' RETURNING id, cancel_requested \
+             ) \
+             SELECT pg_notify($3, 'c:' || cancel_requested || ':' || id) FROM requested",
+        )
+        .bind(turn_id)
+        .bind(codec::cancel_reason_name(reason))
+        .bind(&*self.channel)
+        .execute(&self.pool)
+        .await
+        .map_err(error::backend)?;
+        Ok(recorded.rows_affected() > 0)
+    }
+
+    async fn cancel_requests(&self, turn_ids: &[&str]) -> Result<Vec<(String, CancelReason)>> {
+        if turn_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT id, cancel_requested FROM turns WHERE id = ANY($1) \
+             AND status = 'running' AND cancel_requested IS NOT NULL",
+        )
+        .bind(turn_ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(error::backend)?;
+        rows.into_iter().map(|(id, reason)| Ok((id, codec::cancel_reason(&reason)?))).collect()
+    }
+
+    async fn changes(&self) -> Result<Option<ChangeFeed>> {
+        self.feed.subscribe().await.map(Some)
     }
 }
 

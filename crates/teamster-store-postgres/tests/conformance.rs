@@ -1,7 +1,8 @@
 //! Runs the store conformance suite against PostgreSQL, each test in a scratch schema of its
 //! own, and checks what only a shared server has: two stores (two replicas) racing for a
-//! session, a second connect finding the schema migrated, and writers, turn creation and
-//! deletes on the same sessions never deadlocking.
+//! session, a second connect finding the schema migrated, writers, turn creation and deletes on
+//! the same sessions never deadlocking, and the change feed (one store's writes wake the other,
+//! a killed listening connection is replaced, schemas do not hear each other).
 //!
 //! The server comes from `TEAMSTER_TEST_POSTGRES_URL`; `scripts/test` starts a throwaway one
 //! with `scripts/postgres` and sets it. Without it, every test here fails: a storage backend
@@ -9,12 +10,15 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use sqlx::{Connection, Executor, PgConnection};
 use teamster_protocol::turn::CancelReason;
 use teamster_protocol::{AgentSpec, Subject, TurnState};
 use teamster_store::conformance::Fixture;
-use teamster_store::{AgentRecord, Error, LogWrite, SessionAgentRecord, SessionRecord, Store, TurnRecord};
+use teamster_store::{
+    AgentRecord, Change, ChangeFeed, Error, LogWrite, SessionAgentRecord, SessionRecord, Store, TurnRecord,
+};
 use teamster_store_postgres::PostgresStore;
 
 /// The variable that names the test server.
@@ -316,4 +320,98 @@ async fn writers_turn_creation_and_deletes_never_deadlock() {
     }
     let last_a = replicas[0].get_session("ses_a").await.expect("get_session").last_turn_id;
     assert_eq!(last_a.as_deref(), Some(format!("ses_a_turn_{}", ROUNDS - 1).as_str()));
+}
+
+/// The next change on a feed other than [`Change::Missed`], waiting at most ten seconds.
+async fn next_change(feed: &mut ChangeFeed) -> Change {
+    let wait = async {
+        loop {
+            match feed.next().await {
+                Some(Change::Missed) => continue,
+                Some(change) => return change,
+                None => panic!("the change feed stopped"),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), wait).await.expect("a change within ten seconds")
+}
+
+/// What a second replica hears of the first one's writes: each log write (per turn, with its
+/// last sequence number), each cancel request and each setting write.
+#[tokio::test]
+async fn a_write_on_one_store_wakes_the_other() {
+    let schema = ScratchSchema::new().await;
+    let writer = schema.store();
+    let reader = schema.second_store().await;
+    let mut feed = reader.changes().await.expect("changes").expect("PostgreSQL has a change feed");
+
+    writer.create_session(&draft_session("ses_1")).await.expect("create_session");
+    writer
+        .create_turn(&turn("turn_1", "ses_1", None), None, &[stream("turn_1", 1, "created")])
+        .await
+        .expect("create_turn");
+    assert_eq!(next_change(&mut feed).await, Change::Turn { turn_id: "turn_1".into(), last_sequence: 1 });
+
+    writer.write(&[stream("turn_1", 2, "delta"), stream("turn_1", 3, "delta")]).await.expect("write");
+    assert_eq!(next_change(&mut feed).await, Change::Turn { turn_id: "turn_1".into(), last_sequence: 3 });
+
+    assert!(writer.request_cancel("turn_1", CancelReason::ClientCancelled).await.expect("request_cancel"));
+    assert_eq!(
+        next_change(&mut feed).await,
+        Change::CancelRequested { turn_id: "turn_1".into(), reason: CancelReason::ClientCancelled }
+    );
+    assert_eq!(
+        reader.cancel_requests(&["turn_1"]).await.expect("cancel_requests"),
+        vec![("turn_1".to_owned(), CancelReason::ClientCancelled)],
+        "the request is durable for the replica that missed the announcement"
+    );
+
+    writer.write(&[stream("turn_1", 4, "done"), done("turn_1", "2025-01-01T00:00:05.000Z")]).await.expect("write");
+    assert_eq!(next_change(&mut feed).await, Change::Turn { turn_id: "turn_1".into(), last_sequence: 4 });
+
+    writer.put_setting("model-provider", "fake", "{}", "2025-01-01T00:00:06.000Z").await.expect("put_setting");
+    assert_eq!(next_change(&mut feed).await, Change::Setting { kind: "model-provider".to_owned() });
+}
+
+/// When the feed's connection is killed, the feed says it may have missed changes, listens
+/// again on a new connection, and goes on hearing writes.
+#[tokio::test]
+async fn the_feed_listens_again_after_its_connection_is_killed() {
+    let schema = ScratchSchema::new().await;
+    let writer = schema.store();
+    let reader = schema.second_store().await;
+    let mut feed = reader.changes().await.expect("changes").expect("PostgreSQL has a change feed");
+
+    let mut admin = PgConnection::connect(&schema.server_url).await.expect("connect");
+    let killed: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE application_name = 'teamster-feed' AND query = $1",
+    )
+    .bind(format!("LISTEN \"{}\"", reader.change_channel()))
+    .fetch_all(&mut admin)
+    .await
+    .expect("terminate the listening connection");
+    let _ = admin.close().await;
+    assert_eq!(killed, vec![true], "exactly one connection listens on the schema's channel");
+
+    let missed = tokio::time::timeout(Duration::from_secs(20), feed.next()).await.expect("a change within 20 s");
+    assert_eq!(missed, Some(Change::Missed), "a dropped connection is announced as a miss");
+
+    writer.put_setting("mcp-server", "x", "{}", "2025-01-01T00:00:00.000Z").await.expect("put_setting");
+    assert_eq!(next_change(&mut feed).await, Change::Setting { kind: "mcp-server".to_owned() });
+}
+
+/// Stores in two schemas of one database have channels of their own: neither hears the other.
+#[tokio::test]
+async fn stores_in_other_schemas_are_not_heard() {
+    let mine = ScratchSchema::new().await;
+    let other = ScratchSchema::new().await;
+    assert_ne!(mine.store.change_channel(), other.store.change_channel());
+    let mut feed = mine.store.changes().await.expect("changes").expect("PostgreSQL has a change feed");
+
+    // Notifications reach listeners in commit order, so had the other schema's write been
+    // heard here, it would come first.
+    other.store().put_setting("model-provider", "theirs", "{}", "2025-01-01T00:00:00.000Z").await.expect("put");
+    mine.store().put_setting("mcp-server", "mine", "{}", "2025-01-01T00:00:00.000Z").await.expect("put");
+    assert_eq!(next_change(&mut feed).await, Change::Setting { kind: "mcp-server".to_owned() });
 }

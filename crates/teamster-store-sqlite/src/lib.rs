@@ -26,9 +26,9 @@ use async_trait::async_trait;
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions, QueryBuilder, Sqlite};
-use teamster_protocol::AgentSpec;
+use teamster_protocol::{AgentSpec, CancelReason};
 use teamster_store::{
-    AgentRecord, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord, SessionOrder,
+    AgentRecord, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord, SessionOrder,
     SessionQuery, SessionRecord, Store, StreamEvent, TurnRecord,
 };
 
@@ -524,6 +524,41 @@ impl Store for SqliteStore {
             .await
             .map_err(error::backend)?;
         Ok(deleted.rows_affected() > 0)
+    }
+
+    async fn request_cancel(&self, turn_id: &str, reason: CancelReason) -> Result<bool> {
+        let mut writer = self.connections.write().await?;
+        let recorded = sqlx::query(
+            "UPDATE turns SET cancel_requested = coalesce(cancel_requested, ?2) WHERE id = ?1 AND status = 'running'",
+        )
+        .bind(turn_id)
+        .bind(codec::cancel_reason_name(reason))
+        .execute(writer.connection()?)
+        .await
+        .map_err(error::backend)?;
+        Ok(recorded.rows_affected() > 0)
+    }
+
+    async fn cancel_requests(&self, turn_ids: &[&str]) -> Result<Vec<(String, CancelReason)>> {
+        if turn_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids = to_json(turn_ids, "turn ids")?;
+        let mut reader = self.connections.read().await?;
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT id, cancel_requested FROM turns WHERE id IN (SELECT value FROM json_each(?1)) \
+             AND status = 'running' AND cancel_requested IS NOT NULL",
+        )
+        .bind(ids)
+        .fetch_all(&mut *reader)
+        .await
+        .map_err(error::backend)?;
+        rows.into_iter().map(|(id, reason)| Ok((id, codec::cancel_reason(&reason)?))).collect()
+    }
+
+    /// One process owns a SQLite database and sees every change itself: there is no feed.
+    async fn changes(&self) -> Result<Option<ChangeFeed>> {
+        Ok(None)
     }
 }
 

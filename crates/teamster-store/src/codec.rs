@@ -10,6 +10,7 @@ use std::hash::Hash;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use teamster_protocol::CancelReason;
 use teamster_protocol::session::SessionKind;
 
 use crate::{AgentRecord, Error, LogWrite, Result, SessionAgentRecord, SessionRecord, TurnRecord};
@@ -38,6 +39,22 @@ pub fn to_u64(value: i64, what: &str) -> Result<u64> {
 /// nothing more than the largest integer does.
 pub fn clamp_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// The wire name of a cancel reason (`client-cancelled`, ...), as stored.
+pub fn cancel_reason_name(reason: CancelReason) -> &'static str {
+    match reason {
+        CancelReason::ServerExecutionTimeout => "server-execution-timeout",
+        CancelReason::ClientCancelled => "client-cancelled",
+        CancelReason::CancelledForNextTurn => "cancelled-for-next-turn",
+        CancelReason::Abandoned => "abandoned",
+    }
+}
+
+/// A cancel reason from its stored wire name.
+pub fn cancel_reason(name: &str) -> Result<CancelReason> {
+    serde_json::from_value(serde_json::Value::String(name.to_owned()))
+        .map_err(|_| Error::Corrupt(format!("unknown cancel reason {name:?}")))
 }
 
 /// An agent version as selected: `id, name, version, spec, created_at, updated_at`.
@@ -283,6 +300,21 @@ mod tests {
         let mut last = rows;
         keep_last(&mut last, |&(key, _)| key);
         assert_eq!(last, [("a", 3), ("c", 4), ("b", 5)]);
+    }
+
+    #[test]
+    fn cancel_reasons_round_trip_through_their_wire_names() {
+        for reason in [
+            CancelReason::ServerExecutionTimeout,
+            CancelReason::ClientCancelled,
+            CancelReason::CancelledForNextTurn,
+            CancelReason::Abandoned,
+        ] {
+            let name = cancel_reason_name(reason);
+            assert_eq!(serde_json::to_value(reason).expect("serialises"), serde_json::json!(name));
+            assert_eq!(cancel_reason(name).expect("a known name"), reason);
+        }
+        assert!(matches!(cancel_reason("bored"), Err(Error::Corrupt(_))));
     }
 
     #[test]

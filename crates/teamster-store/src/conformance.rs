@@ -29,7 +29,7 @@ use teamster_protocol::turn::CancelReason;
 use teamster_protocol::{AgentSpec, Subject, TurnInput, TurnState};
 
 use crate::{
-    AgentRecord, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord,
+    AgentRecord, Change, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord,
     SessionOrder, SessionQuery, SessionRecord, Store, StreamEvent, TurnRecord,
 };
 
@@ -78,6 +78,8 @@ macro_rules! conformance_tests {
             write_batches_are_idempotent_and_skip_vanished_turns,
             large_batch_in_one_write,
             settings_put_list_and_delete,
+            cancel_requests_are_recorded_for_running_turns,
+            change_feed_announces_commits,
         }
     };
     (@names; $($check:ident),* $(,)?) => {
@@ -1169,6 +1171,121 @@ pub async fn settings_put_list_and_delete(store: Arc<dyn Store>) {
         store.list_settings("mcp-server").await.expect("list_settings"),
         listed(&[("openai", r#"{"other":"kind"}"#)])
     );
+}
+
+// Several replicas.
+
+/// A cancel request is recorded only for a running turn, keeps its first reason, leaves the
+/// turn's record alone, and is listed only while the turn runs.
+pub async fn cancel_requests_are_recorded_for_running_turns(store: Arc<dyn Store>) {
+    create_draft_sessions(&store, &["ses_1", "ses_2"]).await;
+    let first = create_plain_turn(&store, "ses_1", "turn_1", None, &at(1)).await;
+    create_plain_turn(&store, "ses_2", "turn_2", None, &at(2)).await;
+    let requests = |ids: &'static [&'static str]| {
+        let store = Arc::clone(&store);
+        async move {
+            let mut found = store.cancel_requests(ids).await.expect("cancel_requests");
+            found.sort_by(|a, b| a.0.cmp(&b.0));
+            found
+        }
+    };
+    assert_eq!(requests(&["turn_1", "turn_2"]).await, vec![]);
+
+    assert!(store.request_cancel("turn_1", CancelReason::ClientCancelled).await.expect("request_cancel"));
+    assert!(
+        store.request_cancel("turn_1", CancelReason::CancelledForNextTurn).await.expect("request_cancel again"),
+        "a second request for a running turn succeeds"
+    );
+    assert!(!store.request_cancel("turn_unknown", CancelReason::ClientCancelled).await.expect("unknown turn"));
+    assert_eq!(
+        requests(&["turn_1", "turn_2", "turn_unknown"]).await,
+        vec![("turn_1".to_owned(), CancelReason::ClientCancelled)],
+        "the first reason wins"
+    );
+    assert_eq!(requests(&[]).await, vec![]);
+    assert_eq!(store.get_turn("ses_1", "turn_1").await.expect("get_turn"), first, "the turn is unchanged");
+
+    store.request_cancel("turn_2", CancelReason::Abandoned).await.expect("request_cancel");
+    assert_eq!(
+        requests(&["turn_1", "turn_2"]).await,
+        vec![
+            ("turn_1".to_owned(), CancelReason::ClientCancelled),
+            ("turn_2".to_owned(), CancelReason::Abandoned)
+        ]
+    );
+
+    // Once a turn has ended, its request is no longer listed and new ones are refused.
+    let cancelled = TurnState::Cancelled { reason: CancelReason::ClientCancelled, completed_at: at(3), metrics: None };
+    store
+        .write(&[LogWrite::TurnState { turn_id: "turn_1".into(), state: cancelled, at: at(3) }])
+        .await
+        .expect("write");
+    assert!(!store.request_cancel("turn_1", CancelReason::ClientCancelled).await.expect("ended turn"));
+    assert_eq!(requests(&["turn_1", "turn_2"]).await, vec![("turn_2".to_owned(), CancelReason::Abandoned)]);
+}
+
+/// A store other processes share announces on its change feed, once committed and in commit
+/// order: every write to turns' streams or states (once per turn and write, with the highest
+/// sequence number it stored), every recorded cancel request, and every setting written or
+/// deleted. A store no other process shares has no feed.
+pub async fn change_feed_announces_commits(store: Arc<dyn Store>) {
+    let Some(mut feed) = store.changes().await.expect("changes") else { return };
+    create_draft_sessions(&store, &["ses_1", "ses_2"]).await;
+    create_plain_turn(&store, "ses_1", "turn_1", None, &at(1)).await;
+    create_plain_turn(&store, "ses_2", "turn_2", None, &at(2)).await;
+    let turn = |turn_id: &str, last_sequence: u64| Change::Turn { turn_id: turn_id.into(), last_sequence };
+
+    store
+        .write(&[
+            stream("turn_1", 1, "a"),
+            stream("turn_1", 2, "b"),
+            content("turn_1", 2, "model.message", "b"),
+            stream("turn_2", 1, "c"),
+        ])
+        .await
+        .expect("write");
+    let mut announced = vec![next_change(&mut feed).await, next_change(&mut feed).await];
+    announced.sort_by_key(|change| format!("{change:?}"));
+    assert_eq!(announced, vec![turn("turn_1", 2), turn("turn_2", 1)]);
+
+    let done = TurnState::Done { output: None, required_actions: vec![], completed_at: at(3), metrics: None };
+    store.write(&[LogWrite::TurnState { turn_id: "turn_2".into(), state: done, at: at(3) }]).await.expect("write");
+    assert_eq!(next_change(&mut feed).await, turn("turn_2", 0), "a state write without stream events");
+
+    assert!(store.request_cancel("turn_1", CancelReason::ClientCancelled).await.expect("request_cancel"));
+    assert!(!store.request_cancel("turn_2", CancelReason::ClientCancelled).await.expect("request_cancel"));
+    assert_eq!(
+        next_change(&mut feed).await,
+        Change::CancelRequested { turn_id: "turn_1".into(), reason: CancelReason::ClientCancelled }
+    );
+
+    store.put_setting("model-provider", "openai", "{}", &at(4)).await.expect("put_setting");
+    assert_eq!(
+        next_change(&mut feed).await,
+        Change::Setting { kind: "model-provider".to_owned() },
+        "the refused cancel request of an ended turn announces nothing"
+    );
+    assert!(!store.delete_setting("mcp-server", "unknown").await.expect("delete_setting"));
+    assert!(store.delete_setting("model-provider", "openai").await.expect("delete_setting"));
+    assert_eq!(
+        next_change(&mut feed).await,
+        Change::Setting { kind: "model-provider".to_owned() },
+        "deleting nothing announces nothing"
+    );
+}
+
+/// The next change on a feed other than [`Change::Missed`], waiting at most ten seconds.
+async fn next_change(feed: &mut ChangeFeed) -> Change {
+    let wait = async {
+        loop {
+            match feed.next().await {
+                Some(Change::Missed) => continue,
+                Some(change) => return change,
+                None => panic!("the change feed stopped"),
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), wait).await.expect("a change within ten seconds")
 }
 
 // Fixtures.

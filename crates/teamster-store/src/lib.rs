@@ -8,6 +8,10 @@
 //! `codec` holds the backend-neutral conversions between records and the flat values backends
 //! store (JSON text, 64-bit integers, row tuples, the row sets of a log batch).
 //!
+//! `feed` is the seam for several replicas on one store: a store that other processes share
+//! announces what it committed on a [`ChangeFeed`], and records cancel requests for the replica
+//! that runs a turn ([`Store::request_cancel`]).
+//!
 //! The event log has two parts:
 //! - the *stream*: every event of a turn, deltas included, as the exact JSON bytes that were
 //!   sent, keyed by the per-turn sequence number (1, 2, 3 ...). Replays read it.
@@ -19,11 +23,13 @@ pub mod codec;
 #[cfg(feature = "testkit")]
 pub mod conformance;
 mod error;
+mod feed;
 mod records;
 
 use async_trait::async_trait;
 
 pub use error::Error;
+pub use feed::{Change, ChangeFeed, ChangeSender};
 pub use records::*;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -107,4 +113,19 @@ pub trait Store: Send + Sync + 'static {
     async fn list_settings(&self, kind: &str) -> Result<Vec<(String, String)>>;
     /// Deletes a setting; `Ok(false)` if it did not exist.
     async fn delete_setting(&self, kind: &str, name: &str) -> Result<bool>;
+
+    // Several replicas: cancel requests and the change feed.
+
+    /// Records a request to cancel a running turn, for the replica that runs it, and announces
+    /// it on the change feed. The first reason recorded wins. `Ok(false)` if the turn is not
+    /// running (unknown, or ended already): nothing is recorded.
+    async fn request_cancel(&self, turn_id: &str, reason: teamster_protocol::CancelReason) -> Result<bool>;
+    /// The turns among `turn_ids` that are still running and have a cancel request, with its
+    /// first reason, in no particular order. Unknown ids are left out.
+    async fn cancel_requests(&self, turn_ids: &[&str]) -> Result<Vec<(String, teamster_protocol::CancelReason)>>;
+    /// A reader of the changes committed from now on by any process sharing this store
+    /// (every stream and state write, cancel request and setting write announces itself once
+    /// committed), or `None` for a store no other process shares: then this process sees every
+    /// change itself. Once this returns, no later commit goes unannounced.
+    async fn changes(&self) -> Result<Option<ChangeFeed>>;
 }
