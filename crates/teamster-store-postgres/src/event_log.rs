@@ -99,7 +99,8 @@ static WRITE_BATCH: LazyLock<String> = LazyLock::new(|| {
              SELECT * FROM unnest($8::text[], $9::text[], $10::text[], $11::text[]) WITH ORDINALITY \
              AS row (turn_id, state, status, at, position) \
          ), live AS (SELECT id FROM turns WHERE id IN ({ROW_TURN_IDS})), {INSERTS}, changed AS ( \
-             UPDATE turns SET state = row.state, status = row.status FROM state_rows AS row \
+             UPDATE turns SET state = row.state, status = row.status, \
+             finished_at = CASE WHEN row.status = 'running' THEN NULL ELSE row.at END FROM state_rows AS row \
              WHERE turns.id = row.turn_id RETURNING turns.session_id, row.at, row.position \
          ), touched AS ( \
              UPDATE sessions SET updated_at = latest.at FROM ( \

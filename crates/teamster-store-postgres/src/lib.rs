@@ -19,6 +19,7 @@
 mod columns;
 mod error;
 mod event_log;
+mod leases;
 mod feed;
 
 use std::str::FromStr;
@@ -37,6 +38,7 @@ use teamster_store::{
     AgentRecord, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord, SessionOrder, SessionQuery,
     SessionRecord, Store, StreamEvent, TurnRecord,
 };
+use teamster_store::{ExpiredLease, TurnLease};
 
 use crate::columns::{AGENT_COLUMNS, SESSION_COLUMNS, TURN_COLUMNS};
 
@@ -52,14 +54,24 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Creates a turn, if and only if the session's last turn is the expected one, and makes it
 /// the session's last turn. Parameters: `$1` to `$8` are the turn's columns, `$9` the expected
-/// last turn. Returns whether the turn was created and whether the session exists.
-const CREATE_TURN: &str = "WITH swapped AS ( \
-         UPDATE sessions SET last_turn_id = $1 WHERE id = $2 AND last_turn_id IS NOT DISTINCT FROM $9 RETURNING id \
-     ), created AS ( \
-         INSERT INTO turns (id, session_id, previous_turn_id, input, state, status, created_by, created_at) \
-         SELECT $1, id, $3, $4, $5, $6, $7, $8 FROM swapped RETURNING id \
-     ) \
-     SELECT EXISTS (SELECT 1 FROM created), EXISTS (SELECT 1 FROM sessions WHERE id = $2)";
+/// last turn. Returns whether the turn was created and whether the session exists. The turn
+/// gets an unclaimed lease that its creator's first renewal claims.
+static CREATE_TURN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH swapped AS ( \
+             UPDATE sessions SET last_turn_id = $1 WHERE id = $2 AND last_turn_id IS NOT DISTINCT FROM $9 RETURNING id \
+         ), created AS ( \
+             INSERT INTO turns (id, session_id, previous_turn_id, input, state, status, created_by, created_at) \
+             SELECT $1, id, $3, $4, $5, $6, $7, $8 FROM swapped RETURNING id \
+         ), leased AS ( \
+             INSERT INTO turn_leases (turn_id, owner, expires_at, claims) \
+             SELECT id, NULL, {} + {}, 0 FROM created \
+         ) \
+         SELECT EXISTS (SELECT 1 FROM created), EXISTS (SELECT 1 FROM sessions WHERE id = $2)",
+        leases::NOW_MS,
+        codec::UNCLAIMED_LEASE_GRACE_MS
+    )
+});
 
 /// How a [`PostgresStore`] connects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -371,7 +383,7 @@ impl Store for PostgresStore {
         let columns = TurnColumns::new(turn)?;
         let writes = LogRows::new(initial_writes)?;
         let mut transaction = self.pool.begin().await.map_err(error::backend)?;
-        let (created, session_exists): (bool, bool) = sqlx::query_as(CREATE_TURN)
+        let (created, session_exists): (bool, bool) = sqlx::query_as(&CREATE_TURN)
             .bind(&turn.id)
             .bind(&turn.session_id)
             .bind(&turn.previous_turn_id)
@@ -489,6 +501,26 @@ impl Store for PostgresStore {
                 Ok(ContentEvent { sequence: to_u64(sequence, "sequence number")?, kind, data })
             })
             .collect()
+    }
+
+    async fn claim_turn(&self, turn_id: &str, owner: &str, ttl: Duration, expected_claims: u64) -> Result<Option<TurnLease>> {
+        leases::claim_turn(&self.pool, turn_id, owner, ttl, expected_claims).await
+    }
+
+    async fn renew_leases(&self, owner: &str, held: &[TurnLease], ttl: Duration) -> Result<Vec<String>> {
+        leases::renew_leases(&self.pool, owner, held, ttl).await
+    }
+
+    async fn release_lease(&self, owner: &str, lease: &TurnLease) -> Result<bool> {
+        leases::release_lease(&self.pool, owner, lease).await
+    }
+
+    async fn expired_leases(&self, limit: u32) -> Result<Vec<ExpiredLease>> {
+        leases::expired_leases(&self.pool, limit).await
+    }
+
+    async fn delete_expired_streams(&self, finished_before: &str, max_turns: u32) -> Result<u32> {
+        leases::delete_expired_streams(&self.pool, finished_before, max_turns).await
     }
 
     async fn put_setting(&self, kind: &str, name: &str, value: &str, at: &str) -> Result<()> {

@@ -42,7 +42,8 @@ pub(crate) fn log_statements(first: usize) -> String {
          SELECT row.value ->> 0, row.value ->> 1, row.value ->> 2, row.value ->> 3 FROM json_each(${content}) AS row \
          WHERE EXISTS (SELECT 1 FROM turns WHERE turns.id = row.value ->> 0) \
          ON CONFLICT (turn_id, sequence) DO UPDATE SET kind = excluded.kind, data = excluded.data; \
-         UPDATE turns SET state = change.value ->> 1, status = change.value ->> 2 \
+         UPDATE turns SET state = change.value ->> 1, status = change.value ->> 2, \
+         finished_at = CASE WHEN change.value ->> 2 = 'running' THEN NULL ELSE change.value ->> 3 END \
          FROM json_each(${states}) AS change WHERE turns.id = change.value ->> 0; \
          UPDATE sessions SET updated_at = latest.at FROM ( \
              SELECT turns.session_id AS session_id, change.value ->> 3 AS at, MAX(change.key) \

@@ -16,6 +16,7 @@ mod columns;
 mod connections;
 mod error;
 mod event_log;
+mod leases;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -31,6 +32,7 @@ use teamster_store::{
     AgentRecord, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord, SessionOrder,
     SessionQuery, SessionRecord, Store, StreamEvent, TurnRecord,
 };
+use teamster_store::{ExpiredLease, TurnLease};
 
 use teamster_store::codec::{
     self, AgentRow, SessionAgentColumns, SessionRow, TurnColumns, TurnRow, clamp_i64, to_i64, to_json, to_u64,
@@ -54,14 +56,18 @@ const MAX_READERS: usize = 4;
 /// Parameters: `$1` to `$8` are the turn's columns, `$9` the expected last turn, `$10` to
 /// `$12` the encoded writes. The compare-and-set is the `UPDATE`; when it matches no row,
 /// `changes()` is 0 and the `INSERT` gets a NULL id, so the command stops at a NOT NULL
-/// violation before anything else runs, and the caller rolls back.
+/// violation before anything else runs, and the caller rolls back. The turn gets an unclaimed
+/// lease that its creator's first renewal claims.
 static CREATE_TURN: LazyLock<String> = LazyLock::new(|| {
     format!(
         "BEGIN IMMEDIATE; \
          UPDATE sessions SET last_turn_id = $1 WHERE id = $2 AND last_turn_id IS $9; \
          INSERT INTO turns (id, session_id, previous_turn_id, input, state, status, created_by, created_at) \
          SELECT CASE WHEN changes() = 1 THEN $1 END, $2, $3, $4, $5, $6, $7, $8; \
+         INSERT INTO turn_leases (turn_id, owner, expires_at, claims) VALUES ($1, NULL, {} + {}, 0); \
          {} COMMIT;",
+        leases::NOW_MS,
+        codec::UNCLAIMED_LEASE_GRACE_MS,
         event_log::log_statements(10)
     )
 });
@@ -488,6 +494,26 @@ impl Store for SqliteStore {
                 Ok(ContentEvent { sequence: to_u64(sequence, "sequence number")?, kind, data })
             })
             .collect()
+    }
+
+    async fn claim_turn(&self, turn_id: &str, owner: &str, ttl: Duration, expected_claims: u64) -> Result<Option<TurnLease>> {
+        leases::claim_turn(&self.connections, turn_id, owner, ttl, expected_claims).await
+    }
+
+    async fn renew_leases(&self, owner: &str, held: &[TurnLease], ttl: Duration) -> Result<Vec<String>> {
+        leases::renew_leases(&self.connections, owner, held, ttl).await
+    }
+
+    async fn release_lease(&self, owner: &str, lease: &TurnLease) -> Result<bool> {
+        leases::release_lease(&self.connections, owner, lease).await
+    }
+
+    async fn expired_leases(&self, limit: u32) -> Result<Vec<ExpiredLease>> {
+        leases::expired_leases(&self.connections, limit).await
+    }
+
+    async fn delete_expired_streams(&self, finished_before: &str, max_turns: u32) -> Result<u32> {
+        leases::delete_expired_streams(&self.connections, finished_before, max_turns).await
     }
 
     async fn put_setting(&self, kind: &str, name: &str, value: &str, at: &str) -> Result<()> {

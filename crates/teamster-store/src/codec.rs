@@ -41,6 +41,15 @@ pub fn clamp_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
+/// How long a new turn is protected from takeovers until its creator claims its lease, in
+/// milliseconds: `create_turn` sets the lease's expiry this far ahead, with no owner.
+pub const UNCLAIMED_LEASE_GRACE_MS: i64 = 30_000;
+
+/// A lease's time to live in whole milliseconds, at least 1, for an integer column.
+pub fn lease_millis(ttl: std::time::Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1)
+}
+
 /// The wire name of a cancel reason (`client-cancelled`, ...), as stored.
 pub fn cancel_reason_name(reason: CancelReason) -> &'static str {
     match reason {

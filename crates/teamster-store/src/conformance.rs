@@ -22,6 +22,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::json;
 use teamster_protocol::session::SessionKind;
@@ -32,6 +33,7 @@ use crate::{
     AgentRecord, Change, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord,
     SessionOrder, SessionQuery, SessionRecord, Store, StreamEvent, TurnRecord,
 };
+use crate::{ExpiredLease, TurnLease};
 
 /// Expands to one `#[tokio::test]` per conformance check, each on a fresh store.
 ///
@@ -77,6 +79,9 @@ macro_rules! conformance_tests {
             turn_state_writes_update_turn_and_session,
             write_batches_are_idempotent_and_skip_vanished_turns,
             large_batch_in_one_write,
+            leases_are_renewed_released_and_taken_over,
+            lease_takeover_race_has_exactly_one_winner,
+            expired_streams_are_deleted_in_bounded_batches,
             settings_put_list_and_delete,
             cancel_requests_are_recorded_for_running_turns,
             change_feed_announces_commits,
@@ -1134,6 +1139,142 @@ pub async fn large_batch_in_one_write(store: Arc<dyn Store>) {
     assert_eq!(content_read.len(), 50);
     assert_eq!(content_read.last(), Some(&content_event(EVENTS, "model.message", &data(EVENTS))));
     assert_eq!(store.running_turns().await.expect("running_turns"), vec![]);
+}
+
+// Leases and retention.
+
+/// The life of a lease: a new turn's unclaimed lease is protected until its creator's first
+/// renewal claims it; only the holder renews or releases it; once expired or released, one
+/// takeover at the claim the listing reported wins, and the previous holder's renewals fail
+/// from then on. Finished turns have no lease to renew, list or claim.
+pub async fn leases_are_renewed_released_and_taken_over(store: Arc<dyn Store>) {
+    const LONG: Duration = Duration::from_secs(600);
+    create_draft_sessions(&store, &["ses_1", "ses_2", "ses_3"]).await;
+    create_plain_turn(&store, "ses_1", "turn_1", None, &at(1)).await;
+    let lease = |turn_id: &str, claims: u64| TurnLease { turn_id: turn_id.to_owned(), claims };
+    let renew = |owner: &'static str, leases: Vec<TurnLease>, ttl: Duration| {
+        let store = Arc::clone(&store);
+        async move {
+            let mut renewed = store.renew_leases(owner, &leases, ttl).await.expect("renew_leases");
+            renewed.sort();
+            renewed
+        }
+    };
+
+    assert_eq!(store.expired_leases(10).await.expect("expired_leases"), vec![], "a new turn is protected");
+    assert_eq!(store.claim_turn("turn_1", "r2", LONG, 0).await.expect("claim_turn"), None, "no takeover of a new turn");
+    assert_eq!(renew("r1", vec![lease("turn_1", 1)], LONG).await, ["turn_1"], "the first renewal claims it");
+    assert_eq!(renew("r2", vec![lease("turn_1", 1)], LONG).await, Vec::<String>::new(), "another owner cannot renew");
+    assert_eq!(renew("r1", vec![lease("turn_1", 1)], LONG).await, ["turn_1"]);
+    assert_eq!(renew("r1", vec![], LONG).await, Vec::<String>::new());
+    assert_eq!(store.claim_turn("turn_1", "r2", LONG, 1).await.expect("claim_turn"), None, "a live lease is kept");
+
+    assert!(!store.release_lease("r2", &lease("turn_1", 1)).await.expect("release_lease"), "only the holder releases");
+    assert!(store.release_lease("r1", &lease("turn_1", 1)).await.expect("release_lease"));
+    let expired = ExpiredLease { session_id: "ses_1".into(), turn_id: "turn_1".into(), owner: Some("r1".into()), claims: 1 };
+    assert_eq!(store.expired_leases(10).await.expect("expired_leases"), vec![expired]);
+    assert_eq!(store.claim_turn("turn_1", "r2", LONG, 0).await.expect("claim_turn"), None, "a stale claim count fails");
+    assert_eq!(store.claim_turn("turn_1", "r2", LONG, 1).await.expect("claim_turn"), Some(lease("turn_1", 2)));
+    assert_eq!(store.claim_turn("turn_1", "r3", LONG, 1).await.expect("claim_turn"), None, "taken over once");
+    assert_eq!(store.claim_turn("turn_1", "r3", LONG, 2).await.expect("claim_turn"), None, "the new lease is live");
+    assert_eq!(renew("r1", vec![lease("turn_1", 1)], LONG).await, Vec::<String>::new(), "the old holder lost it");
+    assert_eq!(renew("r2", vec![lease("turn_1", 2)], LONG).await, ["turn_1"]);
+    assert_eq!(store.expired_leases(10).await.expect("expired_leases"), vec![]);
+    assert_eq!(store.claim_turn("turn_unknown", "r2", LONG, 0).await.expect("claim_turn"), None);
+
+    // One renewal covers many turns, and leaves out those the owner does not hold.
+    create_plain_turn(&store, "ses_2", "turn_2", None, &at(2)).await;
+    create_plain_turn(&store, "ses_3", "turn_3", None, &at(3)).await;
+    let all = vec![lease("turn_1", 2), lease("turn_2", 1), lease("turn_3", 1), lease("turn_unknown", 1)];
+    assert_eq!(renew("r1", all, LONG).await, ["turn_2", "turn_3"]);
+
+    // A lease that is not renewed expires on its own.
+    assert_eq!(renew("r1", vec![lease("turn_2", 1)], Duration::from_millis(1)).await, ["turn_2"]);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let expired = ExpiredLease { session_id: "ses_2".into(), turn_id: "turn_2".into(), owner: Some("r1".into()), claims: 1 };
+    assert_eq!(store.expired_leases(10).await.expect("expired_leases"), vec![expired]);
+    assert_eq!(store.claim_turn("turn_2", "r2", LONG, 1).await.expect("claim_turn"), Some(lease("turn_2", 2)));
+
+    // A finished turn's lease is neither renewed, listed nor claimed.
+    let done = LogWrite::TurnState { turn_id: "turn_3".into(), state: done_state(&at(10)), at: at(10) };
+    store.write(&[done]).await.expect("write");
+    assert_eq!(renew("r1", vec![lease("turn_3", 1)], Duration::from_millis(1)).await, Vec::<String>::new());
+    assert!(!store.release_lease("r1", &lease("turn_3", 1)).await.expect("release_lease"));
+    assert_eq!(store.expired_leases(10).await.expect("expired_leases"), vec![]);
+    assert_eq!(store.claim_turn("turn_3", "r2", LONG, 1).await.expect("claim_turn"), None);
+}
+
+/// Concurrent takeovers of one expired lease: exactly one wins.
+pub async fn lease_takeover_race_has_exactly_one_winner(store: Arc<dyn Store>) {
+    create_draft_sessions(&store, &["ses_1"]).await;
+    create_plain_turn(&store, "ses_1", "turn_1", None, &at(1)).await;
+    let first = TurnLease { turn_id: "turn_1".into(), claims: 1 };
+    store.renew_leases("r0", std::slice::from_ref(&first), Duration::from_millis(1)).await.expect("renew_leases");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let racers: Vec<_> = (0..8)
+        .map(|racer| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move { store.claim_turn("turn_1", &format!("r{racer}"), Duration::from_secs(600), 1).await })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for racer in racers {
+        if let Some(lease) = racer.await.expect("a racer task").expect("claim_turn") {
+            winners.push(lease);
+        }
+    }
+    assert_eq!(winners, [TurnLease { turn_id: "turn_1".into(), claims: 2 }], "exactly one takeover wins");
+    assert_eq!(store.expired_leases(10).await.expect("expired_leases"), vec![]);
+}
+
+/// Finished turns lose their stream, longest finished first and at most `max_turns` per call,
+/// once they finished before the cutoff; their content, their record and running turns stay.
+pub async fn expired_streams_are_deleted_in_bounded_batches(store: Arc<dyn Store>) {
+    create_draft_sessions(&store, &["ses_1", "ses_2", "ses_3", "ses_4"]).await;
+    // Finished at 300, 100 and 200 seconds (turns and finishes in different orders); one runs.
+    let finished = [("ses_1", "turn_1", 300), ("ses_2", "turn_2", 100), ("ses_3", "turn_3", 200)];
+    let mut records = BTreeMap::new();
+    for (session_id, turn_id, _) in finished.iter().copied().chain([("ses_4", "turn_4", 0)]) {
+        create_plain_turn(&store, session_id, turn_id, None, &at(1)).await;
+        let writes: Vec<LogWrite> = (1..=3)
+            .flat_map(|sequence| {
+                [stream(turn_id, sequence, &format!("{{\"n\":{sequence}}}")), content(turn_id, sequence, "model.message", "{}")]
+            })
+            .collect();
+        store.write(&writes).await.expect("write");
+    }
+    for (session_id, turn_id, seconds) in finished {
+        let state = LogWrite::TurnState { turn_id: turn_id.into(), state: done_state(&at(seconds)), at: at(seconds) };
+        store.write(&[state]).await.expect("write");
+        records.insert(turn_id, store.get_turn(session_id, turn_id).await.expect("get_turn"));
+    }
+    let stream_lengths = || {
+        let store = Arc::clone(&store);
+        async move {
+            let mut lengths = Vec::new();
+            for turn_id in ["turn_1", "turn_2", "turn_3", "turn_4"] {
+                lengths.push(store.read_stream(turn_id, 0, 100).await.expect("read_stream").len());
+            }
+            lengths
+        }
+    };
+
+    assert_eq!(store.delete_expired_streams(&at(250), 1).await.expect("delete_expired_streams"), 1);
+    assert_eq!(stream_lengths().await, [3, 0, 3, 3], "the turn that finished first goes first");
+    assert_eq!(store.delete_expired_streams(&at(250), 10).await.expect("delete_expired_streams"), 1);
+    assert_eq!(stream_lengths().await, [3, 0, 0, 3]);
+    assert_eq!(store.delete_expired_streams(&at(250), 10).await.expect("delete_expired_streams"), 0, "none left");
+    assert_eq!(store.delete_expired_streams(&at(300), 10).await.expect("delete_expired_streams"), 0, "the cutoff is exclusive");
+    assert_eq!(store.delete_expired_streams(&at(3600), 10).await.expect("delete_expired_streams"), 1);
+    assert_eq!(stream_lengths().await, [0, 0, 0, 3], "a running turn keeps its stream");
+
+    for (session_id, turn_id, _) in finished {
+        assert_eq!(store.last_sequence(turn_id).await.expect("last_sequence"), 0);
+        assert_eq!(store.read_content(turn_id, &all_content()).await.expect("read_content").len(), 3, "content stays");
+        assert_eq!(&store.get_turn(session_id, turn_id).await.expect("get_turn"), &records[turn_id]);
+    }
+    assert!(store.delete_session("ses_2").await.expect("delete_session"), "a session without streams deletes");
 }
 
 // Settings.

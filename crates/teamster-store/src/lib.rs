@@ -105,6 +105,43 @@ pub trait Store: Send + Sync + 'static {
     /// Content events of a turn, filtered and paged by [`ContentQuery`].
     async fn read_content(&self, turn_id: &str, query: &ContentQuery) -> Result<Vec<ContentEvent>>;
 
+    // Leases: the replica that runs a turn holds the turn's lease and renews it; a running turn
+    // whose lease has expired is taken over by another replica. Expiry is measured on the
+    // store's clock, so replicas whose clocks disagree still agree on it. `create_turn` gives a
+    // new turn an unclaimed lease that expires after [`codec::UNCLAIMED_LEASE_GRACE_MS`]; the
+    // creator's first renewal (claim 1) claims it.
+
+    /// Takes over a running turn whose lease has expired (or was released) for `owner` until
+    /// `ttl` from now, if the lease is still at its `expected_claims`-th claim (as
+    /// [`Store::expired_leases`] reported it). `None` when the takeover fails: the turn is not
+    /// running, its lease is live, or someone took it over first. Of concurrent takeovers of
+    /// one turn, at most one wins.
+    async fn claim_turn(
+        &self,
+        turn_id: &str,
+        owner: &str,
+        ttl: std::time::Duration,
+        expected_claims: u64,
+    ) -> Result<Option<TurnLease>>;
+    /// Extends to `ttl` from now, in one call, each of `leases` that `owner` holds: the turn is
+    /// still running and its lease is that claim by `owner`, or is still unclaimed and the
+    /// claim is the first (the creator's first renewal claims it). Returns the ids of the turns
+    /// extended; the others' leases were lost.
+    async fn renew_leases(&self, owner: &str, leases: &[TurnLease], ttl: std::time::Duration) -> Result<Vec<String>>;
+    /// Ends a lease that `owner` holds (as [`Store::renew_leases`] means it) now, so that any
+    /// replica may take the turn over at once. `Ok(false)` if `owner` no longer held it.
+    async fn release_lease(&self, owner: &str, lease: &TurnLease) -> Result<bool>;
+    /// Running turns whose lease has expired or was released, longest expired first, at most
+    /// `limit`.
+    async fn expired_leases(&self, limit: u32) -> Result<Vec<ExpiredLease>>;
+
+    // Retention.
+
+    /// Deletes the stream events (and the spent lease) of at most `max_turns` turns that
+    /// finished before `finished_before` (a timestamp), longest finished first; their content
+    /// events stay. Returns how many turns lost their stream, so 0 means none is left.
+    async fn delete_expired_streams(&self, finished_before: &str, max_turns: u32) -> Result<u32>;
+
     // Settings: named JSON documents by kind (e.g. `model-provider`), shared by every replica.
 
     /// Creates or replaces the setting `name` of `kind`.

@@ -125,3 +125,23 @@ pub struct ContentQuery {
     pub after: Option<u64>,
     pub limit: u32,
 }
+
+/// A replica's hold on a running turn. Every claim of a turn counts one up, so `claims` tells
+/// this hold from any later one: a hold that was taken over no longer matches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnLease {
+    pub turn_id: String,
+    /// Which claim of the turn this is: 1 for its creator's, more after takeovers.
+    pub claims: u64,
+}
+
+/// A running turn whose lease has expired or was released: no replica runs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpiredLease {
+    pub session_id: String,
+    pub turn_id: String,
+    /// The replica that held it last; `None` if nobody ever claimed it.
+    pub owner: Option<String>,
+    /// How many times the turn has been claimed so far.
+    pub claims: u64,
+}
