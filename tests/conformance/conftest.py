@@ -221,6 +221,8 @@ class TeamsterServer:
         port = free_port()
         argv = [str(binary("TEAMSTER_BIN", "target/debug/teamster")), "serve",
                 "--listen", f"127.0.0.1:{port}", "--database", f"sqlite://{self.db_path}", "--no-example",
+                # The secret key file goes here, not into the user's data directory.
+                "--data-dir", str(self.workdir),
                 # Quick retries: the suite checks how often, not how long.
                 "--model-retry-base-ms", "20",
                 *self.extra_args]

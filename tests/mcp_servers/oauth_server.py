@@ -18,7 +18,9 @@ stdout once it accepts connections. It serves:
   `WWW-Authenticate: Bearer ..., resource_metadata="..."` unless the request carries a valid
   access token issued for it. Its tools are `whoami` (the user the token belongs to) and `echo`;
 - `GET /test/grants`, unauthenticated: how many registrations, authorization code grants and
-  refresh grants the server has seen, so tests can tell whether a client refreshed.
+  refresh grants the server has seen, so tests can tell whether a client refreshed;
+- `GET /test/secrets`, unauthenticated: every access token, refresh token and client secret it
+  has issued, so tests can check that a client stores none of them in the clear.
 
 Access tokens live `--token-ttl` seconds; refresh tokens are rotated on every use. With
 `--no-resource-metadata` the server behaves like a 2025-03-26 server (no protected resource
@@ -74,6 +76,8 @@ class TestProvider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshTo
         self.access_tokens: dict[str, tuple[AccessToken, float]] = {}
         self.refresh_tokens: dict[str, RefreshToken] = {}
         self.grants = {"registrations": 0, "authorization_code": 0, "refresh_token": 0}
+        # Every secret issued, for `/test/secrets`.
+        self.issued: dict[str, list[str]] = {"access_tokens": [], "refresh_tokens": [], "client_secrets": []}
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -82,6 +86,8 @@ class TestProvider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshTo
         assert client_info.client_id is not None
         self.clients[client_info.client_id] = client_info
         self.grants["registrations"] += 1
+        if client_info.client_secret:
+            self.issued["client_secrets"].append(client_info.client_secret)
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
         user = LOGIN_AS.get() or self.default_user
@@ -153,6 +159,8 @@ class TestProvider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshTo
         access = secrets.token_urlsafe(32)
         refresh = secrets.token_urlsafe(32)
         expires = time.time() + self.token_ttl
+        self.issued["access_tokens"].append(access)
+        self.issued["refresh_tokens"].append(refresh)
         self.access_tokens[access] = (
             AccessToken(
                 token=access,
@@ -207,6 +215,10 @@ def build_server(base_url: str, provider: TestProvider, resource_metadata: bool)
     @server.custom_route("/test/grants", methods=["GET"])
     async def grants(request: Request) -> Response:
         return JSONResponse(provider.grants)
+
+    @server.custom_route("/test/secrets", methods=["GET"])
+    async def issued(request: Request) -> Response:
+        return JSONResponse(provider.issued)
 
     return server
 
