@@ -303,10 +303,33 @@ def test_the_native_api_round_trip_with_the_auth_status(api, server, oauth, brow
     assert tool_results(api.run_turn(session, whoami())) == ["alice"]
     assert tool_results(api.run_turn(session_with(api, registry(name)), whoami())) == ["alice"]
 
+    # Listing the server's tools uses the user's token too.
+    tools = api.ok(api.get(f"/api/v1/mcp-servers/{name}/tools"))["data"]
+    assert {tool["name"] for tool in tools} == {"whoami", "echo"}
+
     # Disconnecting forgets the tokens: the user is asked again.
     disconnected = api.ok(api.delete(f"/api/v1/mcp-servers/{name}/authorize"))["data"]
     assert disconnected["name"] == name and disconnected["auth_status"] == {"status": "auth_required"}
     pause(api, session, whoami())
+    error(api.get(f"/api/v1/mcp-servers/{name}/tools"), 422)
+
+
+def test_tokens_are_only_sent_to_the_url_they_were_issued_for(api, oauth, browser):
+    name = register(api, oauth)
+    authorize_directly(api, browser, name)
+    assert api.ok(api.get(f"/api/v1/mcp-servers/{name}/authorize")) == {"status": "authenticated"}
+    moved = f"{oauth.url}?tenant=2"
+    api.ok(api.put("/api/v1/settings/mcp-servers", json={"manifest": {
+        "type": "remote", "name": name, "description": "Moved.", "url": moved, "auth": {"type": "dcr"}}}))
+    status = api.ok(api.get(f"/api/v1/mcp-servers/{name}/authorize"))
+    assert status["status"] == "auth_required"
+    browser.check_authorization_url(status["authorization_url"])
+    session = session_with(api, registry(name))
+    pause(api, session, whoami())
+    # Authorized for the new URL, the user's turns go on.
+    callback = browser.back_to_callback(status["authorization_url"], "alice")
+    assert api.ok(browser.http.get(callback)) == {"success": True}
+    assert tool_results(resume(api, session)) == ["alice"]
 
 
 def test_an_expired_access_token_is_refreshed(api, server, short_lived):

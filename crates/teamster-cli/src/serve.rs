@@ -65,6 +65,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
     let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
     let address = listener.local_addr()?;
+    if args.public_url.is_none() && address.ip().is_unspecified() {
+        tracing::warn!(%address, "no --public-url: MCP authorization links name an address browsers cannot open; set --public-url");
+    }
     let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{address}"));
     let public_url = teamster_service::check_public_url(&public_url)
         .map_err(|message| anyhow::anyhow!("invalid --public-url: {message}"))?;

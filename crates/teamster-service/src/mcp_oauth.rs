@@ -26,7 +26,10 @@
 //! Everything lives in the settings store, so any replica can take any step and a restart loses
 //! nothing. Client registrations, pending authorizations and grants are stored only sealed with
 //! the server's [`TokenCipher`], each bound to its row; tokens, codes, verifiers and client
-//! secrets never appear in responses, events or logs.
+//! secrets never appear in responses, events or logs. Whoever holds an `auth_url` can complete
+//! the authorization (with their own account at the authorization server), which is why it is
+//! short-lived and shown only in the user's own session. Grants are used only with the MCP
+//! server URL they were issued for; an operator who changes the URL makes users authorize again.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -337,9 +340,16 @@ impl Service {
     /// The MCP servers the user holds usable grants for. Unreadable grants are logged and left
     /// out.
     pub(crate) async fn authorized_servers(&self, subject: &Subject) -> Result<HashSet<String>> {
-        let now = SystemTime::now();
         let grants = read_grants(self.store(), &self.inner.mcp_oauth.cipher, subject).await?;
-        Ok(grants.into_iter().filter(|(_, grant)| grant.is_usable(now)).map(|(server, _)| server).collect())
+        Ok(grants.into_iter().filter(|(server, grant)| self.grant_is_current(server, grant)).map(|(server, _)| server).collect())
+    }
+
+    /// Whether a grant can be used for the server as configured now: its tokens work or can be
+    /// refreshed, and were issued for the server's current URL (a token is never sent to
+    /// another URL than the one it was issued for).
+    fn grant_is_current(&self, server: &str, grant: &Grant) -> bool {
+        let url = self.mcp_server_manifest(server).and_then(|manifest| manifest.url);
+        grant.is_usable(SystemTime::now()) && url.as_deref() == Some(grant.client.mcp_url.as_str())
     }
 
     /// The `auth_url` for a user's `mcp.auth_required` event.
@@ -359,7 +369,7 @@ impl Service {
                 return None;
             }
         };
-        if !grant.is_usable(SystemTime::now()) {
+        if !self.grant_is_current(server, &grant) {
             return None;
         }
         let client_id = grant.client.credentials.client_id.clone();

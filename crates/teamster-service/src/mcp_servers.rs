@@ -147,14 +147,25 @@ impl Service {
         Ok(configured(&name, &manifest, authorized.contains(&name)))
     }
 
-    /// Connects to a configured server and lists its tools as MCP `tools/list` entries. Bounded
-    /// in time; a server that cannot be reached is [`ServiceError::Upstream`], one that wants
-    /// authorization [`ServiceError::AuthRequired`].
-    pub async fn list_mcp_server_tools(&self, name: &str) -> Result<Vec<serde_json::Value>> {
+    /// Connects to a configured server and lists its tools as MCP `tools/list` entries, with
+    /// the caller's token for an OAuth server. Bounded in time; a server that cannot be reached
+    /// is [`ServiceError::Upstream`], one that wants authorization (or the caller's, first)
+    /// [`ServiceError::AuthRequired`].
+    pub async fn list_mcp_server_tools(&self, caller: &Caller, name: &str) -> Result<Vec<serde_json::Value>> {
         let manifest = self.inner.mcp_servers.get(name).ok_or_else(|| not_found(name))?;
         let mut config = registry_config(name, &manifest).map_err(ServiceError::Unprocessable)?;
         config.connect_timeout = LISTING_TIMEOUT;
         config.call_timeout = LISTING_TIMEOUT;
+        if matches!(manifest.auth, Some(McpServerAuth::Dcr {})) {
+            let Some((bearer, _)) = self.oauth_bearer(&caller.subject, name).await else {
+                return Err(ServiceError::AuthRequired(format!(
+                    "MCP server {name:?} requires your authorization first: open GET /api/v1/mcp-servers/{name}/authorize"
+                )));
+            };
+            if let Transport::StreamableHttp(http) | Transport::Sse(http) = &mut config.transport {
+                http.bearer_token = Some(bearer);
+            }
+        }
         let url = endpoint_url(&config).map(str::to_owned);
         let scrub = |message: String| scrub_url(message, url.as_deref());
         let connection = McpConnection::connect(config).await.map_err(|error| match connect_error(name, error) {

@@ -70,7 +70,7 @@ async fn list_available(State(state): State<AppState>) -> ApiResult<Json<Data<Ve
 }
 
 async fn list_tools(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Data<Vec<serde_json::Value>>>> {
-    Ok(Json(Data { data: state.service.list_mcp_server_tools(&name).await? }))
+    Ok(Json(Data { data: state.service.list_mcp_server_tools(&Caller::local(), &name).await? }))
 }
 
 /// With a `ticket` (the `auth_url` of an `mcp.auth_required` event, opened in a browser): a
