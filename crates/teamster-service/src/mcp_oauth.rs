@@ -87,9 +87,10 @@ pub(crate) struct McpOAuth {
     redirect_uri: String,
     /// Registered clients by MCP server, as last read or registered here.
     clients: Mutex<HashMap<String, ClientRecord>>,
-    /// Serialises registrations in this process, so concurrent first authorizations of a
-    /// server register one client.
-    registering: tokio::sync::Mutex<()>,
+    /// A lock per MCP server that serialises its registrations in this process, so concurrent
+    /// first authorizations of a server register one client (and a slow authorization server
+    /// holds up only its own).
+    registering: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// The token provider of each (user, MCP server) while connections use it, so one user's
     /// connections to a server share one refresh.
     providers: Mutex<HashMap<(String, String), SharedProvider>>,
@@ -115,7 +116,7 @@ impl McpOAuth {
             redirect_uri: format!("{public_url}{CALLBACK_PATH}"),
             public_url,
             clients: Mutex::new(HashMap::new()),
-            registering: tokio::sync::Mutex::new(()),
+            registering: Mutex::new(HashMap::new()),
             providers: Mutex::new(HashMap::new()),
         })
     }
@@ -153,6 +154,13 @@ impl McpOAuth {
 
     fn cached_client(&self, server: &str) -> Option<ClientRecord> {
         self.clients.lock().unwrap_or_else(PoisonError::into_inner).get(server).cloned()
+    }
+
+    /// The registration lock of a server.
+    fn registration_lock(&self, server: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.registering.lock().unwrap_or_else(PoisonError::into_inner);
+        locks.retain(|_, lock| Arc::strong_count(lock) > 1);
+        locks.entry(server.to_owned()).or_default().clone()
     }
 
     fn cache_client(&self, server: &str, record: &ClientRecord) {
@@ -435,7 +443,8 @@ impl Service {
         if let Some(record) = oauth.cached_client(name).filter(fits) {
             return Ok(record);
         }
-        let _registering = oauth.registering.lock().await;
+        let lock = oauth.registration_lock(name);
+        let _registering = lock.lock().await;
         let context = client_context(name);
         let stored = self.store().list_settings(CLIENT_KIND).await?.into_iter().find(|(row, _)| row == name);
         if let Some((_, sealed)) = stored {
@@ -710,8 +719,9 @@ fn check_return_to(path: &str) -> Result<String> {
 
 /// A checked `return_to` with parameters added to its query.
 fn with_query(path: &str, pairs: &[(&str, &str)]) -> String {
-    let base = reqwest::Url::parse("http://origin.invalid/").unwrap_or_else(|_| unreachable!("a valid URL"));
-    let Ok(mut url) = base.join(path) else { return path.to_owned() };
+    let Ok(mut url) = reqwest::Url::parse("http://origin.invalid/").and_then(|base| base.join(path)) else {
+        return path.to_owned();
+    };
     url.query_pairs_mut().extend_pairs(pairs);
     let mut relative = url.path().to_owned();
     if let Some(query) = url.query() {
@@ -817,6 +827,80 @@ mod tests {
         for bad in ["ftp://x", "agents.example.com", "https://a.example/?x=1", "https://u:p@a.example"] {
             assert!(check_public_url(bad).is_err(), "{bad}");
         }
+    }
+
+    fn record() -> ClientRecord {
+        let discovery: Discovery = serde_json::from_value(serde_json::json!({
+            "resource": "https://mcp.example.com/mcp",
+            "resource_metadata": null,
+            "authorization_server": {
+                "issuer": "https://as.example.com",
+                "authorization_endpoint": "https://as.example.com/authorize",
+                "token_endpoint": "https://as.example.com/token",
+                "code_challenge_methods_supported": ["S256"],
+            },
+            "scope": null,
+        }))
+        .unwrap();
+        ClientRecord {
+            mcp_url: "https://mcp.example.com/mcp".into(),
+            redirect_uri: "http://127.0.0.1:8790/api/v1/mcp-servers/oauth/callback".into(),
+            discovery,
+            credentials: ClientCredentials::new("client-1", Some("client-secret-1".into())),
+        }
+    }
+
+    fn pending(id: &str) -> Pending {
+        Pending {
+            subject: user(id),
+            server: "github".into(),
+            session_id: Some("sess_1".into()),
+            code_verifier: "verifier-1".into(),
+            return_to: None,
+            client: record(),
+        }
+    }
+
+    #[tokio::test]
+    async fn pending_authorizations_are_sealed_taken_once_and_expire() {
+        let store: Arc<dyn Store> =
+            Arc::new(teamster_store_sqlite::SqliteStore::connect("sqlite::memory:").await.unwrap());
+        let service = Service::start(store.clone(), crate::ServiceConfig::default()).await.unwrap();
+
+        service.put_pending("state-a", &pending("alice")).await.unwrap();
+        let rows = store.list_settings(PENDING_KIND).await.unwrap();
+        assert_eq!(rows.len(), 1);
+        let (name, value) = &rows[0];
+        assert_eq!(*name, pending_name("state-a"));
+        for secret in ["verifier-1", "client-secret-1", "alice", "state-a"] {
+            assert!(!value.contains(secret), "{secret} is stored in the clear: {value}");
+        }
+
+        assert!(service.take_pending("state-b").await.unwrap().is_none(), "an unknown state");
+        let taken = service.take_pending("state-a").await.unwrap().expect("the pending authorization");
+        assert_eq!((taken.subject.subject_id.as_str(), taken.code_verifier.as_str()), ("alice", "verifier-1"));
+        assert_eq!(taken.client.credentials.client_id, "client-1");
+        assert!(service.take_pending("state-a").await.unwrap().is_none(), "a state is used once");
+
+        // An expired one is not answered, and the next write removes it.
+        service.put_pending("state-c", &pending("bob")).await.unwrap();
+        let (name, value) = store.list_settings(PENDING_KIND).await.unwrap().remove(0);
+        let mut row: PendingRow = serde_json::from_str(&value).unwrap();
+        row.expires_at = unix_now() - 1;
+        store.put_setting(PENDING_KIND, &name, &serde_json::to_string(&row).unwrap(), "t").await.unwrap();
+        assert!(service.take_pending("state-c").await.unwrap().is_none(), "an expired state");
+        service.put_pending("state-d", &pending("bob")).await.unwrap();
+        service.put_pending("state-e", &pending("bob")).await.unwrap();
+        store.put_setting(PENDING_KIND, &name, &serde_json::to_string(&row).unwrap(), "t").await.unwrap();
+        service.put_pending("state-f", &pending("bob")).await.unwrap();
+        let names: Vec<String> = store.list_settings(PENDING_KIND).await.unwrap().into_iter().map(|(name, _)| name).collect();
+        assert!(!names.contains(&name), "the expired row was removed");
+        assert_eq!(names.len(), 3);
+
+        // A sealed row moved to another state's name does not open.
+        let (_, moved) = store.list_settings(PENDING_KIND).await.unwrap().remove(0);
+        store.put_setting(PENDING_KIND, &pending_name("state-z"), &moved, "t").await.unwrap();
+        assert!(service.take_pending("state-z").await.unwrap().is_none());
     }
 
     #[test]
