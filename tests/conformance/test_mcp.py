@@ -333,7 +333,7 @@ def test_two_servers_with_the_same_tools_both_stay_callable(api, fake, registere
                    + f" {marker}")
     request = fake.requests_for(marker)[0]
     mcp_names = [name for name in offered(request) if name not in ("get_current_datetime", "read_tool_result",
-                                                                   "ask_user_question")]
+                                                                   "ask_user_question", "run_sub_agent")]
     assert mcp_names == [f"{registered}__echo", "write_note", "mirror__echo", "add"]
     message = of_type(run, "model.message")[0]
     assert [call["tool_info"] for call in message["tool_calls"]][0] == {

@@ -20,7 +20,7 @@ use crate::context::{Conversation, message_tokens};
 use crate::sink::EventSink;
 use crate::step::{StepEnd, model_step};
 use crate::toolbox::ToolBox;
-use crate::usage::{InputParts, MetricsAccumulator, estimate_tokens};
+use crate::usage::{InputParts, Meter, estimate_tokens};
 
 /// The title of a compaction thread.
 pub const COMPACTION_TITLE: &str = "Context compaction";
@@ -66,7 +66,7 @@ pub(crate) async fn compact(
     definitions: &[ToolDefinition],
     threshold: u64,
     summarizer: &Summarizer<'_>,
-    metrics: &mut MetricsAccumulator,
+    metrics: &mut Meter<'_>,
 ) -> Result<bool, CompactionError> {
     let available = threshold.saturating_sub(conversation.prefix_tokens(definitions));
     let Some(cut) = choose_cut(conversation, available / 2) else {
@@ -177,6 +177,7 @@ pub(crate) async fn compact(
         parent: Some(parent),
         state,
         compaction,
+        metrics: None,
     }));
     match error {
         Some(error) => Err(error),

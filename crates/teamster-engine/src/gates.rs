@@ -26,9 +26,10 @@ pub enum Decision {
     Respond { content: String },
 }
 
-/// A waiting call and its decision.
+/// A waiting call, the thread it waits in, and its decision.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Resolution {
+    pub thread_id: String,
     pub call: ToolCall,
     pub decision: Decision,
 }

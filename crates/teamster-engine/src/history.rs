@@ -31,6 +31,10 @@ pub fn history_from_events<'a>(events: impl IntoIterator<Item = &'a Event>, thre
                     }
                 }
             }
+            // A sub-agent thread starts with its task.
+            Event::ThreadCreated(created) if created.thread_id == thread_id => {
+                messages.push(Message::User { content: created.agent_info.input.clone() });
+            }
             Event::ModelMessage(message) if message.thread_id == thread_id => {
                 // A message interrupted mid-stream may hold half-formed tool calls: keep its text only.
                 if let Some(assistant) = assistant_message(message, message.finish_reason.is_some()) {

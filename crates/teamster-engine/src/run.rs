@@ -1,13 +1,16 @@
 //! The turn loop: model steps and tool calls until the agent is done.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use teamster_llm::{Message, ModelClient, ModelRequest};
 use teamster_protocol::agent::{ModelParams, ResponseFormat};
 use teamster_protocol::settings::ModelPricing;
-use teamster_protocol::event::{ModelMessage, ToolCall, ToolResponse};
+use teamster_protocol::event::{AgentParent, ModelMessage, ThreadState, ToolCall, ToolResponse};
+use teamster_tools::ToolGate;
 use teamster_protocol::{Event, TurnMetrics, ids, timestamp};
 use tokio_util::sync::CancellationToken;
 
@@ -19,8 +22,9 @@ use crate::large_results::LargeResults;
 use crate::sink::EventSink;
 use crate::step::{StepEnd, model_step};
 use crate::structured::{CORRECTIONS, OutputCheck};
+use crate::sub_agents::{self, NamedSubAgent, RUN_SUB_AGENT, SubAgentPolicy, SubAgentRequest, SubAgentTool};
 use crate::toolbox::ToolBox;
-use crate::usage::MetricsAccumulator;
+use crate::usage::{Meter, MetricsAccumulator};
 
 /// Everything one turn of one thread needs. Built by the caller from the agent spec, the
 /// stored history and the turn's input.
@@ -49,6 +53,11 @@ pub struct TurnPlan {
     /// The decisions on calls an earlier turn left waiting, applied before the first model
     /// call.
     pub resolutions: Vec<Resolution>,
+    /// Which sub-agents the agent may start; `None` for none.
+    pub sub_agents: Option<SubAgentPolicy>,
+    /// The stored history events, needed only to resume sub-agent threads that wait for a
+    /// decision (empty otherwise).
+    pub events: Vec<Event>,
 }
 
 /// How a turn ended, before the caller turns it into a `turn.done` state.
@@ -88,23 +97,15 @@ fn next_step(message: &ModelMessage, toolbox: &ToolBox) -> NextStep {
 }
 
 /// Runs a turn to its end, streaming every event to `sink`. Returns the outcome and the
-/// metrics of every model call made, including interrupted ones and compaction calls.
+/// metrics of every model call made on every thread, including interrupted ones and
+/// compaction calls.
 pub async fn run_turn(
     plan: TurnPlan,
     sink: &dyn EventSink,
     cancel: &CancellationToken,
 ) -> (TurnOutcome, TurnMetrics) {
-    let mut metrics = MetricsAccumulator::default();
-    let outcome = run_loop(plan, sink, cancel, &mut metrics).await;
-    (outcome, metrics.metrics())
-}
-
-async fn run_loop(
-    plan: TurnPlan,
-    sink: &dyn EventSink,
-    cancel: &CancellationToken,
-    metrics: &mut MetricsAccumulator,
-) -> TurnOutcome {
+    let metrics = Mutex::new(MetricsAccumulator::default());
+    let large_results = Arc::new(LargeResults::default());
     let TurnPlan {
         thread_id,
         model,
@@ -120,55 +121,132 @@ async fn run_loop(
         pricing,
         ask_user_questions,
         resolutions,
+        sub_agents,
+        events,
     } = plan;
-    let output_check = match OutputCheck::new(response_format.as_ref()) {
-        Ok(check) => check,
-        Err(message) => return TurnOutcome::Failed { message },
-    };
-    let large_results = Arc::new(LargeResults::default());
     if context.large_result_tokens.is_some() {
         toolbox.add(large_results.clone()).await;
     }
     if ask_user_questions {
         toolbox.add(Arc::new(UserQuestions)).await;
     }
-    let mut conversation =
-        Conversation { instructions, seeds: seed_messages, messages, policy: context, large_results };
-    let summarizer = Summarizer {
-        model: model.as_ref(),
-        model_id: &model_id,
-        pricing: pricing.as_ref(),
-        parent_thread: &thread_id,
-        sink,
-        cancel,
+    if let Some(policy) = sub_agents.as_ref().filter(|policy| policy.offered_at(0)) {
+        toolbox.add(Arc::new(SubAgentTool::new(policy))).await;
+    }
+    let shared = Shared { sink, cancel, metrics: &metrics, sub_agents: sub_agents.as_ref(), events: &events };
+    let main = Thread {
+        id: thread_id,
+        model,
+        model_id,
+        pricing,
+        params,
+        response_format,
+        conversation: Conversation { instructions, seeds: seed_messages, messages, policy: context, large_results },
+        toolbox,
+        iteration_limit,
+        depth: 0,
+        forked: false,
     };
+    let (outcome, _) = run_thread(main, resolutions, &shared).await;
+    let totals = metrics.lock().unwrap_or_else(std::sync::PoisonError::into_inner).metrics();
+    (outcome, totals)
+}
+
+/// What every thread of a turn shares.
+struct Shared<'a> {
+    sink: &'a dyn EventSink,
+    cancel: &'a CancellationToken,
+    metrics: &'a Mutex<MetricsAccumulator>,
+    sub_agents: Option<&'a SubAgentPolicy>,
+    /// The stored history, for resuming sub-agent threads.
+    events: &'a [Event],
+}
+
+/// One thread of a turn: the main agent or a sub-agent.
+struct Thread {
+    id: String,
+    model: Arc<dyn ModelClient>,
+    model_id: String,
+    pricing: Option<ModelPricing>,
+    params: ModelParams,
+    response_format: Option<ResponseFormat>,
+    conversation: Conversation,
+    toolbox: ToolBox,
+    iteration_limit: u64,
+    /// 0 for the main thread, 1 for its sub-agents, and so on.
+    depth: u32,
+    /// Whether it is a forked sub-agent (which cannot fork again).
+    forked: bool,
+}
+
+/// The result of one tool call, as the calling thread sees it.
+enum CallResult {
+    /// The call's result, already recorded as a `tool.response`.
+    Done(String),
+    /// A sub-agent waits for a human; these are its required actions.
+    Waiting(Vec<Event>),
+}
+
+/// Runs one thread until it answers, waits for a human, fails or is cancelled. Returns the
+/// outcome and the thread's own metrics. Boxed: sub-agents run threads inside threads.
+fn run_thread<'a>(
+    thread: Thread,
+    resolutions: Vec<Resolution>,
+    shared: &'a Shared<'a>,
+) -> Pin<Box<dyn Future<Output = (TurnOutcome, TurnMetrics)> + Send + 'a>> {
+    Box::pin(async move {
+        let mut meter = Meter::new(shared.metrics);
+        let outcome = thread_loop(thread, resolutions, shared, &mut meter).await;
+        (outcome, meter.thread.metrics())
+    })
+}
+
+async fn thread_loop(mut thread: Thread, resolutions: Vec<Resolution>, shared: &Shared<'_>, meter: &mut Meter<'_>) -> TurnOutcome {
+    let output_check = match OutputCheck::new(thread.response_format.as_ref()) {
+        Ok(check) => check,
+        Err(message) => return TurnOutcome::Failed { message },
+    };
+    if !resolutions.is_empty() {
+        match resolve(&resolutions, &mut thread, shared).await {
+            None => return TurnOutcome::Interrupted,
+            Some(waiting) if !waiting.is_empty() => return TurnOutcome::Done { output: None, required_actions: waiting },
+            Some(_) => {}
+        }
+    }
+    let context = thread.conversation.policy;
     // Reported input tokens per estimated token, learnt from this turn's calls, so that the
     // compaction check follows the provider's tokenizer rather than the estimate alone.
-    if !resolutions.is_empty() && !resolve(&resolutions, &mut conversation, &thread_id, &toolbox, sink, cancel).await {
-        return TurnOutcome::Interrupted;
-    }
     let mut calibration = 1.0_f64;
     let mut corrections = 0;
     let mut iterations = 0;
     loop {
-        if iterations >= iteration_limit {
+        if iterations >= thread.iteration_limit {
             return TurnOutcome::Failed {
                 message: format!(
-                    "The agent reached its iteration limit of {iteration_limit} model calls without finishing."
+                    "The agent reached its iteration limit of {} model calls without finishing.",
+                    thread.iteration_limit
                 ),
             };
         }
         iterations += 1;
         // Read each time: tools may be loaded during the turn.
-        let definitions = toolbox.definitions();
-        let mut prepared = conversation.prepare(&definitions);
+        let definitions = thread.toolbox.definitions();
+        let mut prepared = thread.conversation.prepare(&definitions);
         if let Some(threshold) = context.compaction_threshold {
             let expected = (prepared.parts.total() as f64 * calibration).ceil() as u64;
             if expected > threshold {
                 // Thresholds are compared in estimated tokens: the calibrated threshold.
                 let estimated_threshold = ((threshold as f64) / calibration).floor() as u64;
-                match compact(&mut conversation, &definitions, estimated_threshold, &summarizer, metrics).await {
-                    Ok(true) => prepared = conversation.prepare(&definitions),
+                let summarizer = Summarizer {
+                    model: thread.model.as_ref(),
+                    model_id: &thread.model_id,
+                    pricing: thread.pricing.as_ref(),
+                    parent_thread: &thread.id,
+                    sink: shared.sink,
+                    cancel: shared.cancel,
+                };
+                match compact(&mut thread.conversation, &definitions, estimated_threshold, &summarizer, meter).await {
+                    Ok(true) => prepared = thread.conversation.prepare(&definitions),
                     Ok(false) => {}
                     Err(CompactionError::Interrupted) => return TurnOutcome::Interrupted,
                     Err(CompactionError::Failed(message)) => return TurnOutcome::Failed { message },
@@ -177,15 +255,24 @@ async fn run_loop(
         }
         let estimated = prepared.parts.total();
         let request = ModelRequest {
-            model: model_id.clone(),
+            model: thread.model_id.clone(),
             messages: prepared.messages,
             tools: definitions,
-            params: params.clone(),
-            response_format: response_format.clone(),
+            params: thread.params.clone(),
+            response_format: thread.response_format.clone(),
         };
-        let step = model_step(model.as_ref(), request, &thread_id, &toolbox, prepared.parts, sink, cancel).await;
+        let step = model_step(
+            thread.model.as_ref(),
+            request,
+            &thread.id,
+            &thread.toolbox,
+            prepared.parts,
+            shared.sink,
+            shared.cancel,
+        )
+        .await;
         if let Some(usage) = &step.message.usage {
-            metrics.add(usage, pricing.as_ref());
+            meter.add(usage, thread.pricing.as_ref());
             if matches!(step.end, StepEnd::Complete) && estimated > 0 && usage.input_tokens > 0 {
                 calibration = (usage.input_tokens as f64 / estimated as f64).max(1.0);
             }
@@ -198,8 +285,8 @@ async fn run_loop(
             }
         }
         let message = step.message;
-        conversation.messages.extend(assistant_message(&message, true));
-        match next_step(&message, &toolbox) {
+        thread.conversation.messages.extend(assistant_message(&message, true));
+        let split = match next_step(&message, &thread.toolbox) {
             NextStep::Final => {
                 let Some(check) = &output_check else {
                     return TurnOutcome::Done { output: Some(message), required_actions: Vec::new() };
@@ -208,7 +295,8 @@ async fn run_loop(
                     Ok(()) => return TurnOutcome::Done { output: Some(message), required_actions: Vec::new() },
                     Err(problem) if corrections < CORRECTIONS => {
                         corrections += 1;
-                        conversation.messages.push(Message::User { content: check.correction(&problem) });
+                        thread.conversation.messages.push(Message::User { content: check.correction(&problem) });
+                        continue;
                     }
                     Err(problem) => {
                         return TurnOutcome::Failed {
@@ -217,106 +305,358 @@ async fn run_loop(
                     }
                 }
             }
-            NextStep::RunTools(calls) => match run_tools(&calls, &thread_id, &toolbox, sink, cancel).await {
-                Some(results) => conversation.messages.extend(results),
-                None => return TurnOutcome::Interrupted,
-            },
-            NextStep::NeedsHuman(split) => {
-                let required_actions = split.pending_events(&thread_id, &message.id);
-                for event in &required_actions {
-                    sink.emit_content(event);
-                }
-                if run_tools(&split.run_now, &thread_id, &toolbox, sink, cancel).await.is_none() {
-                    return TurnOutcome::Interrupted;
-                }
-                return TurnOutcome::Done { output: Some(message), required_actions };
+            NextStep::RunTools(calls) => Split { run_now: calls, ..Split::default() },
+            NextStep::NeedsHuman(split) => split,
+        };
+        // Sub-agents cannot ask the user: their client-side calls are answered with an error.
+        let (split, refused) = refuse_questions_in_sub_agents(split, thread.depth);
+        let mut required_actions = split.pending_events(&thread.id, &message.id);
+        for event in &required_actions {
+            shared.sink.emit_content(event);
+        }
+        let Some(results) = run_tools(&split.run_now, &refused, &thread, shared).await else {
+            return TurnOutcome::Interrupted;
+        };
+        let mut finished = Vec::new();
+        for (call_id, result) in results {
+            match result {
+                CallResult::Done(content) => finished.push(Message::Tool { tool_call_id: call_id, content }),
+                CallResult::Waiting(events) => required_actions.extend(events),
             }
         }
+        if !required_actions.is_empty() {
+            return TurnOutcome::Done { output: Some(message), required_actions };
+        }
+        thread.conversation.messages.extend(finished);
     }
 }
 
-/// Applies the decisions on waiting calls: settled calls get their result at once, allowed
-/// ones run. Each result replaces the placeholder the rebuilt history gave the call. Returns
-/// false when cancelled.
-async fn resolve(
-    resolutions: &[Resolution],
-    conversation: &mut Conversation,
-    thread_id: &str,
-    toolbox: &ToolBox,
-    sink: &dyn EventSink,
-    cancel: &CancellationToken,
-) -> bool {
+/// In a sub-agent, client-side calls (questions to the user) are not allowed: they are taken
+/// out of the waiting calls and answered with an error.
+fn refuse_questions_in_sub_agents(mut split: Split, depth: u32) -> (Split, Vec<ToolCall>) {
+    if depth == 0 || split.client_side.is_empty() {
+        return (split, Vec::new());
+    }
+    let refused = std::mem::take(&mut split.client_side);
+    (split, refused)
+}
+
+/// Applies the decisions on waiting calls. Settled calls get their result at once, allowed ones
+/// run, and the calls of waiting sub-agent threads resume those threads first; a sub-agent that
+/// finishes gives its spawning call its result. Each result replaces the placeholder the
+/// rebuilt history gave the call. Returns what still waits (empty when everything went on), or
+/// `None` when cancelled.
+async fn resolve(resolutions: &[Resolution], thread: &mut Thread, shared: &Shared<'_>) -> Option<Vec<Event>> {
     let mut results = Vec::with_capacity(resolutions.len());
-    for resolution in resolutions {
+    let mut waiting = Vec::new();
+    // Sub-agent threads with decisions of their own, in the order they appear.
+    let mut sub_threads: Vec<&str> = Vec::new();
+    for resolution in resolutions.iter().filter(|resolution| resolution.thread_id != thread.id) {
+        if !sub_threads.contains(&resolution.thread_id.as_str()) {
+            sub_threads.push(&resolution.thread_id);
+        }
+    }
+    for sub_thread in sub_threads {
+        let decisions: Vec<Resolution> =
+            resolutions.iter().filter(|resolution| resolution.thread_id == sub_thread).cloned().collect();
+        match resume_sub_agent(sub_thread, decisions, thread, shared).await {
+            None => return None,
+            Some((call_id, CallResult::Done(content))) => results.push(Message::Tool { tool_call_id: call_id, content }),
+            Some((_, CallResult::Waiting(events))) => waiting.extend(events),
+        }
+    }
+    let own: Vec<&Resolution> = resolutions.iter().filter(|resolution| resolution.thread_id == thread.id).collect();
+    for resolution in &own {
         if let Some(content) = resolution.settled_content() {
-            sink.emit_content(&Event::ToolResponse(ToolResponse {
-                id: ids::new_id("evt"),
-                thread_id: thread_id.to_owned(),
-                created_at: timestamp::now(),
-                tool_call_id: resolution.call.id.clone(),
-                content: content.clone(),
-            }));
+            record_response(shared.sink, &thread.id, &resolution.call.id, &content);
             results.push(Message::Tool { tool_call_id: resolution.call.id.clone(), content });
         }
     }
-    let allowed: Vec<ToolCall> = resolutions
+    let allowed: Vec<ToolCall> = own
         .iter()
         .filter(|resolution| resolution.decision == Decision::Allow)
         .map(|resolution| resolution.call.clone())
         .collect();
-    match run_tools(&allowed, thread_id, toolbox, sink, cancel).await {
-        Some(ran) => results.extend(ran),
-        None => return false,
+    for (call_id, result) in run_tools(&allowed, &[], thread, shared).await? {
+        match result {
+            CallResult::Done(content) => results.push(Message::Tool { tool_call_id: call_id, content }),
+            CallResult::Waiting(events) => waiting.extend(events),
+        }
     }
     for result in results {
-        conversation.settle(result);
+        thread.conversation.settle(result);
     }
-    true
+    Some(waiting)
 }
 
-/// Runs a message's tool calls concurrently, recording each `tool.response` as it arrives.
-/// Returns the tool messages in call order, or `None` when cancelled (running calls are
-/// dropped, which stops them).
+/// Records a `tool.response`.
+fn record_response(sink: &dyn EventSink, thread_id: &str, tool_call_id: &str, content: &str) {
+    sink.emit_content(&Event::ToolResponse(ToolResponse {
+        id: ids::new_id("evt"),
+        thread_id: thread_id.to_owned(),
+        created_at: timestamp::now(),
+        tool_call_id: tool_call_id.to_owned(),
+        content: content.to_owned(),
+    }));
+}
+
+/// Runs a message's tool calls concurrently, recording each `tool.response` as it arrives;
+/// `refused` calls are answered with an error at once. Returns each call's result in call
+/// order, or `None` when cancelled: running tool calls are dropped, which stops them, and
+/// running sub-agents stop on the same cancellation and close their threads.
 async fn run_tools(
     calls: &[ToolCall],
-    thread_id: &str,
-    toolbox: &ToolBox,
-    sink: &dyn EventSink,
-    cancel: &CancellationToken,
-) -> Option<Vec<Message>> {
+    refused: &[ToolCall],
+    thread: &Thread,
+    shared: &Shared<'_>,
+) -> Option<Vec<(String, CallResult)>> {
+    // Every call is in the log before it can have an effect (see `crate::resume`).
+    if !calls.is_empty() && !shared.sink.checkpoint().await {
+        return None;
+    }
+    let mut results: Vec<(String, CallResult)> = Vec::with_capacity(calls.len() + refused.len());
+    for call in refused {
+        let content = "Error: Sub-agents cannot ask the user questions; decide yourself or report what you need.";
+        record_response(shared.sink, &thread.id, &call.id, content);
+        results.push((call.id.clone(), CallResult::Done(content.to_owned())));
+    }
     let mut pending: FuturesUnordered<_> = calls
         .iter()
         .enumerate()
         .map(|(index, call)| async move {
-            (index, toolbox.call(&call.function.name, &call.function.arguments).await)
+            if call.function.name == RUN_SUB_AGENT {
+                return (index, Some(run_sub_agent(call, thread, shared).await));
+            }
+            let output = tokio::select! {
+                biased;
+                () = shared.cancel.cancelled() => return (index, None),
+                output = thread.toolbox.call(&call.function.name, &call.function.arguments) => output,
+            };
+            let content = if output.is_error { format!("Error: {}", output.content) } else { output.content };
+            record_response(shared.sink, &thread.id, &call.id, &content);
+            (index, Some(CallResult::Done(content)))
         })
         .collect();
-    let mut results: Vec<Option<String>> = vec![None; calls.len()];
-    loop {
-        let next = tokio::select! {
-            biased;
-            () = cancel.cancelled() => return None,
-            next = pending.next() => next,
-        };
-        let Some((index, output)) = next else { break };
-        let content = if output.is_error { format!("Error: {}", output.content) } else { output.content };
-        sink.emit_content(&Event::ToolResponse(ToolResponse {
-            id: ids::new_id("evt"),
-            thread_id: thread_id.to_owned(),
-            created_at: timestamp::now(),
-            tool_call_id: calls[index].id.clone(),
-            content: content.clone(),
-        }));
-        results[index] = Some(content);
+    let mut ordered: Vec<Option<CallResult>> = (0..calls.len()).map(|_| None).collect();
+    while let Some((index, result)) = pending.next().await {
+        ordered[index] = result;
     }
-    Some(
-        calls
+    if shared.cancel.is_cancelled() {
+        return None;
+    }
+    results.extend(calls.iter().zip(ordered).map(|(call, result)| {
+        (call.id.clone(), result.unwrap_or_else(|| CallResult::Done(String::new())))
+    }));
+    Some(results)
+}
+
+/// Runs a [`RUN_SUB_AGENT`] call: checks it, opens the thread, runs it, and closes it (unless
+/// it waits for a human). The result is recorded as the call's `tool.response` when the
+/// sub-agent finishes or cannot start.
+async fn run_sub_agent(call: &ToolCall, parent: &Thread, shared: &Shared<'_>) -> CallResult {
+    let refuse = |message: String| {
+        let content = format!("Error: {message}");
+        record_response(shared.sink, &parent.id, &call.id, &content);
+        CallResult::Done(content)
+    };
+    let Some(policy) = shared.sub_agents.filter(|policy| policy.offered_at(parent.depth)) else {
+        return refuse("Sub-agents cannot be started here.".to_owned());
+    };
+    let request = match SubAgentRequest::parse(&call.function.arguments) {
+        Ok(request) => request,
+        Err(message) => return refuse(message),
+    };
+    let child = match child_thread(&request, parent, policy, None) {
+        Ok(child) => child,
+        Err(message) => return refuse(message),
+    };
+    let parent_ref = AgentParent { thread_id: parent.id.clone(), tool_call_id: call.id.clone() };
+    let model_name = request.model.clone().or_else(|| named(policy, &request).and_then(|agent| agent.model.clone()));
+    shared.sink.emit_content(&sub_agents::created_event(&child.id, &request, model_name.as_deref(), &parent_ref));
+    let child_id = child.id.clone();
+    let outcome = run_thread(child, Vec::new(), shared).await;
+    close_sub_agent(&child_id, &request.name, &parent_ref, outcome, shared)
+}
+
+/// Ends a sub-agent's run: `thread.done` and the parent's result, or its waiting calls.
+fn close_sub_agent(
+    thread_id: &str,
+    title: &str,
+    parent: &AgentParent,
+    (outcome, metrics): (TurnOutcome, TurnMetrics),
+    shared: &Shared<'_>,
+) -> CallResult {
+    let (state, content) = match outcome {
+        TurnOutcome::Done { required_actions, .. } if !required_actions.is_empty() => {
+            return CallResult::Waiting(required_actions);
+        }
+        TurnOutcome::Done { output: Some(output), .. } => {
+            let content = sub_agents::answer_of(&output);
+            (ThreadState::Done { output: Box::new(output) }, content)
+        }
+        TurnOutcome::Done { output: None, .. } => {
+            let message = "The sub-agent finished without an answer.".to_owned();
+            (ThreadState::Error { error: message.clone(), output: None }, format!("Error: {message}"))
+        }
+        TurnOutcome::Interrupted => {
+            let message = "The sub-agent was stopped: the turn was cancelled.".to_owned();
+            (ThreadState::Error { error: message.clone(), output: None }, format!("Error: {message}"))
+        }
+        TurnOutcome::Failed { message } => {
+            let content = format!("Error: The sub-agent failed: {message}");
+            (ThreadState::Error { error: message, output: None }, content)
+        }
+    };
+    shared.sink.emit_content(&sub_agents::done_event(thread_id, title, parent, state, metrics));
+    record_response(shared.sink, &parent.thread_id, &parent.tool_call_id, &content);
+    CallResult::Done(content)
+}
+
+/// The declared sub-agent a request names, if any.
+fn named<'p>(policy: &'p SubAgentPolicy, request: &SubAgentRequest) -> Option<&'p NamedSubAgent> {
+    request.agent.as_deref().and_then(|name| policy.named.iter().find(|agent| agent.name == name))
+}
+
+/// The thread a sub-agent request runs on. `resumed_messages` are the thread's messages when
+/// it is resumed from the log; a new thread starts from its task (after the parent's context
+/// when forked).
+fn child_thread(
+    request: &SubAgentRequest,
+    parent: &Thread,
+    policy: &SubAgentPolicy,
+    resumed: Option<(String, Vec<Message>)>,
+) -> Result<Thread, String> {
+    let declared = match &request.agent {
+        Some(name) => Some(named(policy, request).ok_or_else(|| {
+            let known: Vec<&str> = policy.named.iter().map(|agent| agent.name.as_str()).collect();
+            format!("There is no declared sub-agent {name:?}; declared: {}.", known.join(", "))
+        })?),
+        None if !policy.dynamic => {
+            return Err("Only declared sub-agents can be started: set `agent` to one of their names.".to_owned());
+        }
+        None => None,
+    };
+    if request.fork && (parent.forked || declared.is_some()) {
+        return Err(if parent.forked {
+            "A forked sub-agent cannot fork again.".to_owned()
+        } else {
+            "A declared sub-agent cannot be forked.".to_owned()
+        });
+    }
+    let (model, model_id, pricing) = match request.model.as_deref().or(declared.and_then(|agent| agent.model.as_deref())) {
+        Some(name) if !request.fork => {
+            let resolved = policy.models.resolve(name)?;
+            (resolved.client, resolved.model_id, resolved.pricing)
+        }
+        _ => (parent.model.clone(), parent.model_id.clone(), parent.pricing),
+    };
+    let depth = parent.depth + 1;
+    let (id, messages) = match resumed {
+        Some(resumed) => resumed,
+        None if request.fork => {
+            (ids::new_id("thread"), sub_agents::forked_messages(&parent.conversation.messages, &request.task))
+        }
+        None => (ids::new_id("thread"), vec![Message::User { content: request.task.clone() }]),
+    };
+    let conversation = if request.fork {
+        Conversation {
+            instructions: parent.conversation.instructions.clone(),
+            seeds: parent.conversation.seeds.clone(),
+            messages,
+            policy: parent.conversation.policy,
+            large_results: parent.conversation.large_results.clone(),
+        }
+    } else {
+        Conversation {
+            instructions: Some(sub_agents::instructions_for(request, declared)),
+            seeds: Vec::new(),
+            messages,
+            policy: parent.conversation.policy,
+            large_results: parent.conversation.large_results.clone(),
+        }
+    };
+    // A fork keeps the parent's exact tool list (for the prompt cache); others lose the tools
+    // a sub-agent may not use, and keep only the declared subset.
+    let toolbox = if request.fork {
+        parent.toolbox.clone()
+    } else {
+        let allowed = declared.and_then(|agent| agent.tools.clone());
+        let may_spawn = policy.offered_at(depth);
+        parent.toolbox.restricted(|tool| {
+            if tool.name == RUN_SUB_AGENT {
+                return may_spawn;
+            }
+            if tool.gate == ToolGate::ClientSide {
+                return false;
+            }
+            allowed.as_ref().is_none_or(|names| names.contains(&tool.name) || is_builtin(&tool.name))
+        })
+    };
+    Ok(Thread {
+        id,
+        model,
+        model_id,
+        pricing,
+        params: if request.fork { parent.params.clone() } else { ModelParams::default() },
+        response_format: None,
+        conversation,
+        toolbox,
+        iteration_limit: parent.iteration_limit,
+        depth,
+        forked: request.fork,
+    })
+}
+
+/// Built-in helpers every sub-agent keeps whatever its declared tools.
+fn is_builtin(name: &str) -> bool {
+    [crate::large_results::READ_TOOL_RESULT, crate::deferred::SEARCH_TOOLS, crate::deferred::LOAD_TOOLS].contains(&name)
+}
+
+/// Resumes a sub-agent thread that waited for a human, with its decisions. Returns the
+/// spawning call's id and its result (or what still waits), or `None` when cancelled.
+async fn resume_sub_agent(
+    thread_id: &str,
+    decisions: Vec<Resolution>,
+    parent: &Thread,
+    shared: &Shared<'_>,
+) -> Option<(String, CallResult)> {
+    let created = shared.events.iter().find_map(|event| match event {
+        Event::ThreadCreated(created) if created.thread_id == thread_id => Some(created),
+        _ => None,
+    });
+    let found = created.and_then(|created| {
+        sub_agents::spawning_call(shared.events, &created.parent).map(|(_, request)| (created, request))
+    });
+    let policy = shared.sub_agents;
+    let (Some((created, request)), Some(policy)) = (found, policy) else {
+        // The thread cannot be rebuilt: its decisions are reported and it stays unfinished.
+        tracing::warn!(%thread_id, "a waiting sub-agent thread could not be resumed");
+        return Some((String::new(), CallResult::Done(String::new())));
+    };
+    let parent_ref = created.parent.clone();
+    let mut messages = Vec::new();
+    if request.fork {
+        let before_spawn: Vec<&Event> = shared
+            .events
             .iter()
-            .zip(results)
-            .map(|(call, content)| Message::Tool {
-                tool_call_id: call.id.clone(),
-                content: content.unwrap_or_default(),
-            })
-            .collect(),
-    )
+            .take_while(|event| !matches!(event, Event::ModelMessage(message) if message.tool_calls.iter().flatten().any(|call| call.id == parent_ref.tool_call_id)))
+            .collect();
+        messages = crate::history_from_events(before_spawn, &parent_ref.thread_id);
+    }
+    messages.extend(crate::history_from_events(shared.events, thread_id));
+    let child = match child_thread(&request, parent, policy, Some((thread_id.to_owned(), messages))) {
+        Ok(child) => child,
+        Err(message) => {
+            let content = format!("Error: {message}");
+            record_response(shared.sink, &parent_ref.thread_id, &parent_ref.tool_call_id, &content);
+            return Some((parent_ref.tool_call_id, CallResult::Done(content)));
+        }
+    };
+    let outcome = run_thread(child, decisions, shared).await;
+    if matches!(outcome.0, TurnOutcome::Interrupted) && shared.cancel.is_cancelled() {
+        close_sub_agent(thread_id, &request.name, &parent_ref, outcome, shared);
+        return None;
+    }
+    let result = close_sub_agent(thread_id, &request.name, &parent_ref, outcome, shared);
+    Some((parent_ref.tool_call_id, result))
 }

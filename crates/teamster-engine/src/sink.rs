@@ -1,5 +1,8 @@
 //! Where the engine sends events.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use teamster_protocol::Event;
 
 /// Receives a turn's events as they happen. Implementations assign sequence numbers, persist
@@ -9,6 +12,15 @@ pub trait EventSink: Send + Sync {
     fn emit(&self, event: &Event) -> u64;
     /// Records the folded, list-visible form of the event streamed at `sequence`.
     fn record(&self, sequence: u64, event: &Event);
+
+    /// Waits until everything emitted so far is durable, and says whether the turn may go on
+    /// to side effects: false when the turn must stop instead (its server no longer owns it).
+    /// The engine calls it before it starts tool calls, so a call is in the log before it can
+    /// have any effect, and a server that takes the turn over knows the call may have started
+    /// (see [`crate::resume_turn`]). The default suits sinks with nothing to wait for.
+    fn checkpoint(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        Box::pin(std::future::ready(true))
+    }
 
     /// Streams an event and records it as content (events that are never folded).
     fn emit_content(&self, event: &Event) -> u64 {

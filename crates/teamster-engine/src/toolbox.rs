@@ -3,7 +3,7 @@
 //! Some tools may be deferred (see [`crate::deferred`]): they stay out of the definitions until
 //! the model loads them with `load_tools`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use teamster_llm::ToolDefinition;
@@ -21,6 +21,8 @@ pub struct ToolBox {
     /// Tool name to (index in `tools`, index in `sources`).
     by_name: HashMap<String, (usize, usize)>,
     deferred: Deferred,
+    /// Tools this toolbox does not offer (see [`ToolBox::restricted`]), by index.
+    hidden: HashSet<usize>,
 }
 
 impl ToolBox {
@@ -65,6 +67,13 @@ impl ToolBox {
         }
     }
 
+    /// A copy offering only the tools `keep` accepts (the sources stay shared).
+    pub fn restricted(&self, keep: impl Fn(&Tool) -> bool) -> ToolBox {
+        let mut copy = self.clone();
+        copy.hidden.extend(self.tools.iter().enumerate().filter(|(_, tool)| !keep(tool)).map(|(index, _)| index));
+        copy
+    }
+
     /// Every tool, deferred ones included.
     pub fn tools(&self) -> &[Tool] {
         &self.tools
@@ -78,7 +87,7 @@ impl ToolBox {
         }
         self.by_name
             .get(name)
-            .filter(|(tool, _)| self.deferred.is_available(*tool))
+            .filter(|(tool, _)| self.deferred.is_available(*tool) && !self.hidden.contains(tool))
             .map(|(tool, _)| &self.tools[*tool])
     }
 
@@ -88,10 +97,15 @@ impl ToolBox {
     /// stay a prefix of those sent after.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
         let loaded = self.deferred.loaded();
-        let active = self.tools.iter().enumerate().filter(|(index, _)| !self.deferred.contains(*index)).map(|(_, tool)| tool);
+        let active = self
+            .tools
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| !self.deferred.contains(*index) && !self.hidden.contains(index))
+            .map(|(_, tool)| tool);
         active
             .chain(self.deferred.meta_tools())
-            .chain(loaded.iter().map(|index| &self.tools[*index]))
+            .chain(loaded.iter().filter(|index| !self.hidden.contains(index)).map(|index| &self.tools[*index]))
             .map(|tool| ToolDefinition {
                 name: tool.name.clone(),
                 description: tool.description.clone(),
@@ -113,7 +127,7 @@ impl ToolBox {
         if self.deferred.meta_tool(name).is_some() {
             return self.deferred.call(name, arguments, &self.tools, |name| self.by_name.get(name).map(|(tool, _)| *tool));
         }
-        let Some((tool, source)) = self.by_name.get(name) else {
+        let Some((tool, source)) = self.by_name.get(name).filter(|(tool, _)| !self.hidden.contains(tool)) else {
             return ToolOutput::error(format!("There is no tool named {name:?}."));
         };
         if !self.deferred.is_available(*tool) {

@@ -54,6 +54,23 @@ pub(crate) fn usage_of(tokens: TokenUsage, parts: InputParts) -> Usage {
     }
 }
 
+/// Adds each model call's usage to its thread's metrics and to the whole turn's.
+pub(crate) struct Meter<'a> {
+    pub thread: MetricsAccumulator,
+    turn: &'a std::sync::Mutex<MetricsAccumulator>,
+}
+
+impl<'a> Meter<'a> {
+    pub fn new(turn: &'a std::sync::Mutex<MetricsAccumulator>) -> Meter<'a> {
+        Meter { thread: MetricsAccumulator::default(), turn }
+    }
+
+    pub fn add(&mut self, usage: &Usage, pricing: Option<&ModelPricing>) {
+        self.thread.add(usage, pricing);
+        self.turn.lock().unwrap_or_else(std::sync::PoisonError::into_inner).add(usage, pricing);
+    }
+}
+
 /// Sums the usage of every model call of a turn, and its cost when every call's model has a
 /// price.
 #[derive(Clone, Debug)]

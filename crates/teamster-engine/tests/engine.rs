@@ -131,6 +131,8 @@ struct Case {
     pricing: Option<teamster_protocol::settings::ModelPricing>,
     ask_user_questions: bool,
     resolutions: Vec<Resolution>,
+    sub_agents: Option<teamster_engine::SubAgentPolicy>,
+    events: Vec<Event>,
 }
 
 impl Default for Case {
@@ -146,6 +148,8 @@ impl Default for Case {
             pricing: None,
             ask_user_questions: false,
             resolutions: Vec::new(),
+            sub_agents: None,
+            events: Vec::new(),
         }
     }
 }
@@ -227,6 +231,8 @@ async fn check(case: Case) -> (Vec<String>, TurnOutcome, u64, Vec<ModelRequest>,
         pricing: case.pricing,
         ask_user_questions: case.ask_user_questions,
         resolutions: case.resolutions,
+        sub_agents: case.sub_agents,
+        events: case.events,
     };
     let sink = Arc::new(Transcript::default());
     let cancel = CancellationToken::new();
@@ -590,7 +596,7 @@ async fn decisions_resume_the_turn_allow_runs_deny_explains() {
         let (lines, outcome, _, requests, _) = check(Case {
             replies: vec![vec![text("Done."), usage(10, 1)]],
             messages: paused_history("deploy", &id),
-            resolutions: vec![Resolution { call: waiting_call("deploy", &id), decision }],
+            resolutions: vec![Resolution { thread_id: "main".into(), call: waiting_call("deploy", &id), decision }],
             ..Case::default()
         })
         .await;
@@ -621,10 +627,253 @@ async fn ask_user_question_waits_for_the_answer_and_uses_it() {
         replies: vec![vec![text("Blue it is."), usage(5, 1)]],
         messages: paused_history("ask_user_question", "q2"),
         ask_user_questions: true,
-        resolutions: vec![Resolution { call: waiting_call("ask_user_question", "q2"), decision: Decision::Respond { content: "Blue".into() } }],
+        resolutions: vec![Resolution { thread_id: "main".into(), call: waiting_call("ask_user_question", "q2"), decision: Decision::Respond { content: "Blue".into() } }],
         ..Case::default()
     })
     .await;
     assert_eq!(lines[0], "tool.response q2 Blue");
     assert!(matches!(&requests[0].messages[4], Message::Tool { content, .. } if content == "Blue"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sub-agents
+// ---------------------------------------------------------------------------------------------
+
+/// A model whose answer depends on the request: `route` picks the reply, and it streams one
+/// event every `delay`. It counts how many streams are open at once.
+/// Picks a reply for a request.
+type Route = Box<dyn Fn(&ModelRequest) -> Vec<ModelEvent> + Send + Sync>;
+
+struct RoutedModel {
+    route: Route,
+    delay: Duration,
+    open: Arc<std::sync::atomic::AtomicUsize>,
+    most_open: Arc<std::sync::atomic::AtomicUsize>,
+    requests: Mutex<Vec<ModelRequest>>,
+}
+
+impl RoutedModel {
+    fn new(delay: Duration, route: impl Fn(&ModelRequest) -> Vec<ModelEvent> + Send + Sync + 'static) -> Arc<RoutedModel> {
+        Arc::new(RoutedModel {
+            route: Box::new(route),
+            delay,
+            open: Default::default(),
+            most_open: Default::default(),
+            requests: Mutex::default(),
+        })
+    }
+}
+
+impl ModelClient for RoutedModel {
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        use std::sync::atomic::Ordering::SeqCst;
+        let reply = (self.route)(&request);
+        self.requests.lock().unwrap().push(request);
+        let open = self.open.fetch_add(1, SeqCst) + 1;
+        self.most_open.fetch_max(open, SeqCst);
+        let delay = self.delay;
+        let closing = self.open.clone();
+        let events = reply.into_iter().map(Ok).collect::<Vec<_>>();
+        futures_util::stream::iter(events)
+            .then(move |event| async move {
+                tokio::time::sleep(delay).await;
+                event
+            })
+            .chain(futures_util::stream::once(async move {
+                closing.fetch_sub(1, SeqCst);
+                Ok(ModelEvent::Finish(FinishReason::Stop))
+            }))
+            .boxed()
+    }
+}
+
+/// The user message a request ends with, or the content of its last tool result.
+fn last_text(request: &ModelRequest) -> String {
+    match request.messages.last() {
+        Some(Message::User { content }) | Some(Message::Tool { content, .. }) => content.clone(),
+        _ => String::new(),
+    }
+}
+
+fn spawn(index: u32, id: &str, name: &str, task: &str) -> ModelEvent {
+    call(index, Some(id), Some("run_sub_agent"), &serde_json::json!({"name": name, "task": task}).to_string())
+}
+
+struct NoModels;
+
+impl teamster_engine::ModelResolver for NoModels {
+    fn resolve(&self, name: &str) -> Result<teamster_llm::registry::ResolvedModel, String> {
+        Err(format!("no model {name}"))
+    }
+}
+
+fn policy(max_depth: u32) -> teamster_engine::SubAgentPolicy {
+    teamster_engine::SubAgentPolicy { dynamic: true, named: Vec::new(), max_depth, models: Arc::new(NoModels) }
+}
+
+/// Runs one turn of `model` with sub-agents allowed; returns the recorded events in order and
+/// the outcome.
+async fn run_with_sub_agents(
+    model: Arc<RoutedModel>,
+    messages: Vec<Message>,
+    resolutions: Vec<Resolution>,
+    events: Vec<Event>,
+    cancel_after: Option<Duration>,
+) -> (Vec<Event>, TurnOutcome, teamster_protocol::TurnMetrics) {
+    let sources: Vec<Arc<dyn ToolSource>> = vec![Arc::new(Builtins), DEPLOY.clone()];
+    let plan = TurnPlan {
+        thread_id: "main".into(),
+        model: model.clone(),
+        model_id: "routed".into(),
+        params: Default::default(),
+        response_format: None,
+        instructions: Some("Coordinate.".into()),
+        seed_messages: Vec::new(),
+        messages,
+        toolbox: ToolBox::collect(sources).await,
+        iteration_limit: 5,
+        context: ContextPolicy::default(),
+        pricing: None,
+        ask_user_questions: true,
+        resolutions,
+        sub_agents: Some(policy(1)),
+        events,
+    };
+    let sink = Arc::new(Recorder::default());
+    let cancel = CancellationToken::new();
+    if let Some(after) = cancel_after {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            cancel.cancel();
+        });
+    }
+    let (outcome, metrics) = run_turn(plan, sink.as_ref(), &cancel).await;
+    let events = sink.events.lock().unwrap().clone();
+    (events, outcome, metrics)
+}
+
+/// Every emitted event in order; recorded (folded) events replace their placeholders.
+#[derive(Default)]
+struct Recorder {
+    events: Mutex<Vec<Event>>,
+}
+
+impl EventSink for Recorder {
+    fn emit(&self, event: &Event) -> u64 {
+        let mut events = self.events.lock().unwrap();
+        events.push(event.clone());
+        events.len() as u64
+    }
+
+    fn record(&self, sequence: u64, event: &Event) {
+        self.events.lock().unwrap()[sequence as usize - 1] = event.clone();
+    }
+}
+
+fn thread_of(event: &Event) -> Option<&str> {
+    match event {
+        Event::ModelMessage(message) => Some(&message.thread_id),
+        Event::ModelMessageDelta(delta) => Some(&delta.thread_id),
+        Event::ToolResponse(response) => Some(&response.thread_id),
+        Event::ThreadCreated(created) => Some(&created.thread_id),
+        Event::ThreadDone(done) => Some(&done.thread_id),
+        Event::ToolApprovalRequired(pending) | Event::ToolResponseRequired(pending) => Some(&pending.thread_id),
+        _ => None,
+    }
+}
+
+/// The main agent starts three sub-agents in one message and answers with their results.
+fn three_way_model(fail_b: bool) -> Arc<RoutedModel> {
+    RoutedModel::new(Duration::from_millis(15), move |request| {
+        let last = last_text(request);
+        if request.instructions_is("Coordinate.") {
+            if last == "go" {
+                return vec![
+                    spawn(0, "s1", "A", "task A"),
+                    spawn(1, "s2", "B", "task B"),
+                    spawn(2, "s3", "C", "task C"),
+                    usage(20, 3),
+                ];
+            }
+            let results: Vec<String> = request
+                .messages
+                .iter()
+                .filter_map(|message| match message {
+                    Message::Tool { content, .. } => Some(content.clone()),
+                    _ => None,
+                })
+                .collect();
+            return vec![text(&format!("Combined: {}", results.join(" | "))), usage(50, 5)];
+        }
+        let letter = last.trim_start_matches("task ").to_owned();
+        if fail_b && letter == "B" {
+            return Vec::new();
+        }
+        let mut reply: Vec<ModelEvent> = (0..4).map(|i| text(&format!("{letter}{i} "))).collect();
+        reply.push(usage(10, 4));
+        reply
+    })
+}
+
+trait InstructionsIs {
+    fn instructions_is(&self, instructions: &str) -> bool;
+}
+
+impl InstructionsIs for ModelRequest {
+    fn instructions_is(&self, instructions: &str) -> bool {
+        matches!(self.messages.first(), Some(Message::System { content }) if content == instructions)
+    }
+}
+
+#[tokio::test]
+async fn three_sub_agents_run_at_once_on_their_own_threads_and_feed_the_answer() {
+    let model = three_way_model(false);
+    let (events, outcome, metrics) =
+        run_with_sub_agents(model.clone(), vec![Message::User { content: "go".into() }], Vec::new(), Vec::new(), None).await;
+    let TurnOutcome::Done { output: Some(output), required_actions } = outcome else { panic!("{outcome:?}") };
+    assert!(required_actions.is_empty());
+    assert_eq!(output.text(), "Combined: A0 A1 A2 A3  | B0 B1 B2 B3  | C0 C1 C2 C3 ");
+    assert!(model.most_open.load(std::sync::atomic::Ordering::SeqCst) >= 3, "the three ran at the same time");
+    // Each sub-agent has its thread: created with its parent call, its own messages, done with its output.
+    let created: Vec<&teamster_protocol::event::ThreadCreated> = events
+        .iter()
+        .filter_map(|event| match event {
+            Event::ThreadCreated(created) => Some(created),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(created.iter().map(|c| c.parent.tool_call_id.as_str()).collect::<Vec<_>>(), ["s1", "s2", "s3"]);
+    for thread in &created {
+        let own: Vec<&Event> = events.iter().filter(|event| thread_of(event) == Some(&thread.thread_id)).collect();
+        assert!(matches!(own.first(), Some(Event::ThreadCreated(_))));
+        let Some(Event::ThreadDone(done)) = own.last() else { panic!("{own:?}") };
+        assert!(matches!(&done.state, teamster_protocol::event::ThreadState::Done { output } if output.text().starts_with(&thread.title)));
+        assert!(done.metrics.as_ref().is_some_and(|metrics| metrics.total_input_tokens == 10));
+        // The thread's deltas fold into its recorded message.
+        let Some(Event::ModelMessage(recorded)) = own.iter().find(|event| matches!(event, Event::ModelMessage(_))) else {
+            panic!("{own:?}")
+        };
+        let mut folded = teamster_protocol::event::ModelMessage {
+            id: recorded.id.clone(),
+            thread_id: recorded.thread_id.clone(),
+            ..Default::default()
+        };
+        for event in &own {
+            if let Event::ModelMessageDelta(delta) = event {
+                teamster_protocol::event::fold(&mut folded, delta);
+            }
+        }
+        assert_eq!(folded.text(), format!("{0}0 {0}1 {0}2 {0}3 ", thread.title));
+        assert_eq!(folded.text(), recorded.text());
+    }
+    // Their events interleave on the one stream.
+    let position = |thread: &str, last: bool| {
+        let mut found = events.iter().enumerate().filter(|(_, event)| matches!(event, Event::ModelMessageDelta(_)) && thread_of(event) == Some(thread));
+        if last { found.next_back().map(|(index, _)| index) } else { found.next().map(|(index, _)| index) }
+    };
+    assert!(position(&created[1].thread_id, false) < position(&created[0].thread_id, true), "interleaved");
+    // Metrics sum every thread: three sub-agents and two main calls.
+    assert_eq!(metrics.total_input_tokens, 3 * 10 + 20 + 50);
+    assert_eq!(metrics.total_output_tokens, 3 * 4 + 3 + 5);
 }

@@ -25,6 +25,9 @@ pub struct AgentSpec {
     pub skills: Option<Vec<SkillMount>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<RuntimeConfig>,
+    /// Sub-agents declared up front (a Teamster extension).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_agents: Option<Vec<SubAgentSpec>>,
     /// Values for `{{name}}` placeholders in instructions and seed messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variables: Option<BTreeMap<String, String>>,
@@ -252,7 +255,7 @@ pub struct RuntimeConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dynamic_sub_agents: Option<Toggle>,
+    pub dynamic_sub_agents: Option<SubAgentsConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_management: Option<ContextManagementConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -265,6 +268,42 @@ impl RuntimeConfig {
     /// The default and the largest allowed `iteration_limit`.
     pub const DEFAULT_ITERATION_LIMIT: u64 = 100;
     pub const MAX_ITERATION_LIMIT: u64 = 1024;
+}
+
+/// `{ "enabled": bool }` for dynamic sub-agents, plus Teamster's `max_depth` (how deep
+/// sub-agents may nest; 1, the default, means a sub-agent cannot start sub-agents).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubAgentsConfig {
+    #[serde(default = "default_true", deserialize_with = "lenient::null_as_true")]
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
+    pub max_depth: Option<u64>,
+}
+
+impl SubAgentsConfig {
+    pub const DEFAULT_MAX_DEPTH: u64 = 1;
+    pub const MAX_DEPTH: u64 = 4;
+}
+
+/// A sub-agent declared in an agent spec (a Teamster extension): the model picks among these
+/// by name. It either describes itself or points at another saved agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubAgentSpec {
+    pub name: String,
+    /// What it is good for, shown to the model.
+    #[serde(default)]
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// The parent's tools it may use, by name; all of them when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// `provider/model`; the parent's model when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// A saved agent whose instructions and model it uses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// `{ "enabled": bool }`, enabled when absent.
@@ -360,6 +399,8 @@ pub struct AgentManifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<RuntimeConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_agents: Option<Vec<SubAgentSpec>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collaborators: Option<Vec<serde_json::Value>>,
     #[serde(default, rename = "ownedBy", skip_serializing_if = "Option::is_none")]
     pub owned_by: Option<serde_json::Value>,
@@ -390,6 +431,7 @@ impl AgentManifest {
             response_format: self.response_format.clone(),
             skills: self.skills.clone(),
             config: self.config.clone(),
+            sub_agents: self.sub_agents.clone(),
             variables,
         }
     }

@@ -330,6 +330,10 @@ pub struct ThreadDone {
     /// that do not know it see an ordinary sub-agent thread).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<Compaction>,
+    /// The usage of the thread's own model calls (a Teamster extension: the per-thread
+    /// breakdown of the turn's metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<crate::TurnMetrics>,
 }
 
 /// What a context compaction replaced: the summary in the thread's output stands for the first
