@@ -5,6 +5,10 @@
 //! Nothing but the stored turn state and events holds this, so a pause survives restarts and
 //! costs no memory. A turn that starts with user messages instead of decisions leaves the
 //! waiting calls undecided: they never run, and the model is told they have no result.
+//!
+//! A turn that paused for MCP authorization (`mcp.auth_required`) waits for no decision: the
+//! next turn resumes it with an empty input once the user has authorized the servers (or with a
+//! new message).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -54,14 +58,26 @@ pub(crate) fn waiting_calls(state: &TurnState) -> Vec<Waiting> {
     waiting
 }
 
-/// Checks a turn's input against the calls waiting in the turn it follows: decisions must name
+/// Whether a turn ended waiting for the user to authorize MCP servers: `done` with an
+/// `mcp.auth_required` in its `required_actions`.
+pub(crate) fn awaits_authorization(state: &TurnState) -> bool {
+    matches!(state, TurnState::Done { required_actions, .. }
+        if required_actions.iter().any(|action| matches!(action, Event::McpAuthRequired(_))))
+}
+
+/// Checks a turn's input against what the turn it follows left waiting: decisions must name
 /// every waiting call exactly once, with the right kind; an empty input cannot leave calls
-/// waiting. User messages are always accepted (they leave the calls undecided).
-pub(crate) fn check_input(waiting: &[Waiting], input: &[TurnInput]) -> Result<()> {
+/// waiting, and is accepted only to resume a turn that paused for MCP authorization
+/// (`awaits_authorization`). User messages are always accepted (they leave the calls
+/// undecided).
+pub(crate) fn check_input(waiting: &[Waiting], awaits_authorization: bool, input: &[TurnInput]) -> Result<()> {
     let describe = |calls: &mut dyn Iterator<Item = &Waiting>| {
         calls.map(|call| format!("{:?} (thread {:?})", call.tool_call_id, call.thread_id)).collect::<Vec<_>>().join(", ")
     };
     let Some(first) = input.first() else {
+        if waiting.is_empty() && awaits_authorization {
+            return Ok(());
+        }
         if waiting.is_empty() {
             return Err(ServiceError::invalid_param("input", "input is empty and nothing in this session is waiting to be resumed"));
         }
@@ -211,7 +227,7 @@ mod tests {
             ("empty", vec![], Some("tool calls are waiting")),
         ];
         for (name, input, problem) in cases {
-            let result = check_input(&waiting(), &input);
+            let result = check_input(&waiting(), false, &input);
             match problem {
                 None => assert!(result.is_ok(), "{name}: {result:?}"),
                 Some(problem) => {
@@ -220,6 +236,46 @@ mod tests {
                 }
             }
         }
-        assert!(check_input(&[], &[allow("c1")]).unwrap_err().to_string().contains("nothing in this session is"));
+        assert!(check_input(&[], false, &[allow("c1")]).unwrap_err().to_string().contains("nothing in this session is"));
+    }
+
+    fn done(required_actions: Vec<Event>) -> TurnState {
+        TurnState::Done { output: None, required_actions, completed_at: "t".into(), metrics: None }
+    }
+
+    fn auth_required() -> Event {
+        Event::McpAuthRequired(teamster_protocol::event::McpAuthRequired {
+            id: "evt_a".into(),
+            created_at: "t".into(),
+            thread_id: None,
+            mcp_servers: vec![teamster_protocol::event::McpServerAuth {
+                id: "mcp:gh".into(),
+                name: "gh".into(),
+                auth_url: "http://x/api/v1/mcp-servers/gh/authorize?ticket=t".into(),
+            }],
+        })
+    }
+
+    #[test]
+    fn an_empty_input_resumes_only_an_authorization_pause() {
+        let paused = done(vec![auth_required()]);
+        assert!(awaits_authorization(&paused));
+        assert!(waiting_calls(&paused).is_empty());
+        assert!(check_input(&waiting_calls(&paused), awaits_authorization(&paused), &[]).is_ok());
+
+        for state in [done(Vec::new()), TurnState::Running] {
+            assert!(!awaits_authorization(&state));
+            let message = check_input(&[], awaits_authorization(&state), &[]).unwrap_err().to_string();
+            assert!(message.contains("nothing in this session is waiting"), "{message}");
+        }
+        // Calls waiting for decisions still need them, whatever else waits.
+        let message = check_input(&waiting(), true, &[]).unwrap_err().to_string();
+        assert!(message.contains("tool calls are waiting"), "{message}");
+        // Decisions after an authorization pause name nothing that waits.
+        let message = check_input(&[], true, &[allow("c1")]).unwrap_err().to_string();
+        assert!(message.contains("nothing in this session is"), "{message}");
+        // A new message is always fine.
+        let message = TurnInput::Message { content: teamster_protocol::UserContent::Text("new".into()) };
+        assert!(check_input(&[], true, &[message]).is_ok());
     }
 }

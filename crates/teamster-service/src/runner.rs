@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use teamster_engine::{ContextPolicy, EventSink, ModelResolver, NamedSubAgent, Resolution, SubAgentPolicy, TurnOutcome, TurnPlan, history_from_events, render, run_turn};
 use teamster_llm::Message;
-use teamster_protocol::event::TurnDone;
+use teamster_protocol::event::{McpAuthRequired, TurnDone};
 use teamster_protocol::agent::{AgentSpec, SubAgentsConfig};
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, RuntimeConfig, TurnMetrics, TurnState, ids, timestamp};
 use teamster_store::{ContentQuery, LogWrite, SessionAgentRecord, SessionRecord, TurnRecord};
 
+use crate::mcp_turn::TurnTools;
 use crate::{Service, pending};
 use teamster_protocol::input::TurnInput;
 use crate::live::TurnLog;
@@ -20,6 +21,8 @@ use crate::sink::TurnSink;
 const PREVIOUS_TURN_WAIT: Duration = Duration::from_secs(10);
 /// Content events read per store call when rebuilding history.
 const HISTORY_PAGE: u32 = 1000;
+/// The most authorization pauses in a row a resumed turn looks back through for decisions.
+const MAX_RESUMED_PAUSES: usize = 64;
 
 /// Starts the turn's task, and a supervisor that ends the turn with an error if the task
 /// panics, so no turn is ever left running.
@@ -61,9 +64,15 @@ async fn run(
     let mut history = None;
     let (outcome, metrics) = match service.plan_turn(&session, &turn).await {
         Err(message) => (TurnOutcome::Failed { message }, TurnMetrics::default()),
-        Ok((plan, used_history)) => {
+        Ok((TurnStart::NeedsAuthorization(required), used_history)) => {
             history = Some(used_history);
-            let run = run_turn(plan, sink.as_ref(), &log.cancel);
+            let event = Event::McpAuthRequired(required);
+            sink.emit_content(&event);
+            (TurnOutcome::Done { output: None, required_actions: vec![event] }, TurnMetrics::default())
+        }
+        Ok((TurnStart::Run(plan), used_history)) => {
+            history = Some(used_history);
+            let run = run_turn(*plan, sink.as_ref(), &log.cancel);
             tokio::pin!(run);
             tokio::select! {
                 result = &mut run => result,
@@ -114,10 +123,20 @@ async fn finish(service: &Service, sink: &TurnSink, state: TurnState, history: O
     log.mark_finished();
 }
 
+/// How a planned turn starts.
+enum TurnStart {
+    /// The engine runs the plan.
+    Run(Box<TurnPlan>),
+    /// MCP servers need the user's authorization: the turn ends `done` with this
+    /// `mcp.auth_required` in its `required_actions`, before any model call, and a turn with an
+    /// empty input runs it again once the user has authorized them.
+    NeedsAuthorization(McpAuthRequired),
+}
+
 impl Service {
     /// Builds the engine's plan for a turn, and returns the history events it used. Errors are
     /// messages for the turn's error state.
-    async fn plan_turn(&self, session: &SessionRecord, turn: &TurnRecord) -> Result<(TurnPlan, Vec<Event>), String> {
+    async fn plan_turn(&self, session: &SessionRecord, turn: &TurnRecord) -> Result<(TurnStart, Vec<Event>), String> {
         let spec = match &session.agent {
             SessionAgentRecord::Draft { spec, .. } => spec.clone(),
             SessionAgentRecord::Saved { agent_id, agent_name, version } => {
@@ -153,7 +172,10 @@ impl Service {
             instructions: spec.instructions.as_deref().map(|text| render(text, &variables)),
             seed_messages,
             messages: history_from_events(&history, MAIN_THREAD_ID),
-            toolbox: self.turn_toolbox(turn, &spec, &history).await,
+            toolbox: match self.turn_toolbox(turn, &spec, &history).await {
+                TurnTools::Ready(toolbox) => toolbox,
+                TurnTools::NeedsAuthorization(required) => return Ok((TurnStart::NeedsAuthorization(required), history)),
+            },
             iteration_limit,
             context: ContextPolicy::from_config(config.and_then(|config| config.context_management.as_ref())),
             pricing: resolved.pricing,
@@ -167,7 +189,7 @@ impl Service {
             },
             resolutions,
         };
-        Ok((plan, history))
+        Ok((TurnStart::Run(Box::new(plan)), history))
     }
 
     /// The sub-agents an agent may start: dynamic ones unless disabled, and the declared ones
@@ -211,19 +233,37 @@ impl Service {
 
     /// The decisions of a turn whose input resumes waiting calls, with each call as its
     /// message recorded it. The input was checked against the waiting calls when the turn was
-    /// created.
+    /// created. A turn with an empty input resumes the turn that paused for MCP authorization,
+    /// so that turn's decisions, if it carried any, are the ones that apply.
     async fn resolutions(&self, turn: &TurnRecord, history: &[Event]) -> Result<Vec<Resolution>, String> {
+        let read = |id: &str| {
+            let id = id.to_owned();
+            async move {
+                self.store()
+                    .get_turn(&turn.session_id, &id)
+                    .await
+                    .map_err(|error| format!("The turn this one resumes could not be read: {error}."))
+            }
+        };
+        let mut input = turn.input.clone();
+        let mut previous_id = turn.previous_turn_id.clone();
+        let mut hops = 0;
+        while input.is_empty() {
+            let Some(id) = previous_id else { return Ok(Vec::new()) };
+            let paused = read(&id).await?;
+            hops += 1;
+            if !pending::awaits_authorization(&paused.state) || hops > MAX_RESUMED_PAUSES {
+                return Ok(Vec::new());
+            }
+            (input, previous_id) = (paused.input, paused.previous_turn_id);
+        }
         let (Some(previous), Some(TurnInput::ToolApproval { .. } | TurnInput::ToolResponse { .. })) =
-            (&turn.previous_turn_id, turn.input.first())
+            (&previous_id, input.first())
         else {
             return Ok(Vec::new());
         };
-        let previous = self
-            .store()
-            .get_turn(&turn.session_id, previous)
-            .await
-            .map_err(|error| format!("The turn this one resumes could not be read: {error}."))?;
-        pending::resolutions(&pending::waiting_calls(&previous.state), &turn.input, history)
+        let previous = read(previous).await?;
+        pending::resolutions(&pending::waiting_calls(&previous.state), &input, history)
     }
 
     /// Caches the history through a finished turn: what it was planned with, plus what it
