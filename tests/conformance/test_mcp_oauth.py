@@ -8,7 +8,8 @@ server); the browser round trip (our authorize route, a 302 to the authorization
 redirect to our callback); a turn with an empty input resumes the paused turn and the tool runs
 with the user's token; `GET/DELETE /api/v1/mcp-servers/{name}/authorize` and the auth status in
 the listings; an expired access token is refreshed; bad, replayed and refused callbacks are
-400s; `return_to`; no token, refresh token or client secret in the database file or the log.
+400s; `return_to`; tokens used only with the URL they were issued for; every step taken up by a
+restarted server; no token, refresh token or client secret in the database file or the log.
 
 The browser is an httpx client that does not follow redirects. The test server's `/authorize`
 shows no login page: `login_as=<user>` logs that user in and redirects back at once. There is
@@ -455,6 +456,42 @@ def test_a_browser_gets_a_page_to_return_from(api, oauth, browser):
     page = browser.http.get(back, headers={"accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "return to the chat" in page.text
+
+
+def at(url: str, origin: str) -> str:
+    """`url` on another origin: the restarted server listens on another port, where a
+    deployment's public URL would stay the same."""
+    parts = urllib.parse.urlsplit(url)
+    return f"{origin}{parts.path}?{parts.query}"
+
+
+def test_a_pause_and_an_authorization_outlive_a_restart(server_factory, oauth):
+    """Tickets, pending authorizations, clients and grants are all in the database, sealed with
+    the key file's key: a restarted server (or another replica) takes up any step."""
+    own = server_factory()
+    api = own.require_api()
+    name = register(api, oauth)
+    session = session_with(api, registry(name))
+    _, entry = pause(api, session, whoami())
+    browser = Browser(own, oauth)
+    try:
+        authorization_url = browser.to_authorization_server(entry["auth_url"])
+        own.restart()
+        answer = browser.http.get(authorization_url + "&login_as=alice")
+        assert answer.status_code == 302
+        finished = browser.http.get(at(answer.headers["location"], own.url))
+        assert own.require_api().ok(finished) == {"success": True}
+        own.restart()
+        api = own.require_api()
+        assert tool_results(resume(api, session)) == ["alice"]
+
+        # A link from before a restart still works after it.
+        other = register(api, oauth)
+        _, entry = pause(api, session_with(api, registry(other)), whoami())
+        own.restart()
+        assert own.require_api().ok(browser.authorize(at(entry["auth_url"], own.url))) == {"success": True}
+    finally:
+        browser.close()
 
 
 # --------------------------------------------------------------------------------------------
