@@ -255,7 +255,7 @@ def test_text_and_structured_results_with_mcp_tool_info(api, registered):
     assert infos == [{"type": "mcp", "server_id": f"mcp:{registered}", "server_name": registered, "name": name}
                      for name in ("echo", "add")]
     assert responses(run) == ["hi", '{"sum":5}']
-    assert run.output_text == 'Tool result: {"sum":5}'
+    assert run.output_text == 'Tool result: hi | {"sum":5}'
 
 
 def test_a_tool_error_reaches_the_model_and_the_turn_is_done(api, registered):

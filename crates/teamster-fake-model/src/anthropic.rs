@@ -135,8 +135,10 @@ impl Chat for MessagesRequest {
         let Some(MessageContent::Blocks(blocks)) = &message.content else {
             return None;
         };
-        let block = blocks.last().filter(|block| block.kind == "tool_result")?;
-        block.prompt_text()
+        blocks.last().filter(|block| block.kind == "tool_result")?;
+        let results: Vec<String> =
+            blocks.iter().filter(|block| block.kind == "tool_result").filter_map(|block| block.prompt_text()).collect();
+        Some(results.join(" | "))
     }
 
     fn user_texts(&self) -> Vec<String> {

@@ -11,7 +11,7 @@
 //!
 //! | Directive | Answer |
 //! |---|---|
-//! | (the conversation ends with a tool result) | `Tool result: <its content>`, word by word, finish `stop` / `end_turn` |
+//! | (the conversation ends with tool results) | `Tool result: <their contents joined by " \| ">`, word by word, finish `stop` / `end_turn` |
 //! | `[flaky:N:STATUS]` | for the first N requests with this exact last user message, the failure of `[error:STATUS]`; normal answers afterwards, as the rest of the message says |
 //! | `[error:STATUS]` | HTTP `STATUS` with `{"error":{"message":"fake error STATUS","type":"fake","code":"fake"}}` (OpenAI) or `{"type":"error","error":{"type":TYPE,"message":"fake error STATUS"}}` (Anthropic, 529 being `overloaded_error`), and `Retry-After: 1` on 429 |
 //! | `[midstream-error]` | text chunks `Partial ` and `answer`, then `data: {"error":{"message":"fake mid-stream failure"}}` (OpenAI) or an `event: error` of type `overloaded_error` (Anthropic), and the end of the body |

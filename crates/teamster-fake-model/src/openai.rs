@@ -57,7 +57,9 @@ impl Chat for ChatRequest {
     }
 
     fn final_tool_result(&self) -> Option<String> {
-        self.messages.last().filter(|message| message.role == "tool").map(RequestMessage::text)
+        let trailing: Vec<String> =
+            self.messages.iter().rev().take_while(|message| message.role == "tool").map(RequestMessage::text).collect();
+        (!trailing.is_empty()).then(|| trailing.into_iter().rev().collect::<Vec<_>>().join(" | "))
     }
 
     fn user_texts(&self) -> Vec<String> {

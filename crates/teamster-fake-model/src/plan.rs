@@ -21,7 +21,8 @@ const MAX_TOKENS_DIRECTIVE: u64 = 100_000;
 pub(crate) trait Chat {
     /// The text of the last user message, tool results aside: where the directives are.
     fn last_user_text(&self) -> String;
-    /// The content of the tool result the conversation ends with, if it ends with one.
+    /// The contents of the tool results the conversation ends with, joined by ` | `, if it
+    /// ends with any.
     fn final_tool_result(&self) -> Option<String>;
     /// The texts of every user message, tool results aside, in order.
     fn user_texts(&self) -> Vec<String>;

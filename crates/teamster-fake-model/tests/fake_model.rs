@@ -169,10 +169,11 @@ async fn tool_directives_become_parallel_calls_and_tool_results_are_echoed() {
             ask,
             Message::Assistant { content: None, reasoning: None, tool_calls: vec![] },
             Message::Tool { tool_call_id: "call_1".into(), content: "18 degrees".into() },
+            Message::Tool { tool_call_id: "call_2".into(), content: "noon".into() },
         ]),
     )
     .await;
-    assert_eq!(text_of(&second), "Tool result: 18 degrees");
+    assert_eq!(text_of(&second), "Tool result: 18 degrees | noon", "every trailing result is echoed");
     assert!(second.contains(&ModelEvent::Finish(FinishReason::Stop)));
 
     // Ids keep counting across requests.
@@ -381,7 +382,7 @@ async fn messages_directives_through_the_anthropic_adapter() {
     // in two).
     assert_eq!(usage_of(&first).output_tokens, 3 + (1 + 3) + (1 + 2));
 
-    // The tool results travel as one user message of `tool_result` blocks; the last one is echoed.
+    // The tool results travel as one user message of `tool_result` blocks; all are echoed.
     let second = anthropic_events(
         &server,
         request(vec![
@@ -392,7 +393,7 @@ async fn messages_directives_through_the_anthropic_adapter() {
         ]),
     )
     .await;
-    assert_eq!(text_of(&second), "Tool result: noon");
+    assert_eq!(text_of(&second), "Tool result: 18 degrees | noon");
 
     let tokens = anthropic_events(&server, request(vec![user("[tokens:20]")])).await;
     assert_eq!(text_of(&tokens), (1..=20).map(|n| format!("tok{n} ")).collect::<String>());
