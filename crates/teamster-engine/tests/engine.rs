@@ -877,3 +877,135 @@ async fn three_sub_agents_run_at_once_on_their_own_threads_and_feed_the_answer()
     assert_eq!(metrics.total_input_tokens, 3 * 10 + 20 + 50);
     assert_eq!(metrics.total_output_tokens, 3 * 4 + 3 + 5);
 }
+
+fn spawn_with(index: u32, id: &str, arguments: serde_json::Value) -> ModelEvent {
+    call(index, Some(id), Some("run_sub_agent"), &arguments.to_string())
+}
+
+fn tool_names(request: &ModelRequest) -> Vec<&str> {
+    request.tools.iter().map(|tool| tool.name.as_str()).collect()
+}
+
+/// Runs a main agent that starts one sub-agent with `arguments`, under `policy`; the
+/// sub-agent answers `sub_reply`. Returns the requests (main first) and the events.
+async fn one_sub_agent(
+    policy: teamster_engine::SubAgentPolicy,
+    arguments: serde_json::Value,
+    sub_reply: Vec<ModelEvent>,
+) -> (Vec<ModelRequest>, Vec<Event>) {
+    let model = RoutedModel::new(Duration::ZERO, move |request| {
+        if request.instructions_is("Coordinate.") && !matches!(request.messages.last(), Some(Message::User { content }) if content == "the task") {
+            return if last_text(request) == "go" {
+                vec![spawn_with(0, "s1", arguments.clone()), usage(5, 1)]
+            } else {
+                vec![text("Main done."), usage(5, 1)]
+            };
+        }
+        sub_reply.clone()
+    });
+    let sources: Vec<Arc<dyn ToolSource>> = vec![Arc::new(Builtins), DEPLOY.clone()];
+    let plan = TurnPlan {
+        thread_id: "main".into(),
+        model: model.clone(),
+        model_id: "routed".into(),
+        params: Default::default(),
+        response_format: None,
+        instructions: Some("Coordinate.".into()),
+        seed_messages: Vec::new(),
+        messages: vec![Message::User { content: "go".into() }],
+        toolbox: ToolBox::collect(sources).await,
+        iteration_limit: 5,
+        context: ContextPolicy::default(),
+        pricing: None,
+        ask_user_questions: true,
+        resolutions: Vec::new(),
+        sub_agents: Some(policy),
+        events: Vec::new(),
+    };
+    let sink = Arc::new(Recorder::default());
+    let (outcome, _) = run_turn(plan, sink.as_ref(), &CancellationToken::new()).await;
+    assert!(matches!(outcome, TurnOutcome::Done { .. }), "{outcome:?}");
+    let requests = model.requests.lock().unwrap().clone();
+    let events = sink.events.lock().unwrap().clone();
+    (requests, events)
+}
+
+fn parent_result(events: &[Event]) -> String {
+    events
+        .iter()
+        .find_map(|event| match event {
+            Event::ToolResponse(response) if response.tool_call_id == "s1" => Some(response.content.clone()),
+            _ => None,
+        })
+        .expect("the spawning call has a result")
+}
+
+#[tokio::test]
+async fn a_forked_sub_agent_keeps_the_parents_prefix_and_cannot_fork_or_ask() {
+    let (requests, events) = one_sub_agent(
+        policy(2),
+        serde_json::json!({"name": "twin", "task": "the task", "fork": true}),
+        vec![
+            spawn_with(0, "f1", serde_json::json!({"name": "again", "task": "x", "fork": true})),
+            call(1, Some("q1"), Some("ask_user_question"), r#"{"question":"?"}"#),
+            usage(5, 1),
+        ],
+    )
+    .await;
+    let (main, child) = (&requests[0], &requests[1]);
+    assert_eq!(child.messages[..2], main.messages[..2], "same instructions and history");
+    assert!(matches!(&child.messages[2], Message::User { content } if content == "the task"));
+    assert_eq!(child.tools, main.tools, "the exact tool list");
+    let results: Vec<&str> = events
+        .iter()
+        .filter_map(|event| match event {
+            Event::ToolResponse(response) if ["f1", "q1"].contains(&response.tool_call_id.as_str()) => Some(response.content.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(results.iter().any(|content| content.contains("cannot fork again")), "{results:?}");
+    assert!(results.iter().any(|content| content.contains("cannot ask the user")), "{results:?}");
+    assert!(!events.iter().any(|event| matches!(event, Event::ToolResponseRequired(_))), "no question reached the user");
+}
+
+#[tokio::test]
+async fn declared_sub_agents_run_with_their_own_instructions_and_tools() {
+    let mut declared = policy(1);
+    declared.dynamic = false;
+    declared.named = vec![teamster_engine::NamedSubAgent {
+        name: "clock".into(),
+        description: "Knows the time.".into(),
+        instructions: Some("Tell the time.".into()),
+        tools: Some(vec!["get_current_datetime".into()]),
+        model: None,
+    }];
+    let (requests, events) = one_sub_agent(
+        declared.clone(),
+        serde_json::json!({"name": "c", "task": "the task", "agent": "clock"}),
+        vec![text("It is noon."), usage(5, 1)],
+    )
+    .await;
+    let offered = requests[0].tools.iter().find(|tool| tool.name == "run_sub_agent").expect("offered");
+    assert!(offered.description.contains("clock: Knows the time."));
+    assert!(requests[1].instructions_is("Tell the time."));
+    assert_eq!(tool_names(&requests[1]), ["get_current_datetime", "read_tool_result"]);
+    assert_eq!(parent_result(&events), "It is noon.");
+
+    // Without dynamic sub-agents, a call that names no declared one is refused.
+    let (_, events) = one_sub_agent(declared, serde_json::json!({"name": "x", "task": "the task"}), Vec::new()).await;
+    assert!(parent_result(&events).contains("Only declared sub-agents"));
+}
+
+#[tokio::test]
+async fn depth_limits_who_may_start_sub_agents() {
+    let (requests, _) =
+        one_sub_agent(policy(1), serde_json::json!({"name": "a", "task": "the task"}), vec![text("ok"), usage(1, 1)]).await;
+    assert!(tool_names(&requests[0]).contains(&"run_sub_agent"));
+    let child = tool_names(&requests[1]);
+    assert!(!child.contains(&"run_sub_agent") && !child.contains(&"ask_user_question"), "{child:?}");
+    assert!(child.contains(&"deploy"), "other tools stay: {child:?}");
+
+    let (requests, _) =
+        one_sub_agent(policy(2), serde_json::json!({"name": "a", "task": "the task"}), vec![text("ok"), usage(1, 1)]).await;
+    assert!(tool_names(&requests[1]).contains(&"run_sub_agent"), "one level deeper is allowed");
+}
