@@ -6,7 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use teamster_engine::{ContextPolicy, Decision, EventSink, Resolution, ToolBox, TurnOutcome, TurnPlan, run_turn};
+use teamster_engine::{
+    ContextPolicy, Decision, EventSink, INTERRUPTED_CALL, Resolution, Resumed, ToolBox, TurnOutcome, TurnPlan, resume_turn,
+    run_turn,
+};
 use teamster_llm::{Message, ModelClient, ModelEvent, ModelRequest, ModelStream, TokenUsage};
 use teamster_protocol::Event;
 use teamster_protocol::agent::ResponseFormat;
@@ -133,6 +136,9 @@ struct Case {
     resolutions: Vec<Resolution>,
     sub_agents: Option<teamster_engine::SubAgentPolicy>,
     events: Vec<Event>,
+    /// For a turn taken over from a stopped server: what it recorded before (its plan is then
+    /// adjusted by `resume_turn` first).
+    recorded: Option<Vec<Event>>,
 }
 
 impl Default for Case {
@@ -150,6 +156,7 @@ impl Default for Case {
             resolutions: Vec::new(),
             sub_agents: None,
             events: Vec::new(),
+            recorded: None,
         }
     }
 }
@@ -243,7 +250,21 @@ async fn check(case: Case) -> (Vec<String>, TurnOutcome, u64, Vec<ModelRequest>,
             cancel.cancel();
         });
     }
-    let (outcome, metrics) = run_turn(plan, sink.as_ref(), &cancel).await;
+    let plan = match &case.recorded {
+        None => Some(plan),
+        Some(recorded) => match resume_turn(plan, recorded, sink.as_ref(), &cancel).await {
+            Resumed::Run(plan) => Some(plan),
+            Resumed::Finished(outcome) => {
+                let (lines, requests) = (sink.lines.lock().unwrap().clone(), model.requests.lock().unwrap().clone());
+                return (lines, outcome, 0, requests, sink);
+            }
+            Resumed::NotResumable(reason) => {
+                let lines = sink.lines.lock().unwrap().clone();
+                return (lines, TurnOutcome::Failed { message: format!("not resumable: {reason}") }, 0, Vec::new(), sink);
+            }
+        },
+    };
+    let (outcome, metrics) = run_turn(plan.expect("a plan"), sink.as_ref(), &cancel).await;
     let lines = sink.lines.lock().unwrap().clone();
     let requests = model.requests.lock().unwrap().clone();
     (lines, outcome, metrics.total_tokens, requests, sink)
@@ -1008,4 +1029,138 @@ async fn depth_limits_who_may_start_sub_agents() {
     let (requests, _) =
         one_sub_agent(policy(2), serde_json::json!({"name": "a", "task": "the task"}), vec![text("ok"), usage(1, 1)]).await;
     assert!(tool_names(&requests[1]).contains(&"run_sub_agent"), "one level deeper is allowed");
+}
+
+// Resuming a turn whose server stopped.
+
+/// A recorded `model.message` of the main thread with `calls` as `(id, tool name)`.
+fn recorded_message(id: &str, content: &str, calls: &[(&str, &str)], finish: Option<&str>) -> Event {
+    let calls: Vec<serde_json::Value> = calls
+        .iter()
+        .map(|(id, name)| {
+            serde_json::json!({"id": id, "type": "function", "function": {"name": name, "arguments": "{}"},
+                               "tool_info": {"type": "truefoundry-system", "name": name}})
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "type": "model.message", "id": id, "thread_id": "main", "created_at": "2026-11-22T00:00:00.000Z",
+        "content": content, "tool_calls": if calls.is_empty() { serde_json::Value::Null } else { calls.into() },
+        "finish_reason": finish, "usage": {"input_tokens": 10, "output_tokens": 2,
+            "input_tokens_breakdown": {"harness": 0, "skills": 0, "instructions": 0, "tool_definitions": 0, "messages": 10}}
+    }))
+    .unwrap()
+}
+
+fn recorded_response(call_id: &str, content: &str) -> Event {
+    serde_json::from_value(serde_json::json!({
+        "type": "tool.response", "id": format!("evt_{call_id}"), "thread_id": "main",
+        "created_at": "2026-11-22T00:00:00.000Z", "tool_call_id": call_id, "content": content
+    }))
+    .unwrap()
+}
+
+/// The history a rebuilt plan holds for a message with the calls `ids`, answered as `answers`
+/// says (a placeholder for the others, as `history_from_events` gives them).
+fn history_with_calls(ids: &[(&str, &str)], answers: &[(&str, &str)]) -> Vec<Message> {
+    let mut messages = vec![
+        Message::User { content: "hi".into() },
+        Message::Assistant {
+            content: None,
+            reasoning: None,
+            tool_calls: ids
+                .iter()
+                .map(|(id, name)| teamster_llm::AssistantToolCall { id: (*id).into(), name: (*name).into(), arguments: "{}".into() })
+                .collect(),
+        },
+    ];
+    for (id, _) in ids {
+        let content = answers.iter().find(|(answered, _)| answered == id).map_or("placeholder", |(_, content)| content);
+        messages.push(Message::Tool { tool_call_id: (*id).into(), content: content.into() });
+    }
+    messages
+}
+
+#[tokio::test]
+async fn a_resumed_turn_settles_calls_left_without_a_result_and_never_repeats_answered_ones() {
+    // c1 is idempotent (it runs again), c2 is not (it may have run: an error result says so),
+    // c3 has a recorded result (it does not run again).
+    let calls = [("c1", "get_current_datetime"), ("c2", "big"), ("c3", "big")];
+    let (lines, outcome, _, requests, _) = check(Case {
+        replies: vec![vec![text("Sorted."), usage(10, 1)]],
+        messages: history_with_calls(&calls, &[("c3", "recorded result")]),
+        recorded: Some(vec![recorded_message("m1", "", &calls, Some("tool_calls")), recorded_response("c3", "recorded result")]),
+        iteration_limit: 2,
+        ..Case::default()
+    })
+    .await;
+    assert!(matches!(&outcome, TurnOutcome::Done { output: Some(output), .. } if output.text() == "Sorted."), "{outcome:?}");
+    let events: Vec<&String> = lines.iter().filter(|line| !line.starts_with("delta")).collect();
+    assert_eq!(
+        events,
+        [&format!("tool.response c2 {INTERRUPTED_CALL}"), "tool.response c1 <datetime>", "model.message main"],
+        "c3 was not run again"
+    );
+    assert_eq!(requests.len(), 1, "one model call left of the limit of 2, and it was enough");
+    let sent: Vec<(String, String)> = requests[0]
+        .messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool { tool_call_id, content } => Some((tool_call_id.clone(), content.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent[1], ("c2".to_owned(), INTERRUPTED_CALL.to_owned()), "the model sees the error in the call's place");
+    assert_eq!(sent[2], ("c3".to_owned(), "recorded result".to_owned()));
+    assert!(sent[0].1.starts_with("20"), "c1's new result replaced its placeholder: {sent:?}");
+}
+
+#[tokio::test]
+async fn a_resumed_turn_whose_answer_was_recorded_ends_with_it() {
+    let (lines, outcome, _, requests, _) = check(Case {
+        recorded: Some(vec![recorded_message("m1", "All done.", &[], Some("stop"))]),
+        ..Case::default()
+    })
+    .await;
+    assert!(lines.is_empty() && requests.is_empty(), "no model call: {lines:?}");
+    assert!(matches!(&outcome, TurnOutcome::Done { output: Some(output), .. } if output.id == "m1"), "{outcome:?}");
+}
+
+#[tokio::test]
+async fn a_resumed_turn_waiting_for_approval_ends_waiting_again() {
+    let before = runs();
+    let calls = [("c1", "get_current_datetime"), ("g1", "deploy")];
+    let announced: Event = serde_json::from_value(serde_json::json!({
+        "type": "tool.approval_required", "id": "evt_wait", "created_at": "2026-11-22T00:00:00.000Z",
+        "thread_id": "main", "tool_calls": [{"id": "g1", "source_event_id": "m1"}]
+    }))
+    .unwrap();
+    let (lines, outcome, _, requests, _) = check(Case {
+        messages: history_with_calls(&calls, &[]),
+        recorded: Some(vec![recorded_message("m1", "", &calls, Some("tool_calls")), announced.clone()]),
+        ..Case::default()
+    })
+    .await;
+    assert!(requests.is_empty(), "no model call");
+    assert_eq!(lines, ["tool.response c1 <datetime>"], "the ungated call settles; the wait is not announced again");
+    let TurnOutcome::Done { output: Some(output), required_actions } = outcome else { panic!("{outcome:?}") };
+    assert_eq!((output.id.as_str(), required_actions), ("m1", vec![announced]));
+    assert_eq!(runs(), before, "the gated call did not run");
+}
+
+#[tokio::test]
+async fn a_turn_whose_step_did_not_finish_or_that_used_its_iterations_is_not_run_on() {
+    let cut = recorded_message("m1", "Partial", &[], None);
+    let (_, outcome, _, requests, _) = check(Case { recorded: Some(vec![cut]), ..Case::default() }).await;
+    assert!(matches!(&outcome, TurnOutcome::Failed { message } if message.starts_with("not resumable")), "{outcome:?}");
+    assert!(requests.is_empty());
+
+    let calls = [("c1", "get_current_datetime")];
+    let recorded = vec![
+        recorded_message("m1", "", &calls, Some("tool_calls")),
+        recorded_response("c1", "now"),
+        recorded_message("m2", "", &[("c2", "get_current_datetime")], Some("tool_calls")),
+    ];
+    let (_, outcome, _, requests, _) = check(Case { recorded: Some(recorded), iteration_limit: 2, ..Case::default() }).await;
+    assert!(matches!(&outcome, TurnOutcome::Failed { message } if message.contains("iteration limit of 2")), "{outcome:?}");
+    assert!(requests.is_empty());
 }
