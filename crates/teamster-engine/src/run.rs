@@ -331,13 +331,20 @@ async fn thread_loop(mut thread: Thread, resolutions: Vec<Resolution>, shared: &
     }
 }
 
-/// In a sub-agent, client-side calls (questions to the user) are not allowed: they are taken
-/// out of the waiting calls and answered with an error.
-fn refuse_questions_in_sub_agents(mut split: Split, depth: u32) -> (Split, Vec<ToolCall>) {
-    if depth == 0 || split.client_side.is_empty() {
-        return (split, Vec::new());
+/// In a sub-agent, client-side calls (questions to the user) are not allowed, and below the
+/// first level of sub-agents neither are calls that wait for approval (only a direct
+/// sub-agent of the main thread can be resumed): such calls are taken out of the waiting calls
+/// and answered with an error.
+fn refuse_questions_in_sub_agents(mut split: Split, depth: u32) -> (Split, Vec<(ToolCall, &'static str)>) {
+    let mut refused = Vec::new();
+    if depth >= 1 {
+        let reason = "Sub-agents cannot ask the user questions; decide yourself or report what you need.";
+        refused.extend(std::mem::take(&mut split.client_side).into_iter().map(|call| (call, reason)));
     }
-    let refused = std::mem::take(&mut split.client_side);
+    if depth >= 2 {
+        let reason = "Tools that need approval cannot run in a sub-agent of a sub-agent; report what you need.";
+        refused.extend(std::mem::take(&mut split.approval).into_iter().map(|call| (call, reason)));
+    }
     (split, refused)
 }
 
@@ -406,7 +413,7 @@ fn record_response(sink: &dyn EventSink, thread_id: &str, tool_call_id: &str, co
 /// running sub-agents stop on the same cancellation and close their threads.
 async fn run_tools(
     calls: &[ToolCall],
-    refused: &[ToolCall],
+    refused: &[(ToolCall, &str)],
     thread: &Thread,
     shared: &Shared<'_>,
 ) -> Option<Vec<(String, CallResult)>> {
@@ -415,10 +422,10 @@ async fn run_tools(
         return None;
     }
     let mut results: Vec<(String, CallResult)> = Vec::with_capacity(calls.len() + refused.len());
-    for call in refused {
-        let content = "Error: Sub-agents cannot ask the user questions; decide yourself or report what you need.";
-        record_response(shared.sink, &thread.id, &call.id, content);
-        results.push((call.id.clone(), CallResult::Done(content.to_owned())));
+    for (call, reason) in refused {
+        let content = format!("Error: {reason}");
+        record_response(shared.sink, &thread.id, &call.id, &content);
+        results.push((call.id.clone(), CallResult::Done(content)));
     }
     let mut pending: FuturesUnordered<_> = calls
         .iter()
@@ -627,13 +634,18 @@ async fn resume_sub_agent(
     let found = created.and_then(|created| {
         sub_agents::spawning_call(shared.events, &created.parent).map(|(_, request)| (created, request))
     });
-    let policy = shared.sub_agents;
-    let (Some((created, request)), Some(policy)) = (found, policy) else {
-        // The thread cannot be rebuilt: its decisions are reported and it stays unfinished.
-        tracing::warn!(%thread_id, "a waiting sub-agent thread could not be resumed");
-        return Some((String::new(), CallResult::Done(String::new())));
+    let Some((created, request)) = found else {
+        // Nothing to resume: the spawning call keeps the placeholder result a rebuilt history
+        // gives every call without one.
+        tracing::warn!(%thread_id, "a waiting sub-agent thread is not in the history");
+        return Some((String::new(), CallResult::Waiting(Vec::new())));
     };
     let parent_ref = created.parent.clone();
+    let Some(policy) = shared.sub_agents else {
+        let content = "Error: The sub-agent could not be resumed: the agent no longer runs sub-agents.";
+        record_response(shared.sink, &parent_ref.thread_id, &parent_ref.tool_call_id, content);
+        return Some((parent_ref.tool_call_id, CallResult::Done(content.to_owned())));
+    };
     let mut messages = Vec::new();
     if request.fork {
         let before_spawn: Vec<&Event> = shared
