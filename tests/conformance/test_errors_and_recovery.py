@@ -12,12 +12,14 @@ import json
 import select
 import socket
 import time
+import typing
 import urllib.parse
 
 import httpx
 import pytest
 
 import wire
+from truefoundry_gateway_sdk import PreconditionFailedError
 from truefoundry_gateway_sdk.agents import AgentSessionClient, TurnStateCancelled
 
 gw = wire.Api.gw
@@ -348,15 +350,19 @@ def test_bad_page_token(api, finished, name, path, params):
 # --------------------------------------------------------------------------------------------
 
 
-def test_sigkill_mid_stream_then_restart(server_factory, fake):
-    own = server_factory()
+# Short leases, so a restarted server takes its predecessor's turns over within a second.
+FAST_LEASES = ("--lease-ttl-ms", "1000", "--lease-renew-ms", "200", "--takeover-interval-ms", "200")
+
+
+def test_sigkill_mid_stream_then_restart_resumes_the_turn(server_factory, fake):
+    own = server_factory(extra_args=FAST_LEASES)
     api = own.require_api()
     session = api.create_session("demo")
     sid = session["id"]
     marker = wire.unique("crash")
 
     parser = wire.SseParser()
-    body = {"input": user_input(f"[tokens:200][delay:50] {marker}")}
+    body = {"input": user_input(f"[tokens:40][delay:50] {marker}")}
     try:
         with api.http.stream("POST", f"/api/v1/sessions/{sid}/turns", json=body) as response:
             assert response.status_code == 200
@@ -371,27 +377,96 @@ def test_sigkill_mid_stream_then_restart(server_factory, fake):
     received = parser.events
     assert sum(event.type == "model.message.delta" for event in received) >= 3
     turn_id = received[0].json["turn_id"]
-    executions = len(fake.requests_for(marker))
-    assert executions == 1
+    assert len(fake.requests_for(marker)) == 1
 
-    own.start()  # same database file, new process
+    own.start()  # same database file, new process: it finds the turn's lease expired and resumes it
     api = own.require_api()
     turn = api.wait_terminal(sid, turn_id, timeout=20)
-    assert turn["state"]["status"] == "cancelled" and turn["state"]["reason"] == "abandoned", turn["state"]
+    assert turn["state"]["status"] == "done", turn["state"]
+    assert turn["state"]["output"]["content"] == "".join(f"tok{n} " for n in range(1, 41))
 
     replay = api.subscribe(sid, turn_id)
-    wire.assert_sse_framing(replay)
+    wire.assert_sse_framing(replay)  # one gap-free sequence across the restart, ending in turn.done
     assert [event.raw for event in replay.events[:len(received)]] == [event.raw for event in received], \
         "every event a client received is replayed with identical bytes"
-    assert replay.payloads[-1]["state"]["reason"] == "abandoned"
+    messages = [event for event in replay.payloads if event["type"] == "model.message"]
+    assert len(messages) == 2, "the cut-off message stays in the stream, and the resumed step streams its own"
+    folded = [event for event in wire.fold_stream(replay.payloads) if event["type"] == "model.message"]
+    assert folded[0].get("finish_reason") is None and folded[1]["finish_reason"] == "stop"
+    # For the model the cut-off step never happened: it was asked once more, with the same input.
+    requests = fake.requests_for(marker)
+    assert len(requests) == 2 and requests[0]["messages"] == requests[1]["messages"]
+    listed = api.ok(api.get(f"/api/v1/sessions/{sid}/turns/{turn_id}/events"))["data"]
+    assert [event["type"] for event in listed] == ["model.message"], "only the finished message is content"
 
     gateway_turn = AgentSessionClient(base_url=own.gateway_url, api_key="K", timeout=30) \
         .get_session(sid).get_turn(turn_id)
-    assert isinstance(gateway_turn.state, TurnStateCancelled) and gateway_turn.state.reason == "abandoned"
+    assert gateway_turn.state.status == "done"
 
     providers = api.ok(api.get("/api/v1/settings/model-providers"))["data"]
     assert "fake" in [provider["name"] for provider in providers], "model-provider settings survive a restart"
     after = api.run_turn(sid, "after the crash")
     assert after.output_text == "You said: after the crash", after.done["state"]
     assert after.stream.payloads[0]["previous_turn_id"] == turn_id
-    assert len(fake.requests_for(marker)) == executions, "the abandoned turn was not executed again"
+    assert len(fake.requests_for(marker)) == 2, "the resumed turn was not run again"
+
+
+def test_a_turn_taken_over_too_often_is_abandoned(server_factory, fake):
+    # With no takeovers allowed, the restarted server ends the turn instead of resuming it.
+    own = server_factory(extra_args=(*FAST_LEASES, "--max-takeovers", "0"))
+    api = own.require_api()
+    sid = api.create_session("demo")["id"]
+    marker = wire.unique("crash")
+    turn_id = api.start_turn(sid, f"[tokens:40][delay:50] {marker}")["id"]
+    received = api.read_until_delta(sid, turn_id)
+    own.kill()
+    own.start()
+    api = own.require_api()
+    turn = api.wait_terminal(sid, turn_id, timeout=20)
+    assert turn["state"]["status"] == "cancelled" and turn["state"]["reason"] == "abandoned", turn["state"]
+    replay = api.subscribe(sid, turn_id)
+    wire.assert_sse_framing(replay)
+    assert [event.raw for event in replay.events[:len(received)]] == [event.raw for event in received]
+    assert replay.payloads[-1]["state"]["reason"] == "abandoned"
+    gateway_turn = AgentSessionClient(base_url=own.gateway_url, api_key="K", timeout=30) \
+        .get_session(sid).get_turn(turn_id)
+    assert isinstance(gateway_turn.state, TurnStateCancelled) and gateway_turn.state.reason == "abandoned"
+    assert len(fake.requests_for(marker)) == 1, "the abandoned turn was not executed again"
+
+
+# --------------------------------------------------------------------------------------------
+# Stream retention
+# --------------------------------------------------------------------------------------------
+
+
+def test_an_expired_stream_answers_412_while_its_events_stay_listable(server_factory):
+    # A one-second retention (hidden flag); the sweeper runs every tenth of it.
+    own = server_factory(extra_args=("--stream-retention-secs", "1"))
+    api = own.require_api()
+    sid = api.create_session("demo")["id"]
+    run = api.run_turn(sid, "[tokens:5] keep my events")
+    wire.assert_sse_framing(run.stream)
+    turn_id = run.turn_id
+
+    def expired() -> typing.Optional[wire.StreamResult]:
+        result = api.subscribe(sid, turn_id)
+        return result if result.status == 412 else None
+
+    gone = wire.wait_until(expired, timeout=20, what="the turn's stream to pass its retention")
+    error = wire.assert_error(gone, 412)
+    assert "no longer exists" in error["message"], error
+    for cursor in (3, 0):
+        wire.assert_error(api.subscribe(sid, turn_id, after=cursor), 412)
+
+    # The folded events stay: the turn's and the session's listings are unchanged.
+    listed = api.ok(api.get(f"/api/v1/sessions/{sid}/turns/{turn_id}/events"))["data"]
+    assert [event["type"] for event in listed] == ["model.message"]
+    assert listed[0]["content"] == "tok1 tok2 tok3 tok4 tok5 "
+    session_events = api.ok(api.get(f"/api/v1/sessions/{sid}/events"))["data"]
+    assert [item["event"]["type"] for item in session_events] == ["turn.done", "model.message", "turn.created"]
+    assert api.get_turn(sid, turn_id)["state"]["status"] == "done"
+
+    # The gateway SDK sees the spec's PreconditionFailedError.
+    turn = AgentSessionClient(base_url=own.gateway_url, api_key="K", timeout=30).get_session(sid).get_turn(turn_id)
+    with pytest.raises(PreconditionFailedError):
+        list(turn.stream())

@@ -59,6 +59,28 @@ pub struct ServeArgs {
     /// Do not create the example agent `demo` on start.
     #[arg(long)]
     pub no_example: bool,
+    /// How long a finished turn keeps its whole event stream (deltas included) for
+    /// subscribers, in hours; afterwards subscribing answers 412, while its events stay listable
+    /// until the session is deleted.
+    #[arg(long, env = "TEAMSTER_STREAM_RETENTION_HOURS", default_value_t = 24, value_parser = clap::value_parser!(u64).range(1..=87_600))]
+    pub stream_retention_hours: u64,
+    /// The stream retention in seconds, overriding --stream-retention-hours (for tests).
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
+    pub stream_retention_secs: Option<u64>,
+    /// How many times one turn may be taken over from a stopped server and resumed; a turn
+    /// taken over more often ends `cancelled` with reason `abandoned`.
+    #[arg(long, env = "TEAMSTER_MAX_TAKEOVERS", default_value_t = 3, value_parser = clap::value_parser!(u64).range(0..=100))]
+    pub max_takeovers: u64,
+    /// How long a turn's lease lasts without renewal, in milliseconds (for tests): another
+    /// server takes the turn over once it has expired.
+    #[arg(long, hide = true, default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    pub lease_ttl_ms: u64,
+    /// How often leases are renewed, in milliseconds (for tests); at most half the lease.
+    #[arg(long, hide = true, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(10..=1_800_000))]
+    pub lease_renew_ms: u64,
+    /// How often each server looks for turns to take over, in milliseconds (for tests).
+    #[arg(long, hide = true, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    pub takeover_interval_ms: u64,
     /// The URL users' browsers reach this server at, with any path prefix (default:
     /// `http://` and the listening address). MCP OAuth links and callbacks are built on it.
     #[arg(long, env = "TEAMSTER_PUBLIC_URL")]

@@ -11,7 +11,7 @@ use teamster_protocol::AgentManifest;
 use teamster_server::{AppState, ServerConfig};
 use teamster_llm::registry::RegistryOptions;
 use teamster_llm::retry::RetryPolicy;
-use teamster_service::{Service, ServiceConfig, TokenKey};
+use teamster_service::{LeaseConfig, Service, ServiceConfig, TokenKey};
 
 use crate::args::ServeArgs;
 
@@ -77,6 +77,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         model_options: RegistryOptions { retry },
         public_url,
         secret_key: Some(secret_key),
+        leases: lease_config(args.lease_ttl_ms, args.lease_renew_ms, args.takeover_interval_ms, args.max_takeovers)?,
+        stream_retention: Duration::from_secs(args.stream_retention_secs.unwrap_or(args.stream_retention_hours * 3600)),
     };
     let service = Service::start(store, config).await.context("starting the service")?;
     if !args.no_example {
@@ -107,6 +109,19 @@ async fn load_secret_key(key_file: PathBuf) -> anyhow::Result<TokenKey> {
             Some(_) => "reading TEAMSTER_SECRET_KEY".to_owned(),
             None => format!("loading the secret key file {shown}"),
         })
+}
+
+/// The lease settings, checked: renewals must come at least twice per lease.
+fn lease_config(ttl_ms: u64, renew_ms: u64, takeover_ms: u64, max_takeovers: u64) -> anyhow::Result<LeaseConfig> {
+    if renew_ms.saturating_mul(2) > ttl_ms {
+        bail!("--lease-renew-ms ({renew_ms}) must be at most half of --lease-ttl-ms ({ttl_ms})");
+    }
+    Ok(LeaseConfig {
+        ttl: Duration::from_millis(ttl_ms),
+        renew_every: Duration::from_millis(renew_ms),
+        takeover_every: Duration::from_millis(takeover_ms),
+        max_takeovers,
+    })
 }
 
 /// A database URL with the password of its `user:password@` part masked.

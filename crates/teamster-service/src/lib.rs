@@ -14,6 +14,7 @@ mod engine_metrics;
 mod error;
 mod events;
 mod history_cache;
+mod leases;
 mod mcp_oauth;
 mod mcp_pool;
 mod mcp_servers;
@@ -22,6 +23,7 @@ mod pending;
 pub mod live;
 mod providers;
 mod recovery;
+mod retention;
 mod runner;
 mod sessions;
 mod sink;
@@ -41,6 +43,7 @@ use teamster_tools::ToolSource;
 
 pub use error::{Result, ServiceError};
 pub use events::{ListOrder, SessionEventsQuery, TurnEventsQuery};
+pub use leases::LeaseConfig;
 pub use mcp_oauth::check_public_url;
 pub use mcp_servers::McpServerWrite;
 pub use teamster_mcp::oauth::TokenKey;
@@ -78,6 +81,11 @@ pub struct ServiceConfig {
     /// The key that seals MCP OAuth tokens and client secrets in the store. `None` makes a
     /// random key for this process, so stored tokens do not outlive it (tests).
     pub secret_key: Option<TokenKey>,
+    /// How running turns are leased, renewed, and taken over when their replica stops.
+    pub leases: LeaseConfig,
+    /// How long a finished turn keeps its stream (deltas included) for subscribers; its
+    /// content events stay until its session is deleted.
+    pub stream_retention: Duration,
 }
 
 impl Default for ServiceConfig {
@@ -88,6 +96,8 @@ impl Default for ServiceConfig {
             model_options: RegistryOptions::default(),
             public_url: "http://127.0.0.1:8790".to_owned(),
             secret_key: None,
+            leases: LeaseConfig::default(),
+            stream_retention: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -115,12 +125,15 @@ struct Inner {
     mcp_pool: mcp_pool::McpPool,
     /// Users' OAuth authorizations of MCP servers.
     mcp_oauth: mcp_oauth::McpOAuth,
+    /// The leases of the turns this replica runs.
+    leases: Arc<leases::Leases>,
     config: ServiceConfig,
 }
 
 impl Service {
-    /// Starts the service on a store: loads settings, recovers turns a previous process left
-    /// running, and starts the event writer. Must be called inside a Tokio runtime.
+    /// Starts the service on a store: loads settings, starts the event writer, the lease keeper,
+    /// the takeover of turns whose server stopped (see `recovery`) and the stream retention
+    /// sweeper. Must be called inside a Tokio runtime.
     pub async fn start(store: Arc<dyn Store>, config: ServiceConfig) -> Result<Service> {
         let writer = writer::EventWriter::start(store.clone());
         let providers = providers::Providers::load(store.as_ref(), &config.env_providers, config.model_options).await?;
@@ -138,10 +151,13 @@ impl Service {
                 mcp_servers,
                 mcp_pool: mcp_pool::McpPool::default(),
                 mcp_oauth,
+                leases: Arc::new(leases::Leases::new(config.leases)),
                 config,
             }),
         };
-        recovery::abandon_orphaned_turns(&service).await?;
+        leases::start_keeper(Arc::downgrade(&service.inner), service.inner.config.leases);
+        recovery::start_takeovers(&service);
+        retention::start_sweeper(&service);
         service.sweep_mcp_connections();
         Ok(service)
     }
@@ -159,15 +175,21 @@ impl Service {
         self.inner.live.len()
     }
 
-    /// Cancels every running turn (reason `abandoned`) and waits, up to `grace`, for them to
-    /// record their end. Used on shutdown.
+    /// Hands every running turn over, on shutdown: stops them here without recording an end,
+    /// waits up to `grace` for them to stop and for the writer to settle, then releases their
+    /// leases, so that another replica (or this server, once restarted) resumes them at once.
     pub async fn shutdown(&self, grace: Duration) {
         let running = self.inner.live.all();
-        for log in &running {
-            log.request_cancel(teamster_protocol::CancelReason::Abandoned);
-        }
-        let all = futures_util::future::join_all(running.iter().map(|log| log.wait_finished()));
-        let _ = tokio::time::timeout(grace, all).await;
+        let handed_over = self.inner.leases.hand_over_all();
+        let stopped = futures_util::future::join_all(running.iter().map(|log| log.wait_finished()));
+        let _ = tokio::time::timeout(grace, stopped).await;
         self.inner.writer.flush().await;
+        let owner = &self.inner.leases.owner;
+        let released = handed_over.iter().map(|lease| self.store().release_lease(owner, lease));
+        for (lease, result) in handed_over.iter().zip(futures_util::future::join_all(released).await) {
+            if let Err(error) = result {
+                tracing::warn!(turn_id = %lease.turn_id, %error, "releasing a lease failed; it expires on its own");
+            }
+        }
     }
 }

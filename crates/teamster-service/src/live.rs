@@ -6,6 +6,7 @@
 //! last frame is durable, the log leaves the registry and its memory is freed.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -23,11 +24,15 @@ pub struct TurnLog {
     /// Fires to stop the turn; `cancel_reason` says why.
     pub cancel: CancellationToken,
     cancel_reason: Mutex<Option<CancelReason>>,
-    /// Becomes true when the turn has ended and every frame is durable.
+    /// Becomes true when the turn leaves this process: it has ended and every frame is
+    /// durable, or it was fenced and has stopped.
     finished: watch::Sender<bool>,
     /// The turn's final state, set just before `turn.done` is emitted, so readers see it even
     /// before the store has it.
     final_state: Mutex<Option<TurnState>>,
+    /// Set once this process no longer owns the turn (its lease was lost, or handed over on
+    /// shutdown): nothing more of it is written here, and it records no end here.
+    fenced: AtomicBool,
 }
 
 struct Frames {
@@ -63,6 +68,7 @@ impl TurnLog {
             cancel_reason: Mutex::new(None),
             finished: watch::Sender::new(false),
             final_state: Mutex::new(None),
+            fenced: AtomicBool::new(false),
         })
     }
 
@@ -124,6 +130,20 @@ impl TurnLog {
 
     pub fn final_state(&self) -> Option<TurnState> {
         lock(&self.final_state).clone()
+    }
+
+    /// Marks the turn as no longer owned by this process (see `leases`).
+    pub fn fence(&self) {
+        self.fenced.store(true, Ordering::Release);
+    }
+
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::Acquire)
+    }
+
+    /// Whether the turn has left this process (see [`TurnLog::wait_finished`]), as a watch.
+    pub fn subscribe_finished(&self) -> watch::Receiver<bool> {
+        self.finished.subscribe()
     }
 
     pub fn mark_finished(&self) {

@@ -136,7 +136,7 @@ impl Service {
         if !entries.is_empty()
             && let Some(log) = log
         {
-            let sink = TurnSink { log, writer: self.inner.writer.clone() };
+            let sink = TurnSink { log, writer: self.inner.writer.clone(), hold: None };
             sink.emit_content(&Event::McpInitialize(McpInitialize {
                 id: ids::new_id("evt"),
                 created_at: timestamp::now(),

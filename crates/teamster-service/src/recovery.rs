@@ -1,33 +1,199 @@
-//! Recovery after a crash: turns a previous process left running are ended as `abandoned`.
+//! Taking over turns whose server stopped: every replica looks, at start and then every
+//! [`LeaseConfig::takeover_every`](crate::LeaseConfig), for running turns whose lease has
+//! expired, claims them with compare-and-set (of racing replicas, one wins each turn), and
+//! either resumes each from its log or ends it `cancelled` with reason `abandoned`.
 //!
-//! Nothing is re-run: a model call or tool call that may have started is never repeated.
-//! Every event already in the log stays replayable, and `turn.done` is appended after it. A
-//! turn whose `turn.done` was written but whose state was not gets that state.
+//! Resuming starts a runner for the existing turn whose live log begins with the turn's stored
+//! stream, so every subscriber, on any replica, sees one gap-free sequence: events go on at the
+//! next sequence number. The plan is rebuilt from the history as for any turn, then adjusted by
+//! [`teamster_engine::resume_turn`] (what a cut-off model step, a call without a result and an
+//! answered call become is documented there). A turn is ended `abandoned` instead, after its
+//! last stored event, when resuming it is not safe or not useful:
+//! - it was taken over more than [`LeaseConfig::max_takeovers`](crate::LeaseConfig) times
+//!   (it may be what stops its servers);
+//! - it is older than the turn timeout (its time is up);
+//! - its plan cannot be built (its agent version or model is gone, say), or a model step of it
+//!   ended without finishing (it was already ending, for a reason the log does not hold).
+//!
+//! A turn that someone asked to cancel while nobody ran it ends `cancelled` with the reason
+//! asked for. A turn whose `turn.done` was stored but whose state was not gets that state.
+//! Turns waiting for a human (approvals, questions, MCP authorization) are `done` already:
+//! nothing here touches them, and the next turn resumes them from the log wherever it runs.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use teamster_engine::{MetricsAccumulator, Resumed, TurnOutcome, TurnPlan, resume_turn};
 use teamster_protocol::event::TurnDone;
-use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, TurnState, ids, timestamp};
-use teamster_store::{ContentQuery, LogWrite};
+use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, TurnMetrics, TurnState, ids, timestamp};
+use teamster_store::{ContentQuery, LogWrite, StreamEvent, TurnLease, TurnRecord};
+use tokio_util::sync::CancellationToken;
 
 use crate::Service;
 use crate::engine_metrics::metrics_from_content;
 use crate::error::Result;
+use crate::leases::clock;
+use crate::live::{TurnLog, sse_frame};
+use crate::sink::TurnSink;
+
+/// The most turns one scan claims; the next scan (on this replica or another) takes the rest.
+const TAKEOVER_BATCH: u32 = 16;
+/// Stream events read per store call when loading a turn's stream.
+const STREAM_PAGE: u32 = 1000;
+
+/// What the runner of a taken-over turn does, decided from what the turn recorded.
+// One value per takeover; boxing the outcome would buy nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Resumption {
+    /// Run the engine on this plan.
+    Run(Box<TurnPlan>),
+    /// End the turn with this outcome, with no model call.
+    Finished(TurnOutcome),
+    /// End the turn `abandoned`, for the reason given.
+    Abandon(String),
+}
+
+/// Starts looking for turns to take over, now and then periodically, for as long as the
+/// service lives.
+pub(crate) fn start_takeovers(service: &Service) {
+    let inner = Arc::downgrade(&service.inner);
+    let every = service.inner.leases.config.takeover_every;
+    tokio::spawn(async move {
+        loop {
+            {
+                let Some(inner) = inner.upgrade() else { return };
+                if let Err(error) = (Service { inner }).take_over_expired().await {
+                    tracing::warn!(%error, "looking for turns to take over failed");
+                }
+            }
+            tokio::time::sleep(every).await;
+        }
+    });
+}
+
+/// Decides how a taken-over turn goes on: `history` is what its plan was built from (the
+/// ancestors' events, then the turn's own). Returns the decision and the metrics of the model
+/// calls the turn recorded before it stopped, priced as the plan's model.
+pub(crate) async fn resume(
+    plan: TurnPlan,
+    turn: &TurnRecord,
+    history: &[Event],
+    sink: &TurnSink,
+    cancel: &CancellationToken,
+) -> (Resumption, TurnMetrics) {
+    let start = history
+        .iter()
+        .rposition(|event| matches!(event, Event::TurnCreated(created) if created.turn_id == turn.id))
+        .map_or(history.len(), |index| index + 1);
+    let recorded = &history[start..];
+    let mut prior = MetricsAccumulator::default();
+    for event in recorded {
+        if let Event::ModelMessage(message) = event
+            && let Some(usage) = &message.usage
+        {
+            prior.add(usage, plan.pricing.as_ref());
+        }
+    }
+    let resumption = match resume_turn(plan, recorded, sink, cancel).await {
+        Resumed::Run(plan) => Resumption::Run(Box::new(plan)),
+        Resumed::Finished(outcome) => Resumption::Finished(outcome),
+        Resumed::NotResumable(reason) => Resumption::Abandon(reason),
+    };
+    (resumption, prior.metrics())
+}
 
 impl Service {
-    async fn abandon(&self, turn_id: &str) -> Result<()> {
-        let store = self.store();
-        let last = store.last_sequence(turn_id).await?;
-        let tail = store.read_stream(turn_id, last.saturating_sub(1), 1).await?;
-        let turn_key: std::sync::Arc<str> = turn_id.into();
-        let at = timestamp::now();
-        if let Some(Ok(Event::TurnDone(done))) = tail.first().map(|event| serde_json::from_str::<Event>(&event.data)) {
-            store.write(&[LogWrite::TurnState { turn_id: turn_key, state: done.state, at }]).await?;
+    /// Claims the running turns whose lease has expired (up to a batch) and takes each over.
+    async fn take_over_expired(&self) -> Result<()> {
+        let leases = &self.inner.leases;
+        for expired in self.store().expired_leases(TAKEOVER_BATCH).await? {
+            // Still stopping here (its hold ran out): it leaves memory first.
+            if self.inner.live.get(&expired.turn_id).is_some() {
+                continue;
+            }
+            let claimed_at = clock();
+            let claim = self.store().claim_turn(&expired.turn_id, &leases.owner, leases.config.ttl, expired.claims);
+            let Some(lease) = claim.await? else { continue };
+            tracing::warn!(
+                turn_id = %lease.turn_id,
+                previous_owner = expired.owner.as_deref().unwrap_or("none"),
+                takeovers = lease.claims.saturating_sub(1),
+                "taking over a turn whose server stopped"
+            );
+            let turn_id = lease.turn_id.clone();
+            if let Err(error) = self.take_over(&expired.session_id, lease, claimed_at).await {
+                // The lease runs out again and the next takeover counts one more.
+                tracing::error!(%turn_id, %error, "taking over the turn failed");
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes over a turn this replica has just claimed: finishes recording its end if it had
+    /// one, ends it `abandoned` if resuming is not safe, or resumes it.
+    async fn take_over(&self, session_id: &str, lease: TurnLease, claimed_at: u64) -> Result<()> {
+        let turn = self.store().get_turn(session_id, &lease.turn_id).await?;
+        if turn.state.is_terminal() {
             return Ok(());
         }
+        let stream = self.read_whole_stream(&turn.id).await?;
+        let last = stream.last().map_or(0, |event| event.sequence);
+        if let Some(Ok(Event::TurnDone(done))) = stream.last().map(|event| serde_json::from_str::<Event>(&event.data)) {
+            let state = LogWrite::TurnState { turn_id: turn.id.as_str().into(), state: done.state, at: timestamp::now() };
+            return Ok(self.store().write(&[state]).await?);
+        }
+        // Asked to stop while nobody ran it: it stops now, as asked.
+        if let Some((_, reason)) = self.store().cancel_requests(&[turn.id.as_str()]).await?.into_iter().next() {
+            return self.end_unrun(&turn.id, last, reason).await;
+        }
+        let config = &self.inner.config;
+        let takeovers = lease.claims.saturating_sub(1);
+        let age = age(&turn.created_at);
+        let refusal = if takeovers > self.inner.leases.config.max_takeovers {
+            Some(format!("it was taken over {takeovers} times"))
+        } else if age >= config.turn_timeout {
+            Some("it is older than the turn timeout".to_owned())
+        } else {
+            None
+        };
+        if let Some(reason) = refusal {
+            tracing::warn!(turn_id = %turn.id, "ending the turn as abandoned: {reason}");
+            return self.end_unrun(&turn.id, last, CancelReason::Abandoned).await;
+        }
+        let session = self.store().get_session(session_id).await?;
+        let frames = stream.iter().map(|event| sse_frame(event.sequence, &event.data)).collect();
+        let log = TurnLog::new(&turn.id, session_id, frames);
+        let hold = self.inner.leases.hold_taken_over(&log, lease, claimed_at);
+        self.inner.live.insert(log.clone());
+        crate::runner::spawn_resumed(self.clone(), log, hold, session, turn, config.turn_timeout - age);
+        Ok(())
+    }
+
+    /// Every stored stream event of a turn, in order.
+    async fn read_whole_stream(&self, turn_id: &str) -> Result<Vec<StreamEvent>> {
+        let mut events: Vec<StreamEvent> = Vec::new();
+        loop {
+            let after = events.last().map_or(0, |event| event.sequence);
+            let page = self.store().read_stream(turn_id, after, STREAM_PAGE).await?;
+            let full = page.len() == STREAM_PAGE as usize;
+            events.extend(page);
+            if !full {
+                return Ok(events);
+            }
+        }
+    }
+
+    /// Ends a turn nobody runs as `cancelled` with `reason`, after its last stored event
+    /// (`last`), with the metrics of the model messages it recorded.
+    async fn end_unrun(&self, turn_id: &str, last: u64, reason: CancelReason) -> Result<()> {
+        let store = self.store();
+        let turn_key: Arc<str> = turn_id.into();
+        let at = timestamp::now();
         let content = store
             .read_content(turn_id, &ContentQuery { only_turn_content: false, descending: false, after: None, limit: u32::MAX })
             .await?;
         let state = TurnState::Cancelled {
-            reason: CancelReason::Abandoned,
+            reason,
             completed_at: at.clone(),
             metrics: Some(metrics_from_content(&content)),
         };
@@ -37,7 +203,7 @@ impl Service {
             created_at: at.clone(),
             thread_id: Some(MAIN_THREAD_ID.to_owned()),
         });
-        let data: std::sync::Arc<str> = serde_json::to_string(&done).unwrap_or_default().into();
+        let data: Arc<str> = serde_json::to_string(&done).unwrap_or_default().into();
         store
             .write(&[
                 LogWrite::Stream { turn_id: turn_key.clone(), sequence: last + 1, data: data.clone() },
@@ -49,12 +215,11 @@ impl Service {
     }
 }
 
-/// Ends every turn the store still shows as running. Called once at start, before this
-/// process runs any turn of its own.
-pub(crate) async fn abandon_orphaned_turns(service: &Service) -> Result<()> {
-    for turn in service.store().running_turns().await? {
-        tracing::warn!(turn_id = %turn.id, "ending a turn left running by a previous process as abandoned");
-        service.abandon(&turn.id).await?;
-    }
-    Ok(())
+/// How long ago a turn was created (zero if its timestamp does not parse).
+fn age(created_at: &str) -> Duration {
+    let (Some(created), Some(now)) = (timestamp::parse(created_at), timestamp::parse(&timestamp::now())) else {
+        return Duration::ZERO;
+    };
+    Duration::from_millis(u64::try_from((now - created).whole_milliseconds()).unwrap_or(0))
 }
+

@@ -14,7 +14,10 @@ use teamster_store::{ContentQuery, LogWrite, SessionAgentRecord, SessionRecord, 
 use crate::mcp_turn::TurnTools;
 use crate::{Service, pending};
 use teamster_protocol::input::TurnInput;
+use crate::engine_metrics::add_metrics;
+use crate::leases::Hold;
 use crate::live::TurnLog;
+use crate::recovery::{self, Resumption};
 use crate::sink::TurnSink;
 
 /// How long a new turn waits for the previous turn of its session to record its end.
@@ -24,8 +27,17 @@ const HISTORY_PAGE: u32 = 1000;
 /// The most authorization pauses in a row a resumed turn looks back through for decisions.
 const MAX_RESUMED_PAUSES: usize = 64;
 
-/// Starts the turn's task, and a supervisor that ends the turn with an error if the task
-/// panics, so no turn is ever left running.
+/// How a runner starts its turn.
+enum Start {
+    /// A new turn, once the session's previous turn (if it is still ending) has ended.
+    New { ending_previous: Option<Arc<TurnLog>> },
+    /// A turn this replica took over from a stopped server (see `recovery`), with what is left
+    /// of its time.
+    Resumed { timeout: Duration },
+}
+
+/// Starts a new turn's task (holding the turn's new lease), and a supervisor that ends the
+/// turn with an error if the task panics, so no turn is ever left running.
 pub(crate) fn spawn(
     service: Service,
     log: Arc<TurnLog>,
@@ -33,8 +45,25 @@ pub(crate) fn spawn(
     turn: TurnRecord,
     ending_previous: Option<Arc<TurnLog>>,
 ) {
-    let sink = Arc::new(TurnSink { log: log.clone(), writer: service.inner.writer.clone() });
-    let task = tokio::spawn(run(service.clone(), sink.clone(), session, turn, ending_previous));
+    let hold = service.inner.leases.hold_new(&log);
+    start(service, log, hold, session, turn, Start::New { ending_previous });
+}
+
+/// Starts the task of a turn this replica took over and holds, like [`spawn`].
+pub(crate) fn spawn_resumed(
+    service: Service,
+    log: Arc<TurnLog>,
+    hold: Arc<Hold>,
+    session: SessionRecord,
+    turn: TurnRecord,
+    timeout: Duration,
+) {
+    start(service, log, hold, session, turn, Start::Resumed { timeout });
+}
+
+fn start(service: Service, log: Arc<TurnLog>, hold: Arc<Hold>, session: SessionRecord, turn: TurnRecord, how: Start) {
+    let sink = Arc::new(TurnSink { log: log.clone(), writer: service.inner.writer.clone(), hold: Some(hold) });
+    let task = tokio::spawn(run(service.clone(), sink.clone(), session, turn, how));
     tokio::spawn(async move {
         if let Err(error) = task.await {
             tracing::error!(turn_id = %log.turn_id, %error, "turn task failed");
@@ -50,19 +79,24 @@ pub(crate) fn spawn(
     });
 }
 
-async fn run(
-    service: Service,
-    sink: Arc<TurnSink>,
-    session: SessionRecord,
-    turn: TurnRecord,
-    ending_previous: Option<Arc<TurnLog>>,
-) {
-    if let Some(previous) = ending_previous {
-        let _ = tokio::time::timeout(PREVIOUS_TURN_WAIT, previous.wait_finished()).await;
-    }
+async fn run(service: Service, sink: Arc<TurnSink>, session: SessionRecord, turn: TurnRecord, how: Start) {
+    let (timeout, resumed) = match how {
+        Start::New { ending_previous } => {
+            if let Some(previous) = ending_previous {
+                let _ = tokio::time::timeout(PREVIOUS_TURN_WAIT, previous.wait_finished()).await;
+            }
+            (service.inner.config.turn_timeout, false)
+        }
+        Start::Resumed { timeout } => (timeout, true),
+    };
     let log = sink.log.clone();
     let mut history = None;
     let (outcome, metrics) = match service.plan_turn(&session, &turn).await {
+        Err(message) if resumed => {
+            tracing::warn!(turn_id = %turn.id, "ending a taken-over turn as abandoned: {message}");
+            log.request_cancel(CancelReason::Abandoned);
+            (TurnOutcome::Interrupted, TurnMetrics::default())
+        }
         Err(message) => (TurnOutcome::Failed { message }, TurnMetrics::default()),
         Ok((TurnStart::NeedsAuthorization(required), used_history)) => {
             history = Some(used_history);
@@ -71,16 +105,32 @@ async fn run(
             (TurnOutcome::Done { output: None, required_actions: vec![event] }, TurnMetrics::default())
         }
         Ok((TurnStart::Run(plan), used_history)) => {
+            let (resumption, prior) = if resumed {
+                recovery::resume(*plan, &turn, &used_history, &sink, &log.cancel).await
+            } else {
+                (Resumption::Run(plan), TurnMetrics::default())
+            };
             history = Some(used_history);
-            let run = run_turn(*plan, sink.as_ref(), &log.cancel);
-            tokio::pin!(run);
-            tokio::select! {
-                result = &mut run => result,
-                () = tokio::time::sleep(service.inner.config.turn_timeout) => {
-                    log.request_cancel(CancelReason::ServerExecutionTimeout);
-                    run.await
+            let (outcome, metrics) = match resumption {
+                Resumption::Run(plan) => {
+                    let run = run_turn(*plan, sink.as_ref(), &log.cancel);
+                    tokio::pin!(run);
+                    tokio::select! {
+                        result = &mut run => result,
+                        () = tokio::time::sleep(timeout) => {
+                            log.request_cancel(CancelReason::ServerExecutionTimeout);
+                            run.await
+                        }
+                    }
                 }
-            }
+                Resumption::Finished(outcome) => (outcome, TurnMetrics::default()),
+                Resumption::Abandon(reason) => {
+                    tracing::warn!(turn_id = %turn.id, "ending a taken-over turn as abandoned: {reason}");
+                    log.request_cancel(CancelReason::Abandoned);
+                    (TurnOutcome::Interrupted, TurnMetrics::default())
+                }
+            };
+            (outcome, add_metrics(&prior, &metrics))
         }
     };
     let completed_at = timestamp::now();
@@ -104,8 +154,15 @@ async fn run(
 /// Records the turn's end: `turn.done` on the stream and as content, the turn's state, then
 /// waits until all of it is durable, caches the history through this turn (so a turn chained
 /// to it finds it), and only then lets the turn leave memory.
+///
+/// A fenced turn (this replica no longer owns it) records nothing: it only leaves memory.
 async fn finish(service: &Service, sink: &TurnSink, state: TurnState, history: Option<(&TurnRecord, Vec<Event>)>) {
     let log = &sink.log;
+    if log.is_fenced() {
+        service.inner.live.remove(&log.turn_id);
+        log.mark_finished();
+        return;
+    }
     log.set_final_state(state.clone());
     let at = timestamp::now();
     sink.emit_content(&Event::TurnDone(TurnDone {
@@ -114,8 +171,9 @@ async fn finish(service: &Service, sink: &TurnSink, state: TurnState, history: O
         created_at: at.clone(),
         thread_id: Some(MAIN_THREAD_ID.to_owned()),
     }));
-    service.inner.writer.write(LogWrite::TurnState { turn_id: log.turn_id.clone(), state, at }, None);
+    service.inner.writer.write(LogWrite::TurnState { turn_id: log.turn_id.clone(), state, at }, Some(log.clone()));
     service.inner.writer.flush().await;
+    service.inner.leases.release_hold(&log.turn_id);
     if let Some((turn, history)) = history {
         service.cache_history(turn, history).await;
     }

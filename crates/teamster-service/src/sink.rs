@@ -1,17 +1,23 @@
 //! The engine's event sink for a running turn: serialise once, frame, queue for the writer.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use teamster_engine::EventSink;
 use teamster_protocol::Event;
 use teamster_store::LogWrite;
 
+use crate::leases::Hold;
 use crate::live::TurnLog;
 use crate::writer::EventWriter;
 
 pub struct TurnSink {
     pub log: Arc<TurnLog>,
     pub writer: EventWriter,
+    /// This replica's hold on the turn, checked before side effects; `None` for a sink that
+    /// only emits an event of a turn that runs here.
+    pub(crate) hold: Option<Arc<Hold>>,
 }
 
 fn to_json(event: &Event) -> Arc<str> {
@@ -39,7 +45,16 @@ impl EventSink for TurnSink {
                 kind: event.kind(),
                 data: to_json(event),
             },
-            None,
+            Some(self.log.clone()),
         );
+    }
+
+    /// Waits until everything queued is committed, then says whether this replica still owns
+    /// the turn (its hold has not run out and it was not fenced).
+    fn checkpoint(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        Box::pin(async move {
+            self.writer.flush().await;
+            self.hold.as_ref().is_some_and(Hold::still_owned)
+        })
     }
 }

@@ -85,9 +85,13 @@ fn follow_live(log: std::sync::Arc<TurnLog>, after: u64) -> FrameStream {
 }
 
 /// Sends durable frames after `after` until `turn.done` has been sent or the receiver is gone.
+/// A turn that leaves this process without its end (another replica took it over) ends the
+/// stream after its last durable frame; the client re-subscribes from there.
 async fn forward_live(log: std::sync::Arc<TurnLog>, mut after: u64, sender: mpsc::Sender<Bytes>) {
     let mut durable = log.subscribe_durable();
+    let mut finished = log.subscribe_finished();
     loop {
+        let left = *finished.borrow_and_update();
         let committed = *durable.borrow_and_update();
         let (frames, complete) = log.durable_frames(after, committed);
         for frame in frames {
@@ -96,11 +100,12 @@ async fn forward_live(log: std::sync::Arc<TurnLog>, mut after: u64, sender: mpsc
             }
         }
         after = after.max(committed);
-        if complete {
+        if complete || left {
             return;
         }
-        if durable.changed().await.is_err() {
-            return;
+        tokio::select! {
+            changed = durable.changed() => if changed.is_err() { return },
+            _ = finished.changed() => {}
         }
     }
 }

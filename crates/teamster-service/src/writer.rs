@@ -3,7 +3,9 @@
 //!
 //! Writers never wait for it: they queue and go on. The task takes everything queued (up to a
 //! batch limit) and commits it in one transaction, so under load many events share one
-//! commit. A failed commit is retried with back-off; nothing is dropped.
+//! commit. A failed commit is retried with back-off; nothing is dropped, except the writes of
+//! turns this process no longer owns (their [`TurnLog`] is fenced, see `leases`), which are
+//! left out of every commit attempt after the fence, queued ones included.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -35,8 +37,9 @@ impl EventWriter {
         EventWriter { sender }
     }
 
-    /// Queues a write. When it is a stream write and `log` is given, the log's watermark
-    /// advances once the write is committed.
+    /// Queues a write of the turn whose live log is `log`, if any. The log's watermark
+    /// advances once its stream writes are committed, and once the log is fenced its writes
+    /// are dropped.
     pub fn write(&self, write: LogWrite, log: Option<Arc<TurnLog>>) {
         if self.sender.send(Command::Write { write, log }).is_err() {
             tracing::error!("event writer has stopped; a write was lost");
@@ -54,6 +57,8 @@ impl EventWriter {
 
 async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Command>) {
     let mut batch: Vec<LogWrite> = Vec::new();
+    // The live log of each write in `batch`, if any.
+    let mut owners: Vec<Option<Arc<TurnLog>>> = Vec::new();
     let mut watermarks: HashMap<Arc<str>, (Arc<TurnLog>, u64)> = HashMap::new();
     let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
     while let Some(first) = receiver.recv().await {
@@ -64,11 +69,12 @@ async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Comman
         while let Some(command) = next.take() {
             match command {
                 Command::Write { write, log } => {
-                    if let (LogWrite::Stream { turn_id, sequence, .. }, Some(log)) = (&write, log) {
-                        let entry = watermarks.entry(turn_id.clone()).or_insert((log, 0));
+                    if let (LogWrite::Stream { turn_id, sequence, .. }, Some(log)) = (&write, &log) {
+                        let entry = watermarks.entry(turn_id.clone()).or_insert((log.clone(), 0));
                         entry.1 = entry.1.max(*sequence);
                     }
                     batch.push(write);
+                    owners.push(log);
                 }
                 Command::Flush(done) => flushes.push(done),
             }
@@ -76,10 +82,13 @@ async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Comman
                 next = receiver.try_recv().ok();
             }
         }
-        commit(store.as_ref(), &batch).await;
+        commit(store.as_ref(), &batch, &owners).await;
         batch.clear();
+        owners.clear();
         for (_, (log, sequence)) in watermarks.drain() {
-            log.mark_durable(sequence);
+            if !log.is_fenced() {
+                log.mark_durable(sequence);
+            }
         }
         for done in flushes.drain(..) {
             let _ = done.send(());
@@ -87,13 +96,22 @@ async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Comman
     }
 }
 
-/// Commits a batch, retrying with back-off until the store takes it.
-async fn commit(store: &dyn Store, batch: &[LogWrite]) {
-    if batch.is_empty() {
-        return;
-    }
+/// Commits a batch, retrying with back-off until the store takes it. Each attempt leaves out
+/// the writes of turns fenced by then.
+async fn commit(store: &dyn Store, batch: &[LogWrite], owners: &[Option<Arc<TurnLog>>]) {
     let mut delay = Duration::from_millis(10);
     loop {
+        let fenced = |index: usize| owners[index].as_ref().is_some_and(|log| log.is_fenced());
+        let kept: Vec<LogWrite>;
+        let batch = if (0..batch.len()).any(fenced) {
+            kept = batch.iter().enumerate().filter(|(index, _)| !fenced(*index)).map(|(_, write)| write.clone()).collect();
+            &kept[..]
+        } else {
+            batch
+        };
+        if batch.is_empty() {
+            return;
+        }
         match store.write(batch).await {
             Ok(()) => return,
             Err(error) => {

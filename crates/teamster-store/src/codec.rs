@@ -42,8 +42,10 @@ pub fn clamp_i64(value: u64) -> i64 {
 }
 
 /// How long a new turn is protected from takeovers until its creator claims its lease, in
-/// milliseconds: `create_turn` sets the lease's expiry this far ahead, with no owner.
-pub const UNCLAIMED_LEASE_GRACE_MS: i64 = 30_000;
+/// milliseconds: `create_turn` sets the lease's expiry this far ahead, with no owner. The
+/// creator's first renewal comes within a second; one that comes later than this only hands
+/// the turn over (the creator then finds the lease taken and stops).
+pub const UNCLAIMED_LEASE_GRACE_MS: i64 = 10_000;
 
 /// A lease's time to live in whole milliseconds, at least 1, for an integer column.
 pub fn lease_millis(ttl: std::time::Duration) -> i64 {
