@@ -80,8 +80,6 @@ pub(crate) struct Leases {
 pub(crate) struct Hold {
     pub(crate) lease: TurnLease,
     log: Arc<TurnLog>,
-    /// Until when this replica may act on the turn, in milliseconds of [`clock`].
-    valid_until: AtomicU64,
     /// When the keeper renews the lease next, in milliseconds of [`clock`].
     next_renewal: AtomicU64,
     /// The registry holding it, where a hold that ran out is let go.
@@ -89,9 +87,10 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
-    /// Whether this replica may still act on the turn: the hold has not run out.
+    /// Whether this replica may still act on the turn: the hold has not run out. Its end is
+    /// kept on the turn's log, so the writer stops writing the turn at once when it passes.
     pub(crate) fn is_valid(&self) -> bool {
-        clock() < self.valid_until.load(Ordering::Acquire)
+        clock() < self.log.owned_until()
     }
 
     /// Whether this replica still owns the turn: the hold has not run out (one that has is let
@@ -117,10 +116,10 @@ impl Leases {
     pub(crate) fn hold_new(self: &Arc<Leases>, log: &Arc<TurnLog>) -> Arc<Hold> {
         let now = clock();
         let grace = Duration::from_millis(UNCLAIMED_LEASE_GRACE_MS.unsigned_abs());
+        log.set_owned_until(now + millis(grace.saturating_sub(self.config.margin())), false);
         let hold = Hold {
             lease: TurnLease { turn_id: log.turn_id.to_string(), claims: 1 },
             log: log.clone(),
-            valid_until: AtomicU64::new(now + millis(grace.saturating_sub(self.config.margin()))),
             next_renewal: AtomicU64::new(now + millis(self.config.tick())),
             leases: Arc::downgrade(self),
         };
@@ -130,10 +129,10 @@ impl Leases {
     /// Holds a turn this replica took over with `lease`, claimed by a call that started at
     /// `claimed_at` (a [`clock`] reading).
     pub(crate) fn hold_taken_over(self: &Arc<Leases>, log: &Arc<TurnLog>, lease: TurnLease, claimed_at: u64) -> Arc<Hold> {
+        log.set_owned_until(claimed_at + self.valid_for(), false);
         let hold = Hold {
             lease,
             log: log.clone(),
-            valid_until: AtomicU64::new(claimed_at + self.valid_for()),
             next_renewal: AtomicU64::new(claimed_at + millis(self.config.renew_every)),
             leases: Arc::downgrade(self),
         };
@@ -178,7 +177,7 @@ impl Leases {
             Ok(renewed) => {
                 for hold in due {
                     if renewed.iter().any(|turn_id| *turn_id == hold.lease.turn_id) {
-                        hold.valid_until.fetch_max(started + self.valid_for(), Ordering::AcqRel);
+                        hold.log.set_owned_until(started + self.valid_for(), true);
                         hold.next_renewal.store(started + millis(self.config.renew_every), Ordering::Release);
                     } else if hold.log.final_state().is_some() {
                         // The turn has ended (the store no longer lists it as running).

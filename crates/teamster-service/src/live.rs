@@ -6,7 +6,7 @@
 //! last frame is durable, the log leaves the registry and its memory is freed.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -33,6 +33,9 @@ pub struct TurnLog {
     /// Set once this process no longer owns the turn (its lease was lost, or handed over on
     /// shutdown): nothing more of it is written here, and it records no end here.
     fenced: AtomicBool,
+    /// Until when this process owns the turn, in milliseconds of `leases::clock`: past it, the
+    /// turn counts as fenced even before anyone has noticed (a process that was paused, say).
+    owned_until: AtomicU64,
 }
 
 struct Frames {
@@ -69,6 +72,7 @@ impl TurnLog {
             finished: watch::Sender::new(false),
             final_state: Mutex::new(None),
             fenced: AtomicBool::new(false),
+            owned_until: AtomicU64::new(u64::MAX),
         })
     }
 
@@ -137,8 +141,23 @@ impl TurnLog {
         self.fenced.store(true, Ordering::Release);
     }
 
+    /// Whether this process no longer owns the turn: it was fenced, or its ownership ran out.
     pub fn is_fenced(&self) -> bool {
-        self.fenced.load(Ordering::Acquire)
+        self.fenced.load(Ordering::Acquire) || crate::leases::clock() >= self.owned_until.load(Ordering::Acquire)
+    }
+
+    /// Until when this process owns the turn (see `leases`).
+    pub(crate) fn owned_until(&self) -> u64 {
+        self.owned_until.load(Ordering::Acquire)
+    }
+
+    /// Sets until when this process owns the turn; `extend` only ever moves it later.
+    pub(crate) fn set_owned_until(&self, until: u64, extend: bool) {
+        if extend {
+            self.owned_until.fetch_max(until, Ordering::AcqRel);
+        } else {
+            self.owned_until.store(until, Ordering::Release);
+        }
     }
 
     /// Whether the turn has left this process (see [`TurnLog::wait_finished`]), as a watch.
