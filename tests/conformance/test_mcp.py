@@ -14,12 +14,7 @@ and unreachable servers that do not fail the turn, and the gateway SDK's view of
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import queue
-import subprocess
-import sys
-import threading
 import time
 import typing
 
@@ -27,6 +22,7 @@ import pytest
 
 import conftest
 import wire
+from python_servers import PYTHON, SERVERS, PythonServer
 from truefoundry_gateway_sdk import AgentSpec, ApprovalAllow, ApprovalDeny, InlineMcpServer, Model, UserMessage
 from truefoundry_gateway_sdk.agents import (
     McpInitializeEvent,
@@ -38,8 +34,7 @@ from truefoundry_gateway_sdk.agents import (
     merge_event_delta,
 )
 
-TOOLS_SERVER = conftest.REPO_ROOT / "tests" / "mcp_servers" / "tools_server.py"
-PYTHON = os.environ.get("TEAMSTER_TEST_PYTHON") or sys.executable
+TOOLS_SERVER = SERVERS / "tools_server.py"
 # Read-only tools of tools_server.py, per their annotations.
 READ_ONLY = {"echo", "add", "cancelled_calls", "big", "whoami", "picture", "getenv"}
 ALL_TOOLS = READ_ONLY | {"write_note", "delete_everything", "fail", "slow", "counter", "crash"}
@@ -51,32 +46,12 @@ SECRET = "Bearer s3cret-mcp-header"
 # --------------------------------------------------------------------------------------------
 
 
-class McpHttpServer:
+class McpHttpServer(PythonServer):
     """tools_server.py over streamable HTTP on a free loopback port."""
 
     def __init__(self, workdir: pathlib.Path) -> None:
-        self.log_path = workdir / f"mcp-{wire.unique('srv')}.log"
-        self.popen = subprocess.Popen(
-            [PYTHON, str(TOOLS_SERVER), "--transport", "streamable-http", "--port", "0"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=open(self.log_path, "wb"),
-            preexec_fn=conftest._die_with_parent)
-        lines: "queue.Queue[bytes]" = queue.Queue()
-        assert self.popen.stdout is not None
-        stdout = self.popen.stdout
-        threading.Thread(target=lambda: [lines.put(line) for line in iter(stdout.readline, b"")],
-                         daemon=True).start()
-        try:
-            first = lines.get(timeout=conftest.READY_TIMEOUT).decode()
-        except queue.Empty:
-            self.close()
-            raise AssertionError(f"the MCP test server did not start: {self.log_path.read_text()}") from None
-        assert first.startswith("LISTENING "), first
-        self.url = f"http://127.0.0.1:{int(first.split()[1])}/mcp"
-
-    def close(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.kill()
-        self.popen.wait(timeout=10)
+        super().__init__(workdir, "tools_server.py", "--transport", "streamable-http")
+        self.url = f"{self.base}/mcp"
 
 
 @pytest.fixture(scope="module")

@@ -20,12 +20,7 @@ is tested in Rust (`crates/teamster-service/tests/mcp_oauth.rs`).
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import queue
-import subprocess
-import sys
-import threading
 import time
 import typing
 import urllib.parse
@@ -35,11 +30,10 @@ import pytest
 
 import conftest
 import wire
+from python_servers import PythonServer
 from truefoundry_gateway_sdk import UserMessage
 from truefoundry_gateway_sdk.agents import McpAuthRequiredEvent, TurnDoneEvent, TurnStateDone
 
-OAUTH_SERVER = conftest.REPO_ROOT / "tests" / "mcp_servers" / "oauth_server.py"
-PYTHON = os.environ.get("TEAMSTER_TEST_PYTHON") or sys.executable
 CALLBACK_PATH = "/api/v1/mcp-servers/oauth/callback"
 
 
@@ -48,27 +42,11 @@ CALLBACK_PATH = "/api/v1/mcp-servers/oauth/callback"
 # --------------------------------------------------------------------------------------------
 
 
-class OAuthServer:
+class OAuthServer(PythonServer):
     """oauth_server.py on a free loopback port."""
 
     def __init__(self, workdir: pathlib.Path, *args: str) -> None:
-        self.log_path = workdir / f"oauth-{wire.unique('srv')}.log"
-        self.popen = subprocess.Popen(
-            [PYTHON, str(OAUTH_SERVER), "--port", "0", *args],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=open(self.log_path, "wb"),
-            preexec_fn=conftest._die_with_parent)
-        lines: "queue.Queue[bytes]" = queue.Queue()
-        assert self.popen.stdout is not None
-        stdout = self.popen.stdout
-        threading.Thread(target=lambda: [lines.put(line) for line in iter(stdout.readline, b"")],
-                         daemon=True).start()
-        try:
-            first = lines.get(timeout=conftest.READY_TIMEOUT).decode()
-        except queue.Empty:
-            self.close()
-            raise AssertionError(f"the OAuth test server did not start: {self.log_path.read_text()}") from None
-        assert first.startswith("LISTENING "), first
-        self.base = f"http://127.0.0.1:{int(first.split()[1])}"
+        super().__init__(workdir, "oauth_server.py", *args)
         self.url = f"{self.base}/mcp"
 
     def grants(self) -> dict:
@@ -77,11 +55,6 @@ class OAuthServer:
     def secrets(self) -> list[str]:
         issued = httpx.get(f"{self.base}/test/secrets", timeout=wire.TIMEOUT).json()
         return issued["access_tokens"] + issued["refresh_tokens"] + issued["client_secrets"]
-
-    def close(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.kill()
-        self.popen.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
