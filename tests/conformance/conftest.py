@@ -2,9 +2,10 @@
 
 One `fake-model` and one `teamster serve` (fresh SQLite file) are started per test session and
 shared by every test that does not need a server of its own; `server_factory` starts extra
-servers (other flags, restarts on the same database, SIGKILL). Binaries come from `TEAMSTER_BIN`
-and `FAKE_MODEL_BIN`, by default `target/debug/{teamster,fake-model}` under the repository root
-(`scripts/test` builds them first).
+servers (other flags, restarts on the same database, SIGKILL, a PostgreSQL database of the
+module's own from `postgres_database`, which needs TEAMSTER_TEST_POSTGRES_URL). Binaries come
+from `TEAMSTER_BIN` and `FAKE_MODEL_BIN`, by default `target/debug/{teamster,fake-model}` under
+the repository root (`scripts/test` builds them first).
 
 Every wait is bounded: reading the `listening on` line, the health check, each HTTP call
 (`wire.TIMEOUT`), process exits, plus pytest-timeout's ceiling per test (pytest.ini).
@@ -17,11 +18,13 @@ import os
 import pathlib
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import threading
 import time
 import typing
+import urllib.parse
 import uuid
 
 import httpx
@@ -201,14 +204,18 @@ class FakeModelServer:
 
 
 class TeamsterServer:
-    """One `teamster serve` on a SQLite file; can be killed and started again on the same file."""
+    """One `teamster serve` on a SQLite file (or on `database`, a `postgres://` URL); can be killed
+    and started again on the same database."""
 
     def __init__(self, workdir: pathlib.Path, fake: FakeModelServer,
-                 extra_args: typing.Sequence[str] = (), db_path: typing.Optional[pathlib.Path] = None) -> None:
+                 extra_args: typing.Sequence[str] = (), db_path: typing.Optional[pathlib.Path] = None,
+                 database: typing.Optional[str] = None) -> None:
         self.workdir = workdir
         self.fake = fake
         self.extra_args = list(extra_args)
         self.db_path = db_path or workdir / f"teamster-{uuid.uuid4().hex[:8]}.sqlite"
+        # With a database URL, db_path only names the log file.
+        self.database = database or f"sqlite://{self.db_path}"
         self.process: typing.Optional[Process] = None
         self.url = ""
         self.api: typing.Optional[wire.Api] = None
@@ -220,7 +227,7 @@ class TeamsterServer:
     def start(self) -> "TeamsterServer":
         port = free_port()
         argv = [str(binary("TEAMSTER_BIN", "target/debug/teamster")), "serve",
-                "--listen", f"127.0.0.1:{port}", "--database", f"sqlite://{self.db_path}", "--no-example",
+                "--listen", f"127.0.0.1:{port}", "--database", self.database, "--no-example",
                 # The secret key file goes here, not into the user's data directory.
                 "--data-dir", str(self.workdir),
                 # Quick retries: the suite checks how often, not how long.
@@ -303,12 +310,14 @@ def server(workdir: pathlib.Path, fake_model: FakeModelServer) -> typing.Iterato
 
 @pytest.fixture
 def server_factory(workdir: pathlib.Path, fake_model: FakeModelServer):
-    """Starts servers of a test's own: `server_factory(extra_args=(...), configure=True)`.
+    """Starts servers of a test's own: `server_factory(extra_args=(...), configure=True,
+    database=None)` (a fresh SQLite file, or the `postgres://` URL given, e.g. `postgres_database`).
     Each can be `.kill()`ed (SIGKILL) and `.start()`ed again on the same database."""
     started: list[TeamsterServer] = []
 
-    def make(extra_args: typing.Sequence[str] = (), configure: bool = True) -> TeamsterServer:
-        instance = TeamsterServer(workdir, fake_model, extra_args)
+    def make(extra_args: typing.Sequence[str] = (), configure: bool = True,
+             database: typing.Optional[str] = None) -> TeamsterServer:
+        instance = TeamsterServer(workdir, fake_model, extra_args, database=database)
         started.append(instance)
         instance.start()
         if configure:
@@ -320,6 +329,34 @@ def server_factory(workdir: pathlib.Path, fake_model: FakeModelServer):
     finally:
         for instance in started:
             instance.close()
+
+
+def psql(server_url: str, sql: str) -> None:
+    """Runs one SQL command with `psql` (on PATH, or in PG_BIN) against `server_url`."""
+    program = shutil.which("psql") or os.path.join(os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin"), "psql")
+    done = subprocess.run([program, server_url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    assert done.returncode == 0, f"psql {sql!r}: {done.stderr.decode(errors='replace')}"
+
+
+@pytest.fixture(scope="module")
+def postgres_database(request: pytest.FixtureRequest) -> typing.Iterator[str]:
+    """The URL of a PostgreSQL database of the test module's own, created on the server that
+    TEAMSTER_TEST_POSTGRES_URL names (scripts/test starts one with scripts/postgres) and dropped
+    afterwards. Fails, never skips, without that variable: a cluster left untested is broken."""
+    server_url = os.environ.get("TEAMSTER_TEST_POSTGRES_URL")
+    if not server_url:
+        pytest.fail("TEAMSTER_TEST_POSTGRES_URL is not set: run scripts/test, or start PostgreSQL with "
+                    "`bash scripts/postgres` and export the URL it prints as TEAMSTER_TEST_POSTGRES_URL",
+                    pytrace=False)
+    module = re.sub(r"[^a-z0-9]", "_", request.module.__name__.rsplit(".", 1)[-1].lower())
+    name = f"teamster_{module}_{uuid.uuid4().hex[:8]}"[:63]
+    psql(server_url, f'CREATE DATABASE "{name}"')
+    parts = urllib.parse.urlsplit(server_url)
+    try:
+        yield urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
+    finally:
+        psql(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture

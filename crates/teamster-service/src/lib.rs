@@ -4,11 +4,14 @@
 //! of its own (a client disconnect never cancels it), stream events through the in-memory
 //! [`live::TurnLog`] once the group-commit [`writer::EventWriter`] has made them durable, and
 //! finish with `turn.done`. Requests name a [`Caller`]; every session is checked against it.
+//! When other replicas share the store, `cluster` relays its change feed: other replicas'
+//! turns are followed, cancelled and waited for through the store.
 //!
 //! Invariant: no HTTP here (no axum, no status codes) and no SQL; errors are
 //! [`ServiceError`]s that the server maps to statuses.
 
 mod agents;
+mod cluster;
 mod cursor;
 mod engine_metrics;
 mod error;
@@ -127,6 +130,9 @@ struct Inner {
     mcp_oauth: mcp_oauth::McpOAuth,
     /// The leases of the turns this replica runs.
     leases: Arc<leases::Leases>,
+    /// Readers of turns running on other replicas; `None` when the store has no change feed
+    /// (no other process shares it).
+    cluster: Option<Arc<cluster::Cluster>>,
     config: ServiceConfig,
 }
 
@@ -135,6 +141,8 @@ impl Service {
     /// the takeover of turns whose server stopped (see `recovery`) and the stream retention
     /// sweeper. Must be called inside a Tokio runtime.
     pub async fn start(store: Arc<dyn Store>, config: ServiceConfig) -> Result<Service> {
+        // Listening first, so no setting changed after the loads below goes unnoticed.
+        let feed = store.changes().await?;
         let writer = writer::EventWriter::start(store.clone());
         let providers = providers::Providers::load(store.as_ref(), &config.env_providers, config.model_options).await?;
         let mcp_servers = mcp_servers::McpRegistry::load(store.as_ref()).await?;
@@ -151,10 +159,14 @@ impl Service {
                 mcp_servers,
                 mcp_pool: mcp_pool::McpPool::default(),
                 mcp_oauth,
+                cluster: feed.as_ref().map(|_| Arc::default()),
                 leases: Arc::new(leases::Leases::new(config.leases)),
                 config,
             }),
         };
+        if let Some(feed) = feed {
+            cluster::start(&service, feed);
+        }
         leases::start_keeper(Arc::downgrade(&service.inner), service.inner.config.leases);
         recovery::start_takeovers(&service);
         retention::start_sweeper(&service);

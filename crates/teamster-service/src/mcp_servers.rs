@@ -25,7 +25,7 @@ use crate::error::{Result, ServiceError};
 use crate::{Caller, Service};
 
 /// The settings kind under which MCP servers are stored.
-const SETTING_KIND: &str = "mcp-server";
+pub(crate) const SETTING_KIND: &str = "mcp-server";
 /// The most MCP servers one agent may use.
 pub const MAX_AGENT_MCP_SERVERS: usize = 32;
 /// The longest URL accepted, in bytes.
@@ -60,6 +60,15 @@ impl McpRegistry {
             }
         }
         Ok(McpRegistry { servers: RwLock::new(servers), writes: tokio::sync::Mutex::new(()) })
+    }
+
+    /// Reads the servers from the store again (another replica changed them). Not between a
+    /// write's store update and its memory update.
+    pub async fn reload(&self, store: &dyn Store) -> Result<()> {
+        let _writing = self.writes.lock().await;
+        let loaded = McpRegistry::load(store).await?.servers.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *self.servers.write().unwrap_or_else(std::sync::PoisonError::into_inner) = loaded;
+        Ok(())
     }
 
     /// A configured server, secrets included.

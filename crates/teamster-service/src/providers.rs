@@ -22,7 +22,7 @@ pub(crate) struct Providers {
 }
 
 /// The settings kind under which providers are stored.
-const SETTING_KIND: &str = "model-provider";
+pub(crate) const SETTING_KIND: &str = "model-provider";
 
 impl Providers {
     /// Providers from the environment, overridden by name by those stored through the
@@ -32,6 +32,15 @@ impl Providers {
         env_providers: &[ModelProviderManifest],
         options: RegistryOptions,
     ) -> Result<Providers> {
+        let manifests = Providers::manifests(store, env_providers).await?;
+        Ok(Providers::from_manifests(manifests, reqwest::Client::new(), options))
+    }
+
+    /// The manifests in force: the environment's, overridden by name by the stored ones.
+    async fn manifests(
+        store: &dyn Store,
+        env_providers: &[ModelProviderManifest],
+    ) -> Result<BTreeMap<String, ModelProviderManifest>> {
         let mut manifests: BTreeMap<String, ModelProviderManifest> = env_providers
             .iter()
             .map(|manifest| (manifest.provider_name().to_owned(), manifest.clone()))
@@ -44,7 +53,7 @@ impl Providers {
                 Err(error) => tracing::error!(provider = %name, %error, "stored model provider is unreadable; skipped"),
             }
         }
-        Ok(Providers::from_manifests(manifests, reqwest::Client::new(), options))
+        Ok(manifests)
     }
 
     fn from_manifests(
@@ -114,6 +123,20 @@ impl Service {
         manifests.insert(name.clone(), manifest.clone());
         *providers = Providers::from_manifests(manifests, providers.http.clone(), providers.options);
         Ok(ConfiguredModelProvider { name, manifest: manifest.redacted() })
+    }
+
+    /// Reads the providers from the store again (another replica changed them), and rebuilds
+    /// the registry if they differ from those in force.
+    pub(crate) async fn reload_model_providers(&self) -> Result<()> {
+        // Not between a write's store update and its registry update.
+        let _writing = self.inner.provider_writes.lock().await;
+        let manifests = Providers::manifests(self.store(), &self.inner.config.env_providers).await?;
+        let mut providers = self.inner.providers.write().unwrap_or_else(|p| p.into_inner());
+        if providers.manifests != manifests {
+            tracing::debug!("model providers changed on another replica; reloaded");
+            *providers = Providers::from_manifests(manifests, providers.http.clone(), providers.options);
+        }
+        Ok(())
     }
 
     pub(crate) fn read_providers(&self) -> std::sync::RwLockReadGuard<'_, Providers> {

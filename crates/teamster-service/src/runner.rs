@@ -14,6 +14,7 @@ use teamster_store::{ContentQuery, LogWrite, SessionAgentRecord, SessionRecord, 
 use crate::mcp_turn::TurnTools;
 use crate::{Service, pending};
 use teamster_protocol::input::TurnInput;
+use crate::cluster::EndingTurn;
 use crate::engine_metrics::add_metrics;
 use crate::leases::Hold;
 use crate::live::TurnLog;
@@ -30,7 +31,7 @@ const MAX_RESUMED_PAUSES: usize = 64;
 /// How a runner starts its turn.
 enum Start {
     /// A new turn, once the session's previous turn (if it is still ending) has ended.
-    New { ending_previous: Option<Arc<TurnLog>> },
+    New { ending_previous: Option<EndingTurn> },
     /// A turn this replica took over from a stopped server (see `recovery`), with what is left
     /// of its time.
     Resumed { timeout: Duration },
@@ -43,7 +44,7 @@ pub(crate) fn spawn(
     log: Arc<TurnLog>,
     session: SessionRecord,
     turn: TurnRecord,
-    ending_previous: Option<Arc<TurnLog>>,
+    ending_previous: Option<EndingTurn>,
 ) {
     let hold = service.inner.leases.hold_new(&log);
     start(service, log, hold, session, turn, Start::New { ending_previous });
@@ -83,7 +84,7 @@ async fn run(service: Service, sink: Arc<TurnSink>, session: SessionRecord, turn
     let (timeout, resumed) = match how {
         Start::New { ending_previous } => {
             if let Some(previous) = ending_previous {
-                let _ = tokio::time::timeout(PREVIOUS_TURN_WAIT, previous.wait_finished()).await;
+                previous.wait(&service, PREVIOUS_TURN_WAIT).await;
             }
             (service.inner.config.turn_timeout, false)
         }

@@ -160,14 +160,19 @@ impl Service {
 
     /// Deletes a session and everything in it, cancelling its running turn; idempotent.
     pub async fn delete_session(&self, caller: &Caller, session_id: &str) -> Result<()> {
-        match self.owned_session(caller, session_id).await {
-            Ok(_) => {}
+        let session = match self.owned_session(caller, session_id).await {
+            Ok(session) => session,
             Err(ServiceError::NotFound(_)) => return Ok(()),
             Err(other) => return Err(other),
-        }
+        };
         if let Some(log) = self.inner.live.running_in_session(session_id) {
             log.request_cancel(teamster_protocol::CancelReason::ClientCancelled);
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), log.wait_finished()).await;
+        } else if self.is_clustered()
+            && let Some(turn_id) = self.remote_running_turn(&session).await?
+        {
+            let reason = teamster_protocol::CancelReason::ClientCancelled;
+            self.cancel_remote(session_id, &turn_id, reason, std::time::Duration::from_secs(5)).await?;
         }
         self.store().delete_session(session_id).await?;
         self.close_mcp_connections(session_id);

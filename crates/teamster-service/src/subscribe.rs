@@ -1,14 +1,19 @@
 //! Subscribing to a turn's stream: replay what is stored or buffered after a cursor, then
 //! follow live events until `turn.done`.
+//!
+//! A turn running in this process is followed in memory. Any other turn is read from the store:
+//! replayed, and, while it runs on another replica, read again whenever the change feed
+//! announces a write to it (or after a slow fallback poll), until `turn.done`. The store holds
+//! the exact bytes, so every replica sends the same frames.
 
 use std::pin::Pin;
-use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::Stream;
 use teamster_protocol::TurnState;
 use tokio::sync::mpsc;
 
+use crate::cluster::store_poll;
 use crate::error::{Result, ServiceError};
 use crate::live::{TurnLog, sse_frame};
 use crate::{Caller, Service};
@@ -19,8 +24,6 @@ pub type FrameStream = Pin<Box<dyn Stream<Item = Bytes> + Send>>;
 /// Frames buffered per subscriber; a slow client only ever slows itself.
 const SUBSCRIBER_BUFFER: usize = 256;
 const STORE_PAGE: u32 = 1000;
-/// How often a subscriber polls the store for a turn that runs in another process.
-const STORE_POLL: Duration = Duration::from_millis(250);
 
 impl Service {
     /// Subscribes to a turn's stream after sequence number `after` (0 = from the start).
@@ -41,17 +44,23 @@ impl Service {
         follow_live(log, after)
     }
 
-    /// Replays a turn from the store, and polls for more while it is still running in some
-    /// other process.
+    /// Replays a turn from the store, and follows it there while it is still running in some
+    /// other process: woken by the change feed, or after a slow poll.
     fn follow_store(&self, session_id: String, turn_id: String, mut after: u64) -> FrameStream {
         let (sender, receiver) = mpsc::channel(SUBSCRIBER_BUFFER);
         let service = self.clone();
         tokio::spawn(async move {
+            // Registered before the first read, so every later write wakes it.
+            let mut watch = service.watch_turn(&turn_id);
+            let poll = store_poll(watch.is_some());
+            let mut check_state = true;
             loop {
-                let terminal = match service.store().get_turn(&session_id, &turn_id).await {
-                    Ok(turn) => !matches!(turn.state, TurnState::Running),
-                    Err(_) => return,
-                };
+                // A wake-up by the feed means new events; the state is checked on the others.
+                let terminal = check_state
+                    && match service.store().get_turn(&session_id, &turn_id).await {
+                        Ok(turn) => !matches!(turn.state, TurnState::Running),
+                        Err(_) => return,
+                    };
                 loop {
                     let Ok(page) = service.store().read_stream(&turn_id, after, STORE_PAGE).await else { return };
                     for event in &page {
@@ -59,6 +68,9 @@ impl Service {
                             return;
                         }
                         after = event.sequence;
+                    }
+                    if page.last().is_some_and(|event| is_turn_done(&event.data)) {
+                        return;
                     }
                     if page.len() < STORE_PAGE as usize {
                         break;
@@ -71,11 +83,27 @@ impl Service {
                     forward_live(log, after, sender).await;
                     return;
                 }
-                tokio::time::sleep(STORE_POLL).await;
+                check_state = match watch.as_mut() {
+                    Some(watch) => !watch.changed(poll).await,
+                    None => {
+                        tokio::time::sleep(poll).await;
+                        true
+                    }
+                };
             }
         });
         receiver_stream(receiver)
     }
+}
+
+/// Whether stored event JSON is a `turn.done`, the last event of every turn.
+fn is_turn_done(data: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: std::borrow::Cow<'a, str>,
+    }
+    serde_json::from_str::<Kind<'_>>(data).is_ok_and(|event| event.kind == "turn.done")
 }
 
 fn follow_live(log: std::sync::Arc<TurnLog>, after: u64) -> FrameStream {
@@ -114,4 +142,17 @@ fn receiver_stream(receiver: mpsc::Receiver<Bytes>) -> FrameStream {
     Box::pin(futures_util::stream::unfold(receiver, |mut receiver| async move {
         receiver.recv().await.map(|frame| (frame, receiver))
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_turn_done;
+
+    #[test]
+    fn turn_done_is_recognised_by_the_type_of_the_event_alone() {
+        assert!(is_turn_done(r#"{"type":"turn.done","id":"evt_1","state":{"status":"done"}}"#));
+        assert!(!is_turn_done(r#"{"type":"model.message.delta","id":"m","content":"turn.done"}"#));
+        assert!(!is_turn_done(r#"{"id":"evt_1","state":{"type":"turn.done"}}"#));
+        assert!(!is_turn_done("not json"));
+    }
 }

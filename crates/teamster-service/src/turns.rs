@@ -8,6 +8,7 @@ use teamster_protocol::input::{InputKind, TurnInput};
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, Turn, TurnState, ids, timestamp};
 use teamster_store::{LogWrite, SessionRecord, TurnRecord};
 
+use crate::cluster::EndingTurn;
 use crate::{cursor, pending};
 use crate::error::{Result, ServiceError};
 use crate::live::{TurnLog, sse_frame};
@@ -19,6 +20,8 @@ const MAX_INPUT_ITEMS: usize = 256;
 const MAX_ID_BYTES: usize = 256;
 /// How long a cancel waits for the turn to record its end before answering.
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
+/// How many times a turn creation is decided again when another turn was created meanwhile.
+const CREATE_ATTEMPTS: usize = 3;
 
 /// A request to start a turn.
 #[derive(Clone, Debug, Default)]
@@ -109,7 +112,27 @@ fn parse_chain(previous_turn_id: Option<&str>) -> Result<Chain> {
 impl Service {
     /// Validates and starts a turn. Returns the running turn and its live log; the turn runs
     /// on its own task whatever happens to the caller.
+    ///
+    /// A turn created in the session meanwhile (by this replica or another) makes the store's
+    /// compare-and-set fail; the request is then decided again against the new last turn (an
+    /// `auto` turn chains onto it and cancels it), a few times at most.
     pub async fn create_turn(&self, caller: &Caller, session_id: &str, request: CreateTurn) -> Result<(Turn, Arc<TurnLog>)> {
+        for _ in 0..CREATE_ATTEMPTS {
+            if let Some(started) = self.try_create_turn(caller, session_id, &request).await? {
+                return Ok(started);
+            }
+        }
+        Err(ServiceError::turn_running("another turn was started in this session at the same time; retry"))
+    }
+
+    /// One attempt of [`Service::create_turn`]; `None` if another turn became the session's
+    /// last turn meanwhile.
+    async fn try_create_turn(
+        &self,
+        caller: &Caller,
+        session_id: &str,
+        request: &CreateTurn,
+    ) -> Result<Option<(Turn, Arc<TurnLog>)>> {
         validate_input(&request.input)?;
         let chain = parse_chain(request.previous_turn_id.as_deref())?;
         let session = self.owned_session(caller, session_id).await?;
@@ -144,6 +167,11 @@ impl Service {
             pending::check_input(&waiting, awaits_authorization, &request.input)?;
         }
         let running = self.inner.live.running_in_session(session_id);
+        // With several replicas, the session's turn may run on another one.
+        let remote = match running {
+            None if self.is_clustered() => self.remote_running_turn(&session).await?,
+            _ => None,
+        };
         // A turn that has decided its end (its `turn.done` may already be with the client) is
         // only finishing its writes: the new turn waits for it instead of conflicting.
         if let Some(running) = running.as_ref().filter(|log| log.final_state().is_none()) {
@@ -156,7 +184,20 @@ impl Service {
             }
             running.request_cancel(CancelReason::CancelledForNextTurn);
         }
-        self.start_turn(caller, session, previous, request.input, running).await
+        if let Some(turn_id) = &remote {
+            if !(matches!(chain, Chain::Auto) || previous.as_deref() == Some(turn_id.as_str())) {
+                return Err(ServiceError::turn_running(format!(
+                    "turn {turn_id} is still running in this session; cancel it first, or chain to it with previous_turn_id \"auto\""
+                )));
+            }
+            self.store().request_cancel(turn_id, CancelReason::CancelledForNextTurn).await?;
+        }
+        let ending = match (running, remote) {
+            (Some(log), _) => Some(EndingTurn::Local(log)),
+            (None, Some(turn_id)) => Some(EndingTurn::Remote { session_id: session.id.clone(), turn_id }),
+            (None, None) => None,
+        };
+        self.start_turn(caller, session, previous, request.input.clone(), ending).await
     }
 
     async fn start_turn(
@@ -165,8 +206,8 @@ impl Service {
         session: SessionRecord,
         previous_turn_id: Option<String>,
         input: Vec<TurnInput>,
-        ending_previous: Option<Arc<TurnLog>>,
-    ) -> Result<(Turn, Arc<TurnLog>)> {
+        ending_previous: Option<EndingTurn>,
+    ) -> Result<Option<(Turn, Arc<TurnLog>)>> {
         let now = timestamp::now();
         let record = TurnRecord {
             id: ids::new_id("turn"),
@@ -193,19 +234,15 @@ impl Service {
             LogWrite::Stream { turn_id: turn_id.clone(), sequence: 1, data: data.clone() },
             LogWrite::Content { turn_id: turn_id.clone(), sequence: 1, kind: created.kind(), data: data.clone() },
         ];
-        self.store()
-            .create_turn(&record, session.last_turn_id.as_deref(), &writes)
-            .await
-            .map_err(|error| match error {
-                teamster_store::Error::Conflict(_) => ServiceError::turn_running(
-                    "another turn was started in this session at the same time; retry",
-                ),
-                other => other.into(),
-            })?;
+        match self.store().create_turn(&record, session.last_turn_id.as_deref(), &writes).await {
+            Ok(()) => {}
+            Err(teamster_store::Error::Conflict(_)) => return Ok(None),
+            Err(other) => return Err(other.into()),
+        }
         let log = TurnLog::new(&record.id, &session.id, vec![sse_frame(1, &data)]);
         self.inner.live.insert(log.clone());
         crate::runner::spawn(self.clone(), log.clone(), session, record.clone(), ending_previous);
-        Ok((turn_view(record), log))
+        Ok(Some((turn_view(record), log)))
     }
 
     /// A turn, with its final state as soon as it is decided.
@@ -254,16 +291,24 @@ impl Service {
     }
 
     /// Cancels the session's running turn, if any, and waits (boundedly) until it has
-    /// recorded its end. Idempotent.
+    /// recorded its end. Idempotent. A turn running on another replica is asked to stop
+    /// through the store.
     pub async fn cancel_session(&self, caller: &Caller, session_id: &str) -> Result<()> {
-        self.owned_session(caller, session_id).await?;
-        if let Some(log) = self.inner.live.running_in_session(session_id) {
+        let session = self.owned_session(caller, session_id).await?;
+        let stopped = if let Some(log) = self.inner.live.running_in_session(session_id) {
             log.request_cancel(CancelReason::ClientCancelled);
-            if tokio::time::timeout(CANCEL_WAIT, log.wait_finished()).await.is_err() {
-                return Err(ServiceError::PreconditionFailed(
-                    "the running turn did not stop in time; it will stop shortly".to_owned(),
-                ));
-            }
+            tokio::time::timeout(CANCEL_WAIT, log.wait_finished()).await.is_ok()
+        } else if self.is_clustered()
+            && let Some(turn_id) = self.remote_running_turn(&session).await?
+        {
+            self.cancel_remote(session_id, &turn_id, CancelReason::ClientCancelled, CANCEL_WAIT).await?
+        } else {
+            true
+        };
+        if !stopped {
+            return Err(ServiceError::PreconditionFailed(
+                "the running turn did not stop in time; it will stop shortly".to_owned(),
+            ));
         }
         Ok(())
     }
