@@ -152,9 +152,9 @@ async fn run(service: Service, sink: Arc<TurnSink>, session: SessionRecord, turn
     finish(&service, &sink, state, history.map(|history| (&turn, history))).await;
 }
 
-/// Records the turn's end: `turn.done` on the stream and as content, the turn's state, then
-/// waits until all of it is durable, caches the history through this turn (so a turn chained
-/// to it finds it), and only then lets the turn leave memory.
+/// Records the turn's end: `turn.done` on the stream and as content, and the turn's state in
+/// the same commit, then waits until all of it is durable, caches the history through this
+/// turn (so a turn chained to it finds it), and only then lets the turn leave memory.
 ///
 /// A fenced turn (this replica no longer owns it) records nothing: it only leaves memory.
 async fn finish(service: &Service, sink: &TurnSink, state: TurnState, history: Option<(&TurnRecord, Vec<Event>)>) {
@@ -166,13 +166,13 @@ async fn finish(service: &Service, sink: &TurnSink, state: TurnState, history: O
     }
     log.set_final_state(state.clone());
     let at = timestamp::now();
-    sink.emit_content(&Event::TurnDone(TurnDone {
+    let done = Event::TurnDone(TurnDone {
         id: ids::new_id("evt"),
         state: state.clone(),
         created_at: at.clone(),
         thread_id: Some(MAIN_THREAD_ID.to_owned()),
-    }));
-    service.inner.writer.write(LogWrite::TurnState { turn_id: log.turn_id.clone(), state, at }, Some(log.clone()));
+    });
+    sink.emit_done(&done, LogWrite::TurnState { turn_id: log.turn_id.clone(), state, at });
     service.inner.writer.flush().await;
     service.inner.leases.release_hold(&log.turn_id);
     if let Some((turn, history)) = history {

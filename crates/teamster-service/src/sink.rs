@@ -20,6 +20,26 @@ pub struct TurnSink {
     pub(crate) hold: Option<Arc<Hold>>,
 }
 
+impl TurnSink {
+    /// Emits `turn.done` (streamed and recorded) and queues `state`, the turn's final state, to
+    /// be committed with it: a client that has seen `turn.done`, on any replica, finds the turn
+    /// ended.
+    pub(crate) fn emit_done(&self, done: &Event, state: LogWrite) {
+        let data = to_json(done);
+        self.log.append(&data, true, |sequence| {
+            let turn_id = self.log.turn_id.clone();
+            self.writer.write_together(
+                vec![
+                    LogWrite::Stream { turn_id: turn_id.clone(), sequence, data: data.clone() },
+                    LogWrite::Content { turn_id, sequence, kind: done.kind(), data: data.clone() },
+                    state,
+                ],
+                Some(self.log.clone()),
+            );
+        });
+    }
+}
+
 fn to_json(event: &Event) -> Arc<str> {
     // Serialising our own types cannot fail: they have string keys and no fallible impls.
     serde_json::to_string(event).unwrap_or_default().into()

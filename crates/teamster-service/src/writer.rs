@@ -19,7 +19,8 @@ use crate::live::TurnLog;
 const MAX_BATCH: usize = 4096;
 
 enum Command {
-    Write { write: LogWrite, log: Option<Arc<TurnLog>> },
+    /// Writes of one turn that land in the same commit, in order.
+    Write { writes: Vec<LogWrite>, log: Option<Arc<TurnLog>> },
     Flush(oneshot::Sender<()>),
 }
 
@@ -41,7 +42,14 @@ impl EventWriter {
     /// advances once its stream writes are committed, and once the log is fenced its writes
     /// are dropped.
     pub fn write(&self, write: LogWrite, log: Option<Arc<TurnLog>>) {
-        if self.sender.send(Command::Write { write, log }).is_err() {
+        self.write_together(vec![write], log);
+    }
+
+    /// Queues writes of one turn, like [`EventWriter::write`], to be committed together: a
+    /// turn's `turn.done` and its final state, so that no reader that has seen the one can
+    /// find the other missing.
+    pub fn write_together(&self, writes: Vec<LogWrite>, log: Option<Arc<TurnLog>>) {
+        if self.sender.send(Command::Write { writes, log }).is_err() {
             tracing::error!("event writer has stopped; a write was lost");
         }
     }
@@ -68,13 +76,15 @@ async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Comman
         let mut next = Some(first);
         while let Some(command) = next.take() {
             match command {
-                Command::Write { write, log } => {
-                    if let (LogWrite::Stream { turn_id, sequence, .. }, Some(log)) = (&write, &log) {
-                        let entry = watermarks.entry(turn_id.clone()).or_insert((log.clone(), 0));
-                        entry.1 = entry.1.max(*sequence);
+                Command::Write { writes, log } => {
+                    for write in writes {
+                        if let (LogWrite::Stream { turn_id, sequence, .. }, Some(log)) = (&write, &log) {
+                            let entry = watermarks.entry(turn_id.clone()).or_insert((log.clone(), 0));
+                            entry.1 = entry.1.max(*sequence);
+                        }
+                        batch.push(write);
+                        owners.push(log.clone());
                     }
-                    batch.push(write);
-                    owners.push(log);
                 }
                 Command::Flush(done) => flushes.push(done),
             }
