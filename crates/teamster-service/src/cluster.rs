@@ -254,10 +254,11 @@ impl Service {
     }
 
     /// The session's last turn, if the store has it running and it does not run in this
-    /// process: a turn another replica runs. Only asked when the store has a feed.
+    /// process (or was fenced here): a turn another replica runs. Only asked when the store
+    /// has a feed.
     pub(crate) async fn remote_running_turn(&self, session: &teamster_store::SessionRecord) -> Result<Option<String>> {
         let Some(last) = &session.last_turn_id else { return Ok(None) };
-        if self.inner.live.get(last).is_some() {
+        if self.inner.live.get(last).is_some_and(|log| !log.is_fenced()) {
             return Ok(None);
         }
         let record = self.store().get_turn(&session.id, last).await?;

@@ -199,9 +199,10 @@ impl LiveTurns {
         lock(&self.turns).get(turn_id).cloned()
     }
 
-    /// The running turn of a session, if any.
+    /// The running turn of a session, if any. A fenced turn is not running here: it may run
+    /// on another replica now.
     pub fn running_in_session(&self, session_id: &str) -> Option<Arc<TurnLog>> {
-        lock(&self.turns).values().find(|log| log.session_id == session_id).cloned()
+        lock(&self.turns).values().find(|log| log.session_id == session_id && !log.is_fenced()).cloned()
     }
 
     pub fn all(&self) -> Vec<Arc<TurnLog>> {

@@ -30,7 +30,8 @@ impl Service {
     pub async fn subscribe(&self, caller: &Caller, session_id: &str, turn_id: &str, after: u64) -> Result<FrameStream> {
         self.owned_session(caller, session_id).await?;
         let turn = self.turn_record(session_id, turn_id).await?;
-        if let Some(log) = self.inner.live.get(turn_id) {
+        // A fenced turn may go on on another replica: it is followed through the store.
+        if let Some(log) = self.inner.live.get(turn_id).filter(|log| !log.is_fenced()) {
             return Ok(follow_live(log, after));
         }
         if turn.state.is_terminal() && self.store().last_sequence(turn_id).await? == 0 {
@@ -79,7 +80,7 @@ impl Service {
                 if terminal {
                     return;
                 }
-                if let Some(log) = service.inner.live.get(&turn_id) {
+                if let Some(log) = service.inner.live.get(&turn_id).filter(|log| !log.is_fenced()) {
                     forward_live(log, after, sender).await;
                     return;
                 }
