@@ -30,6 +30,8 @@ use crate::{Inner, Service};
 pub(crate) const FALLBACK_POLL: Duration = Duration::from_secs(1);
 /// How often a replica looks up cancel requests for the turns it runs.
 const CANCEL_CHECK: Duration = Duration::from_secs(1);
+/// The settings kinds a replica keeps in memory, and so reloads when any replica writes them.
+const RELOADED_KINDS: [&str; 2] = [crate::providers::SETTING_KIND, crate::mcp_servers::SETTING_KIND];
 /// How often a reader of a store with no feed re-reads it (a turn of another process sharing
 /// a SQLite file, which only happens around a restart).
 const STORE_POLL: Duration = Duration::from_millis(250);
@@ -172,10 +174,12 @@ impl Service {
         match change {
             Change::Turn { turn_id, last_sequence } => cluster.wake(&turn_id, last_sequence),
             Change::CancelRequested { turn_id, reason } => self.cancel_local(&turn_id, reason),
-            Change::Setting { kind } => {
+            Change::Setting { kind } if RELOADED_KINDS.contains(&kind.as_str()) => {
                 let service = self.clone();
                 tokio::spawn(async move { service.reload_settings(Some(&kind)).await });
             }
+            // Other kinds are read from the store on every use.
+            Change::Setting { .. } => {}
             Change::Missed => {
                 cluster.wake_all();
                 let service = self.clone();
