@@ -7,6 +7,10 @@ module's own from `postgres_database`, which needs TEAMSTER_TEST_POSTGRES_URL). 
 from `TEAMSTER_BIN` and `FAKE_MODEL_BIN`, by default `target/debug/{teamster,fake-model}` under
 the repository root (`scripts/test` builds them first).
 
+`TEAMSTER_TEST_BACKEND=postgres` runs every server on a PostgreSQL database of its own (created
+on TEAMSTER_TEST_POSTGRES_URL, dropped afterwards) instead of a SQLite file; tests that read
+the SQLite file itself are marked `sqlite_only`.
+
 Every wait is bounded: reading the `listening on` line, the health check, each HTTP call
 (`wire.TIMEOUT`), process exits, plus pytest-timeout's ceiling per test (pytest.ini).
 """
@@ -35,6 +39,11 @@ from truefoundry_gateway_sdk import TrueFoundryGateway
 from truefoundry_gateway_sdk.agents import AgentSessionClient, PrivateAgentSessionClient
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+# The storage backend every server of the run uses unless a test names a database.
+BACKEND = os.environ.get("TEAMSTER_TEST_BACKEND", "sqlite")
+assert BACKEND in ("sqlite", "postgres"), f"TEAMSTER_TEST_BACKEND must be sqlite or postgres, not {BACKEND!r}"
+# For tests that read or write the SQLite database file directly.
+sqlite_only = pytest.mark.skipif(BACKEND != "sqlite", reason="reads the SQLite database file itself")
 READY_TIMEOUT = 30.0
 DEMO_AGENT = "demo"
 DEMO_INSTRUCTIONS = "You are a test agent."
@@ -214,6 +223,10 @@ class TeamsterServer:
         self.fake = fake
         self.extra_args = list(extra_args)
         self.db_path = db_path or workdir / f"teamster-{uuid.uuid4().hex[:8]}.sqlite"
+        # A PostgreSQL database this server created for itself, dropped on close.
+        self.own_database: typing.Optional[str] = None
+        if database is None and BACKEND == "postgres":
+            database = self.own_database = create_postgres_database(self.db_path.stem)
         # With a database URL, db_path only names the log file.
         self.database = database or f"sqlite://{self.db_path}"
         self.process: typing.Optional[Process] = None
@@ -269,6 +282,8 @@ class TeamsterServer:
         if self.api is not None:
             self.api.close()
         self.kill()
+        if self.own_database is not None:
+            drop_postgres_database(self.own_database)
 
 
 def free_port() -> int:
@@ -339,24 +354,40 @@ def psql(server_url: str, sql: str) -> None:
     assert done.returncode == 0, f"psql {sql!r}: {done.stderr.decode(errors='replace')}"
 
 
-@pytest.fixture(scope="module")
-def postgres_database(request: pytest.FixtureRequest) -> typing.Iterator[str]:
-    """The URL of a PostgreSQL database of the test module's own, created on the server that
-    TEAMSTER_TEST_POSTGRES_URL names (scripts/test starts one with scripts/postgres) and dropped
-    afterwards. Fails, never skips, without that variable: a cluster left untested is broken."""
+def postgres_server_url() -> str:
+    """The PostgreSQL server the tests create their databases on. Fails, never skips, without
+    TEAMSTER_TEST_POSTGRES_URL: a backend left untested is broken."""
     server_url = os.environ.get("TEAMSTER_TEST_POSTGRES_URL")
     if not server_url:
         pytest.fail("TEAMSTER_TEST_POSTGRES_URL is not set: run scripts/test, or start PostgreSQL with "
                     "`bash scripts/postgres` and export the URL it prints as TEAMSTER_TEST_POSTGRES_URL",
                     pytrace=False)
-    module = re.sub(r"[^a-z0-9]", "_", request.module.__name__.rsplit(".", 1)[-1].lower())
-    name = f"teamster_{module}_{uuid.uuid4().hex[:8]}"[:63]
+    return server_url
+
+
+def create_postgres_database(label: str) -> str:
+    """Creates a fresh database named after `label` and returns its URL."""
+    server_url = postgres_server_url()
+    name = f"teamster_{re.sub(r'[^a-z0-9]', '_', label.lower())}_{uuid.uuid4().hex[:8]}"[:63]
     psql(server_url, f'CREATE DATABASE "{name}"')
-    parts = urllib.parse.urlsplit(server_url)
+    return urllib.parse.urlunsplit(urllib.parse.urlsplit(server_url)._replace(path=f"/{name}"))
+
+
+def drop_postgres_database(url: str) -> None:
+    name = urllib.parse.urlsplit(url).path.lstrip("/")
+    psql(postgres_server_url(), f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def postgres_database(request: pytest.FixtureRequest) -> typing.Iterator[str]:
+    """The URL of a PostgreSQL database of the test module's own, created on the server that
+    TEAMSTER_TEST_POSTGRES_URL names (scripts/test starts one with scripts/postgres) and dropped
+    afterwards."""
+    url = create_postgres_database(request.module.__name__.rsplit(".", 1)[-1])
     try:
-        yield urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
+        yield url
     finally:
-        psql(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_postgres_database(url)
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ import urllib.parse
 import httpx
 import pytest
 
+import conftest
 import wire
 from truefoundry_gateway_sdk import (
     AgentSpec,
@@ -211,6 +212,7 @@ def backdate_session(db_path, session_id: str, delta: datetime.timedelta) -> str
         connection.close()
 
 
+@conftest.sqlite_only
 def test_04_list_sessions_pagination(server_factory, recorder_factory):
     own = server_factory()
     creator = recorder_factory(own.gateway_url)

@@ -472,6 +472,7 @@ def test_a_pause_and_an_authorization_outlive_a_restart(server_factory, oauth):
 # --------------------------------------------------------------------------------------------
 
 
+@conftest.sqlite_only
 def test_tokens_and_client_secrets_are_not_stored_or_logged_in_the_clear(api, server, oauth, browser):
     name = register(api, oauth)
     authorize_directly(api, browser, name)
