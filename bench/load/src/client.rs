@@ -1,6 +1,8 @@
 //! The HTTP side of the driver: setting Teamster up through its native API, running one streamed
 //! turn (or one direct streaming call to the fake model) and timing its frames.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -58,12 +60,39 @@ pub struct Target {
     pub urls: Vec<String>,
     /// The request body, sent verbatim.
     pub body: String,
+    /// Client-side round robin over replicas, when there are several.
+    pub replicas: Option<RoundRobin>,
+}
+
+/// Sends each request to the next of several replicas that share one database: `urls` name the
+/// first replica, and a request to the `n`-th replica has its base URL swapped.
+#[derive(Clone, Debug)]
+pub struct RoundRobin {
+    /// The base URL (`http://ADDR`) of every replica, the first one first.
+    pub bases: Vec<String>,
+    next: Arc<AtomicUsize>,
+}
+
+impl RoundRobin {
+    pub fn new(bases: Vec<String>) -> RoundRobin {
+        RoundRobin { bases, next: Arc::new(AtomicUsize::new(0)) }
+    }
+
+    /// `url` (on the first replica) moved to the next replica in turn.
+    fn route(&self, url: &str) -> String {
+        let replica = self.next.fetch_add(1, Ordering::Relaxed) % self.bases.len();
+        match url.strip_prefix(self.bases[0].as_str()) {
+            Some(path) => format!("{}{path}", self.bases[replica]),
+            None => url.to_owned(),
+        }
+    }
 }
 
 impl Target {
     /// Runs one request for `worker` and times it.
     pub async fn call(&self, client: &reqwest::Client, worker: usize) -> anyhow::Result<Sample> {
-        let url = &self.urls[worker % self.urls.len()];
+        let routed = self.replicas.as_ref().map(|replicas| replicas.route(&self.urls[worker % self.urls.len()]));
+        let url = routed.as_ref().unwrap_or(&self.urls[worker % self.urls.len()]);
         let mut request = client.post(url).header(CONTENT_TYPE, "application/json").header(ACCEPT, "text/event-stream");
         if self.kind == Kind::Direct {
             request = request.header(AUTHORIZATION, format!("Bearer {FAKE_API_KEY}"));

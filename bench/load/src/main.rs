@@ -1,7 +1,8 @@
 //! `teamster-bench`: the load driver of the Teamster benchmarks.
 //!
-//! It starts `fake-model` and `teamster serve` itself (loopback only, fresh SQLite database),
-//! drives streamed turns through the native API, and measures server CPU per turn, turn
+//! It starts `fake-model` and `teamster serve` itself (loopback only, a fresh SQLite database, or
+//! the PostgreSQL database given, with one or more replicas sharing it; requests then go to the
+//! replicas in turn, a client-side round robin), drives streamed turns through the native API, and measures server CPU per turn, turn
 //! latency, time to first event and first model delta, throughput with parallel sessions,
 //! resident memory idle and after finished turns, and cold start. Every figure is set next to
 //! its floor: the same measurement made by calling a fresh fake model directly with the exact
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Parser;
 
-use crate::client::{Kind, Target};
+use crate::client::{Kind, RoundRobin, Target};
 use crate::phases::{Probe, sequential};
 use crate::process::{ProcReader, Served};
 use crate::report::{Checkpoint, ColdStarts, Config, Report, Side};
@@ -77,6 +78,25 @@ struct Args {
     /// Watchdog: the whole run is abandoned after this many seconds.
     #[arg(long, default_value_t = 900)]
     max_secs: u64,
+    /// The database of `teamster serve` (default: a fresh SQLite file per server), e.g. an
+    /// empty PostgreSQL database, `postgres://USER@HOST:PORT/DATABASE`.
+    #[arg(long)]
+    database: Option<String>,
+    /// How many `teamster serve` replicas share the database (two or more need PostgreSQL);
+    /// turn requests go to them in turn, and their CPU and memory are summed.
+    #[arg(long, default_value_t = 1)]
+    replicas: usize,
+}
+
+impl Args {
+    /// What the report calls the database.
+    fn database_label(&self) -> &'static str {
+        match &self.database {
+            Some(url) if url.starts_with("postgres") => "PostgreSQL",
+            Some(_) => "the given database",
+            None => "SQLite",
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -122,8 +142,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
             );
         }
     }
-    if args.concurrency == 0 || args.turns == 0 {
-        bail!("--concurrency and --turns must be at least 1");
+    if args.concurrency == 0 || args.turns == 0 || args.replicas == 0 {
+        bail!("--concurrency, --turns and --replicas must be at least 1");
+    }
+    if args.replicas > 2 {
+        bail!("--replicas is 1 or 2");
+    }
+    if args.replicas > 1 && args.database_label() != "PostgreSQL" {
+        bail!("several replicas need a shared database: pass --database postgres://...");
     }
     let proc = ProcReader::new();
     let client = client::http_client(true)?;
@@ -152,6 +178,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
             cold_starts: args.cold_starts,
             driver_threads: args.driver_threads,
             ticks_per_second: proc.ticks_per_second(),
+            database: args.database_label(),
+            replicas: args.replicas,
         },
         cold,
         teamster: teamster_side,
@@ -179,7 +207,8 @@ async fn cold_starts(args: &Args, client: &reqwest::Client) -> anyhow::Result<Co
     for _ in 0..args.cold_starts {
         let dir = process::scratch_dir("cold")?;
         let port = process::free_port()?;
-        let command = process::teamster_command(&args.teamster, &dir, &format!("127.0.0.1:{port}"))?;
+        let command =
+            process::teamster_command(&args.teamster, &dir, &format!("127.0.0.1:{port}"), args.database.as_deref())?;
         let elapsed = process::cold_start(command, port, client).await;
         let _ = std::fs::remove_dir_all(&dir);
         cold.teamster.push(elapsed.context("teamster cold start")?);
@@ -202,16 +231,29 @@ async fn measure_teamster(
     let dir = process::scratch_dir("serve")?;
     let upstream =
         process::spawn_served(process::fake_model_command(&args.fake_model, "127.0.0.1:0"), "fake-model").await?;
+    let database = args.database.as_deref();
     let teamster =
-        process::spawn_served(process::teamster_command(&args.teamster, &dir, "127.0.0.1:0")?, "teamster serve")
+        process::spawn_served(process::teamster_command(&args.teamster, &dir, "127.0.0.1:0", database)?, "teamster serve")
             .await?;
     let base = teamster.base_url.clone();
     wait_healthy(client, &base).await?;
-    let idle_rss = proc.rss_bytes(Some(teamster.pid))?;
     let idle_threads = proc.threads(Some(teamster.pid));
 
     client::configure_provider(client, &base, &upstream.base_url).await.context("configuring the provider")?;
     client::create_agent(client, &base, "bench").await.context("creating the agent")?;
+    // A second replica starts once the provider is stored, so it loads it at start.
+    let second_dir = process::scratch_dir("serve-2")?;
+    let second = if args.replicas > 1 {
+        let command = process::teamster_command(&args.teamster, &second_dir, "127.0.0.1:0", database)?;
+        let served = process::spawn_served(command, "the second teamster serve").await?;
+        wait_healthy(client, &served.base_url).await?;
+        Some(served)
+    } else {
+        None
+    };
+    let replicas = second.as_ref().map(|second| RoundRobin::new(vec![base.clone(), second.base_url.clone()]));
+    let probe = Probe { proc, server: teamster.pid, upstream: Some(upstream.pid), replica: second.as_ref().map(|s| s.pid) };
+    let idle_rss = probe.server_rss()?;
     let mut session_urls = Vec::with_capacity(args.concurrency + 2);
     for _ in 0..args.concurrency + 2 {
         let id = client::create_session(client, &base, "bench").await.context("creating a session")?;
@@ -219,12 +261,11 @@ async fn measure_teamster(
     }
     let chained_url = session_urls.pop().context("no session")?;
     let sequential_url = session_urls.pop().context("no session")?;
-    let setup_rss = proc.rss_bytes(Some(teamster.pid))?;
+    let setup_rss = probe.server_rss()?;
 
-    let probe = Probe { proc, server: teamster.pid, upstream: Some(upstream.pid) };
     let idle_cpu = probe.idle(IDLE_CPU_WINDOW).await?;
     let body = client::turn_body(args.tokens, "none");
-    let target = Target { kind: Kind::Turn, urls: vec![sequential_url], body: body.clone() };
+    let target = Target { kind: Kind::Turn, urls: vec![sequential_url], body: body.clone(), replicas: replicas.clone() };
 
     eprintln!("teamster: {} warm-up turns...", args.warmup.max(1));
     check_clean(&sequential(&target, client, args.warmup.saturating_sub(1), &probe).await?, "warm-up")?;
@@ -246,7 +287,7 @@ async fn measure_teamster(
     let fresh = sequential(&target, fresh_client, args.fresh_connection_turns, &probe).await?;
 
     eprintln!("teamster: {} sessions in parallel for {} s...", args.concurrency, args.duration_secs);
-    let parallel_target = Target { kind: Kind::Turn, urls: session_urls, body };
+    let parallel_target = Target { kind: Kind::Turn, urls: session_urls, body, replicas: replicas.clone() };
     let parallel = phases::parallel(
         &parallel_target,
         client,
@@ -256,13 +297,13 @@ async fn measure_teamster(
         &probe,
     )
     .await?;
-    let after_parallel_rss = proc.rss_bytes(Some(teamster.pid))?;
+    let after_parallel_rss = probe.server_rss()?;
     let after_threads = proc.threads(Some(teamster.pid));
 
     let chained = if args.chained_turns >= 2 {
         eprintln!("teamster: {} chained turns...", args.chained_turns);
-        let chained_target =
-            Target { kind: Kind::Turn, urls: vec![chained_url], body: client::turn_body(args.tokens, "auto") };
+        let body = client::turn_body(args.tokens, "auto");
+        let chained_target = Target { kind: Kind::Turn, urls: vec![chained_url], body, replicas: replicas.clone() };
         let half = args.chained_turns / 2;
         let first = sequential(&chained_target, client, half, &probe).await?;
         let second = sequential(&chained_target, client, half, &probe).await?;
@@ -270,11 +311,18 @@ async fn measure_teamster(
     } else {
         None
     };
-    let log_bytes = std::fs::metadata(dir.join("server.log")).map(|meta| meta.len()).unwrap_or(0);
+    let log_bytes = [&dir, &second_dir]
+        .iter()
+        .map(|dir| std::fs::metadata(dir.join("server.log")).map(|meta| meta.len()).unwrap_or(0))
+        .sum();
 
+    if let Some(second) = second {
+        second.stop().await;
+    }
     teamster.stop().await;
     upstream.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&second_dir);
     let side = Side {
         idle_rss,
         idle_cpu,
@@ -304,10 +352,10 @@ async fn measure_floor(
     wait_healthy(client, &fake.base_url).await?;
     let idle_rss = proc.rss_bytes(Some(fake.pid))?;
     let idle_threads = proc.threads(Some(fake.pid));
-    let probe = Probe { proc, server: fake.pid, upstream: None };
+    let probe = Probe { proc, server: fake.pid, upstream: None, replica: None };
     let idle_cpu = probe.idle(IDLE_CPU_WINDOW).await?;
     let url = format!("{}/v1/chat/completions", fake.base_url);
-    let target = Target { kind: Kind::Direct, urls: vec![url], body: body.to_owned() };
+    let target = Target { kind: Kind::Direct, urls: vec![url], body: body.to_owned(), replicas: None };
 
     check_clean(&sequential(&target, client, args.warmup.max(1), &probe).await?, "floor warm-up")?;
     let mut finished = args.warmup.max(1);
@@ -372,13 +420,13 @@ async fn memory_checkpoints(
             let fill = args.memory_turns.saturating_sub(*finished);
             check_clean(&sequential(target, client, fill, probe).await?, "fill")?;
             *finished += fill;
-            Checkpoint { turns: *finished, rss: probe.proc.rss_bytes(Some(probe.server))? }
+            Checkpoint { turns: *finished, rss: probe.server_rss()? }
         }
     };
     let more = (first.turns + args.memory_turns).saturating_sub(*finished);
     let repeat = sequential(target, client, more, probe).await?;
     *finished += more;
-    let second = Checkpoint { turns: *finished, rss: probe.proc.rss_bytes(Some(probe.server))? };
+    let second = Checkpoint { turns: *finished, rss: probe.server_rss()? };
     Ok(([first, second], repeat))
 }
 

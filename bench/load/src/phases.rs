@@ -19,6 +19,9 @@ pub struct Probe {
     pub proc: ProcReader,
     /// The process under test (Teamster, or the fake model for the floor).
     pub server: u32,
+    /// A second Teamster replica on the same database, whose CPU and memory count with the
+    /// server's.
+    pub replica: Option<u32>,
     /// The fake model behind Teamster, when measuring Teamster.
     pub upstream: Option<u32>,
 }
@@ -39,6 +42,13 @@ struct CpuReading {
 impl CpuReading {
     fn read(proc: &ProcReader, pid: Option<u32>) -> anyhow::Result<CpuReading> {
         Ok(CpuReading { stat: proc.cpu_seconds(pid)?, threads: proc.thread_cpu_ns(pid)? })
+    }
+
+    /// The sum of two processes (thread ids are unique across processes).
+    fn plus(mut self, other: CpuReading) -> CpuReading {
+        self.stat += other.stat;
+        self.threads.extend(other.threads);
+        self
     }
 
     fn until(&self, end: &CpuReading) -> Cpu {
@@ -111,11 +121,25 @@ impl Probe {
     fn mark(&self) -> anyhow::Result<CpuMark> {
         Ok(CpuMark {
             at: Instant::now(),
-            server: CpuReading::read(&self.proc, Some(self.server))?,
+            server: match self.replica {
+                Some(replica) => CpuReading::read(&self.proc, Some(self.server))?
+                    .plus(CpuReading::read(&self.proc, Some(replica))?),
+                None => CpuReading::read(&self.proc, Some(self.server))?,
+            },
             upstream: self.upstream.map(|pid| CpuReading::read(&self.proc, Some(pid))).transpose()?,
             driver: CpuReading::read(&self.proc, None)?,
-            others: self.proc.other_processes(&[self.server, self.upstream.unwrap_or(self.server)]),
+            others: self.proc.other_processes(&[
+                self.server,
+                self.upstream.unwrap_or(self.server),
+                self.replica.unwrap_or(self.server),
+            ]),
         })
+    }
+
+    /// The resident memory of the server (of every replica, summed).
+    pub fn server_rss(&self) -> anyhow::Result<u64> {
+        let replica = self.replica.map(|pid| self.proc.rss_bytes(Some(pid))).transpose()?.unwrap_or(0);
+        Ok(self.proc.rss_bytes(Some(self.server))? + replica)
     }
 
     /// The CPU the processes spend during `duration` of doing nothing.
@@ -184,7 +208,7 @@ pub async fn sequential_with_rss(
             }
         }
         if rss_after == Some(number) {
-            rss_checkpoint = Some(probe.proc.rss_bytes(Some(probe.server))?);
+            rss_checkpoint = Some(probe.server_rss()?);
         }
     }
     let end = probe.mark()?;

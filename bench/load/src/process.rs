@@ -36,10 +36,10 @@ impl Served {
     }
 }
 
-/// `teamster serve` on a fresh SQLite database in `dir`, with its log (standard error) in
-/// `dir/server.log`.
-pub fn teamster_command(binary: &Path, dir: &Path, listen: &str) -> anyhow::Result<Command> {
-    let database = format!("sqlite://{}", dir.join("db.sqlite").display());
+/// `teamster serve` on `database`, or on a fresh SQLite database in `dir`, with its log
+/// (standard error) in `dir/server.log`.
+pub fn teamster_command(binary: &Path, dir: &Path, listen: &str, database: Option<&str>) -> anyhow::Result<Command> {
+    let database = database.map_or_else(|| format!("sqlite://{}", dir.join("db.sqlite").display()), str::to_owned);
     let mut command = Command::new(binary);
     command.args(["serve", "--listen", listen, "--database", &database, "--no-example"]);
     let log = std::fs::File::create(dir.join("server.log")).context("creating the server log")?;

@@ -27,6 +27,10 @@ pub struct Config {
     pub cold_starts: usize,
     pub driver_threads: usize,
     pub ticks_per_second: f64,
+    /// `SQLite` or `PostgreSQL`.
+    pub database: &'static str,
+    /// How many `teamster serve` replicas shared the database (requests in round robin).
+    pub replicas: usize,
 }
 
 /// Spawn-to-`/healthz`-200 times.
@@ -139,8 +143,13 @@ impl Report {
 
         let cpu = run_cpu_ms(&t.measured);
         let cpu_floor = run_cpu_ms(&f.measured);
+        let servers = if c.replicas > 1 {
+            format!("{} replicas of `teamster serve` on one {} database, requests in round robin (CPU and RSS summed)", c.replicas, c.database)
+        } else {
+            format!("one `teamster serve` on {}", c.database)
+        };
         let head = format!(
-            "Fake model streaming {} tokens, no delay; {} sequential turns measured after {} warm-up turns; \
+            "{servers}. Fake model streaming {} tokens, no delay; {} sequential turns measured after {} warm-up turns; \
              {} sessions in parallel for {} s after {} s warm-up; cold start = median of {}. \
              Ratio = Teamster / floor (floor / Teamster for throughput): 1.0x is the floor.\n\n",
             c.tokens, c.turns, c.warmup, c.concurrency, c.duration_secs, c.parallel_warmup_secs, c.cold_starts
@@ -389,6 +398,8 @@ impl Report {
                 "cold_starts": c.cold_starts,
                 "driver_threads": c.driver_threads,
                 "clock_ticks_per_second": c.ticks_per_second,
+                "database": c.database,
+                "replicas": c.replicas,
             },
             "targets": {
                 "server_cpu_ms_per_turn": TARGET_CPU_MS,
