@@ -14,7 +14,8 @@
 //!   message is not in the log never started.
 //! - A turn whose last message was the agent's answer, or waited for a human, ends as it would
 //!   have: with that answer (checked against the response format), or waiting for the human.
-//! - Model calls made before the stop count against the iteration limit.
+//! - Model calls made before the stop count against the iteration limit
+//!   ([`TurnPlan::iterations_done`]).
 //!
 //! A recorded model message that did not finish means its step failed or was cancelled: the
 //! turn was already ending, for a reason the log does not hold. Such a turn is not resumed.
@@ -42,7 +43,7 @@ pub const INTERRUPTED_CALL: &str = "Error: The server running this tool call sto
 #[allow(clippy::large_enum_variant)]
 pub enum Resumed {
     /// Run the engine on the adjusted plan: its resolutions settle the calls left without a
-    /// result, and its iteration limit is what remains.
+    /// result, and `iterations_done` counts the model calls made before.
     Run(TurnPlan),
     /// The turn had reached its end before its server stopped; it ends so.
     Finished(TurnOutcome),
@@ -80,7 +81,7 @@ pub async fn resume_turn(
             ),
         });
     }
-    plan.iteration_limit -= used;
+    plan.iterations_done = used;
 
     let answered: HashSet<&str> = recorded
         .iter()

@@ -45,6 +45,9 @@ pub struct TurnPlan {
     pub toolbox: ToolBox,
     /// The most model calls this turn may make.
     pub iteration_limit: u64,
+    /// Model calls the turn made before it was resumed (see [`crate::resume_turn`]); they count
+    /// against `iteration_limit`. 0 for a new turn.
+    pub iterations_done: u64,
     pub context: ContextPolicy,
     /// The model's prices, for the turn's cost; `None` when unknown.
     pub pricing: Option<ModelPricing>,
@@ -117,6 +120,7 @@ pub async fn run_turn(
         messages,
         mut toolbox,
         iteration_limit,
+        iterations_done,
         context,
         pricing,
         ask_user_questions,
@@ -144,6 +148,7 @@ pub async fn run_turn(
         conversation: Conversation { instructions, seeds: seed_messages, messages, policy: context, large_results },
         toolbox,
         iteration_limit,
+        iterations_done,
         depth: 0,
         forked: false,
     };
@@ -173,6 +178,8 @@ struct Thread {
     conversation: Conversation,
     toolbox: ToolBox,
     iteration_limit: u64,
+    /// Model calls made before the thread started here (a resumed turn's).
+    iterations_done: u64,
     /// 0 for the main thread, 1 for its sub-agents, and so on.
     depth: u32,
     /// Whether it is a forked sub-agent (which cannot fork again).
@@ -218,7 +225,7 @@ async fn thread_loop(mut thread: Thread, resolutions: Vec<Resolution>, shared: &
     // compaction check follows the provider's tokenizer rather than the estimate alone.
     let mut calibration = 1.0_f64;
     let mut corrections = 0;
-    let mut iterations = 0;
+    let mut iterations = thread.iterations_done;
     loop {
         if iterations >= thread.iteration_limit {
             return TurnOutcome::Failed {
@@ -609,6 +616,7 @@ fn child_thread(
         conversation,
         toolbox,
         iteration_limit: parent.iteration_limit,
+        iterations_done: 0,
         depth,
         forked: request.fork,
     })

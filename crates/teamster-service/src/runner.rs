@@ -236,6 +236,7 @@ impl Service {
                 TurnTools::NeedsAuthorization(required) => return Ok((TurnStart::NeedsAuthorization(required), history)),
             },
             iteration_limit,
+            iterations_done: 0,
             context: ContextPolicy::from_config(config.and_then(|config| config.context_management.as_ref())),
             pricing: resolved.pricing,
             ask_user_questions: config.and_then(|config| config.ask_user_questions.as_ref()).is_none_or(|toggle| toggle.enabled),
