@@ -19,6 +19,7 @@ use teamster_store::conformance::Fixture;
 use teamster_store::{
     AgentRecord, Change, ChangeFeed, Error, LogWrite, SessionAgentRecord, SessionRecord, Store, TurnRecord,
 };
+use teamster_store::{ExpiredLease, TurnLease};
 use teamster_store_postgres::PostgresStore;
 
 /// The variable that names the test server.
@@ -414,4 +415,29 @@ async fn stores_in_other_schemas_are_not_heard() {
     other.store().put_setting("model-provider", "theirs", "{}", "2025-01-01T00:00:00.000Z").await.expect("put");
     mine.store().put_setting("mcp-server", "mine", "{}", "2025-01-01T00:00:00.000Z").await.expect("put");
     assert_eq!(next_change(&mut feed).await, Change::Setting { kind: "mcp-server".to_owned() });
+}
+
+/// A turn left running before leases existed has no lease row (migration 0004 adds none): it
+/// counts as expired at claim 0, one takeover gives it a lease, and it is then held like any.
+#[tokio::test]
+async fn a_running_turn_without_a_lease_is_expired_and_taken_over_once() {
+    let schema = ScratchSchema::new().await;
+    let store = schema.store();
+    store.create_session(&draft_session("ses_1")).await.expect("create_session");
+    store.create_turn(&turn("turn_1", "ses_1", None), None, &[]).await.expect("create_turn");
+    let mut admin = PgConnection::connect(&in_schema(&schema.server_url, &schema.name)).await.expect("connect");
+    admin.execute("DELETE FROM turn_leases").await.expect("drop the lease row, as before 0004");
+    let _ = admin.close().await;
+
+    let expired = store.expired_leases(10).await.expect("expired_leases");
+    assert_eq!(
+        expired,
+        vec![ExpiredLease { session_id: "ses_1".into(), turn_id: "turn_1".into(), owner: None, claims: 0 }]
+    );
+    let second: Arc<dyn Store> = Arc::new(schema.second_store().await);
+    let ttl = Duration::from_secs(600);
+    let (first, other) = tokio::join!(store.claim_turn("turn_1", "r1", ttl, 0), second.claim_turn("turn_1", "r2", ttl, 0));
+    let won: Vec<TurnLease> = [first, other].into_iter().filter_map(|claim| claim.expect("claim_turn")).collect();
+    assert_eq!(won, vec![TurnLease { turn_id: "turn_1".into(), claims: 1 }], "one of two racing takeovers wins");
+    assert_eq!(store.expired_leases(10).await.expect("expired_leases"), vec![]);
 }
