@@ -154,7 +154,6 @@ impl PostgresStore {
         &self.channel
     }
 
-
     /// Reads one version of an agent selected by `condition` on `$1`; `version` `None` means
     /// the latest.
     async fn agent_where(&self, condition: &str, key: &str, version: Option<u64>) -> Result<AgentRecord> {
