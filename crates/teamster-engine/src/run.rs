@@ -315,8 +315,9 @@ async fn thread_loop(mut thread: Thread, resolutions: Vec<Resolution>, shared: &
             NextStep::RunTools(calls) => Split { run_now: calls, ..Split::default() },
             NextStep::NeedsHuman(split) => split,
         };
-        // Sub-agents cannot ask the user: their client-side calls are answered with an error.
-        let (split, refused) = refuse_questions_in_sub_agents(split, thread.depth);
+        // Sub-agents cannot ask the user (nor wait for approval below the first level): such
+        // calls are answered with an error.
+        let (split, refused) = refused_in_sub_agents(split, thread.depth);
         let mut required_actions = split.pending_events(&thread.id, &message.id);
         for event in &required_actions {
             shared.sink.emit_content(event);
@@ -342,7 +343,7 @@ async fn thread_loop(mut thread: Thread, resolutions: Vec<Resolution>, shared: &
 /// first level of sub-agents neither are calls that wait for approval (only a direct
 /// sub-agent of the main thread can be resumed): such calls are taken out of the waiting calls
 /// and answered with an error.
-fn refuse_questions_in_sub_agents(mut split: Split, depth: u32) -> (Split, Vec<(ToolCall, &'static str)>) {
+fn refused_in_sub_agents(mut split: Split, depth: u32) -> (Split, Vec<(ToolCall, &'static str)>) {
     let mut refused = Vec::new();
     if depth >= 1 {
         let reason = "Sub-agents cannot ask the user questions; decide yourself or report what you need.";
