@@ -62,15 +62,22 @@ pub(crate) async fn model_step(
             Some(Err(error)) => break StepEnd::Failed(error),
             Some(Ok(event)) => event,
         };
-        let mut delta = ModelMessageDelta {
+        let base = || ModelMessageDelta {
             id: message.id.clone(),
             thread_id: message.thread_id.clone(),
             ..ModelMessageDelta::default()
         };
-        match event {
-            ModelEvent::Text(text) => delta.content = Some(text),
-            ModelEvent::Reasoning(text) => delta.reasoning_content = Some(text),
-            ModelEvent::Refusal(text) => delta.refusal = Some(text),
+        // A fragment too long for one SSE line goes out as several deltas; they fold to the same.
+        let deltas: Vec<ModelMessageDelta> = match event {
+            ModelEvent::Text(text) => {
+                delta_pieces(text).map(|piece| ModelMessageDelta { content: Some(piece), ..base() }).collect()
+            }
+            ModelEvent::Reasoning(text) => {
+                delta_pieces(text).map(|piece| ModelMessageDelta { reasoning_content: Some(piece), ..base() }).collect()
+            }
+            ModelEvent::Refusal(text) => {
+                delta_pieces(text).map(|piece| ModelMessageDelta { refusal: Some(piece), ..base() }).collect()
+            }
             ModelEvent::ToolCall { index, id, name, arguments } => {
                 let slot = index as usize;
                 if announced.len() <= slot {
@@ -85,17 +92,24 @@ pub(crate) async fn model_step(
                     }
                     _ => None,
                 };
-                delta.tool_calls = Some(vec![DeltaToolCall {
-                    index,
-                    kind: id.as_ref().map(|_| "function".to_owned()),
-                    id,
-                    function: Some(DeltaFunction {
-                        name,
-                        arguments: (!arguments.is_empty()).then_some(arguments),
-                    }),
-                    tool_info,
-                    provider_specific_fields: None,
-                }]);
+                let mut head = Some((id, name, tool_info));
+                delta_pieces(arguments)
+                    .map(|piece| {
+                        // The call's id, name and tool info travel with its first fragment.
+                        let (id, name, tool_info) = head.take().unwrap_or_default();
+                        ModelMessageDelta {
+                            tool_calls: Some(vec![DeltaToolCall {
+                                index,
+                                kind: id.as_ref().map(|_| "function".to_owned()),
+                                id,
+                                function: Some(DeltaFunction { name, arguments: (!piece.is_empty()).then_some(piece) }),
+                                tool_info,
+                                provider_specific_fields: None,
+                            }]),
+                            ..base()
+                        }
+                    })
+                    .collect()
             }
             ModelEvent::Finish(reason) => {
                 finish_reason = Some(reason);
@@ -105,13 +119,15 @@ pub(crate) async fn model_step(
                 reported_usage = Some(usage);
                 continue;
             }
+        };
+        for mut delta in deltas {
+            if first_delta {
+                delta.created_at = Some(created_at.clone());
+                first_delta = false;
+            }
+            fold(&mut message, &delta);
+            sink.emit(&Event::ModelMessageDelta(delta));
         }
-        if first_delta {
-            delta.created_at = Some(created_at.clone());
-            first_delta = false;
-        }
-        fold(&mut message, &delta);
-        sink.emit(&Event::ModelMessageDelta(delta));
     };
 
     // The last delta carries the finish reason and usage. An interrupted or failed call has
@@ -143,4 +159,25 @@ pub(crate) async fn model_step(
     sink.emit(&Event::ModelMessageDelta(last));
     sink.record(placeholder, &Event::ModelMessage(message.clone()));
     Step { message, end }
+}
+
+/// The most characters one delta's fragment may take as a JSON string; longer fragments are
+/// sent as several deltas, so that every event fits on an SSE line (see `teamster_protocol::sse`).
+const MAX_DELTA_CHARS: usize = 64 * 1024;
+
+/// `text` cut into pieces of at most [`MAX_DELTA_CHARS`] serialised characters, in order; an
+/// empty text is one empty piece. Short texts (the usual case) are passed on without a scan.
+fn delta_pieces(text: String) -> std::vec::IntoIter<String> {
+    use teamster_protocol::sse::{json_string_chars, json_string_prefix};
+    if text.len() * 6 + 2 <= MAX_DELTA_CHARS || json_string_chars(&text) <= MAX_DELTA_CHARS {
+        return vec![text].into_iter();
+    }
+    let mut pieces = Vec::new();
+    let mut rest = text.as_str();
+    while !rest.is_empty() {
+        let piece = json_string_prefix(rest, MAX_DELTA_CHARS);
+        pieces.push(piece.to_owned());
+        rest = &rest[piece.len()..];
+    }
+    pieces.into_iter()
 }

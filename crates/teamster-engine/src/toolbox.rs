@@ -139,6 +139,38 @@ impl ToolBox {
             && let Err(error) = serde_json::from_str::<serde_json::Value>(arguments) {
                 return ToolOutput::error(format!("The arguments are not valid JSON: {error}."));
             }
-        self.sources[*source].call(name, arguments).await
+        within_event_limit(self.sources[*source].call(name, arguments).await)
+    }
+}
+
+/// The most characters a tool result may take as a JSON string in its `tool.response` event
+/// (see `teamster_protocol::sse`), the note of a cut result included.
+const MAX_RESULT_CHARS: usize = teamster_protocol::sse::MAX_STRING_CHARS;
+
+/// A tool's output, cut (saying so) where its text would not fit in one event.
+fn within_event_limit(mut output: ToolOutput) -> ToolOutput {
+    use teamster_protocol::sse::{json_string_chars, json_string_prefix};
+    if output.content.len() * 6 + 2 <= MAX_RESULT_CHARS || json_string_chars(&output.content) <= MAX_RESULT_CHARS {
+        return output;
+    }
+    let total = output.content.chars().count();
+    let kept = json_string_prefix(&output.content, MAX_RESULT_CHARS - 200);
+    let note = format!("\n\n[The tool result was cut: only its first {} of {total} characters are kept.]", kept.chars().count());
+    output.content = format!("{kept}{note}");
+    output
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_too_long_for_an_event_are_cut_saying_so() {
+        let short = ToolOutput { content: "ok".to_owned(), is_error: false };
+        assert_eq!(within_event_limit(short.clone()).content, "ok");
+        let long = within_event_limit(ToolOutput { content: "\n".repeat(MAX_RESULT_CHARS), is_error: true });
+        assert!(long.is_error);
+        assert!(teamster_protocol::sse::json_string_chars(&long.content) <= MAX_RESULT_CHARS);
+        assert!(long.content.ends_with(&format!("of {MAX_RESULT_CHARS} characters are kept.]")), "{}", &long.content[long.content.len() - 100..]);
     }
 }

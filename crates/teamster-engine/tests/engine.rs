@@ -405,20 +405,26 @@ async fn a_large_tool_result_is_previewed_and_any_part_can_be_read() {
     let (lines, outcome, _, requests, sink) = check(Case {
         replies: vec![
             vec![call(0, Some("c1"), Some("big"), "{}"), usage(10, 1)],
-            vec![call(0, Some("c2"), Some("read_tool_result"), r#"{"tool_call_id":"c1","offset":700000,"length":24}"#), usage(10, 1)],
+            vec![call(0, Some("c2"), Some("read_tool_result"), r#"{"tool_call_id":"c1","offset":300000,"length":24}"#), usage(10, 1)],
             vec![text("Read it."), usage(10, 1)],
         ],
         ..Case::default()
     })
     .await;
     assert!(matches!(outcome, TurnOutcome::Done { .. }), "{outcome:?}");
-    // The event log keeps the whole megabyte.
+    // The event log keeps as much of the megabyte as fits in one SSE line, saying where it was cut.
     let recorded = sink.recorded.lock().unwrap();
-    let whole = recorded.iter().find_map(|(_, event)| match event {
-        Event::ToolResponse(response) if response.tool_call_id == "c1" => Some(response.content.clone()),
-        _ => None,
-    });
-    assert_eq!(whole.as_deref(), Some(big_text().as_str()));
+    let kept = recorded
+        .iter()
+        .find_map(|(_, event)| match event {
+            Event::ToolResponse(response) if response.tool_call_id == "c1" => Some(response.content.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let (head, note) = kept.split_once("\n\n[The tool result was cut: only its first ").unwrap();
+    assert!(head.len() > 400_000 && big_text().starts_with(head), "{} bytes kept", head.len());
+    assert!(note.ends_with(" of 1048576 characters are kept.]"), "{note}");
+    assert!(teamster_protocol::sse::json_string_chars(&kept) <= teamster_protocol::sse::MAX_STRING_CHARS);
     // The next model call gets a preview that names the reading tool.
     let second = contents(&requests[1]);
     let preview = second.last().unwrap();
@@ -427,8 +433,9 @@ async fn a_large_tool_result_is_previewed_and_any_part_can_be_read() {
     assert!(requests.iter().all(|request| contents(request).iter().all(|text| text.len() < 20_000)));
     // And reading a range far into the result returns exactly those characters.
     let third = contents(&requests[2]);
-    assert_eq!(third.last().unwrap(), &format!("[Characters 700000..700024 of 1048576]\n{}", &big_text()[700_000..700_024]));
-    assert!(lines.iter().any(|line| line.starts_with("tool.response c2 [Characters 700000..")));
+    let total = kept.chars().count();
+    assert_eq!(third.last().unwrap(), &format!("[Characters 300000..300024 of {total}]\n{}", &big_text()[300_000..300_024]));
+    assert!(lines.iter().any(|line| line.starts_with("tool.response c2 [Characters 300000..")));
 }
 
 /// The events of a past conversation: `exchanges` user messages, each answered.
@@ -1166,4 +1173,36 @@ async fn a_turn_whose_step_did_not_finish_or_that_used_its_iterations_is_not_run
     let (_, outcome, _, requests, _) = check(Case { recorded: Some(recorded), iteration_limit: 2, ..Case::default() }).await;
     assert!(matches!(&outcome, TurnOutcome::Failed { message } if message.contains("iteration limit of 2")), "{outcome:?}");
     assert!(requests.is_empty());
+}
+
+#[tokio::test]
+async fn fragments_too_long_for_an_sse_line_stream_as_several_deltas_that_fold_to_the_same() {
+    let long_text = "word \"quoted\"\n".repeat(20_000);
+    let long_arguments = format!("{{\"text\":{}}}", serde_json::to_string(&"é".repeat(150_000)).unwrap());
+    let (lines, outcome, _, _, sink) = check(Case {
+        replies: vec![
+            vec![text(&long_text), call(0, Some("c1"), Some("get_current_datetime"), &long_arguments), usage(10, 1)],
+            vec![text("done"), usage(10, 1)],
+        ],
+        ..Case::default()
+    })
+    .await;
+    assert!(matches!(outcome, TurnOutcome::Done { .. }), "{outcome:?}");
+    let deltas: Vec<&String> = lines.iter().filter(|line| line.starts_with("delta content=")).collect();
+    assert!(deltas.len() >= 5, "{} text deltas", deltas.len());
+    let call_deltas: Vec<&String> = lines.iter().filter(|line| line.starts_with("delta call[0]")).collect();
+    assert!(call_deltas.len() >= 3, "{} tool call deltas", call_deltas.len());
+    // Only the first fragment of the call carries its id, name and tool info.
+    assert!(call_deltas[0].contains("id=\"c1\"") && call_deltas[0].contains("info=true"));
+    assert!(call_deltas[1..].iter().all(|line| line.contains("id=\"\" name=\"\"") && line.contains("info=false")));
+    let recorded = sink.recorded.lock().unwrap();
+    let message = recorded
+        .iter()
+        .find_map(|(_, event)| match event {
+            Event::ModelMessage(message) if message.tool_calls.is_some() => Some(message.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(message.text(), long_text);
+    assert_eq!(message.tool_calls.unwrap()[0].function.arguments, long_arguments);
 }

@@ -13,6 +13,7 @@ pub mod input;
 pub mod lenient;
 pub mod session;
 pub mod settings;
+pub mod sse;
 pub mod timestamp;
 pub mod turn;
 

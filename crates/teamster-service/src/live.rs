@@ -45,18 +45,11 @@ struct Frames {
     done_at: Option<u64>,
 }
 
-/// Formats one SSE frame. Replays from the store format the stored JSON the same way, so
-/// every delivery of an event is byte-identical.
+/// Formats one SSE frame (see [`teamster_protocol::sse::frame`]). Replays from the store
+/// format the stored JSON the same way, so every delivery of an event is byte-identical.
 pub fn sse_frame(sequence: u64, data: &str) -> Bytes {
-    let mut frame = String::with_capacity(data.len() + 16);
-    frame.push_str("id: ");
-    frame.push_str(&sequence.to_string());
-    frame.push_str("\ndata: ");
-    frame.push_str(data);
-    frame.push_str("\n\n");
-    Bytes::from(frame)
+    Bytes::from(teamster_protocol::sse::frame(sequence, data))
 }
-
 
 impl TurnLog {
     /// A log whose first `committed` frames are already durable.
