@@ -36,7 +36,7 @@ use teamster_store::codec::{
 };
 use teamster_store::{
     AgentRecord, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord, SessionOrder, SessionQuery,
-    SessionRecord, Store, StreamEvent, TurnRecord,
+    SessionFile, SessionRecord, Store, StreamEvent, TurnRecord,
 };
 use teamster_store::{ExpiredLease, TurnLease};
 
@@ -371,6 +371,49 @@ impl Store for PostgresStore {
         sql.push(format_args!(" ORDER BY {key} {direction}, id {direction} LIMIT ")).push_bind(i64::from(query.limit));
         let rows: Vec<SessionRow> = sql.build_query_as().fetch_all(&self.pool).await.map_err(error::backend)?;
         rows.into_iter().map(codec::session).collect()
+    }
+
+    async fn put_file(&self, file: &SessionFile) -> Result<()> {
+        
+        let inserted = sqlx::query(
+            "INSERT INTO session_files (session_id, digest, media_type, data, created_at) \
+             SELECT id, $2, $3, $4, $5 FROM sessions WHERE id = $1 \
+             ON CONFLICT (session_id, digest) DO NOTHING",
+        )
+        .bind(&file.session_id)
+        .bind(&file.digest)
+        .bind(&file.media_type)
+        .bind(&file.data)
+        .bind(&file.created_at)
+        .execute(&self.pool)
+        .await
+        .map_err(error::backend)?;
+        if inserted.rows_affected() == 0 {
+            // Either the file was there already, or there is no such session.
+            let session: Option<(String,)> = sqlx::query_as("SELECT id FROM sessions WHERE id = $1")
+                .bind(&file.session_id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(error::backend)?;
+            if session.is_none() {
+                return Err(Error::NotFound("session"));
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_file(&self, session_id: &str, digest: &str) -> Result<SessionFile> {
+        
+        let row: Option<(String, Vec<u8>, String)> = sqlx::query_as(
+            "SELECT media_type, data, created_at FROM session_files WHERE session_id = $1 AND digest = $2",
+        )
+        .bind(session_id)
+        .bind(digest)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(error::backend)?;
+        let (media_type, data, created_at) = row.ok_or(Error::NotFound("file"))?;
+        Ok(SessionFile { session_id: session_id.to_owned(), digest: digest.to_owned(), media_type, data, created_at })
     }
 
     async fn create_turn(

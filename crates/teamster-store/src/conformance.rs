@@ -31,7 +31,7 @@ use teamster_protocol::{AgentSpec, Subject, TurnInput, TurnState};
 
 use crate::{
     AgentRecord, Change, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord,
-    SessionOrder, SessionQuery, SessionRecord, Store, StreamEvent, TurnRecord,
+    SessionFile, SessionOrder, SessionQuery, SessionRecord, Store, StreamEvent, TurnRecord,
 };
 use crate::{ExpiredLease, TurnLease};
 
@@ -65,6 +65,7 @@ macro_rules! conformance_tests {
             session_create_and_get,
             session_update_replaces_mutable_fields_only,
             session_delete_cascades_to_turns_and_events,
+            session_files_are_stored_once_and_go_with_their_session,
             list_sessions_filters,
             list_sessions_orders,
             list_sessions_keyset_pages_visit_every_session_once,
@@ -342,6 +343,39 @@ pub async fn session_update_replaces_mutable_fields_only(store: Arc<dyn Store>) 
 }
 
 /// Deleting a session deletes its turns and their events, and nothing of other sessions.
+pub async fn session_files_are_stored_once_and_go_with_their_session(store: Arc<dyn Store>) {
+    create_draft_sessions(&store, &["ses_a", "ses_b"]).await;
+    // Every byte value, and more than a megabyte, comes back exactly.
+    let data: Vec<u8> = (0..(1usize << 20) + 3).map(|index| (index % 251) as u8).collect();
+    let file = SessionFile {
+        session_id: "ses_a".to_owned(),
+        digest: "d1".to_owned(),
+        media_type: "application/pdf".to_owned(),
+        data: data.clone(),
+        created_at: at(1),
+    };
+    store.put_file(&file).await.expect("put_file");
+    assert_eq!(store.get_file("ses_a", "d1").await.expect("get_file"), file);
+    // The same digest again keeps the first copy.
+    let again = SessionFile { media_type: "text/plain".to_owned(), created_at: at(2), ..file.clone() };
+    store.put_file(&again).await.expect("put_file of a stored digest");
+    assert_eq!(store.get_file("ses_a", "d1").await.expect("get_file"), file);
+    // Files belong to one session.
+    expect_not_found(store.get_file("ses_b", "d1").await, "get_file in another session");
+    expect_not_found(store.get_file("ses_a", "d2").await, "get_file of an unknown digest");
+    let other = SessionFile { session_id: "ses_b".to_owned(), data: b"".to_vec(), ..file.clone() };
+    store.put_file(&other).await.expect("put_file of an empty file in another session");
+    assert_eq!(store.get_file("ses_b", "d1").await.expect("get_file"), other);
+    expect_not_found(
+        store.put_file(&SessionFile { session_id: "ses_missing".to_owned(), ..file.clone() }).await,
+        "put_file in an unknown session",
+    );
+    // Deleting a session deletes its files, and only its files.
+    assert!(store.delete_session("ses_a").await.expect("delete_session"));
+    expect_not_found(store.get_file("ses_a", "d1").await, "get_file of a deleted session");
+    assert_eq!(store.get_file("ses_b", "d1").await.expect("get_file"), other);
+}
+
 pub async fn session_delete_cascades_to_turns_and_events(store: Arc<dyn Store>) {
     create_draft_sessions(&store, &["ses_a", "ses_b"]).await;
     let turn_a1 = create_plain_turn(&store, "ses_a", "turn_a1", None, &at(10)).await;

@@ -73,6 +73,14 @@ pub trait Store: Send + Sync + 'static {
     /// Sessions matching a query, in the query's order, at most `limit`.
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>>;
 
+    // Files of a session.
+
+    /// Stores a file of a session unless the session already has one with its digest (the
+    /// same bytes: the first copy is kept). `NotFound` if the session does not exist.
+    async fn put_file(&self, file: &SessionFile) -> Result<()>;
+    /// A file of a session by digest; `NotFound` if the session has none with that digest.
+    async fn get_file(&self, session_id: &str, digest: &str) -> Result<SessionFile>;
+
     // Turns.
 
     /// Creates a turn and makes it the session's last turn, atomically with its first log

@@ -145,3 +145,15 @@ pub struct ExpiredLease {
     /// How many times the turn has been claimed so far.
     pub claims: u64,
 }
+
+/// A file of a session, stored once and named by the SHA-256 digest of its bytes (lowercase
+/// hex): large attachments are kept here and referenced from the turns and events that carry
+/// them. It is deleted with its session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionFile {
+    pub session_id: String,
+    pub digest: String,
+    pub media_type: String,
+    pub data: Vec<u8>,
+    pub created_at: String,
+}
