@@ -71,6 +71,7 @@ impl From<ServiceError> for ApiError {
             }
             ServiceError::Forbidden(_) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", message),
             ServiceError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", message),
+            ServiceError::TooLarge(_) => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message),
             ServiceError::Conflict { code, .. } => ApiError::new(StatusCode::CONFLICT, code, message),
             ServiceError::PreconditionFailed(_) => {
                 ApiError::new(StatusCode::PRECONDITION_FAILED, "precondition_failed", message)

@@ -13,6 +13,9 @@ pub enum ServiceError {
     /// The addressed resource does not exist (404).
     #[error("{0}")]
     NotFound(String),
+    /// Part of the request is larger than this server accepts (413).
+    #[error("{0}")]
+    TooLarge(String),
     /// The request conflicts with current state: a name is taken, or a turn is running (409).
     #[error("{message}")]
     Conflict { code: &'static str, message: String },

@@ -1,6 +1,11 @@
-//! A bounded cache of conversation histories by turn id: the content events of a turn and all
-//! its ancestors. A turn chained to a cached one reads nothing of the chain from the store, so
-//! the cost of a turn does not grow with the length of its session.
+//! A cache of conversation histories by turn id: the content events of a turn and all its
+//! ancestors. A turn chained to a cached one reads nothing of the chain from the store, so the
+//! cost of a turn does not grow with the length of its session.
+//!
+//! The cache is bounded in bytes (the events' JSON size) as well as in entries, so large turns
+//! cannot make it hold more memory than [`MAX_BYTES`]. A history's size is measured once, and
+//! a history that extends a cached one only measures what it adds. Caching a turn's history
+//! drops its predecessor's: a session's next turn chains onto its newest.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -9,38 +14,65 @@ use teamster_protocol::Event;
 
 /// The most histories kept; the oldest is dropped first.
 const MAX_ENTRIES: usize = 256;
-/// Longer histories are not cached (they are rebuilt from the store when needed).
-const MAX_EVENTS: usize = 20_000;
+/// The most bytes (of the events' JSON) all histories together may take.
+const MAX_BYTES: usize = 32 << 20;
+/// Larger histories are not cached (they are rebuilt from the store when needed).
+const MAX_ENTRY_BYTES: usize = 8 << 20;
 
 #[derive(Default)]
 pub(crate) struct HistoryCache {
     state: Mutex<State>,
 }
 
+struct Entry {
+    events: Arc<Vec<Event>>,
+    bytes: usize,
+}
+
 #[derive(Default)]
 struct State {
-    entries: HashMap<String, Arc<Vec<Event>>>,
-    /// Insertion order, oldest first.
+    entries: HashMap<String, Entry>,
+    /// Insertion order, oldest first; may name entries removed since.
     order: VecDeque<String>,
+    /// The bytes of every entry.
+    bytes: usize,
 }
 
 impl HistoryCache {
     pub fn get(&self, turn_id: &str) -> Option<Arc<Vec<Event>>> {
-        self.lock().entries.get(turn_id).cloned()
+        self.lock().entries.get(turn_id).map(|entry| entry.events.clone())
     }
 
-    pub fn insert(&self, turn_id: &str, history: Vec<Event>) {
-        if history.len() > MAX_EVENTS {
+    /// Caches the history through `turn_id`, which extends (when it was cached) the history
+    /// through `previous_turn_id`; the latter leaves the cache.
+    pub fn insert(&self, turn_id: &str, previous_turn_id: Option<&str>, history: Vec<Event>) {
+        let known = previous_turn_id.and_then(|previous| {
+            let state = self.lock();
+            state.entries.get(previous).map(|entry| (entry.events.len(), entry.bytes))
+        });
+        let bytes = match known {
+            Some((length, bytes)) if length <= history.len() => bytes + json_bytes(&history[length..]),
+            _ => json_bytes(&history),
+        };
+        let mut state = self.lock();
+        if let Some(previous) = previous_turn_id {
+            state.remove(previous);
+        }
+        if bytes > MAX_ENTRY_BYTES {
             return;
         }
-        let mut state = self.lock();
-        if state.entries.insert(turn_id.to_owned(), Arc::new(history)).is_none() {
-            state.order.push_back(turn_id.to_owned());
+        state.remove(turn_id);
+        state.entries.insert(turn_id.to_owned(), Entry { events: Arc::new(history), bytes });
+        state.order.push_back(turn_id.to_owned());
+        state.bytes += bytes;
+        while state.entries.len() > MAX_ENTRIES || state.bytes > MAX_BYTES {
+            let Some(oldest) = state.order.pop_front() else { break };
+            state.remove(&oldest);
         }
-        while state.order.len() > MAX_ENTRIES {
-            if let Some(oldest) = state.order.pop_front() {
-                state.entries.remove(&oldest);
-            }
+        // Names of entries removed out of order are dropped once they are many.
+        if state.order.len() > 2 * MAX_ENTRIES {
+            let State { entries, order, .. } = &mut *state;
+            order.retain(|id| entries.contains_key(id));
         }
     }
 
@@ -49,19 +81,85 @@ impl HistoryCache {
     }
 }
 
+impl State {
+    fn remove(&mut self, turn_id: &str) {
+        if let Some(entry) = self.entries.remove(turn_id) {
+            self.bytes -= entry.bytes;
+        }
+    }
+}
+
+/// The size of events as JSON, without building the text.
+fn json_bytes(events: &[Event]) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    for event in events {
+        // Writing our own types to a counter cannot fail.
+        let _ = serde_json::to_writer(&mut counter, event);
+    }
+    counter.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use teamster_protocol::event::ToolResponse;
+
+    fn response(content_bytes: usize) -> Event {
+        Event::ToolResponse(ToolResponse {
+            id: "evt".into(),
+            thread_id: "main".into(),
+            created_at: "2025-01-01T00:00:00.000Z".into(),
+            tool_call_id: "c".into(),
+            content: "x".repeat(content_bytes),
+        })
+    }
 
     #[test]
     fn keeps_the_newest_entries_within_bounds() {
         let cache = HistoryCache::default();
         for index in 0..MAX_ENTRIES + 10 {
-            cache.insert(&format!("turn_{index}"), Vec::new());
+            cache.insert(&format!("turn_{index}"), None, Vec::new());
         }
         assert!(cache.get("turn_0").is_none());
         assert!(cache.get(&format!("turn_{}", MAX_ENTRIES + 9)).is_some());
         assert_eq!(cache.lock().entries.len(), MAX_ENTRIES);
         assert_eq!(cache.lock().order.len(), MAX_ENTRIES);
+    }
+
+    #[test]
+    fn bytes_are_bounded_and_counted_once_per_chain() {
+        let cache = HistoryCache::default();
+        // Forty sessions of 1 MiB histories: only as many as fit in the byte budget stay.
+        for session in 0..40 {
+            cache.insert(&format!("turn_{session}"), None, vec![response(1 << 20)]);
+        }
+        let state = cache.lock();
+        assert!(state.bytes <= MAX_BYTES, "{} bytes cached", state.bytes);
+        assert_eq!(state.bytes, state.entries.values().map(|entry| entry.bytes).sum::<usize>());
+        assert!(state.entries.len() < 40 && state.entries.contains_key("turn_39"));
+        drop(state);
+
+        // A chain: each turn's history replaces its predecessor's and adds only its own bytes.
+        let cache = HistoryCache::default();
+        let mut history = vec![response(1000)];
+        cache.insert("t1", None, history.clone());
+        history.push(response(2000));
+        cache.insert("t2", Some("t1"), history.clone());
+        assert!(cache.get("t1").is_none());
+        assert_eq!(cache.lock().bytes, json_bytes(&history));
+        // A history over the entry limit is not kept.
+        cache.insert("t3", Some("t2"), vec![response(MAX_ENTRY_BYTES)]);
+        assert!(cache.get("t3").is_none() && cache.get("t2").is_none());
+        assert_eq!(cache.lock().bytes, 0);
     }
 }

@@ -17,6 +17,7 @@ mod engine_metrics;
 mod error;
 mod events;
 mod history_cache;
+mod input_files;
 mod leases;
 mod mcp_oauth;
 mod mcp_pool;

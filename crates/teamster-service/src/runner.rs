@@ -332,7 +332,7 @@ impl Service {
         match self.content_events(&turn.id, Some(1)).await {
             Ok(recorded) => {
                 history.extend(recorded);
-                self.inner.history.insert(&turn.id, history);
+                self.inner.history.insert(&turn.id, turn.previous_turn_id.as_deref(), history);
             }
             Err(error) => tracing::warn!(turn_id = %turn.id, %error, "history not cached"),
         }

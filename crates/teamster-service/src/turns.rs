@@ -9,7 +9,7 @@ use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, Turn, TurnState, id
 use teamster_store::{LogWrite, SessionRecord, TurnRecord};
 
 use crate::cluster::EndingTurn;
-use crate::{cursor, pending};
+use crate::{cursor, input_files, pending};
 use crate::error::{Result, ServiceError};
 use crate::live::{TurnLog, sse_frame};
 use crate::{Caller, Service};
@@ -74,17 +74,6 @@ fn validate_input(input: &[TurnInput]) -> Result<()> {
                 if content.is_empty() {
                     return Err(ServiceError::invalid_param("input", format!("input[{index}] is a user message with no content")));
                 }
-                if let teamster_protocol::UserContent::Parts(parts) = content {
-                    for part in parts {
-                        if let teamster_protocol::input::UserContentPart::File { name, data } = part
-                            && (!data.starts_with("data:") || !data.contains(";base64,")) {
-                                return Err(ServiceError::invalid_param(
-                                    "input",
-                                    format!("file {name:?} in input[{index}] must be a data URL: data:<mime>;base64,<payload>"),
-                                ));
-                            }
-                    }
-                }
             }
             TurnInput::ToolApproval { thread_id, tool_call_id, .. } | TurnInput::ToolResponse { thread_id, tool_call_id, .. } => {
                 if thread_id.len() > MAX_ID_BYTES || tool_call_id.len() > MAX_ID_BYTES {
@@ -136,6 +125,7 @@ impl Service {
         validate_input(&request.input)?;
         let chain = parse_chain(request.previous_turn_id.as_deref())?;
         let session = self.owned_session(caller, session_id).await?;
+        let (input, files) = input_files::prepare(self.store(), session_id, request.input.clone()).await?;
         let previous = match &chain {
             Chain::Auto => session.last_turn_id.clone(),
             Chain::NewRoot => None,
@@ -197,7 +187,8 @@ impl Service {
             (None, Some(turn_id)) => Some(EndingTurn::Remote { session_id: session.id.clone(), turn_id }),
             (None, None) => None,
         };
-        self.start_turn(caller, session, previous, request.input.clone(), ending).await
+        input_files::store_files(self.store(), session_id, files).await?;
+        self.start_turn(caller, session, previous, input, ending).await
     }
 
     async fn start_turn(
