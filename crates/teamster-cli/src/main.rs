@@ -2,6 +2,7 @@
 //!
 //! Thin by design: parse arguments, build configuration, wire the concrete adapters, run.
 
+mod allocator;
 mod args;
 mod client;
 mod serve;
@@ -12,6 +13,9 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = args::Args::parse();
+    if matches!(args.command, args::Command::Serve(_)) {
+        allocator::pin_mmap_threshold();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
