@@ -50,6 +50,8 @@ const POOL_SIZE_PARAMETER: &str = "pool_size";
 
 /// How long a call waits for a pooled connection (or for the server to accept a new one)
 /// before failing.
+/// The bytes of a file per row of `session_file_chunks`.
+const FILE_CHUNK_BYTES: usize = 256 * 1024;
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Creates a turn, if and only if the session's last turn is the expected one, and makes it
@@ -374,45 +376,68 @@ impl Store for PostgresStore {
     }
 
     async fn put_file(&self, file: &SessionFile) -> Result<()> {
-        
-        let inserted = sqlx::query(
-            "INSERT INTO session_files (session_id, digest, media_type, data, created_at) \
-             SELECT id, $2, $3, $4, $5 FROM sessions WHERE id = $1 \
-             ON CONFLICT (session_id, digest) DO NOTHING",
+        // The row and its chunks commit together, so a file is never seen half stored.
+        let mut transaction = self.pool.begin().await.map_err(error::backend)?;
+        let (stored, session_exists): (bool, bool) = sqlx::query_as(
+            "WITH stored AS ( \
+                 INSERT INTO session_files (session_id, digest, media_type, size, created_at) \
+                 SELECT id, $2, $3, $4, $5 FROM sessions WHERE id = $1 \
+                 ON CONFLICT (session_id, digest) DO NOTHING \
+                 RETURNING 1 \
+             ) \
+             SELECT EXISTS (SELECT 1 FROM stored), EXISTS (SELECT 1 FROM sessions WHERE id = $1)",
         )
         .bind(&file.session_id)
         .bind(&file.digest)
         .bind(&file.media_type)
-        .bind(&file.data)
+        .bind(codec::to_i64(file.data.len() as u64, "a file's size")?)
         .bind(&file.created_at)
-        .execute(&self.pool)
+        .fetch_one(&mut *transaction)
         .await
         .map_err(error::backend)?;
-        if inserted.rows_affected() == 0 {
-            // Either the file was there already, or there is no such session.
-            let session: Option<(String,)> = sqlx::query_as("SELECT id FROM sessions WHERE id = $1")
-                .bind(&file.session_id)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(error::backend)?;
-            if session.is_none() {
-                return Err(Error::NotFound("session"));
+        if !session_exists {
+            return Err(Error::NotFound("session"));
+        }
+        if stored {
+            for (index, chunk) in file.data.chunks(FILE_CHUNK_BYTES).enumerate() {
+                sqlx::query("INSERT INTO session_file_chunks (session_id, digest, chunk, data) VALUES ($1, $2, $3, $4)")
+                    .bind(&file.session_id)
+                    .bind(&file.digest)
+                    .bind(i32::try_from(index).map_err(|_| Error::Corrupt("a file has too many chunks".to_owned()))?)
+                    .bind(chunk)
+                    .execute(&mut *transaction)
+                    .await
+                    .map_err(error::backend)?;
             }
         }
+        transaction.commit().await.map_err(error::backend)?;
         Ok(())
     }
 
     async fn get_file(&self, session_id: &str, digest: &str) -> Result<SessionFile> {
-        
-        let row: Option<(String, Vec<u8>, String)> = sqlx::query_as(
-            "SELECT media_type, data, created_at FROM session_files WHERE session_id = $1 AND digest = $2",
+        let row: Option<(String, i64, String)> = sqlx::query_as(
+            "SELECT media_type, size, created_at FROM session_files WHERE session_id = $1 AND digest = $2",
         )
         .bind(session_id)
         .bind(digest)
         .fetch_optional(&self.pool)
         .await
         .map_err(error::backend)?;
-        let (media_type, data, created_at) = row.ok_or(Error::NotFound("file"))?;
+        let (media_type, size, created_at) = row.ok_or(Error::NotFound("file"))?;
+        let chunks: Vec<(Vec<u8>,)> =
+            sqlx::query_as("SELECT data FROM session_file_chunks WHERE session_id = $1 AND digest = $2 ORDER BY chunk")
+                .bind(session_id)
+                .bind(digest)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(error::backend)?;
+        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or_default());
+        for (chunk,) in chunks {
+            data.extend_from_slice(&chunk);
+        }
+        if data.len() as i64 != size {
+            return Err(Error::Corrupt(format!("file {digest:?} has {} of its {size} bytes", data.len())));
+        }
         Ok(SessionFile { session_id: session_id.to_owned(), digest: digest.to_owned(), media_type, data, created_at })
     }
 
