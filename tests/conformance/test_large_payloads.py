@@ -69,6 +69,19 @@ def test_a_large_attachment_streams_to_the_real_gateway_client(client, api):
     assert first.body == again.body
     assert_lines_fit(first)
 
+    # The stored file downloads byte-identical, from its own session only.
+    download = api.get(f"/api/v1/sessions/{session.id}/files/{digest}")
+    assert download.status_code == 200, download.text[:300]
+    assert download.content == payload
+    assert download.headers["content-type"] == "application/pdf"
+    assert download.headers["content-disposition"] == f'attachment; filename="{digest}"'
+    assert download.headers["x-content-type-options"] == "nosniff"
+    elsewhere = api.create_session(DEMO)
+    assert api.get(f"/api/v1/sessions/{elsewhere['id']}/files/{digest}").status_code == 404
+    assert api.get(f"/api/v1/sessions/{session.id}/files/{'0' * 64}").status_code == 404
+    bad = api.get(f"/api/v1/sessions/{session.id}/files/..%2F..%2Fetc")
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "digest"
+
     # The reference may be sent back in the same session, but names nothing in another one.
     back = file_turn(api, session.id, [{"type": "file", "name": "report.pdf", "data": reference}])
     assert back.status == 200 and back.payloads[-1]["state"]["status"] == "done", back.body[:300]

@@ -47,6 +47,7 @@ use teamster_tools::ToolSource;
 
 pub use error::{Result, ServiceError};
 pub use events::{ListOrder, SessionEventsQuery, TurnEventsQuery};
+pub use input_files::DownloadedFile;
 pub use leases::LeaseConfig;
 pub use mcp_oauth::check_public_url;
 pub use mcp_servers::McpServerWrite;

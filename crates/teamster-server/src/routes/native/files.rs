@@ -1,0 +1,34 @@
+//! `/api/v1/sessions/{id}/files/{digest}`: a file of the session, stored once when it came as
+//! a large attachment, named by the SHA-256 digest its `teamster-file:` reference carries.
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use teamster_service::Caller;
+
+use crate::AppState;
+use crate::error::ApiResult;
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/sessions/{session_id}/files/{digest}", get(download))
+}
+
+/// The file's bytes with its media type, as an attachment named after its digest.
+async fn download(State(state): State<AppState>, Path((session_id, digest)): Path<(String, String)>) -> ApiResult<Response> {
+    let file = state.service.get_session_file(&Caller::local(), &session_id, &digest).await?;
+    let disposition = format!("attachment; filename=\"{digest}\"");
+    Ok((
+        [
+            (header::CONTENT_TYPE, file.media_type),
+            (header::CONTENT_DISPOSITION, disposition),
+            (header::CACHE_CONTROL, "private, max-age=31536000, immutable".to_owned()),
+            // A client chose the media type: browsers must neither sniff nor run what it holds.
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
+            (header::CONTENT_SECURITY_POLICY, "sandbox".to_owned()),
+        ],
+        file.data,
+    )
+        .into_response())
+}
