@@ -1,0 +1,267 @@
+//! The architecture's invariants, checked: each crate's floor (which crates and libraries it
+//! may depend on) and rules on its sources (what only one layer may know).
+//!
+//! [`check`] reads every `crates/*/Cargo.toml` and every `crates/*/src/**/*.rs` of a tree and
+//! returns what breaks a rule; `tests/tidy.rs` runs it on this repository, and on small trees
+//! with one deliberate mistake each, so a rule that can no longer fail is noticed. The rules
+//! are the "Invariant" lines of ARCHITECTURE.md. Source rules read text, not syntax: a file's
+//! `#[cfg(test)]` module (by convention its end) is not checked, and doc comments are skipped.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Each crate and the workspace crates it may depend on (its floor). A crate missing here is
+/// a violation itself: a new crate states its place in the architecture.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("teamster-protocol", &[]),
+    ("teamster-llm", &["teamster-protocol"]),
+    ("teamster-tools", &["teamster-protocol"]),
+    ("teamster-store", &["teamster-protocol"]),
+    ("teamster-mcp", &["teamster-protocol", "teamster-tools"]),
+    ("teamster-store-sqlite", &["teamster-protocol", "teamster-store"]),
+    ("teamster-store-postgres", &["teamster-protocol", "teamster-store"]),
+    ("teamster-engine", &["teamster-protocol", "teamster-llm", "teamster-tools"]),
+    (
+        "teamster-service",
+        &["teamster-protocol", "teamster-llm", "teamster-tools", "teamster-store", "teamster-engine", "teamster-mcp"],
+    ),
+    ("teamster-server", &["teamster-protocol", "teamster-service"]),
+    (
+        "teamster-cli",
+        &[
+            "teamster-protocol",
+            "teamster-llm",
+            "teamster-store",
+            "teamster-store-sqlite",
+            "teamster-store-postgres",
+            "teamster-service",
+            "teamster-server",
+        ],
+    ),
+    ("teamster-fake-model", &[]),
+    ("teamster-tidy", &[]),
+];
+
+/// Libraries only some crates may use, and which.
+const LIBRARIES: &[(&str, &[&str], &str)] = &[
+    ("sqlx", &["teamster-store-sqlite", "teamster-store-postgres"], "only the store backends know SQL"),
+    ("axum", &["teamster-server", "teamster-fake-model"], "only the server knows HTTP"),
+    ("hyper", &["teamster-server"], "only the server knows HTTP"),
+    ("hyper-util", &["teamster-server"], "only the server knows HTTP"),
+    ("http", &["teamster-server"], "only the server knows HTTP"),
+    ("tower", &["teamster-server"], "only the server knows HTTP"),
+    ("tower-http", &["teamster-server"], "only the server knows HTTP"),
+    ("tokio", &["*", "!teamster-protocol"], "the protocol has no async runtime"),
+    ("reqwest", &["*", "!teamster-protocol", "!teamster-engine", "!teamster-tools", "!teamster-store"], "the engine, tools, store and protocol make no HTTP requests"),
+];
+
+/// Text that only some crates' sources may contain, outside doc comments and tests.
+const SOURCE_RULES: &[SourceRule] = &[
+    SourceRule {
+        needles: &["StatusCode", "axum::", "hyper::", "http::"],
+        // The model and MCP clients speak HTTP to providers and servers; the server serves it.
+        allowed: &["teamster-server", "teamster-llm", "teamster-mcp", "teamster-cli", "teamster-fake-model"],
+        why: "only the server knows HTTP (status codes, routers, headers)",
+    },
+    SourceRule {
+        needles: &["\"/api/v1", "\"/v1/agents", "\"/v1/x/agents"],
+        allowed: &["teamster-server", "teamster-cli", "teamster-fake-model"],
+        why: "route strings belong to the server (and to clients of the API)",
+    },
+    SourceRule {
+        needles: &["\"data: ", "\"\\ndata: ", "\"id: "],
+        allowed: &["teamster-server", "teamster-protocol", "teamster-cli", "teamster-fake-model", "teamster-llm", "teamster-mcp"],
+        why: "SSE framing of our streams belongs to the server and the protocol's `sse` module",
+    },
+    SourceRule {
+        needles: &["std::env", "env::var"],
+        allowed: &["teamster-cli", "teamster-llm", "teamster-mcp", "teamster-fake-model", "teamster-tidy"],
+        why: "configuration reaches the engine, service, store and server as values, never from the environment",
+    },
+    SourceRule {
+        needles: &["sqlx::"],
+        allowed: &["teamster-store-sqlite", "teamster-store-postgres"],
+        why: "only the store backends know SQL",
+    },
+];
+
+/// Files a source rule does not apply to yet, each with the reason; the list only shrinks.
+const KNOWN_EXCEPTIONS: &[(&str, &str)] = &[(
+    "crates/teamster-service/src/mcp_oauth.rs",
+    "MCP OAuth builds its authorize and callback links from route strings until the server passes in how to build them",
+)];
+
+struct SourceRule {
+    needles: &'static [&'static str],
+    allowed: &'static [&'static str],
+    why: &'static str,
+}
+
+/// One broken rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub file: PathBuf,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.file.display(), self.message),
+            None => write!(f, "{}: {}", self.file.display(), self.message),
+        }
+    }
+}
+
+/// Every violation in the workspace rooted at `root`.
+pub fn check(root: &Path) -> std::io::Result<Vec<Violation>> {
+    let mut violations = Vec::new();
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.join("Cargo.toml").is_file())
+        .collect();
+    crates.sort();
+    for crate_dir in crates {
+        let manifest_path = crate_dir.join("Cargo.toml");
+        let manifest = std::fs::read_to_string(&manifest_path)?;
+        let relative = |path: &Path| path.strip_prefix(root).unwrap_or(path).to_path_buf();
+        let Some(name) = package_name(&manifest) else {
+            violations.push(Violation { file: relative(&manifest_path), line: None, message: "no package name".into() });
+            continue;
+        };
+        check_manifest(&name, &manifest, &relative(&manifest_path), &mut violations);
+        let mut sources = Vec::new();
+        rust_files(&crate_dir.join("src"), &mut sources)?;
+        sources.sort();
+        for source in sources {
+            let text = std::fs::read_to_string(&source)?;
+            check_source(&name, &text, &relative(&source), &mut violations);
+        }
+    }
+    Ok(violations)
+}
+
+fn check_manifest(name: &str, manifest: &str, file: &Path, violations: &mut Vec<Violation>) {
+    let Some((_, floor)) = LAYERS.iter().find(|(layer, _)| *layer == name) else {
+        violations.push(Violation {
+            file: file.to_path_buf(),
+            line: None,
+            message: format!("crate {name} has no place in the layers: add it to LAYERS and to ARCHITECTURE.md"),
+        });
+        return;
+    };
+    for (line, dependency) in dependencies(manifest) {
+        let at = Some(line);
+        if dependency.starts_with("teamster-") {
+            if !floor.contains(&dependency.as_str()) {
+                violations.push(Violation {
+                    file: file.to_path_buf(),
+                    line: at,
+                    message: format!("{name} may not depend on {dependency}: its floor is {floor:?}"),
+                });
+            }
+            continue;
+        }
+        if let Some((_, allowed, why)) = LIBRARIES.iter().find(|(library, _, _)| *library == dependency)
+            && !is_allowed(name, allowed)
+        {
+            violations.push(Violation {
+                file: file.to_path_buf(),
+                line: at,
+                message: format!("{name} may not depend on {dependency}: {why}"),
+            });
+        }
+    }
+}
+
+fn is_allowed(name: &str, allowed: &[&str]) -> bool {
+    if allowed.contains(&format!("!{name}").as_str()) {
+        return false;
+    }
+    allowed.contains(&"*") || allowed.contains(&name)
+}
+
+fn check_source(name: &str, text: &str, file: &Path, violations: &mut Vec<Violation>) {
+    if !text.starts_with("//!") {
+        violations.push(Violation {
+            file: file.to_path_buf(),
+            line: Some(1),
+            message: "a source file starts with a `//!` paragraph saying what it is for".into(),
+        });
+    }
+    // This crate names what it looks for.
+    let exempt = name == "teamster-tidy" || KNOWN_EXCEPTIONS.iter().any(|(path, _)| file == Path::new(path));
+    for (index, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        if code.starts_with("#[cfg(test)]") {
+            break;
+        }
+        if code.starts_with("//") {
+            continue;
+        }
+        for rule in SOURCE_RULES {
+            if rule.allowed.contains(&name) || exempt {
+                continue;
+            }
+            if let Some(needle) = rule.needles.iter().find(|needle| code.contains(*needle)) {
+                violations.push(Violation {
+                    file: file.to_path_buf(),
+                    line: Some(index + 1),
+                    message: format!("`{needle}` in {name}: {}", rule.why),
+                });
+            }
+        }
+    }
+}
+
+/// The package name of a manifest.
+fn package_name(manifest: &str) -> Option<String> {
+    let mut in_package = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+        } else if in_package && let Some(value) = line.strip_prefix("name") {
+            return Some(value.trim_start().strip_prefix('=')?.trim().trim_matches('"').to_owned());
+        }
+    }
+    None
+}
+
+/// The names of a manifest's `[dependencies]` (not dev- or build-dependencies), with their
+/// line numbers.
+fn dependencies(manifest: &str) -> Vec<(usize, String)> {
+    let mut in_dependencies = false;
+    let mut found = Vec::new();
+    for (index, line) in manifest.lines().enumerate() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_dependencies = line == "[dependencies]" || line.starts_with("[target.") && line.ends_with(".dependencies]");
+            continue;
+        }
+        if !in_dependencies || line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let name: String = line.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
+        if !name.is_empty() {
+            found.push((index + 1, name));
+        }
+    }
+    found
+}
+
+fn rust_files(dir: &Path, into: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            rust_files(&path, into)?;
+        } else if path.extension().is_some_and(|extension| extension == "rs") {
+            into.push(path);
+        }
+    }
+    Ok(())
+}

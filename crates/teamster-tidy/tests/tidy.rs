@@ -1,0 +1,107 @@
+//! Runs the architecture checks on this repository, and shows on small trees that each kind of
+//! rule still catches a deliberate mistake.
+
+use std::path::{Path, PathBuf};
+
+use teamster_tidy::check;
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn the_workspace_keeps_its_architecture() {
+    let violations = check(&repository()).expect("the repository is readable");
+    let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
+    assert!(listed.is_empty(), "architecture violations:\n{}", listed.join("\n"));
+}
+
+/// One crate of a scratch tree: its name, its `[dependencies]` lines, a source file's name and
+/// text.
+type Crate<'a> = (&'a str, &'a str, &'a str, &'a str);
+
+/// A scratch tree with one crate per [`Crate`].
+struct Tree(PathBuf);
+
+impl Tree {
+    fn new(label: &str, crates: &[Crate<'_>]) -> Tree {
+        let root = std::env::temp_dir().join(format!("teamster-tidy-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for (name, dependencies, file, source) in crates {
+            let dir = root.join("crates").join(name);
+            let path = dir.join("src").join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(dir.join("Cargo.toml"), format!("[package]\nname = \"{name}\"\n\n[dependencies]\n{dependencies}\n\n[dev-dependencies]\naxum = \"1\"\n")).unwrap();
+            std::fs::write(path, source).unwrap();
+        }
+        Tree(root)
+    }
+
+    fn messages(&self) -> Vec<String> {
+        check(&self.0).unwrap().iter().map(ToString::to_string).collect()
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const CLEAN_ENGINE: &str = "//! The loop.\nuse teamster_llm::ModelClient;\n";
+
+#[test]
+fn a_clean_tree_passes_and_each_rule_catches_its_mistake() {
+    let clean = Tree::new("clean", &[("teamster-engine", "teamster-llm.workspace = true\ntokio = \"1\"", "lib.rs", CLEAN_ENGINE)]);
+    assert_eq!(clean.messages(), Vec::<String>::new());
+
+    let cases: &[(&str, Crate<'_>, &str)] = &[
+        (
+            "http-import",
+            ("teamster-engine", "", "lib.rs", "//! The loop.\nuse axum::http::StatusCode;\n"),
+            "lib.rs:2: `StatusCode` in teamster-engine: only the server knows HTTP",
+        ),
+        (
+            "driver-dependency",
+            ("teamster-service", "sqlx = { workspace = true }", "lib.rs", "//! The service.\n"),
+            "Cargo.toml:5: teamster-service may not depend on sqlx: only the store backends know SQL",
+        ),
+        (
+            "layer-reversed",
+            ("teamster-engine", "teamster-store.workspace = true", "lib.rs", "//! The loop.\n"),
+            "Cargo.toml:5: teamster-engine may not depend on teamster-store",
+        ),
+        (
+            "environment",
+            ("teamster-engine", "", "run.rs", "//! Runs.\nfn limit() { let _ = std::env::var(\"LIMIT\"); }\n"),
+            "run.rs:2: `std::env` in teamster-engine",
+        ),
+        (
+            "route-string",
+            ("teamster-service", "", "links.rs", "//! Links.\nconst AUTHORIZE: &str = \"/api/v1/mcp-servers\";\n"),
+            "links.rs:2: `\"/api/v1` in teamster-service: route strings belong to the server",
+        ),
+        (
+            "sse-framing",
+            ("teamster-service", "", "live.rs", "//! Frames.\nfn frame(json: &str) -> String { format!(\"id: 1\\ndata: {json}\\n\\n\") }\n"),
+            "live.rs:2: `\"id: ` in teamster-service: SSE framing",
+        ),
+        ("no-purpose", ("teamster-engine", "", "step.rs", "use std::fmt;\n"), "step.rs:1: a source file starts with a `//!` paragraph"),
+        ("unknown-crate", ("teamster-gadget", "", "lib.rs", "//! A gadget.\n"), "crate teamster-gadget has no place in the layers"),
+    ];
+    for (label, krate, expected) in cases {
+        let tree = Tree::new(label, &[*krate]);
+        let messages = tree.messages();
+        assert!(
+            messages.len() == 1 && messages[0].contains(expected),
+            "{label}: expected one violation containing {expected:?}, got {messages:#?}"
+        );
+    }
+}
+
+#[test]
+fn tests_and_doc_comments_are_not_held_to_the_source_rules() {
+    let source = "//! Uses `StatusCode` in prose.\n/// Calls \"/api/v1/agents\".\nfn f() {}\n\n#[cfg(test)]\nmod tests {\n    fn g() { let _ = std::env::var(\"X\"); }\n}\n";
+    let tree = Tree::new("exempt", &[("teamster-engine", "", "lib.rs", source)]);
+    assert_eq!(tree.messages(), Vec::<String>::new());
+}
