@@ -314,8 +314,9 @@ def fake_model(workdir: pathlib.Path) -> typing.Iterator[FakeModelServer]:
 
 @pytest.fixture(scope="session")
 def server(workdir: pathlib.Path, fake_model: FakeModelServer) -> typing.Iterator[TeamsterServer]:
-    """The shared server: fresh database, fake provider and `demo` agent registered."""
-    instance = TeamsterServer(workdir, fake_model)
+    """The shared server: fresh database, fake provider and `demo` agent registered; stdio MCP
+    servers allowed (test_mcp.py registers one), as servers of a test's own do not."""
+    instance = TeamsterServer(workdir, fake_model, extra_args=["--allow-stdio-mcp"])
     try:
         instance.start().configure()
         yield instance

@@ -91,6 +91,20 @@ pub struct ServeArgs {
     /// need the same key.
     #[arg(long, env = "TEAMSTER_SECRET_KEY_FILE")]
     pub secret_key_file: Option<PathBuf>,
+    /// Allow MCP servers of type stdio, which run a command on this host, to be configured
+    /// through the settings API and started. Off by default: anyone who may write settings
+    /// could otherwise run programs as this server's user.
+    #[arg(long, env = "TEAMSTER_ALLOW_STDIO_MCP")]
+    pub allow_stdio_mcp: bool,
+    /// Host names requests may address this server by, besides the loopback names, the
+    /// --public-url host and the listening IP (comma-separated; `*` for any). Others get 421:
+    /// this is what stops DNS rebinding.
+    #[arg(long, env = "TEAMSTER_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins (`https://app.example.com`) whose pages may call the API across origins
+    /// (comma-separated); other cross-origin browser requests get 403.
+    #[arg(long, env = "TEAMSTER_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub allowed_origins: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]

@@ -75,10 +75,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         turn_timeout: Duration::from_secs(args.turn_timeout_secs),
         env_providers,
         model_options: RegistryOptions { retry },
-        public_url,
+        public_url: public_url.clone(),
         secret_key: Some(secret_key),
         leases: lease_config(args.lease_ttl_ms, args.lease_renew_ms, args.takeover_interval_ms, args.max_takeovers)?,
         stream_retention: Duration::from_secs(args.stream_retention_secs.unwrap_or(args.stream_retention_hours * 3600)),
+        allow_stdio_mcp: args.allow_stdio_mcp,
     };
     let service = Service::start(store, config).await.context("starting the service")?;
     if !args.no_example {
@@ -90,7 +91,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
     let state = AppState {
         service: service.clone(),
-        config: ServerConfig { heartbeat: Duration::from_secs(args.heartbeat_secs), max_body_bytes: args.max_body_bytes },
+        config: ServerConfig {
+            heartbeat: Duration::from_secs(args.heartbeat_secs),
+            max_body_bytes: args.max_body_bytes,
+            browser: browser_policy(&args.allowed_hosts, &args.allowed_origins, &public_url, address)?,
+        },
     };
     teamster_server::serve(listener, state, shutdown_signal()).await?;
     service.shutdown(SHUTDOWN_GRACE).await;
@@ -109,6 +114,43 @@ async fn load_secret_key(key_file: PathBuf) -> anyhow::Result<TokenKey> {
             Some(_) => "reading TEAMSTER_SECRET_KEY".to_owned(),
             None => format!("loading the secret key file {shown}"),
         })
+}
+
+/// The `Host` names and origins the server answers: the loopback names always, the public
+/// URL's host, the listening IP when it is a specific one, and what the operator adds.
+fn browser_policy(
+    hosts: &[String],
+    origins: &[String],
+    public_url: &str,
+    address: std::net::SocketAddr,
+) -> anyhow::Result<teamster_server::BrowserPolicy> {
+    let mut allowed_hosts: Vec<String> = teamster_server::LOOPBACK_HOSTS.iter().map(|host| (*host).to_owned()).collect();
+    if let Some(host) = url::Url::parse(public_url).ok().and_then(|url| url.host_str().map(str::to_ascii_lowercase)) {
+        allowed_hosts.push(host);
+    }
+    if !address.ip().is_unspecified() {
+        allowed_hosts.push(match address.ip() {
+            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+            ip => ip.to_string(),
+        });
+    }
+    for host in hosts.iter().map(|host| host.trim().to_ascii_lowercase()).filter(|host| !host.is_empty()) {
+        if host != "*" && (host.contains(['/', ':']) && !host.starts_with('[') || host.contains(char::is_whitespace)) {
+            bail!("--allowed-hosts takes host names without scheme or port, such as agents.example.com; got {host:?}");
+        }
+        allowed_hosts.push(host);
+    }
+    let mut allowed_origins = Vec::new();
+    for origin in origins.iter().map(|origin| origin.trim()).filter(|origin| !origin.is_empty()) {
+        let parsed = url::Url::parse(origin).ok().filter(|url| {
+            matches!(url.scheme(), "http" | "https") && url.host_str().is_some() && url.path() == "/" && url.query().is_none()
+        });
+        let Some(parsed) = parsed else {
+            bail!("--allowed-origins takes origins such as https://app.example.com (scheme, host, optional port); got {origin:?}");
+        };
+        allowed_origins.push(parsed.origin().ascii_serialization());
+    }
+    Ok(teamster_server::BrowserPolicy { allowed_hosts, allowed_origins })
 }
 
 /// The lease settings, checked: renewals must come at least twice per lease.

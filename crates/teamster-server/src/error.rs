@@ -32,12 +32,13 @@ impl ApiError {
 
 fn error_type(status: StatusCode) -> &'static str {
     match status.as_u16() {
-        400 | 413 | 422 => "invalid_request_error",
+        400 | 413 | 415 | 422 => "invalid_request_error",
         401 => "authentication_error",
         403 => "permission_error",
         404 => "not_found_error",
         405 => "invalid_request_error",
         409 => "conflict_error",
+        421 => "invalid_request_error",
         412 => "precondition_failed_error",
         424 => "failed_dependency_error",
         _ => "server_error",

@@ -6,6 +6,7 @@
 
 mod error;
 mod extract;
+mod guard;
 mod params;
 mod prefix;
 mod routes;
@@ -20,6 +21,7 @@ use tower::Layer;
 use tower::util::MapRequestLayer;
 
 pub use error::ApiError;
+pub use guard::{BrowserPolicy, LOOPBACK_HOSTS};
 use teamster_service::Service;
 
 /// HTTP settings.
@@ -29,11 +31,13 @@ pub struct ServerConfig {
     pub heartbeat: Duration,
     /// The largest request body accepted; larger ones get 413.
     pub max_body_bytes: usize,
+    /// The `Host` names and browser origins this server answers (see `guard`).
+    pub browser: BrowserPolicy,
 }
 
 impl Default for ServerConfig {
     fn default() -> ServerConfig {
-        ServerConfig { heartbeat: Duration::from_secs(15), max_body_bytes: 10 * 1024 * 1024 }
+        ServerConfig { heartbeat: Duration::from_secs(15), max_body_bytes: 10 * 1024 * 1024, browser: BrowserPolicy::default() }
     }
 }
 
@@ -55,6 +59,7 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::from_fn(close_after_rejected_body))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
         .with_state(state)
 }
 

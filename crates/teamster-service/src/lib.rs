@@ -91,6 +91,9 @@ pub struct ServiceConfig {
     /// How long a finished turn keeps its stream (deltas included) for subscribers; its
     /// content events stay until its session is deleted.
     pub stream_retention: Duration,
+    /// Whether MCP servers of type stdio (commands run on this host) may be configured and
+    /// started. Off by default: whoever may write settings could otherwise run programs here.
+    pub allow_stdio_mcp: bool,
 }
 
 impl Default for ServiceConfig {
@@ -103,6 +106,7 @@ impl Default for ServiceConfig {
             secret_key: None,
             leases: LeaseConfig::default(),
             stream_retention: Duration::from_secs(24 * 3600),
+            allow_stdio_mcp: false,
         }
     }
 }

@@ -475,7 +475,7 @@ impl Service {
     /// which may name its metadata; `None` if it answers otherwise (discovery then tries the
     /// well-known locations).
     async fn unauthorized_challenge(&self, name: &str, manifest: &McpServerManifest) -> Option<String> {
-        let mut config = registry_config(name, manifest).ok()?;
+        let mut config = registry_config(name, manifest, self.inner.config.allow_stdio_mcp).ok()?;
         config.connect_timeout = PROBE_TIMEOUT;
         match McpConnection::connect(config).await {
             Err(McpError::Unauthorized { www_authenticate }) => www_authenticate,

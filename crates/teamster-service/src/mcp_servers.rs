@@ -138,6 +138,9 @@ impl Service {
         mode: McpServerWrite,
     ) -> Result<ConfiguredMcpServer> {
         validate_manifest(&manifest)?;
+        if manifest.kind == McpServerManifest::STDIO && !self.inner.config.allow_stdio_mcp {
+            return Err(ServiceError::Forbidden(stdio_disabled(&manifest.name)));
+        }
         let name = manifest.name.clone();
         let registry = &self.inner.mcp_servers;
         let _writing = registry.writes.lock().await;
@@ -162,7 +165,9 @@ impl Service {
     /// [`ServiceError::AuthRequired`].
     pub async fn list_mcp_server_tools(&self, caller: &Caller, name: &str) -> Result<Vec<serde_json::Value>> {
         let manifest = self.inner.mcp_servers.get(name).ok_or_else(|| not_found(name))?;
-        let mut config = registry_config(name, &manifest).map_err(ServiceError::Unprocessable)?;
+        let mut config = registry_config(name, &manifest, self.inner.config.allow_stdio_mcp).map_err(|message| {
+            if manifest.kind == McpServerManifest::STDIO { ServiceError::Forbidden(message) } else { ServiceError::Unprocessable(message) }
+        })?;
         config.connect_timeout = LISTING_TIMEOUT;
         config.call_timeout = LISTING_TIMEOUT;
         if matches!(manifest.auth, Some(McpServerAuth::Dcr {})) {
@@ -282,8 +287,9 @@ pub(crate) fn inline_server_id(label: &str) -> String {
 }
 
 /// How to reach a configured server.
-pub(crate) fn registry_config(name: &str, manifest: &McpServerManifest) -> Result<McpServerConfig, String> {
+pub(crate) fn registry_config(name: &str, manifest: &McpServerManifest, allow_stdio: bool) -> Result<McpServerConfig, String> {
     let transport = match manifest.kind.as_str() {
+        McpServerManifest::STDIO if !allow_stdio => return Err(stdio_disabled(name)),
         McpServerManifest::STDIO => {
             let Some(command) = manifest.command.clone() else {
                 return Err(format!("MCP server {name:?} has no command"));
@@ -307,6 +313,14 @@ pub(crate) fn registry_config(name: &str, manifest: &McpServerManifest) -> Resul
         }
     };
     Ok(McpServerConfig::new(registry_server_id(name), name, transport))
+}
+
+/// Why a stdio server is neither stored nor started: stdio servers run programs on this host.
+fn stdio_disabled(name: &str) -> String {
+    format!(
+        "MCP server {name:?} is of type stdio, which runs a command on this host; stdio MCP servers are disabled \
+         on this server (its operator enables them with `teamster serve --allow-stdio-mcp`)"
+    )
 }
 
 /// How to reach an agent's inline server.
@@ -447,6 +461,9 @@ fn check_env(env: &BTreeMap<String, String>) -> Result<(), String> {
 /// Replaces redacted header and environment values with the stored ones; a redacted value
 /// with nothing stored is an error.
 fn keep_redacted_secrets(manifest: &mut McpServerManifest, existing: Option<&McpServerManifest>) -> Result<()> {
+    // Stored secrets stay with the destination they were given for: a write that points the
+    // server elsewhere must send them again.
+    let existing = existing.filter(|existing| same_destination(existing, manifest));
     if let Some(McpServerAuth::Header { headers }) = &mut manifest.auth {
         let stored = match existing.and_then(|existing| existing.auth.as_ref()) {
             Some(McpServerAuth::Header { headers }) => Some(headers),
@@ -459,7 +476,7 @@ fn keep_redacted_secrets(manifest: &mut McpServerManifest, existing: Option<&Mcp
                     None => {
                         return Err(ServiceError::invalid_param(
                             "manifest.auth.headers",
-                            format!("the value of header {name:?} is redacted and there is no stored value to keep; send the real value"),
+                            format!("the value of header {name:?} is redacted and there is no stored value to keep for this destination (a stored secret is dropped when the server's URL, type or command changes); send the real value"),
                         ));
                     }
                 }
@@ -475,7 +492,7 @@ fn keep_redacted_secrets(manifest: &mut McpServerManifest, existing: Option<&Mcp
                     None => {
                         return Err(ServiceError::invalid_param(
                             "manifest.env",
-                            format!("the value of {name:?} is redacted and there is no stored value to keep; send the real value"),
+                            format!("the value of {name:?} is redacted and there is no stored value to keep for this destination (a stored secret is dropped when the server's URL, type or command changes); send the real value"),
                         ));
                     }
                 }
@@ -483,6 +500,16 @@ fn keep_redacted_secrets(manifest: &mut McpServerManifest, existing: Option<&Mcp
         }
     }
     Ok(())
+}
+
+/// Whether two manifests send requests (and so secrets) to the same place: the same type, URL
+/// and transport, or the same command, arguments and working directory.
+fn same_destination(stored: &McpServerManifest, new: &McpServerManifest) -> bool {
+    stored.kind == new.kind
+        && stored.url == new.url
+        && stored.transport == new.transport
+        && stored.command == new.command
+        && stored.args == new.args
 }
 
 /// Checks an agent's MCP servers: how many, unique names, inline URLs, selectors; a command
@@ -559,6 +586,15 @@ mod tests {
         let mut new_header = remote(&[("X-New", REDACTED)]);
         assert!(keep_redacted_secrets(&mut new_header, Some(&stored)).is_err());
         assert!(keep_redacted_secrets(&mut remote(&[("Authorization", REDACTED)]), None).is_err());
+
+        // Pointed elsewhere, the server gets no stored secret: it must be sent again.
+        let mut moved = remote(&[("Authorization", REDACTED)]);
+        moved.url = Some("https://elsewhere.example/mcp".to_owned());
+        let error = keep_redacted_secrets(&mut moved, Some(&stored)).unwrap_err().to_string();
+        assert!(error.contains("dropped when the server's URL"), "{error}");
+        let mut moved_with_secret = remote(&[("Authorization", "Bearer new")]);
+        moved_with_secret.url = Some("https://elsewhere.example/mcp".to_owned());
+        keep_redacted_secrets(&mut moved_with_secret, Some(&stored)).unwrap();
     }
 
     #[test]

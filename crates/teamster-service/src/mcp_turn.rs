@@ -183,7 +183,7 @@ impl Service {
         let (config, oauth) = match &server.source {
             McpServerSource::Registry { name } => match self.inner.mcp_servers.get(name) {
                 Some(manifest) => {
-                    (registry_config(name, &manifest), matches!(manifest.auth, Some(ManifestAuth::Dcr {})))
+                    (registry_config(name, &manifest, self.inner.config.allow_stdio_mcp), matches!(manifest.auth, Some(ManifestAuth::Dcr {})))
                 }
                 None => (Err(format!("no MCP server named {name:?} is configured")), false),
             },

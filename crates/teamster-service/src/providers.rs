@@ -106,8 +106,19 @@ impl Service {
         if let Some(auth) = &mut manifest.auth
             && auth.api_key == REDACTED
         {
-            match existing.as_ref().and_then(|existing| existing.auth.as_ref()) {
+            // A stored key stays with the endpoint it was given for.
+            let same_destination = |stored: &ModelProviderManifest| {
+                stored.kind == manifest.kind && stored.base_url == manifest.base_url
+            };
+            match existing.as_ref().filter(|existing| same_destination(existing)).and_then(|existing| existing.auth.as_ref()) {
                 Some(stored) => auth.api_key = stored.api_key.clone(),
+                None if existing.as_ref().is_some_and(|existing| !same_destination(existing)) => {
+                    return Err(ServiceError::invalid_param(
+                        "manifest.auth.api_key",
+                        "the API key is redacted, but the provider's type or base_url changed: a stored key is never sent \
+                         to another endpoint; send the real key",
+                    ));
+                }
                 None => {
                     return Err(ServiceError::invalid_param(
                         "manifest.auth.api_key",

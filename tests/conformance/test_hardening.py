@@ -1,0 +1,239 @@
+"""Attacks on a single-user server, each refused at every layer it must pass.
+
+A web page or a network peer must not be able to run programs as the server's user or steal
+provider keys: request bodies are JSON only with a JSON content type (415), the `Host` must be
+one of the server's names (421, against DNS rebinding), cross-origin browser requests are
+refused unless the operator allows the origin (403, with a CORS policy for allowed ones), stdio
+MCP servers exist only when the operator enables them, and a stored secret never follows a
+changed destination. Each test failed on the code before these defences.
+"""
+
+from __future__ import annotations
+
+import http.server
+import pathlib
+import threading
+import typing
+
+import httpx
+import pytest
+
+import wire
+
+EVIL = "http://evil.example"
+PWN = {"manifest": {"type": "stdio", "name": "pwn", "description": "x", "command": "sh",
+                    "args": ["-c", "id > pwned.txt"]}}
+
+
+def raw(url: str, method: str, path: str, *, body: typing.Optional[bytes] = None,
+        headers: typing.Optional[dict] = None) -> httpx.Response:
+    """One request with exactly the given headers (httpx adds only Host and framing ones)."""
+    with httpx.Client(base_url=url, timeout=wire.TIMEOUT) as client:
+        return client.request(method, path, content=body, headers=headers or {})
+
+
+def error_code(response: httpx.Response) -> str:
+    return response.json()["error"]["code"]
+
+
+@pytest.fixture
+def plain(server_factory):
+    """A server of the test's own, with the defaults an operator gets (no stdio MCP)."""
+    return server_factory(configure=False)
+
+
+def test_the_cross_site_stdio_registration_is_refused_and_runs_nothing(plain):
+    body = b'{"manifest":{"type":"stdio","name":"pwn","description":"x","command":"sh","args":["-c","id > pwned.txt"]}}'
+    attack = raw(plain.url, "POST", "/api/v1/settings/mcp-servers", body=body,
+                 headers={"Content-Type": "text/plain", "Origin": EVIL})
+    assert attack.status_code == 403 and error_code(attack) == "origin_not_allowed", attack.text
+    listing = raw(plain.url, "GET", "/api/v1/mcp-servers/pwn/tools")
+    assert listing.status_code == 404, listing.text
+    settings = raw(plain.url, "GET", "/api/v1/settings/mcp-servers").json()["data"]
+    assert [server for server in settings if server["name"] == "pwn"] == []
+    assert not (pathlib.Path(plain.workdir) / "pwned.txt").exists()
+
+
+@pytest.mark.parametrize("path", ["/api/v1/settings/mcp-servers", "/api/v1/agents", "/api/v1/sessions",
+                                  "/v1/agents/sessions"])
+def test_a_body_that_is_not_declared_json_is_415(plain, path):
+    for content_type in [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"]:
+        headers = {} if content_type is None else {"Content-Type": content_type}
+        response = raw(plain.url, "POST", path, body=b'{"name": "x"}', headers=headers)
+        assert response.status_code == 415, (content_type, response.text)
+        assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_json_declared_properly_is_read(plain):
+    ok = raw(plain.url, "POST", "/api/v1/settings/model-providers", headers={"Content-Type": "application/json; charset=utf-8"},
+             body=b'{"manifest": {"type": "custom", "name": "prov-a", "base_url": "http://127.0.0.1:9/v1", "models": [{"name": "m", "model_id": "m"}]}}')
+    assert ok.status_code == 201, ok.text
+    patch = raw(plain.url, "POST", "/api/v1/agents", headers={"Content-Type": "application/merge-patch+json"},
+                body=b'{"name": "agent-a", "manifest": {"model": {"name": "offline/echo"}}}')
+    assert patch.status_code == 201, patch.text
+    empty = raw(plain.url, "POST", "/api/v1/sessions/missing/cancel")
+    assert empty.status_code == 404, "an empty body needs no content type"
+
+
+def test_stdio_servers_need_the_operator_even_from_a_same_origin_json_request(plain):
+    response = raw(plain.url, "POST", "/api/v1/settings/mcp-servers", body=httpx.Request("POST", "/", json=PWN).content,
+                   headers={"Content-Type": "application/json"})
+    assert response.status_code == 403 and "--allow-stdio-mcp" in response.json()["error"]["message"], response.text
+    settings = raw(plain.url, "GET", "/api/v1/settings/mcp-servers").json()["data"]
+    assert settings == []
+
+
+def test_a_stored_stdio_server_is_never_started_without_the_flag(server_factory, workdir):
+    marker = pathlib.Path(workdir) / f"{wire.unique('ran')}.txt"
+    manifest = {"manifest": {"type": "stdio", "name": "local", "description": "x", "command": "sh",
+                             "args": ["-c", f"touch {marker}"]}}
+    allowed = server_factory(extra_args=["--allow-stdio-mcp"], configure=False)
+    api = allowed.require_api()
+    api.ok(api.put("/api/v1/settings/mcp-servers", json=manifest))
+    allowed.stop()
+    # The same database, served without the flag: the stored server is listed but never run.
+    allowed.extra_args = []
+    allowed.start()
+    api = allowed.require_api()
+    listing = api.get("/api/v1/mcp-servers/local/tools")
+    assert listing.status_code == 403 and "--allow-stdio-mcp" in listing.json()["error"]["message"], listing.text
+    assert not marker.exists()
+
+
+def test_origins(server_factory):
+    allowed_origin = "https://app.example.com"
+    server = server_factory(extra_args=["--allowed-origins", allowed_origin], configure=False)
+    json_headers = {"Content-Type": "application/json"}
+    body = b'{"manifest": {"type": "custom", "name": "prov-a", "base_url": "http://127.0.0.1:9/v1", "models": [{"name": "m", "model_id": "m"}]}}'
+    # Another site, another local port, an opaque origin: refused, whatever the body.
+    port = server.url.rsplit(":", 1)[1]
+    for origin in [EVIL, "http://127.0.0.1:3000", "null", f"http://localhost.evil.example:{port}"]:
+        refused = raw(server.url, "PUT", "/api/v1/settings/model-providers", body=body, headers={**json_headers, "Origin": origin})
+        assert refused.status_code == 403 and error_code(refused) == "origin_not_allowed", (origin, refused.text)
+    assert raw(server.url, "GET", "/api/v1/settings/model-providers").json()["data"] == []
+    # The server's own origin is not cross-origin.
+    same = raw(server.url, "PUT", "/api/v1/settings/model-providers", body=body, headers={**json_headers, "Origin": server.url})
+    assert same.status_code == 200, same.text
+    # An allowed origin gets a preflight answer and CORS headers.
+    preflight = raw(server.url, "OPTIONS", "/api/v1/sessions", headers={
+        "Origin": allowed_origin, "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type, authorization"})
+    assert preflight.status_code == 204, preflight.text
+    assert preflight.headers["access-control-allow-origin"] == allowed_origin
+    assert "POST" in preflight.headers["access-control-allow-methods"]
+    assert preflight.headers["access-control-allow-headers"] == "content-type, authorization"
+    listed = raw(server.url, "GET", "/api/v1/sessions", headers={"Origin": allowed_origin})
+    assert listed.status_code == 200 and listed.headers["access-control-allow-origin"] == allowed_origin
+    assert "origin" in listed.headers["vary"].lower()
+    # A refused origin's preflight gets no CORS answer.
+    evil_preflight = raw(server.url, "OPTIONS", "/api/v1/sessions", headers={
+        "Origin": EVIL, "Access-Control-Request-Method": "POST"})
+    assert evil_preflight.status_code == 403 and "access-control-allow-origin" not in evil_preflight.headers
+
+
+def test_cross_site_requests_without_origin(plain):
+    # An <img> or a link from another site carries no Origin, but the browser says where it comes from.
+    for site in ["cross-site", "same-site"]:
+        response = raw(plain.url, "GET", "/api/v1/mcp-servers/x/tools", headers={"Sec-Fetch-Site": site})
+        assert response.status_code == 403 and error_code(response) == "origin_not_allowed", response.text
+    assert raw(plain.url, "GET", "/api/v1/sessions", headers={"Sec-Fetch-Site": "same-origin"}).status_code == 200
+    assert raw(plain.url, "GET", "/api/v1/sessions", headers={"Sec-Fetch-Site": "none"}).status_code == 200
+    # The authorization server sends the browser back across sites: the OAuth pages stay reachable.
+    callback = raw(plain.url, "GET", "/api/v1/mcp-servers/oauth/callback?state=x&code=y",
+                   headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"})
+    assert callback.status_code not in (403, 421), callback.text
+    authorize = raw(plain.url, "GET", "/api/v1/mcp-servers/gh/authorize?ticket=t",
+                    headers={"Sec-Fetch-Site": "cross-site", "Origin": EVIL})
+    assert authorize.status_code not in (403, 421), authorize.text
+
+
+def test_hosts(server_factory):
+    server = server_factory(extra_args=["--allowed-hosts", "agents.example.com"], configure=False)
+    port = server.url.rsplit(":", 1)[1]
+    for host in ["evil.example", f"rebound.evil.example:{port}", "10.0.0.1"]:
+        response = raw(server.url, "GET", "/api/v1/sessions", headers={"Host": host})
+        assert response.status_code == 421 and error_code(response) == "host_not_allowed", (host, response.text)
+    for host in [f"127.0.0.1:{port}", f"localhost:{port}", "agents.example.com", "AGENTS.example.com:443"]:
+        assert raw(server.url, "GET", "/api/v1/sessions", headers={"Host": host}).status_code == 200, host
+
+
+# --------------------------------------------------------------------------------------------
+# Stored secrets never follow a changed destination
+# --------------------------------------------------------------------------------------------
+
+
+class Listener(http.server.ThreadingHTTPServer):
+    """Records the headers of every request it receives, and answers 500."""
+
+    def __init__(self) -> None:
+        self.received: list[dict] = []
+        listener = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
+                listener.received.append(dict(self.headers))
+                self.send_response(500)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_POST  # noqa: N815
+
+            def log_message(self, *args: typing.Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def close(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+@pytest.fixture
+def listener() -> typing.Iterator[Listener]:
+    instance = Listener()
+    try:
+        yield instance
+    finally:
+        instance.close()
+
+
+def test_a_provider_key_never_follows_a_changed_base_url(server_factory, listener):
+    server = server_factory()
+    api = server.require_api()
+    manifest = server.fake.provider_manifest()
+    moved = {**manifest, "base_url": f"{listener.url}/v1", "auth": {"api_key": "********"}}
+    refused = api.put("/api/v1/settings/model-providers", json={"manifest": moved})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "manifest.auth.api_key", refused.text
+    assert "base_url changed" in refused.json()["error"]["message"]
+    # Nothing changed: turns still go to the original endpoint, and the listener heard nothing.
+    session = api.create_session("demo")
+    assert api.run_turn(session["id"], "still here").done["state"]["status"] == "done"
+    assert listener.received == []
+    # With the key sent again, the new endpoint gets the new key only.
+    resent = {**moved, "auth": {"api_key": "sk-new-key"}}
+    api.ok(api.put("/api/v1/settings/model-providers", json={"manifest": resent}))
+    api.run_turn(session["id"], "to the new endpoint")
+    assert listener.received, "the turn reached the new endpoint"
+    assert all(wire.API_KEY_SECRET not in str(headers) for headers in listener.received)
+    assert any("sk-new-key" in str(headers) for headers in listener.received)
+
+
+def test_an_mcp_header_secret_never_follows_a_changed_url(plain, listener):
+    api = plain.require_api()
+    secret = "Bearer mcp-s3cret"
+    first = {"type": "remote", "name": "tools", "description": "x", "url": "http://127.0.0.1:9/mcp",
+             "auth": {"type": "header", "headers": {"Authorization": secret}}}
+    api.ok(api.post("/api/v1/settings/mcp-servers", json={"manifest": first}), 201)
+    moved = {**first, "url": f"{listener.url}/mcp", "auth": {"type": "header", "headers": {"Authorization": "********"}}}
+    refused = api.put("/api/v1/settings/mcp-servers", json={"manifest": moved})
+    assert refused.status_code == 400 and "dropped when the server's URL" in refused.json()["error"]["message"], refused.text
+    api.get("/api/v1/mcp-servers/tools/tools")  # uses the stored (unchanged) server
+    assert listener.received == []
+    stored = api.ok(api.get("/api/v1/settings/mcp-servers/tools"))["data"]
+    assert stored["manifest"]["url"] == "http://127.0.0.1:9/mcp"
