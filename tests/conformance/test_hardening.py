@@ -11,6 +11,7 @@ changed destination. Each test failed on the code before these defences.
 from __future__ import annotations
 
 import http.server
+import os
 import pathlib
 import threading
 import typing
@@ -237,3 +238,90 @@ def test_an_mcp_header_secret_never_follows_a_changed_url(plain, listener):
     assert listener.received == []
     stored = api.ok(api.get("/api/v1/settings/mcp-servers/tools"))["data"]
     assert stored["manifest"]["url"] == "http://127.0.0.1:9/mcp"
+
+
+# --------------------------------------------------------------------------------------------
+# Shutdown and connections
+# --------------------------------------------------------------------------------------------
+
+FAST_LEASES = ("--lease-ttl-ms", "1000", "--lease-renew-ms", "200", "--takeover-interval-ms", "200")
+
+
+def test_sigterm_ends_streams_at_once_and_the_turn_is_resumed(server_factory):
+    import signal
+    import time
+
+    from truefoundry_gateway_sdk import UserMessage
+    from truefoundry_gateway_sdk.agents import AgentSessionClient
+
+    own = server_factory(extra_args=FAST_LEASES)
+    session = AgentSessionClient(base_url=own.gateway_url, api_key="K", timeout=30).create_session(agent_name="demo")
+    prepared = session.prepare_turn(input=[UserMessage(content="[tokens:300][delay:50] a long answer")])
+    received = []
+    stopped_at = None
+    # The real client reads until the server closes the stream; SIGTERM comes mid-turn.
+    for item in prepared.execute():
+        received.append(item)
+        if stopped_at is None and sum(i.event.type == "model.message.delta" for i in received) >= 3:
+            own.process.popen.send_signal(signal.SIGTERM)
+            stopped_at = time.monotonic()
+    ended = time.monotonic()
+    assert stopped_at is not None, "the turn streamed"
+    assert ended - stopped_at < 3, f"the stream ended {ended - stopped_at:.1f}s after SIGTERM"
+    assert received[-1].event.type != "turn.done", "the turn was still running"
+    own.process.popen.wait(timeout=8)
+    exited = time.monotonic()
+    assert exited - stopped_at < 8, f"the server exited {exited - stopped_at:.1f}s after SIGTERM"
+    assert own.process.popen.returncode == 0
+
+    # Restarted on the same database, the server takes the turn over and finishes it; the client
+    # resumes after the last sequence number it saw.
+    own.start()
+    api = own.require_api()
+    turn = api.wait_terminal(session.id, prepared.id, timeout=30)
+    assert turn["state"]["status"] == "done", turn["state"]
+    last = received[-1].sequence_number
+    rest = api.subscribe(session.id, prepared.id, after=last)
+    wire.assert_sse_framing(rest, first=last + 1)
+
+
+def test_half_open_connections_do_not_stop_the_server(server_factory):
+    import socket
+    import time
+
+    own = server_factory(extra_args=["--header-timeout-secs", "2"], configure=False)
+    host, port = own.url.removeprefix("http://").split(":")
+    pid = own.process.popen.pid
+
+    def open_files() -> int:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+
+    baseline = open_files()
+    sockets = []
+    try:
+        for _ in range(1000):
+            half = socket.create_connection((host, int(port)), timeout=5)
+            half.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # never finished
+            sockets.append(half)
+        started = time.monotonic()
+        assert httpx.get(f"{own.url}/healthz", timeout=5).status_code == 200
+        assert time.monotonic() - started < 2, "the health check answered while 1,000 connections hung"
+        # The server closes each of them once the header timeout has passed.
+        deadline = time.monotonic() + 10
+        closed = 0
+        for half in sockets:
+            half.settimeout(max(0.1, deadline - time.monotonic()))
+            try:
+                # Whatever the server may say first, the connection ends with EOF (or a reset).
+                while half.recv(1024):
+                    pass
+                closed += 1
+            except ConnectionResetError:
+                closed += 1
+            except socket.timeout:
+                pass
+        assert closed == len(sockets), f"{len(sockets) - closed} connections were still open"
+        wire.wait_until(lambda: open_files() <= baseline + 20, timeout=10, what="the descriptors to be released")
+    finally:
+        for half in sockets:
+            half.close()

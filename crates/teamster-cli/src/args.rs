@@ -105,6 +105,14 @@ pub struct ServeArgs {
     /// (comma-separated); other cross-origin browser requests get 403.
     #[arg(long, env = "TEAMSTER_ALLOWED_ORIGINS", value_delimiter = ',')]
     pub allowed_origins: Vec<String>,
+    /// Seconds a connection may take to send a complete request header, when it opens and
+    /// between requests (an idle kept-alive connection); then it is closed.
+    #[arg(long, env = "TEAMSTER_HEADER_TIMEOUT_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub header_timeout_secs: u64,
+    /// The most connections open at once (at most the process's open-file limit, less a
+    /// reserve for the database and MCP servers); more wait to be accepted.
+    #[arg(long, env = "TEAMSTER_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(16..=1_000_000))]
+    pub max_connections: u64,
 }
 
 #[derive(Subcommand, Debug)]

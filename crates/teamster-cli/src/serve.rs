@@ -89,14 +89,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     println!("listening on http://{address}");
     tracing::info!(%address, database = %shown_database, "teamster is serving");
 
-    let state = AppState {
-        service: service.clone(),
-        config: ServerConfig {
+    let state = AppState::new(
+        service.clone(),
+        ServerConfig {
             heartbeat: Duration::from_secs(args.heartbeat_secs),
             max_body_bytes: args.max_body_bytes,
             browser: browser_policy(&args.allowed_hosts, &args.allowed_origins, &public_url, address)?,
+            header_timeout: Duration::from_secs(args.header_timeout_secs),
+            max_connections: connection_cap(args.max_connections),
         },
-    };
+    );
     teamster_server::serve(listener, state, shutdown_signal()).await?;
     service.shutdown(SHUTDOWN_GRACE).await;
     Ok(ExitCode::SUCCESS)
@@ -151,6 +153,27 @@ fn browser_policy(
         allowed_origins.push(parsed.origin().ascii_serialization());
     }
     Ok(teamster_server::BrowserPolicy { allowed_hosts, allowed_origins })
+}
+
+/// Descriptors kept for everything but client connections: the database, MCP servers, logs.
+const RESERVED_FILES: u64 = 512;
+
+/// The connection cap: what the operator asked for, lowered to fit the process's open-file
+/// limit (read from `/proc/self/limits` where there is one).
+fn connection_cap(wanted: u64) -> usize {
+    let limit = std::fs::read_to_string("/proc/self/limits").ok().and_then(|limits| {
+        let line = limits.lines().find(|line| line.starts_with("Max open files"))?;
+        line.split_whitespace().nth(3)?.parse::<u64>().ok()
+    });
+    let cap = match limit {
+        Some(limit) if limit.saturating_sub(RESERVED_FILES) < wanted => {
+            let lowered = limit.saturating_sub(RESERVED_FILES).max(16);
+            tracing::warn!(wanted, lowered, open_file_limit = limit, "--max-connections lowered to fit the open-file limit");
+            lowered
+        }
+        _ => wanted,
+    };
+    usize::try_from(cap).unwrap_or(usize::MAX)
 }
 
 /// The lease settings, checked: renewals must come at least twice per lease.

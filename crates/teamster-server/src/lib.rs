@@ -7,12 +7,12 @@
 mod error;
 mod extract;
 mod guard;
+mod listen;
 mod params;
 mod prefix;
 mod routes;
 mod sse;
 
-use std::future::Future;
 use std::time::Duration;
 
 use axum::Router;
@@ -22,6 +22,7 @@ use tower::util::MapRequestLayer;
 
 pub use error::ApiError;
 pub use guard::{BrowserPolicy, LOOPBACK_HOSTS};
+pub use listen::serve;
 use teamster_service::Service;
 
 /// HTTP settings.
@@ -33,11 +34,22 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// The `Host` names and browser origins this server answers (see `guard`).
     pub browser: BrowserPolicy,
+    /// How long a connection may take to send a complete request header, after it opens or
+    /// between requests; then it is closed.
+    pub header_timeout: Duration,
+    /// The most connections open at once.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
     fn default() -> ServerConfig {
-        ServerConfig { heartbeat: Duration::from_secs(15), max_body_bytes: 10 * 1024 * 1024, browser: BrowserPolicy::default() }
+        ServerConfig {
+            heartbeat: Duration::from_secs(15),
+            max_body_bytes: 10 * 1024 * 1024,
+            browser: BrowserPolicy::default(),
+            header_timeout: Duration::from_secs(15),
+            max_connections: 10_000,
+        }
     }
 }
 
@@ -46,6 +58,14 @@ impl Default for ServerConfig {
 pub struct AppState {
     pub service: Service,
     pub config: ServerConfig,
+    /// Fires when the server shuts down: live event streams end at once (see `listen`).
+    pub shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl AppState {
+    pub fn new(service: Service, config: ServerConfig) -> AppState {
+        AppState { service, config, shutdown: tokio_util::sync::CancellationToken::new() }
+    }
 }
 
 /// The routes of both dialects, at the root.
@@ -86,22 +106,4 @@ pub fn app(state: AppState) -> impl tower::Service<
     Future = impl Send,
 > + Clone + Send + 'static {
     MapRequestLayer::new(prefix::strip_prefix).layer(router(state))
-}
-
-/// Serves the application on a listener until `shutdown` completes.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    state: AppState,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    // Events are small writes that must leave at once: without TCP_NODELAY, Nagle's
-    // algorithm holds them until the client's delayed ACK (about 40 ms on Linux).
-    let listener = listener.tap_io(|stream| {
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::warn!(%error, "could not set TCP_NODELAY");
-        }
-    });
-    let app = app(state);
-    axum::serve(listener, tower::make::Shared::new(app)).with_graceful_shutdown(shutdown).await
 }

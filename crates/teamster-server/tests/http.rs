@@ -19,7 +19,7 @@ impl Api {
         let store = Arc::new(teamster_store_sqlite::SqliteStore::connect("sqlite::memory:").await.unwrap());
         let service = Service::start(store, ServiceConfig::default()).await.unwrap();
         let config = ServerConfig { max_body_bytes: 64 * 1024, ..ServerConfig::default() };
-        let api = Api { state: AppState { service, config } };
+        let api = Api { state: AppState::new(service, config) };
         let (status, body) = api
             .call(Method::POST, "/api/v1/agents", json!({"name": "demo", "manifest": {"model": {"name": "offline/echo"}}}))
             .await;

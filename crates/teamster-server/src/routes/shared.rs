@@ -18,7 +18,7 @@ pub async fn create_turn(state: &AppState, session_id: &str, body: CreateTurnReq
     let request = CreateTurn { input: body.input.unwrap_or_default(), previous_turn_id: body.previous_turn_id };
     let (turn, log) = state.service.create_turn(&caller, session_id, request).await?;
     if body.stream.unwrap_or(stream_by_default) {
-        Ok(sse_response(state.service.follow(log, 0), state.config.heartbeat))
+        Ok(sse_response(state.service.follow(log, 0), state.config.heartbeat, state.shutdown.clone()))
     } else {
         Ok(Json(Data { data: turn }).into_response())
     }
@@ -27,7 +27,7 @@ pub async fn create_turn(state: &AppState, session_id: &str, body: CreateTurnReq
 /// Streams a turn's events after `after`.
 pub async fn subscribe(state: &AppState, session_id: &str, turn_id: &str, after: u64) -> ApiResult<Response> {
     let frames = state.service.subscribe(&Caller::local(), session_id, turn_id, after).await?;
-    Ok(sse_response(frames, state.config.heartbeat))
+    Ok(sse_response(frames, state.config.heartbeat, state.shutdown.clone()))
 }
 
 /// A page of a session's events, newest first. `include_running_tip` lists what a running
