@@ -19,6 +19,7 @@ import typing
 import httpx
 import pytest
 
+import conftest
 import wire
 
 EVIL = "http://evil.example"
@@ -325,3 +326,89 @@ def test_half_open_connections_do_not_stop_the_server(server_factory):
     finally:
         for half in sockets:
             half.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Smaller holes
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_turn_on_a_deleted_agent_is_refused_up_front(api):
+    name = wire.unique("doomed").lower().replace("_", "-")
+    agent = api.create_agent(name)
+    session = api.create_session(name)
+    api.ok(api.delete(f"/api/v1/agents/{agent['id']}"))
+    for stream in (True, False):
+        response = api.post(f"/api/v1/sessions/{session['id']}/turns",
+                            json={"input": [{"type": "user.message", "content": "hi"}], "stream": stream})
+        assert response.status_code == 412, response.text
+        assert "was deleted" in response.json()["error"]["message"]
+    assert api.ok(api.get(f"/api/v1/sessions/{session['id']}/turns"))["data"] == [], "nothing was stored"
+
+
+@pytest.mark.parametrize("model, says", [
+    ("nowhere/gpt-4o", "there is no model provider named \"nowhere\""),
+    ("fake/" + "m" * 300, "at most 256 bytes"),
+])
+def test_agents_name_only_models_this_server_can_reach(api, model, says):
+    name = wire.unique("model").lower().replace("_", "-")
+    for path, body in [
+        ("/api/v1/agents", {"name": name, "manifest": {"model": {"name": model}}}),
+        ("/api/v1/sessions", {"agent": {"spec": {"model": {"name": model}}}}),
+        ("/v1/agents/draft-sessions", {"agent_spec": {"model": {"name": model}}}),
+    ]:
+        response = api.post(path, json=body)
+        assert response.status_code == 400, (path, response.text)
+        error = response.json()["error"]
+        assert says in error["message"] and error["param"] == "model.name", (path, error)
+    if "nowhere" in model:
+        assert "fake" in error["message"] and "offline" in error["message"], "the configured providers are listed"
+
+
+def test_errors_do_not_echo_megabytes(api):
+    response = api.post("/api/v1/agents", json={"name": "x" * 1_000_000, "manifest": {"model": {"name": "offline/echo"}}})
+    assert response.status_code == 400
+    assert len(response.content) < 2_000, f"a {len(response.content)}-byte error"
+    assert response.json()["error"]["message"].endswith("…")
+
+
+def test_a_running_turn_conflict_says_when_to_retry(api):
+    session = api.create_session("demo")
+    running = api.start_turn(session["id"], "[tokens:100][delay:50] busy")
+    conflict = api.post(f"/api/v1/sessions/{session['id']}/turns",
+                        json={"input": [{"type": "user.message", "content": "me too"}], "previous_turn_id": "none",
+                              "stream": False})
+    assert conflict.status_code == 409 and error_code(conflict) == "turn_running", conflict.text
+    assert conflict.headers["retry-after"] == "1"
+    api.ok(api.post(f"/api/v1/sessions/{session['id']}/cancel", json={}))
+    assert api.wait_terminal(session["id"], running["id"])["state"]["status"] == "cancelled"
+
+
+@pytest.mark.skipif(conftest.BACKEND != "sqlite", reason="a SQLite database file")
+def test_a_second_process_cannot_open_the_same_database(server_factory, tmp_path):
+    import subprocess
+
+    first = server_factory(configure=False)
+    second = subprocess.run(
+        [str(conftest.binary("TEAMSTER_BIN", "target/debug/teamster")), "serve", "--listen", "127.0.0.1:0",
+         "--database", first.database, "--data-dir", str(tmp_path), "--no-example"],
+        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert second.returncode != 0
+    assert "in use by another process" in second.stderr, second.stderr
+    assert raw(first.url, "GET", "/healthz").status_code == 200
+
+
+@pytest.mark.skipif(conftest.BACKEND != "sqlite", reason="a SQLite database file")
+def test_the_secret_key_stays_beside_a_database_given_elsewhere(tmp_path, fake_model):
+    data_dir = tmp_path / "data"
+    elsewhere = tmp_path / "elsewhere"
+    data_dir.mkdir()
+    elsewhere.mkdir()
+    # The server's data directory is `data_dir`; its database is elsewhere.
+    server = conftest.TeamsterServer(data_dir, fake_model, db_path=elsewhere / "teamster.sqlite")
+    try:
+        server.start()
+        assert (elsewhere / "secret.key").is_file()
+        assert not (data_dir / "secret.key").exists(), "nothing is written to the data directory"
+    finally:
+        server.close()

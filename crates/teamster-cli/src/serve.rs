@@ -60,7 +60,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         base_delay: Duration::from_millis(args.model_retry_base_ms),
         max_delay: Duration::from_secs(args.model_retry_max_secs),
     };
-    let key_file = args.secret_key_file.clone().unwrap_or_else(|| data_dir.join("secret.key"));
+    let key_file = args.secret_key_file.clone().unwrap_or_else(|| default_key_file(&database, &data_dir));
     let secret_key = load_secret_key(key_file).await?;
 
     let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
@@ -102,6 +102,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     teamster_server::serve(listener, state, shutdown_signal()).await?;
     service.shutdown(SHUTDOWN_GRACE).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where the secret key lives unless configured: beside a SQLite database file (so a database
+/// given with --database keeps its key with it, not in the data directory), else in the data
+/// directory.
+fn default_key_file(database: &str, data_dir: &std::path::Path) -> PathBuf {
+    let sqlite_file = database
+        .strip_prefix("sqlite://")
+        .or_else(|| database.strip_prefix("sqlite:"))
+        .map(|rest| rest.split('?').next().unwrap_or_default())
+        .filter(|path| !path.is_empty() && !path.starts_with(":memory:"));
+    match sqlite_file.and_then(|path| std::path::Path::new(path).parent()) {
+        Some(directory) if !directory.as_os_str().is_empty() => directory.join("secret.key"),
+        Some(_) => PathBuf::from("secret.key"),
+        None => data_dir.join("secret.key"),
+    }
 }
 
 /// The key that seals MCP OAuth tokens: `TEAMSTER_SECRET_KEY` when set, else the key file
@@ -244,6 +260,20 @@ mod tests {
         assert_eq!(without_password("postgresql://app:pw@db?sslmode=require"), "postgresql://app:***@db?sslmode=require");
         for unchanged in ["postgres://app@db/teamster", "postgres://db/x?user=a:b@c", "sqlite:///tmp/t.db", "sqlite::memory:"] {
             assert_eq!(without_password(unchanged), unchanged);
+        }
+    }
+
+    #[test]
+    fn the_secret_key_lives_beside_a_sqlite_database() {
+        let data = std::path::Path::new("/home/u/.local/share/teamster");
+        for (database, expected) in [
+            ("sqlite:///srv/app/teamster.db", "/srv/app/secret.key"),
+            ("sqlite:/srv/app/t.db?mode=rwc", "/srv/app/secret.key"),
+            ("sqlite://teamster.db", "secret.key"),
+            ("sqlite::memory:", "/home/u/.local/share/teamster/secret.key"),
+            ("postgres://db/teamster", "/home/u/.local/share/teamster/secret.key"),
+        ] {
+            assert_eq!(default_key_file(database, data), PathBuf::from(expected), "{database}");
         }
     }
 

@@ -45,22 +45,46 @@ fn error_type(status: StatusCode) -> &'static str {
     }
 }
 
+/// The most characters of a message an error body carries; messages quote what a client sent,
+/// and a megabyte name must not come back as a megabyte error.
+const MAX_MESSAGE_CHARS: usize = 1024;
+/// The most characters of the `param` an error body names.
+const MAX_PARAM_CHARS: usize = 256;
+
+/// `text` cut to at most `max` characters, with an ellipsis where it was cut.
+fn capped(mut text: String, max: usize) -> String {
+    if let Some((end, _)) = text.char_indices().nth(max) {
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         if self.status.is_server_error() {
             tracing::error!(status = %self.status, message = %self.message, "request failed");
         }
+        let retry_after = (self.status == StatusCode::CONFLICT && self.code == "turn_running").then_some(RETRY_RUNNING_TURN);
         let body = ErrorResponse {
             error: ErrorDetail {
-                message: self.message,
+                message: capped(self.message, MAX_MESSAGE_CHARS),
                 kind: Some(error_type(self.status).to_owned()),
                 code: Some(self.code.to_owned()),
-                param: self.param,
+                param: self.param.map(|param| capped(param, MAX_PARAM_CHARS)),
             },
         };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(seconds) = retry_after {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static(seconds));
+        }
+        response
     }
 }
+
+/// When to try again after a 409 `turn_running`: turns that are cancelled or finishing end
+/// within about a second.
+const RETRY_RUNNING_TURN: &str = "1";
 
 impl From<ServiceError> for ApiError {
     fn from(error: ServiceError) -> ApiError {
@@ -92,3 +116,14 @@ impl From<ServiceError> for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::capped;
+
+    #[test]
+    fn long_messages_are_cut_on_character_boundaries() {
+        assert_eq!(capped("short".to_owned(), 10), "short");
+        assert_eq!(capped("ééééé".to_owned(), 3), "ééé…");
+    }
+}

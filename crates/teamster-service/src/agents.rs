@@ -18,9 +18,18 @@ pub(crate) fn agent_view(record: AgentRecord) -> Agent {
     }
 }
 
+/// The longest model name accepted (`provider/model`).
+const MAX_MODEL_NAME_BYTES: usize = 256;
+
 /// Checks a spec against what this server can run. Shape errors are 400; features the server
 /// does not provide yet are 422.
-pub(crate) fn validate_spec(spec: &AgentSpec) -> Result<()> {
+fn validate_spec(spec: &AgentSpec) -> Result<()> {
+    if spec.model.name.len() > MAX_MODEL_NAME_BYTES {
+        return Err(ServiceError::invalid_param(
+            "model.name",
+            format!("model names are at most {MAX_MODEL_NAME_BYTES} bytes, of the form provider/model"),
+        ));
+    }
     if spec.model.provider_and_model().is_none() {
         return Err(ServiceError::invalid_param(
             "model.name",
@@ -47,6 +56,27 @@ pub(crate) fn validate_spec(spec: &AgentSpec) -> Result<()> {
 }
 
 impl Service {
+    /// Checks a spec's shape and that its model's provider is configured here (a provider
+    /// added later can be named only once it exists; a session of an agent whose provider is
+    /// removed fails its turns, saying so).
+    pub(crate) fn check_spec(&self, spec: &AgentSpec) -> Result<()> {
+        validate_spec(spec)?;
+        if let Err(teamster_llm::registry::ResolveError::UnknownProvider { provider, mut known }) =
+            self.models().resolve(&spec.model.name)
+        {
+            known.sort();
+            return Err(ServiceError::invalid_param(
+                "model.name",
+                format!(
+                    "there is no model provider named {provider:?}; configured providers: {}. Add it first \
+                     (PUT /settings/model-providers or the environment)",
+                    known.join(", ")
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     pub async fn create_agent(&self, name: &str, spec: AgentSpec) -> Result<Agent> {
         if !is_valid_resource_name(name) {
             return Err(ServiceError::invalid_param(
@@ -54,7 +84,7 @@ impl Service {
                 format!("agent name {name:?} must be 2-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter and ending with a letter or digit"),
             ));
         }
-        validate_spec(&spec)?;
+        self.check_spec(&spec)?;
         let now = timestamp::now();
         let record = AgentRecord {
             id: ids::new_id("agent"),
@@ -76,7 +106,7 @@ impl Service {
 
     /// Stores a new version of an agent; sessions already started keep their version.
     pub async fn update_agent(&self, agent_id: &str, spec: AgentSpec) -> Result<Agent> {
-        validate_spec(&spec)?;
+        self.check_spec(&spec)?;
         let record = self
             .store()
             .add_agent_version(agent_id, &spec, &timestamp::now())

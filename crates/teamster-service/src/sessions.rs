@@ -5,7 +5,6 @@ use teamster_protocol::session::{Session, SessionAgent, SessionKind};
 use teamster_protocol::{ids, timestamp};
 use teamster_store::{SessionAgentRecord, SessionOrder, SessionQuery, SessionRecord};
 
-use crate::agents::validate_spec;
 use crate::cursor;
 use crate::error::{Result, ServiceError};
 use crate::{Caller, Service};
@@ -89,7 +88,7 @@ impl Service {
         title: Option<String>,
     ) -> Result<Session> {
         validate_title(&title)?;
-        validate_spec(&spec)?;
+        self.check_spec(&spec)?;
         if let Some(name) = &agent_name {
             self.get_agent_by_name(name).await?;
         }
@@ -139,7 +138,7 @@ impl Service {
         validate_title(&title)?;
         let mut record = self.owned_session(caller, session_id).await?;
         if let Some(spec) = spec {
-            validate_spec(&spec)?;
+            self.check_spec(&spec)?;
             match &mut record.agent {
                 SessionAgentRecord::Draft { spec: current, .. } => *current = spec,
                 SessionAgentRecord::Saved { .. } => {

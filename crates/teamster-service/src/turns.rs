@@ -6,7 +6,7 @@ use std::time::Duration;
 use teamster_protocol::event::TurnCreated;
 use teamster_protocol::input::{InputKind, TurnInput};
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, Turn, TurnState, ids, timestamp};
-use teamster_store::{LogWrite, SessionRecord, TurnRecord};
+use teamster_store::{LogWrite, SessionAgentRecord, SessionRecord, TurnRecord};
 
 use crate::cluster::EndingTurn;
 use crate::{cursor, input_files, pending};
@@ -125,6 +125,7 @@ impl Service {
         validate_input(&request.input)?;
         let chain = parse_chain(request.previous_turn_id.as_deref())?;
         let session = self.owned_session(caller, session_id).await?;
+        self.check_runnable(&session).await?;
         let (input, files) = input_files::prepare(self.store(), session_id, request.input.clone()).await?;
         let previous = match &chain {
             Chain::Auto => session.last_turn_id.clone(),
@@ -189,6 +190,29 @@ impl Service {
         };
         input_files::store_files(self.store(), session_id, files).await?;
         self.start_turn(caller, session, previous, input, ending).await
+    }
+
+    /// Checks before anything is stored that the session's agent can still run: its pinned
+    /// version exists (412 once the agent was deleted) and its model resolves (422).
+    async fn check_runnable(&self, session: &SessionRecord) -> Result<()> {
+        let spec = match &session.agent {
+            SessionAgentRecord::Draft { spec, .. } => spec.clone(),
+            SessionAgentRecord::Saved { agent_id, agent_name, version } => {
+                match self.store().get_agent_version(agent_id, *version).await {
+                    Ok(agent) => agent.spec,
+                    Err(teamster_store::Error::NotFound(_)) => {
+                        return Err(ServiceError::PreconditionFailed(format!(
+                            "the session's agent {agent_name:?} (version {version}) was deleted; start a new session"
+                        )));
+                    }
+                    Err(other) => return Err(other.into()),
+                }
+            }
+        };
+        if let Err(error) = self.models().resolve(&spec.model.name) {
+            return Err(ServiceError::Unprocessable(format!("the agent's model {:?} is not available: {error}", spec.model.name)));
+        }
+        Ok(())
     }
 
     async fn start_turn(

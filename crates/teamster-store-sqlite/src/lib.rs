@@ -76,6 +76,10 @@ static CREATE_TURN: LazyLock<String> = LazyLock::new(|| {
 #[derive(Clone)]
 pub struct SqliteStore {
     connections: Arc<Connections>,
+    /// The exclusive lock on `<database>.lock` that keeps a second process off a database file
+    /// (one process writes a SQLite store; several replicas need PostgreSQL). Released when the
+    /// last clone of the store is dropped, on `close`, or when the process ends.
+    lock: Arc<std::sync::Mutex<Option<std::fs::File>>>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -103,11 +107,12 @@ impl SqliteStore {
         let options = options.foreign_keys(true).busy_timeout(BUSY_TIMEOUT).synchronous(SqliteSynchronous::Normal);
         let path = options.get_filename().to_owned();
 
-        let (writer_options, readers) = if is_in_memory(url_or_path) {
-            (options.clone(), 0)
+        let (writer_options, readers, lock) = if is_in_memory(url_or_path) {
+            (options.clone(), 0, None)
         } else {
             create_parent_directory(&path)?;
-            (options.clone().create_if_missing(true).journal_mode(SqliteJournalMode::Wal), MAX_READERS)
+            let lock = lock_database(&path)?;
+            (options.clone().create_if_missing(true).journal_mode(SqliteJournalMode::Wal), MAX_READERS, Some(lock))
         };
         let mut writer = writer_options.connect().await.map_err(error::backend)?;
         MIGRATOR
@@ -118,12 +123,17 @@ impl SqliteStore {
         // property of the file); `query_only` guards the one-writer rule.
         let reader_options = options.pragma("query_only", "ON");
         tracing::debug!(path = %path.display(), "opened the SQLite store");
-        Ok(SqliteStore { connections: Arc::new(Connections::new(writer, readers, reader_options)) })
+        Ok(SqliteStore {
+            connections: Arc::new(Connections::new(writer, readers, reader_options)),
+            lock: Arc::new(std::sync::Mutex::new(lock)),
+        })
     }
 
-    /// Closes every connection; the store fails every call afterwards.
+    /// Closes every connection and releases the database file; the store fails every call
+    /// afterwards.
     pub async fn close(&self) {
         self.connections.close().await;
+        self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
     }
 
     /// Reads one version of an agent selected by `condition` on `?1`; `version` `None` means
@@ -640,6 +650,32 @@ fn is_in_memory(url_or_path: &str) -> bool {
     let rest = rest.strip_prefix("//").unwrap_or(rest);
     let (database, parameters) = rest.split_once('?').unwrap_or((rest, ""));
     database == ":memory:" || parameters.split('&').any(|parameter| parameter == "mode=memory")
+}
+
+/// Takes the exclusive lock on `<database>.lock`, created beside the database: a second process
+/// on the same file would break the one-writer rule the store relies on.
+fn lock_database(path: &Path) -> Result<std::fs::File> {
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".lock");
+    let lock_path = std::path::PathBuf::from(lock_path);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|error| Error::Backend(format!("cannot open the lock file {}: {error}", lock_path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Backend(format!(
+            "the database {} is in use by another process (it holds {}); a SQLite database belongs to one \
+             Teamster server (use PostgreSQL for several)",
+            path.display(),
+            lock_path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(Error::Backend(format!("cannot lock {}: {error}", lock_path.display())))
+        }
+    }
 }
 
 /// Creates the directory a database file goes in, if it is missing.

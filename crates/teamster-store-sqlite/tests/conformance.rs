@@ -112,6 +112,19 @@ async fn a_file_database_survives_reopening() {
 }
 
 #[tokio::test]
+async fn a_database_file_belongs_to_one_store_at_a_time() {
+    let directory = TempDir::new("sqlite-lock");
+    let path = directory.0.join("teamster.db");
+    let first = SqliteStore::connect(&path.display().to_string()).await.expect("the first store opens the file");
+    let refused = SqliteStore::connect(&format!("sqlite://{}", path.display())).await.expect_err("a second store is refused");
+    assert!(refused.to_string().contains("in use by another process"), "{refused}");
+    first.close().await;
+    let again = SqliteStore::connect(&path.display().to_string()).await.expect("a closed store lets go of the file");
+    drop(again);
+    SqliteStore::connect(&path.display().to_string()).await.expect("a dropped store lets go of the file");
+}
+
+#[tokio::test]
 async fn a_call_cancelled_mid_transaction_does_not_wedge_the_writer() {
     let store = SqliteStore::connect("sqlite::memory:").await.expect("an in-memory store");
     let subject = Subject { subject_id: "alice".into(), subject_type: "user".into(), subject_slug: "alice".into() };
