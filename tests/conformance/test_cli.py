@@ -1,5 +1,6 @@
-"""The `teamster` command-line client against a running server: `agents apply` (create, then a
-new version), `agents list`, `agents get`, and `run`, which streams one turn to the terminal."""
+"""The `teamster` command-line client against a running server: `agents apply` (create, keep an
+unchanged agent's version, then a new version), `agents list`, `agents get`, `run`, which streams
+one turn to the terminal (in a new session or continuing one), and `sessions`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from conftest import binary
 def cli(srv: str, *args: str) -> subprocess.CompletedProcess:
     """Runs the client with a bounded wait and no terminal input."""
     teamster = binary("TEAMSTER_BIN", "target/debug/teamster")
-    return subprocess.run([str(teamster), "--server", srv, *args], capture_output=True, text=True,
+    return subprocess.run([str(teamster), *args, "--server", srv], capture_output=True, text=True,
                           timeout=60, stdin=subprocess.DEVNULL)
 
 
@@ -25,17 +26,29 @@ def test_apply_list_get_and_run(srv, tmp_path):
         "description: made by the CLI test\n"
         "model:\n  name: fake/fake-model\n"
         "instructions: Talk to {{who}}.\n"
-        "variables:\n  who:\n    default_value: the tester\n")
+        "variables:\n  who:\n    default_value: the tester\n    description: whom to talk to\n")
     created = cli(srv, "agents", "apply", "-f", str(manifest))
     assert created.returncode == 0, created.stderr
     assert f"agent {name} is at version 1" in created.stdout
-    updated = cli(srv, "agents", "apply", "-f", str(manifest))
+    unchanged = cli(srv, "agents", "apply", "-f", str(manifest))
+    assert unchanged.returncode == 0, unchanged.stderr
+    assert f"agent {name} is unchanged at version 1" in unchanged.stdout
+    # The manifest's description and its variables' descriptions are kept.
+    api = wire.Api(srv)
+    stored = api.ok(api.get(f"/api/v1/agents/{name}"))["data"]["manifest"]
+    assert stored["description"] == "made by the CLI test"
+    assert stored["variable_descriptions"] == {"who": "whom to talk to"}
+    # --model overrides the manifest's model without editing the file.
+    updated = cli(srv, "agents", "apply", "-f", str(manifest), "--model", "offline/echo")
     assert updated.returncode == 0, updated.stderr
     assert f"agent {name} is at version 2" in updated.stdout
+    assert api.ok(api.get(f"/api/v1/agents/{name}"))["data"]["manifest"]["model"]["name"] == "offline/echo"
+    updated = cli(srv, "agents", "apply", "-f", str(manifest))
+    assert f"agent {name} is at version 3" in updated.stdout
 
     listed = cli(srv, "agents", "list")
     assert listed.returncode == 0, listed.stderr
-    assert f"{name}\tv2\tfake/fake-model" in listed.stdout.splitlines()
+    assert f"{name}\tv3\tfake/fake-model" in listed.stdout.splitlines()
 
     shown = cli(srv, "agents", "get", name)
     assert shown.returncode == 0, shown.stderr
@@ -49,6 +62,32 @@ def test_apply_list_get_and_run(srv, tmp_path):
     assert tool.returncode == 0, tool.stderr
     assert "→ get_current_datetime({})" in tool.stderr
     assert tool.stdout.strip().startswith("Tool result: 20")
+
+
+def test_sessions_are_listed_and_continued(srv):
+    first = cli(srv, "run", "demo", "remember the number 7")
+    assert first.returncode == 0, first.stderr
+    session_id = first.stderr.split("session ", 1)[1].split()[0]
+    listed = cli(srv, "sessions")
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split("\t") for line in listed.stdout.splitlines()]
+    assert rows[0][:2] == [session_id, "demo"], "the newest session comes first, with its agent"
+    again = cli(srv, "run", "--session", session_id, "[history] what did I say?")
+    assert again.returncode == 0, again.stderr
+    assert "remember the number 7" in again.stdout, "the continued turn sees the session's history"
+    assert "session " not in again.stderr, "no new session was started"
+    api = wire.Api(srv)
+    turns = api.ok(api.get(f"/api/v1/sessions/{session_id}/turns"))["data"]
+    assert len(turns) == 2 and turns[0]["previous_turn_id"] == turns[1]["id"]
+    wrong = cli(srv, "run", "--session", session_id, "demo", "two words")
+    assert wrong.returncode != 0 and "only what to say" in wrong.stderr
+
+
+def test_serve_help_lists_only_server_flags():
+    teamster = binary("TEAMSTER_BIN", "target/debug/teamster")
+    shown = subprocess.run([str(teamster), "serve", "--help"], capture_output=True, text=True, timeout=30)
+    assert shown.returncode == 0 and "--listen" in shown.stdout
+    assert "--server" not in shown.stdout
 
 
 def test_errors_are_reported_with_a_failing_exit_code(srv, tmp_path):

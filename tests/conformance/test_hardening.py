@@ -412,3 +412,20 @@ def test_the_secret_key_stays_beside_a_database_given_elsewhere(tmp_path, fake_m
         assert not (data_dir / "secret.key").exists(), "nothing is written to the data directory"
     finally:
         server.close()
+
+
+def test_agents_are_addressed_by_id_or_name(api):
+    name = wire.unique("named").lower().replace("_", "-")
+    agent = api.create_agent(name)
+    by_name = api.ok(api.get(f"/api/v1/agents/{name}"))["data"]
+    assert by_name["id"] == agent["id"]
+    assert api.ok(api.get(f"/api/v1/agents/{agent['id']}"))["data"]["name"] == name
+    same = {"model": {"name": "fake/fake-model"}, "instructions": "You are a test agent."}
+    unchanged = api.ok(api.put(f"/api/v1/agents/{name}", json={"manifest": same}))["data"]
+    assert unchanged["version"] == agent["version"], "an unchanged manifest keeps the version"
+    changed = api.ok(api.put(f"/api/v1/agents/{name}", json={"manifest": {**same, "instructions": "Other."}}))["data"]
+    assert changed["version"] == agent["version"] + 1
+    missing = api.get("/api/v1/agents/no-such-agent")
+    assert missing.status_code == 404 and "id or name" in missing.json()["error"]["message"]
+    api.ok(api.delete(f"/api/v1/agents/{name}"))
+    assert api.get(f"/api/v1/agents/{agent['id']}").status_code == 404

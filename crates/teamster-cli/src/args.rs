@@ -7,9 +7,6 @@ use clap::{Parser, Subcommand};
 #[derive(Parser, Debug)]
 #[command(name = "teamster", version, about = "An agent harness: define agents once, run them for many users.")]
 pub struct Args {
-    /// The server the client commands talk to.
-    #[arg(long, global = true, env = "TEAMSTER_URL", default_value = "http://127.0.0.1:8790")]
-    pub server: String,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -19,10 +16,37 @@ pub enum Command {
     /// Run the HTTP server.
     Serve(ServeArgs),
     /// Manage saved agents on a running server.
-    #[command(subcommand)]
-    Agents(AgentsCommand),
-    /// Run one turn of an agent and stream it to the terminal.
+    Agents(AgentsArgs),
+    /// Run one turn of an agent (in a new session, or continuing one) and stream it to the
+    /// terminal.
     Run(RunArgs),
+    /// List your sessions on a running server, newest first.
+    Sessions(SessionsArgs),
+}
+
+/// What every client command needs: where the server is.
+#[derive(clap::Args, Debug)]
+pub struct ClientArgs {
+    /// The server to talk to.
+    #[arg(long, global = true, env = "TEAMSTER_URL", default_value = "http://127.0.0.1:8790")]
+    pub server: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct AgentsArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    #[command(subcommand)]
+    pub command: AgentsCommand,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SessionsArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// How many sessions to show.
+    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub limit: u32,
 }
 
 #[derive(clap::Args, Debug)]
@@ -117,10 +141,15 @@ pub struct ServeArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum AgentsCommand {
-    /// Create or update an agent from a `truefoundry-agent` manifest (YAML or JSON).
+    /// Create or update an agent from a `truefoundry-agent` manifest (YAML or JSON); applying
+    /// an unchanged manifest keeps the agent's version.
     Apply {
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
+        /// Use this model (`provider/model`) instead of the manifest's, e.g. to try the example
+        /// agent with a real model without editing its file.
+        #[arg(long)]
+        model: Option<String>,
     },
     /// List saved agents.
     List,
@@ -130,8 +159,13 @@ pub enum AgentsCommand {
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
-    /// The agent's name.
-    pub agent: String,
-    /// What to say.
-    pub prompt: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// `AGENT PROMPT`: the agent's name and what to say; with --session, only `PROMPT`.
+    #[arg(value_name = "AGENT PROMPT", num_args = 1..=2, required = true)]
+    pub words: Vec<String>,
+    /// Continue this session (see `teamster sessions`) with its agent, instead of starting a
+    /// new session.
+    #[arg(long)]
+    pub session: Option<String>,
 }

@@ -1,4 +1,4 @@
-//! The terminal client: `agents apply|list|get` and `run`, over the native HTTP API.
+//! The terminal client: `agents apply|list|get`, `run` and `sessions`, over the native HTTP API.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use teamster_protocol::AgentManifest;
 use teamster_protocol::event::{Event, ModelMessage, fold};
 
-use crate::args::{AgentsCommand, RunArgs};
+use crate::args::{AgentsCommand, RunArgs, SessionsArgs};
 
 struct Api {
     base: String,
@@ -50,22 +50,34 @@ impl Api {
 pub async fn agents(server: &str, command: AgentsCommand) -> anyhow::Result<ExitCode> {
     let api = Api::new(server);
     match command {
-        AgentsCommand::Apply { file } => {
+        AgentsCommand::Apply { file, model } => {
             let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-            let manifest: AgentManifest =
+            let mut manifest: AgentManifest =
                 serde_yaml::from_str(&text).with_context(|| format!("{} is not a truefoundry-agent manifest", file.display()))?;
             if manifest.kind != AgentManifest::TYPE {
                 bail!("{} has type {:?}; expected {:?}", file.display(), manifest.kind, AgentManifest::TYPE);
             }
+            if let Some(model) = model {
+                manifest.model.name = model;
+            }
             let spec = serde_json::to_value(manifest.to_spec())?;
-            let saved = match api.agent_by_name(&manifest.name).await? {
+            let (saved, before) = match api.agent_by_name(&manifest.name).await? {
                 Some(existing) => {
                     let id = existing["id"].as_str().unwrap_or_default();
-                    api.send(reqwest::Method::PUT, &format!("/agents/{id}"), &json!({ "manifest": spec })).await?
+                    let saved = api.send(reqwest::Method::PUT, &format!("/agents/{id}"), &json!({ "manifest": spec })).await?;
+                    (saved, Some(existing["version"].clone()))
                 }
-                None => api.send(reqwest::Method::POST, "/agents", &json!({ "name": manifest.name, "manifest": spec })).await?,
+                None => {
+                    (api.send(reqwest::Method::POST, "/agents", &json!({ "name": manifest.name, "manifest": spec })).await?, None)
+                }
             };
-            println!("agent {} is at version {}", saved["data"]["name"].as_str().unwrap_or("?"), saved["data"]["version"]);
+            let name = saved["data"]["name"].as_str().unwrap_or("?");
+            let version = &saved["data"]["version"];
+            if before.as_ref() == Some(version) {
+                println!("agent {name} is unchanged at version {version}");
+            } else {
+                println!("agent {name} is at version {version}");
+            }
         }
         AgentsCommand::List => {
             let agents = api.get("/agents").await?;
@@ -86,12 +98,45 @@ pub async fn agents(server: &str, command: AgentsCommand) -> anyhow::Result<Exit
     Ok(ExitCode::SUCCESS)
 }
 
-/// Streams one turn: text to stdout as it arrives, tool activity to stderr.
-pub async fn run(server: &str, args: RunArgs) -> anyhow::Result<ExitCode> {
-    let api = Api::new(server);
-    let session = api.send(reqwest::Method::POST, "/sessions", &json!({ "agent": { "name": args.agent } })).await?;
-    let session_id = session["data"]["id"].as_str().context("the server returned no session id")?;
-    let body = json!({ "input": [{ "type": "user.message", "content": args.prompt }], "stream": true });
+/// Lists the caller's sessions, newest first: id, agent, last update, title.
+pub async fn sessions(args: SessionsArgs) -> anyhow::Result<ExitCode> {
+    let api = Api::new(&args.client.server);
+    let page = api.get(&format!("/sessions?limit={}", args.limit)).await?;
+    let sessions = page["data"].as_array().cloned().unwrap_or_default();
+    if sessions.is_empty() {
+        eprintln!("no sessions yet: start one with `teamster run AGENT \"...\"`");
+    }
+    for session in &sessions {
+        println!(
+            "{}\t{}\t{}\t{}",
+            session["id"].as_str().unwrap_or("?"),
+            session["agent_name"].as_str().unwrap_or("(inline agent)"),
+            session["updated_at"].as_str().unwrap_or("?"),
+            session["title"].as_str().unwrap_or("")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Streams one turn: text to stdout as it arrives, tool activity to stderr. The session's id
+/// goes to stderr, so that `run --session` can continue it.
+pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let api = Api::new(&args.client.server);
+    let (session_id, prompt) = match (&args.session, args.words.as_slice()) {
+        (Some(session_id), [prompt]) => {
+            api.get(&format!("/sessions/{session_id}")).await?;
+            (session_id.clone(), prompt.clone())
+        }
+        (Some(_), _) => bail!("with --session, give only what to say: teamster run --session ID \"...\""),
+        (None, [agent, prompt]) => {
+            let session = api.send(reqwest::Method::POST, "/sessions", &json!({ "agent": { "name": agent } })).await?;
+            let session_id = session["data"]["id"].as_str().context("the server returned no session id")?.to_owned();
+            eprintln!("session {session_id} (continue it with --session {session_id})");
+            (session_id, prompt.clone())
+        }
+        (None, _) => bail!("give the agent's name and what to say: teamster run AGENT \"...\""),
+    };
+    let body = json!({ "input": [{ "type": "user.message", "content": prompt }], "stream": true });
     let response = api
         .http
         .post(format!("{}/sessions/{session_id}/turns", api.base))

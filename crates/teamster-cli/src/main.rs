@@ -1,4 +1,4 @@
-//! `teamster`: the server (`serve`) and a terminal client for it (`agents`, `run`).
+//! `teamster`: the server (`serve`) and a terminal client for it (`agents`, `run`, `sessions`).
 //!
 //! Thin by design: parse arguments, build configuration, wire the concrete adapters, run.
 
@@ -26,8 +26,9 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match args.command {
             args::Command::Serve(serve) => serve::run(serve).await,
-            args::Command::Agents(agents) => client::agents(&args.server, agents).await,
-            args::Command::Run(run) => client::run(&args.server, run).await,
+            args::Command::Agents(agents) => client::agents(&agents.client.server, agents.command).await,
+            args::Command::Run(run) => client::run(run).await,
+            args::Command::Sessions(sessions) => client::sessions(sessions).await,
         }
     });
     match result {

@@ -31,6 +31,12 @@ pub struct AgentSpec {
     /// Values for `{{name}}` placeholders in instructions and seed messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variables: Option<BTreeMap<String, String>>,
+    /// What the agent is for, from its manifest (a Teamster extension; the model never sees it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// What each variable means, from its manifest (a Teamster extension, for people and UIs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variable_descriptions: Option<BTreeMap<String, String>>,
 }
 
 /// A model named `provider/model`, with optional sampling parameters.
@@ -413,7 +419,8 @@ fn manifest_type() -> String {
 impl AgentManifest {
     pub const TYPE: &'static str = "truefoundry-agent";
 
-    /// The spec a session runs: variables take their `default_value`s.
+    /// The spec a session runs: variables take their `default_value`s; the description and the
+    /// variables' descriptions are kept beside them.
     pub fn to_spec(&self) -> AgentSpec {
         let variables = self.variables.as_ref().map(|variables| {
             variables
@@ -433,6 +440,13 @@ impl AgentManifest {
             config: self.config.clone(),
             sub_agents: self.sub_agents.clone(),
             variables,
+            description: Some(self.description.clone()).filter(|description| !description.is_empty()),
+            variable_descriptions: self.variables.as_ref().map(|variables| {
+                variables
+                    .iter()
+                    .filter_map(|(name, variable)| variable.description.clone().map(|description| (name.clone(), description)))
+                    .collect::<BTreeMap<_, _>>()
+            }).filter(|descriptions| !descriptions.is_empty()),
         }
     }
 }

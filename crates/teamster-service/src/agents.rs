@@ -104,12 +104,17 @@ impl Service {
         Ok(agent_view(record))
     }
 
-    /// Stores a new version of an agent; sessions already started keep their version.
+    /// Stores a new version of an agent; sessions already started keep their version. A spec
+    /// equal to the latest version's stores nothing and answers that version.
     pub async fn update_agent(&self, agent_id: &str, spec: AgentSpec) -> Result<Agent> {
         self.check_spec(&spec)?;
+        let latest = self.agent_record(agent_id).await?;
+        if latest.spec == spec {
+            return Ok(agent_view(latest));
+        }
         let record = self
             .store()
-            .add_agent_version(agent_id, &spec, &timestamp::now())
+            .add_agent_version(&latest.id, &spec, &timestamp::now())
             .await
             .map_err(|error| not_found_agent(error, agent_id))?;
         Ok(agent_view(record))
@@ -124,9 +129,18 @@ impl Service {
         }
     }
 
+    /// An agent by id, or by name (ids and names look alike, so the id is tried first).
     pub async fn get_agent(&self, agent_id: &str) -> Result<Agent> {
-        let record = self.store().get_agent(agent_id).await.map_err(|error| not_found_agent(error, agent_id))?;
-        Ok(agent_view(record))
+        Ok(agent_view(self.agent_record(agent_id).await?))
+    }
+
+    async fn agent_record(&self, id_or_name: &str) -> Result<AgentRecord> {
+        match self.store().get_agent(id_or_name).await {
+            Err(teamster_store::Error::NotFound(_)) if is_valid_resource_name(id_or_name) => {
+                self.store().get_agent_by_name(id_or_name).await.map_err(|error| not_found_agent(error, id_or_name))
+            }
+            other => other.map_err(|error| not_found_agent(error, id_or_name)),
+        }
     }
 
     pub async fn get_agent_by_name(&self, name: &str) -> Result<Agent> {
@@ -141,16 +155,22 @@ impl Service {
         Ok(self.store().list_agents().await?.into_iter().map(agent_view).collect())
     }
 
-    /// Deletes an agent; idempotent.
+    /// Deletes an agent, named by id or name; idempotent.
     pub async fn delete_agent(&self, agent_id: &str) -> Result<()> {
-        self.store().delete_agent(agent_id).await?;
-        Ok(())
+        match self.agent_record(agent_id).await {
+            Ok(record) => {
+                self.store().delete_agent(&record.id).await?;
+                Ok(())
+            }
+            Err(ServiceError::NotFound(_)) => Ok(()),
+            Err(other) => Err(other),
+        }
     }
 }
 
 fn not_found_agent(error: teamster_store::Error, agent_id: &str) -> ServiceError {
     match error {
-        teamster_store::Error::NotFound(_) => ServiceError::NotFound(format!("agent {agent_id:?} not found")),
+        teamster_store::Error::NotFound(_) => ServiceError::NotFound(format!("no agent has the id or name {agent_id:?}")),
         other => other.into(),
     }
 }
