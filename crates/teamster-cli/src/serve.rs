@@ -69,13 +69,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         tracing::warn!(%address, "no --public-url: MCP authorization links name an address browsers cannot open; set --public-url");
     }
     let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{address}"));
-    let public_url = teamster_service::check_public_url(&public_url)
-        .map_err(|message| anyhow::anyhow!("invalid --public-url: {message}"))?;
+    let links = teamster_server::PublicLinks::new(&public_url).map_err(|message| anyhow::anyhow!("invalid --public-url: {message}"))?;
+    let public_url = links.public_url().to_owned();
     let config = ServiceConfig {
         turn_timeout: Duration::from_secs(args.turn_timeout_secs),
         env_providers,
         model_options: RegistryOptions { retry },
-        public_url: public_url.clone(),
+        mcp_links: Some(Arc::new(links)),
         secret_key: Some(secret_key),
         leases: lease_config(args.lease_ttl_ms, args.lease_renew_ms, args.takeover_interval_ms, args.max_takeovers)?,
         stream_retention: Duration::from_secs(args.stream_retention_secs.unwrap_or(args.stream_retention_hours * 3600)),

@@ -7,6 +7,7 @@
 mod error;
 mod extract;
 mod guard;
+mod links;
 mod listen;
 mod params;
 mod prefix;
@@ -22,6 +23,7 @@ use tower::util::MapRequestLayer;
 
 pub use error::ApiError;
 pub use guard::{BrowserPolicy, LOOPBACK_HOSTS};
+pub use links::PublicLinks;
 pub use listen::serve;
 use teamster_service::Service;
 

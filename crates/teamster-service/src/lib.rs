@@ -19,6 +19,7 @@ mod events;
 mod history_cache;
 mod input_files;
 mod leases;
+mod mcp_links;
 mod mcp_oauth;
 mod mcp_pool;
 mod mcp_servers;
@@ -49,7 +50,7 @@ pub use error::{Result, ServiceError};
 pub use events::{ListOrder, SessionEventsQuery, TurnEventsQuery};
 pub use input_files::DownloadedFile;
 pub use leases::LeaseConfig;
-pub use mcp_oauth::check_public_url;
+pub use mcp_links::{McpLinks, OAuthCallback};
 pub use mcp_servers::McpServerWrite;
 pub use teamster_mcp::oauth::TokenKey;
 pub use providers::ProviderWrite;
@@ -71,7 +72,7 @@ impl Caller {
 }
 
 /// Settings of the service, validated by the caller (the CLI).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ServiceConfig {
     /// The longest a turn may run before it is cancelled with `server-execution-timeout`.
     pub turn_timeout: Duration,
@@ -80,9 +81,10 @@ pub struct ServiceConfig {
     pub env_providers: Vec<ModelProviderManifest>,
     /// How model calls are retried, for every provider.
     pub model_options: RegistryOptions,
-    /// The URL users' browsers reach this server at (with any path prefix, without a trailing
-    /// slash), e.g. `https://agents.example.com`; MCP OAuth links and callbacks are built on it.
-    pub public_url: String,
+    /// Links to the MCP OAuth pages users' browsers open (the HTTP layer's routes under its
+    /// public URL); `None` where nothing serves them, and MCP servers with OAuth cannot be
+    /// authorized.
+    pub mcp_links: Option<Arc<dyn McpLinks>>,
     /// The key that seals MCP OAuth tokens and client secrets in the store. `None` makes a
     /// random key for this process, so stored tokens do not outlive it (tests).
     pub secret_key: Option<TokenKey>,
@@ -102,7 +104,7 @@ impl Default for ServiceConfig {
             turn_timeout: Duration::from_secs(600),
             env_providers: Vec::new(),
             model_options: RegistryOptions::default(),
-            public_url: "http://127.0.0.1:8790".to_owned(),
+            mcp_links: None,
             secret_key: None,
             leases: LeaseConfig::default(),
             stream_retention: Duration::from_secs(24 * 3600),
@@ -152,7 +154,7 @@ impl Service {
         let writer = writer::EventWriter::start(store.clone());
         let providers = providers::Providers::load(store.as_ref(), &config.env_providers, config.model_options).await?;
         let mcp_servers = mcp_servers::McpRegistry::load(store.as_ref()).await?;
-        let mcp_oauth = mcp_oauth::McpOAuth::new(&config.public_url, config.secret_key.as_ref())?;
+        let mcp_oauth = mcp_oauth::McpOAuth::new(config.mcp_links.clone(), config.secret_key.as_ref())?;
         let service = Service {
             inner: Arc::new(Inner {
                 store,

@@ -6,7 +6,8 @@
 //!    or whose tokens the server refuses, pauses at its start, before any model call: it emits
 //!    `mcp.auth_required` with an `auth_url` per such server and ends `done` with that event in
 //!    `required_actions` (`mcp_turn.rs`, `runner.rs`).
-//! 2. The `auth_url` is this server's `GET /api/v1/mcp-servers/{name}/authorize?ticket=...`.
+//! 2. The `auth_url` is this server's authorize page with a ticket (its link comes from
+//!    [`McpLinks`], which the HTTP layer provides).
 //!    The ticket is sealed with the server's key (any replica opens it, nobody forges it),
 //!    names the user, the MCP server and the session, and expires after [`TICKET_LIFETIME`]. It
 //!    stands in for the user's credentials, since the browser that opens it may carry none.
@@ -15,8 +16,8 @@
 //!    flow with PKCE, stores the pending authorization under a hash of its `state` for
 //!    [`PENDING_LIFETIME`], and redirects the browser to the authorization server. Without a
 //!    ticket the same route answers the caller's `MCPAuthStatus` as JSON (the spec's shape).
-//! 4. The authorization server sends the browser to `GET /api/v1/mcp-servers/oauth/callback`,
-//!    which takes the pending authorization (once, on any replica), exchanges the code and
+//! 4. The authorization server sends the browser to the callback page ([`McpLinks::callback`]),
+//!    whose answer ([`OAuthCallback`]) takes the pending authorization (once, on any replica), exchanges the code and
 //!    stores the user's grant: the tokens and the client they were issued to.
 //! 5. A new turn with an empty input runs the paused turn again (`pending.rs` accepts it after
 //!    `mcp.auth_required`). Its connections send the user's token through an
@@ -49,6 +50,7 @@ use teamster_protocol::timestamp;
 use teamster_store::Store;
 
 use crate::error::{Result, ServiceError};
+use crate::mcp_links::{McpLinks, OAuthCallback};
 use crate::mcp_servers::registry_config;
 use crate::{Caller, Service};
 
@@ -59,8 +61,6 @@ const PENDING_KIND: &str = "mcp-oauth-pending";
 /// The prefix of the settings kind of one user's grants (named by MCP server), so that reading
 /// a user's grants reads only theirs.
 const GRANTS_KIND_PREFIX: &str = "mcp-oauth-grants:";
-/// Where the authorization server sends the browser back, under the public URL.
-const CALLBACK_PATH: &str = "/api/v1/mcp-servers/oauth/callback";
 /// How long an `auth_url` works after its `mcp.auth_required` event.
 pub(crate) const TICKET_LIFETIME: Duration = Duration::from_secs(15 * 60);
 /// How long a started authorization waits for its callback.
@@ -78,13 +78,14 @@ const CLIENT_NAME: &str = "Teamster";
 /// How long the unauthenticated request that reads an MCP server's challenge may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The OAuth state of the service: the cipher, the public URLs, and caches.
+/// The OAuth state of the service: the cipher, the links to this server's pages, and caches.
 pub(crate) struct McpOAuth {
     cipher: Arc<TokenCipher>,
-    /// The public URL without a trailing slash.
-    public_url: String,
+    /// Links to the authorize and callback pages; `None` where no HTTP layer serves them (an
+    /// embedded service), so users cannot authorize in a browser.
+    links: Option<Arc<dyn McpLinks>>,
     /// The callback URL registered as every client's redirect URI.
-    redirect_uri: String,
+    redirect_uri: Option<String>,
     /// Registered clients by MCP server, as last read or registered here.
     clients: Mutex<HashMap<String, ClientRecord>>,
     /// A lock per MCP server that serialises its registrations in this process, so concurrent
@@ -103,18 +104,17 @@ struct SharedProvider {
 }
 
 impl McpOAuth {
-    /// The OAuth state for a server reached at `public_url`, sealing with `key` (or a random
+    /// The OAuth state for a server whose pages `links` names, sealing with `key` (or a random
     /// key for this process when there is none).
-    pub fn new(public_url: &str, key: Option<&TokenKey>) -> Result<McpOAuth> {
-        let public_url = check_public_url(public_url).map_err(|message| ServiceError::invalid_param("public_url", message))?;
+    pub fn new(links: Option<Arc<dyn McpLinks>>, key: Option<&TokenKey>) -> Result<McpOAuth> {
         let cipher = match key {
             Some(key) => TokenCipher::new(key),
             None => TokenCipher::new(&TokenKey::generate().map_err(|error| ServiceError::Unprocessable(error.to_string()))?),
         };
         Ok(McpOAuth {
             cipher: Arc::new(cipher),
-            redirect_uri: format!("{public_url}{CALLBACK_PATH}"),
-            public_url,
+            redirect_uri: links.as_ref().map(|links| links.callback()),
+            links,
             clients: Mutex::new(HashMap::new()),
             registering: Mutex::new(HashMap::new()),
             providers: Mutex::new(HashMap::new()),
@@ -130,8 +130,9 @@ impl McpOAuth {
             session_id: session_id.to_owned(),
             expires_at: unix_now() + TICKET_LIFETIME.as_secs(),
         };
+        let links = self.links.as_ref().ok_or_else(no_links)?;
         let sealed = self.cipher.seal_json(&ticket, &ticket_context(server)).map_err(|error| error.to_string())?;
-        Ok(format!("{}/api/v1/mcp-servers/{server}/authorize?ticket={sealed}", self.public_url))
+        Ok(links.authorize(server, &sealed))
     }
 
     /// Opens a ticket for `server`, checking that it was made for it and has not expired.
@@ -175,7 +176,7 @@ impl McpOAuth {
 
 impl fmt::Debug for McpOAuth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("McpOAuth").field("public_url", &self.public_url).finish_non_exhaustive()
+        f.debug_struct("McpOAuth").field("redirect_uri", &self.redirect_uri).finish_non_exhaustive()
     }
 }
 
@@ -288,12 +289,14 @@ impl Service {
         self.begin_authorization(&ticket.subject, name, &manifest, Some(ticket.session_id), return_to).await
     }
 
-    /// The OAuth callback, given its raw query string: finishes the pending authorization its
-    /// `state` names and stores the user's grant. Answers where to redirect the browser (the
+    /// The OAuth callback, with the authorization server's answer: finishes the pending
+    /// authorization its `state` names and stores the user's grant. Answers where to redirect the browser (the
     /// `return_to` of the authorization, with `isSuccess`, and `reason` on failure), or `None`
     /// when there is none and the authorization succeeded.
-    pub async fn finish_mcp_authorization(&self, query: &str) -> Result<Option<String>> {
-        let state = query_value(query, "state")
+    pub async fn finish_mcp_authorization(&self, callback: OAuthCallback) -> Result<Option<String>> {
+        let state = callback
+            .state
+            .clone()
             .filter(|state| !state.is_empty())
             .ok_or_else(|| ServiceError::invalid_param("state", "the callback has no state"))?;
         let unknown = || {
@@ -310,14 +313,14 @@ impl Service {
             Some(return_to) => Ok(Some(with_query(return_to, &[("isSuccess", "false"), ("reason", &reason)]))),
             None => Err(ServiceError::invalid_param(param, reason)),
         };
-        let response = match AuthorizationResponse::from_query(query) {
-            Ok(response) => response,
-            Err(OAuthError::AuthorizationFailed { error, description, .. }) => {
-                let detail = description.map(|description| format!(": {description}")).unwrap_or_default();
-                return fail("error", format!("the authorization server refused the authorization ({error}){detail}"));
-            }
-            Err(error) => return fail("code", format!("the callback is not a valid authorization response: {error}")),
+        if let Some(error) = &callback.error {
+            let detail = callback.error_description.as_ref().map(|description| format!(": {}", clean(description))).unwrap_or_default();
+            return fail("error", format!("the authorization server refused the authorization ({}){detail}", clean(error)));
+        }
+        let Some(code) = callback.code.filter(|code| !code.is_empty()) else {
+            return fail("code", "the callback is not a valid authorization response: it has no code".to_owned());
         };
+        let response = AuthorizationResponse { code, state, issuer: callback.issuer };
         let client = match pending.client.client() {
             Ok(client) => client,
             Err(error) => return fail("code", format!("the authorization cannot be finished: {error}")),
@@ -439,7 +442,8 @@ impl Service {
     async fn client_record(&self, name: &str, manifest: &McpServerManifest) -> Result<ClientRecord> {
         let oauth = &self.inner.mcp_oauth;
         let mcp_url = manifest.url.clone().ok_or_else(|| ServiceError::Unprocessable(format!("MCP server {name:?} has no URL")))?;
-        let fits = |record: &ClientRecord| record.fits(&mcp_url, &oauth.redirect_uri, SystemTime::now());
+        let redirect_uri = oauth.redirect_uri.clone().ok_or_else(|| ServiceError::Unprocessable(no_links()))?;
+        let fits = |record: &ClientRecord| record.fits(&mcp_url, &redirect_uri, SystemTime::now());
         if let Some(record) = oauth.cached_client(name).filter(fits) {
             return Ok(record);
         }
@@ -460,10 +464,10 @@ impl Service {
         let challenge = self.unauthorized_challenge(name, manifest).await;
         let discovery =
             discover(&mcp_url, challenge.as_deref()).await.map_err(|error| oauth_failure(name, "discovery", error))?;
-        let credentials = register(&discovery, CLIENT_NAME, &oauth.redirect_uri)
+        let credentials = register(&discovery, CLIENT_NAME, &redirect_uri)
             .await
             .map_err(|error| oauth_failure(name, "dynamic client registration", error))?;
-        let record = ClientRecord { mcp_url, redirect_uri: oauth.redirect_uri.clone(), discovery, credentials };
+        let record = ClientRecord { mcp_url, redirect_uri, discovery, credentials };
         let sealed = oauth.cipher.seal_json(&record, &context).map_err(|error| ServiceError::Unprocessable(error.to_string()))?;
         self.store().put_setting(CLIENT_KIND, name, &sealed, &timestamp::now()).await?;
         oauth.cache_client(name, &record);
@@ -679,24 +683,18 @@ fn oauth_failure(name: &str, step: &str, error: OAuthError) -> ServiceError {
     }
 }
 
-/// The first value of a query parameter.
-fn query_value(query: &str, name: &str) -> Option<String> {
-    let url = reqwest::Url::parse(&format!("http://callback/?{query}")).ok()?;
-    url.query_pairs().find(|(key, _)| key == name).map(|(_, value)| value.into_owned())
+
+/// Why no `auth_url` can be made: nothing serves the OAuth pages.
+fn no_links() -> String {
+    "MCP OAuth needs this server's public authorize and callback pages, and none are configured".to_owned()
 }
 
-/// A public URL: absolute `http` or `https`, with a host, without query or fragment; answered
-/// without a trailing slash.
-pub fn check_public_url(url: &str) -> Result<String, String> {
-    let parsed = reqwest::Url::parse(url).map_err(|error| format!("{url:?} is not a valid URL: {error}"))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
-        return Err(format!("{url:?} is not an http or https URL"));
-    }
-    if parsed.query().is_some() || parsed.fragment().is_some() || !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(format!("{url:?} must have no user, query or fragment"));
-    }
-    Ok(parsed.as_str().trim_end_matches('/').to_owned())
+/// A string from an authorization server, shortened and stripped of control characters before
+/// it is shown.
+fn clean(text: &str) -> String {
+    text.chars().filter(|character| !character.is_control()).take(200).collect()
 }
+
 
 /// A `return_to`: a path on this server's origin (`/...`, not `//...`), bounded, without
 /// control characters or backslashes.
@@ -739,8 +737,20 @@ fn with_query(path: &str, pairs: &[(&str, &str)]) -> String {
 mod tests {
     use super::*;
 
+    /// Links as the HTTP layer makes them.
+    struct TestLinks;
+
+    impl McpLinks for TestLinks {
+        fn authorize(&self, server: &str, ticket: &str) -> String {
+            format!("http://127.0.0.1:8790/api/v1/mcp-servers/{server}/authorize?ticket={ticket}")
+        }
+        fn callback(&self) -> String {
+            "http://127.0.0.1:8790/api/v1/mcp-servers/oauth/callback".to_owned()
+        }
+    }
+
     fn oauth() -> McpOAuth {
-        McpOAuth::new("http://127.0.0.1:8790/", Some(&TokenKey::from_base64(&"A".repeat(43)).unwrap())).unwrap()
+        McpOAuth::new(Some(Arc::new(TestLinks)), Some(&TokenKey::from_base64(&"A".repeat(43)).unwrap())).unwrap()
     }
 
     fn user(id: &str) -> Subject {
@@ -781,7 +791,7 @@ mod tests {
         assert!(message(oauth.open_ticket("github", &tampered, now)).contains("not valid"));
         assert!(message(oauth.open_ticket("github", &"v1.".repeat(2000), now)).contains("not valid"));
         // Another server's key opens nothing.
-        let other = McpOAuth::new("http://127.0.0.1:8790", None).unwrap();
+        let other = McpOAuth::new(Some(Arc::new(TestLinks)), None).unwrap();
         assert!(other.open_ticket("github", &ticket, now).is_err());
     }
 
@@ -818,15 +828,6 @@ mod tests {
             with_query("/chat?tab=2#end", &[("isSuccess", "false"), ("reason", "denied & gone")]),
             "/chat?tab=2&isSuccess=false&reason=denied+%26+gone#end"
         );
-    }
-
-    #[test]
-    fn public_urls_are_checked_and_trimmed() {
-        assert_eq!(check_public_url("https://agents.example.com/").unwrap(), "https://agents.example.com");
-        assert_eq!(check_public_url("http://127.0.0.1:8790/t1/").unwrap(), "http://127.0.0.1:8790/t1");
-        for bad in ["ftp://x", "agents.example.com", "https://a.example/?x=1", "https://u:p@a.example"] {
-            assert!(check_public_url(bad).is_err(), "{bad}");
-        }
     }
 
     fn record() -> ClientRecord {
@@ -901,11 +902,5 @@ mod tests {
         let (_, moved) = store.list_settings(PENDING_KIND).await.unwrap().remove(0);
         store.put_setting(PENDING_KIND, &pending_name("state-z"), &moved, "t").await.unwrap();
         assert!(service.take_pending("state-z").await.unwrap().is_none());
-    }
-
-    #[test]
-    fn query_values_are_decoded() {
-        assert_eq!(query_value("code=a%2Fb&state=s+1", "state").as_deref(), Some("s 1"));
-        assert_eq!(query_value("code=a", "state"), None);
     }
 }

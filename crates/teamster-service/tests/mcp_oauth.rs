@@ -16,7 +16,7 @@ use serde_json::json;
 use teamster_protocol::input::TurnInput;
 use teamster_protocol::settings::McpServerManifest;
 use teamster_protocol::{Event, Subject, TurnState, UserContent};
-use teamster_service::{Caller, CreateTurn, McpServerWrite, ProviderWrite, Service, ServiceConfig, TokenKey};
+use teamster_service::{Caller, CreateTurn, McpLinks, McpServerWrite, OAuthCallback, ProviderWrite, Service, ServiceConfig, TokenKey};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -53,11 +53,36 @@ fn user(id: &str) -> Caller {
     Caller { subject: Subject { subject_id: id.into(), subject_type: "user".into(), subject_slug: id.into() } }
 }
 
+/// Links as the HTTP layer makes them, under a prefix.
+struct Links;
+
+impl McpLinks for Links {
+    fn authorize(&self, server: &str, ticket: &str) -> String {
+        format!("http://127.0.0.1:9/t1/api/v1/mcp-servers/{server}/authorize?ticket={ticket}")
+    }
+    fn callback(&self) -> String {
+        "http://127.0.0.1:9/t1/api/v1/mcp-servers/oauth/callback".to_owned()
+    }
+}
+
+/// The callback's query as the HTTP layer reads it.
+fn callback_answer(query: &str) -> OAuthCallback {
+    let url = reqwest::Url::parse(&format!("http://callback/?{query}")).unwrap();
+    let value = |name: &str| url.query_pairs().find(|(key, _)| key == name).map(|(_, value)| value.into_owned());
+    OAuthCallback {
+        state: value("state"),
+        code: value("code"),
+        issuer: value("iss"),
+        error: value("error"),
+        error_description: value("error_description"),
+    }
+}
+
 /// The service with the fake model as provider `fake` and the OAuth server as `oauth`.
 async fn service(oauth: &OAuthServer, model: &teamster_fake_model::FakeModelServer) -> Service {
     let store = Arc::new(teamster_store_sqlite::SqliteStore::connect("sqlite::memory:").await.unwrap());
     let config = ServiceConfig {
-        public_url: "http://127.0.0.1:9/t1".into(),
+        mcp_links: Some(Arc::new(Links)),
         secret_key: Some(TokenKey::generate().unwrap()),
         ..ServiceConfig::default()
     };
@@ -137,7 +162,7 @@ async fn authorize(service: &Service, auth_url: &str, login: &str) {
     let location = answer.headers()[reqwest::header::LOCATION].to_str().unwrap().to_owned();
     let (callback, query) = location.split_once('?').unwrap();
     assert_eq!(callback, "http://127.0.0.1:9/t1/api/v1/mcp-servers/oauth/callback");
-    assert_eq!(service.finish_mcp_authorization(query).await.unwrap(), None);
+    assert_eq!(service.finish_mcp_authorization(callback_answer(query)).await.unwrap(), None);
 }
 
 async fn status(service: &Service, caller: &Caller) -> String {

@@ -16,7 +16,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use teamster_protocol::api::{Data, McpServerRequest};
 use teamster_protocol::settings::{AvailableMcpServer, ConfiguredMcpServer, McpAuthStatus};
-use teamster_service::{Caller, McpServerWrite};
+use teamster_service::{Caller, McpServerWrite, OAuthCallback};
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
@@ -102,11 +102,31 @@ async fn callback(State(state): State<AppState>, headers: HeaderMap, RawQuery(qu
     if query.len() > MAX_CALLBACK_QUERY_BYTES {
         return Err(ApiError::bad_request("invalid_request", "the callback's query string is too long").with_param("state"));
     }
-    match state.service.finish_mcp_authorization(&query).await? {
+    match state.service.finish_mcp_authorization(oauth_callback(&query)?).await? {
         Some(location) => Ok(redirect(&location)),
         None if wants_html(&headers) => Ok(Html(AUTHORIZED_PAGE).into_response()),
         None => Ok(Json(serde_json::json!({"success": true})).into_response()),
     }
+}
+
+/// The authorization server's answer in a callback's query string (the first value of each
+/// parameter counts).
+fn oauth_callback(query: &str) -> ApiResult<OAuthCallback> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
+        .map_err(|error| ApiError::bad_request("invalid_request", format!("invalid query string: {error}")))?;
+    let mut callback = OAuthCallback::default();
+    for (name, value) in pairs {
+        let slot = match name.as_str() {
+            "state" => &mut callback.state,
+            "code" => &mut callback.code,
+            "iss" => &mut callback.issuer,
+            "error" => &mut callback.error,
+            "error_description" => &mut callback.error_description,
+            _ => continue,
+        };
+        slot.get_or_insert(value);
+    }
+    Ok(callback)
 }
 
 /// A 302 to `location`, which is never cached.
