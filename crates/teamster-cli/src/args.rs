@@ -14,7 +14,7 @@ pub struct Args {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the HTTP server.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Manage saved agents on a running server.
     Agents(AgentsArgs),
     /// Run one turn of an agent (in a new session, or continuing one) and stream it to the
