@@ -195,11 +195,11 @@ impl Service {
     /// Checks before anything is stored that the session's agent can still run: its pinned
     /// version exists (412 once the agent was deleted) and its model resolves (422).
     async fn check_runnable(&self, session: &SessionRecord) -> Result<()> {
-        let spec = match &session.agent {
-            SessionAgentRecord::Draft { spec, .. } => spec.clone(),
+        let model = match &session.agent {
+            SessionAgentRecord::Draft { spec, .. } => spec.model.name.clone(),
             SessionAgentRecord::Saved { agent_id, agent_name, version } => {
                 match self.store().get_agent_version(agent_id, *version).await {
-                    Ok(agent) => agent.spec,
+                    Ok(agent) => agent.spec.model.name,
                     Err(teamster_store::Error::NotFound(_)) => {
                         return Err(ServiceError::PreconditionFailed(format!(
                             "the session's agent {agent_name:?} (version {version}) was deleted; start a new session"
@@ -209,10 +209,10 @@ impl Service {
                 }
             }
         };
-        if let Err(error) = self.models().resolve(&spec.model.name) {
-            return Err(ServiceError::Unprocessable(format!("the agent's model {:?} is not available: {error}", spec.model.name)));
+        match self.models().resolve(&model) {
+            Ok(_) => Ok(()),
+            Err(error) => Err(ServiceError::Unprocessable(format!("the agent's model {model:?} is not available: {error}"))),
         }
-        Ok(())
     }
 
     async fn start_turn(
