@@ -36,8 +36,9 @@ use teamster_store::codec::{
 };
 use teamster_store::{
     AgentRecord, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord, SessionOrder, SessionQuery,
-    SessionFile, SessionRecord, Store, StreamEvent, TurnRecord,
+    SessionFile, SessionRecord, StreamEvent, TurnRecord,
 };
+use teamster_store::{AgentStore, CoordinationStore, EventLog, SessionStore, SettingsStore};
 use teamster_store::{ExpiredLease, TurnLease};
 
 use crate::columns::{AGENT_COLUMNS, SESSION_COLUMNS, TURN_COLUMNS};
@@ -177,7 +178,7 @@ impl PostgresStore {
 }
 
 #[async_trait]
-impl Store for PostgresStore {
+impl AgentStore for PostgresStore {
     async fn create_agent(&self, agent: &AgentRecord) -> Result<()> {
         let spec = to_json(&agent.spec, "agent spec")?;
         let version = to_i64(agent.version, "agent version")?;
@@ -261,7 +262,10 @@ impl Store for PostgresStore {
             .map_err(error::backend)?;
         Ok(deleted.rows_affected() > 0)
     }
+}
 
+#[async_trait]
+impl SessionStore for PostgresStore {
     async fn create_session(&self, session: &SessionRecord) -> Result<()> {
         let agent = SessionAgentColumns::new(&session.agent)?;
         let created_by = to_json(&session.created_by, "session created_by")?;
@@ -440,7 +444,10 @@ impl Store for PostgresStore {
         }
         Ok(SessionFile { session_id: session_id.to_owned(), digest: digest.to_owned(), media_type, data, created_at })
     }
+}
 
+#[async_trait]
+impl EventLog for PostgresStore {
     async fn create_turn(
         &self,
         turn: &TurnRecord,
@@ -570,6 +577,13 @@ impl Store for PostgresStore {
             .collect()
     }
 
+    async fn delete_expired_streams(&self, finished_before: &str, max_turns: u32) -> Result<u32> {
+        leases::delete_expired_streams(&self.pool, finished_before, max_turns).await
+    }
+}
+
+#[async_trait]
+impl CoordinationStore for PostgresStore {
     async fn claim_turn(&self, turn_id: &str, owner: &str, ttl: Duration, expected_claims: u64) -> Result<Option<TurnLease>> {
         leases::claim_turn(&self.pool, turn_id, owner, ttl, expected_claims).await
     }
@@ -586,10 +600,46 @@ impl Store for PostgresStore {
         leases::expired_leases(&self.pool, limit).await
     }
 
-    async fn delete_expired_streams(&self, finished_before: &str, max_turns: u32) -> Result<u32> {
-        leases::delete_expired_streams(&self.pool, finished_before, max_turns).await
+    async fn request_cancel(&self, turn_id: &str, reason: CancelReason) -> Result<bool> {
+        // A single row changes and nothing else is locked: this cannot take part in a deadlock.
+        let recorded = sqlx::query(
+            "WITH requested AS ( \
+                 UPDATE turns SET cancel_requested = coalesce(cancel_requested, $2) \
+                 WHERE id = $1 AND status = 'running' RETURNING id, cancel_requested \
+             ) \
+             SELECT pg_notify($3, 'c:' || cancel_requested || ':' || id) FROM requested",
+        )
+        .bind(turn_id)
+        .bind(codec::cancel_reason_name(reason))
+        .bind(&*self.channel)
+        .execute(&self.pool)
+        .await
+        .map_err(error::backend)?;
+        Ok(recorded.rows_affected() > 0)
     }
 
+    async fn cancel_requests(&self, turn_ids: &[&str]) -> Result<Vec<(String, CancelReason)>> {
+        if turn_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT id, cancel_requested FROM turns WHERE id = ANY($1) \
+             AND status = 'running' AND cancel_requested IS NOT NULL",
+        )
+        .bind(turn_ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(error::backend)?;
+        rows.into_iter().map(|(id, reason)| Ok((id, codec::cancel_reason(&reason)?))).collect()
+    }
+
+    async fn changes(&self) -> Result<Option<ChangeFeed>> {
+        self.feed.subscribe().await.map(Some)
+    }
+}
+
+#[async_trait]
+impl SettingsStore for PostgresStore {
     async fn put_setting(&self, kind: &str, name: &str, value: &str, at: &str) -> Result<()> {
         sqlx::query(
             "WITH stored AS ( \
@@ -630,43 +680,6 @@ impl Store for PostgresStore {
         .await
         .map_err(error::backend)?;
         Ok(deleted.rows_affected() > 0)
-    }
-
-    async fn request_cancel(&self, turn_id: &str, reason: CancelReason) -> Result<bool> {
-        // A single row changes and nothing else is locked: this cannot take part in a deadlock.
-        let recorded = sqlx::query(
-            "WITH requested AS ( \
-                 UPDATE turns SET cancel_requested = coalesce(cancel_requested, $2) \
-                 WHERE id = $1 AND status = 'running' RETURNING id, cancel_requested \
-             ) \
-             SELECT pg_notify($3, 'c:' || cancel_requested || ':' || id) FROM requested",
-        )
-        .bind(turn_id)
-        .bind(codec::cancel_reason_name(reason))
-        .bind(&*self.channel)
-        .execute(&self.pool)
-        .await
-        .map_err(error::backend)?;
-        Ok(recorded.rows_affected() > 0)
-    }
-
-    async fn cancel_requests(&self, turn_ids: &[&str]) -> Result<Vec<(String, CancelReason)>> {
-        if turn_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let rows: Vec<(String, String)> = sqlx::query_as(
-            "SELECT id, cancel_requested FROM turns WHERE id = ANY($1) \
-             AND status = 'running' AND cancel_requested IS NOT NULL",
-        )
-        .bind(turn_ids)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(error::backend)?;
-        rows.into_iter().map(|(id, reason)| Ok((id, codec::cancel_reason(&reason)?))).collect()
-    }
-
-    async fn changes(&self) -> Result<Option<ChangeFeed>> {
-        self.feed.subscribe().await.map(Some)
     }
 }
 

@@ -15,6 +15,7 @@ use std::time::Duration;
 use sqlx::{Connection, Executor, PgConnection};
 use teamster_protocol::turn::CancelReason;
 use teamster_protocol::{AgentSpec, Subject, TurnState};
+use teamster_store::prelude::*;
 use teamster_store::conformance::Fixture;
 use teamster_store::{
     AgentRecord, Change, ChangeFeed, Error, LogWrite, SessionAgentRecord, SessionRecord, Store, TurnRecord,

@@ -30,8 +30,9 @@ use sqlx::{ConnectOptions, QueryBuilder, Sqlite};
 use teamster_protocol::{AgentSpec, CancelReason};
 use teamster_store::{
     AgentRecord, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord, SessionOrder,
-    SessionFile, SessionQuery, SessionRecord, Store, StreamEvent, TurnRecord,
+    SessionFile, SessionQuery, SessionRecord, StreamEvent, TurnRecord,
 };
+use teamster_store::{AgentStore, CoordinationStore, EventLog, SessionStore, SettingsStore};
 use teamster_store::{ExpiredLease, TurnLease};
 
 use teamster_store::codec::{
@@ -158,7 +159,7 @@ impl SqliteStore {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl AgentStore for SqliteStore {
     async fn create_agent(&self, agent: &AgentRecord) -> Result<()> {
         let spec = to_json(&agent.spec, "agent spec")?;
         let version = to_i64(agent.version, "agent version")?;
@@ -242,7 +243,10 @@ impl Store for SqliteStore {
             .map_err(error::backend)?;
         Ok(deleted.rows_affected() > 0)
     }
+}
 
+#[async_trait]
+impl SessionStore for SqliteStore {
     async fn create_session(&self, session: &SessionRecord) -> Result<()> {
         let agent = SessionAgentColumns::new(&session.agent)?;
         let created_by = to_json(&session.created_by, "session created_by")?;
@@ -402,7 +406,10 @@ impl Store for SqliteStore {
         let (media_type, data, created_at) = row.ok_or(Error::NotFound("file"))?;
         Ok(SessionFile { session_id: session_id.to_owned(), digest: digest.to_owned(), media_type, data, created_at })
     }
+}
 
+#[async_trait]
+impl EventLog for SqliteStore {
     async fn create_turn(
         &self,
         turn: &TurnRecord,
@@ -549,6 +556,13 @@ impl Store for SqliteStore {
             .collect()
     }
 
+    async fn delete_expired_streams(&self, finished_before: &str, max_turns: u32) -> Result<u32> {
+        leases::delete_expired_streams(&self.connections, finished_before, max_turns).await
+    }
+}
+
+#[async_trait]
+impl CoordinationStore for SqliteStore {
     async fn claim_turn(&self, turn_id: &str, owner: &str, ttl: Duration, expected_claims: u64) -> Result<Option<TurnLease>> {
         leases::claim_turn(&self.connections, turn_id, owner, ttl, expected_claims).await
     }
@@ -563,46 +577,6 @@ impl Store for SqliteStore {
 
     async fn expired_leases(&self, limit: u32) -> Result<Vec<ExpiredLease>> {
         leases::expired_leases(&self.connections, limit).await
-    }
-
-    async fn delete_expired_streams(&self, finished_before: &str, max_turns: u32) -> Result<u32> {
-        leases::delete_expired_streams(&self.connections, finished_before, max_turns).await
-    }
-
-    async fn put_setting(&self, kind: &str, name: &str, value: &str, at: &str) -> Result<()> {
-        let mut writer = self.connections.write().await?;
-        sqlx::query(
-            "INSERT INTO settings (kind, name, value, updated_at) VALUES (?1, ?2, ?3, ?4) \
-             ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-        )
-        .bind(kind)
-        .bind(name)
-        .bind(value)
-        .bind(at)
-        .execute(writer.connection()?)
-        .await
-        .map_err(error::backend)?;
-        Ok(())
-    }
-
-    async fn list_settings(&self, kind: &str) -> Result<Vec<(String, String)>> {
-        let mut reader = self.connections.read().await?;
-        sqlx::query_as("SELECT name, value FROM settings WHERE kind = ?1 ORDER BY name")
-            .bind(kind)
-            .fetch_all(&mut *reader)
-            .await
-            .map_err(error::backend)
-    }
-
-    async fn delete_setting(&self, kind: &str, name: &str) -> Result<bool> {
-        let mut writer = self.connections.write().await?;
-        let deleted = sqlx::query("DELETE FROM settings WHERE kind = ?1 AND name = ?2")
-            .bind(kind)
-            .bind(name)
-            .execute(writer.connection()?)
-            .await
-            .map_err(error::backend)?;
-        Ok(deleted.rows_affected() > 0)
     }
 
     async fn request_cancel(&self, turn_id: &str, reason: CancelReason) -> Result<bool> {
@@ -638,6 +612,45 @@ impl Store for SqliteStore {
     /// One process owns a SQLite database and sees every change itself: there is no feed.
     async fn changes(&self) -> Result<Option<ChangeFeed>> {
         Ok(None)
+    }
+}
+
+#[async_trait]
+impl SettingsStore for SqliteStore {
+    async fn put_setting(&self, kind: &str, name: &str, value: &str, at: &str) -> Result<()> {
+        let mut writer = self.connections.write().await?;
+        sqlx::query(
+            "INSERT INTO settings (kind, name, value, updated_at) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+        )
+        .bind(kind)
+        .bind(name)
+        .bind(value)
+        .bind(at)
+        .execute(writer.connection()?)
+        .await
+        .map_err(error::backend)?;
+        Ok(())
+    }
+
+    async fn list_settings(&self, kind: &str) -> Result<Vec<(String, String)>> {
+        let mut reader = self.connections.read().await?;
+        sqlx::query_as("SELECT name, value FROM settings WHERE kind = ?1 ORDER BY name")
+            .bind(kind)
+            .fetch_all(&mut *reader)
+            .await
+            .map_err(error::backend)
+    }
+
+    async fn delete_setting(&self, kind: &str, name: &str) -> Result<bool> {
+        let mut writer = self.connections.write().await?;
+        let deleted = sqlx::query("DELETE FROM settings WHERE kind = ?1 AND name = ?2")
+            .bind(kind)
+            .bind(name)
+            .execute(writer.connection()?)
+            .await
+            .map_err(error::backend)?;
+        Ok(deleted.rows_affected() > 0)
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Waker};
 
 use teamster_protocol::{Subject, TurnState};
+use teamster_store::prelude::*;
 use teamster_store::{
     AgentRecord, ContentEvent, ContentQuery, LogWrite, SessionAgentRecord, SessionRecord, Store, StreamEvent,
     TurnRecord,

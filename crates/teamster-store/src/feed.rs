@@ -17,7 +17,7 @@ pub enum Change {
     /// A turn's log or state was written: its stream holds every event up to `last_sequence`
     /// (0 when the write stored no stream event, only content or the turn's state).
     Turn { turn_id: Arc<str>, last_sequence: u64 },
-    /// Cancelling a running turn was requested ([`Store::request_cancel`](crate::Store::request_cancel));
+    /// Cancelling a running turn was requested ([`CoordinationStore::request_cancel`](crate::CoordinationStore::request_cancel));
     /// `reason` is the first reason recorded.
     CancelRequested { turn_id: Arc<str>, reason: CancelReason },
     /// A setting of `kind` was created, replaced or deleted.

@@ -10,7 +10,11 @@
 //!
 //! `feed` is the seam for several replicas on one store: a store that other processes share
 //! announces what it committed on a [`ChangeFeed`], and records cancel requests for the replica
-//! that runs a turn ([`Store::request_cancel`]).
+//! that runs a turn ([`CoordinationStore::request_cancel`]).
+//!
+//! [`Store`] is the sum of five parts, each a trait of its own, so a caller can ask for only the
+//! part it needs: [`AgentStore`], [`SessionStore`], [`EventLog`], [`CoordinationStore`] and
+//! [`SettingsStore`].
 //!
 //! The event log has two parts:
 //! - the *stream*: every event of a turn, deltas included, as the exact JSON bytes that were
@@ -34,13 +38,18 @@ pub use records::*;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Everything Teamster persists. Implementations are cheap to share (`Arc<dyn Store>`).
-#[async_trait]
-pub trait Store: Send + Sync + 'static {
-    // Agents.
+/// The store's traits, for callers of a `dyn Store`: `use teamster_store::prelude::*;` brings
+/// every part's methods into scope.
+pub mod prelude {
+    pub use crate::{AgentStore, CoordinationStore, EventLog, SessionStore, SettingsStore, Store};
+}
 
+/// Saved agents and their immutable versions.
+#[async_trait]
+pub trait AgentStore: Send + Sync {
     /// Creates an agent with its first version. `Conflict` if the name is taken.
     async fn create_agent(&self, agent: &AgentRecord) -> Result<()>;
+
     /// Stores a new immutable version of an agent and makes it the latest. `NotFound` if the
     /// agent does not exist. Returns the agent at its new version.
     async fn add_agent_version(
@@ -49,40 +58,53 @@ pub trait Store: Send + Sync + 'static {
         spec: &teamster_protocol::AgentSpec,
         at: &str,
     ) -> Result<AgentRecord>;
+
     /// The latest version of an agent by id.
     async fn get_agent(&self, agent_id: &str) -> Result<AgentRecord>;
+
     /// The latest version of an agent by name.
     async fn get_agent_by_name(&self, name: &str) -> Result<AgentRecord>;
+
     /// One immutable version of an agent.
     async fn get_agent_version(&self, agent_id: &str, version: u64) -> Result<AgentRecord>;
+
     /// Every agent at its latest version, by name.
     async fn list_agents(&self) -> Result<Vec<AgentRecord>>;
+
     /// Deletes an agent and all its versions; `Ok(false)` if it did not exist. Sessions that
     /// pinned a version keep working.
     async fn delete_agent(&self, agent_id: &str) -> Result<bool>;
+}
 
-    // Sessions.
-
+/// Sessions, and the files a session keeps.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
     /// `Conflict` if the id exists.
     async fn create_session(&self, session: &SessionRecord) -> Result<()>;
+
     async fn get_session(&self, session_id: &str) -> Result<SessionRecord>;
+
     /// Replaces the mutable fields of a session: `agent` (drafts only), `title`, `updated_at`.
     async fn update_session(&self, session: &SessionRecord) -> Result<()>;
+
     /// Deletes a session with its turns and events; `Ok(false)` if it did not exist.
     async fn delete_session(&self, session_id: &str) -> Result<bool>;
+
     /// Sessions matching a query, in the query's order, at most `limit`.
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>>;
-
-    // Files of a session.
 
     /// Stores a file of a session unless the session already has one with its digest (the
     /// same bytes: the first copy is kept). `NotFound` if the session does not exist.
     async fn put_file(&self, file: &SessionFile) -> Result<()>;
+
     /// A file of a session by digest; `NotFound` if the session has none with that digest.
     async fn get_file(&self, session_id: &str, digest: &str) -> Result<SessionFile>;
+}
 
-    // Turns.
-
+/// Turns and their event logs: the stream (every event, as sent) and the content (the folded,
+/// list-visible events), and the retention of finished streams.
+#[async_trait]
+pub trait EventLog: Send + Sync {
     /// Creates a turn and makes it the session's last turn, atomically with its first log
     /// writes (usually `turn.created`), if and only if the session's last turn is still
     /// `expected_last_turn_id`. `Conflict` otherwise: another turn won the race.
@@ -92,12 +114,12 @@ pub trait Store: Send + Sync + 'static {
         expected_last_turn_id: Option<&str>,
         initial_writes: &[LogWrite],
     ) -> Result<()>;
+
     /// A turn of a session; `NotFound` if either is unknown or the turn is in another session.
     async fn get_turn(&self, session_id: &str, turn_id: &str) -> Result<TurnRecord>;
+
     /// Turns whose state is still `running`, oldest first (for recovery after a restart).
     async fn running_turns(&self) -> Result<Vec<TurnRecord>>;
-
-    // The event log.
 
     /// Applies a batch of log writes in one transaction, in order (group commit).
     ///
@@ -105,23 +127,36 @@ pub trait Store: Send + Sync + 'static {
     /// a (turn, sequence) is kept. Writes to a turn that does not exist (its session was deleted
     /// while the batch queued) are skipped rather than failing the other turns' writes.
     async fn write(&self, batch: &[LogWrite]) -> Result<()>;
+
     /// Stream events of a turn with sequence number greater than `after`, ascending, at most
     /// `limit`.
     async fn read_stream(&self, turn_id: &str, after: u64, limit: u32) -> Result<Vec<StreamEvent>>;
+
     /// The last sequence number written to a turn's stream (0 if none).
     async fn last_sequence(&self, turn_id: &str) -> Result<u64>;
+
     /// Content events of a turn, filtered and paged by [`ContentQuery`].
     async fn read_content(&self, turn_id: &str, query: &ContentQuery) -> Result<Vec<ContentEvent>>;
 
-    // Leases: the replica that runs a turn holds the turn's lease and renews it; a running turn
-    // whose lease has expired is taken over by another replica. Expiry is measured on the
-    // store's clock, so replicas whose clocks disagree still agree on it. `create_turn` gives a
-    // new turn an unclaimed lease that expires after [`codec::UNCLAIMED_LEASE_GRACE_MS`]; the
-    // creator's first renewal (claim 1) claims it.
+    /// Deletes the stream events (and the spent lease) of at most `max_turns` turns that
+    /// finished before `finished_before` (a timestamp), longest finished first; their content
+    /// events stay. Returns how many turns lost their stream, so 0 means none is left.
+    async fn delete_expired_streams(&self, finished_before: &str, max_turns: u32) -> Result<u32>;
+}
 
+/// What replicas sharing a store coordinate through: turn leases, cancel requests and the change
+/// feed.
+///
+/// The replica that runs a turn holds the turn's lease and renews it; a running turn whose lease
+/// has expired is taken over by another replica. Expiry is measured on the store's clock, so
+/// replicas whose clocks disagree still agree on it. `create_turn` gives a new turn an unclaimed
+/// lease that expires after [`codec::UNCLAIMED_LEASE_GRACE_MS`]; the creator's first renewal
+/// (claim 1) claims it.
+#[async_trait]
+pub trait CoordinationStore: Send + Sync {
     /// Takes over a running turn whose lease has expired (or was released) for `owner` until
     /// `ttl` from now, if the lease is still at its `expected_claims`-th claim (as
-    /// [`Store::expired_leases`] reported it). `None` when the takeover fails: the turn is not
+    /// [`CoordinationStore::expired_leases`] reported it). `None` when the takeover fails: the turn is not
     /// running, its lease is live, or someone took it over first. Of concurrent takeovers of
     /// one turn, at most one wins.
     async fn claim_turn(
@@ -131,46 +166,53 @@ pub trait Store: Send + Sync + 'static {
         ttl: std::time::Duration,
         expected_claims: u64,
     ) -> Result<Option<TurnLease>>;
+
     /// Extends to `ttl` from now, in one call, each of `leases` that `owner` holds: the turn is
     /// still running and its lease is that claim by `owner`, or is still unclaimed and the
     /// claim is the first (the creator's first renewal claims it). Returns the ids of the turns
     /// extended; the others' leases were lost.
     async fn renew_leases(&self, owner: &str, leases: &[TurnLease], ttl: std::time::Duration) -> Result<Vec<String>>;
-    /// Ends a lease that `owner` holds (as [`Store::renew_leases`] means it) now, so that any
+
+    /// Ends a lease that `owner` holds (as [`CoordinationStore::renew_leases`] means it) now, so that any
     /// replica may take the turn over at once. `Ok(false)` if `owner` no longer held it.
     async fn release_lease(&self, owner: &str, lease: &TurnLease) -> Result<bool>;
+
     /// Running turns whose lease has expired or was released, longest expired first, at most
     /// `limit`.
     async fn expired_leases(&self, limit: u32) -> Result<Vec<ExpiredLease>>;
-
-    // Retention.
-
-    /// Deletes the stream events (and the spent lease) of at most `max_turns` turns that
-    /// finished before `finished_before` (a timestamp), longest finished first; their content
-    /// events stay. Returns how many turns lost their stream, so 0 means none is left.
-    async fn delete_expired_streams(&self, finished_before: &str, max_turns: u32) -> Result<u32>;
-
-    // Settings: named JSON documents by kind (e.g. `model-provider`), shared by every replica.
-
-    /// Creates or replaces the setting `name` of `kind`.
-    async fn put_setting(&self, kind: &str, name: &str, value: &str, at: &str) -> Result<()>;
-    /// Every setting of `kind` as `(name, value)`, by name.
-    async fn list_settings(&self, kind: &str) -> Result<Vec<(String, String)>>;
-    /// Deletes a setting; `Ok(false)` if it did not exist.
-    async fn delete_setting(&self, kind: &str, name: &str) -> Result<bool>;
-
-    // Several replicas: cancel requests and the change feed.
 
     /// Records a request to cancel a running turn, for the replica that runs it, and announces
     /// it on the change feed. The first reason recorded wins. `Ok(false)` if the turn is not
     /// running (unknown, or ended already): nothing is recorded.
     async fn request_cancel(&self, turn_id: &str, reason: teamster_protocol::CancelReason) -> Result<bool>;
+
     /// The turns among `turn_ids` that are still running and have a cancel request, with its
     /// first reason, in no particular order. Unknown ids are left out.
     async fn cancel_requests(&self, turn_ids: &[&str]) -> Result<Vec<(String, teamster_protocol::CancelReason)>>;
+
     /// A reader of the changes committed from now on by any process sharing this store
     /// (every stream and state write, cancel request and setting write announces itself once
     /// committed), or `None` for a store no other process shares: then this process sees every
     /// change itself. Once this returns, no later commit goes unannounced.
     async fn changes(&self) -> Result<Option<ChangeFeed>>;
 }
+
+/// Settings: named JSON documents by kind (e.g. `model-provider`), shared by every replica.
+#[async_trait]
+pub trait SettingsStore: Send + Sync {
+    /// Creates or replaces the setting `name` of `kind`.
+    async fn put_setting(&self, kind: &str, name: &str, value: &str, at: &str) -> Result<()>;
+
+    /// Every setting of `kind` as `(name, value)`, by name.
+    async fn list_settings(&self, kind: &str) -> Result<Vec<(String, String)>>;
+
+    /// Deletes a setting; `Ok(false)` if it did not exist.
+    async fn delete_setting(&self, kind: &str, name: &str) -> Result<bool>;
+}
+
+/// Everything Teamster persists: every part above, as one object that is cheap to share
+/// (`Arc<dyn Store>`). Implement the parts; `Store` follows. Callers that need one part can
+/// take just that part.
+pub trait Store: AgentStore + SessionStore + EventLog + CoordinationStore + SettingsStore + 'static {}
+
+impl<T: AgentStore + SessionStore + EventLog + CoordinationStore + SettingsStore + 'static> Store for T {}
