@@ -29,13 +29,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{Postgres, QueryBuilder};
+use sqlx::Postgres;
 use teamster_protocol::{AgentSpec, CancelReason};
 use teamster_store::codec::{
     self, AgentRow, LogRows, SessionAgentColumns, SessionRow, TurnColumns, TurnRow, clamp_i64, to_i64, to_json, to_u64,
 };
 use teamster_store::{
-    AgentRecord, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord, SessionOrder, SessionQuery,
+    AgentRecord, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord, SessionQuery,
     SessionFile, SessionRecord, StreamEvent, TurnRecord,
 };
 use teamster_store::{AgentStore, CoordinationStore, EventLog, SessionStore, SettingsStore};
@@ -338,43 +338,7 @@ impl SessionStore for PostgresStore {
     }
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>> {
-        let mut sql = QueryBuilder::<Postgres>::new(format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE TRUE"));
-        if let Some(created_by) = &query.created_by {
-            sql.push(" AND created_by_id = ").push_bind(created_by.as_str());
-        }
-        if let Some(agent_name) = &query.agent_name {
-            sql.push(" AND agent_name = ").push_bind(agent_name.as_str());
-        }
-        if let Some(agent_id) = &query.agent_id {
-            sql.push(" AND agent_id = ").push_bind(agent_id.as_str());
-        }
-        if let Some(kind) = query.kind {
-            sql.push(" AND kind = ").push_bind(kind.as_str());
-        }
-        if let Some(session_id) = &query.session_id {
-            sql.push(" AND id = ").push_bind(session_id.as_str());
-        }
-        if let Some(from) = &query.created_from {
-            sql.push(" AND created_at >= ").push_bind(from.as_str());
-        }
-        if let Some(to) = &query.created_to {
-            sql.push(" AND created_at <= ").push_bind(to.as_str());
-        }
-        let key = match query.order_by {
-            SessionOrder::CreatedAt => "created_at",
-            SessionOrder::UpdatedAt => "updated_at",
-        };
-        let (after, direction) = if query.descending { ("<", "DESC") } else { (">", "ASC") };
-        // The keyset cursor is a row-value comparison, which the (key, id) indexes serve; the
-        // columns' "C" collation makes it compare bytes, as the cursor's producer does.
-        if let Some((cursor_key, cursor_id)) = &query.after {
-            sql.push(format_args!(" AND ({key}, id) {after} ("))
-                .push_bind(cursor_key.as_str())
-                .push(", ")
-                .push_bind(cursor_id.as_str())
-                .push(")");
-        }
-        sql.push(format_args!(" ORDER BY {key} {direction}, id {direction} LIMIT ")).push_bind(i64::from(query.limit));
+        let mut sql = teamster_store_sql::session_listing::<Postgres>(SESSION_COLUMNS, query);
         let rows: Vec<SessionRow> = sql.build_query_as().fetch_all(&self.pool).await.map_err(error::backend)?;
         rows.into_iter().map(codec::session).collect()
     }

@@ -18,8 +18,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("teamster-tools", &["teamster-protocol"]),
     ("teamster-store", &["teamster-protocol"]),
     ("teamster-mcp", &["teamster-protocol", "teamster-tools"]),
-    ("teamster-store-sqlite", &["teamster-protocol", "teamster-store"]),
-    ("teamster-store-postgres", &["teamster-protocol", "teamster-store"]),
+    ("teamster-store-sql", &["teamster-store"]),
+    ("teamster-store-sqlite", &["teamster-protocol", "teamster-store", "teamster-store-sql"]),
+    ("teamster-store-postgres", &["teamster-protocol", "teamster-store", "teamster-store-sql"]),
     ("teamster-engine", &["teamster-protocol", "teamster-llm", "teamster-tools"]),
     (
         "teamster-service",
@@ -44,7 +45,7 @@ const LAYERS: &[(&str, &[&str])] = &[
 
 /// Libraries only some crates may use, and which.
 const LIBRARIES: &[(&str, &[&str], &str)] = &[
-    ("sqlx", &["teamster-store-sqlite", "teamster-store-postgres"], "only the store backends know SQL"),
+    ("sqlx", &["teamster-store-sql", "teamster-store-sqlite", "teamster-store-postgres"], "only the store backends know SQL"),
     ("axum", &["teamster-server", "teamster-fake-model"], "only the server knows HTTP"),
     ("hyper", &["teamster-server"], "only the server knows HTTP"),
     ("hyper-util", &["teamster-server"], "only the server knows HTTP"),
@@ -80,7 +81,7 @@ const SOURCE_RULES: &[SourceRule] = &[
     },
     SourceRule {
         needles: &["sqlx::"],
-        allowed: &["teamster-store-sqlite", "teamster-store-postgres"],
+        allowed: &["teamster-store-sql", "teamster-store-sqlite", "teamster-store-postgres"],
         why: "only the store backends know SQL",
     },
 ];
