@@ -34,7 +34,7 @@ fn held(owner: usize, claims: &str) -> String {
     )
 }
 
-/// Takes over an expired lease (see [`teamster_store::Store::claim_turn`]). A running turn
+/// Takes over an expired lease (see [`teamster_store::CoordinationStore::claim_turn`]). A running turn
 /// without a lease row (left running before leases existed) counts as expired at claim 0.
 pub(crate) async fn claim_turn(
     pool: &PgPool,

@@ -14,7 +14,7 @@
 //!
 //! Replicas learn of each other's writes through the change feed (`feed`): log writes, cancel
 //! requests and setting writes send a notification in the statement that makes them, and
-//! [`Store::changes`] reads them on a LISTEN connection of its own.
+//! [`CoordinationStore::changes`] reads them on a LISTEN connection of its own.
 
 mod columns;
 mod error;
@@ -101,7 +101,7 @@ pub struct PostgresStore {
     pool: PgPool,
     /// The NOTIFY channel of the schema the store uses.
     channel: Arc<str>,
-    /// The change feed, started by the first [`Store::changes`] call.
+    /// The change feed, started by the first [`CoordinationStore::changes`] call.
     feed: Arc<feed::FeedSlot>,
 }
 
