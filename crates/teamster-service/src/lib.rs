@@ -55,7 +55,8 @@ pub use mcp_servers::McpServerWrite;
 pub use teamster_mcp::oauth::TokenKey;
 pub use providers::ProviderWrite;
 pub use sessions::{SessionListQuery, SessionScope};
-pub use subscribe::FrameStream;
+pub use live::StreamedEvent;
+pub use subscribe::EventStream;
 pub use teamster_store::SessionOrder;
 pub use turns::{CreateTurn, TurnListQuery};
 

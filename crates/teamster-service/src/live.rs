@@ -1,7 +1,8 @@
-//! Running turns in memory: each one's event frames, durability watermark and cancellation.
+//! Running turns in memory: each one's events, durability watermark and cancellation.
 //!
-//! A [`TurnLog`] holds every SSE frame of a running turn, so live subscribers never touch the
-//! store. Frames become visible only once the writer has committed them (the `durable`
+//! A [`TurnLog`] holds every event of a running turn as the JSON the store keeps (one shared
+//! buffer per event for the log, the writer and every subscriber), so live subscribers never
+//! touch the store. Frames become visible only once the writer has committed them (the `durable`
 //! watermark): whatever a client was sent survives a crash. When the turn has ended and its
 //! last frame is durable, the log leaves the registry and its memory is freed.
 
@@ -9,7 +10,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
 use teamster_protocol::{CancelReason, TurnState};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 pub struct TurnLog {
     pub turn_id: Arc<str>,
     pub session_id: String,
-    frames: Mutex<Frames>,
+    events: Mutex<Events>,
     /// The highest sequence number the store has committed.
     durable: watch::Sender<u64>,
     /// Fires to stop the turn; `cancel_reason` says why.
@@ -38,27 +38,28 @@ pub struct TurnLog {
     owned_until: AtomicU64,
 }
 
-struct Frames {
-    /// Frame `i` has sequence number `i + 1`.
-    frames: Vec<Bytes>,
+struct Events {
+    /// Event `i` has sequence number `i + 1`.
+    events: Vec<Arc<str>>,
     /// The sequence number of `turn.done`, once emitted.
     done_at: Option<u64>,
 }
 
-/// Formats one SSE frame (see [`teamster_protocol::sse::frame`]). Replays from the store
-/// format the stored JSON the same way, so every delivery of an event is byte-identical.
-pub fn sse_frame(sequence: u64, data: &str) -> Bytes {
-    Bytes::from(teamster_protocol::sse::frame(sequence, data))
+/// One event of a turn's stream: its sequence number and its JSON, as stored and sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamedEvent {
+    pub sequence: u64,
+    pub json: Arc<str>,
 }
 
 impl TurnLog {
-    /// A log whose first `committed` frames are already durable.
-    pub fn new(turn_id: &str, session_id: &str, frames: Vec<Bytes>) -> Arc<TurnLog> {
-        let committed = frames.len() as u64;
+    /// A log whose `events` (its first ones) are already durable.
+    pub fn new(turn_id: &str, session_id: &str, events: Vec<Arc<str>>) -> Arc<TurnLog> {
+        let committed = events.len() as u64;
         Arc::new(TurnLog {
             turn_id: turn_id.into(),
             session_id: session_id.to_owned(),
-            frames: Mutex::new(Frames { frames, done_at: None }),
+            events: Mutex::new(Events { events, done_at: None }),
             durable: watch::Sender::new(committed),
             cancel: CancellationToken::new(),
             cancel_reason: Mutex::new(None),
@@ -69,14 +70,14 @@ impl TurnLog {
         })
     }
 
-    /// Appends a frame under the log's lock and calls `then` with its sequence number while
+    /// Appends an event under the log's lock and calls `then` with its sequence number while
     /// still holding it, so the order of writes sent to the writer is the sequence order.
-    pub fn append(&self, data: &str, is_done: bool, then: impl FnOnce(u64)) -> u64 {
-        let mut frames = lock(&self.frames);
-        let sequence = frames.frames.len() as u64 + 1;
-        frames.frames.push(sse_frame(sequence, data));
+    pub fn append(&self, json: &Arc<str>, is_done: bool, then: impl FnOnce(u64)) -> u64 {
+        let mut events = lock(&self.events);
+        let sequence = events.events.len() as u64 + 1;
+        events.events.push(json.clone());
         if is_done {
-            frames.done_at = Some(sequence);
+            events.done_at = Some(sequence);
         }
         then(sequence);
         sequence
@@ -97,18 +98,22 @@ impl TurnLog {
         self.durable.subscribe()
     }
 
-    /// Durable frames after `after`, and whether the last of them is `turn.done`.
-    pub fn durable_frames(&self, after: u64, durable: u64) -> (Vec<Bytes>, bool) {
-        let frames = lock(&self.frames);
-        let end = (durable as usize).min(frames.frames.len());
+    /// Durable events after `after`, and whether the last of them is `turn.done`.
+    pub fn durable_events(&self, after: u64, durable: u64) -> (Vec<StreamedEvent>, bool) {
+        let events = lock(&self.events);
+        let end = (durable as usize).min(events.events.len());
         let start = (after as usize).min(end);
-        let batch = frames.frames[start..end].to_vec();
-        let complete = frames.done_at.is_some_and(|done| done <= durable);
+        let batch = events.events[start..end]
+            .iter()
+            .enumerate()
+            .map(|(offset, json)| StreamedEvent { sequence: (start + offset) as u64 + 1, json: json.clone() })
+            .collect();
+        let complete = events.done_at.is_some_and(|done| done <= durable);
         (batch, complete)
     }
 
     pub fn last_sequence(&self) -> u64 {
-        lock(&self.frames).frames.len() as u64
+        lock(&self.events).events.len() as u64
     }
 
     /// Asks the turn to stop. The first reason given wins.

@@ -33,7 +33,7 @@ use crate::Service;
 use crate::engine_metrics::metrics_from_content;
 use crate::error::Result;
 use crate::leases::clock;
-use crate::live::{TurnLog, sse_frame};
+use crate::live::TurnLog;
 use crate::sink::TurnSink;
 
 /// The most turns one scan claims; the next scan (on this replica or another) takes the rest.
@@ -161,8 +161,8 @@ impl Service {
             return self.end_unrun(&turn.id, last, CancelReason::Abandoned).await;
         }
         let session = self.store().get_session(session_id).await?;
-        let frames = stream.iter().map(|event| sse_frame(event.sequence, &event.data)).collect();
-        let log = TurnLog::new(&turn.id, session_id, frames);
+        let events = stream.iter().map(|event| event.data.as_str().into()).collect();
+        let log = TurnLog::new(&turn.id, session_id, events);
         let hold = self.inner.leases.hold_taken_over(&log, lease, claimed_at);
         self.inner.live.insert(log.clone());
         crate::runner::spawn_resumed(self.clone(), log, hold, session, turn, config.turn_timeout - age);

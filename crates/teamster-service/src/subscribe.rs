@@ -4,30 +4,30 @@
 //! A turn running in this process is followed in memory. Any other turn is read from the store:
 //! replayed, and, while it runs on another replica, read again whenever the change feed
 //! announces a write to it (or after a slow fallback poll), until `turn.done`. The store holds
-//! the exact bytes, so every replica sends the same frames.
+//! each event's exact JSON, so every replica streams the same events; how they are framed on
+//! the wire is the HTTP layer's business.
 
 use std::pin::Pin;
 
-use bytes::Bytes;
 use futures_util::Stream;
 use teamster_protocol::TurnState;
 use tokio::sync::mpsc;
 
 use crate::cluster::store_poll;
 use crate::error::{Result, ServiceError};
-use crate::live::{TurnLog, sse_frame};
+use crate::live::{StreamedEvent, TurnLog};
 use crate::{Caller, Service};
 
-/// SSE frames (`id: N\ndata: {...}\n\n`) of one turn, ending after `turn.done`.
-pub type FrameStream = Pin<Box<dyn Stream<Item = Bytes> + Send>>;
+/// The events of one turn after a cursor, in sequence order, ending after `turn.done`.
+pub type EventStream = Pin<Box<dyn Stream<Item = StreamedEvent> + Send>>;
 
-/// Frames buffered per subscriber; a slow client only ever slows itself.
+/// Events buffered per subscriber; a slow client only ever slows itself.
 const SUBSCRIBER_BUFFER: usize = 256;
 const STORE_PAGE: u32 = 1000;
 
 impl Service {
     /// Subscribes to a turn's stream after sequence number `after` (0 = from the start).
-    pub async fn subscribe(&self, caller: &Caller, session_id: &str, turn_id: &str, after: u64) -> Result<FrameStream> {
+    pub async fn subscribe(&self, caller: &Caller, session_id: &str, turn_id: &str, after: u64) -> Result<EventStream> {
         self.owned_session(caller, session_id).await?;
         let turn = self.turn_record(session_id, turn_id).await?;
         // A fenced turn may go on on another replica: it is followed through the store.
@@ -41,13 +41,13 @@ impl Service {
     }
 
     /// Streams a running turn's live log from `after`.
-    pub fn follow(&self, log: std::sync::Arc<TurnLog>, after: u64) -> FrameStream {
+    pub fn follow(&self, log: std::sync::Arc<TurnLog>, after: u64) -> EventStream {
         follow_live(log, after)
     }
 
     /// Replays a turn from the store, and follows it there while it is still running in some
     /// other process: woken by the change feed, or after a slow poll.
-    fn follow_store(&self, session_id: String, turn_id: String, mut after: u64) -> FrameStream {
+    fn follow_store(&self, session_id: String, turn_id: String, mut after: u64) -> EventStream {
         let (sender, receiver) = mpsc::channel(SUBSCRIBER_BUFFER);
         let service = self.clone();
         tokio::spawn(async move {
@@ -65,7 +65,8 @@ impl Service {
                 loop {
                     let Ok(page) = service.store().read_stream(&turn_id, after, STORE_PAGE).await else { return };
                     for event in &page {
-                        if sender.send(sse_frame(event.sequence, &event.data)).await.is_err() {
+                        let streamed = StreamedEvent { sequence: event.sequence, json: event.data.as_str().into() };
+                        if sender.send(streamed).await.is_err() {
                             return;
                         }
                         after = event.sequence;
@@ -107,24 +108,24 @@ fn is_turn_done(data: &str) -> bool {
     serde_json::from_str::<Kind<'_>>(data).is_ok_and(|event| event.kind == "turn.done")
 }
 
-fn follow_live(log: std::sync::Arc<TurnLog>, after: u64) -> FrameStream {
+fn follow_live(log: std::sync::Arc<TurnLog>, after: u64) -> EventStream {
     let (sender, receiver) = mpsc::channel(SUBSCRIBER_BUFFER);
     tokio::spawn(forward_live(log, after, sender));
     receiver_stream(receiver)
 }
 
-/// Sends durable frames after `after` until `turn.done` has been sent or the receiver is gone.
+/// Sends durable events after `after` until `turn.done` has been sent or the receiver is gone.
 /// A turn that leaves this process without its end (another replica took it over) ends the
-/// stream after its last durable frame; the client re-subscribes from there.
-async fn forward_live(log: std::sync::Arc<TurnLog>, mut after: u64, sender: mpsc::Sender<Bytes>) {
+/// stream after its last durable event; the client re-subscribes from there.
+async fn forward_live(log: std::sync::Arc<TurnLog>, mut after: u64, sender: mpsc::Sender<StreamedEvent>) {
     let mut durable = log.subscribe_durable();
     let mut finished = log.subscribe_finished();
     loop {
         let left = *finished.borrow_and_update();
         let committed = *durable.borrow_and_update();
-        let (frames, complete) = log.durable_frames(after, committed);
-        for frame in frames {
-            if sender.send(frame).await.is_err() {
+        let (events, complete) = log.durable_events(after, committed);
+        for event in events {
+            if sender.send(event).await.is_err() {
                 return;
             }
         }
@@ -139,9 +140,9 @@ async fn forward_live(log: std::sync::Arc<TurnLog>, mut after: u64, sender: mpsc
     }
 }
 
-fn receiver_stream(receiver: mpsc::Receiver<Bytes>) -> FrameStream {
+fn receiver_stream(receiver: mpsc::Receiver<StreamedEvent>) -> EventStream {
     Box::pin(futures_util::stream::unfold(receiver, |mut receiver| async move {
-        receiver.recv().await.map(|frame| (frame, receiver))
+        receiver.recv().await.map(|event| (event, receiver))
     }))
 }
 

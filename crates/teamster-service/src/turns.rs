@@ -11,7 +11,7 @@ use teamster_store::{LogWrite, SessionAgentRecord, SessionRecord, TurnRecord};
 use crate::cluster::EndingTurn;
 use crate::{cursor, input_files, pending};
 use crate::error::{Result, ServiceError};
-use crate::live::{TurnLog, sse_frame};
+use crate::live::TurnLog;
 use crate::{Caller, Service};
 
 /// The most input items one turn may carry.
@@ -254,7 +254,7 @@ impl Service {
             Err(teamster_store::Error::Conflict(_)) => return Ok(None),
             Err(other) => return Err(other.into()),
         }
-        let log = TurnLog::new(&record.id, &session.id, vec![sse_frame(1, &data)]);
+        let log = TurnLog::new(&record.id, &session.id, vec![data.clone()]);
         self.inner.live.insert(log.clone());
         crate::runner::spawn(self.clone(), log.clone(), session, record.clone(), ending_previous);
         Ok(Some((turn_view(record), log)))

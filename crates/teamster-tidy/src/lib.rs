@@ -70,7 +70,7 @@ const SOURCE_RULES: &[SourceRule] = &[
         why: "route strings belong to the server (and to clients of the API)",
     },
     SourceRule {
-        needles: &["\"data: ", "\"\\ndata: ", "\"id: "],
+        needles: &["\"data: ", "\"\\ndata: ", "\"id: ", "sse::frame"],
         allowed: &["teamster-server", "teamster-protocol", "teamster-cli", "teamster-fake-model", "teamster-llm", "teamster-mcp"],
         why: "SSE framing of our streams belongs to the server and the protocol's `sse` module",
     },

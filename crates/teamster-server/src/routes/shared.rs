@@ -26,8 +26,8 @@ pub async fn create_turn(state: &AppState, session_id: &str, body: CreateTurnReq
 
 /// Streams a turn's events after `after`.
 pub async fn subscribe(state: &AppState, session_id: &str, turn_id: &str, after: u64) -> ApiResult<Response> {
-    let frames = state.service.subscribe(&Caller::local(), session_id, turn_id, after).await?;
-    Ok(sse_response(frames, state.config.heartbeat, state.shutdown.clone()))
+    let events = state.service.subscribe(&Caller::local(), session_id, turn_id, after).await?;
+    Ok(sse_response(events, state.config.heartbeat, state.shutdown.clone()))
 }
 
 /// A page of a session's events, newest first. `include_running_tip` lists what a running
