@@ -1,4 +1,4 @@
-//! The engine's event sink for a running turn: serialise once, frame, queue for the writer.
+//! The engine's event sink for a running turn: serialise once, append to the log, queue for the writer.
 
 use std::future::Future;
 use std::pin::Pin;
