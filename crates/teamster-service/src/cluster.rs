@@ -31,7 +31,7 @@ pub(crate) const FALLBACK_POLL: Duration = Duration::from_secs(1);
 /// How often a replica looks up cancel requests for the turns it runs.
 const CANCEL_CHECK: Duration = Duration::from_secs(1);
 /// The settings kinds a replica keeps in memory, and so reloads when any replica writes them.
-const RELOADED_KINDS: [&str; 2] = [crate::providers::SETTING_KIND, crate::mcp_servers::SETTING_KIND];
+const RELOADED_KINDS: [&str; 2] = [crate::providers::SETTING_KIND, crate::mcp::SETTING_KIND];
 /// How often a reader of a store with no feed re-reads it (a turn of another process sharing
 /// a SQLite file, which only happens around a restart).
 const STORE_POLL: Duration = Duration::from_millis(250);
@@ -228,8 +228,8 @@ impl Service {
         {
             tracing::warn!(%error, "could not reload model providers");
         }
-        if wanted(crate::mcp_servers::SETTING_KIND)
-            && let Err(error) = self.inner.mcp_servers.reload(self.store()).await
+        if wanted(crate::mcp::SETTING_KIND)
+            && let Err(error) = self.inner.mcp.reload().await
         {
             tracing::warn!(%error, "could not reload MCP servers");
         }

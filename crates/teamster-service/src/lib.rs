@@ -19,11 +19,7 @@ mod events;
 mod history_cache;
 mod input_files;
 mod leases;
-mod mcp_links;
-mod mcp_oauth;
-mod mcp_pool;
-mod mcp_servers;
-mod mcp_turn;
+pub mod mcp;
 mod pending;
 pub mod live;
 mod providers;
@@ -50,8 +46,7 @@ pub use error::{Result, ServiceError};
 pub use events::{ListOrder, SessionEventsQuery, TurnEventsQuery};
 pub use input_files::DownloadedFile;
 pub use leases::LeaseConfig;
-pub use mcp_links::{McpLinks, OAuthCallback};
-pub use mcp_servers::McpServerWrite;
+pub use mcp::{McpHost, McpLinks, McpServerWrite, OAuthCallback};
 pub use teamster_mcp::oauth::TokenKey;
 pub use providers::ProviderWrite;
 pub use sessions::{SessionListQuery, SessionScope};
@@ -131,12 +126,8 @@ struct Inner {
     tools: Vec<Arc<dyn ToolSource>>,
     /// Histories of recently finished turns, so chained turns need not re-read the chain.
     history: history_cache::HistoryCache,
-    /// MCP servers configured through the settings API, by name.
-    mcp_servers: mcp_servers::McpRegistry,
-    /// Sessions' open MCP connections.
-    mcp_pool: mcp_pool::McpPool,
-    /// Users' OAuth authorizations of MCP servers.
-    mcp_oauth: mcp_oauth::McpOAuth,
+    /// MCP servers, their connections and users' authorizations of them.
+    mcp: Arc<mcp::McpHost>,
     /// The leases of the turns this replica runs.
     leases: Arc<leases::Leases>,
     /// Readers of turns running on other replicas; `None` when the store has no change feed
@@ -154,8 +145,7 @@ impl Service {
         let feed = store.changes().await?;
         let writer = writer::EventWriter::start(store.clone());
         let providers = providers::Providers::load(store.as_ref(), &config.env_providers, config.model_options).await?;
-        let mcp_servers = mcp_servers::McpRegistry::load(store.as_ref()).await?;
-        let mcp_oauth = mcp_oauth::McpOAuth::new(config.mcp_links.clone(), config.secret_key.as_ref())?;
+        let mcp = mcp::McpHost::start(store.clone(), config.mcp_links.clone(), config.secret_key.as_ref(), config.allow_stdio_mcp).await?;
         let service = Service {
             inner: Arc::new(Inner {
                 store,
@@ -165,9 +155,7 @@ impl Service {
                 provider_writes: tokio::sync::Mutex::new(()),
                 tools: vec![Arc::new(teamster_tools::builtin::Builtins)],
                 history: history_cache::HistoryCache::default(),
-                mcp_servers,
-                mcp_pool: mcp_pool::McpPool::default(),
-                mcp_oauth,
+                mcp,
                 cluster: feed.as_ref().map(|_| Arc::default()),
                 leases: Arc::new(leases::Leases::new(config.leases)),
                 config,
@@ -179,8 +167,12 @@ impl Service {
         leases::start_keeper(Arc::downgrade(&service.inner), service.inner.config.leases);
         recovery::start_takeovers(&service);
         retention::start_sweeper(&service);
-        service.sweep_mcp_connections();
         Ok(service)
+    }
+
+    /// The MCP host: configured servers, their tools, and users' authorizations of them.
+    pub fn mcp(&self) -> &McpHost {
+        &self.inner.mcp
     }
 
     fn store(&self) -> &dyn Store {

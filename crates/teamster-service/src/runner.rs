@@ -4,14 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use teamster_engine::{ContextPolicy, EventSink, ModelResolver, NamedSubAgent, Resolution, SubAgentPolicy, TurnOutcome, TurnPlan, history_from_events, render, run_turn};
+use teamster_engine::{ToolBox, ContextPolicy, EventSink, ModelResolver, NamedSubAgent, Resolution, SubAgentPolicy, TurnOutcome, TurnPlan, history_from_events, render, run_turn};
 use teamster_llm::Message;
 use teamster_protocol::event::{McpAuthRequired, TurnDone};
 use teamster_protocol::agent::{AgentSpec, SubAgentsConfig};
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, RuntimeConfig, TurnMetrics, TurnState, ids, timestamp};
 use teamster_store::{ContentQuery, LogWrite, SessionAgentRecord, SessionRecord, TurnRecord};
 
-use crate::mcp_turn::TurnTools;
+use crate::mcp::TurnTools;
 use crate::{Service, pending};
 use teamster_protocol::input::TurnInput;
 use crate::cluster::EndingTurn;
@@ -92,7 +92,7 @@ async fn run(service: Service, sink: Arc<TurnSink>, session: SessionRecord, turn
     };
     let log = sink.log.clone();
     let mut history = None;
-    let (outcome, metrics) = match service.plan_turn(&session, &turn).await {
+    let (outcome, metrics) = match service.plan_turn(&session, &turn, &sink).await {
         Err(message) if resumed => {
             tracing::warn!(turn_id = %turn.id, "ending a taken-over turn as abandoned: {message}");
             log.request_cancel(CancelReason::Abandoned);
@@ -195,7 +195,7 @@ enum TurnStart {
 impl Service {
     /// Builds the engine's plan for a turn, and returns the history events it used. Errors are
     /// messages for the turn's error state.
-    async fn plan_turn(&self, session: &SessionRecord, turn: &TurnRecord) -> Result<(TurnStart, Vec<Event>), String> {
+    async fn plan_turn(&self, session: &SessionRecord, turn: &TurnRecord, sink: &TurnSink) -> Result<(TurnStart, Vec<Event>), String> {
         let spec = match &session.agent {
             SessionAgentRecord::Draft { spec, .. } => spec.clone(),
             SessionAgentRecord::Saved { agent_id, agent_name, version } => {
@@ -217,6 +217,15 @@ impl Service {
             .collect();
         let history = self.history_events(turn).await.map_err(|error| format!("The session's history could not be read: {error}."))?;
         let resolutions = self.resolutions(turn, &history).await?;
+        let builtins = ToolBox::collect(self.inner.tools.clone()).await;
+        let (initialized, tools) = self.inner.mcp.turn_tools(builtins, turn, &spec, &history, &sink.log.cancel).await;
+        if let Some(event) = initialized {
+            sink.emit_content(&event);
+        }
+        let toolbox = match tools {
+            TurnTools::Ready(toolbox) => toolbox,
+            TurnTools::NeedsAuthorization(required) => return Ok((TurnStart::NeedsAuthorization(required), history)),
+        };
         let config = spec.config.as_ref();
         let iteration_limit = config
             .and_then(|config| config.iteration_limit)
@@ -231,10 +240,7 @@ impl Service {
             instructions: spec.instructions.as_deref().map(|text| render(text, &variables)),
             seed_messages,
             messages: history_from_events(&history, MAIN_THREAD_ID),
-            toolbox: match self.turn_toolbox(turn, &spec, &history).await {
-                TurnTools::Ready(toolbox) => toolbox,
-                TurnTools::NeedsAuthorization(required) => return Ok((TurnStart::NeedsAuthorization(required), history)),
-            },
+            toolbox,
             iteration_limit,
             iterations_done: 0,
             context: ContextPolicy::from_config(config.and_then(|config| config.context_management.as_ref())),

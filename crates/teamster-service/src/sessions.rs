@@ -174,7 +174,7 @@ impl Service {
             self.cancel_remote(session_id, &turn_id, reason, std::time::Duration::from_secs(5)).await?;
         }
         self.store().delete_session(session_id).await?;
-        self.close_mcp_connections(session_id);
+        self.inner.mcp.close_session(session_id);
         Ok(())
     }
 

@@ -98,7 +98,7 @@ async fn service(oauth: &OAuthServer, model: &teamster_fake_model::FakeModelServ
         "auth": {"type": "dcr"},
     }))
     .unwrap();
-    service.write_mcp_server(&user("admin"), manifest, McpServerWrite::Create).await.unwrap();
+    service.mcp().write_mcp_server(&user("admin"), manifest, McpServerWrite::Create).await.unwrap();
     service
 }
 
@@ -155,18 +155,18 @@ async fn authorize(service: &Service, auth_url: &str, login: &str) {
     let url = reqwest::Url::parse(auth_url).unwrap();
     assert_eq!(url.path(), "/t1/api/v1/mcp-servers/oauth/authorize");
     let ticket = url.query_pairs().find(|(key, _)| key == "ticket").unwrap().1.into_owned();
-    let at_server = service.begin_mcp_authorization("oauth", &ticket, None).await.unwrap();
+    let at_server = service.mcp().begin_mcp_authorization("oauth", &ticket, None).await.unwrap();
     let browser = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let answer = browser.get(format!("{at_server}&login_as={login}")).send().await.unwrap();
     assert_eq!(answer.status(), reqwest::StatusCode::FOUND);
     let location = answer.headers()[reqwest::header::LOCATION].to_str().unwrap().to_owned();
     let (callback, query) = location.split_once('?').unwrap();
     assert_eq!(callback, "http://127.0.0.1:9/t1/api/v1/mcp-servers/oauth/callback");
-    assert_eq!(service.finish_mcp_authorization(callback_answer(query)).await.unwrap(), None);
+    assert_eq!(service.mcp().finish_mcp_authorization(callback_answer(query)).await.unwrap(), None);
 }
 
 async fn status(service: &Service, caller: &Caller) -> String {
-    service.mcp_authorization_status(caller, "oauth", None).await.unwrap().status
+    service.mcp().mcp_authorization_status(caller, "oauth", None).await.unwrap().status
 }
 
 #[tokio::test]
@@ -197,7 +197,7 @@ async fn each_user_authorizes_for_themselves_and_connects_with_their_own_token()
     assert_eq!(answer(&turn(&service, &bob, &bobs, whoami()).await), "Tool result: bob");
 
     // Bob disconnects: only he is asked again, and Alice's connections are untouched.
-    let shown = service.disconnect_mcp_server(&bob, "oauth").await.unwrap();
+    let shown = service.mcp().disconnect_mcp_server(&bob, "oauth").await.unwrap();
     assert_eq!(shown.auth_status.status, "auth_required");
     auth_url(&turn(&service, &bob, &bobs, whoami()).await);
     assert_eq!(answer(&turn(&service, &alice, &alices, whoami()).await), "Tool result: alice");

@@ -42,18 +42,18 @@ pub fn routes() -> Router<AppState> {
 }
 
 async fn list_settings(State(state): State<AppState>) -> ApiResult<Json<Data<Vec<ConfiguredMcpServer>>>> {
-    Ok(Json(Data { data: state.service.list_mcp_server_settings(&Caller::local()).await? }))
+    Ok(Json(Data { data: state.service.mcp().list_mcp_server_settings(&Caller::local()).await? }))
 }
 
 async fn fetch_setting(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Data<ConfiguredMcpServer>>> {
-    Ok(Json(Data { data: state.service.get_mcp_server_setting(&Caller::local(), &name).await? }))
+    Ok(Json(Data { data: state.service.mcp().get_mcp_server_setting(&Caller::local(), &name).await? }))
 }
 
 async fn create(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<McpServerRequest>,
 ) -> ApiResult<(StatusCode, Json<Data<ConfiguredMcpServer>>)> {
-    let server = state.service.write_mcp_server(&Caller::local(), body.manifest, McpServerWrite::Create).await?;
+    let server = state.service.mcp().write_mcp_server(&Caller::local(), body.manifest, McpServerWrite::Create).await?;
     Ok((StatusCode::CREATED, Json(Data { data: server })))
 }
 
@@ -61,16 +61,16 @@ async fn upsert(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<McpServerRequest>,
 ) -> ApiResult<Json<Data<ConfiguredMcpServer>>> {
-    let server = state.service.write_mcp_server(&Caller::local(), body.manifest, McpServerWrite::Upsert).await?;
+    let server = state.service.mcp().write_mcp_server(&Caller::local(), body.manifest, McpServerWrite::Upsert).await?;
     Ok(Json(Data { data: server }))
 }
 
 async fn list_available(State(state): State<AppState>) -> ApiResult<Json<Data<Vec<AvailableMcpServer>>>> {
-    Ok(Json(Data { data: state.service.list_available_mcp_servers(&Caller::local()).await? }))
+    Ok(Json(Data { data: state.service.mcp().list_available_mcp_servers(&Caller::local()).await? }))
 }
 
 async fn list_tools(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Data<Vec<serde_json::Value>>>> {
-    Ok(Json(Data { data: state.service.list_mcp_server_tools(&Caller::local(), &name).await? }))
+    Ok(Json(Data { data: state.service.mcp().list_mcp_server_tools(&Caller::local(), &name).await? }))
 }
 
 /// With a `ticket` (the `auth_url` of an `mcp.auth_required` event, opened in a browser): a
@@ -80,19 +80,19 @@ async fn authorize(State(state): State<AppState>, Path(name): Path<String>, para
     let return_to = params.string("return_to");
     match params.string("ticket") {
         Some(ticket) => {
-            let location = state.service.begin_mcp_authorization(&name, &ticket, return_to.as_deref()).await?;
+            let location = state.service.mcp().begin_mcp_authorization(&name, &ticket, return_to.as_deref()).await?;
             Ok(redirect(&location))
         }
         None => {
             let status: McpAuthStatus =
-                state.service.mcp_authorization_status(&Caller::local(), &name, return_to.as_deref()).await?;
+                state.service.mcp().mcp_authorization_status(&Caller::local(), &name, return_to.as_deref()).await?;
             Ok(Json(status).into_response())
         }
     }
 }
 
 async fn disconnect(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Data<ConfiguredMcpServer>>> {
-    Ok(Json(Data { data: state.service.disconnect_mcp_server(&Caller::local(), &name).await? }))
+    Ok(Json(Data { data: state.service.mcp().disconnect_mcp_server(&Caller::local(), &name).await? }))
 }
 
 /// The authorization server's redirect back: `{"success": true}` (a short HTML page for a
@@ -102,7 +102,7 @@ async fn callback(State(state): State<AppState>, headers: HeaderMap, RawQuery(qu
     if query.len() > MAX_CALLBACK_QUERY_BYTES {
         return Err(ApiError::bad_request("invalid_request", "the callback's query string is too long").with_param("state"));
     }
-    match state.service.finish_mcp_authorization(oauth_callback(&query)?).await? {
+    match state.service.mcp().finish_mcp_authorization(oauth_callback(&query)?).await? {
         Some(location) => Ok(redirect(&location)),
         None if wants_html(&headers) => Ok(Html(AUTHORIZED_PAGE).into_response()),
         None => Ok(Json(serde_json::json!({"success": true})).into_response()),

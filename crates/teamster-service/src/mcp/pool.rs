@@ -138,26 +138,19 @@ impl McpPool {
     }
 }
 
-impl crate::Service {
-    /// Closes idle connections every [`SWEEP_INTERVAL`], until the service is dropped.
-    pub(crate) fn sweep_mcp_connections(&self) {
-        let inner = Arc::downgrade(&self.inner);
-        tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(SWEEP_INTERVAL);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+/// Closes idle connections every [`SWEEP_INTERVAL`], until the host is dropped.
+pub(super) fn start_sweeper(host: &Arc<super::McpHost>) {
+    let host = Arc::downgrade(host);
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(SWEEP_INTERVAL);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks.tick().await;
+        loop {
             ticks.tick().await;
-            loop {
-                ticks.tick().await;
-                let Some(inner) = inner.upgrade() else { return };
-                inner.mcp_pool.sweep();
-            }
-        });
-    }
-
-    /// Closes a session's MCP connections (the session is gone).
-    pub(crate) fn close_mcp_connections(&self, session_id: &str) {
-        self.inner.mcp_pool.remove_session(session_id);
-    }
+            let Some(host) = host.upgrade() else { return };
+            host.pool.sweep();
+        }
+    });
 }
 
 /// A hash of everything that decides where a configuration connects and with which

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use teamster_engine::{ASK_USER_QUESTION, EventSink, LOAD_TOOLS, READ_TOOL_RESULT, SEARCH_TOOLS, ToolBox};
+use teamster_engine::{ASK_USER_QUESTION, LOAD_TOOLS, READ_TOOL_RESULT, SEARCH_TOOLS, ToolBox};
 use teamster_mcp::{McpConnection, McpError, McpServerConfig, Transport};
 use teamster_protocol::agent::{AgentSpec, McpServer, McpServerSource};
 use teamster_protocol::event::{McpAuthRequired, McpInitialize, McpServerAuth, McpServerInit};
@@ -25,13 +25,12 @@ use teamster_tools::selector::Selectors;
 use teamster_tools::{Tool, ToolOutput, ToolSource};
 use tokio_util::sync::CancellationToken;
 
-use crate::Service;
-use crate::mcp_oauth::subject_key;
-use crate::mcp_pool::{Pooled, fingerprint};
-use crate::mcp_servers::{
+use super::McpHost;
+use super::oauth::subject_key;
+use super::pool::{Pooled, fingerprint};
+use super::servers::{
     endpoint_url, inline_config, inline_server_id, registry_config, registry_server_id, scrub_url,
 };
-use crate::sink::TurnSink;
 
 /// How long a turn waits for one MCP server to connect and list its tools.
 const TURN_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -78,26 +77,31 @@ pub(crate) enum TurnTools {
     NeedsAuthorization(McpAuthRequired),
 }
 
-impl Service {
-    /// The tools of a turn: the built-ins, then each MCP server's selected tools (deferred ones
-    /// held back until loaded), with the loads of earlier turns restored from `history`.
-    /// Emits `mcp.initialize` when the turn opened a connection or a server failed.
+impl McpHost {
+    /// The tools of a turn: `toolbox` (the built-ins), then each MCP server's selected tools
+    /// (deferred ones held back until loaded), with the loads of earlier turns restored from
+    /// `history`. Connecting is abandoned when `cancel` fires. Also answers the `mcp.initialize`
+    /// event to record when the turn opened a connection or a server failed.
     ///
     /// If any server needs the turn's user to authorize it (an OAuth server for which the user
     /// holds no usable tokens, or whose tokens it refuses), the turn cannot start: the answer is
     /// the `mcp.auth_required` naming every such server, so one pause covers them all.
-    pub(crate) async fn turn_toolbox(&self, turn: &TurnRecord, spec: &AgentSpec, history: &[Event]) -> TurnTools {
-        let mut toolbox = ToolBox::collect(self.inner.tools.clone()).await;
+    pub(crate) async fn turn_tools(
+        &self,
+        mut toolbox: ToolBox,
+        turn: &TurnRecord,
+        spec: &AgentSpec,
+        history: &[Event],
+        cancel: &CancellationToken,
+    ) -> (Option<Event>, TurnTools) {
         let servers = spec.mcp_servers.as_deref().unwrap_or_default();
         if servers.is_empty() {
-            return TurnTools::Ready(toolbox);
+            return (None, TurnTools::Ready(toolbox));
         }
-        let log = self.inner.live.get(&turn.id);
-        let cancel = log.as_ref().map(|log| log.cancel.clone()).unwrap_or_default();
         let user = &turn.created_by;
         let planned: Vec<Planned<'_>> = servers.iter().map(|server| self.plan_server(server)).collect();
         let connected = futures_util::future::join_all(
-            planned.into_iter().map(|planned| self.connect_server(&turn.session_id, user, planned, &cancel)),
+            planned.into_iter().map(|planned| self.connect_server(&turn.session_id, user, planned, cancel)),
         )
         .await;
 
@@ -123,7 +127,7 @@ impl Service {
                         Err(error) => entries.push(failed_entry(id, name, error.to_string())),
                     }
                 }
-                Outcome::NeedsAuthorization => match self.mcp_auth_url(user, name, &turn.session_id) {
+                Outcome::NeedsAuthorization => match self.oauth.auth_url(user, name, &turn.session_id) {
                     Ok(auth_url) => unauthorized.push(McpServerAuth { id, name: name.to_owned(), auth_url }),
                     Err(error) => entries.push(failed_entry(id, name, format!("the authorization link cannot be made: {error}"))),
                 },
@@ -133,25 +137,23 @@ impl Service {
                 }
             }
         }
-        if !entries.is_empty()
-            && let Some(log) = log
-        {
-            let sink = TurnSink { log, writer: self.inner.writer.clone(), hold: None };
-            sink.emit_content(&Event::McpInitialize(McpInitialize {
+        let initialized = (!entries.is_empty()).then(|| {
+            Event::McpInitialize(McpInitialize {
                 id: ids::new_id("evt"),
                 created_at: timestamp::now(),
                 thread_id: MAIN_THREAD_ID.to_owned(),
                 mcp_servers: entries,
-            }));
-        }
+            })
+        });
         if !unauthorized.is_empty() {
             // A run-level event: the spec leaves its thread null.
-            return TurnTools::NeedsAuthorization(McpAuthRequired {
+            let required = TurnTools::NeedsAuthorization(McpAuthRequired {
                 id: ids::new_id("evt"),
                 created_at: timestamp::now(),
                 thread_id: None,
                 mcp_servers: unauthorized,
             });
+            return (initialized, required);
         }
 
         let mut reserved: HashSet<String> = toolbox.tools().iter().map(|tool| tool.name.clone()).collect();
@@ -175,15 +177,15 @@ impl Service {
             toolbox.add_deferred(Arc::new(source), |tool| !preloaded.contains(&tool.name)).await;
         }
         toolbox.restore_loads(history, MAIN_THREAD_ID);
-        TurnTools::Ready(toolbox)
+        (initialized, TurnTools::Ready(toolbox))
     }
 
     /// Where one of the agent's servers is.
     fn plan_server<'a>(&self, server: &'a McpServer) -> Planned<'a> {
         let (config, oauth) = match &server.source {
-            McpServerSource::Registry { name } => match self.inner.mcp_servers.get(name) {
+            McpServerSource::Registry { name } => match self.registry.get(name) {
                 Some(manifest) => {
-                    (registry_config(name, &manifest, self.inner.config.allow_stdio_mcp), matches!(manifest.auth, Some(ManifestAuth::Dcr {})))
+                    (registry_config(name, &manifest, self.allow_stdio), matches!(manifest.auth, Some(ManifestAuth::Dcr {})))
                 }
                 None => (Err(format!("no MCP server named {name:?} is configured")), false),
             },
@@ -233,7 +235,7 @@ impl Service {
         }
         let user_key = subject_key(user);
         let url = endpoint_url(&config).map(str::to_owned);
-        if let Some(pooled) = self.inner.mcp_pool.get(session_id, &user_key, name, print) {
+        if let Some(pooled) = self.pool.get(session_id, &user_key, name, print) {
             return Connected { server, id, outcome: Outcome::Ready(pooled, false) };
         }
         config.connect_timeout = TURN_CONNECT_TIMEOUT;
@@ -254,7 +256,7 @@ impl Service {
         };
         let outcome = match opened {
             Ok(pooled) => {
-                self.inner.mcp_pool.insert(session_id, &user_key, name, print, pooled.clone());
+                self.pool.insert(session_id, &user_key, name, print, pooled.clone());
                 Outcome::Ready(pooled, true)
             }
             Err(OpenError::Unauthorized) if planned.oauth => Outcome::NeedsAuthorization,

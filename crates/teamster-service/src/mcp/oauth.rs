@@ -50,9 +50,10 @@ use teamster_protocol::timestamp;
 use teamster_store::Store;
 
 use crate::error::{Result, ServiceError};
-use crate::mcp_links::{McpLinks, OAuthCallback};
-use crate::mcp_servers::registry_config;
-use crate::{Caller, Service};
+use super::links::{McpLinks, OAuthCallback};
+use super::servers::registry_config;
+use super::McpHost;
+use crate::Caller;
 
 /// The settings kind of registered clients, one per MCP server (named by it).
 const CLIENT_KIND: &str = "mcp-oauth-client";
@@ -250,7 +251,7 @@ struct Ticket {
     expires_at: u64,
 }
 
-impl Service {
+impl McpHost {
     /// `GET /mcp-servers/{name}/authorize` without a ticket: whether the caller can use the
     /// server, and for a `dcr` server the caller has not authorized, a new authorization URL at
     /// the authorization server (registering a client first if none is stored).
@@ -281,7 +282,7 @@ impl Service {
     /// authorization server's URL to redirect the browser to.
     pub async fn begin_mcp_authorization(&self, name: &str, ticket: &str, return_to: Option<&str>) -> Result<String> {
         let manifest = self.mcp_server_manifest(name).ok_or_else(|| not_found(name))?;
-        let ticket = self.inner.mcp_oauth.open_ticket(name, ticket, unix_now())?;
+        let ticket = self.oauth.open_ticket(name, ticket, unix_now())?;
         if !matches!(manifest.auth, Some(McpServerAuth::Dcr {})) {
             return Err(ServiceError::invalid(format!("MCP server {name:?} does not use OAuth (auth type dcr)")));
         }
@@ -330,7 +331,7 @@ impl Service {
             Err(error) => return fail("code", format!("the authorization code could not be exchanged for tokens: {error}")),
         };
         let grant = Grant { client: pending.client.clone(), tokens };
-        write_grant(self.store(), &self.inner.mcp_oauth.cipher, &pending.subject, &pending.server, &grant).await?;
+        write_grant(self.store(), &self.oauth.cipher, &pending.subject, &pending.server, &grant).await?;
         self.forget_connections(&pending.subject, &pending.server);
         tracing::info!(server = %pending.server, subject = %pending.subject.subject_id, session_id = ?pending.session_id, "MCP server authorized");
         Ok(pending.return_to.as_deref().map(|return_to| with_query(return_to, &[("isSuccess", "true")])))
@@ -351,7 +352,7 @@ impl Service {
     /// The MCP servers the user holds usable grants for. Unreadable grants are logged and left
     /// out.
     pub(crate) async fn authorized_servers(&self, subject: &Subject) -> Result<HashSet<String>> {
-        let grants = read_grants(self.store(), &self.inner.mcp_oauth.cipher, subject).await?;
+        let grants = read_grants(self.store(), &self.oauth.cipher, subject).await?;
         Ok(grants.into_iter().filter(|(server, grant)| self.grant_is_current(server, grant)).map(|(server, _)| server).collect())
     }
 
@@ -363,16 +364,11 @@ impl Service {
         grant.is_usable(SystemTime::now()) && url.as_deref() == Some(grant.client.mcp_url.as_str())
     }
 
-    /// The `auth_url` for a user's `mcp.auth_required` event.
-    pub(crate) fn mcp_auth_url(&self, subject: &Subject, server: &str, session_id: &str) -> Result<String, String> {
-        self.inner.mcp_oauth.auth_url(subject, server, session_id)
-    }
-
     /// The bearer token provider for the user's connections to a `dcr` server, and the id of
     /// the client it refreshes with; `None` when the user holds no usable grant (the turn then
     /// asks for authorization). Connections of one user to one server share a provider.
     pub(crate) async fn oauth_bearer(&self, subject: &Subject, server: &str) -> Option<(Arc<OAuthTokenProvider>, String)> {
-        let oauth = &self.inner.mcp_oauth;
+        let oauth = &self.oauth;
         let grant = match read_grant(self.store(), &oauth.cipher, subject, server).await {
             Ok(grant) => grant?,
             Err(error) => {
@@ -400,7 +396,7 @@ impl Service {
             }
         };
         let store = GrantStore {
-            store: self.inner.store.clone(),
+            store: self.store.clone(),
             cipher: oauth.cipher.clone(),
             subject: subject.clone(),
             server: server.to_owned(),
@@ -440,7 +436,7 @@ impl Service {
     /// now (and stored, sealed, for every replica and restart). A client registered for another
     /// URL or redirect URI, or whose secret expired, is replaced.
     async fn client_record(&self, name: &str, manifest: &McpServerManifest) -> Result<ClientRecord> {
-        let oauth = &self.inner.mcp_oauth;
+        let oauth = &self.oauth;
         let mcp_url = manifest.url.clone().ok_or_else(|| ServiceError::Unprocessable(format!("MCP server {name:?} has no URL")))?;
         let redirect_uri = oauth.redirect_uri.clone().ok_or_else(|| ServiceError::Unprocessable(no_links()))?;
         let fits = |record: &ClientRecord| record.fits(&mcp_url, &redirect_uri, SystemTime::now());
@@ -479,7 +475,7 @@ impl Service {
     /// which may name its metadata; `None` if it answers otherwise (discovery then tries the
     /// well-known locations).
     async fn unauthorized_challenge(&self, name: &str, manifest: &McpServerManifest) -> Option<String> {
-        let mut config = registry_config(name, manifest, self.inner.config.allow_stdio_mcp).ok()?;
+        let mut config = registry_config(name, manifest, self.allow_stdio).ok()?;
         config.connect_timeout = PROBE_TIMEOUT;
         match McpConnection::connect(config).await {
             Err(McpError::Unauthorized { www_authenticate }) => www_authenticate,
@@ -508,8 +504,7 @@ impl Service {
         }
         let name = pending_name(state);
         let sealed = self
-            .inner
-            .mcp_oauth
+            .oauth
             .cipher
             .seal_json(pending, &pending_context(&name))
             .map_err(|error| ServiceError::Unprocessable(error.to_string()))?;
@@ -532,7 +527,7 @@ impl Service {
         if row.expires_at <= unix_now() {
             return Ok(None);
         }
-        match self.inner.mcp_oauth.cipher.open_json::<Pending>(&row.sealed, &pending_context(&name)) {
+        match self.oauth.cipher.open_json::<Pending>(&row.sealed, &pending_context(&name)) {
             Ok(pending) => Ok(Some(pending)),
             Err(error) => {
                 tracing::warn!(%error, "a pending OAuth authorization cannot be opened");
@@ -544,8 +539,8 @@ impl Service {
     /// Closes the user's connections to a server and forgets their token provider, so the next
     /// turn connects with the current grant.
     fn forget_connections(&self, subject: &Subject, server: &str) {
-        self.inner.mcp_oauth.forget_provider(subject, server);
-        self.inner.mcp_pool.remove_user_server(&subject_key(subject), server);
+        self.oauth.forget_provider(subject, server);
+        self.pool.remove_user_server(&subject_key(subject), server);
     }
 }
 
@@ -866,7 +861,7 @@ mod tests {
     async fn pending_authorizations_are_sealed_taken_once_and_expire() {
         let store: Arc<dyn Store> =
             Arc::new(teamster_store_sqlite::SqliteStore::connect("sqlite::memory:").await.unwrap());
-        let service = Service::start(store.clone(), crate::ServiceConfig::default()).await.unwrap();
+        let service = McpHost::start(store.clone(), None, None, false).await.unwrap();
 
         service.put_pending("state-a", &pending("alice")).await.unwrap();
         let rows = store.list_settings(PENDING_KIND).await.unwrap();

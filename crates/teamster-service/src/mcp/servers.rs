@@ -22,7 +22,8 @@ use teamster_tools::ToolSource;
 use teamster_tools::selector::Selectors;
 
 use crate::error::{Result, ServiceError};
-use crate::{Caller, Service};
+use super::McpHost;
+use crate::Caller;
 
 /// The settings kind under which MCP servers are stored.
 pub(crate) const SETTING_KIND: &str = "mcp-server";
@@ -90,31 +91,31 @@ pub enum McpServerWrite {
     Upsert,
 }
 
-impl Service {
+impl McpHost {
     /// Every configured MCP server, secrets redacted, with the caller's auth status.
     pub async fn list_mcp_server_settings(&self, caller: &Caller) -> Result<Vec<ConfiguredMcpServer>> {
         let authorized = self.authorized_servers(&caller.subject).await?;
-        let servers = self.inner.mcp_servers.read();
+        let servers = self.registry.read();
         Ok(servers.iter().map(|(name, manifest)| configured(name, manifest, authorized.contains(name))).collect())
     }
 
     /// One configured MCP server, secrets redacted, with the caller's auth status.
     pub async fn get_mcp_server_setting(&self, caller: &Caller, name: &str) -> Result<ConfiguredMcpServer> {
-        let manifest = self.inner.mcp_servers.get(name).ok_or_else(|| not_found(name))?;
+        let manifest = self.registry.get(name).ok_or_else(|| not_found(name))?;
         let authorized = self.authorized_servers(&caller.subject).await?;
         Ok(configured(name, &manifest, authorized.contains(name)))
     }
 
     /// A configured MCP server as stored, secrets included (for connecting, and for OAuth).
     pub fn mcp_server_manifest(&self, name: &str) -> Option<McpServerManifest> {
-        self.inner.mcp_servers.get(name)
+        self.registry.get(name)
     }
 
     /// The MCP servers agents can name, without configuration or secrets, with the caller's
     /// auth status.
     pub async fn list_available_mcp_servers(&self, caller: &Caller) -> Result<Vec<AvailableMcpServer>> {
         let authorized = self.authorized_servers(&caller.subject).await?;
-        let servers = self.inner.mcp_servers.read();
+        let servers = self.registry.read();
         Ok(servers
             .iter()
             .map(|(name, manifest)| AvailableMcpServer {
@@ -138,11 +139,11 @@ impl Service {
         mode: McpServerWrite,
     ) -> Result<ConfiguredMcpServer> {
         validate_manifest(&manifest)?;
-        if manifest.kind == McpServerManifest::STDIO && !self.inner.config.allow_stdio_mcp {
+        if manifest.kind == McpServerManifest::STDIO && !self.allow_stdio {
             return Err(ServiceError::Forbidden(stdio_disabled(&manifest.name)));
         }
         let name = manifest.name.clone();
-        let registry = &self.inner.mcp_servers;
+        let registry = &self.registry;
         let _writing = registry.writes.lock().await;
         let existing = registry.get(&name);
         if mode == McpServerWrite::Create && existing.is_some() {
@@ -164,8 +165,8 @@ impl Service {
     /// is [`ServiceError::Upstream`], one that wants authorization (or the caller's, first)
     /// [`ServiceError::AuthRequired`].
     pub async fn list_mcp_server_tools(&self, caller: &Caller, name: &str) -> Result<Vec<serde_json::Value>> {
-        let manifest = self.inner.mcp_servers.get(name).ok_or_else(|| not_found(name))?;
-        let mut config = registry_config(name, &manifest, self.inner.config.allow_stdio_mcp).map_err(|message| {
+        let manifest = self.registry.get(name).ok_or_else(|| not_found(name))?;
+        let mut config = registry_config(name, &manifest, self.allow_stdio).map_err(|message| {
             if manifest.kind == McpServerManifest::STDIO { ServiceError::Forbidden(message) } else { ServiceError::Unprocessable(message) }
         })?;
         config.connect_timeout = LISTING_TIMEOUT;

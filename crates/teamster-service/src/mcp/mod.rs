@@ -1,0 +1,72 @@
+//! The MCP host: the MCP servers operators configure (the registry), the connections sessions
+//! hold to them (the pool), users' OAuth authorizations of them, and the tools a turn gets from
+//! them. The rest of the service talks to it through [`McpHost`] alone; it knows no HTTP: the
+//! server hands it [`McpLinks`] to build its own page links and an [`OAuthCallback`] already
+//! read from the callback's query, and gets back where to send the browser.
+
+mod links;
+mod oauth;
+mod pool;
+mod servers;
+mod toolbox;
+
+use std::sync::Arc;
+
+use teamster_mcp::oauth::TokenKey;
+use teamster_store::Store;
+
+use crate::error::Result;
+
+pub use links::{McpLinks, OAuthCallback};
+pub use servers::McpServerWrite;
+pub(crate) use servers::{SETTING_KIND, validate_agent_servers};
+pub(crate) use toolbox::TurnTools;
+
+/// The MCP servers, connections and authorizations of this replica.
+pub struct McpHost {
+    store: Arc<dyn Store>,
+    /// The servers configured through the settings API, by name.
+    registry: servers::McpRegistry,
+    /// Sessions' open connections.
+    pool: pool::McpPool,
+    /// Users' OAuth authorizations.
+    oauth: oauth::McpOAuth,
+    /// Whether servers of type stdio (commands run on this host) may be configured and started.
+    allow_stdio: bool,
+}
+
+impl McpHost {
+    /// Loads the configured servers and starts closing idle connections (until the host is
+    /// dropped). `links` name the OAuth pages (`None`: users cannot authorize in a browser);
+    /// `key` seals tokens (`None`: a random key for this process).
+    pub(crate) async fn start(
+        store: Arc<dyn Store>,
+        links: Option<Arc<dyn McpLinks>>,
+        key: Option<&TokenKey>,
+        allow_stdio: bool,
+    ) -> Result<Arc<McpHost>> {
+        let host = Arc::new(McpHost {
+            registry: servers::McpRegistry::load(store.as_ref()).await?,
+            pool: pool::McpPool::default(),
+            oauth: oauth::McpOAuth::new(links, key)?,
+            store,
+            allow_stdio,
+        });
+        pool::start_sweeper(&host);
+        Ok(host)
+    }
+
+    fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
+
+    /// Reads the configured servers again (another replica changed them).
+    pub(crate) async fn reload(&self) -> Result<()> {
+        self.registry.reload(self.store()).await
+    }
+
+    /// Closes a session's connections (the session is gone).
+    pub(crate) fn close_session(&self, session_id: &str) {
+        self.pool.remove_session(session_id);
+    }
+}
