@@ -219,10 +219,10 @@ fn without_password(url: &str) -> String {
 
 async fn ensure_example_agent(service: &Service) -> anyhow::Result<()> {
     let manifest: AgentManifest = serde_yaml::from_str(EXAMPLE_AGENT).context("the bundled example agent")?;
-    match service.get_agent_by_name(&manifest.name).await {
+    match service.catalog().get_agent_by_name(&manifest.name).await {
         Ok(_) => Ok(()),
         Err(teamster_service::ServiceError::NotFound(_)) => {
-            service.create_agent(&manifest.name, manifest.to_spec()).await?;
+            service.catalog().create_agent(&manifest.name, manifest.to_spec()).await?;
             tracing::info!(agent = %manifest.name, "created the example agent (offline demo model)");
             Ok(())
         }

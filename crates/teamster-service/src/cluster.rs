@@ -31,7 +31,7 @@ pub(crate) const FALLBACK_POLL: Duration = Duration::from_secs(1);
 /// How often a replica looks up cancel requests for the turns it runs.
 const CANCEL_CHECK: Duration = Duration::from_secs(1);
 /// The settings kinds a replica keeps in memory, and so reloads when any replica writes them.
-const RELOADED_KINDS: [&str; 2] = [crate::providers::SETTING_KIND, crate::mcp::SETTING_KIND];
+const RELOADED_KINDS: [&str; 2] = [crate::catalog::SETTING_KIND, crate::mcp::SETTING_KIND];
 /// How often a reader of a store with no feed re-reads it (a turn of another process sharing
 /// a SQLite file, which only happens around a restart).
 const STORE_POLL: Duration = Duration::from_millis(250);
@@ -223,8 +223,8 @@ impl Service {
         let Some(cluster) = &self.inner.cluster else { return };
         let _serial = cluster.reloads.lock().await;
         let wanted = |setting_kind: &str| kind.is_none_or(|kind| kind == setting_kind);
-        if wanted(crate::providers::SETTING_KIND)
-            && let Err(error) = self.reload_model_providers().await
+        if wanted(crate::catalog::SETTING_KIND)
+            && let Err(error) = self.catalog().reload_model_providers().await
         {
             tracing::warn!(%error, "could not reload model providers");
         }

@@ -53,7 +53,7 @@ impl Service {
         turn_id: &str,
         query: TurnEventsQuery,
     ) -> Result<(Vec<Box<RawValue>>, Option<String>)> {
-        self.owned_session(caller, session_id).await?;
+        self.catalog().owned_session(caller, session_id).await?;
         let turn = self.turn_record(session_id, turn_id).await?;
         if query.require_terminal && !turn.state.is_terminal() {
             return Err(ServiceError::Conflict {
@@ -97,7 +97,7 @@ impl Service {
         session_id: &str,
         query: SessionEventsQuery,
     ) -> Result<(Vec<SessionEventItem>, Option<String>)> {
-        let session = self.owned_session(caller, session_id).await?;
+        let session = self.catalog().owned_session(caller, session_id).await?;
         let (mut next_turn, mut before) = match &query.page_token {
             Some(token) => {
                 let parts = cursor::decode(token, 2)?;

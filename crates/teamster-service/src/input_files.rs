@@ -212,7 +212,7 @@ impl crate::Service {
     /// A file of the caller's session by the SHA-256 digest its `teamster-file:` reference
     /// names. 404 for another caller's session, an unknown session or an unknown digest.
     pub async fn get_session_file(&self, caller: &crate::Caller, session_id: &str, digest: &str) -> Result<DownloadedFile> {
-        self.owned_session(caller, session_id).await?;
+        self.catalog().owned_session(caller, session_id).await?;
         let well_formed = digest.len() == 64 && digest.bytes().all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte));
         if !well_formed {
             return Err(ServiceError::invalid_param("digest", "a file is named by the SHA-256 digest of its reference: 64 lowercase hex digits"));

@@ -10,7 +10,7 @@
 //! Invariant: no HTTP here (no axum, no status codes) and no SQL; errors are
 //! [`ServiceError`]s that the server maps to statuses.
 
-mod agents;
+pub mod catalog;
 mod cluster;
 mod cursor;
 mod engine_metrics;
@@ -22,18 +22,16 @@ mod leases;
 pub mod mcp;
 mod pending;
 pub mod live;
-mod providers;
 mod recovery;
 mod retention;
 mod runner;
-mod sessions;
 mod sink;
 mod subscribe;
 mod turns;
 pub mod writer;
 
 use teamster_llm::registry::RegistryOptions;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use teamster_llm::registry::ModelRegistry;
@@ -48,8 +46,7 @@ pub use input_files::DownloadedFile;
 pub use leases::LeaseConfig;
 pub use mcp::{McpHost, McpLinks, McpServerWrite, OAuthCallback};
 pub use teamster_mcp::oauth::TokenKey;
-pub use providers::ProviderWrite;
-pub use sessions::{SessionListQuery, SessionScope};
+pub use catalog::{Catalog, ProviderWrite, SessionListQuery, SessionScope};
 pub use live::StreamedEvent;
 pub use subscribe::EventStream;
 pub use teamster_store::SessionOrder;
@@ -119,10 +116,8 @@ struct Inner {
     store: Arc<dyn Store>,
     writer: writer::EventWriter,
     live: live::LiveTurns,
-    /// Configured providers, by name, and the registry built from them.
-    providers: RwLock<providers::Providers>,
-    /// Serialises provider writes.
-    provider_writes: tokio::sync::Mutex<()>,
+    /// Agents, sessions and model providers.
+    catalog: catalog::Catalog,
     tools: Vec<Arc<dyn ToolSource>>,
     /// Histories of recently finished turns, so chained turns need not re-read the chain.
     history: history_cache::HistoryCache,
@@ -144,15 +139,14 @@ impl Service {
         // Listening first, so no setting changed after the loads below goes unnoticed.
         let feed = store.changes().await?;
         let writer = writer::EventWriter::start(store.clone());
-        let providers = providers::Providers::load(store.as_ref(), &config.env_providers, config.model_options).await?;
+        let catalog = catalog::Catalog::load(store.clone(), config.env_providers.clone(), config.model_options).await?;
         let mcp = mcp::McpHost::start(store.clone(), config.mcp_links.clone(), config.secret_key.as_ref(), config.allow_stdio_mcp).await?;
         let service = Service {
             inner: Arc::new(Inner {
                 store,
                 writer,
                 live: live::LiveTurns::default(),
-                providers: RwLock::new(providers),
-                provider_writes: tokio::sync::Mutex::new(()),
+                catalog,
                 tools: vec![Arc::new(teamster_tools::builtin::Builtins)],
                 history: history_cache::HistoryCache::default(),
                 mcp,
@@ -179,8 +173,13 @@ impl Service {
         self.inner.store.as_ref()
     }
 
+    /// The catalog: agents, sessions and model providers.
+    pub fn catalog(&self) -> &Catalog {
+        &self.inner.catalog
+    }
+
     fn models(&self) -> Arc<ModelRegistry> {
-        self.read_providers().registry.clone()
+        self.inner.catalog.models()
     }
 
     /// The number of turns running in this process.

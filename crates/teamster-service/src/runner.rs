@@ -9,7 +9,7 @@ use teamster_llm::Message;
 use teamster_protocol::event::{McpAuthRequired, TurnDone};
 use teamster_protocol::agent::{AgentSpec, SubAgentsConfig};
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, RuntimeConfig, TurnMetrics, TurnState, ids, timestamp};
-use teamster_store::{ContentQuery, LogWrite, SessionAgentRecord, SessionRecord, TurnRecord};
+use teamster_store::{ContentQuery, LogWrite, SessionRecord, TurnRecord};
 
 use crate::mcp::TurnTools;
 use crate::{Service, pending};
@@ -196,14 +196,11 @@ impl Service {
     /// Builds the engine's plan for a turn, and returns the history events it used. Errors are
     /// messages for the turn's error state.
     async fn plan_turn(&self, session: &SessionRecord, turn: &TurnRecord, sink: &TurnSink) -> Result<(TurnStart, Vec<Event>), String> {
-        let spec = match &session.agent {
-            SessionAgentRecord::Draft { spec, .. } => spec.clone(),
-            SessionAgentRecord::Saved { agent_id, agent_name, version } => {
-                self.store().get_agent_version(agent_id, *version).await.map(|agent| agent.spec).map_err(|error| {
-                    format!("The session's agent {agent_name:?} (version {version}) is no longer available: {error}.")
-                })?
-            }
-        };
+        let spec = self
+            .catalog()
+            .session_spec(session)
+            .await
+            .map_err(|error| format!("The session's agent is no longer available: {error}."))?;
         let resolved = self
             .models()
             .resolve(&spec.model.name)

@@ -28,7 +28,7 @@ const STORE_PAGE: u32 = 1000;
 impl Service {
     /// Subscribes to a turn's stream after sequence number `after` (0 = from the start).
     pub async fn subscribe(&self, caller: &Caller, session_id: &str, turn_id: &str, after: u64) -> Result<EventStream> {
-        self.owned_session(caller, session_id).await?;
+        self.catalog().owned_session(caller, session_id).await?;
         let turn = self.turn_record(session_id, turn_id).await?;
         // A fenced turn may go on on another replica: it is followed through the store.
         if let Some(log) = self.inner.live.get(turn_id).filter(|log| !log.is_fenced()) {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use teamster_protocol::event::TurnCreated;
 use teamster_protocol::input::{InputKind, TurnInput};
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, Turn, TurnState, ids, timestamp};
-use teamster_store::{LogWrite, SessionAgentRecord, SessionRecord, TurnRecord};
+use teamster_store::{LogWrite, SessionRecord, TurnRecord};
 
 use crate::cluster::EndingTurn;
 use crate::{cursor, input_files, pending};
@@ -20,6 +20,8 @@ const MAX_INPUT_ITEMS: usize = 256;
 const MAX_ID_BYTES: usize = 256;
 /// How long a cancel waits for the turn to record its end before answering.
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
+/// How long deleting a session waits for its running turn to record its end.
+const DELETE_WAIT: Duration = Duration::from_secs(5);
 /// How many times a turn creation is decided again when another turn was created meanwhile.
 const CREATE_ATTEMPTS: usize = 3;
 
@@ -124,7 +126,7 @@ impl Service {
     ) -> Result<Option<(Turn, Arc<TurnLog>)>> {
         validate_input(&request.input)?;
         let chain = parse_chain(request.previous_turn_id.as_deref())?;
-        let session = self.owned_session(caller, session_id).await?;
+        let session = self.catalog().owned_session(caller, session_id).await?;
         self.check_runnable(&session).await?;
         let (input, files) = input_files::prepare(self.store(), session_id, request.input.clone()).await?;
         let previous = match &chain {
@@ -195,20 +197,7 @@ impl Service {
     /// Checks before anything is stored that the session's agent can still run: its pinned
     /// version exists (412 once the agent was deleted) and its model resolves (422).
     async fn check_runnable(&self, session: &SessionRecord) -> Result<()> {
-        let model = match &session.agent {
-            SessionAgentRecord::Draft { spec, .. } => spec.model.name.clone(),
-            SessionAgentRecord::Saved { agent_id, agent_name, version } => {
-                match self.store().get_agent_version(agent_id, *version).await {
-                    Ok(agent) => agent.spec.model.name,
-                    Err(teamster_store::Error::NotFound(_)) => {
-                        return Err(ServiceError::PreconditionFailed(format!(
-                            "the session's agent {agent_name:?} (version {version}) was deleted; start a new session"
-                        )));
-                    }
-                    Err(other) => return Err(other.into()),
-                }
-            }
-        };
+        let model = self.catalog().session_spec(session).await?.model.name;
         match self.models().resolve(&model) {
             Ok(_) => Ok(()),
             Err(error) => Err(ServiceError::Unprocessable(format!("the agent's model {model:?} is not available: {error}"))),
@@ -262,7 +251,7 @@ impl Service {
 
     /// A turn, with its final state as soon as it is decided.
     pub async fn get_turn(&self, caller: &Caller, session_id: &str, turn_id: &str) -> Result<Turn> {
-        self.owned_session(caller, session_id).await?;
+        self.catalog().owned_session(caller, session_id).await?;
         Ok(turn_view(self.turn_record(session_id, turn_id).await?))
     }
 
@@ -282,7 +271,7 @@ impl Service {
     /// Turns newest first, walking `previous_turn_id` from the session's last turn (or from
     /// the page token's turn).
     pub async fn list_turns(&self, caller: &Caller, session_id: &str, query: TurnListQuery) -> Result<(Vec<Turn>, Option<String>)> {
-        let session = self.owned_session(caller, session_id).await?;
+        let session = self.catalog().owned_session(caller, session_id).await?;
         let mut next_id = match &query.page_token {
             Some(token) => {
                 let id = cursor::decode(token, 1)?.pop().unwrap_or_default();
@@ -306,25 +295,44 @@ impl Service {
     }
 
     /// Cancels the session's running turn, if any, and waits (boundedly) until it has
-    /// recorded its end. Idempotent. A turn running on another replica is asked to stop
-    /// through the store.
+    /// recorded its end. Idempotent.
     pub async fn cancel_session(&self, caller: &Caller, session_id: &str) -> Result<()> {
-        let session = self.owned_session(caller, session_id).await?;
-        let stopped = if let Some(log) = self.inner.live.running_in_session(session_id) {
-            log.request_cancel(CancelReason::ClientCancelled);
-            tokio::time::timeout(CANCEL_WAIT, log.wait_finished()).await.is_ok()
-        } else if self.is_clustered()
-            && let Some(turn_id) = self.remote_running_turn(&session).await?
-        {
-            self.cancel_remote(session_id, &turn_id, CancelReason::ClientCancelled, CANCEL_WAIT).await?
-        } else {
-            true
-        };
-        if !stopped {
+        let session = self.catalog().owned_session(caller, session_id).await?;
+        if !self.stop_running_turn(&session, CANCEL_WAIT).await? {
             return Err(ServiceError::PreconditionFailed(
                 "the running turn did not stop in time; it will stop shortly".to_owned(),
             ));
         }
         Ok(())
+    }
+
+    /// Deletes a session and everything in it, cancelling its running turn; idempotent.
+    pub async fn delete_session(&self, caller: &Caller, session_id: &str) -> Result<()> {
+        let session = match self.catalog().owned_session(caller, session_id).await {
+            Ok(session) => session,
+            Err(ServiceError::NotFound(_)) => return Ok(()),
+            Err(other) => return Err(other),
+        };
+        self.stop_running_turn(&session, DELETE_WAIT).await?;
+        self.store().delete_session(session_id).await?;
+        self.inner.mcp.close_session(session_id);
+        Ok(())
+    }
+
+    /// Cancels the session's running turn, if any, and waits at most `wait` until it has
+    /// recorded its end; `Ok(false)` if it has not. A turn running on another replica is asked
+    /// to stop through the store.
+    async fn stop_running_turn(&self, session: &SessionRecord, wait: Duration) -> Result<bool> {
+        let reason = CancelReason::ClientCancelled;
+        if let Some(log) = self.inner.live.running_in_session(&session.id) {
+            log.request_cancel(reason);
+            Ok(tokio::time::timeout(wait, log.wait_finished()).await.is_ok())
+        } else if self.is_clustered()
+            && let Some(turn_id) = self.remote_running_turn(session).await?
+        {
+            self.cancel_remote(&session.id, &turn_id, reason, wait).await
+        } else {
+            Ok(true)
+        }
     }
 }

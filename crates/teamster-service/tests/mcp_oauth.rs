@@ -92,7 +92,7 @@ async fn service(oauth: &OAuthServer, model: &teamster_fake_model::FakeModelServ
         "models": [{"name": "fake-model", "model_id": "fake-model"}],
     }))
     .unwrap();
-    service.write_model_provider(provider, ProviderWrite::Upsert).await.unwrap();
+    service.catalog().write_model_provider(provider, ProviderWrite::Upsert).await.unwrap();
     let manifest: McpServerManifest = serde_json::from_value(json!({
         "type": "remote", "name": "oauth", "description": "OAuth tools.", "url": format!("{}/mcp", oauth.base),
         "auth": {"type": "dcr"},
@@ -108,7 +108,7 @@ async fn session(service: &Service, caller: &Caller) -> String {
         "mcp_servers": [{"type": "truefoundry-mcp-registry", "name": "oauth", "preload": true}],
     }))
     .unwrap();
-    service.create_draft_session(caller, spec, None, None).await.unwrap().id
+    service.catalog().create_draft_session(caller, spec, None, None).await.unwrap().id
 }
 
 /// Runs a turn to its end and answers its final state.

@@ -21,7 +21,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 async fn create(State(state): State<AppState>, JsonBody(body): JsonBody<CreateDraftSessionRequest>) -> ApiResult<Json<Data<Session>>> {
-    let session = state.service.create_draft_session(&Caller::local(), body.agent_spec, body.agent_name, None).await?;
+    let session = state.service.catalog().create_draft_session(&Caller::local(), body.agent_spec, body.agent_name, None).await?;
     Ok(Json(Data { data: session }))
 }
 
@@ -31,7 +31,7 @@ async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Json<P
 }
 
 async fn draft(state: &AppState, id: &str) -> ApiResult<Session> {
-    let session = state.service.get_session(&Caller::local(), id).await?;
+    let session = state.service.catalog().get_session(&Caller::local(), id).await?;
     if session.kind != SessionKind::Draft {
         return Err(ApiError::new(axum::http::StatusCode::NOT_FOUND, "not_found", format!("draft session {id:?} not found")));
     }
@@ -48,5 +48,5 @@ async fn update(
     JsonBody(body): JsonBody<UpdateDraftSessionRequest>,
 ) -> ApiResult<Json<Data<Session>>> {
     draft(&state, &id).await?;
-    Ok(Json(Data { data: state.service.update_session(&Caller::local(), &id, body.agent_spec, None).await? }))
+    Ok(Json(Data { data: state.service.catalog().update_session(&Caller::local(), &id, body.agent_spec, None).await? }))
 }

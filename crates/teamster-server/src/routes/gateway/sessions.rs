@@ -24,20 +24,20 @@ pub fn routes() -> Router<AppState> {
 }
 
 async fn create(State(state): State<AppState>, JsonBody(body): JsonBody<CreateGatewaySessionRequest>) -> ApiResult<Json<Data<Session>>> {
-    Ok(Json(Data { data: state.service.create_session(&Caller::local(), &body.agent_name, None).await? }))
+    Ok(Json(Data { data: state.service.catalog().create_session(&Caller::local(), &body.agent_name, None).await? }))
 }
 
 async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Json<Page<Session>>> {
     let agent_name = params
         .string("agent_name")
         .ok_or_else(|| ApiError::bad_request("invalid_request", "agent_name is required").with_param("agent_name"))?;
-    state.service.get_agent_by_name(&agent_name).await?;
+    state.service.catalog().get_agent_by_name(&agent_name).await?;
     let query = SessionListQuery { kind: Some(SessionKind::Saved), ..session_query(&params, true)? };
     session_page(&state, query).await
 }
 
 async fn fetch(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Data<Session>>> {
-    Ok(Json(Data { data: state.service.get_session(&Caller::local(), &session_id).await? }))
+    Ok(Json(Data { data: state.service.catalog().get_session(&Caller::local(), &session_id).await? }))
 }
 
 async fn cancel(State(state): State<AppState>, Path(session_id): Path<String>, JsonBody(_): JsonBody<Empty>) -> ApiResult<Json<Empty>> {

@@ -18,16 +18,16 @@ pub fn routes() -> Router<AppState> {
 }
 
 async fn list(State(state): State<AppState>) -> ApiResult<Json<Data<Vec<Agent>>>> {
-    Ok(Json(Data { data: state.service.list_agents().await? }))
+    Ok(Json(Data { data: state.service.catalog().list_agents().await? }))
 }
 
 async fn create(State(state): State<AppState>, JsonBody(body): JsonBody<CreateAgentRequest>) -> ApiResult<(StatusCode, Json<Data<Agent>>)> {
-    let agent = state.service.create_agent(&body.name, body.manifest).await?;
+    let agent = state.service.catalog().create_agent(&body.name, body.manifest).await?;
     Ok((StatusCode::CREATED, Json(Data { data: agent })))
 }
 
 async fn fetch(State(state): State<AppState>, Path(agent_id): Path<String>) -> ApiResult<Json<Data<Agent>>> {
-    Ok(Json(Data { data: state.service.get_agent(&agent_id).await? }))
+    Ok(Json(Data { data: state.service.catalog().get_agent(&agent_id).await? }))
 }
 
 async fn update(
@@ -35,10 +35,10 @@ async fn update(
     Path(agent_id): Path<String>,
     JsonBody(body): JsonBody<UpdateAgentRequest>,
 ) -> ApiResult<Json<Data<Agent>>> {
-    Ok(Json(Data { data: state.service.update_agent(&agent_id, body.manifest).await? }))
+    Ok(Json(Data { data: state.service.catalog().update_agent(&agent_id, body.manifest).await? }))
 }
 
 async fn remove(State(state): State<AppState>, Path(agent_id): Path<String>) -> ApiResult<Json<Empty>> {
-    state.service.delete_agent(&agent_id).await?;
+    state.service.catalog().delete_agent(&agent_id).await?;
     Ok(Json(Empty {}))
 }

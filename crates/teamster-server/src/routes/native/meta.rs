@@ -25,6 +25,7 @@ async fn capabilities() -> Json<Data<Capabilities>> {
 async fn models(State(state): State<AppState>) -> Json<Data<Vec<Value>>> {
     let models = state
         .service
+        .catalog()
         .list_models()
         .into_iter()
         .map(|(name, provider, model)| {

@@ -25,8 +25,8 @@ pub fn routes() -> Router<AppState> {
 async fn create(State(state): State<AppState>, JsonBody(body): JsonBody<CreateSessionRequest>) -> ApiResult<(StatusCode, Json<Data<Session>>)> {
     let caller = Caller::local();
     let session = match (body.agent.name, body.agent.spec) {
-        (Some(name), None) => state.service.create_session(&caller, &name, body.title).await?,
-        (None, Some(spec)) => state.service.create_draft_session(&caller, spec, None, body.title).await?,
+        (Some(name), None) => state.service.catalog().create_session(&caller, &name, body.title).await?,
+        (None, Some(spec)) => state.service.catalog().create_draft_session(&caller, spec, None, body.title).await?,
         _ => {
             return Err(ApiError::bad_request("invalid_request", "agent must be either { \"name\": ... } or { \"spec\": ... }")
                 .with_param("agent"));
@@ -47,12 +47,12 @@ async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Json<P
         limit,
         ..SessionListQuery::default()
     };
-    let (sessions, next) = state.service.list_sessions(&Caller::local(), query).await?;
+    let (sessions, next) = state.service.catalog().list_sessions(&Caller::local(), query).await?;
     Ok(crate::routes::page(sessions, next, limit))
 }
 
 async fn fetch(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Data<Session>>> {
-    Ok(Json(Data { data: state.service.get_session(&Caller::local(), &session_id).await? }))
+    Ok(Json(Data { data: state.service.catalog().get_session(&Caller::local(), &session_id).await? }))
 }
 
 async fn update(
@@ -67,7 +67,7 @@ async fn update(
             return Err(ApiError::bad_request("invalid_request", "agent must be { \"spec\": ... }").with_param("agent"));
         }
     };
-    Ok(Json(Data { data: state.service.update_session(&Caller::local(), &session_id, spec, body.title).await? }))
+    Ok(Json(Data { data: state.service.catalog().update_session(&Caller::local(), &session_id, spec, body.title).await? }))
 }
 
 async fn remove(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<StatusCode> {

@@ -18,14 +18,14 @@ pub fn routes() -> Router<AppState> {
 }
 
 async fn list(State(state): State<AppState>) -> Json<Data<Vec<ConfiguredModelProvider>>> {
-    Json(Data { data: state.service.list_model_providers() })
+    Json(Data { data: state.service.catalog().list_model_providers() })
 }
 
 async fn create(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<ModelProviderRequest>,
 ) -> ApiResult<(StatusCode, Json<Data<ConfiguredModelProvider>>)> {
-    let provider = state.service.write_model_provider(body.manifest, ProviderWrite::Create).await?;
+    let provider = state.service.catalog().write_model_provider(body.manifest, ProviderWrite::Create).await?;
     Ok((StatusCode::CREATED, Json(Data { data: provider })))
 }
 
@@ -33,5 +33,5 @@ async fn upsert(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<ModelProviderRequest>,
 ) -> ApiResult<Json<Data<ConfiguredModelProvider>>> {
-    Ok(Json(Data { data: state.service.write_model_provider(body.manifest, ProviderWrite::Upsert).await? }))
+    Ok(Json(Data { data: state.service.catalog().write_model_provider(body.manifest, ProviderWrite::Upsert).await? }))
 }

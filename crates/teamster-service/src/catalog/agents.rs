@@ -5,7 +5,7 @@ use teamster_protocol::{RuntimeConfig, ids, timestamp};
 use teamster_store::AgentRecord;
 
 use crate::error::{Result, ServiceError};
-use crate::Service;
+use super::Catalog;
 
 pub(crate) fn agent_view(record: AgentRecord) -> Agent {
     Agent {
@@ -55,7 +55,7 @@ fn validate_spec(spec: &AgentSpec) -> Result<()> {
     Ok(())
 }
 
-impl Service {
+impl Catalog {
     /// Checks a spec's shape and that its model's provider is configured here (a provider
     /// added later can be named only once it exists; a session of an agent whose provider is
     /// removed fails its turns, saying so).

@@ -7,7 +7,8 @@ use teamster_store::{SessionAgentRecord, SessionOrder, SessionQuery, SessionReco
 
 use crate::cursor;
 use crate::error::{Result, ServiceError};
-use crate::{Caller, Service};
+use super::Catalog;
+use crate::Caller;
 
 /// The longest title a session may have, in bytes.
 const MAX_TITLE_BYTES: usize = 512;
@@ -70,7 +71,7 @@ fn validate_title(title: &Option<String>) -> Result<()> {
     Ok(())
 }
 
-impl Service {
+impl Catalog {
     /// A session of a saved agent, pinned to the agent's current version.
     pub async fn create_session(&self, caller: &Caller, agent_name: &str, title: Option<String>) -> Result<Session> {
         validate_title(&title)?;
@@ -155,27 +156,6 @@ impl Service {
         record.updated_at = timestamp::now();
         self.store().update_session(&record).await?;
         Ok(session_view(record))
-    }
-
-    /// Deletes a session and everything in it, cancelling its running turn; idempotent.
-    pub async fn delete_session(&self, caller: &Caller, session_id: &str) -> Result<()> {
-        let session = match self.owned_session(caller, session_id).await {
-            Ok(session) => session,
-            Err(ServiceError::NotFound(_)) => return Ok(()),
-            Err(other) => return Err(other),
-        };
-        if let Some(log) = self.inner.live.running_in_session(session_id) {
-            log.request_cancel(teamster_protocol::CancelReason::ClientCancelled);
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), log.wait_finished()).await;
-        } else if self.is_clustered()
-            && let Some(turn_id) = self.remote_running_turn(&session).await?
-        {
-            let reason = teamster_protocol::CancelReason::ClientCancelled;
-            self.cancel_remote(session_id, &turn_id, reason, std::time::Duration::from_secs(5)).await?;
-        }
-        self.store().delete_session(session_id).await?;
-        self.inner.mcp.close_session(session_id);
-        Ok(())
     }
 
     /// One page of sessions and the token of the next page, if any.

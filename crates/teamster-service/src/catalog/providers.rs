@@ -10,7 +10,7 @@ use teamster_store::Store;
 use teamster_protocol::timestamp;
 
 use crate::error::{Result, ServiceError};
-use crate::Service;
+use super::Catalog;
 
 /// The providers in force, by name, and the registry that resolves `provider/model` names.
 pub(crate) struct Providers {
@@ -75,7 +75,7 @@ pub enum ProviderWrite {
     Upsert,
 }
 
-impl Service {
+impl Catalog {
     /// Every configured provider, API keys redacted.
     pub fn list_model_providers(&self) -> Vec<ConfiguredModelProvider> {
         self.read_providers()
@@ -95,7 +95,7 @@ impl Service {
         validate_manifest(&manifest).map_err(|message| ServiceError::invalid_param("manifest", message))?;
         let name = manifest.provider_name().to_owned();
         // One writer at a time, so the store and the registry agree on the last write.
-        let _writing = self.inner.provider_writes.lock().await;
+        let _writing = self.provider_writes.lock().await;
         let existing = self.read_providers().manifests.get(&name).cloned();
         if mode == ProviderWrite::Create && existing.is_some() {
             return Err(ServiceError::Conflict {
@@ -129,7 +129,7 @@ impl Service {
         }
         let value = serde_json::to_string(&manifest).map_err(|error| ServiceError::invalid(error.to_string()))?;
         self.store().put_setting(SETTING_KIND, &name, &value, &timestamp::now()).await?;
-        let mut providers = self.inner.providers.write().unwrap_or_else(|p| p.into_inner());
+        let mut providers = self.providers.write().unwrap_or_else(|p| p.into_inner());
         let mut manifests = providers.manifests.clone();
         manifests.insert(name.clone(), manifest.clone());
         *providers = Providers::from_manifests(manifests, providers.http.clone(), providers.options);
@@ -140,9 +140,9 @@ impl Service {
     /// the registry if they differ from those in force.
     pub(crate) async fn reload_model_providers(&self) -> Result<()> {
         // Not between a write's store update and its registry update.
-        let _writing = self.inner.provider_writes.lock().await;
-        let manifests = Providers::manifests(self.store(), &self.inner.config.env_providers).await?;
-        let mut providers = self.inner.providers.write().unwrap_or_else(|p| p.into_inner());
+        let _writing = self.provider_writes.lock().await;
+        let manifests = Providers::manifests(self.store(), &self.env_providers).await?;
+        let mut providers = self.providers.write().unwrap_or_else(|p| p.into_inner());
         if providers.manifests != manifests {
             tracing::debug!("model providers changed on another replica; reloaded");
             *providers = Providers::from_manifests(manifests, providers.http.clone(), providers.options);
@@ -151,7 +151,7 @@ impl Service {
     }
 
     pub(crate) fn read_providers(&self) -> std::sync::RwLockReadGuard<'_, Providers> {
-        self.inner.providers.read().unwrap_or_else(|p| p.into_inner())
+        self.providers.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Every model agents can name, as `(provider/model, provider, manifest model)`.

@@ -1,0 +1,75 @@
+//! The catalog: what the service stores and hands out by name, apart from turns — saved agents
+//! and their versions, sessions (and who may use them), and the model providers whose registry
+//! resolves agents' model names. Its state is the provider registry in force; everything else
+//! is read from the store on each use.
+
+mod agents;
+mod providers;
+mod sessions;
+
+use std::sync::{Arc, RwLock};
+
+use teamster_llm::registry::{ModelRegistry, RegistryOptions};
+use teamster_protocol::agent::AgentSpec;
+use teamster_protocol::settings::ModelProviderManifest;
+use teamster_store::{SessionAgentRecord, SessionRecord, Store};
+
+use crate::error::{Result, ServiceError};
+
+pub use providers::ProviderWrite;
+pub(crate) use providers::SETTING_KIND;
+pub use sessions::{SessionListQuery, SessionScope};
+
+/// Agents, sessions and model providers.
+pub struct Catalog {
+    store: Arc<dyn Store>,
+    /// The providers in force and the registry built from them.
+    providers: RwLock<providers::Providers>,
+    /// Serialises provider writes.
+    provider_writes: tokio::sync::Mutex<()>,
+    /// Providers from the environment; stored ones override them by name.
+    env_providers: Vec<ModelProviderManifest>,
+}
+
+impl Catalog {
+    /// Loads the providers in force: `env_providers`, overridden by the stored ones.
+    pub(crate) async fn load(
+        store: Arc<dyn Store>,
+        env_providers: Vec<ModelProviderManifest>,
+        model_options: RegistryOptions,
+    ) -> Result<Catalog> {
+        let providers = providers::Providers::load(store.as_ref(), &env_providers, model_options).await?;
+        Ok(Catalog {
+            store,
+            providers: RwLock::new(providers),
+            provider_writes: tokio::sync::Mutex::new(()),
+            env_providers,
+        })
+    }
+
+    fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
+
+    /// The registry that resolves `provider/model` names, as configured now.
+    pub(crate) fn models(&self) -> Arc<ModelRegistry> {
+        self.read_providers().registry.clone()
+    }
+
+    /// The spec a session runs: its draft spec, or its saved agent's pinned version
+    /// ([`ServiceError::PreconditionFailed`] once that agent was deleted).
+    pub(crate) async fn session_spec(&self, session: &SessionRecord) -> Result<AgentSpec> {
+        match &session.agent {
+            SessionAgentRecord::Draft { spec, .. } => Ok(spec.clone()),
+            SessionAgentRecord::Saved { agent_id, agent_name, version } => {
+                match self.store().get_agent_version(agent_id, *version).await {
+                    Ok(agent) => Ok(agent.spec),
+                    Err(teamster_store::Error::NotFound(_)) => Err(ServiceError::PreconditionFailed(format!(
+                        "the session's agent {agent_name:?} (version {version}) was deleted; start a new session"
+                    ))),
+                    Err(other) => Err(other.into()),
+                }
+            }
+        }
+    }
+}
