@@ -16,7 +16,7 @@ use teamster_protocol::event::{AgentInfo, AgentParent, Compaction, ThreadCreated
 use teamster_protocol::{Event, ids, timestamp};
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{Conversation, message_tokens};
+use crate::context::{Conversation, SUMMARY_HEADER, is_summary, message_tokens};
 use crate::sink::EventSink;
 use crate::step::{StepEnd, model_step};
 use crate::toolbox::ToolBox;
@@ -24,18 +24,11 @@ use crate::usage::{InputParts, Meter, estimate_tokens};
 
 /// The title of a compaction thread.
 pub const COMPACTION_TITLE: &str = "Context compaction";
-/// How a summary message starts; it marks the message as harness framing.
-const SUMMARY_HEADER: &str = "[Summary of the earlier conversation, written to keep the context small]\n";
 /// The instructions of the summarising call.
 const SUMMARY_INSTRUCTIONS: &str = "You summarize conversations between a user and an AI agent so that the agent \
 can continue without the original messages. Keep every fact, name, number, decision, open question and \
 unfinished task; keep what tools were called and what they returned when it still matters. Write plain, \
 dense prose or bullet points. Answer with the summary only.";
-
-/// Whether a user message is a compaction summary.
-pub(crate) fn is_summary(content: &str) -> bool {
-    content.starts_with(SUMMARY_HEADER)
-}
 
 /// Replaces the first `replaced` messages with the summary.
 pub(crate) fn apply(messages: &mut Vec<Message>, replaced: usize, summary: &str) {

@@ -14,6 +14,14 @@ use teamster_protocol::agent::ContextManagementConfig;
 use crate::large_results::{DEFAULT_LARGE_RESULT_TOKENS, LargeResults, preview};
 use crate::usage::{InputParts, estimate_tokens};
 
+/// How a compaction summary message starts; it marks the message as harness framing.
+pub(crate) const SUMMARY_HEADER: &str = "[Summary of the earlier conversation, written to keep the context small]\n";
+
+/// Whether a user message is a compaction summary.
+pub(crate) fn is_summary(content: &str) -> bool {
+    content.starts_with(SUMMARY_HEADER)
+}
+
 /// The compaction threshold when the agent does not set one (the specs' default).
 pub const DEFAULT_COMPACTION_THRESHOLD: u64 = 50_000;
 
@@ -139,7 +147,7 @@ impl Conversation {
                     None => Shown { message: message.clone(), harness_tokens: 0 },
                 }
             }
-            Message::User { content } if crate::compaction::is_summary(content) => {
+            Message::User { content } if is_summary(content) => {
                 Shown { message: message.clone(), harness_tokens: estimate_tokens(content) }
             }
             _ => Shown { message: message.clone(), harness_tokens: 0 },

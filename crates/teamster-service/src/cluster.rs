@@ -20,21 +20,13 @@ use std::time::Duration;
 use teamster_protocol::CancelReason;
 use teamster_store::{Change, ChangeFeed};
 use tokio::sync::watch;
-use tokio::time::Instant;
 
-use crate::error::Result;
-use crate::live::TurnLog;
-use crate::{Inner, Service};
+use async_trait::async_trait;
 
-/// How long a reader woken by nothing re-reads the store anyway.
-pub(crate) const FALLBACK_POLL: Duration = Duration::from_secs(1);
 /// How often a replica looks up cancel requests for the turns it runs.
 const CANCEL_CHECK: Duration = Duration::from_secs(1);
 /// The settings kinds a replica keeps in memory, and so reloads when any replica writes them.
 const RELOADED_KINDS: [&str; 2] = [crate::catalog::SETTING_KIND, crate::mcp::SETTING_KIND];
-/// How often a reader of a store with no feed re-reads it (a turn of another process sharing
-/// a SQLite file, which only happens around a restart).
-const STORE_POLL: Duration = Duration::from_millis(250);
 
 /// The registry of readers waiting for announcements about turns.
 #[derive(Default)]
@@ -75,7 +67,7 @@ impl Drop for TurnWatch {
 }
 
 impl Cluster {
-    fn watch(self: &Arc<Cluster>, turn_id: &str) -> TurnWatch {
+    pub(crate) fn watch(self: &Arc<Cluster>, turn_id: &str) -> TurnWatch {
         let mut watchers = lock(&self.watchers);
         let receiver = match watchers.get(turn_id) {
             Some(sender) => sender.subscribe(),
@@ -107,185 +99,71 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The turn a new turn waits for before it runs: the session's previous turn, being cancelled
-/// for it.
-pub(crate) enum EndingTurn {
-    /// It runs in this process.
-    Local(Arc<TurnLog>),
-    /// It runs on another replica; its end is read from the store.
-    Remote { session_id: String, turn_id: String },
+/// What a replica does when the feed announces something for it; implemented by the service,
+/// which knows where each kind of state lives.
+#[async_trait]
+pub(crate) trait ClusterMember: Send + Sync + 'static {
+    /// Cancels a turn if it runs in this process.
+    fn cancel_local(&self, turn_id: &str, reason: CancelReason);
+    /// Cancels the turns running here that another replica asked to cancel.
+    async fn apply_cancel_requests(&self);
+    /// Reloads the settings of `kind` (every kind for `None`) that another replica may have
+    /// changed; failures are logged, and the next change or miss reloads again.
+    async fn reload_settings(&self, kind: Option<&str>);
 }
 
-impl EndingTurn {
-    /// Waits, at most `limit`, until the turn has recorded its end.
-    pub(crate) async fn wait(&self, service: &Service, limit: Duration) {
-        match self {
-            EndingTurn::Local(log) => {
-                let _ = tokio::time::timeout(limit, log.wait_finished()).await;
-            }
-            EndingTurn::Remote { session_id, turn_id } => {
-                if let Err(error) = service.wait_stored_end(session_id, turn_id, limit).await {
-                    tracing::warn!(%turn_id, %error, "could not wait for the previous turn to end");
-                }
-            }
-        }
+impl Cluster {
+    /// Reloads settings, one reload at a time, so the last one applied is the last one read.
+    async fn reload(&self, member: &dyn ClusterMember, kind: Option<&str>) {
+        let _serial = self.reloads.lock().await;
+        member.reload_settings(kind).await;
     }
 }
 
-/// Starts relaying the feed to the service, and the slow check for cancel requests. Both
-/// tasks end once the service is gone.
-pub(crate) fn start(service: &Service, feed: ChangeFeed) {
-    let inner = Arc::downgrade(&service.inner);
-    tokio::spawn(relay(inner.clone(), feed));
-    tokio::spawn(check_cancel_requests(inner));
+/// Starts relaying the feed to `member`, and the slow check for cancel requests. Both tasks
+/// end once the member is gone.
+pub(crate) fn start(cluster: Arc<Cluster>, feed: ChangeFeed, member: Weak<dyn ClusterMember>) {
+    tokio::spawn(relay(cluster, member.clone(), feed));
+    tokio::spawn(check_cancel_requests(member));
 }
 
-async fn relay(inner: Weak<Inner>, mut feed: ChangeFeed) {
+async fn relay(cluster: Arc<Cluster>, member: Weak<dyn ClusterMember>, mut feed: ChangeFeed) {
     while let Some(change) = feed.next().await {
-        let Some(inner) = inner.upgrade() else { return };
-        Service { inner }.apply(change);
+        let Some(member) = member.upgrade() else { return };
+        apply(&cluster, member, change);
     }
 }
 
-async fn check_cancel_requests(inner: Weak<Inner>) {
+async fn check_cancel_requests(member: Weak<dyn ClusterMember>) {
     let mut ticks = tokio::time::interval(CANCEL_CHECK);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        let Some(inner) = inner.upgrade() else { return };
-        Service { inner }.apply_cancel_requests().await;
+        let Some(member) = member.upgrade() else { return };
+        member.apply_cancel_requests().await;
     }
 }
 
-impl Service {
-    /// Registers for wake-ups about a turn; `None` when the store has no feed.
-    pub(crate) fn watch_turn(&self, turn_id: &str) -> Option<TurnWatch> {
-        self.inner.cluster.as_ref().map(|cluster| cluster.watch(turn_id))
-    }
-
-    /// Whether other processes may share the store (it has a change feed).
-    pub(crate) fn is_clustered(&self) -> bool {
-        self.inner.cluster.is_some()
-    }
-
-    /// Acts on one announced change.
-    fn apply(&self, change: Change) {
-        let Some(cluster) = &self.inner.cluster else { return };
-        match change {
-            Change::Turn { turn_id, last_sequence } => cluster.wake(&turn_id, last_sequence),
-            Change::CancelRequested { turn_id, reason } => self.cancel_local(&turn_id, reason),
-            Change::Setting { kind } if RELOADED_KINDS.contains(&kind.as_str()) => {
-                let service = self.clone();
-                tokio::spawn(async move { service.reload_settings(Some(&kind)).await });
-            }
-            // Other kinds are read from the store on every use.
-            Change::Setting { .. } => {}
-            Change::Missed => {
-                cluster.wake_all();
-                let service = self.clone();
-                tokio::spawn(async move {
-                    service.apply_cancel_requests().await;
-                    service.reload_settings(None).await;
-                });
-            }
+/// Acts on one announced change.
+fn apply(cluster: &Arc<Cluster>, member: Arc<dyn ClusterMember>, change: Change) {
+    match change {
+        Change::Turn { turn_id, last_sequence } => cluster.wake(&turn_id, last_sequence),
+        Change::CancelRequested { turn_id, reason } => member.cancel_local(&turn_id, reason),
+        Change::Setting { kind } if RELOADED_KINDS.contains(&kind.as_str()) => {
+            let cluster = cluster.clone();
+            tokio::spawn(async move { cluster.reload(member.as_ref(), Some(&kind)).await });
+        }
+        // Other kinds are read from the store on every use.
+        Change::Setting { .. } => {}
+        Change::Missed => {
+            cluster.wake_all();
+            let cluster = cluster.clone();
+            tokio::spawn(async move {
+                member.apply_cancel_requests().await;
+                cluster.reload(member.as_ref(), None).await;
+            });
         }
     }
-
-    /// Cancels a turn if it runs in this process.
-    fn cancel_local(&self, turn_id: &str, reason: CancelReason) {
-        if let Some(log) = self.inner.live.get(turn_id) {
-            tracing::debug!(%turn_id, ?reason, "cancelling a turn at another replica's request");
-            log.request_cancel(reason);
-        }
-    }
-
-    /// Cancels the turns running here that another replica asked to cancel.
-    async fn apply_cancel_requests(&self) {
-        let running: Vec<Arc<TurnLog>> =
-            self.inner.live.all().into_iter().filter(|log| log.cancel_reason().is_none()).collect();
-        if running.is_empty() {
-            return;
-        }
-        let turn_ids: Vec<&str> = running.iter().map(|log| &*log.turn_id).collect();
-        match self.store().cancel_requests(&turn_ids).await {
-            Ok(requests) => {
-                for (turn_id, reason) in requests {
-                    self.cancel_local(&turn_id, reason);
-                }
-            }
-            Err(error) => tracing::warn!(%error, "could not look up cancel requests"),
-        }
-    }
-
-    /// Reloads the settings of `kind` (every kind for `None`) that another replica may have
-    /// changed. Failures are logged; the next change or miss reloads again.
-    async fn reload_settings(&self, kind: Option<&str>) {
-        let Some(cluster) = &self.inner.cluster else { return };
-        let _serial = cluster.reloads.lock().await;
-        let wanted = |setting_kind: &str| kind.is_none_or(|kind| kind == setting_kind);
-        if wanted(crate::catalog::SETTING_KIND)
-            && let Err(error) = self.catalog().reload_model_providers().await
-        {
-            tracing::warn!(%error, "could not reload model providers");
-        }
-        if wanted(crate::mcp::SETTING_KIND)
-            && let Err(error) = self.inner.mcp.reload().await
-        {
-            tracing::warn!(%error, "could not reload MCP servers");
-        }
-    }
-
-    /// Waits, at most `limit`, until a turn's stored state is terminal; `Ok(false)` if it is
-    /// still running then. Woken by the feed, and re-reads on a slow timer in any case.
-    pub(crate) async fn wait_stored_end(&self, session_id: &str, turn_id: &str, limit: Duration) -> Result<bool> {
-        let deadline = Instant::now() + limit;
-        let mut watch = self.watch_turn(turn_id);
-        loop {
-            if self.store().get_turn(session_id, turn_id).await?.state.is_terminal() {
-                return Ok(true);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(false);
-            }
-            match watch.as_mut() {
-                Some(watch) => {
-                    watch.changed(left.min(FALLBACK_POLL)).await;
-                }
-                None => tokio::time::sleep(left.min(STORE_POLL)).await,
-            }
-        }
-    }
-
-    /// The session's last turn, if the store has it running and it does not run in this
-    /// process (or was fenced here): a turn another replica runs. Only asked when the store
-    /// has a feed.
-    pub(crate) async fn remote_running_turn(&self, session: &teamster_store::SessionRecord) -> Result<Option<String>> {
-        let Some(last) = &session.last_turn_id else { return Ok(None) };
-        if self.inner.live.get(last).is_some_and(|log| !log.is_fenced()) {
-            return Ok(None);
-        }
-        let record = self.store().get_turn(&session.id, last).await?;
-        Ok((record.state == teamster_protocol::TurnState::Running).then(|| last.clone()))
-    }
-
-    /// Asks the replica running a turn to cancel it, and waits, at most `limit`, until the turn
-    /// has recorded its end; `Ok(false)` if it has not.
-    pub(crate) async fn cancel_remote(
-        &self,
-        session_id: &str,
-        turn_id: &str,
-        reason: CancelReason,
-        limit: Duration,
-    ) -> Result<bool> {
-        self.store().request_cancel(turn_id, reason).await?;
-        self.wait_stored_end(session_id, turn_id, limit).await
-    }
-}
-
-/// How often a subscriber following a turn through the store re-reads it when nothing woke it.
-pub(crate) fn store_poll(clustered: bool) -> Duration {
-    if clustered { FALLBACK_POLL } else { STORE_POLL }
 }
 
 #[cfg(test)]

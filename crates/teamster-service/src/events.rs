@@ -1,4 +1,7 @@
-//! Listing stored events: a turn's content events, and a session's events across turns.
+//! Reading events: subscribing to a turn's stream, listing a turn's content events, and a
+//! session's events across turns.
+
+use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use teamster_protocol::api::SessionEventItem;
@@ -6,6 +9,7 @@ use teamster_store::ContentQuery;
 
 use crate::cursor;
 use crate::error::{Result, ServiceError};
+use crate::runtime::{EventStream, TurnLog};
 use crate::{Caller, Service};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -45,6 +49,18 @@ fn parse_sequence(text: &str) -> Result<u64> {
 }
 
 impl Service {
+    /// Subscribes to a turn's stream after sequence number `after` (0 = from the start).
+    pub async fn subscribe(&self, caller: &Caller, session_id: &str, turn_id: &str, after: u64) -> Result<EventStream> {
+        self.catalog().owned_session(caller, session_id).await?;
+        let turn = self.turn_record(session_id, turn_id).await?;
+        self.runtime().subscribe(&turn, after).await
+    }
+
+    /// Streams a running turn's live log from `after`.
+    pub fn follow(&self, log: Arc<TurnLog>, after: u64) -> EventStream {
+        self.runtime().follow(log, after)
+    }
+
     /// One page of a turn's content events (no `turn.created`, `turn.done` or deltas).
     pub async fn list_turn_events(
         &self,
@@ -66,7 +82,7 @@ impl Service {
             None => None,
         };
         // Content lands in the store through the writer; flush so a just-finished turn lists whole.
-        self.inner.writer.flush().await;
+        self.runtime().flush().await;
         let mut page = self
             .store()
             .read_content(
@@ -125,7 +141,7 @@ impl Service {
                 }
             }
         };
-        self.inner.writer.flush().await;
+        self.runtime().flush().await;
         let mut items = Vec::new();
         while let Some(turn) = next_turn.take() {
             let wanted = query.limit as usize + 1 - items.len();

@@ -13,42 +13,30 @@
 pub mod catalog;
 mod cluster;
 mod cursor;
-mod engine_metrics;
 mod error;
 mod events;
-mod history_cache;
 mod input_files;
-mod leases;
 pub mod mcp;
 mod pending;
-pub mod live;
-mod recovery;
-mod retention;
-mod runner;
-mod sink;
-mod subscribe;
+mod planner;
+mod runtime;
 mod turns;
-pub mod writer;
 
 use teamster_llm::registry::RegistryOptions;
 use std::sync::Arc;
 use std::time::Duration;
 
-use teamster_llm::registry::ModelRegistry;
 use teamster_protocol::Subject;
 use teamster_protocol::settings::ModelProviderManifest;
 use teamster_store::Store;
-use teamster_tools::ToolSource;
 
 pub use error::{Result, ServiceError};
 pub use events::{ListOrder, SessionEventsQuery, TurnEventsQuery};
 pub use input_files::DownloadedFile;
-pub use leases::LeaseConfig;
 pub use mcp::{McpHost, McpLinks, McpServerWrite, OAuthCallback};
 pub use teamster_mcp::oauth::TokenKey;
 pub use catalog::{Catalog, ProviderWrite, SessionListQuery, SessionScope};
-pub use live::StreamedEvent;
-pub use subscribe::EventStream;
+pub use runtime::{EventStream, LeaseConfig, StreamedEvent, TurnLog};
 pub use teamster_store::SessionOrder;
 pub use turns::{CreateTurn, TurnListQuery};
 
@@ -106,7 +94,9 @@ impl Default for ServiceConfig {
     }
 }
 
-/// The service; cheap to clone.
+/// The service: a facade over its rooms, the [`Catalog`] (agents, sessions, providers), the
+/// [`McpHost`] (MCP servers and their authorizations) and the turn runtime, and the operations
+/// that span them (turns, their events and files). Cheap to clone.
 #[derive(Clone)]
 pub struct Service {
     inner: Arc<Inner>,
@@ -114,63 +104,40 @@ pub struct Service {
 
 struct Inner {
     store: Arc<dyn Store>,
-    writer: writer::EventWriter,
-    live: live::LiveTurns,
-    /// Agents, sessions and model providers.
-    catalog: catalog::Catalog,
-    tools: Vec<Arc<dyn ToolSource>>,
-    /// Histories of recently finished turns, so chained turns need not re-read the chain.
-    history: history_cache::HistoryCache,
-    /// MCP servers, their connections and users' authorizations of them.
-    mcp: Arc<mcp::McpHost>,
-    /// The leases of the turns this replica runs.
-    leases: Arc<leases::Leases>,
-    /// Readers of turns running on other replicas; `None` when the store has no change feed
-    /// (no other process shares it).
-    cluster: Option<Arc<cluster::Cluster>>,
-    config: ServiceConfig,
+    catalog: Arc<Catalog>,
+    mcp: Arc<McpHost>,
+    runtime: runtime::TurnRuntime,
 }
 
 impl Service {
-    /// Starts the service on a store: loads settings, starts the event writer, the lease keeper,
-    /// the takeover of turns whose server stopped (see `recovery`) and the stream retention
-    /// sweeper. Must be called inside a Tokio runtime.
+    /// Starts the service on a store: loads settings, starts the MCP host and the turn
+    /// runtime (which takes over turns whose server stopped), and, when other replicas share
+    /// the store, relays its change feed. Must be called inside a Tokio runtime.
     pub async fn start(store: Arc<dyn Store>, config: ServiceConfig) -> Result<Service> {
         // Listening first, so no setting changed after the loads below goes unnoticed.
         let feed = store.changes().await?;
-        let writer = writer::EventWriter::start(store.clone());
-        let catalog = catalog::Catalog::load(store.clone(), config.env_providers.clone(), config.model_options).await?;
-        let mcp = mcp::McpHost::start(store.clone(), config.mcp_links.clone(), config.secret_key.as_ref(), config.allow_stdio_mcp).await?;
-        let service = Service {
-            inner: Arc::new(Inner {
-                store,
-                writer,
-                live: live::LiveTurns::default(),
-                catalog,
-                tools: vec![Arc::new(teamster_tools::builtin::Builtins)],
-                history: history_cache::HistoryCache::default(),
-                mcp,
-                cluster: feed.as_ref().map(|_| Arc::default()),
-                leases: Arc::new(leases::Leases::new(config.leases)),
-                config,
-            }),
+        let catalog = Arc::new(Catalog::load(store.clone(), config.env_providers.clone(), config.model_options).await?);
+        let mcp = McpHost::start(store.clone(), config.mcp_links.clone(), config.secret_key.as_ref(), config.allow_stdio_mcp)
+            .await?;
+        let cluster = feed.as_ref().map(|_| Arc::new(cluster::Cluster::default()));
+        let planner = planner::Planner {
+            store: store.clone(),
+            catalog: catalog.clone(),
+            mcp: mcp.clone(),
+            tools: vec![Arc::new(teamster_tools::builtin::Builtins)],
         };
-        if let Some(feed) = feed {
-            cluster::start(&service, feed);
+        let runtime_config = runtime::RuntimeConfig {
+            turn_timeout: config.turn_timeout,
+            stream_retention: config.stream_retention,
+            leases: config.leases,
+        };
+        let runtime = runtime::TurnRuntime::start(store.clone(), cluster.clone(), Arc::new(planner), runtime_config);
+        let inner = Arc::new(Inner { store, catalog, mcp, runtime });
+        if let (Some(feed), Some(cluster)) = (feed, cluster) {
+            let member: std::sync::Weak<dyn cluster::ClusterMember> = Arc::downgrade(&inner) as _;
+            cluster::start(cluster, feed, member);
         }
-        leases::start_keeper(Arc::downgrade(&service.inner), service.inner.config.leases);
-        recovery::start_takeovers(&service);
-        retention::start_sweeper(&service);
-        Ok(service)
-    }
-
-    /// The MCP host: configured servers, their tools, and users' authorizations of them.
-    pub fn mcp(&self) -> &McpHost {
-        &self.inner.mcp
-    }
-
-    fn store(&self) -> &dyn Store {
-        self.inner.store.as_ref()
+        Ok(Service { inner })
     }
 
     /// The catalog: agents, sessions and model providers.
@@ -178,30 +145,53 @@ impl Service {
         &self.inner.catalog
     }
 
-    fn models(&self) -> Arc<ModelRegistry> {
-        self.inner.catalog.models()
+    /// The MCP host: configured servers, their tools, and users' authorizations of them.
+    pub fn mcp(&self) -> &McpHost {
+        &self.inner.mcp
+    }
+
+    fn runtime(&self) -> &runtime::TurnRuntime {
+        &self.inner.runtime
+    }
+
+    fn store(&self) -> &dyn Store {
+        self.inner.store.as_ref()
     }
 
     /// The number of turns running in this process.
     pub fn running_turns(&self) -> usize {
-        self.inner.live.len()
+        self.runtime().running_turns()
     }
 
     /// Hands every running turn over, on shutdown: stops them here without recording an end,
     /// waits up to `grace` for them to stop and for the writer to settle, then releases their
     /// leases, so that another replica (or this server, once restarted) resumes them at once.
     pub async fn shutdown(&self, grace: Duration) {
-        let running = self.inner.live.all();
-        let handed_over = self.inner.leases.hand_over_all();
-        let stopped = futures_util::future::join_all(running.iter().map(|log| log.wait_finished()));
-        let _ = tokio::time::timeout(grace, stopped).await;
-        self.inner.writer.flush().await;
-        let owner = &self.inner.leases.owner;
-        let released = handed_over.iter().map(|lease| self.store().release_lease(owner, lease));
-        for (lease, result) in handed_over.iter().zip(futures_util::future::join_all(released).await) {
-            if let Err(error) = result {
-                tracing::warn!(turn_id = %lease.turn_id, %error, "releasing a lease failed; it expires on its own");
-            }
+        self.runtime().shutdown(grace).await;
+    }
+}
+
+#[async_trait::async_trait]
+impl cluster::ClusterMember for Inner {
+    fn cancel_local(&self, turn_id: &str, reason: teamster_protocol::CancelReason) {
+        self.runtime.cancel_local(turn_id, reason);
+    }
+
+    async fn apply_cancel_requests(&self) {
+        self.runtime.apply_cancel_requests().await;
+    }
+
+    async fn reload_settings(&self, kind: Option<&str>) {
+        let wanted = |setting_kind: &str| kind.is_none_or(|kind| kind == setting_kind);
+        if wanted(catalog::SETTING_KIND)
+            && let Err(error) = self.catalog.reload_model_providers().await
+        {
+            tracing::warn!(%error, "could not reload model providers");
+        }
+        if wanted(mcp::SETTING_KIND)
+            && let Err(error) = self.mcp.reload().await
+        {
+            tracing::warn!(%error, "could not reload MCP servers");
         }
     }
 }

@@ -8,10 +8,9 @@ use teamster_protocol::input::{InputKind, TurnInput};
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, Turn, TurnState, ids, timestamp};
 use teamster_store::{LogWrite, SessionRecord, TurnRecord};
 
-use crate::cluster::EndingTurn;
+use crate::runtime::{EndingTurn, TurnLog};
 use crate::{cursor, input_files, pending};
 use crate::error::{Result, ServiceError};
-use crate::live::TurnLog;
 use crate::{Caller, Service};
 
 /// The most input items one turn may carry.
@@ -159,10 +158,10 @@ impl Service {
             };
             pending::check_input(&waiting, awaits_authorization, &request.input)?;
         }
-        let running = self.inner.live.running_in_session(session_id);
+        let running = self.runtime().running_in_session(session_id);
         // With several replicas, the session's turn may run on another one.
         let remote = match running {
-            None if self.is_clustered() => self.remote_running_turn(&session).await?,
+            None if self.runtime().is_clustered() => self.runtime().remote_running_turn(&session).await?,
             _ => None,
         };
         // A turn that has decided its end (its `turn.done` may already be with the client) is
@@ -198,7 +197,7 @@ impl Service {
     /// version exists (412 once the agent was deleted) and its model resolves (422).
     async fn check_runnable(&self, session: &SessionRecord) -> Result<()> {
         let model = self.catalog().session_spec(session).await?.model.name;
-        match self.models().resolve(&model) {
+        match self.catalog().models().resolve(&model) {
             Ok(_) => Ok(()),
             Err(error) => Err(ServiceError::Unprocessable(format!("the agent's model {model:?} is not available: {error}"))),
         }
@@ -243,9 +242,7 @@ impl Service {
             Err(teamster_store::Error::Conflict(_)) => return Ok(None),
             Err(other) => return Err(other.into()),
         }
-        let log = TurnLog::new(&record.id, &session.id, vec![data.clone()]);
-        self.inner.live.insert(log.clone());
-        crate::runner::spawn(self.clone(), log.clone(), session, record.clone(), ending_previous);
+        let log = self.runtime().begin(session, record.clone(), data, ending_previous);
         Ok(Some((turn_view(record), log)))
     }
 
@@ -262,7 +259,7 @@ impl Service {
             teamster_store::Error::NotFound(_) => ServiceError::NotFound(format!("turn {turn_id:?} not found in this session")),
             other => other.into(),
         })?;
-        if let Some(state) = self.inner.live.get(turn_id).and_then(|log| log.final_state()) {
+        if let Some(state) = self.runtime().decided_state(turn_id) {
             record.state = state;
         }
         Ok(record)
@@ -324,13 +321,13 @@ impl Service {
     /// to stop through the store.
     async fn stop_running_turn(&self, session: &SessionRecord, wait: Duration) -> Result<bool> {
         let reason = CancelReason::ClientCancelled;
-        if let Some(log) = self.inner.live.running_in_session(&session.id) {
+        if let Some(log) = self.runtime().running_in_session(&session.id) {
             log.request_cancel(reason);
             Ok(tokio::time::timeout(wait, log.wait_finished()).await.is_ok())
-        } else if self.is_clustered()
-            && let Some(turn_id) = self.remote_running_turn(session).await?
+        } else if self.runtime().is_clustered()
+            && let Some(turn_id) = self.runtime().remote_running_turn(session).await?
         {
-            self.cancel_remote(&session.id, &turn_id, reason, wait).await
+            self.runtime().cancel_remote(&session.id, &turn_id, reason, wait).await
         } else {
             Ok(true)
         }

@@ -105,3 +105,21 @@ fn tests_and_doc_comments_are_not_held_to_the_source_rules() {
     let tree = Tree::new("exempt", &[("teamster-engine", "", "lib.rs", source)]);
     assert_eq!(tree.messages(), Vec::<String>::new());
 }
+
+#[test]
+fn modules_that_know_each_other_are_a_cycle_but_a_child_using_its_parent_is_not() {
+    let lib = "//! The service.\nmod runner;\nmod recovery;\npub struct Service;\n";
+    let runner = "//! Runs.\nuse crate::{Service, recovery::resume};\n";
+    let tree = Tree::new("cycle", &[("teamster-service", "", "lib.rs", lib)]);
+    let src = tree.0.join("crates/teamster-service/src");
+    std::fs::write(src.join("runner.rs"), runner).unwrap();
+    std::fs::write(src.join("recovery.rs"), "//! Takes over.\nfn resume() {}\n").unwrap();
+    assert_eq!(tree.messages(), Vec::<String>::new(), "one-way, and naming the crate root is naming a parent");
+
+    std::fs::write(src.join("recovery.rs"), "//! Takes over.\nfn resume() { super::runner::spawn(); }\n").unwrap();
+    let messages = tree.messages();
+    assert!(
+        messages.len() == 1 && messages[0].contains("module cycle in teamster-service: crate::recovery -> crate::runner -> crate::recovery"),
+        "{messages:#?}"
+    );
+}

@@ -8,9 +8,9 @@ use teamster_engine::EventSink;
 use teamster_protocol::Event;
 use teamster_store::LogWrite;
 
-use crate::leases::Hold;
-use crate::live::TurnLog;
-use crate::writer::EventWriter;
+use super::leases::Hold;
+use super::live::TurnLog;
+use super::writer::EventWriter;
 
 pub struct TurnSink {
     pub log: Arc<TurnLog>,

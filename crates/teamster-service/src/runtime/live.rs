@@ -33,7 +33,7 @@ pub struct TurnLog {
     /// Set once this process no longer owns the turn (its lease was lost, or handed over on
     /// shutdown): nothing more of it is written here, and it records no end here.
     fenced: AtomicBool,
-    /// Until when this process owns the turn, in milliseconds of `leases::clock`: past it, the
+    /// Until when this process owns the turn, in milliseconds of `clock::clock`: past it, the
     /// turn counts as fenced even before anyone has noticed (a process that was paused, say).
     owned_until: AtomicU64,
 }
@@ -141,7 +141,7 @@ impl TurnLog {
 
     /// Whether this process no longer owns the turn: it was fenced, or its ownership ran out.
     pub fn is_fenced(&self) -> bool {
-        self.fenced.load(Ordering::Acquire) || crate::leases::clock() >= self.owned_until.load(Ordering::Acquire)
+        self.fenced.load(Ordering::Acquire) || super::clock::clock() >= self.owned_until.load(Ordering::Acquire)
     }
 
     /// Until when this process owns the turn (see `leases`).
@@ -209,9 +209,5 @@ impl LiveTurns {
 
     pub fn len(&self) -> usize {
         lock(&self.turns).len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }

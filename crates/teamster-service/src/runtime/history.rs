@@ -1,6 +1,7 @@
-//! A cache of conversation histories by turn id: the content events of a turn and all its
-//! ancestors. A turn chained to a cached one reads nothing of the chain from the store, so the
-//! cost of a turn does not grow with the length of its session.
+//! A turn's history: the content events of its ancestors and its own `turn.created`, read from
+//! the store or taken from a cache of conversation histories by turn id. A turn chained to a
+//! cached one reads nothing of the chain from the store, so the cost of a turn does not grow
+//! with the length of its session.
 //!
 //! The cache is bounded in bytes (the events' JSON size) as well as in entries, so large turns
 //! cannot make it hold more memory than [`MAX_BYTES`]. A history's size is measured once, and
@@ -11,6 +12,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use teamster_protocol::Event;
+use teamster_store::{ContentQuery, TurnRecord};
+
+use super::TurnRuntime;
 
 /// The most histories kept; the oldest is dropped first.
 const MAX_ENTRIES: usize = 256;
@@ -107,6 +111,67 @@ fn json_bytes(events: &[Event]) -> usize {
         let _ = serde_json::to_writer(&mut counter, event);
     }
     counter.0
+}
+
+/// Content events read per store call when rebuilding history.
+const HISTORY_PAGE: u32 = 1000;
+
+impl TurnRuntime {
+    /// Caches the history through a finished turn: what it was planned with, plus what it
+    /// recorded (everything after its `turn.created`).
+    pub(super) async fn cache_history(&self, turn: &TurnRecord, mut history: Vec<Event>) {
+        match self.content_events(&turn.id, Some(1)).await {
+            Ok(recorded) => {
+                history.extend(recorded);
+                self.inner.history.insert(&turn.id, turn.previous_turn_id.as_deref(), history);
+            }
+            Err(error) => tracing::warn!(turn_id = %turn.id, %error, "history not cached"),
+        }
+    }
+
+    /// The content events of the turn's ancestors, oldest first, then the turn's own
+    /// `turn.created`. A cached predecessor saves reading the chain.
+    pub(super) async fn history_events(&self, turn: &TurnRecord) -> Result<Vec<Event>, teamster_store::Error> {
+        let cached = turn.previous_turn_id.as_deref().and_then(|previous| self.inner.history.get(previous));
+        let mut events = match cached {
+            Some(cached) => cached.as_ref().clone(),
+            None => {
+                let mut chain = Vec::new();
+                let mut next = turn.previous_turn_id.clone();
+                while let Some(id) = next {
+                    let ancestor = self.store().get_turn(&turn.session_id, &id).await?;
+                    next = ancestor.previous_turn_id.clone();
+                    chain.push(ancestor.id);
+                }
+                let mut events = Vec::new();
+                for turn_id in chain.iter().rev() {
+                    events.extend(self.content_events(turn_id, None).await?);
+                }
+                events
+            }
+        };
+        events.extend(self.content_events(&turn.id, None).await?);
+        Ok(events)
+    }
+
+    /// A turn's content events after sequence number `after`, parsed.
+    async fn content_events(&self, turn_id: &str, mut after: Option<u64>) -> Result<Vec<Event>, teamster_store::Error> {
+        let mut events = Vec::new();
+        loop {
+            let query = ContentQuery { only_turn_content: false, descending: false, after, limit: HISTORY_PAGE };
+            let page = self.store().read_content(turn_id, &query).await?;
+            for stored in &page {
+                match serde_json::from_str::<Event>(&stored.data) {
+                    Ok(event) => events.push(event),
+                    Err(error) => tracing::warn!(%turn_id, sequence = stored.sequence, %error, "unreadable stored event skipped"),
+                }
+            }
+            match page.last() {
+                Some(last) if page.len() == HISTORY_PAGE as usize => after = Some(last.sequence),
+                _ => return Ok(events),
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::time::Duration;
 use teamster_store::{LogWrite, Store};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::live::TurnLog;
+use super::live::TurnLog;
 
 const MAX_BATCH: usize = 4096;
 

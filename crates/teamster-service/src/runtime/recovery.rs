@@ -5,9 +5,8 @@
 //!
 //! Resuming starts a runner for the existing turn whose live log begins with the turn's stored
 //! stream, so every subscriber, on any replica, sees one gap-free sequence: events go on at the
-//! next sequence number. The plan is rebuilt from the history as for any turn, then adjusted by
-//! [`teamster_engine::resume_turn`] (what a cut-off model step, a call without a result and an
-//! answered call become is documented there). A turn is ended `abandoned` instead, after its
+//! next sequence number. The plan is rebuilt from the history as for any turn, then adjusted
+//! (see `resume`). A turn is ended `abandoned` instead, after its
 //! last stored event, when resuming it is not safe or not useful:
 //! - it was taken over more than [`LeaseConfig::max_takeovers`](crate::LeaseConfig) times
 //!   (it may be what stops its servers);
@@ -23,46 +22,31 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use teamster_engine::{MetricsAccumulator, Resumed, TurnOutcome, TurnPlan, resume_turn};
 use teamster_protocol::event::TurnDone;
-use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, TurnMetrics, TurnState, ids, timestamp};
-use teamster_store::{ContentQuery, LogWrite, StreamEvent, TurnLease, TurnRecord};
-use tokio_util::sync::CancellationToken;
+use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, TurnState, ids, timestamp};
+use teamster_store::{ContentQuery, LogWrite, StreamEvent, TurnLease};
 
-use crate::Service;
-use crate::engine_metrics::metrics_from_content;
+use super::TurnRuntime;
+use super::metrics::metrics_from_content;
 use crate::error::Result;
-use crate::leases::clock;
-use crate::live::TurnLog;
-use crate::sink::TurnSink;
+use super::clock::clock;
+use super::live::TurnLog;
 
 /// The most turns one scan claims; the next scan (on this replica or another) takes the rest.
 const TAKEOVER_BATCH: u32 = 16;
 /// Stream events read per store call when loading a turn's stream.
 const STREAM_PAGE: u32 = 1000;
 
-/// What the runner of a taken-over turn does, decided from what the turn recorded.
-// One value per takeover; boxing the outcome would buy nothing.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum Resumption {
-    /// Run the engine on this plan.
-    Run(Box<TurnPlan>),
-    /// End the turn with this outcome, with no model call.
-    Finished(TurnOutcome),
-    /// End the turn `abandoned`, for the reason given.
-    Abandon(String),
-}
-
 /// Starts looking for turns to take over, now and then periodically, for as long as the
 /// service lives.
-pub(crate) fn start_takeovers(service: &Service) {
-    let inner = Arc::downgrade(&service.inner);
-    let every = service.inner.leases.config.takeover_every;
+pub(crate) fn start_takeovers(runtime: &TurnRuntime) {
+    let inner = Arc::downgrade(&runtime.inner);
+    let every = runtime.inner.leases.config.takeover_every;
     tokio::spawn(async move {
         loop {
             {
                 let Some(inner) = inner.upgrade() else { return };
-                if let Err(error) = (Service { inner }).take_over_expired().await {
+                if let Err(error) = (TurnRuntime { inner }).take_over_expired().await {
                     tracing::warn!(%error, "looking for turns to take over failed");
                 }
             }
@@ -71,38 +55,7 @@ pub(crate) fn start_takeovers(service: &Service) {
     });
 }
 
-/// Decides how a taken-over turn goes on: `history` is what its plan was built from (the
-/// ancestors' events, then the turn's own). Returns the decision and the metrics of the model
-/// calls the turn recorded before it stopped, priced as the plan's model.
-pub(crate) async fn resume(
-    plan: TurnPlan,
-    turn: &TurnRecord,
-    history: &[Event],
-    sink: &TurnSink,
-    cancel: &CancellationToken,
-) -> (Resumption, TurnMetrics) {
-    let start = history
-        .iter()
-        .rposition(|event| matches!(event, Event::TurnCreated(created) if created.turn_id == turn.id))
-        .map_or(history.len(), |index| index + 1);
-    let recorded = &history[start..];
-    let mut prior = MetricsAccumulator::default();
-    for event in recorded {
-        if let Event::ModelMessage(message) = event
-            && let Some(usage) = &message.usage
-        {
-            prior.add(usage, plan.pricing.as_ref());
-        }
-    }
-    let resumption = match resume_turn(plan, recorded, sink, cancel).await {
-        Resumed::Run(plan) => Resumption::Run(Box::new(plan)),
-        Resumed::Finished(outcome) => Resumption::Finished(outcome),
-        Resumed::NotResumable(reason) => Resumption::Abandon(reason),
-    };
-    (resumption, prior.metrics())
-}
-
-impl Service {
+impl TurnRuntime {
     /// Claims the running turns whose lease has expired (up to a batch) and takes each over.
     async fn take_over_expired(&self) -> Result<()> {
         let leases = &self.inner.leases;
@@ -146,12 +99,11 @@ impl Service {
         if let Some((_, reason)) = self.store().cancel_requests(&[turn.id.as_str()]).await?.into_iter().next() {
             return self.end_unrun(&turn.id, last, reason).await;
         }
-        let config = &self.inner.config;
         let takeovers = lease.claims.saturating_sub(1);
         let age = age(&turn.created_at);
         let refusal = if takeovers > self.inner.leases.config.max_takeovers {
             Some(format!("it was taken over {takeovers} times"))
-        } else if age >= config.turn_timeout {
+        } else if age >= self.inner.turn_timeout {
             Some("it is older than the turn timeout".to_owned())
         } else {
             None
@@ -165,7 +117,7 @@ impl Service {
         let log = TurnLog::new(&turn.id, session_id, events);
         let hold = self.inner.leases.hold_taken_over(&log, lease, claimed_at);
         self.inner.live.insert(log.clone());
-        crate::runner::spawn_resumed(self.clone(), log, hold, session, turn, config.turn_timeout - age);
+        super::runner::spawn_resumed(self.clone(), log, hold, session, turn, self.inner.turn_timeout - age);
         Ok(())
     }
 

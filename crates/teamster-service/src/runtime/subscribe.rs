@@ -13,10 +13,12 @@ use futures_util::Stream;
 use teamster_protocol::TurnState;
 use tokio::sync::mpsc;
 
-use crate::cluster::store_poll;
+use teamster_store::TurnRecord;
+
+use super::TurnRuntime;
+use super::live::{StreamedEvent, TurnLog};
+use super::remote::store_poll;
 use crate::error::{Result, ServiceError};
-use crate::live::{StreamedEvent, TurnLog};
-use crate::{Caller, Service};
 
 /// The events of one turn after a cursor, in sequence order, ending after `turn.done`.
 pub type EventStream = Pin<Box<dyn Stream<Item = StreamedEvent> + Send>>;
@@ -25,11 +27,10 @@ pub type EventStream = Pin<Box<dyn Stream<Item = StreamedEvent> + Send>>;
 const SUBSCRIBER_BUFFER: usize = 256;
 const STORE_PAGE: u32 = 1000;
 
-impl Service {
+impl TurnRuntime {
     /// Subscribes to a turn's stream after sequence number `after` (0 = from the start).
-    pub async fn subscribe(&self, caller: &Caller, session_id: &str, turn_id: &str, after: u64) -> Result<EventStream> {
-        self.catalog().owned_session(caller, session_id).await?;
-        let turn = self.turn_record(session_id, turn_id).await?;
+    pub(crate) async fn subscribe(&self, turn: &TurnRecord, after: u64) -> Result<EventStream> {
+        let (session_id, turn_id) = (turn.session_id.as_str(), turn.id.as_str());
         // A fenced turn may go on on another replica: it is followed through the store.
         if let Some(log) = self.inner.live.get(turn_id).filter(|log| !log.is_fenced()) {
             return Ok(follow_live(log, after));
@@ -41,7 +42,7 @@ impl Service {
     }
 
     /// Streams a running turn's live log from `after`.
-    pub fn follow(&self, log: std::sync::Arc<TurnLog>, after: u64) -> EventStream {
+    pub(crate) fn follow(&self, log: std::sync::Arc<TurnLog>, after: u64) -> EventStream {
         follow_live(log, after)
     }
 
@@ -49,21 +50,21 @@ impl Service {
     /// other process: woken by the change feed, or after a slow poll.
     fn follow_store(&self, session_id: String, turn_id: String, mut after: u64) -> EventStream {
         let (sender, receiver) = mpsc::channel(SUBSCRIBER_BUFFER);
-        let service = self.clone();
+        let runtime = self.clone();
         tokio::spawn(async move {
             // Registered before the first read, so every later write wakes it.
-            let mut watch = service.watch_turn(&turn_id);
+            let mut watch = runtime.watch_turn(&turn_id);
             let poll = store_poll(watch.is_some());
             let mut check_state = true;
             loop {
                 // A wake-up by the feed means new events; the state is checked on the others.
                 let terminal = check_state
-                    && match service.store().get_turn(&session_id, &turn_id).await {
+                    && match runtime.store().get_turn(&session_id, &turn_id).await {
                         Ok(turn) => !matches!(turn.state, TurnState::Running),
                         Err(_) => return,
                     };
                 loop {
-                    let Ok(page) = service.store().read_stream(&turn_id, after, STORE_PAGE).await else { return };
+                    let Ok(page) = runtime.store().read_stream(&turn_id, after, STORE_PAGE).await else { return };
                     for event in &page {
                         let streamed = StreamedEvent { sequence: event.sequence, json: event.data.as_str().into() };
                         if sender.send(streamed).await.is_err() {
@@ -81,7 +82,7 @@ impl Service {
                 if terminal {
                     return;
                 }
-                if let Some(log) = service.inner.live.get(&turn_id).filter(|log| !log.is_fenced()) {
+                if let Some(log) = runtime.inner.live.get(&turn_id).filter(|log| !log.is_fenced()) {
                     forward_live(log, after, sender).await;
                     return;
                 }

@@ -17,15 +17,16 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use teamster_protocol::{CancelReason, ids};
 use teamster_store::codec::UNCLAIMED_LEASE_GRACE_MS;
 use teamster_store::{Store, TurnLease};
 
-use crate::Inner;
-use crate::live::TurnLog;
+use super::TurnRuntime;
+use super::clock::{clock, millis};
+use super::live::TurnLog;
 
 /// How turns are leased and taken over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -223,8 +224,10 @@ impl Leases {
     }
 }
 
-/// Starts the keeper: the task that renews this replica's leases. It ends with the service.
-pub(crate) fn start_keeper(inner: Weak<Inner>, config: LeaseConfig) {
+/// Starts the keeper: the task that renews this replica's leases. It ends with the runtime.
+pub(super) fn start_keeper(runtime: &TurnRuntime) {
+    let inner = Arc::downgrade(&runtime.inner);
+    let config = runtime.inner.leases.config;
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(config.tick()).await;
@@ -232,16 +235,6 @@ pub(crate) fn start_keeper(inner: Weak<Inner>, config: LeaseConfig) {
             inner.leases.keep(inner.store.as_ref()).await;
         }
     });
-}
-
-/// Milliseconds on a monotonic clock that starts with the process.
-pub(crate) fn clock() -> u64 {
-    static START: LazyLock<Instant> = LazyLock::new(Instant::now);
-    millis(START.elapsed())
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

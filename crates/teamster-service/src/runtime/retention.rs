@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use teamster_protocol::timestamp;
 
-use crate::Service;
+use super::TurnRuntime;
 
 /// Turns whose streams one store call deletes.
 const SWEEP_BATCH: u32 = 64;
@@ -23,22 +23,22 @@ const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(600);
 /// The shortest time between two sweeps.
 const MIN_SWEEP_INTERVAL: Duration = Duration::from_millis(100);
 
-/// Starts the sweeper; it ends with the service. It sweeps every tenth of the retention time
+/// Starts the sweeper; it ends with the runtime. It sweeps every tenth of the retention time
 /// (between 100 ms and 10 minutes), so a stream outlives its retention by at most that much.
-pub(crate) fn start_sweeper(service: &Service) {
-    let inner = Arc::downgrade(&service.inner);
-    let retention = service.inner.config.stream_retention;
+pub(crate) fn start_sweeper(runtime: &TurnRuntime) {
+    let inner = Arc::downgrade(&runtime.inner);
+    let retention = runtime.inner.stream_retention;
     let every = (retention / 10).clamp(MIN_SWEEP_INTERVAL, MAX_SWEEP_INTERVAL);
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(every).await;
             let Some(inner) = inner.upgrade() else { return };
-            (Service { inner }).sweep_streams(retention).await;
+            (TurnRuntime { inner }).sweep_streams(retention).await;
         }
     });
 }
 
-impl Service {
+impl TurnRuntime {
     /// Deletes the streams of turns that finished more than `retention` ago, batch by batch,
     /// until none is left or a batch fails (the next sweep goes on).
     async fn sweep_streams(&self, retention: Duration) {

@@ -1,0 +1,175 @@
+//! The turn runtime: everything about turns while they run and just after. It starts a turn's
+//! task (see `runner`), holds its live log in memory (`live`), commits its events through the
+//! group-commit writer (`writer`, fed by the engine's sink, `sink`), keeps its lease
+//! (`leases`), takes over turns whose server stopped (`recovery`, `resume`), follows turns of
+//! other replicas through the store (`remote`, `subscribe`), and drops old streams
+//! (`retention`).
+//!
+//! It knows nothing of agents, sessions' owners, providers or MCP: a turn's plan comes from a
+//! [`PlanTurns`] given at start.
+
+mod clock;
+mod history;
+mod leases;
+mod live;
+mod metrics;
+mod recovery;
+mod remote;
+mod resume;
+mod retention;
+mod runner;
+mod sink;
+mod subscribe;
+mod writer;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use teamster_engine::TurnPlan;
+use teamster_protocol::event::McpAuthRequired;
+use teamster_protocol::{Event, TurnState};
+use teamster_store::{SessionRecord, Store, TurnRecord};
+
+use crate::cluster::Cluster;
+
+pub use leases::LeaseConfig;
+pub use live::{StreamedEvent, TurnLog};
+pub(crate) use remote::EndingTurn;
+pub(crate) use sink::TurnSink;
+pub use subscribe::EventStream;
+
+/// How a planned turn starts.
+pub(crate) enum TurnStart {
+    /// The engine runs the plan.
+    Run(Box<TurnPlan>),
+    /// MCP servers need the user's authorization: the turn ends `done` with this
+    /// `mcp.auth_required` in its `required_actions`, before any model call, and a turn with an
+    /// empty input runs it again once the user has authorized them.
+    NeedsAuthorization(McpAuthRequired),
+}
+
+/// Makes the engine's plan for a turn of a session from its history (the ancestors' content
+/// events, then the turn's own `turn.created`). Content events of the planning itself (such as
+/// `mcp.initialize`) go to `sink`. Errors are messages for the turn's error state.
+#[async_trait]
+pub(crate) trait PlanTurns: Send + Sync {
+    async fn plan(&self, session: &SessionRecord, turn: &TurnRecord, history: &[Event], sink: &TurnSink) -> Result<TurnStart, String>;
+}
+
+/// How the runtime runs turns.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RuntimeConfig {
+    pub turn_timeout: Duration,
+    pub stream_retention: Duration,
+    pub leases: LeaseConfig,
+}
+
+/// The running turns of this replica; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct TurnRuntime {
+    inner: Arc<State>,
+}
+
+struct State {
+    store: Arc<dyn Store>,
+    writer: writer::EventWriter,
+    live: live::LiveTurns,
+    /// The leases of the turns this replica runs.
+    leases: Arc<leases::Leases>,
+    /// Histories of recently finished turns, so chained turns need not re-read the chain.
+    history: history::HistoryCache,
+    /// Readers of turns running on other replicas; `None` when the store has no change feed
+    /// (no other process shares it).
+    cluster: Option<Arc<Cluster>>,
+    planner: Arc<dyn PlanTurns>,
+    turn_timeout: Duration,
+    stream_retention: Duration,
+}
+
+impl TurnRuntime {
+    /// Starts the writer, the lease keeper, the takeover of turns whose server stopped and the
+    /// stream retention sweeper; they stop once the runtime is dropped.
+    pub(crate) fn start(
+        store: Arc<dyn Store>,
+        cluster: Option<Arc<Cluster>>,
+        planner: Arc<dyn PlanTurns>,
+        config: RuntimeConfig,
+    ) -> TurnRuntime {
+        let runtime = TurnRuntime {
+            inner: Arc::new(State {
+                writer: writer::EventWriter::start(store.clone()),
+                store,
+                live: live::LiveTurns::default(),
+                leases: Arc::new(leases::Leases::new(config.leases)),
+                history: history::HistoryCache::default(),
+                cluster,
+                planner,
+                turn_timeout: config.turn_timeout,
+                stream_retention: config.stream_retention,
+            }),
+        };
+        leases::start_keeper(&runtime);
+        recovery::start_takeovers(&runtime);
+        retention::start_sweeper(&runtime);
+        runtime
+    }
+
+    fn store(&self) -> &dyn Store {
+        self.inner.store.as_ref()
+    }
+
+    /// Runs a turn whose record and `turn.created` (`created`, its first stream event) were
+    /// just stored, once `ending_previous` (if any) has ended. Answers its live log.
+    pub(crate) fn begin(
+        &self,
+        session: SessionRecord,
+        turn: TurnRecord,
+        created: Arc<str>,
+        ending_previous: Option<EndingTurn>,
+    ) -> Arc<TurnLog> {
+        let log = TurnLog::new(&turn.id, &session.id, vec![created]);
+        self.inner.live.insert(log.clone());
+        runner::spawn(self.clone(), log.clone(), session, turn, ending_previous);
+        log
+    }
+
+    /// The number of turns running in this process.
+    pub(crate) fn running_turns(&self) -> usize {
+        self.inner.live.len()
+    }
+
+    /// The session's turn running in this process, if any.
+    pub(crate) fn running_in_session(&self, session_id: &str) -> Option<Arc<TurnLog>> {
+        self.inner.live.running_in_session(session_id)
+    }
+
+    /// A turn's final state as soon as it has decided it (the store catches up a moment
+    /// later), if it runs in this process.
+    pub(crate) fn decided_state(&self, turn_id: &str) -> Option<TurnState> {
+        self.inner.live.get(turn_id).and_then(|log| log.final_state())
+    }
+
+    /// Waits until every event queued so far is committed.
+    pub(crate) async fn flush(&self) {
+        self.inner.writer.flush().await;
+    }
+
+    /// Hands every running turn over, on shutdown: stops them here without recording an end,
+    /// waits up to `grace` for them to stop and for the writer to settle, then releases their
+    /// leases, so that another replica (or this server, once restarted) resumes them at once.
+    pub(crate) async fn shutdown(&self, grace: Duration) {
+        let running = self.inner.live.all();
+        let handed_over = self.inner.leases.hand_over_all();
+        let stopped = futures_util::future::join_all(running.iter().map(|log| log.wait_finished()));
+        let _ = tokio::time::timeout(grace, stopped).await;
+        self.inner.writer.flush().await;
+        let owner = &self.inner.leases.owner;
+        let released = handed_over.iter().map(|lease| self.store().release_lease(owner, lease));
+        for (lease, result) in handed_over.iter().zip(futures_util::future::join_all(released).await) {
+            if let Err(error) = result {
+                tracing::warn!(turn_id = %lease.turn_id, %error, "releasing a lease failed; it expires on its own");
+            }
+        }
+    }
+}
