@@ -9,12 +9,14 @@
 //! Invariant: the engine knows no HTTP, no SQL and no environment variables. It never blocks
 //! on a human: a paused turn ends, and the next turn resumes from stored events.
 
+mod agent;
 mod compaction;
 mod context;
 mod deferred;
 mod gates;
 mod history;
 mod large_results;
+pub mod pending;
 mod resume;
 mod run;
 mod sink;
@@ -25,6 +27,7 @@ mod template;
 mod toolbox;
 mod usage;
 
+pub use agent::{Agent, AgentError};
 pub use compaction::COMPACTION_TITLE;
 pub use context::{ContextPolicy, DEFAULT_COMPACTION_THRESHOLD};
 pub use deferred::{LOAD_TOOLS, SEARCH_TOOLS};

@@ -17,7 +17,6 @@ mod error;
 mod events;
 mod input_files;
 pub mod mcp;
-mod pending;
 mod planner;
 mod runtime;
 mod turns;

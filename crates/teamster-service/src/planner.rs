@@ -1,23 +1,21 @@
-//! How a turn is planned: the session's agent spec (from the catalog), the turn's history, the
-//! decisions its input carries and the tools of its MCP servers, made into the engine's
-//! [`TurnPlan`]. The turn runtime asks for a plan through [`PlanTurns`] and knows none of this.
+//! How a turn is planned: the data a plan needs, loaded — the session's agent spec (from the
+//! catalog) and the saved agents its sub-agents name, the decisions its input carries, the
+//! built-in tools and those of its MCP servers — and handed to the engine's
+//! [`Agent`](teamster_engine::Agent), which knows what a spec means. The turn runtime asks for
+//! a plan through [`PlanTurns`] and knows none of this.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use teamster_engine::{
-    ContextPolicy, EventSink, ModelResolver, NamedSubAgent, Resolution, SubAgentPolicy, ToolBox, TurnPlan, history_from_events, render,
-};
-use teamster_llm::Message;
-use teamster_protocol::agent::{AgentSpec, SubAgentsConfig};
+use teamster_engine::{Agent, EventSink, ModelResolver, Resolution, ToolBox, pending};
+use teamster_protocol::Event;
 use teamster_protocol::input::TurnInput;
-use teamster_protocol::{Event, MAIN_THREAD_ID, RuntimeConfig};
 use teamster_store::{SessionRecord, Store, TurnRecord};
 use teamster_tools::ToolSource;
 
 use crate::catalog::Catalog;
 use crate::mcp::{McpHost, TurnTools};
-use crate::pending;
 use crate::runtime::{PlanTurns, TurnSink, TurnStart};
 
 /// The most authorization pauses in a row a resumed turn looks back through for decisions.
@@ -40,18 +38,17 @@ impl PlanTurns for Planner {
             .session_spec(session)
             .await
             .map_err(|error| format!("The session's agent is no longer available: {error}."))?;
-        let resolved = self
-            .catalog
-            .models()
-            .resolve(&spec.model.name)
-            .map_err(|error| format!("The agent's model {:?} is not available: {error}.", spec.model.name))?;
-        let variables = spec.variables.clone().unwrap_or_default();
-        let seed_messages: Vec<Message> = spec
-            .messages
-            .iter()
-            .flatten()
-            .map(|seed| Message::User { content: render(&seed.content, &variables) })
-            .collect();
+        let models: Arc<dyn ModelResolver> = Arc::new(RegistryModels(self.catalog.models()));
+        let mut saved = HashMap::new();
+        for name in Agent::saved_sub_agents(&spec) {
+            match self.store.get_agent_by_name(name).await {
+                Ok(record) => {
+                    saved.insert(name.to_owned(), record.spec);
+                }
+                Err(error) => tracing::warn!(saved = %name, %error, "a declared sub-agent's saved agent cannot be read"),
+            }
+        }
+        let agent = Agent::from_spec(&spec, models, |name| saved.get(name).cloned()).map_err(|error| error.to_string())?;
         let resolutions = self.resolutions(turn, history).await?;
         let builtins = ToolBox::collect(self.tools.clone()).await;
         let (initialized, tools) = self.mcp.turn_tools(builtins, turn, &spec, history, &sink.log.cancel).await;
@@ -62,79 +59,12 @@ impl PlanTurns for Planner {
             TurnTools::Ready(toolbox) => toolbox,
             TurnTools::NeedsAuthorization(required) => return Ok(TurnStart::NeedsAuthorization(required)),
         };
-        let config = spec.config.as_ref();
-        let iteration_limit = config
-            .and_then(|config| config.iteration_limit)
-            .unwrap_or(RuntimeConfig::DEFAULT_ITERATION_LIMIT)
-            .clamp(1, RuntimeConfig::MAX_ITERATION_LIMIT);
-        let plan = TurnPlan {
-            thread_id: MAIN_THREAD_ID.to_owned(),
-            model: resolved.client,
-            model_id: resolved.model_id,
-            params: spec.model.params.clone().unwrap_or_default(),
-            response_format: spec.response_format.clone(),
-            instructions: spec.instructions.as_deref().map(|text| render(text, &variables)),
-            seed_messages,
-            messages: history_from_events(history, MAIN_THREAD_ID),
-            toolbox,
-            iteration_limit,
-            iterations_done: 0,
-            context: ContextPolicy::from_config(config.and_then(|config| config.context_management.as_ref())),
-            pricing: resolved.pricing,
-            ask_user_questions: config.and_then(|config| config.ask_user_questions.as_ref()).is_none_or(|toggle| toggle.enabled),
-            sub_agents: self.sub_agent_policy(&spec).await,
-            // Resuming a sub-agent thread rebuilds it from the history.
-            events: if resolutions.iter().any(|resolution| resolution.thread_id != MAIN_THREAD_ID) {
-                history.to_vec()
-            } else {
-                Vec::new()
-            },
-            resolutions,
-        };
+        let plan = agent.plan(history, toolbox, resolutions);
         Ok(TurnStart::Run(Box::new(plan)))
     }
 }
 
 impl Planner {
-    /// The sub-agents an agent may start: dynamic ones unless disabled, and the declared ones
-    /// (a declared sub-agent naming a saved agent takes that agent's instructions and model).
-    async fn sub_agent_policy(&self, spec: &AgentSpec) -> Option<SubAgentPolicy> {
-        let config = spec.config.as_ref().and_then(|config| config.dynamic_sub_agents.as_ref());
-        let dynamic = config.is_none_or(|config| config.enabled);
-        let max_depth = config
-            .and_then(|config| config.max_depth)
-            .unwrap_or(SubAgentsConfig::DEFAULT_MAX_DEPTH)
-            .clamp(1, SubAgentsConfig::MAX_DEPTH) as u32;
-        let mut named = Vec::new();
-        for declared in spec.sub_agents.iter().flatten() {
-            let mut agent = NamedSubAgent {
-                name: declared.name.clone(),
-                description: declared.description.clone(),
-                instructions: declared.instructions.clone(),
-                tools: declared.tools.clone(),
-                model: declared.model.clone(),
-            };
-            if let Some(saved) = &declared.agent {
-                match self.store.get_agent_by_name(saved).await {
-                    Ok(record) => {
-                        agent.instructions = agent.instructions.or(record.spec.instructions.clone());
-                        agent.model = agent.model.or(Some(record.spec.model.name.clone()));
-                    }
-                    Err(error) => {
-                        tracing::warn!(sub_agent = %declared.name, %saved, %error, "declared sub-agent's saved agent not found");
-                    }
-                }
-            }
-            named.push(agent);
-        }
-        (dynamic || !named.is_empty()).then(|| SubAgentPolicy {
-            dynamic,
-            named,
-            max_depth,
-            models: Arc::new(RegistryModels(self.catalog.models())),
-        })
-    }
-
     /// The decisions of a turn whose input resumes waiting calls, with each call as its
     /// message recorded it. The input was checked against the waiting calls when the turn was
     /// created. A turn with an empty input resumes the turn that paused for MCP authorization,

@@ -1,17 +1,18 @@
-//! Turns: create (validate, record `turn.created`, start the runner), get, list, cancel.
+//! Turns: create (validate, record `turn.created`, hand it to the runtime), get, list, cancel,
+//! and deleting a session with its running turn.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use teamster_engine::pending;
 use teamster_protocol::event::TurnCreated;
 use teamster_protocol::input::{InputKind, TurnInput};
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, Turn, TurnState, ids, timestamp};
 use teamster_store::{LogWrite, SessionRecord, TurnRecord};
 
-use crate::runtime::{EndingTurn, TurnLog};
-use crate::{cursor, input_files, pending};
 use crate::error::{Result, ServiceError};
-use crate::{Caller, Service};
+use crate::runtime::{EndingTurn, TurnLog};
+use crate::{Caller, Service, cursor, input_files};
 
 /// The most input items one turn may carry.
 const MAX_INPUT_ITEMS: usize = 256;
@@ -156,7 +157,8 @@ impl Service {
                 }
                 None => (Vec::new(), false),
             };
-            pending::check_input(&waiting, awaits_authorization, &request.input)?;
+            pending::check_input(&waiting, awaits_authorization, &request.input)
+                .map_err(|error| ServiceError::invalid_param("input", error.0))?;
         }
         let running = self.runtime().running_in_session(session_id);
         // With several replicas, the session's turn may run on another one.

@@ -45,7 +45,7 @@ pub(crate) fn cycles(sources: &[(Module, String)]) -> Vec<Vec<String>> {
         if let Some(cycle) = cycle_through(&edges, start) {
             let members: BTreeSet<Module> = cycle.iter().cloned().collect();
             if reported.insert(members) {
-                found.push(cycle.iter().map(|module| display(module)).collect());
+                found.push(cycle.iter().map(display).collect());
             }
         }
     }

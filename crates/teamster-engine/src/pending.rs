@@ -12,23 +12,27 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use teamster_engine::{Decision, Resolution};
 use teamster_protocol::event::ToolCall;
 use teamster_protocol::input::{Approval, InputKind, TurnInput};
 use teamster_protocol::{Event, TurnState};
 
-use crate::error::{Result, ServiceError};
+use crate::gates::{Decision, Resolution};
+
+/// Why a turn's input does not fit what waits: a message for the client, about its `input`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DecisionError(pub String);
 
 /// What a waiting call needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Needs {
+pub enum Needs {
     Approval,
     Response,
 }
 
 /// One call waiting for a human.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Waiting {
+pub struct Waiting {
     pub thread_id: String,
     pub tool_call_id: String,
     /// The `model.message` holding the call.
@@ -37,7 +41,7 @@ pub(crate) struct Waiting {
 }
 
 /// The calls a turn left waiting: those of its `required_actions` when it ended `done`.
-pub(crate) fn waiting_calls(state: &TurnState) -> Vec<Waiting> {
+pub fn waiting_calls(state: &TurnState) -> Vec<Waiting> {
     let TurnState::Done { required_actions, .. } = state else {
         return Vec::new();
     };
@@ -60,7 +64,7 @@ pub(crate) fn waiting_calls(state: &TurnState) -> Vec<Waiting> {
 
 /// Whether a turn ended waiting for the user to authorize MCP servers: `done` with an
 /// `mcp.auth_required` in its `required_actions`.
-pub(crate) fn awaits_authorization(state: &TurnState) -> bool {
+pub fn awaits_authorization(state: &TurnState) -> bool {
     matches!(state, TurnState::Done { required_actions, .. }
         if required_actions.iter().any(|action| matches!(action, Event::McpAuthRequired(_))))
 }
@@ -70,7 +74,7 @@ pub(crate) fn awaits_authorization(state: &TurnState) -> bool {
 /// waiting, and is accepted only to resume a turn that paused for MCP authorization
 /// (`awaits_authorization`). User messages are always accepted (they leave the calls
 /// undecided).
-pub(crate) fn check_input(waiting: &[Waiting], awaits_authorization: bool, input: &[TurnInput]) -> Result<()> {
+pub fn check_input(waiting: &[Waiting], awaits_authorization: bool, input: &[TurnInput]) -> Result<(), DecisionError> {
     let describe = |calls: &mut dyn Iterator<Item = &Waiting>| {
         calls.map(|call| format!("{:?} (thread {:?})", call.tool_call_id, call.thread_id)).collect::<Vec<_>>().join(", ")
     };
@@ -79,10 +83,9 @@ pub(crate) fn check_input(waiting: &[Waiting], awaits_authorization: bool, input
             return Ok(());
         }
         if waiting.is_empty() {
-            return Err(ServiceError::invalid_param("input", "input is empty and nothing in this session is waiting to be resumed"));
+            return Err(DecisionError("input is empty and nothing in this session is waiting to be resumed".to_owned()));
         }
-        return Err(ServiceError::invalid_param(
-            "input",
+        return Err(DecisionError(
             format!(
                 "input is empty, but tool calls are waiting for a decision: {}; send a user.tool_approval or user.tool_response for each, or a new user message",
                 describe(&mut waiting.iter())
@@ -115,21 +118,19 @@ pub(crate) fn check_input(waiting: &[Waiting], awaits_authorization: bool, input
                     describe(&mut waiting.iter())
                 ),
             };
-            return Err(ServiceError::invalid_param("input", message));
+            return Err(DecisionError(message));
         };
         if call.needs != needs {
             let (wanted, got) = match call.needs {
                 Needs::Approval => ("user.tool_approval", "user.tool_response"),
                 Needs::Response => ("user.tool_response", "user.tool_approval"),
             };
-            return Err(ServiceError::invalid_param(
-                "input",
+            return Err(DecisionError(
                 format!("input[{index}]: tool call {tool_call_id:?} needs a {wanted}, not a {got}"),
             ));
         }
         if !decided.insert((thread_id.as_str(), tool_call_id.as_str())) {
-            return Err(ServiceError::invalid_param(
-                "input",
+            return Err(DecisionError(
                 format!("input[{index}]: tool call {tool_call_id:?} is decided twice"),
             ));
         }
@@ -137,8 +138,7 @@ pub(crate) fn check_input(waiting: &[Waiting], awaits_authorization: bool, input
     let mut missing = waiting.iter().filter(|call| !decided.contains(&(call.thread_id.as_str(), call.tool_call_id.as_str())));
     let missing = describe(&mut missing);
     if !missing.is_empty() {
-        return Err(ServiceError::invalid_param(
-            "input",
+        return Err(DecisionError(
             format!("every waiting tool call needs a decision in the same turn; missing: {missing}"),
         ));
     }
@@ -148,7 +148,7 @@ pub(crate) fn check_input(waiting: &[Waiting], awaits_authorization: bool, input
 /// The engine's resolutions for a turn whose input decides `waiting` calls (already checked
 /// with [`check_input`]): each call's name and arguments come from its message in `history`.
 /// A call whose message cannot be found is an error the turn reports.
-pub(crate) fn resolutions(waiting: &[Waiting], input: &[TurnInput], history: &[Event]) -> std::result::Result<Vec<Resolution>, String> {
+pub fn resolutions(waiting: &[Waiting], input: &[TurnInput], history: &[Event]) -> Result<Vec<Resolution>, String> {
     let mut calls: HashMap<(&str, &str), &ToolCall> = HashMap::new();
     for event in history {
         if let Event::ModelMessage(message) = event {
