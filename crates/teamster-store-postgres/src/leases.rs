@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use sqlx::PgPool;
-use teamster_store::codec::{clamp_i64, lease_millis, to_u64};
+use teamster_store::codec::{self, clamp_i64, lease_millis};
 use teamster_store::{ExpiredLease, Result, TurnLease};
 
 use crate::error;
@@ -59,7 +59,7 @@ pub(crate) async fn claim_turn(
         .await
         .map_err(error::backend)?;
     claimed
-        .map(|claims| Ok(TurnLease { turn_id: turn_id.to_owned(), claims: to_u64(claims, "lease claims")? }))
+        .map(|claims| codec::held_lease(turn_id, claims))
         .transpose()
 }
 
@@ -110,11 +110,7 @@ pub(crate) async fn expired_leases(pool: &PgPool, limit: u32) -> Result<Vec<Expi
     );
     let rows: Vec<(String, String, Option<String>, i64)> =
         sqlx::query_as(&sql).bind(i64::from(limit)).fetch_all(pool).await.map_err(error::backend)?;
-    rows.into_iter()
-        .map(|(session_id, turn_id, owner, claims)| {
-            Ok(ExpiredLease { session_id, turn_id, owner, claims: to_u64(claims, "lease claims")? })
-        })
-        .collect()
+    rows.into_iter().map(codec::expired_lease).collect()
 }
 
 /// Deletes the streams and leases of the turns that finished longest ago, before

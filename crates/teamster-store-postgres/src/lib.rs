@@ -220,15 +220,7 @@ impl AgentStore for PostgresStore {
         .fetch_optional(&self.pool)
         .await
         .map_err(error::on("agent version"))?;
-        let (name, version, created_at) = row.ok_or(Error::NotFound("agent"))?;
-        Ok(AgentRecord {
-            id: agent_id.to_owned(),
-            name,
-            version: to_u64(version, "agent version")?,
-            spec: spec.clone(),
-            created_at,
-            updated_at: at.to_owned(),
-        })
+        codec::added_version(agent_id, spec, at, row.ok_or(Error::NotFound("agent"))?)
     }
 
     async fn get_agent(&self, agent_id: &str) -> Result<AgentRecord> {
@@ -487,9 +479,7 @@ impl EventLog for PostgresStore {
         .fetch_all(&self.pool)
         .await
         .map_err(error::backend)?;
-        rows.into_iter()
-            .map(|(sequence, data)| Ok(StreamEvent { sequence: to_u64(sequence, "sequence number")?, data }))
-            .collect()
+        rows.into_iter().map(codec::stream_event).collect()
     }
 
     async fn last_sequence(&self, turn_id: &str) -> Result<u64> {
@@ -534,11 +524,7 @@ impl EventLog for PostgresStore {
             .fetch_all(&self.pool)
             .await
             .map_err(error::backend)?;
-        rows.into_iter()
-            .map(|(sequence, kind, data)| {
-                Ok(ContentEvent { sequence: to_u64(sequence, "sequence number")?, kind, data })
-            })
-            .collect()
+        rows.into_iter().map(codec::content_event).collect()
     }
 
     async fn delete_expired_streams(&self, finished_before: &str, max_turns: u32) -> Result<u32> {

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use teamster_store::codec::{clamp_i64, lease_millis, to_json, to_u64};
+use teamster_store::codec::{self, clamp_i64, lease_millis, to_json};
 use teamster_store::{ExpiredLease, Result, TurnLease};
 
 use crate::connections::Connections;
@@ -54,7 +54,7 @@ pub(crate) async fn claim_turn(
         .await
         .map_err(error::backend)?;
     claimed
-        .map(|claims| Ok(TurnLease { turn_id: turn_id.to_owned(), claims: to_u64(claims, "lease claims")? }))
+        .map(|claims| codec::held_lease(turn_id, claims))
         .transpose()
 }
 
@@ -112,11 +112,7 @@ pub(crate) async fn expired_leases(connections: &Connections, limit: u32) -> Res
     let mut reader = connections.read().await?;
     let rows: Vec<(String, String, Option<String>, i64)> =
         sqlx::query_as(&sql).bind(i64::from(limit)).fetch_all(&mut *reader).await.map_err(error::backend)?;
-    rows.into_iter()
-        .map(|(session_id, turn_id, owner, claims)| {
-            Ok(ExpiredLease { session_id, turn_id, owner, claims: to_u64(claims, "lease claims")? })
-        })
-        .collect()
+    rows.into_iter().map(codec::expired_lease).collect()
 }
 
 /// Deletes the streams and leases of the turns that finished longest ago, before

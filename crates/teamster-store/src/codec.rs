@@ -13,7 +13,12 @@ use serde::de::DeserializeOwned;
 use teamster_protocol::CancelReason;
 use teamster_protocol::session::SessionKind;
 
-use crate::{AgentRecord, Error, LogWrite, Result, SessionAgentRecord, SessionRecord, TurnRecord};
+use teamster_protocol::agent::AgentSpec;
+
+use crate::{
+    AgentRecord, ContentEvent, Error, ExpiredLease, LogWrite, Result, SessionAgentRecord, SessionRecord, StreamEvent, TurnLease,
+    TurnRecord,
+};
 
 /// Encodes a protocol value as JSON text.
 pub fn to_json<T: Serialize + ?Sized>(value: &T, what: &str) -> Result<String> {
@@ -102,6 +107,40 @@ pub fn agent(row: AgentRow) -> Result<AgentRecord> {
         created_at,
         updated_at,
     })
+}
+
+/// The agent version a write just added, from what the write returned: `name, version,
+/// created_at` of the agent.
+pub fn added_version(agent_id: &str, spec: &AgentSpec, at: &str, returned: (String, i64, String)) -> Result<AgentRecord> {
+    let (name, version, created_at) = returned;
+    Ok(AgentRecord {
+        id: agent_id.to_owned(),
+        name,
+        version: to_u64(version, "agent version")?,
+        spec: spec.clone(),
+        created_at,
+        updated_at: at.to_owned(),
+    })
+}
+
+/// A stream event from its row: `sequence, data`.
+pub fn stream_event((sequence, data): (i64, String)) -> Result<StreamEvent> {
+    Ok(StreamEvent { sequence: to_u64(sequence, "sequence number")?, data })
+}
+
+/// A content event from its row: `sequence, kind, data`.
+pub fn content_event((sequence, kind, data): (i64, String, String)) -> Result<ContentEvent> {
+    Ok(ContentEvent { sequence: to_u64(sequence, "sequence number")?, kind, data })
+}
+
+/// A lease this replica now holds on `turn_id`, from the claim count the store returned.
+pub fn held_lease(turn_id: &str, claims: i64) -> Result<TurnLease> {
+    Ok(TurnLease { turn_id: turn_id.to_owned(), claims: to_u64(claims, "lease claims")? })
+}
+
+/// An expired lease from its row: `session_id, turn_id, owner, claims`.
+pub fn expired_lease((session_id, turn_id, owner, claims): (String, String, Option<String>, i64)) -> Result<ExpiredLease> {
+    Ok(ExpiredLease { session_id, turn_id, owner, claims: to_u64(claims, "lease claims")? })
 }
 
 /// Assembles a session from its row.
