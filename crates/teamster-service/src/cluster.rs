@@ -9,19 +9,19 @@
 //! - [`Change::Missed`] does all of that for everything, since anything may have changed.
 //!
 //! The feed is a wake-up, never the data, and readers also re-check on a slow timer, so a lost
-//! announcement only delays them: subscribers re-read the store every [`FALLBACK_POLL`], and
-//! a second task looks up cancel requests for this replica's running turns every
-//! [`CANCEL_CHECK`]. A store with no feed (SQLite, one process) uses none of this.
+//! announcement only delays them: readers re-read the store every second (see the runtime's
+//! `remote.rs`), and a second task looks up cancel requests for this replica's running turns
+//! every [`CANCEL_CHECK`]. A store with no feed (SQLite, one process) uses none of this. What
+//! each announcement does here is the [`ClusterMember`]'s business (the service's facade).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use teamster_protocol::CancelReason;
 use teamster_store::{Change, ChangeFeed};
 use tokio::sync::watch;
-
-use async_trait::async_trait;
 
 /// How often a replica looks up cancel requests for the turns it runs.
 const CANCEL_CHECK: Duration = Duration::from_secs(1);

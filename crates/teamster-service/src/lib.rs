@@ -1,11 +1,12 @@
 //! The service layer both HTTP dialects share: agents, sessions, turns, events, settings.
 //!
-//! It owns the lifecycle of a turn: validate, record `turn.created`, run the engine on a task
-//! of its own (a client disconnect never cancels it), stream events through the in-memory
-//! [`live::TurnLog`] once the group-commit [`writer::EventWriter`] has made them durable, and
-//! finish with `turn.done`. Requests name a [`Caller`]; every session is checked against it.
-//! When other replicas share the store, `cluster` relays its change feed: other replicas'
-//! turns are followed, cancelled and waited for through the store.
+//! It is built of rooms with private state, and [`Service`] is a facade over them: the
+//! [`Catalog`] (agents, sessions, model providers), the [`McpHost`] (MCP servers, connections,
+//! users' authorizations), the turn runtime (`runtime`: a turn runs on a task of its own, so a
+//! client disconnect never cancels it; its events reach subscribers through the in-memory
+//! [`TurnLog`] once the group-commit writer has made them durable), the planner that makes a
+//! turn's plan (`planner`) and, when other replicas share the store, the relay of its change
+//! feed (`cluster`). Requests name a [`Caller`]; every session is checked against it.
 //!
 //! Invariant: no HTTP here (no axum, no status codes) and no SQL; errors are
 //! [`ServiceError`]s that the server maps to statuses.

@@ -1,4 +1,4 @@
-//! The task that runs one turn: read its history, have it planned (see [`PlanTurns`]), run
+//! The task that runs one turn: read its history, have it planned (see [`PlanTurns`](super::PlanTurns)), run
 //! the engine with a deadline, and record how it ended.
 
 use std::sync::Arc;
