@@ -127,7 +127,7 @@ impl Service {
         validate_input(&request.input)?;
         let chain = parse_chain(request.previous_turn_id.as_deref())?;
         let session = self.catalog().owned_session(caller, session_id).await?;
-        self.check_runnable(&session).await?;
+        self.catalog().check_runnable(&session).await?;
         let (input, files) = input_files::prepare(self.store(), session_id, request.input.clone()).await?;
         let previous = match &chain {
             Chain::Auto => session.last_turn_id.clone(),
@@ -193,16 +193,6 @@ impl Service {
         };
         input_files::store_files(self.store(), session_id, files).await?;
         self.start_turn(caller, session, previous, input, ending).await
-    }
-
-    /// Checks before anything is stored that the session's agent can still run: its pinned
-    /// version exists (412 once the agent was deleted) and its model resolves (422).
-    async fn check_runnable(&self, session: &SessionRecord) -> Result<()> {
-        let model = self.catalog().session_spec(session).await?.model.name;
-        match self.catalog().models().resolve(&model) {
-            Ok(_) => Ok(()),
-            Err(error) => Err(ServiceError::Unprocessable(format!("the agent's model {model:?} is not available: {error}"))),
-        }
     }
 
     async fn start_turn(

@@ -67,10 +67,8 @@ fn cycle_through(edges: &BTreeMap<Module, BTreeSet<Module>>, start: &Module) -> 
                         cycle.push((*before).clone());
                         at = before;
                     }
+                    // The walk back ends at `start`, which has no predecessor.
                     cycle.reverse();
-                    if cycle[0] != *start {
-                        cycle.insert(0, start.clone());
-                    }
                     return Some(cycle);
                 }
                 if target != start && !previous.contains_key(target) {

@@ -72,4 +72,14 @@ impl Catalog {
             }
         }
     }
+
+    /// Checks before a turn is stored that the session's agent can still run: its pinned
+    /// version exists (412 once the agent was deleted) and its model resolves (422).
+    pub(crate) async fn check_runnable(&self, session: &SessionRecord) -> Result<()> {
+        let model = self.session_spec(session).await?.model.name;
+        match self.models().resolve(&model) {
+            Ok(_) => Ok(()),
+            Err(error) => Err(ServiceError::Unprocessable(format!("the agent's model {model:?} is not available: {error}"))),
+        }
+    }
 }
