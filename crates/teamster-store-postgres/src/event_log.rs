@@ -26,7 +26,7 @@ use sqlx::query::Query;
 use teamster_store::Result;
 use teamster_store::codec::LogRows;
 
-use crate::error;
+use teamster_store_sql::error;
 
 /// Selects the turns with ids in `{turn_ids}`, joined to their sessions in session id order:
 /// with a locking clause `OF sessions` appended, it locks the sessions in that order. Locking

@@ -24,7 +24,7 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use teamster_store::{Change, ChangeFeed, ChangeSender, Error, Result, codec};
 use tokio::task::JoinHandle;
 
-use crate::error;
+use teamster_store_sql::error;
 
 /// How many changes a reader may fall behind before it is told it missed some.
 const FEED_CAPACITY: usize = 4096;

@@ -16,8 +16,6 @@
 //! requests and setting writes send a notification in the statement that makes them, and
 //! [`CoordinationStore::changes`] reads them on a LISTEN connection of its own.
 
-mod columns;
-mod error;
 mod event_log;
 mod leases;
 mod feed;
@@ -31,29 +29,30 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::Postgres;
 use teamster_protocol::{AgentSpec, CancelReason};
-use teamster_store::codec::{
-    self, AgentRow, LogRows, SessionAgentColumns, SessionRow, TurnColumns, TurnRow, clamp_i64, to_i64, to_json, to_u64,
-};
+use teamster_store::codec::{self, LogRows, TurnColumns, to_i64, to_json};
 use teamster_store::{
-    AgentRecord, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord, SessionQuery,
+    AgentRecord, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionQuery,
     SessionFile, SessionRecord, StreamEvent, TurnRecord,
 };
 use teamster_store::{AgentStore, CoordinationStore, EventLog, SessionStore, SettingsStore};
 use teamster_store::{ExpiredLease, TurnLease};
-
-use crate::columns::{AGENT_COLUMNS, SESSION_COLUMNS, TURN_COLUMNS};
+use teamster_store_sql::{Sql, error};
 
 /// The schema, embedded at build time.
 static MIGRATOR: Migrator = sqlx::migrate!();
+
+/// The statements both backends share.
+const SQL: Sql<Postgres> = Sql::new(leases::NOW_MS);
 
 /// The URL query parameter that sets the pool size; it is not passed on to the server.
 const POOL_SIZE_PARAMETER: &str = "pool_size";
 
 /// How long a call waits for a pooled connection (or for the server to accept a new one)
 /// before failing.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The bytes of a file per row of `session_file_chunks`.
 const FILE_CHUNK_BYTES: usize = 256 * 1024;
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Creates a turn, if and only if the session's last turn is the expected one, and makes it
 /// the session's last turn. Parameters: `$1` to `$8` are the turn's columns, `$9` the expected
@@ -156,25 +155,6 @@ impl PostgresStore {
     pub fn change_channel(&self) -> &str {
         &self.channel
     }
-
-    /// Reads one version of an agent selected by `condition` on `$1`; `version` `None` means
-    /// the latest.
-    async fn agent_where(&self, condition: &str, key: &str, version: Option<u64>) -> Result<AgentRecord> {
-        let version_join = match version {
-            Some(_) => "agent_versions.version = $2",
-            None => "agent_versions.version = agents.latest_version",
-        };
-        let sql = format!(
-            "SELECT {AGENT_COLUMNS} FROM agents JOIN agent_versions \
-             ON agent_versions.agent_id = agents.id AND {version_join} WHERE {condition}"
-        );
-        let mut query = sqlx::query_as::<_, AgentRow>(&sql).bind(key);
-        if let Some(version) = version {
-            query = query.bind(clamp_i64(version));
-        }
-        let row = query.fetch_optional(&self.pool).await.map_err(error::backend)?;
-        codec::agent(row.ok_or(Error::NotFound("agent"))?)
-    }
 }
 
 #[async_trait]
@@ -224,115 +204,48 @@ impl AgentStore for PostgresStore {
     }
 
     async fn get_agent(&self, agent_id: &str) -> Result<AgentRecord> {
-        self.agent_where("agents.id = $1", agent_id, None).await
+        SQL.get_agent(&self.pool, agent_id).await
     }
 
     async fn get_agent_by_name(&self, name: &str) -> Result<AgentRecord> {
-        self.agent_where("agents.name = $1", name, None).await
+        SQL.get_agent_by_name(&self.pool, name).await
     }
 
     async fn get_agent_version(&self, agent_id: &str, version: u64) -> Result<AgentRecord> {
-        self.agent_where("agents.id = $1", agent_id, Some(version)).await
+        SQL.get_agent_version(&self.pool, agent_id, version).await
     }
 
     async fn list_agents(&self) -> Result<Vec<AgentRecord>> {
-        let sql = format!(
-            "SELECT {AGENT_COLUMNS} FROM agents JOIN agent_versions \
-             ON agent_versions.agent_id = agents.id AND agent_versions.version = agents.latest_version \
-             ORDER BY agents.name"
-        );
-        let rows: Vec<AgentRow> = sqlx::query_as(&sql).fetch_all(&self.pool).await.map_err(error::backend)?;
-        rows.into_iter().map(codec::agent).collect()
+        SQL.list_agents(&self.pool).await
     }
 
     async fn delete_agent(&self, agent_id: &str) -> Result<bool> {
-        // Versions go with the agent (ON DELETE CASCADE); sessions do not reference agents.
-        let deleted = sqlx::query("DELETE FROM agents WHERE id = $1")
-            .bind(agent_id)
-            .execute(&self.pool)
-            .await
-            .map_err(error::backend)?;
-        Ok(deleted.rows_affected() > 0)
+        SQL.delete_agent(&self.pool, agent_id).await
     }
 }
 
 #[async_trait]
 impl SessionStore for PostgresStore {
     async fn create_session(&self, session: &SessionRecord) -> Result<()> {
-        let agent = SessionAgentColumns::new(&session.agent)?;
-        let created_by = to_json(&session.created_by, "session created_by")?;
-        sqlx::query(
-            "INSERT INTO sessions (id, kind, agent_id, agent_version, agent_name, draft_spec, title, \
-             created_by_id, created_by, created_at, updated_at, last_turn_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-        )
-        .bind(&session.id)
-        .bind(agent.kind)
-        .bind(agent.agent_id)
-        .bind(agent.agent_version)
-        .bind(agent.agent_name)
-        .bind(agent.draft_spec)
-        .bind(&session.title)
-        .bind(&session.created_by.subject_id)
-        .bind(created_by)
-        .bind(&session.created_at)
-        .bind(&session.updated_at)
-        .bind(&session.last_turn_id)
-        .execute(&self.pool)
-        .await
-        .map_err(error::on("session"))?;
-        Ok(())
+        SQL.create_session(&self.pool, session).await
     }
 
     async fn get_session(&self, session_id: &str) -> Result<SessionRecord> {
-        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1");
-        let row: Option<SessionRow> =
-            sqlx::query_as(&sql).bind(session_id).fetch_optional(&self.pool).await.map_err(error::backend)?;
-        codec::session(row.ok_or(Error::NotFound("session"))?)
+        SQL.get_session(&self.pool, session_id).await
     }
 
     async fn update_session(&self, session: &SessionRecord) -> Result<()> {
-        // Only a draft's agent is mutable; a saved session stays pinned to its version.
-        let (draft_spec, draft_agent_name) = match &session.agent {
-            SessionAgentRecord::Draft { spec, agent_name } => {
-                (Some(to_json(spec, "draft spec")?), agent_name.as_deref())
-            }
-            SessionAgentRecord::Saved { .. } => (None, None),
-        };
-        let updated = sqlx::query(
-            "UPDATE sessions SET title = $1, updated_at = $2, \
-             draft_spec = CASE WHEN kind = 'session/draft' AND $3::text IS NOT NULL THEN $3 ELSE draft_spec END, \
-             agent_name = CASE WHEN kind = 'session/draft' AND $3::text IS NOT NULL THEN $4 ELSE agent_name END \
-             WHERE id = $5",
-        )
-        .bind(&session.title)
-        .bind(&session.updated_at)
-        .bind(draft_spec)
-        .bind(draft_agent_name)
-        .bind(&session.id)
-        .execute(&self.pool)
-        .await
-        .map_err(error::backend)?;
-        if updated.rows_affected() == 0 {
-            return Err(Error::NotFound("session"));
-        }
-        Ok(())
+        // Locks its session alone (see `event_log` for the lock order).
+        SQL.update_session(&self.pool, session).await
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<bool> {
-        // Turns, and through them both event tables, go with the session (ON DELETE CASCADE).
-        let deleted = sqlx::query("DELETE FROM sessions WHERE id = $1")
-            .bind(session_id)
-            .execute(&self.pool)
-            .await
-            .map_err(error::backend)?;
-        Ok(deleted.rows_affected() > 0)
+        // Locks the session, then cascades to its turns (see `event_log` for the lock order).
+        SQL.delete_session(&self.pool, session_id).await
     }
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>> {
-        let mut sql = teamster_store_sql::session_listing::<Postgres>(SESSION_COLUMNS, query);
-        let rows: Vec<SessionRow> = sql.build_query_as().fetch_all(&self.pool).await.map_err(error::backend)?;
-        rows.into_iter().map(codec::session).collect()
+        SQL.list_sessions(&self.pool, query).await
     }
 
     async fn put_file(&self, file: &SessionFile) -> Result<()> {
@@ -413,16 +326,8 @@ impl EventLog for PostgresStore {
         let columns = TurnColumns::new(turn)?;
         let writes = LogRows::new(initial_writes)?;
         let mut transaction = self.pool.begin().await.map_err(error::backend)?;
-        let (created, session_exists): (bool, bool) = sqlx::query_as(&CREATE_TURN)
-            .bind(&turn.id)
-            .bind(&turn.session_id)
-            .bind(&turn.previous_turn_id)
-            .bind(columns.input)
-            .bind(columns.state)
-            .bind(columns.status)
-            .bind(columns.created_by)
-            .bind(&turn.created_at)
-            .bind(expected_last_turn_id)
+        let (created, session_exists): (bool, bool) = SQL
+            .new_turn(&CREATE_TURN, turn, columns, expected_last_turn_id)
             .fetch_one(&mut *transaction)
             .await
             .map_err(error::on("turn"))?;
@@ -438,20 +343,11 @@ impl EventLog for PostgresStore {
     }
 
     async fn get_turn(&self, session_id: &str, turn_id: &str) -> Result<TurnRecord> {
-        let sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = $1 AND session_id = $2");
-        let row: Option<TurnRow> = sqlx::query_as(&sql)
-            .bind(turn_id)
-            .bind(session_id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(error::backend)?;
-        codec::turn(row.ok_or(Error::NotFound("turn"))?)
+        SQL.get_turn(&self.pool, session_id, turn_id).await
     }
 
     async fn running_turns(&self) -> Result<Vec<TurnRecord>> {
-        let sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE status = 'running' ORDER BY created_at, id");
-        let rows: Vec<TurnRow> = sqlx::query_as(&sql).fetch_all(&self.pool).await.map_err(error::backend)?;
-        rows.into_iter().map(codec::turn).collect()
+        SQL.running_turns(&self.pool).await
     }
 
     async fn write(&self, batch: &[LogWrite]) -> Result<()> {
@@ -469,62 +365,15 @@ impl EventLog for PostgresStore {
     }
 
     async fn read_stream(&self, turn_id: &str, after: u64, limit: u32) -> Result<Vec<StreamEvent>> {
-        let rows: Vec<(i64, String)> = sqlx::query_as(
-            "SELECT sequence, data FROM stream_events WHERE turn_id = $1 AND sequence > $2 \
-             ORDER BY sequence LIMIT $3",
-        )
-        .bind(turn_id)
-        .bind(clamp_i64(after))
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(error::backend)?;
-        rows.into_iter().map(codec::stream_event).collect()
+        SQL.read_stream(&self.pool, turn_id, after, limit).await
     }
 
     async fn last_sequence(&self, turn_id: &str) -> Result<u64> {
-        let last: Option<i64> =
-            sqlx::query_scalar("SELECT sequence FROM stream_events WHERE turn_id = $1 ORDER BY sequence DESC LIMIT 1")
-                .bind(turn_id)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(error::backend)?;
-        last.map_or(Ok(0), |sequence| to_u64(sequence, "sequence number"))
+        SQL.last_sequence(&self.pool, turn_id).await
     }
 
     async fn read_content(&self, turn_id: &str, query: &ContentQuery) -> Result<Vec<ContentEvent>> {
-        let sql = match (query.only_turn_content, query.descending) {
-            (false, false) => {
-                "SELECT sequence, kind, data FROM content_events WHERE turn_id = $1 AND sequence > $2 \
-                 ORDER BY sequence LIMIT $3"
-            }
-            (false, true) => {
-                "SELECT sequence, kind, data FROM content_events WHERE turn_id = $1 AND sequence < $2 \
-                 ORDER BY sequence DESC LIMIT $3"
-            }
-            (true, false) => {
-                "SELECT sequence, kind, data FROM content_events WHERE turn_id = $1 AND sequence > $2 \
-                 AND kind NOT IN ('turn.created', 'turn.done') ORDER BY sequence LIMIT $3"
-            }
-            (true, true) => {
-                "SELECT sequence, kind, data FROM content_events WHERE turn_id = $1 AND sequence < $2 \
-                 AND kind NOT IN ('turn.created', 'turn.done') ORDER BY sequence DESC LIMIT $3"
-            }
-        };
-        // Without a cursor, the bound lies beyond every sequence number in the direction read.
-        let bound = match (query.after, query.descending) {
-            (Some(after), _) => clamp_i64(after),
-            (None, false) => -1,
-            (None, true) => i64::MAX,
-        };
-        let rows: Vec<(i64, String, String)> = sqlx::query_as(sql)
-            .bind(turn_id)
-            .bind(bound)
-            .bind(i64::from(query.limit))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(error::backend)?;
-        rows.into_iter().map(codec::content_event).collect()
+        SQL.read_content(&self.pool, turn_id, query).await
     }
 
     async fn delete_expired_streams(&self, finished_before: &str, max_turns: u32) -> Result<u32> {
@@ -535,7 +384,7 @@ impl EventLog for PostgresStore {
 #[async_trait]
 impl CoordinationStore for PostgresStore {
     async fn claim_turn(&self, turn_id: &str, owner: &str, ttl: Duration, expected_claims: u64) -> Result<Option<TurnLease>> {
-        leases::claim_turn(&self.pool, turn_id, owner, ttl, expected_claims).await
+        SQL.claim_turn(&self.pool, turn_id, owner, ttl, expected_claims).await
     }
 
     async fn renew_leases(&self, owner: &str, held: &[TurnLease], ttl: Duration) -> Result<Vec<String>> {
@@ -543,11 +392,11 @@ impl CoordinationStore for PostgresStore {
     }
 
     async fn release_lease(&self, owner: &str, lease: &TurnLease) -> Result<bool> {
-        leases::release_lease(&self.pool, owner, lease).await
+        SQL.release_lease(&self.pool, owner, lease).await
     }
 
     async fn expired_leases(&self, limit: u32) -> Result<Vec<ExpiredLease>> {
-        leases::expired_leases(&self.pool, limit).await
+        SQL.expired_leases(&self.pool, limit).await
     }
 
     async fn request_cancel(&self, turn_id: &str, reason: CancelReason) -> Result<bool> {
@@ -611,11 +460,7 @@ impl SettingsStore for PostgresStore {
     }
 
     async fn list_settings(&self, kind: &str) -> Result<Vec<(String, String)>> {
-        sqlx::query_as("SELECT name, value FROM settings WHERE kind = $1 ORDER BY name")
-            .bind(kind)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(error::backend)
+        SQL.list_settings(&self.pool, kind).await
     }
 
     async fn delete_setting(&self, kind: &str, name: &str) -> Result<bool> {

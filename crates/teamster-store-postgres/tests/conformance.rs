@@ -16,9 +16,9 @@ use sqlx::{Connection, Executor, PgConnection};
 use teamster_protocol::turn::CancelReason;
 use teamster_protocol::{AgentSpec, Subject, TurnState};
 use teamster_store::prelude::*;
-use teamster_store::conformance::Fixture;
+use teamster_store::conformance::{Fixture, next_change};
 use teamster_store::{
-    AgentRecord, Change, ChangeFeed, Error, LogWrite, SessionAgentRecord, SessionRecord, Store, TurnRecord,
+    AgentRecord, Change, Error, LogWrite, SessionAgentRecord, SessionRecord, Store, TurnRecord,
 };
 use teamster_store::{ExpiredLease, TurnLease};
 use teamster_store_postgres::PostgresStore;
@@ -322,20 +322,6 @@ async fn writers_turn_creation_and_deletes_never_deadlock() {
     }
     let last_a = replicas[0].get_session("ses_a").await.expect("get_session").last_turn_id;
     assert_eq!(last_a.as_deref(), Some(format!("ses_a_turn_{}", ROUNDS - 1).as_str()));
-}
-
-/// The next change on a feed other than [`Change::Missed`], waiting at most ten seconds.
-async fn next_change(feed: &mut ChangeFeed) -> Change {
-    let wait = async {
-        loop {
-            match feed.next().await {
-                Some(Change::Missed) => continue,
-                Some(change) => return change,
-                None => panic!("the change feed stopped"),
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), wait).await.expect("a change within ten seconds")
 }
 
 /// What a second replica hears of the first one's writes: each log write (per turn, with its

@@ -18,7 +18,7 @@ use sqlx::{ConnectOptions, Connection};
 use teamster_store::{Error, Result};
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
-use crate::error;
+use teamster_store_sql::error;
 
 pub(crate) struct Connections {
     writer: Mutex<Writer>,

@@ -12,9 +12,7 @@
 //! transaction, its statements and the commit go together, and a log batch of any size is
 //! three JSON parameters (see `event_log`).
 
-mod columns;
 mod connections;
-mod error;
 mod event_log;
 mod leases;
 
@@ -28,22 +26,22 @@ use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions, Sqlite};
 use teamster_protocol::{AgentSpec, CancelReason};
+use teamster_store::codec::{self, TurnColumns, to_i64, to_json};
 use teamster_store::{
-    AgentRecord, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord,
-    SessionFile, SessionQuery, SessionRecord, StreamEvent, TurnRecord,
+    AgentRecord, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionFile, SessionQuery,
+    SessionRecord, StreamEvent, TurnRecord,
 };
 use teamster_store::{AgentStore, CoordinationStore, EventLog, SessionStore, SettingsStore};
 use teamster_store::{ExpiredLease, TurnLease};
+use teamster_store_sql::{Sql, error};
 
-use teamster_store::codec::{
-    self, AgentRow, SessionAgentColumns, SessionRow, TurnColumns, TurnRow, clamp_i64, to_i64, to_json, to_u64,
-};
-
-use crate::columns::{AGENT_COLUMNS, SESSION_COLUMNS, TURN_COLUMNS};
 use crate::connections::Connections;
 
 /// The schema, embedded at build time.
 static MIGRATOR: Migrator = sqlx::migrate!();
+
+/// The statements both backends share.
+const SQL: Sql<Sqlite> = Sql::new(leases::NOW_MS);
 
 /// How long a statement waits for a lock held by another process before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -136,26 +134,6 @@ impl SqliteStore {
         self.connections.close().await;
         self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
     }
-
-    /// Reads one version of an agent selected by `condition` on `?1`; `version` `None` means
-    /// the latest.
-    async fn agent_where(&self, condition: &str, key: &str, version: Option<u64>) -> Result<AgentRecord> {
-        let version_join = match version {
-            Some(_) => "agent_versions.version = ?2",
-            None => "agent_versions.version = agents.latest_version",
-        };
-        let sql = format!(
-            "SELECT {AGENT_COLUMNS} FROM agents JOIN agent_versions \
-             ON agent_versions.agent_id = agents.id AND {version_join} WHERE {condition}"
-        );
-        let mut query = sqlx::query_as::<_, AgentRow>(&sql).bind(key);
-        if let Some(version) = version {
-            query = query.bind(clamp_i64(version));
-        }
-        let mut reader = self.connections.read().await?;
-        let row = query.fetch_optional(&mut *reader).await.map_err(error::backend)?;
-        codec::agent(row.ok_or(Error::NotFound("agent"))?)
-    }
 }
 
 #[async_trait]
@@ -203,128 +181,53 @@ impl AgentStore for SqliteStore {
     }
 
     async fn get_agent(&self, agent_id: &str) -> Result<AgentRecord> {
-        self.agent_where("agents.id = ?1", agent_id, None).await
+        SQL.get_agent(&mut *self.connections.read().await?, agent_id).await
     }
 
     async fn get_agent_by_name(&self, name: &str) -> Result<AgentRecord> {
-        self.agent_where("agents.name = ?1", name, None).await
+        SQL.get_agent_by_name(&mut *self.connections.read().await?, name).await
     }
 
     async fn get_agent_version(&self, agent_id: &str, version: u64) -> Result<AgentRecord> {
-        self.agent_where("agents.id = ?1", agent_id, Some(version)).await
+        SQL.get_agent_version(&mut *self.connections.read().await?, agent_id, version).await
     }
 
     async fn list_agents(&self) -> Result<Vec<AgentRecord>> {
-        let sql = format!(
-            "SELECT {AGENT_COLUMNS} FROM agents JOIN agent_versions \
-             ON agent_versions.agent_id = agents.id AND agent_versions.version = agents.latest_version \
-             ORDER BY agents.name"
-        );
-        let mut reader = self.connections.read().await?;
-        let rows: Vec<AgentRow> = sqlx::query_as(&sql).fetch_all(&mut *reader).await.map_err(error::backend)?;
-        rows.into_iter().map(codec::agent).collect()
+        SQL.list_agents(&mut *self.connections.read().await?).await
     }
 
     async fn delete_agent(&self, agent_id: &str) -> Result<bool> {
-        // Versions go with the agent (ON DELETE CASCADE); sessions do not reference agents.
-        let mut writer = self.connections.write().await?;
-        let deleted = sqlx::query("DELETE FROM agents WHERE id = ?1")
-            .bind(agent_id)
-            .execute(writer.connection()?)
-            .await
-            .map_err(error::backend)?;
-        Ok(deleted.rows_affected() > 0)
+        SQL.delete_agent(self.connections.write().await?.connection()?, agent_id).await
     }
 }
 
 #[async_trait]
 impl SessionStore for SqliteStore {
     async fn create_session(&self, session: &SessionRecord) -> Result<()> {
-        let agent = SessionAgentColumns::new(&session.agent)?;
-        let created_by = to_json(&session.created_by, "session created_by")?;
-        let mut writer = self.connections.write().await?;
-        sqlx::query(
-            "INSERT INTO sessions (id, kind, agent_id, agent_version, agent_name, draft_spec, title, \
-             created_by_id, created_by, created_at, updated_at, last_turn_id) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-        )
-        .bind(&session.id)
-        .bind(agent.kind)
-        .bind(agent.agent_id)
-        .bind(agent.agent_version)
-        .bind(agent.agent_name)
-        .bind(agent.draft_spec)
-        .bind(&session.title)
-        .bind(&session.created_by.subject_id)
-        .bind(created_by)
-        .bind(&session.created_at)
-        .bind(&session.updated_at)
-        .bind(&session.last_turn_id)
-        .execute(writer.connection()?)
-        .await
-        .map_err(error::on("session"))?;
-        Ok(())
+        SQL.create_session(self.connections.write().await?.connection()?, session).await
     }
 
     async fn get_session(&self, session_id: &str) -> Result<SessionRecord> {
-        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1");
-        let mut reader = self.connections.read().await?;
-        let row: Option<SessionRow> =
-            sqlx::query_as(&sql).bind(session_id).fetch_optional(&mut *reader).await.map_err(error::backend)?;
-        codec::session(row.ok_or(Error::NotFound("session"))?)
+        SQL.get_session(&mut *self.connections.read().await?, session_id).await
     }
 
     async fn update_session(&self, session: &SessionRecord) -> Result<()> {
-        // Only a draft's agent is mutable; a saved session stays pinned to its version.
-        let (draft_spec, draft_agent_name) = match &session.agent {
-            SessionAgentRecord::Draft { spec, agent_name } => (Some(to_json(spec, "draft spec")?), agent_name.as_deref()),
-            SessionAgentRecord::Saved { .. } => (None, None),
-        };
-        let mut writer = self.connections.write().await?;
-        let updated = sqlx::query(
-            "UPDATE sessions SET title = ?1, updated_at = ?2, \
-             draft_spec = CASE WHEN kind = 'session/draft' AND ?3 IS NOT NULL THEN ?3 ELSE draft_spec END, \
-             agent_name = CASE WHEN kind = 'session/draft' AND ?3 IS NOT NULL THEN ?4 ELSE agent_name END \
-             WHERE id = ?5",
-        )
-        .bind(&session.title)
-        .bind(&session.updated_at)
-        .bind(draft_spec)
-        .bind(draft_agent_name)
-        .bind(&session.id)
-        .execute(writer.connection()?)
-        .await
-        .map_err(error::backend)?;
-        if updated.rows_affected() == 0 {
-            return Err(Error::NotFound("session"));
-        }
-        Ok(())
+        SQL.update_session(self.connections.write().await?.connection()?, session).await
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<bool> {
-        // Turns, and through them both event tables, go with the session (ON DELETE CASCADE).
-        let mut writer = self.connections.write().await?;
-        let deleted = sqlx::query("DELETE FROM sessions WHERE id = ?1")
-            .bind(session_id)
-            .execute(writer.connection()?)
-            .await
-            .map_err(error::backend)?;
-        Ok(deleted.rows_affected() > 0)
+        SQL.delete_session(self.connections.write().await?.connection()?, session_id).await
     }
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>> {
-        let mut sql = teamster_store_sql::session_listing::<Sqlite>(SESSION_COLUMNS, query);
-        let mut reader = self.connections.read().await?;
-        let rows: Vec<SessionRow> =
-            sql.build_query_as().fetch_all(&mut *reader).await.map_err(error::backend)?;
-        rows.into_iter().map(codec::session).collect()
+        SQL.list_sessions(&mut *self.connections.read().await?, query).await
     }
 
     async fn put_file(&self, file: &SessionFile) -> Result<()> {
         let mut writer = self.connections.write().await?;
         let inserted = sqlx::query(
             "INSERT INTO session_files (session_id, digest, media_type, data, created_at) \
-             SELECT id, ?2, ?3, ?4, ?5 FROM sessions WHERE id = ?1 \
+             SELECT id, $2, $3, $4, $5 FROM sessions WHERE id = $1 \
              ON CONFLICT (session_id, digest) DO NOTHING",
         )
         .bind(&file.session_id)
@@ -337,7 +240,7 @@ impl SessionStore for SqliteStore {
         .map_err(error::backend)?;
         if inserted.rows_affected() == 0 {
             // Either the file was there already, or there is no such session.
-            let session: Option<(String,)> = sqlx::query_as("SELECT id FROM sessions WHERE id = ?1")
+            let session: Option<(String,)> = sqlx::query_as("SELECT id FROM sessions WHERE id = $1")
                 .bind(&file.session_id)
                 .fetch_optional(writer.connection()?)
                 .await
@@ -352,7 +255,7 @@ impl SessionStore for SqliteStore {
     async fn get_file(&self, session_id: &str, digest: &str) -> Result<SessionFile> {
         let mut reader = self.connections.read().await?;
         let row: Option<(String, Vec<u8>, String)> = sqlx::query_as(
-            "SELECT media_type, data, created_at FROM session_files WHERE session_id = ?1 AND digest = ?2",
+            "SELECT media_type, data, created_at FROM session_files WHERE session_id = $1 AND digest = $2",
         )
         .bind(session_id)
         .bind(digest)
@@ -375,20 +278,13 @@ impl EventLog for SqliteStore {
         let columns = TurnColumns::new(turn)?;
         let writes = event_log::encode(initial_writes)?;
         let mut writer = self.connections.write().await?;
-        let outcome = sqlx::query(&CREATE_TURN)
-            .bind(&turn.id)
-            .bind(&turn.session_id)
-            .bind(&turn.previous_turn_id)
-            .bind(columns.input)
-            .bind(columns.state)
-            .bind(columns.status)
-            .bind(columns.created_by)
-            .bind(&turn.created_at)
-            .bind(expected_last_turn_id)
+        // The command returns no rows.
+        let outcome = SQL
+            .new_turn::<()>(&CREATE_TURN, turn, columns, expected_last_turn_id)
             .bind(writes.stream)
             .bind(writes.content)
             .bind(writes.states)
-            .execute(writer.begin()?)
+            .fetch_all(writer.begin()?)
             .await;
         let swap_failed = matches!(
             &outcome,
@@ -398,7 +294,7 @@ impl EventLog for SqliteStore {
         if !swap_failed {
             return created.map(drop);
         }
-        let session = sqlx::query("SELECT 1 FROM sessions WHERE id = ?1")
+        let session = sqlx::query("SELECT 1 FROM sessions WHERE id = $1")
             .bind(&turn.session_id)
             .fetch_optional(writer.connection()?)
             .await
@@ -410,22 +306,11 @@ impl EventLog for SqliteStore {
     }
 
     async fn get_turn(&self, session_id: &str, turn_id: &str) -> Result<TurnRecord> {
-        let sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = ?1 AND session_id = ?2");
-        let mut reader = self.connections.read().await?;
-        let row: Option<TurnRow> = sqlx::query_as(&sql)
-            .bind(turn_id)
-            .bind(session_id)
-            .fetch_optional(&mut *reader)
-            .await
-            .map_err(error::backend)?;
-        codec::turn(row.ok_or(Error::NotFound("turn"))?)
+        SQL.get_turn(&mut *self.connections.read().await?, session_id, turn_id).await
     }
 
     async fn running_turns(&self) -> Result<Vec<TurnRecord>> {
-        let sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE status = 'running' ORDER BY created_at, id");
-        let mut reader = self.connections.read().await?;
-        let rows: Vec<TurnRow> = sqlx::query_as(&sql).fetch_all(&mut *reader).await.map_err(error::backend)?;
-        rows.into_iter().map(codec::turn).collect()
+        SQL.running_turns(&mut *self.connections.read().await?).await
     }
 
     async fn write(&self, batch: &[LogWrite]) -> Result<()> {
@@ -444,66 +329,15 @@ impl EventLog for SqliteStore {
     }
 
     async fn read_stream(&self, turn_id: &str, after: u64, limit: u32) -> Result<Vec<StreamEvent>> {
-        let mut reader = self.connections.read().await?;
-        let rows: Vec<(i64, String)> = sqlx::query_as(
-            "SELECT sequence, data FROM stream_events WHERE turn_id = ?1 AND sequence > ?2 \
-             ORDER BY sequence LIMIT ?3",
-        )
-        .bind(turn_id)
-        .bind(clamp_i64(after))
-        .bind(i64::from(limit))
-        .fetch_all(&mut *reader)
-        .await
-        .map_err(error::backend)?;
-        rows.into_iter().map(codec::stream_event).collect()
+        SQL.read_stream(&mut *self.connections.read().await?, turn_id, after, limit).await
     }
 
     async fn last_sequence(&self, turn_id: &str) -> Result<u64> {
-        let mut reader = self.connections.read().await?;
-        let last: Option<i64> = sqlx::query_scalar(
-            "SELECT sequence FROM stream_events WHERE turn_id = ?1 ORDER BY sequence DESC LIMIT 1",
-        )
-        .bind(turn_id)
-        .fetch_optional(&mut *reader)
-        .await
-        .map_err(error::backend)?;
-        last.map_or(Ok(0), |sequence| to_u64(sequence, "sequence number"))
+        SQL.last_sequence(&mut *self.connections.read().await?, turn_id).await
     }
 
     async fn read_content(&self, turn_id: &str, query: &ContentQuery) -> Result<Vec<ContentEvent>> {
-        let sql = match (query.only_turn_content, query.descending) {
-            (false, false) => {
-                "SELECT sequence, kind, data FROM content_events WHERE turn_id = ?1 AND sequence > ?2 \
-                 ORDER BY sequence LIMIT ?3"
-            }
-            (false, true) => {
-                "SELECT sequence, kind, data FROM content_events WHERE turn_id = ?1 AND sequence < ?2 \
-                 ORDER BY sequence DESC LIMIT ?3"
-            }
-            (true, false) => {
-                "SELECT sequence, kind, data FROM content_events WHERE turn_id = ?1 AND sequence > ?2 \
-                 AND kind NOT IN ('turn.created', 'turn.done') ORDER BY sequence LIMIT ?3"
-            }
-            (true, true) => {
-                "SELECT sequence, kind, data FROM content_events WHERE turn_id = ?1 AND sequence < ?2 \
-                 AND kind NOT IN ('turn.created', 'turn.done') ORDER BY sequence DESC LIMIT ?3"
-            }
-        };
-        // Without a cursor, the bound lies beyond every sequence number in the direction read.
-        let bound = match (query.after, query.descending) {
-            (Some(after), _) => clamp_i64(after),
-            (None, false) => -1,
-            (None, true) => i64::MAX,
-        };
-        let mut reader = self.connections.read().await?;
-        let rows: Vec<(i64, String, String)> = sqlx::query_as(sql)
-            .bind(turn_id)
-            .bind(bound)
-            .bind(i64::from(query.limit))
-            .fetch_all(&mut *reader)
-            .await
-            .map_err(error::backend)?;
-        rows.into_iter().map(codec::content_event).collect()
+        SQL.read_content(&mut *self.connections.read().await?, turn_id, query).await
     }
 
     async fn delete_expired_streams(&self, finished_before: &str, max_turns: u32) -> Result<u32> {
@@ -514,7 +348,7 @@ impl EventLog for SqliteStore {
 #[async_trait]
 impl CoordinationStore for SqliteStore {
     async fn claim_turn(&self, turn_id: &str, owner: &str, ttl: Duration, expected_claims: u64) -> Result<Option<TurnLease>> {
-        leases::claim_turn(&self.connections, turn_id, owner, ttl, expected_claims).await
+        SQL.claim_turn(self.connections.write().await?.connection()?, turn_id, owner, ttl, expected_claims).await
     }
 
     async fn renew_leases(&self, owner: &str, held: &[TurnLease], ttl: Duration) -> Result<Vec<String>> {
@@ -522,17 +356,17 @@ impl CoordinationStore for SqliteStore {
     }
 
     async fn release_lease(&self, owner: &str, lease: &TurnLease) -> Result<bool> {
-        leases::release_lease(&self.connections, owner, lease).await
+        SQL.release_lease(self.connections.write().await?.connection()?, owner, lease).await
     }
 
     async fn expired_leases(&self, limit: u32) -> Result<Vec<ExpiredLease>> {
-        leases::expired_leases(&self.connections, limit).await
+        SQL.expired_leases(&mut *self.connections.read().await?, limit).await
     }
 
     async fn request_cancel(&self, turn_id: &str, reason: CancelReason) -> Result<bool> {
         let mut writer = self.connections.write().await?;
         let recorded = sqlx::query(
-            "UPDATE turns SET cancel_requested = coalesce(cancel_requested, ?2) WHERE id = ?1 AND status = 'running'",
+            "UPDATE turns SET cancel_requested = coalesce(cancel_requested, $2) WHERE id = $1 AND status = 'running'",
         )
         .bind(turn_id)
         .bind(codec::cancel_reason_name(reason))
@@ -549,7 +383,7 @@ impl CoordinationStore for SqliteStore {
         let ids = to_json(turn_ids, "turn ids")?;
         let mut reader = self.connections.read().await?;
         let rows: Vec<(String, String)> = sqlx::query_as(
-            "SELECT id, cancel_requested FROM turns WHERE id IN (SELECT value FROM json_each(?1)) \
+            "SELECT id, cancel_requested FROM turns WHERE id IN (SELECT value FROM json_each($1)) \
              AND status = 'running' AND cancel_requested IS NOT NULL",
         )
         .bind(ids)
@@ -570,7 +404,7 @@ impl SettingsStore for SqliteStore {
     async fn put_setting(&self, kind: &str, name: &str, value: &str, at: &str) -> Result<()> {
         let mut writer = self.connections.write().await?;
         sqlx::query(
-            "INSERT INTO settings (kind, name, value, updated_at) VALUES (?1, ?2, ?3, ?4) \
+            "INSERT INTO settings (kind, name, value, updated_at) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
         )
         .bind(kind)
@@ -584,17 +418,12 @@ impl SettingsStore for SqliteStore {
     }
 
     async fn list_settings(&self, kind: &str) -> Result<Vec<(String, String)>> {
-        let mut reader = self.connections.read().await?;
-        sqlx::query_as("SELECT name, value FROM settings WHERE kind = ?1 ORDER BY name")
-            .bind(kind)
-            .fetch_all(&mut *reader)
-            .await
-            .map_err(error::backend)
+        SQL.list_settings(&mut *self.connections.read().await?, kind).await
     }
 
     async fn delete_setting(&self, kind: &str, name: &str) -> Result<bool> {
         let mut writer = self.connections.write().await?;
-        let deleted = sqlx::query("DELETE FROM settings WHERE kind = ?1 AND name = ?2")
+        let deleted = sqlx::query("DELETE FROM settings WHERE kind = $1 AND name = $2")
             .bind(kind)
             .bind(name)
             .execute(writer.connection()?)

@@ -1,12 +1,12 @@
 //! The backend-neutral conformance suite for [`Store`]: every backend runs exactly these
 //! checks, through [`conformance_tests!`](crate::conformance_tests).
 //!
-//! Each check is a `pub async fn` that takes a fresh, empty store and panics on the first
-//! behaviour that differs from the contract documented on [`Store`]. Checks compare whole
-//! records rather than single fields, so a backend that drops or mangles a field fails loudly,
-//! and the cases with many combinations (session listing, content reads) are tables checked
-//! against a small reference model. Timestamps are fixed strings, never the clock, so every
-//! run sees the same data.
+//! Each check is a `pub async fn` that takes a fresh, empty store (`store: Arc<dyn Store>`)
+//! and panics on the first behaviour that differs from the contract documented on [`Store`].
+//! Checks compare whole records rather than single fields, so a backend that drops or mangles
+//! a field fails loudly, and the cases with many combinations (session listing, content reads)
+//! are tables checked against a small reference model. Timestamps are fixed strings, never the
+//! clock, so every run sees the same data.
 //!
 //! Contract details that the trait's documentation leaves implicit, and that these checks pin:
 //! - Reading the log of an unknown turn is empty (`read_stream`, `read_content`) or 0
@@ -1449,8 +1449,9 @@ pub async fn change_feed_announces_commits(store: Arc<dyn Store>) {
     );
 }
 
-/// The next change on a feed other than [`Change::Missed`], waiting at most ten seconds.
-async fn next_change(feed: &mut ChangeFeed) -> Change {
+/// The next change on a feed other than [`Change::Missed`], waiting at most ten seconds
+/// (backends' own feed tests use it too).
+pub async fn next_change(feed: &mut ChangeFeed) -> Change {
     let wait = async {
         loop {
             match feed.next().await {
@@ -1800,7 +1801,7 @@ mod tests {
         let mut defined: Vec<&str> = include_str!("conformance.rs")
             .lines()
             .filter_map(|line| line.strip_prefix("pub async fn "))
-            .filter_map(|rest| rest.split('(').next())
+            .filter_map(|rest| rest.strip_suffix("(store: Arc<dyn Store>) {"))
             .collect();
         listed.sort_unstable();
         defined.sort_unstable();

@@ -1,13 +1,13 @@
-//! The columns the SQLite queries select, in the order of the row tuples that
+//! The columns the queries of both backends select, in the order of the row tuples that
 //! [`teamster_store::codec`] assembles records from.
 
 /// The columns every agent query selects, in [`teamster_store::codec::AgentRow`] order.
-pub(crate) const AGENT_COLUMNS: &str =
+pub const AGENT_COLUMNS: &str =
     "agents.id, agents.name, agent_versions.version, agent_versions.spec, agents.created_at, agent_versions.created_at";
 
 /// The columns every session query selects, in [`teamster_store::codec::SessionRow`] order.
-pub(crate) const SESSION_COLUMNS: &str = "id, kind, agent_id, agent_version, agent_name, draft_spec, title, \
+pub const SESSION_COLUMNS: &str = "id, kind, agent_id, agent_version, agent_name, draft_spec, title, \
      created_by, created_at, updated_at, last_turn_id";
 
 /// The columns every turn query selects, in [`teamster_store::codec::TurnRow`] order.
-pub(crate) const TURN_COLUMNS: &str = "id, session_id, previous_turn_id, input, state, created_by, created_at";
+pub const TURN_COLUMNS: &str = "id, session_id, previous_turn_id, input, state, created_by, created_at";
