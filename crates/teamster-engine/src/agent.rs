@@ -94,6 +94,18 @@ impl Agent {
     /// this turn's `turn.created`, `toolbox` the turn's tools, `resolutions` the decisions its
     /// input carries for calls an earlier turn left waiting.
     pub fn plan(&self, history: &[Event], toolbox: ToolBox, resolutions: Vec<Resolution>) -> TurnPlan {
+        // Resuming a sub-agent thread rebuilds it from the history.
+        let events = if resolutions.iter().any(|resolution| resolution.thread_id != MAIN_THREAD_ID) {
+            history.to_vec()
+        } else {
+            Vec::new()
+        };
+        TurnPlan { resolutions, events, ..self.plan_messages(history_from_events(history, MAIN_THREAD_ID), toolbox) }
+    }
+
+    /// The plan of a turn on the main thread over a conversation its caller keeps itself:
+    /// `messages` end with the turn's input, and nothing waits for a decision.
+    pub fn plan_messages(&self, messages: Vec<Message>, toolbox: ToolBox) -> TurnPlan {
         TurnPlan {
             thread_id: MAIN_THREAD_ID.to_owned(),
             model: self.model.client.clone(),
@@ -102,7 +114,7 @@ impl Agent {
             response_format: self.response_format.clone(),
             instructions: self.instructions.clone(),
             seed_messages: self.seed_messages.clone(),
-            messages: history_from_events(history, MAIN_THREAD_ID),
+            messages,
             toolbox,
             iteration_limit: self.iteration_limit,
             iterations_done: 0,
@@ -110,13 +122,8 @@ impl Agent {
             pricing: self.model.pricing,
             ask_user_questions: self.ask_user_questions,
             sub_agents: self.sub_agents.clone(),
-            // Resuming a sub-agent thread rebuilds it from the history.
-            events: if resolutions.iter().any(|resolution| resolution.thread_id != MAIN_THREAD_ID) {
-                history.to_vec()
-            } else {
-                Vec::new()
-            },
-            resolutions,
+            events: Vec::new(),
+            resolutions: Vec::new(),
         }
     }
 }

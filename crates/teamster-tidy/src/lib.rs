@@ -42,6 +42,10 @@ const LAYERS: &[(&str, &[&str])] = &[
             "teamster-server",
         ],
     ),
+    (
+        "teamster",
+        &["teamster-protocol", "teamster-llm", "teamster-tools", "teamster-engine"],
+    ),
     ("teamster-fake-model", &[]),
     ("teamster-tidy", &[]),
 ];
