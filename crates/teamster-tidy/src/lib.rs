@@ -44,7 +44,16 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "teamster",
-        &["teamster-protocol", "teamster-llm", "teamster-tools", "teamster-engine"],
+        &[
+            "teamster-protocol",
+            "teamster-llm",
+            "teamster-tools",
+            "teamster-engine",
+            "teamster-store",
+            "teamster-store-sqlite",
+            "teamster-store-postgres",
+            "teamster-service",
+        ],
     ),
     ("teamster-fake-model", &[]),
     ("teamster-tidy", &[]),

@@ -51,6 +51,7 @@ mod agent;
 mod error;
 mod items;
 mod model;
+pub mod runtime;
 mod session;
 mod stream;
 mod tool;

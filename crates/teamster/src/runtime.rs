@@ -1,0 +1,258 @@
+//! [`Runtime`]: the embedded runtime. The service the Teamster server runs, in-process, on a
+//! store of the program's choosing: saved agents, sessions, durable turns whose events can be
+//! followed again from any sequence number, cancellation, approvals and questions, sub-agents
+//! and MCP servers.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_util::Stream;
+use teamster_protocol::settings::{McpServerManifest, ModelProviderManifest};
+use teamster_protocol::agent::Agent as SavedAgent;
+use teamster_protocol::{AgentSpec, Event, Session, Turn, TurnInput, UserContent};
+use teamster_service::{Caller, CreateTurn, EventStream, McpServerWrite, ProviderWrite};
+use teamster_store::Store;
+
+pub use teamster_service::{Service, ServiceConfig, ServiceError};
+
+/// Why a runtime call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// The database URL names no supported store.
+    #[error("unsupported database {0:?}: use sqlite::memory:, sqlite://PATH, a file path, or postgres://USER@HOST/DATABASE")]
+    UnsupportedDatabase(String),
+    /// The store could not be opened.
+    #[error("opening the store: {0}")]
+    Store(#[from] teamster_store::Error),
+    /// The service refused or failed the request; the variant says which way (not found,
+    /// conflict, invalid, ...), as the server's status codes do.
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    /// A stored event could not be read back.
+    #[error("reading an event: {0}")]
+    Event(String),
+}
+
+/// The embedded runtime: one [`Service`] over one store, called as one local user.
+///
+/// ```
+/// use teamster::runtime::Runtime;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let runtime = Runtime::open("sqlite::memory:").await?;
+/// let spec = serde_json::from_value(serde_json::json!({"model": {"name": "offline/echo"}})).unwrap();
+/// runtime.save_agent("demo", spec).await?;
+/// let session = runtime.create_session("demo").await?;
+/// let turn = runtime.start_turn(&session.id, vec![teamster::runtime::user_message("Hello")]).await?;
+/// let finished = turn.finish().await?;
+/// assert!(finished.answer().contains("Hello"));
+/// runtime.shutdown().await;
+/// # Ok::<(), teamster::runtime::RuntimeError>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Runtime {
+    service: Service,
+    caller: Caller,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Runtime").finish_non_exhaustive()
+    }
+}
+
+/// A user message as turn input.
+pub fn user_message(text: impl Into<String>) -> TurnInput {
+    TurnInput::Message { content: UserContent::Text(text.into()) }
+}
+
+impl Runtime {
+    /// Opens the store at `database` (`sqlite::memory:`, `sqlite://PATH` or a file path, or a
+    /// `postgres://` URL) with the default configuration.
+    pub async fn open(database: &str) -> Result<Runtime, RuntimeError> {
+        Runtime::open_with(database, ServiceConfig::default()).await
+    }
+
+    /// Opens the store at `database` with `config`.
+    pub async fn open_with(database: &str, config: ServiceConfig) -> Result<Runtime, RuntimeError> {
+        let store: Arc<dyn Store> = if database.starts_with("postgres://") || database.starts_with("postgresql://") {
+            Arc::new(teamster_store_postgres::PostgresStore::connect(database).await?)
+        } else if !database.trim().is_empty() && !database.contains("://") || database.starts_with("sqlite:") {
+            Arc::new(teamster_store_sqlite::SqliteStore::connect(database).await?)
+        } else {
+            return Err(RuntimeError::UnsupportedDatabase(database.to_owned()));
+        };
+        let service = Service::start(store, config).await?;
+        Ok(Runtime { service, caller: Caller::local() })
+    }
+
+    /// The service itself, for everything this facade does not name; calls take
+    /// [`Runtime::caller`].
+    pub fn service(&self) -> &Service {
+        &self.service
+    }
+
+    /// Who the runtime's calls are made as.
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
+
+    /// Adds or replaces a model provider (agents name its models `provider/model`).
+    pub async fn add_model_provider(&self, manifest: ModelProviderManifest) -> Result<(), RuntimeError> {
+        self.service.catalog().write_model_provider(manifest, ProviderWrite::Upsert).await?;
+        Ok(())
+    }
+
+    /// Adds or replaces an MCP server that agents may name.
+    pub async fn add_mcp_server(&self, manifest: McpServerManifest) -> Result<(), RuntimeError> {
+        self.service.mcp().write_mcp_server(&self.caller, manifest, McpServerWrite::Upsert).await?;
+        Ok(())
+    }
+
+    /// Saves an agent under `name`: a new agent, or a new version of the agent of that name
+    /// when its spec changed.
+    pub async fn save_agent(&self, name: &str, spec: AgentSpec) -> Result<SavedAgent, RuntimeError> {
+        Ok(self.service.catalog().apply_agent(name, spec).await?)
+    }
+
+    /// Opens a session with the saved agent `agent_name`, pinned to its current version.
+    pub async fn create_session(&self, agent_name: &str) -> Result<Session, RuntimeError> {
+        Ok(self.service.catalog().create_session(&self.caller, agent_name, None).await?)
+    }
+
+    /// Starts a turn after the session's last one. The turn runs whether or not its events are
+    /// read; dropping them and calling [`Runtime::subscribe`] later picks up where wanted.
+    pub async fn start_turn(&self, session_id: &str, input: Vec<TurnInput>) -> Result<StartedTurn, RuntimeError> {
+        let request = CreateTurn { input, previous_turn_id: None };
+        let (turn, log) = self.service.create_turn(&self.caller, session_id, request).await?;
+        let events = TurnEvents::new(self.service.follow(log, 0));
+        Ok(StartedTurn { turn, events })
+    }
+
+    /// Follows a turn's events after sequence number `after` (0 for all), live while it runs.
+    pub async fn subscribe(&self, session_id: &str, turn_id: &str, after: u64) -> Result<TurnEvents, RuntimeError> {
+        let events = self.service.subscribe(&self.caller, session_id, turn_id, after).await?;
+        Ok(TurnEvents::new(events))
+    }
+
+    /// A turn as it stands.
+    pub async fn get_turn(&self, session_id: &str, turn_id: &str) -> Result<Turn, RuntimeError> {
+        Ok(self.service.get_turn(&self.caller, session_id, turn_id).await?)
+    }
+
+    /// Cancels the session's running turn, if any.
+    pub async fn cancel(&self, session_id: &str) -> Result<(), RuntimeError> {
+        Ok(self.service.cancel_session(&self.caller, session_id).await?)
+    }
+
+    /// Stops the runtime: running turns are interrupted (and resumed by the next runtime on
+    /// the same store), pending writes are flushed.
+    pub async fn shutdown(&self) {
+        self.service.shutdown(Duration::from_secs(5)).await;
+    }
+}
+
+/// A turn just started, and its events from the first.
+#[derive(Debug)]
+pub struct StartedTurn {
+    pub turn: Turn,
+    pub events: TurnEvents,
+}
+
+impl StartedTurn {
+    /// Reads the turn's events to its end.
+    pub async fn finish(self) -> Result<FinishedTurn, RuntimeError> {
+        self.events.finish().await
+    }
+}
+
+/// One event of a turn's stream, with its sequence number (what [`Runtime::subscribe`] takes
+/// to go on after it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuntimeEvent {
+    pub sequence: u64,
+    pub event: Event,
+}
+
+/// A turn's events as they become durable; ends after `turn.done`.
+#[must_use = "a stream does nothing unless polled"]
+pub struct TurnEvents {
+    inner: EventStream,
+}
+
+impl std::fmt::Debug for TurnEvents {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("TurnEvents").finish_non_exhaustive()
+    }
+}
+
+impl TurnEvents {
+    fn new(inner: EventStream) -> TurnEvents {
+        TurnEvents { inner }
+    }
+
+    /// Reads the rest of the stream.
+    pub async fn finish(mut self) -> Result<FinishedTurn, RuntimeError> {
+        use futures_util::StreamExt;
+        let mut events = Vec::new();
+        while let Some(event) = self.next().await {
+            events.push(event?);
+        }
+        Ok(FinishedTurn { events })
+    }
+}
+
+impl Stream for TurnEvents {
+    type Item = Result<RuntimeEvent, RuntimeError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(context).map(|event| {
+            event.map(|streamed| {
+                serde_json::from_str(&streamed.json)
+                    .map(|event| RuntimeEvent { sequence: streamed.sequence, event })
+                    .map_err(|error| RuntimeError::Event(error.to_string()))
+            })
+        })
+    }
+}
+
+/// The events a turn streamed to its end.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FinishedTurn {
+    pub events: Vec<RuntimeEvent>,
+}
+
+impl FinishedTurn {
+    /// The text of the main thread's last model message that has any: its deltas joined (the
+    /// stream carries a message as a placeholder and deltas).
+    pub fn answer(&self) -> String {
+        let mut answer = (String::new(), String::new());
+        for event in &self.events {
+            match &event.event {
+                Event::ModelMessageDelta(delta) if delta.thread_id == teamster_protocol::MAIN_THREAD_ID => {
+                    let Some(text) = delta.content.as_deref().filter(|text| !text.is_empty()) else { continue };
+                    if answer.0 != delta.id {
+                        answer = (delta.id.clone(), String::new());
+                    }
+                    answer.1.push_str(text);
+                }
+                _ => {}
+            }
+        }
+        answer.1
+    }
+
+    /// What the turn waits for before it can go on: `tool.approval_required` and
+    /// `tool.response_required` events, answered by the next turn's input.
+    pub fn required_actions(&self) -> Vec<&Event> {
+        self.events
+            .iter()
+            .map(|event| &event.event)
+            .filter(|event| matches!(event, Event::ToolApprovalRequired(_) | Event::ToolResponseRequired(_)))
+            .collect()
+    }
+}

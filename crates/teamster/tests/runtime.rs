@@ -1,0 +1,113 @@
+//! The embedded runtime through the public API: a turn whose stream is dropped and followed
+//! again from where it stopped, and a turn that waits for an approval and goes on once it is
+//! given. Real parts: the fake model in-process, the MCP test server
+//! (`tests/mcp_servers/tools_server.py` over stdio, from the interpreter in
+//! `TEAMSTER_TEST_PYTHON`), SQLite in memory.
+
+use std::path::PathBuf;
+
+use futures_util::StreamExt;
+use serde_json::json;
+use teamster::runtime::{Runtime, RuntimeEvent, ServiceConfig, user_message};
+use teamster_fake_model::FakeModelServer;
+use teamster_protocol::input::{Approval, TurnInput};
+use teamster_protocol::{Event, TurnState};
+
+/// A runtime on an in-memory store whose provider `fake` is the fake model, and an agent
+/// `helper` on it with the MCP test server `tools`.
+async fn runtime(model: &FakeModelServer) -> Runtime {
+    let config = ServiceConfig { allow_stdio_mcp: true, ..ServiceConfig::default() };
+    let runtime = Runtime::open_with("sqlite::memory:", config).await.unwrap();
+    let provider = json!({
+        "type": "custom", "name": "fake", "base_url": model.base_url(), "auth": {"api_key": "k"},
+        "models": [{"name": "fake-model", "model_id": "fake-model"}],
+    });
+    runtime.add_model_provider(serde_json::from_value(provider).unwrap()).await.unwrap();
+    let python = std::env::var("TEAMSTER_TEST_PYTHON")
+        .expect("TEAMSTER_TEST_PYTHON must name a Python with the `mcp` package (scripts/test sets it)");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp_servers/tools_server.py");
+    let tools = json!({
+        "type": "stdio", "name": "tools", "description": "Test tools.", "command": python,
+        "args": [script, "--transport", "stdio"],
+    });
+    runtime.add_mcp_server(serde_json::from_value(tools).unwrap()).await.unwrap();
+    let spec = json!({
+        "model": {"name": "fake/fake-model"},
+        "mcp_servers": [{"type": "truefoundry-mcp-registry", "name": "tools", "preload": true}],
+    });
+    runtime.save_agent("helper", serde_json::from_value(spec).unwrap()).await.unwrap();
+    runtime
+}
+
+fn text_of(events: &[RuntimeEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|event| match &event.event {
+            Event::ModelMessageDelta(delta) => delta.content.clone(),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_dropped_stream_is_followed_again_from_where_it_stopped() {
+    let model = FakeModelServer::start().await.unwrap();
+    let runtime = runtime(&model).await;
+    let session = runtime.create_session("helper").await.unwrap();
+    let mut started = runtime.start_turn(&session.id, vec![user_message("[delay:5] [tokens:30]")]).await.unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 5 {
+        seen.push(started.events.next().await.expect("an event").unwrap());
+    }
+    let last = seen.last().unwrap().sequence;
+    drop(started.events);
+
+    let rest = runtime.subscribe(&session.id, &started.turn.id, last).await.unwrap().finish().await.unwrap();
+    seen.extend(rest.events);
+    let sequences: Vec<u64> = seen.iter().map(|event| event.sequence).collect();
+    assert_eq!(sequences, (1..=sequences.len() as u64).collect::<Vec<u64>>(), "every event once, in order");
+    assert!(matches!(seen.last().unwrap().event, Event::TurnDone(_)));
+    let expected: String = (1..=30).map(|n| format!("tok{n} ")).collect();
+    assert_eq!(text_of(&seen), expected);
+    runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_approval_lets_a_waiting_call_run() {
+    let model = FakeModelServer::start().await.unwrap();
+    let runtime = runtime(&model).await;
+    let session = runtime.create_session("helper").await.unwrap();
+    let waiting = runtime
+        .start_turn(&session.id, vec![user_message("[tool:delete_everything {}]")])
+        .await
+        .unwrap()
+        .finish()
+        .await
+        .unwrap();
+    let [Event::ToolApprovalRequired(pending)] = &waiting.required_actions()[..] else {
+        panic!("one approval awaited: {:?}", waiting.events)
+    };
+    let call = &pending.tool_calls[0];
+
+    let approval = TurnInput::ToolApproval {
+        thread_id: "main".to_owned(),
+        tool_call_id: call.id.clone(),
+        approval: Approval::Allow,
+    };
+    let resumed = runtime.start_turn(&session.id, vec![approval]).await.unwrap();
+    let turn_id = resumed.turn.id.clone();
+    let resumed = resumed.finish().await.unwrap();
+    let results: Vec<&str> = resumed
+        .events
+        .iter()
+        .filter_map(|event| match &event.event {
+            Event::ToolResponse(response) => Some(response.content.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results, ["deleted"]);
+    assert_eq!(resumed.answer(), "Tool result: deleted");
+    let state = runtime.get_turn(&session.id, &turn_id).await.unwrap().state;
+    assert!(matches!(state, TurnState::Done { .. }), "{state:?}");
+    runtime.shutdown().await;
+}
