@@ -8,7 +8,7 @@ use teamster_engine::ModelResolver;
 use teamster_llm::registry::ResolvedModel;
 use teamster_protocol::agent::{AgentSpec, ModelParams, ResponseFormat};
 
-use crate::{AgentRequest, AgentResponse, AgentStream, Error, Model, RunSession, Tool, Toolkit};
+use crate::{AgentRequest, AgentResponse, AgentStream, Error, Model, RunSession, Tool, Toolkit, ToolkitSession};
 
 /// A reusable agent: what it is, never who it runs for. It is `Send + Sync` and cheap to clone,
 /// so one agent serves every task and tenant; each run gets its caller's context.
@@ -129,16 +129,19 @@ impl<Ctx: Send + Sync + 'static> Agent<Ctx> {
             match toolkit.create_session(&context).await {
                 Ok(session) => toolkits.push(session),
                 Err(reason) => {
-                    for opened in toolkits {
-                        let opened: Box<dyn crate::ToolkitSession<Ctx>> = opened;
-                        opened.close().await;
-                    }
+                    close_all(toolkits).await;
                     return Err(Error::Toolkit { toolkit: toolkit.name().to_owned(), reason });
                 }
             }
         }
         instructions.extend(toolkits.iter().filter_map(|toolkit| toolkit.instructions()));
-        let engine = self.engine_agent(instructions)?;
+        let engine = match self.engine_agent(instructions) {
+            Ok(engine) => engine,
+            Err(error) => {
+                close_all(toolkits).await;
+                return Err(error);
+            }
+        };
         RunSession::open(definition.name.clone(), engine, definition.tools.clone(), toolkits, context).await
     }
 
@@ -163,6 +166,13 @@ impl<Ctx: Send + Sync + 'static> Agent<Ctx> {
         let spec: AgentSpec = serde_json::from_value(spec).map_err(|error| invalid(error.to_string()))?;
         let models = Arc::new(OneModel(definition.model.resolved().clone()));
         teamster_engine::Agent::from_spec(&spec, models, |_| None).map_err(|error| invalid(error.to_string()))
+    }
+}
+
+/// Closes toolkit sessions a session that failed to open had prepared.
+pub(crate) async fn close_all<Ctx>(toolkits: Vec<Box<dyn ToolkitSession<Ctx>>>) {
+    for toolkit in toolkits {
+        toolkit.close().await;
     }
 }
 

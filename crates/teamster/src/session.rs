@@ -9,6 +9,7 @@ use teamster_engine::{ToolBox, TurnOutcome};
 use teamster_protocol::{ToolInfo, TurnMetrics};
 use teamster_tools::{ToolAnnotations, ToolGate, ToolOutput, ToolSource};
 
+use crate::agent::close_all;
 use crate::items::to_messages;
 use crate::stream::{RunSink, run_plan};
 use crate::{AgentItem, AgentResponse, AgentStream, Error, RunSessionRequest, Tool, ToolkitSession};
@@ -52,7 +53,13 @@ impl<Ctx: Send + Sync + 'static> RunSession<Ctx> {
     ) -> Result<RunSession<Ctx>, Error> {
         let tools: Vec<Arc<dyn Tool<Ctx>>> =
             tools.into_iter().chain(toolkits.iter().flat_map(|toolkit| toolkit.tools())).collect();
-        let source = SessionTools::new(&agent, tools, context)?;
+        let source = match SessionTools::new(&agent, tools, context) {
+            Ok(source) => source,
+            Err(error) => {
+                close_all(toolkits).await;
+                return Err(error);
+            }
+        };
         let toolbox = ToolBox::collect(vec![Arc::new(source) as Arc<dyn ToolSource>]).await;
         Ok(RunSession { state: Arc::new(SessionState { agent, engine, toolbox, toolkits: Mutex::new(Some(toolkits)) }) })
     }

@@ -257,6 +257,17 @@ async fn bad_definitions_and_inputs_are_typed_errors() {
     let refused = picky.run(request("[error:400]", "ada")).await;
     assert!(matches!(&refused, Err(Error::Run(message)) if message.contains("400")), "{refused:?}");
 
+    // A toolkit's tool may not take an agent tool's name; the prepared toolkit is closed again.
+    let toolkit = CountingToolkit::default();
+    let clash = Agent::builder("clash", model.clone())
+        .tool(tool("greet", "Greets.", |_: NoArguments, _: &Caller| async { Ok::<_, ToolError>("hi".to_owned()) }))
+        .toolkit(toolkit.clone())
+        .build()
+        .unwrap();
+    let failed = clash.create_session(caller("ada")).await;
+    assert!(matches!(failed, Err(Error::InvalidAgent { reason, .. }) if reason.contains("greet")));
+    assert_eq!((toolkit.opened.load(Ordering::SeqCst), toolkit.closed.load(Ordering::SeqCst)), (1, 1));
+
     let limited = Agent::builder("limited", model).tool(add()).iteration_limit(1).build().unwrap();
     let stopped = limited.run(request(r#"[tool:add {"a": 1, "b": 1}]"#, "ada")).await;
     assert!(matches!(&stopped, Err(Error::Run(message)) if message.contains("limit")), "{stopped:?}");
