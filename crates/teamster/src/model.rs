@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use teamster_llm::ModelClient;
+use teamster_llm::providers::offline::{OFFLINE_MODEL, OFFLINE_PROVIDER, OfflineModel};
 use teamster_llm::registry::{ModelRegistry, ResolvedModel};
 
 use crate::Error;
@@ -38,8 +39,10 @@ impl Model {
     /// the last user message, and calls a tool named `get_current_datetime` when asked for the
     /// time and offered one, so a whole agent loop runs without a provider.
     pub fn offline() -> Model {
-        let registry = ModelRegistry::new([], reqwest::Client::new());
-        Model::from_registry(&registry, "offline/echo").expect("the offline model is always registered")
+        Model {
+            name: format!("{OFFLINE_PROVIDER}/{OFFLINE_MODEL}"),
+            resolved: resolved(Arc::new(OfflineModel), OFFLINE_MODEL, OFFLINE_PROVIDER),
+        }
     }
 
     /// A model behind an OpenAI-compatible chat completions endpoint (`base_url` ends before
@@ -81,16 +84,7 @@ impl Model {
 
     /// A model behind your own client (any [`ModelClient`]), called with `model_id`.
     pub fn from_client(client: impl ModelClient + 'static, model_id: &str) -> Model {
-        Model {
-            name: format!("custom/{model_id}"),
-            resolved: ResolvedModel {
-                client: Arc::new(client),
-                model_id: model_id.to_owned(),
-                provider: "custom".to_owned(),
-                pricing: None,
-                context_length: None,
-            },
-        }
+        Model { name: format!("custom/{model_id}"), resolved: resolved(Arc::new(client), model_id, "custom") }
     }
 
     fn from_registry(registry: &ModelRegistry, name: &str) -> Result<Model, Error> {
@@ -107,5 +101,16 @@ impl Model {
 
     pub(crate) fn resolved(&self) -> &ResolvedModel {
         &self.resolved
+    }
+}
+
+/// A model outside any registry: no prices, no known context window.
+fn resolved(client: Arc<dyn ModelClient>, model_id: &str, provider: &str) -> ResolvedModel {
+    ResolvedModel {
+        client,
+        model_id: model_id.to_owned(),
+        provider: provider.to_owned(),
+        pricing: None,
+        context_length: None,
     }
 }

@@ -79,9 +79,10 @@ impl Runtime {
 
     /// Opens the store at `database` with `config`.
     pub async fn open_with(database: &str, config: ServiceConfig) -> Result<Runtime, RuntimeError> {
+        let is_path = !database.trim().is_empty() && !database.contains("://");
         let store: Arc<dyn Store> = if database.starts_with("postgres://") || database.starts_with("postgresql://") {
             Arc::new(teamster_store_postgres::PostgresStore::connect(database).await?)
-        } else if !database.trim().is_empty() && !database.contains("://") || database.starts_with("sqlite:") {
+        } else if database.starts_with("sqlite:") || is_path {
             Arc::new(teamster_store_sqlite::SqliteStore::connect(database).await?)
         } else {
             return Err(RuntimeError::UnsupportedDatabase(database.to_owned()));

@@ -470,33 +470,30 @@ fn keep_redacted_secrets(manifest: &mut McpServerManifest, existing: Option<&Mcp
             Some(McpServerAuth::Header { headers }) => Some(headers),
             _ => None,
         };
-        for (name, value) in headers.iter_mut() {
-            if value == REDACTED {
-                match stored.and_then(|stored| stored.get(name)) {
-                    Some(secret) => value.clone_from(secret),
-                    None => {
-                        return Err(ServiceError::invalid_param(
-                            "manifest.auth.headers",
-                            format!("the value of header {name:?} is redacted and there is no stored value to keep for this destination (a stored secret is dropped when the server's URL, type or command changes); send the real value"),
-                        ));
-                    }
-                }
-            }
-        }
+        restore_redacted(headers, stored, "manifest.auth.headers", "header ")?;
     }
     if let Some(env) = &mut manifest.env {
-        let stored = existing.and_then(|existing| existing.env.as_ref());
-        for (name, value) in env.iter_mut() {
-            if value == REDACTED {
-                match stored.and_then(|stored| stored.get(name)) {
-                    Some(secret) => value.clone_from(secret),
-                    None => {
-                        return Err(ServiceError::invalid_param(
-                            "manifest.env",
-                            format!("the value of {name:?} is redacted and there is no stored value to keep for this destination (a stored secret is dropped when the server's URL, type or command changes); send the real value"),
-                        ));
-                    }
-                }
+        restore_redacted(env, existing.and_then(|existing| existing.env.as_ref()), "manifest.env", "")?;
+    }
+    Ok(())
+}
+
+/// Replaces each redacted value of `values` with the one `stored` under its name; a redacted
+/// value with nothing stored is an error about `param` (a name shown as `{what}{name:?}`).
+fn restore_redacted(
+    values: &mut BTreeMap<String, String>,
+    stored: Option<&BTreeMap<String, String>>,
+    param: &'static str,
+    what: &str,
+) -> Result<()> {
+    for (name, value) in values.iter_mut().filter(|(_, value)| *value == REDACTED) {
+        match stored.and_then(|stored| stored.get(name)) {
+            Some(secret) => value.clone_from(secret),
+            None => {
+                return Err(ServiceError::invalid_param(
+                    param,
+                    format!("the value of {what}{name:?} is redacted and there is no stored value to keep for this destination (a stored secret is dropped when the server's URL, type or command changes); send the real value"),
+                ));
             }
         }
     }
@@ -504,7 +501,7 @@ fn keep_redacted_secrets(manifest: &mut McpServerManifest, existing: Option<&Mcp
 }
 
 /// Whether two manifests send requests (and so secrets) to the same place: the same type, URL
-/// and transport, or the same command, arguments and working directory.
+/// and transport, or the same command and arguments.
 fn same_destination(stored: &McpServerManifest, new: &McpServerManifest) -> bool {
     stored.kind == new.kind
         && stored.url == new.url
