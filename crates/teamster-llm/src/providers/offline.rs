@@ -2,10 +2,11 @@
 //!
 //! It is not a language model and says so. It streams, word by word, a reply that introduces
 //! itself as Teamster's offline demo model, echoes the user's last message and explains how to
-//! configure a real provider. When the user asks for the time or the date and the agent offers
-//! the `get_current_datetime` tool, it calls that tool first and then answers with its result,
-//! so the whole agent loop (model call, tool call, second model call) can be tried without a
-//! provider. Its usage figures are estimates (about four characters per input token, one token
+//! configure a real provider. It calls a tool the agent offers when the user names it (`look up
+//! order_status {"order_id": "A1"}`: the JSON object after the name is the arguments), or, when
+//! the user asks for the time or the date, the `get_current_datetime` tool; then it answers with
+//! the tool's result. So the whole agent loop (model call, tool call, second model call), with
+//! MCP tools and approvals, can be tried without a provider. Its usage figures are estimates (about four characters per input token, one token
 //! per streamed word), so that usage and cost displays have something plausible to show.
 
 use futures_util::stream;
@@ -70,11 +71,15 @@ fn answer(request: &ModelRequest) -> Vec<ModelEvent> {
         return stream_words(&reply, input_tokens);
     }
 
+    // A fresh request (the last message is the user's) may ask for a tool.
+    let fresh = matches!(request.messages.last(), Some(Message::User { .. }));
     let offers_datetime = request.tools.iter().any(|tool| tool.name == DATETIME_TOOL);
-    if let Some(text) = last_user
-        && offers_datetime
-        && asks_for_time(text)
-    {
+    let wanted = last_user.filter(|_| fresh).and_then(|text| {
+        named_tool(text, request).or_else(|| {
+            (offers_datetime && asks_for_time(text)).then(|| (DATETIME_TOOL.to_owned(), "{}".to_owned()))
+        })
+    });
+    if let Some((name, arguments)) = wanted {
         let call_number = request
             .messages
             .iter()
@@ -88,8 +93,8 @@ fn answer(request: &ModelRequest) -> Vec<ModelEvent> {
             ModelEvent::ToolCall {
                 index: 0,
                 id: Some(format!("offline_call_{call_number}")),
-                name: Some(DATETIME_TOOL.to_owned()),
-                arguments: "{}".to_owned(),
+                name: Some(name),
+                arguments,
             },
             ModelEvent::Finish(FinishReason::ToolCalls),
             ModelEvent::Usage(TokenUsage { input_tokens, output_tokens: 1, ..TokenUsage::default() }),
@@ -141,6 +146,41 @@ fn tool_name_of<'a>(messages: &'a [Message], tool_call_id: &str) -> Option<&'a s
         }
         _ => None,
     })
+}
+
+/// The first offered tool the text names as a whole word, with the JSON object right after the
+/// name as its arguments (`{}` when none follows or it does not parse).
+fn named_tool(text: &str, request: &ModelRequest) -> Option<(String, String)> {
+    let is_name_char = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.');
+    let mut start = None;
+    for (index, c) in text.char_indices().chain([(text.len(), ' ')]) {
+        match (is_name_char(c), start) {
+            (true, None) => start = Some(index),
+            (false, Some(from)) => {
+                start = None;
+                // A sentence's full stop is not part of the name.
+                let word = text[from..index].trim_end_matches('.');
+                if request.tools.iter().any(|tool| tool.name == word) {
+                    return Some((word.to_owned(), arguments_after(&text[index..])));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The JSON object at the start of `rest` (after spaces), re-serialized, or `{}`.
+fn arguments_after(rest: &str) -> String {
+    let rest = rest.trim_start();
+    if !rest.starts_with('{') {
+        return "{}".to_owned();
+    }
+    let mut objects = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Map<String, serde_json::Value>>();
+    match objects.next() {
+        Some(Ok(object)) => serde_json::Value::Object(object).to_string(),
+        _ => "{}".to_owned(),
+    }
 }
 
 /// Whether a message asks for the time or the date ("what time is it?", "today's date").
@@ -243,6 +283,40 @@ mod tests {
         let text = text_of(&events);
         assert!(text.contains("2025-01-02T03:04:05Z") && text.contains("offline demo model"), "{text}");
         assert!(events.contains(&ModelEvent::Finish(FinishReason::Stop)));
+    }
+
+    #[test]
+    fn calls_a_tool_the_user_names_with_the_object_after_it() {
+        let tool = |name: &str| ToolDefinition {
+            name: name.into(),
+            description: String::new(),
+            parameters: serde_json::json!({"type": "object"}),
+        };
+        let cases = [
+            ("please run order_status {\"order_id\": \"A1\"} now", Some(("order_status", r#"{"order_id":"A1"}"#))),
+            ("Call refund_order.", Some(("refund_order", "{}"))),
+            ("order_status {not json", Some(("order_status", "{}"))),
+            // A name inside a longer word is not the tool's.
+            ("my_order_status_page", None),
+            // Named tools come first, then the clock question.
+            ("what time is it? refund_order", Some(("refund_order", "{}"))),
+            ("what time is it?", Some((DATETIME_TOOL, "{}"))),
+            ("nothing to call", None),
+        ];
+        for (text, expected) in cases {
+            let request = ModelRequest {
+                model: OFFLINE_MODEL.into(),
+                messages: vec![Message::User { content: text.into() }],
+                tools: vec![tool("order_status"), tool("refund_order"), datetime_tool()],
+                ..ModelRequest::default()
+            };
+            let called = answer(&request).into_iter().find_map(|event| match event {
+                ModelEvent::ToolCall { name, arguments, .. } => Some((name.unwrap_or_default(), arguments)),
+                _ => None,
+            });
+            let expected = expected.map(|(name, arguments)| (name.to_owned(), arguments.to_owned()));
+            assert_eq!(called, expected, "{text}");
+        }
     }
 
     #[test]
