@@ -49,6 +49,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "teamster-llm",
             "teamster-tools",
             "teamster-engine",
+            "teamster-mcp",
             "teamster-store",
             "teamster-store-sqlite",
             "teamster-store-postgres",

@@ -50,6 +50,7 @@
 mod agent;
 mod error;
 mod items;
+mod mcp;
 mod model;
 pub mod runtime;
 mod session;
@@ -60,6 +61,7 @@ mod toolkit;
 pub use agent::{Agent, AgentBuilder};
 pub use error::Error;
 pub use items::{AgentItem, AgentRequest, AgentResponse, Part, RunSessionRequest, Usage};
+pub use mcp::{McpServer, McpToolkit};
 pub use model::Model;
 pub use session::RunSession;
 pub use stream::{AgentStream, AgentStreamEvent};
