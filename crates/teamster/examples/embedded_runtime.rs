@@ -2,7 +2,11 @@
 //!
 //! The same service the Teamster server runs, on an in-memory SQLite store (give a file path
 //! or a `postgres://` URL to keep it). A turn runs whether or not anyone reads it: this program
-//! stops reading halfway, then follows the turn again from the last event it saw.
+//! stops reading halfway, then follows the turn again from the last event it saw. Runs on the
+//! offline demo model, or on the OpenAI-compatible endpoint that `OPENAI_API_KEY` (and
+//! `OPENAI_BASE_URL`, `TEAMSTER_MODEL`) name.
+
+mod support;
 
 use futures_util::StreamExt;
 use teamster::runtime::{Runtime, user_message};
@@ -10,8 +14,15 @@ use teamster::runtime::{Runtime, user_message};
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let runtime = Runtime::open("sqlite::memory:").await?;
+    let model = match support::env_provider() {
+        Some((provider, model)) => {
+            runtime.add_model_provider(serde_json::from_value(provider)?).await?;
+            model
+        }
+        None => "offline/echo".to_owned(),
+    };
     let spec = serde_json::json!({
-        "model": {"name": "offline/echo"},
+        "model": {"name": model},
         "instructions": "You are a helpful assistant.",
     });
     let spec = serde_json::from_value(spec)?;

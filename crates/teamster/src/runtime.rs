@@ -9,12 +9,15 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::Stream;
-use teamster_protocol::settings::{McpServerManifest, ModelProviderManifest};
+use teamster_protocol::UserContent;
 use teamster_protocol::agent::Agent as SavedAgent;
-use teamster_protocol::{AgentSpec, Event, Session, Turn, TurnInput, UserContent};
 use teamster_service::{Caller, CreateTurn, EventStream, McpServerWrite, ProviderWrite};
 use teamster_store::Store;
 
+pub use teamster_protocol::event::{ModelMessage, ToolCall};
+pub use teamster_protocol::input::Approval;
+pub use teamster_protocol::settings::{McpServerManifest, ModelProviderManifest};
+pub use teamster_protocol::{AgentSpec, Event, Session, Turn, TurnInput, TurnState};
 pub use teamster_service::{Service, ServiceConfig, ServiceError};
 
 /// Why a runtime call failed.
@@ -245,6 +248,19 @@ impl FinishedTurn {
             }
         }
         answer.1
+    }
+
+    /// The main thread's last message as `turn.done` gives it whole: the answer, or the tool
+    /// calls the turn stopped at (those awaiting approval among them). `None` when the turn did
+    /// not end `done`.
+    pub fn output(&self) -> Option<&ModelMessage> {
+        self.events.iter().rev().find_map(|event| match &event.event {
+            Event::TurnDone(done) => match &done.state {
+                TurnState::Done { output, .. } => output.as_deref(),
+                _ => None,
+            },
+            _ => None,
+        })
     }
 
     /// What the turn waits for before it can go on: `tool.approval_required` and

@@ -1,0 +1,104 @@
+//! What the examples share: the model they run on, and a small MCP server to give them tools
+//! without anything installed.
+//!
+//! The server is the example program itself, started again with `--orders-mcp-server`: an
+//! online shop's order desk speaking MCP over stdio (JSON-RPC, one message per line), with a
+//! read-only tool `order_status` and a destructive one, `refund_order`.
+
+#![allow(dead_code, reason = "each example uses part of this module")]
+
+use std::io::{BufRead, Write};
+
+use serde_json::{Value, json};
+
+/// The flag that makes an example program serve the orders MCP server instead.
+const SERVER_FLAG: &str = "--orders-mcp-server";
+
+/// The model id to use on an OpenAI-compatible endpoint: `TEAMSTER_MODEL`, or `gpt-4o-mini`.
+pub fn model_id() -> String {
+    std::env::var("TEAMSTER_MODEL").unwrap_or_else(|_| "gpt-4o-mini".to_owned())
+}
+
+/// The OpenAI-compatible provider the environment names (`OPENAI_API_KEY`, and
+/// `OPENAI_BASE_URL` for another endpoint than OpenAI's), as a provider manifest with the one
+/// model [`model_id`], and that model's name; `None` without a key.
+pub fn env_provider() -> Option<(Value, String)> {
+    let key = std::env::var("OPENAI_API_KEY").ok().filter(|key| !key.trim().is_empty())?;
+    let base_url = std::env::var("OPENAI_BASE_URL").unwrap_or_else(|_| "https://api.openai.com/v1".to_owned());
+    let model = model_id();
+    let manifest = json!({
+        "type": "openai", "name": "openai", "base_url": base_url, "auth": {"api_key": key},
+        "models": [{"name": model, "model_id": model}],
+    });
+    Some((manifest, format!("openai/{model}")))
+}
+
+/// How to start the orders MCP server: this program with [`SERVER_FLAG`].
+pub fn orders_server_command() -> std::io::Result<(String, Vec<String>)> {
+    let program = std::env::current_exe()?;
+    Ok((program.to_string_lossy().into_owned(), vec![SERVER_FLAG.to_owned()]))
+}
+
+/// Serves the orders MCP server on stdin and stdout until stdin closes, when this program was
+/// started as one; `false` otherwise.
+pub fn serve_orders_if_asked() -> bool {
+    if std::env::args().nth(1).as_deref() != Some(SERVER_FLAG) {
+        return false;
+    }
+    let stdin = std::io::stdin().lock();
+    let mut stdout = std::io::stdout().lock();
+    for line in stdin.lines() {
+        let Ok(line) = line else { break };
+        let Ok(message) = serde_json::from_str::<Value>(&line) else { continue };
+        // Notifications (no id) need no answer.
+        let Some(id) = message.get("id").cloned() else { continue };
+        let method = message["method"].as_str().unwrap_or_default();
+        let reply = match answer(method, &message["params"]) {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err((code, text)) => json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": text}}),
+        };
+        if writeln!(stdout, "{reply}").and_then(|()| stdout.flush()).is_err() {
+            break;
+        }
+    }
+    true
+}
+
+/// The result of one request, or a JSON-RPC error code and message.
+fn answer(method: &str, params: &Value) -> Result<Value, (i64, String)> {
+    match method {
+        "initialize" => Ok(json!({
+            "protocolVersion": params["protocolVersion"].as_str().unwrap_or("2025-06-18"),
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "orders", "version": "1.0.0"},
+            "instructions": "Order ids look like A1001. Refunds cannot be undone.",
+        })),
+        "ping" => Ok(json!({})),
+        "tools/list" => Ok(json!({"tools": [
+            {
+                "name": "order_status",
+                "description": "Where an order is.",
+                "inputSchema": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+                "annotations": {"readOnlyHint": true},
+            },
+            {
+                "name": "refund_order",
+                "description": "Refunds an order in full.",
+                "inputSchema": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+                "annotations": {"readOnlyHint": false, "destructiveHint": true},
+            },
+        ]})),
+        "tools/call" => {
+            let order = params["arguments"]["order_id"].as_str().unwrap_or_default();
+            let customer = std::env::var("CUSTOMER").unwrap_or_else(|_| "a guest".to_owned());
+            let (text, is_error) = match params["name"].as_str() {
+                _ if !order.starts_with('A') => (format!("no order {order:?}: ids look like A1001"), true),
+                Some("order_status") => (format!("order {order} of {customer} left the warehouse today"), false),
+                Some("refund_order") => (format!("order {order} of {customer} is refunded"), false),
+                other => (format!("no tool {other:?}"), true),
+            };
+            Ok(json!({"content": [{"type": "text", "text": text}], "isError": is_error}))
+        }
+        other => Err((-32601, format!("method not found: {other}"))),
+    }
+}
