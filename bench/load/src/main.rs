@@ -10,6 +10,7 @@
 //! wait and loop is bounded, and a watchdog ends the whole run.
 
 mod client;
+mod library;
 mod phases;
 mod process;
 mod report;
@@ -86,6 +87,11 @@ struct Args {
     /// turn requests go to them in turn, and their CPU and memory are summed.
     #[arg(long, default_value_t = 1)]
     replicas: usize,
+    /// Instead of the server table: the `teamster` library's `agent.run` in this process,
+    /// against a direct call to the fake model and the same turn over HTTP (`--warmup`,
+    /// `--turns`, `--tokens` apply).
+    #[arg(long)]
+    library: bool,
 }
 
 impl Args {
@@ -150,6 +156,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.replicas > 1 && args.database_label() != "PostgreSQL" {
         bail!("several replicas need a shared database: pass --database postgres://...");
+    }
+    if args.library {
+        return library::run(&args).await;
     }
     let proc = ProcReader::new();
     let client = client::http_client(true)?;

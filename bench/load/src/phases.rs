@@ -193,12 +193,27 @@ pub async fn sequential_with_rss(
     probe: &Probe,
     rss_after: Option<usize>,
 ) -> anyhow::Result<SequentialRun> {
+    sequential_calls(count, probe, rss_after, || target.call(client, 0)).await
+}
+
+/// Makes `count` calls of `call` one after the other, between two CPU marks of `probe`; reads
+/// the server's RSS right after call number `rss_after` (1-based).
+pub async fn sequential_calls<F, Call>(
+    count: usize,
+    probe: &Probe,
+    rss_after: Option<usize>,
+    mut call: F,
+) -> anyhow::Result<SequentialRun>
+where
+    F: FnMut() -> Call,
+    Call: Future<Output = anyhow::Result<Sample>>,
+{
     let mut samples = Vec::with_capacity(count);
     let mut errors = Vec::new();
     let mut rss_checkpoint = None;
     let start = probe.mark()?;
     for number in 1..=count {
-        match target.call(client, 0).await {
+        match call().await {
             Ok(sample) => samples.push(sample),
             Err(error) => {
                 errors.push(format!("{error:#}"));
