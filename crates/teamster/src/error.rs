@@ -9,16 +9,36 @@
 pub enum Error {
     /// The model could not be set up (an unknown provider kind, a bad base URL).
     #[error("model {model:?} cannot be used: {reason}")]
-    Model { model: String, reason: String },
+    Model {
+        /// The model's name or id.
+        model: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The agent's definition is not valid (a duplicate tool name, an empty name).
     #[error("invalid agent {agent:?}: {reason}")]
-    InvalidAgent { agent: String, reason: String },
+    InvalidAgent {
+        /// The agent's name.
+        agent: String,
+        /// What is wrong with its definition.
+        reason: String,
+    },
     /// A context-dependent instruction function failed for this context.
     #[error("the instructions of agent {agent:?} failed: {reason}")]
-    Instructions { agent: String, reason: String },
+    Instructions {
+        /// The agent's name.
+        agent: String,
+        /// The function's error.
+        reason: String,
+    },
     /// A toolkit could not create its session for this context.
     #[error("toolkit {toolkit:?} could not start: {reason}")]
-    Toolkit { toolkit: String, reason: String },
+    Toolkit {
+        /// The toolkit's name.
+        toolkit: String,
+        /// Its error.
+        reason: String,
+    },
     /// The input cannot be sent to a model (for example an empty conversation).
     #[error("invalid input: {0}")]
     InvalidInput(String),

@@ -16,11 +16,24 @@ use crate::Error;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AgentItem {
     /// What the user said. Only [`Part::Text`] parts are accepted.
-    User { content: Vec<Part> },
+    User {
+        /// The message's parts.
+        content: Vec<Part>,
+    },
     /// What the model answered: [`Part::Reasoning`], [`Part::Text`] and [`Part::ToolCall`].
-    Assistant { content: Vec<Part> },
+    Assistant {
+        /// The message's parts, in the order the model wrote them.
+        content: Vec<Part>,
+    },
     /// What a tool call returned to the model.
-    ToolResult { call_id: String, tool_name: String, output: String },
+    ToolResult {
+        /// The id of the [`Part::ToolCall`] it answers.
+        call_id: String,
+        /// The tool that was called.
+        tool_name: String,
+        /// What the model was told: the tool's output, or what went wrong.
+        output: String,
+    },
 }
 
 impl AgentItem {
@@ -47,11 +60,25 @@ impl AgentItem {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Part {
-    Text { text: String },
+    /// Text, from the user or the model.
+    Text {
+        /// The text.
+        text: String,
+    },
     /// The model's reasoning, for models that show it.
-    Reasoning { text: String },
-    /// A call the model made; `arguments` is the JSON text it wrote.
-    ToolCall { call_id: String, tool_name: String, arguments: String },
+    Reasoning {
+        /// The reasoning text.
+        text: String,
+    },
+    /// A call the model made.
+    ToolCall {
+        /// The call's id, which its [`AgentItem::ToolResult`] names.
+        call_id: String,
+        /// The tool called.
+        tool_name: String,
+        /// The JSON text the model wrote as the arguments.
+        arguments: String,
+    },
 }
 
 /// The text parts of `parts`, joined.
@@ -110,7 +137,9 @@ impl AgentResponse {
 /// Tokens a run used.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Tokens sent to the model, summed over the run's model calls.
     pub input_tokens: u64,
+    /// Tokens the model wrote, summed over the run's model calls.
     pub output_tokens: u64,
 }
 

@@ -47,6 +47,8 @@
 //! # }).unwrap();
 //! ```
 
+#![warn(missing_docs)]
+
 mod agent;
 mod error;
 mod items;

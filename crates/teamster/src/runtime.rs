@@ -163,7 +163,9 @@ impl Runtime {
 /// A turn just started, and its events from the first.
 #[derive(Debug)]
 pub struct StartedTurn {
+    /// The turn as created (running).
     pub turn: Turn,
+    /// Its events from the first; dropping them leaves the turn running.
     pub events: TurnEvents,
 }
 
@@ -178,7 +180,9 @@ impl StartedTurn {
 /// to go on after it).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RuntimeEvent {
+    /// The event's position in its turn's stream, from 1.
     pub sequence: u64,
+    /// The event, as the server's API streams it.
     pub event: Event,
 }
 
@@ -227,6 +231,7 @@ impl Stream for TurnEvents {
 /// The events a turn streamed to its end.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FinishedTurn {
+    /// Every event read, in order; the last is `turn.done`.
     pub events: Vec<RuntimeEvent>,
 }
 
