@@ -116,6 +116,20 @@ impl From<Vec<AgentItem>> for RunSessionRequest {
 }
 
 /// What a run produced.
+///
+/// ```
+/// use teamster::{Agent, AgentItem, AgentRequest, Model, Part};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let agent: Agent<()> = Agent::builder("echo", Model::offline()).build()?;
+/// let response = agent.run(AgentRequest { input: vec![AgentItem::user("Hi")], context: () }).await?;
+/// // No tools were called: the output is the one assistant message, whose content is the answer.
+/// assert_eq!(response.output, vec![AgentItem::Assistant { content: response.content.clone() }]);
+/// assert!(matches!(&response.content[..], [Part::Text { .. }]));
+/// assert!(response.usage.output_tokens > 0);
+/// # Ok::<(), teamster::Error>(())
+/// # }).unwrap();
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AgentResponse {
     /// Every item the run added to the conversation, in order: assistant messages (with their

@@ -19,6 +19,27 @@ use crate::{AgentItem, AgentResponse, AgentStream, Error, RunSessionRequest, Too
 /// is given; the session keeps no conversation.
 ///
 /// Dropping a session without closing it closes its toolkit sessions in the background.
+///
+/// ```
+/// use teamster::{Agent, AgentItem, Error, Model};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let agent: Agent<String> = Agent::builder("helper", Model::offline()).build()?;
+/// let session = agent.create_session("user-7".to_owned()).await?;
+///
+/// // The caller keeps the conversation: each run gets it whole, and its output is appended.
+/// let mut conversation = vec![AgentItem::user("Hello")];
+/// let first = session.run(conversation.clone()).await?;
+/// conversation.extend(first.output);
+/// conversation.push(AgentItem::user("And again"));
+/// let second = session.run(conversation).await?;
+/// assert!(second.text().contains("And again"));
+///
+/// session.close().await;
+/// assert_eq!(session.run(vec![AgentItem::user("Hi")]).await, Err(Error::SessionClosed));
+/// # Ok::<(), Error>(())
+/// # }).unwrap();
+/// ```
 pub struct RunSession<Ctx: 'static> {
     state: Arc<SessionState<Ctx>>,
 }

@@ -37,7 +37,27 @@ pub enum AgentStreamEvent {
 }
 
 /// A run in progress; a [`Stream`] of [`AgentStreamEvent`]s that ends after
-/// [`AgentStreamEvent::Response`], or after one error.
+/// [`AgentStreamEvent::Response`], or after one error. Dropping it stops the run and closes the
+/// run session it opened.
+///
+/// ```
+/// use futures_util::StreamExt;
+/// use teamster::{Agent, AgentItem, AgentRequest, AgentStreamEvent, Model};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let agent: Agent<()> = Agent::builder("echo", Model::offline()).build()?;
+/// let mut stream = agent.run_stream(AgentRequest { input: vec![AgentItem::user("Stream me")], context: () });
+/// let mut shown = String::new();
+/// while let Some(event) = stream.next().await {
+///     match event? {
+///         AgentStreamEvent::TextDelta(delta) => shown.push_str(&delta),
+///         AgentStreamEvent::Response(response) => assert_eq!(response.text(), shown),
+///         _ => {}
+///     }
+/// }
+/// # Ok::<(), teamster::Error>(())
+/// # }).unwrap();
+/// ```
 #[must_use = "a stream does nothing unless polled"]
 pub struct AgentStream {
     /// The run: set up, the engine's loop, clean-up. `None` once finished.
