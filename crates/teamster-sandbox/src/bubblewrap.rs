@@ -1,0 +1,436 @@
+//! [`Bubblewrap`]: the local provider. Each session's sandbox is a directory under the root,
+//! `ROOT/sbx_<hash of the session id>/`, holding `workspace/` (what commands see as
+//! `/workspace`), `session` (the session id, for the idle sweep) and `last_used` (touched by every
+//! command).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant, SystemTime};
+
+use async_trait::async_trait;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+
+use crate::command::SandboxCommand;
+use crate::output::capture;
+use crate::provider::{ExecOutput, ExecRequest, Provisioned, SandboxProvider};
+use crate::workspace::{check_opened_inside, relative_path};
+use crate::{Limits, SandboxError};
+
+/// The longest command a call may give.
+const MAX_COMMAND_BYTES: usize = 64 * 1024;
+/// The most variables a call may set, and the longest value.
+const MAX_ENV_VARS: usize = 64;
+const MAX_ENV_VALUE_BYTES: usize = 32 * 1024;
+/// Users the sandboxes run as when the harness runs as root: one per sandbox, from this range.
+const SANDBOX_UID_BASE: u32 = 200_000;
+const SANDBOX_UID_COUNT: u32 = 100_000;
+/// How long the output pipes may stay open after the sandbox's process has exited.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// Linux's `O_NONBLOCK`: opening a FIFO the sandbox left at a path must not block the harness.
+const O_NONBLOCK: i32 = 0o4000;
+
+/// The local sandbox provider on bubblewrap.
+#[derive(Debug)]
+pub struct Bubblewrap {
+    root: PathBuf,
+    limits: Limits,
+    bwrap: PathBuf,
+    prlimit: PathBuf,
+    /// `setpriv`, when the harness runs as root and each sandbox gets a user of its own.
+    setpriv: Option<PathBuf>,
+}
+
+impl Bubblewrap {
+    /// A provider keeping its sandboxes under `root` (created if missing). Fails with
+    /// [`SandboxError::Unavailable`], saying why, when `bwrap` is missing or cannot make a
+    /// sandbox here (no user namespaces, a root other users cannot traverse).
+    pub async fn start(root: impl Into<PathBuf>, limits: Limits) -> Result<Bubblewrap, SandboxError> {
+        let root = root.into();
+        let find = |name: &str| {
+            find_program(name).ok_or_else(|| SandboxError::Unavailable(format!("`{name}` is not installed")))
+        };
+        let bwrap = find("bwrap")?;
+        let prlimit = find("prlimit")?;
+        let setpriv = if running_as_root() { Some(find("setpriv")?) } else { None };
+        tokio::fs::create_dir_all(&root).await.map_err(SandboxError::io(format!("creating {}", root.display())))?;
+        set_mode(&root, 0o711).await?;
+        let root = tokio::fs::canonicalize(&root).await.map_err(SandboxError::io("resolving the sandbox root"))?;
+        let provider = Bubblewrap { root, limits, bwrap, prlimit, setpriv };
+        provider.check_it_works().await?;
+        Ok(provider)
+    }
+
+    /// The directory sandboxes live in.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The limits commands run under.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The sandbox id of a session: the same on every replica sharing the root.
+    pub fn sandbox_id(session_id: &str) -> String {
+        let digest = ring::digest::digest(&ring::digest::SHA256, session_id.as_bytes());
+        let hex: String = digest.as_ref()[..16].iter().map(|byte| format!("{byte:02x}")).collect();
+        format!("sbx_{hex}")
+    }
+
+    /// Removes the sandboxes no command has used for `idle`; returns how many.
+    pub async fn sweep_idle(&self, idle: Duration) -> Result<usize, SandboxError> {
+        let mut removed = 0;
+        let mut entries =
+            tokio::fs::read_dir(&self.root).await.map_err(SandboxError::io("listing the sandbox root"))?;
+        while let Some(entry) = entries.next_entry().await.map_err(SandboxError::io("listing the sandbox root"))? {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !is_sandbox_id(&name) {
+                continue;
+            }
+            let used = tokio::fs::metadata(entry.path().join("last_used")).await.and_then(|meta| meta.modified());
+            let age = used.ok().and_then(|used| SystemTime::now().duration_since(used).ok());
+            if age.is_some_and(|age| age >= idle) {
+                remove_tree(&entry.path()).await?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// The directory of a sandbox id, if the id is well formed.
+    fn dir(&self, sandbox_id: &str) -> Result<PathBuf, SandboxError> {
+        if !is_sandbox_id(sandbox_id) {
+            return Err(SandboxError::NotFound(sandbox_id.chars().take(64).collect()));
+        }
+        Ok(self.root.join(sandbox_id))
+    }
+
+    /// The workspace of an existing sandbox.
+    async fn workspace(&self, sandbox_id: &str) -> Result<PathBuf, SandboxError> {
+        let workspace = self.dir(sandbox_id)?.join("workspace");
+        match tokio::fs::metadata(&workspace).await {
+            Ok(meta) if meta.is_dir() => Ok(workspace),
+            _ => Err(SandboxError::NotFound(sandbox_id.to_owned())),
+        }
+    }
+
+    /// The user a sandbox runs as, when the harness runs as root.
+    fn run_as(&self, sandbox_id: &str) -> Option<(&Path, u32)> {
+        let setpriv = self.setpriv.as_deref()?;
+        let hash = u32::from_str_radix(&sandbox_id[4..12], 16).unwrap_or(0);
+        Some((setpriv, SANDBOX_UID_BASE + hash % SANDBOX_UID_COUNT))
+    }
+
+    /// Runs `true` in a scratch sandbox, so a provider that cannot work says so at start-up.
+    async fn check_it_works(&self) -> Result<(), SandboxError> {
+        let probe = self.provision("teamster-sandbox-probe").await?;
+        let request = ExecRequest { command: "true".to_owned(), timeout_seconds: Some(30), ..ExecRequest::default() };
+        let outcome = self.exec(&probe.sandbox_id, request).await;
+        let _ = self.destroy("teamster-sandbox-probe").await;
+        match outcome? {
+            ExecOutput { exit_code: Some(0), .. } => Ok(()),
+            failed => Err(SandboxError::Unavailable(format!(
+                "bubblewrap cannot start a sandbox under {}: {}",
+                self.root.display(),
+                failed.stderr.trim()
+            ))),
+        }
+    }
+
+    /// Starts a sandboxed command with piped output.
+    fn spawn(&self, sandbox_id: &str, workspace: &Path, run: Run<'_>, stdin: Stdio) -> Result<tokio::process::Child, SandboxError> {
+        let Run { cwd, env, command, network } = run;
+        let line = SandboxCommand {
+            bwrap: &self.bwrap,
+            prlimit: &self.prlimit,
+            run_as: self.run_as(sandbox_id),
+            workspace,
+            cwd,
+            env,
+            network,
+            limits: &self.limits,
+            command,
+        };
+        let (program, args) = line.argv();
+        Command::new(program)
+            .args(args)
+            .env_clear()
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(SandboxError::io("starting bwrap"))
+    }
+}
+
+#[async_trait]
+impl SandboxProvider for Bubblewrap {
+    async fn provision(&self, session_id: &str) -> Result<Provisioned, SandboxError> {
+        let sandbox_id = Bubblewrap::sandbox_id(session_id);
+        let dir = self.dir(&sandbox_id)?;
+        // `create_dir` is atomic, also on storage several replicas share: one of them creates it.
+        let created = match tokio::fs::create_dir(&dir).await {
+            Ok(()) => true,
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => false,
+            Err(error) => return Err(SandboxError::io(format!("creating {}", dir.display()))(error)),
+        };
+        let workspace = dir.join("workspace");
+        if created || tokio::fs::metadata(&workspace).await.is_err() {
+            set_mode(&dir, 0o711).await?;
+            tokio::fs::write(dir.join("session"), session_id).await.map_err(SandboxError::io("recording the session"))?;
+            match tokio::fs::create_dir(&workspace).await {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(error) => return Err(SandboxError::io("creating the workspace")(error)),
+            }
+            set_mode(&workspace, 0o700).await?;
+            if let Some((_, uid)) = self.run_as(&sandbox_id) {
+                std::os::unix::fs::chown(&workspace, Some(uid), Some(uid))
+                    .map_err(SandboxError::io("giving the workspace to the sandbox user"))?;
+            }
+            touch(&dir.join("last_used")).await?;
+        }
+        Ok(Provisioned { sandbox_id, created })
+    }
+
+    async fn exec(&self, sandbox_id: &str, request: ExecRequest) -> Result<ExecOutput, SandboxError> {
+        let workspace = self.workspace(sandbox_id).await?;
+        check_command(&request)?;
+        let cwd = match request.cwd.as_deref().map(str::trim) {
+            None | Some("" | "." | "/workspace" | "/workspace/") => PathBuf::from("."),
+            Some(cwd) => relative_path(cwd)?,
+        };
+        touch(&self.dir(sandbox_id)?.join("last_used")).await?;
+        let timeout = self.limits.timeout(request.timeout_seconds);
+        let started = Instant::now();
+        let run = Run { cwd: &cwd, env: &request.env, command: &request.command, network: request.network };
+        let mut child = self.spawn(sandbox_id, &workspace, run, Stdio::null())?;
+        let limit = self.limits.max_output_bytes;
+        let stdout = tokio::spawn(capture(child.stdout.take().expect("stdout is piped"), limit));
+        let stderr = tokio::spawn(capture(child.stderr.take().expect("stderr is piped"), limit));
+        let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
+            Ok(status) => (status.map_err(SandboxError::io("waiting for the command"))?, false),
+            Err(_) => {
+                // Killing bwrap ends the sandbox's PID namespace, and every process in it.
+                let _ = child.start_kill();
+                (child.wait().await.map_err(SandboxError::io("waiting for the killed command"))?, true)
+            }
+        };
+        let duration = started.elapsed();
+        let drained = |task: tokio::task::JoinHandle<crate::output::Captured>| async move {
+            match tokio::time::timeout(DRAIN_GRACE, task).await {
+                Ok(Ok(captured)) => captured,
+                _ => crate::output::Captured::default(),
+            }
+        };
+        let (stdout, stderr) = (drained(stdout).await, drained(stderr).await);
+        use std::os::unix::process::ExitStatusExt;
+        Ok(ExecOutput {
+            exit_code: status.code(),
+            signal: status.signal(),
+            timed_out,
+            stdout: stdout.text(),
+            stderr: stderr.text(),
+            stdout_dropped: stdout.dropped,
+            stderr_dropped: stderr.dropped,
+            duration,
+        })
+    }
+
+    async fn read_file(&self, sandbox_id: &str, path: &str) -> Result<Vec<u8>, SandboxError> {
+        let workspace = self.workspace(sandbox_id).await?;
+        let relative = relative_path(path)?;
+        let full = workspace.join(&relative);
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(O_NONBLOCK)
+            .open(&full)
+            .map_err(|error| match error.kind() {
+                std::io::ErrorKind::NotFound => SandboxError::NoSuchFile(path.to_owned()),
+                _ => SandboxError::io(format!("opening {path}"))(error),
+            })?;
+        check_opened_inside(&workspace, &file, path)?;
+        let meta = file.metadata().map_err(SandboxError::io("reading a file's metadata"))?;
+        if !meta.is_file() {
+            return Err(SandboxError::NoSuchFile(path.to_owned()));
+        }
+        let limit = self.limits.max_transfer_bytes;
+        if meta.len() > limit {
+            return Err(SandboxError::TooLarge { what: format!("file {path}"), limit });
+        }
+        let mut contents = Vec::with_capacity(meta.len() as usize);
+        let mut file = tokio::fs::File::from_std(file).take(limit + 1);
+        file.read_to_end(&mut contents).await.map_err(SandboxError::io(format!("reading {path}")))?;
+        if contents.len() as u64 > limit {
+            return Err(SandboxError::TooLarge { what: format!("file {path}"), limit });
+        }
+        Ok(contents)
+    }
+
+    async fn write_file(&self, sandbox_id: &str, path: &str, contents: &[u8]) -> Result<(), SandboxError> {
+        let workspace = self.workspace(sandbox_id).await?;
+        let relative = relative_path(path)?;
+        let limit = self.limits.max_transfer_bytes;
+        if contents.len() as u64 > limit {
+            return Err(SandboxError::TooLarge { what: format!("file {path}"), limit });
+        }
+        // The file is written from inside the sandbox, as its user: a symbolic link in the
+        // workspace resolves in the sandbox's view, never the host's.
+        let env = BTreeMap::from([("TEAMSTER_TARGET".to_owned(), relative.to_string_lossy().into_owned())]);
+        let command = r#"mkdir -p -- "$(dirname -- "$TEAMSTER_TARGET")" && cat > "$TEAMSTER_TARGET""#;
+        let run = Run { cwd: Path::new("."), env: &env, command, network: false };
+        let mut child = self.spawn(sandbox_id, &workspace, run, Stdio::piped())?;
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let stderr = tokio::spawn(capture(child.stderr.take().expect("stderr is piped"), 4096));
+        let written = async {
+            stdin.write_all(contents).await?;
+            stdin.shutdown().await?;
+            drop(stdin);
+            child.wait().await
+        };
+        let status = tokio::time::timeout(self.limits.default_timeout, written)
+            .await
+            .map_err(|_| SandboxError::io(format!("writing {path}"))(std::io::ErrorKind::TimedOut.into()))?
+            .map_err(SandboxError::io(format!("writing {path}")))?;
+        if status.success() {
+            return Ok(());
+        }
+        let stderr = stderr.await.map(|captured| captured.text()).unwrap_or_default();
+        Err(SandboxError::InvalidPath { path: path.to_owned(), reason: format!("it cannot be written: {}", stderr.trim()) })
+    }
+
+    async fn destroy(&self, session_id: &str) -> Result<(), SandboxError> {
+        let dir = self.dir(&Bubblewrap::sandbox_id(session_id))?;
+        match tokio::fs::metadata(&dir).await {
+            Ok(_) => remove_tree(&dir).await,
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// What to run in a sandbox.
+struct Run<'a> {
+    cwd: &'a Path,
+    env: &'a BTreeMap<String, String>,
+    command: &'a str,
+    network: bool,
+}
+
+/// Refuses malformed commands and environments.
+fn check_command(request: &ExecRequest) -> Result<(), SandboxError> {
+    let invalid = |message: String| Err(SandboxError::InvalidRequest(message));
+    if request.command.trim().is_empty() {
+        return invalid("the command is empty".to_owned());
+    }
+    if request.command.len() > MAX_COMMAND_BYTES {
+        return invalid(format!("the command is longer than {MAX_COMMAND_BYTES} bytes"));
+    }
+    if request.command.contains('\0') {
+        return invalid("the command holds a NUL byte".to_owned());
+    }
+    if request.env.len() > MAX_ENV_VARS {
+        return invalid(format!("more than {MAX_ENV_VARS} environment variables"));
+    }
+    for (name, value) in &request.env {
+        let mut chars = name.chars();
+        let well_formed = chars.next().is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !well_formed || name.len() > 256 {
+            return invalid(format!("{:?} is not a valid environment variable name", name.chars().take(64).collect::<String>()));
+        }
+        if value.contains('\0') || value.len() > MAX_ENV_VALUE_BYTES {
+            return invalid(format!("the value of {name} holds a NUL byte or is over {MAX_ENV_VALUE_BYTES} bytes"));
+        }
+    }
+    Ok(())
+}
+
+fn is_sandbox_id(name: &str) -> bool {
+    name.len() == 36 && name.starts_with("sbx_") && name[4..].bytes().all(|byte| byte.is_ascii_hexdigit())
+}
+
+/// The program `name` in the system's program directories (the harness's own `PATH` does not
+/// decide what runs its sandboxes).
+fn find_program(name: &str) -> Option<PathBuf> {
+    ["/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin"]
+        .into_iter()
+        .map(|dir| Path::new(dir).join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Whether this process's effective user is root (from `/proc/self/status`).
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").ok().is_some_and(|status| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1).map(|effective| effective == "0"))
+            .unwrap_or(false)
+    })
+}
+
+async fn set_mode(path: &Path, mode: u32) -> Result<(), SandboxError> {
+    use std::os::unix::fs::PermissionsExt;
+    tokio::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .await
+        .map_err(SandboxError::io(format!("setting the mode of {}", path.display())))
+}
+
+/// Marks a sandbox as used now.
+async fn touch(path: &Path) -> Result<(), SandboxError> {
+    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
+    tokio::fs::write(path, now.to_string()).await.map_err(SandboxError::io("marking the sandbox used"))
+}
+
+/// Removes a sandbox's directory, also when a command left directories without permissions.
+async fn remove_tree(dir: &Path) -> Result<(), SandboxError> {
+    if tokio::fs::remove_dir_all(dir).await.is_ok() {
+        return Ok(());
+    }
+    let dir_owned = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || open_up(&dir_owned)).await.ok();
+    tokio::fs::remove_dir_all(dir).await.map_err(SandboxError::io(format!("removing {}", dir.display())))
+}
+
+/// Gives the owner full access to every directory under `dir` (symbolic links not followed).
+fn open_up(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            open_up(&entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sandbox_ids_are_stable_and_well_formed() {
+        let id = Bubblewrap::sandbox_id("ses_123");
+        assert_eq!(id, Bubblewrap::sandbox_id("ses_123"));
+        assert_ne!(id, Bubblewrap::sandbox_id("ses_124"));
+        assert!(is_sandbox_id(&id), "{id}");
+        assert!(!is_sandbox_id("sbx_../../etc") && !is_sandbox_id("ses_123"));
+    }
+
+    #[test]
+    fn malformed_commands_are_refused() {
+        let request = |command: &str, env: &[(&str, &str)]| ExecRequest {
+            command: command.to_owned(),
+            env: env.iter().map(|(name, value)| ((*name).to_owned(), (*value).to_owned())).collect(),
+            ..ExecRequest::default()
+        };
+        assert!(check_command(&request("ls", &[("LC_ALL", "C")])).is_ok());
+        for bad in [request("  ", &[]), request("a\0b", &[]), request("ls", &[("1X", "")]), request("ls", &[("A-B", "")])] {
+            assert!(matches!(check_command(&bad), Err(SandboxError::InvalidRequest(_))), "{bad:?}");
+        }
+    }
+}

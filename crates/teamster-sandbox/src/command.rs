@@ -1,0 +1,194 @@
+//! The `bwrap` command line of one sandboxed command.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::Limits;
+use crate::workspace::WORKSPACE_DIR;
+
+/// The top-level directories that merged-`/usr` systems make symbolic links into `/usr`.
+const SYSTEM_DIRS: [&str; 6] = ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+
+/// What of `/etc` programs need (the dynamic linker's cache, users, name resolution, time zone,
+/// certificates, interpreters' settings); the rest of `/etc` stays out of sight.
+const ETC_ENTRIES: [&str; 19] = [
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/resolv.conf",
+    "/etc/ssl/certs",
+    "/etc/ca-certificates",
+    "/etc/mime.types",
+    "/etc/os-release",
+    "/etc/debian_version",
+    "/etc/protocols",
+    "/etc/services",
+];
+
+/// The environment every command starts from.
+const BASE_ENV: [(&str, &str); 5] = [
+    ("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
+    ("HOME", WORKSPACE_DIR),
+    ("LANG", "C.UTF-8"),
+    ("TMPDIR", "/tmp"),
+    ("TERM", "dumb"),
+];
+
+/// The shell line that makes and enters the start directory (`$1`), then runs the command
+/// (`$2`) with `/bin/sh -c`.
+const ENTER_AND_RUN: &str = r#"mkdir -p -- "$1" && cd -- "$1" && exec /bin/sh -c "$2""#;
+
+/// Everything one sandboxed command line depends on.
+pub(crate) struct SandboxCommand<'a> {
+    pub(crate) bwrap: &'a Path,
+    pub(crate) prlimit: &'a Path,
+    /// `setpriv` and the user to run as, when the harness runs as root (a user of its own per
+    /// sandbox, so the process limit is the sandbox's and the harness's files are out of reach).
+    pub(crate) run_as: Option<(&'a Path, u32)>,
+    pub(crate) workspace: &'a Path,
+    /// The directory to start in, relative to the workspace (`.`: the workspace), created if
+    /// missing. It is made and entered inside the sandbox, so a symbolic link in the workspace
+    /// cannot lead the harness anywhere.
+    pub(crate) cwd: &'a Path,
+    pub(crate) env: &'a BTreeMap<String, String>,
+    pub(crate) network: bool,
+    pub(crate) limits: &'a Limits,
+    pub(crate) command: &'a str,
+}
+
+impl SandboxCommand<'_> {
+    /// The program to start and its arguments.
+    pub(crate) fn argv(&self) -> (PathBuf, Vec<OsString>) {
+        let mut args = Arguments::default();
+        let program = match self.run_as {
+            Some((setpriv, uid)) => {
+                let id = uid.to_string();
+                args.push(&["--reuid", &id, "--regid", &id, "--clear-groups", "--inh-caps=-all", "--"]);
+                args.path(self.bwrap);
+                setpriv.to_path_buf()
+            }
+            None => self.bwrap.to_path_buf(),
+        };
+        args.push(&["--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]);
+        if !self.network {
+            args.push(&["--unshare-net"]);
+        }
+        args.push(&["--die-with-parent", "--new-session", "--hostname", "sandbox"]);
+        args.push(&["--ro-bind", "/usr", "/usr"]);
+        for dir in SYSTEM_DIRS {
+            match std::fs::read_link(dir) {
+                Ok(target) => args.push(&["--symlink", &target.to_string_lossy(), dir]),
+                Err(_) if Path::new(dir).is_dir() => args.push(&["--ro-bind", dir, dir]),
+                Err(_) => {}
+            }
+        }
+        for entry in ETC_ENTRIES {
+            args.push(&["--ro-bind-try", entry, entry]);
+        }
+        args.push(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind"]);
+        args.path(self.workspace);
+        args.push(&[WORKSPACE_DIR, "--chdir", WORKSPACE_DIR, "--clearenv"]);
+        for (name, value) in BASE_ENV {
+            if !self.env.contains_key(name) {
+                args.push(&["--setenv", name, value]);
+            }
+        }
+        for (name, value) in self.env {
+            args.push(&["--setenv", name, value]);
+        }
+        let limits = self.limits;
+        args.push(&["--"]);
+        args.path(self.prlimit);
+        args.push(&[
+            &format!("--nproc={}", limits.max_processes),
+            &format!("--as={}", limits.max_memory_bytes),
+            &format!("--fsize={}", limits.max_file_bytes),
+            &format!("--nofile={}", limits.max_open_files),
+            "--core=0",
+            "--",
+            "/bin/sh",
+            "-c",
+            ENTER_AND_RUN,
+            "sh",
+        ]);
+        args.path(self.cwd);
+        args.push(&[self.command]);
+        (program, args.0)
+    }
+}
+
+/// A command line being built.
+#[derive(Default)]
+struct Arguments(Vec<OsString>);
+
+impl Arguments {
+    fn push(&mut self, parts: &[&str]) {
+        self.0.extend(parts.iter().map(OsString::from));
+    }
+
+    fn path(&mut self, path: &Path) {
+        self.0.push(path.as_os_str().to_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command<'a>(env: &'a BTreeMap<String, String>, limits: &'a Limits, run_as: Option<(&'a Path, u32)>) -> SandboxCommand<'a> {
+        SandboxCommand {
+            bwrap: Path::new("/usr/bin/bwrap"),
+            prlimit: Path::new("/usr/bin/prlimit"),
+            run_as,
+            workspace: Path::new("/srv/sandboxes/sbx_1/workspace"),
+            cwd: Path::new("src"),
+            env,
+            network: false,
+            limits,
+            command: "echo hi",
+        }
+    }
+
+    fn strings(args: &[OsString]) -> Vec<String> {
+        args.iter().map(|arg| arg.to_string_lossy().into_owned()).collect()
+    }
+
+    #[test]
+    fn a_command_line_shuts_everything_but_the_workspace() {
+        let env = BTreeMap::from([("HOME".to_owned(), "/workspace/home".to_owned())]);
+        let limits = Limits::default();
+        let (program, args) = command(&env, &limits, None).argv();
+        let args = strings(&args);
+        assert_eq!(program, Path::new("/usr/bin/bwrap"));
+        let has = |window: &[&str]| args.windows(window.len()).any(|part| part == window);
+        assert!(has(&["--unshare-net"]) && has(&["--unshare-pid"]) && has(&["--die-with-parent"]));
+        assert!(has(&["--bind", "/srv/sandboxes/sbx_1/workspace", "/workspace"]));
+        assert!(has(&["--chdir", "/workspace"]));
+        assert!(has(&["--clearenv"]));
+        // A variable the call sets replaces the default.
+        assert!(has(&["--setenv", "HOME", "/workspace/home"]) && !has(&["--setenv", "HOME", "/workspace"]));
+        assert!(has(&["/bin/sh", "-c", ENTER_AND_RUN, "sh", "src", "echo hi"]));
+        assert!(has(&["--nproc=256"]));
+        // Only the workspace is bound writable.
+        assert_eq!(args.iter().filter(|arg| *arg == "--bind").count(), 1);
+    }
+
+    #[test]
+    fn as_root_the_command_runs_as_the_sandbox_user() {
+        let env = BTreeMap::new();
+        let limits = Limits::default();
+        let (program, args) = command(&env, &limits, Some((Path::new("/usr/bin/setpriv"), 123_456))).argv();
+        assert_eq!(program, Path::new("/usr/bin/setpriv"));
+        let args = strings(&args);
+        assert_eq!(args[..8], ["--reuid", "123456", "--regid", "123456", "--clear-groups", "--inh-caps=-all", "--", "/usr/bin/bwrap"]);
+    }
+}

@@ -1,0 +1,63 @@
+//! Sandboxes for the code agents run.
+//!
+//! [`SandboxProvider`] is the seam: provision a session's sandbox, run a command in it, read and
+//! write its files, destroy it. [`Bubblewrap`] is the local provider: one workspace directory per
+//! session under a root (which may be shared storage, for several replicas), each command run by
+//! `bwrap` in fresh namespaces with no network, the system read-only, the workspace the only
+//! writable place besides a private `/tmp`, no view of the host's files, environment or
+//! credentials, and limits on processes, memory, file size, output and time. A remote provider
+//! (a Kubernetes pod, Daytona, E2B) implements the same trait.
+//!
+//! `limits.rs` holds the bounds, `workspace.rs` the safe resolution of paths a caller names,
+//! `command.rs` the `bwrap` command line, `output.rs` the capped capture of a command's output.
+
+mod bubblewrap;
+mod command;
+mod limits;
+mod output;
+mod provider;
+mod workspace;
+
+pub use bubblewrap::Bubblewrap;
+pub use limits::Limits;
+pub use provider::{ExecOutput, ExecRequest, Provisioned, SandboxProvider};
+pub use workspace::WORKSPACE_DIR;
+
+/// Why a sandbox operation failed. A command that runs and fails is not an error: its exit code
+/// and output are an [`ExecOutput`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxError {
+    /// The provider cannot run sandboxes on this machine (no `bwrap`, no user namespaces).
+    #[error("sandboxes are unavailable: {0}")]
+    Unavailable(String),
+    /// The session's sandbox does not exist (never provisioned, or removed).
+    #[error("sandbox {0} does not exist")]
+    NotFound(String),
+    /// A path names something outside the workspace, or is malformed.
+    #[error("invalid path {path:?}: {reason}")]
+    InvalidPath { path: String, reason: String },
+    /// No file at the path.
+    #[error("no file at {0:?}")]
+    NoSuchFile(String),
+    /// A file or a request is over its limit.
+    #[error("{what} is over the limit of {limit} bytes")]
+    TooLarge { what: String, limit: u64 },
+    /// The request itself is malformed (an empty command, a bad variable name).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// The host failed (a directory that cannot be created, a process that cannot be started).
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl SandboxError {
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SandboxError {
+        let context = context.into();
+        move |source| SandboxError::Io { context, source }
+    }
+}

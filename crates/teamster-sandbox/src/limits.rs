@@ -1,0 +1,65 @@
+//! The bounds every sandboxed command runs under.
+
+use std::time::Duration;
+
+/// Limits of one command, and of a workspace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// How long a command runs when the call does not say (`timeout_seconds`).
+    pub default_timeout: Duration,
+    /// The longest timeout a call may ask for.
+    pub max_timeout: Duration,
+    /// Bytes of standard output, and as many of standard error, kept per command; the rest is
+    /// read and dropped, and the result says so.
+    pub max_output_bytes: usize,
+    /// Processes (and threads) the sandbox's user may have at once (`RLIMIT_NPROC`).
+    pub max_processes: u64,
+    /// Address space of each process (`RLIMIT_AS`).
+    pub max_memory_bytes: u64,
+    /// The largest file a command may write (`RLIMIT_FSIZE`).
+    pub max_file_bytes: u64,
+    /// Open files per process (`RLIMIT_NOFILE`).
+    pub max_open_files: u64,
+    /// The most a file read from or written to the workspace by the harness may hold.
+    pub max_transfer_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            default_timeout: Duration::from_secs(120),
+            max_timeout: Duration::from_secs(600),
+            max_output_bytes: 64 * 1024,
+            max_processes: 256,
+            max_memory_bytes: 2 * 1024 * 1024 * 1024,
+            max_file_bytes: 256 * 1024 * 1024,
+            max_open_files: 1024,
+            max_transfer_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+impl Limits {
+    /// The timeout of a call that asks for `requested` seconds: the default when it asks for
+    /// none, at most [`Limits::max_timeout`], at least one second.
+    pub fn timeout(&self, requested: Option<u64>) -> Duration {
+        match requested {
+            None => self.default_timeout.min(self.max_timeout),
+            Some(seconds) => Duration::from_secs(seconds.max(1)).min(self.max_timeout),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_are_clamped() {
+        let limits = Limits::default();
+        let cases = [(None, 120), (Some(0), 1), (Some(5), 5), (Some(600), 600), (Some(86_400), 600)];
+        for (requested, seconds) in cases {
+            assert_eq!(limits.timeout(requested), Duration::from_secs(seconds), "{requested:?}");
+        }
+    }
+}

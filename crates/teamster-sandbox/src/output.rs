@@ -1,0 +1,48 @@
+//! Capturing a command's output up to a limit, reading (and counting) the rest so the command
+//! never blocks on a full pipe.
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// What was captured of one stream.
+#[derive(Debug, Default)]
+pub(crate) struct Captured {
+    pub(crate) kept: Vec<u8>,
+    pub(crate) dropped: u64,
+}
+
+impl Captured {
+    /// The kept bytes as text (invalid UTF-8 replaced).
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.kept).into_owned()
+    }
+}
+
+/// Reads `reader` to its end, keeping the first `limit` bytes.
+pub(crate) async fn capture(mut reader: impl AsyncRead + Unpin, limit: usize) -> Captured {
+    let mut captured = Captured::default();
+    let mut buffer = vec![0u8; 16 * 1024];
+    loop {
+        let read = match reader.read(&mut buffer).await {
+            Ok(0) | Err(_) => return captured,
+            Ok(read) => read,
+        };
+        let room = limit.saturating_sub(captured.kept.len());
+        let kept = read.min(room);
+        captured.kept.extend_from_slice(&buffer[..kept]);
+        captured.dropped += (read - kept) as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn keeps_the_first_bytes_and_counts_the_rest() {
+        let input = vec![b'x'; 50_000];
+        let captured = capture(&input[..], 1000).await;
+        assert_eq!((captured.kept.len(), captured.dropped), (1000, 49_000));
+        let captured = capture(&b"short"[..], 1000).await;
+        assert_eq!((captured.text(), captured.dropped), ("short".to_owned(), 0));
+    }
+}

@@ -1,0 +1,78 @@
+//! The provider seam: what the harness asks of a sandbox, whoever runs it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::SandboxError;
+
+/// A session's sandbox, as [`SandboxProvider::provision`] found or made it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Provisioned {
+    /// The sandbox's id: stable for the session, the same on every replica.
+    pub sandbox_id: String,
+    /// Whether this call made it (so `sandbox.created` is announced once per session).
+    pub created: bool,
+}
+
+/// A command to run in a sandbox.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExecRequest {
+    /// Run by `/bin/sh -c` in the workspace.
+    pub command: String,
+    /// A directory relative to the workspace to run in (created if missing); the workspace
+    /// itself when `None`.
+    pub cwd: Option<String>,
+    /// Variables set for the command, on top of a minimal environment (`PATH`, `HOME`, `LANG`).
+    pub env: BTreeMap<String, String>,
+    /// Seconds the command may run; the provider's default when `None`, clamped to its maximum.
+    pub timeout_seconds: Option<u64>,
+    /// Whether the command may reach the network (only when the agent opts in).
+    pub network: bool,
+}
+
+/// What a command did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// The exit code; `None` when a signal ended it (the timeout's among them).
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, if one did.
+    pub signal: Option<i32>,
+    /// Whether it ran past its timeout and was killed, with everything it started.
+    pub timed_out: bool,
+    /// Standard output, lossily decoded, cut at the output limit.
+    pub stdout: String,
+    /// Standard error, likewise.
+    pub stderr: String,
+    /// Bytes of standard output beyond the limit, read and dropped.
+    pub stdout_dropped: u64,
+    /// Bytes of standard error beyond the limit, read and dropped.
+    pub stderr_dropped: u64,
+    /// How long it ran.
+    pub duration: Duration,
+}
+
+/// Runs sandboxes: one per session, created on first use and reused by every later turn and
+/// every sub-agent of the session.
+///
+/// A command is killed, with every process it started, when its timeout passes and when the
+/// future of [`SandboxProvider::exec`] is dropped (a cancelled turn).
+#[async_trait]
+pub trait SandboxProvider: Send + Sync {
+    /// Finds or makes the sandbox of `session_id`.
+    async fn provision(&self, session_id: &str) -> Result<Provisioned, SandboxError>;
+
+    /// Runs a command in a provisioned sandbox.
+    async fn exec(&self, sandbox_id: &str, request: ExecRequest) -> Result<ExecOutput, SandboxError>;
+
+    /// Reads a file of the workspace (`path` relative to it), up to the provider's transfer
+    /// limit.
+    async fn read_file(&self, sandbox_id: &str, path: &str) -> Result<Vec<u8>, SandboxError>;
+
+    /// Writes a file of the workspace (`path` relative to it), creating its directories.
+    async fn write_file(&self, sandbox_id: &str, path: &str, contents: &[u8]) -> Result<(), SandboxError>;
+
+    /// Removes the sandbox of `session_id` and everything in it; nothing when there is none.
+    async fn destroy(&self, session_id: &str) -> Result<(), SandboxError>;
+}

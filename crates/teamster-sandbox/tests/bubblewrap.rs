@@ -1,0 +1,250 @@
+//! The local provider with real bubblewrap: what commands can do in their workspace, and the
+//! escapes they must not manage. Each test uses a root of its own and marks its commands with an
+//! environment variable, so the host's process table can be searched for anything left behind.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use teamster_sandbox::{Bubblewrap, ExecOutput, ExecRequest, Limits, SandboxError, SandboxProvider};
+
+/// A fresh sandbox root under the system's temporary directory, removed on drop.
+struct Root(PathBuf);
+
+impl Root {
+    fn new(name: &str) -> Root {
+        let path = std::env::temp_dir().join(format!("teamster-sandbox-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        Root(path)
+    }
+}
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn provider(root: &Root, limits: Limits) -> Bubblewrap {
+    Bubblewrap::start(&root.0, limits).await.expect("bubblewrap works on this machine (apt-get install bubblewrap)")
+}
+
+/// A request whose processes carry `TEAMSTER_TEST_MARK=mark` in their environment.
+fn marked(command: &str, mark: &str) -> ExecRequest {
+    ExecRequest {
+        command: command.to_owned(),
+        env: BTreeMap::from([("TEAMSTER_TEST_MARK".to_owned(), mark.to_owned())]),
+        timeout_seconds: Some(30),
+        ..ExecRequest::default()
+    }
+}
+
+fn run(command: &str) -> ExecRequest {
+    marked(command, "plain")
+}
+
+/// Processes on the host whose environment carries the mark.
+fn processes_marked(mark: &str) -> Vec<u32> {
+    let needle = format!("TEAMSTER_TEST_MARK={mark}");
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|environ| environ.split(|byte| *byte == 0).any(|var| var == needle.as_bytes()))
+        })
+        .collect()
+}
+
+/// Waits (at most five seconds) until no process carries the mark.
+async fn assert_none_left(mark: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = processes_marked(mark);
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "processes left behind: {left:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn ok(output: &ExecOutput) -> &str {
+    assert_eq!(output.exit_code, Some(0), "{output:?}");
+    &output.stdout
+}
+
+#[tokio::test]
+async fn a_session_keeps_one_workspace_across_commands() {
+    let root = Root::new("workspace");
+    let sandboxes = provider(&root, Limits::default()).await;
+    let first = sandboxes.provision("ses_a").await.unwrap();
+    assert!(first.created);
+    let again = sandboxes.provision("ses_a").await.unwrap();
+    assert_eq!((again.sandbox_id.as_str(), again.created), (first.sandbox_id.as_str(), false));
+    let id = &first.sandbox_id;
+
+    let wrote = sandboxes.exec(id, run("mkdir -p data && echo 42 > data/answer && pwd")).await.unwrap();
+    assert_eq!(ok(&wrote), "/workspace\n");
+    let read = sandboxes.exec(id, ExecRequest { cwd: Some("data".into()), ..run("cat answer; pwd") }).await.unwrap();
+    assert_eq!(ok(&read), "42\n/workspace/data\n");
+    assert_eq!(sandboxes.read_file(id, "/workspace/data/answer").await.unwrap(), b"42\n");
+
+    sandboxes.write_file(id, "in/report.csv", b"a,b\n1,2\n").await.unwrap();
+    let counted = sandboxes.exec(id, run("wc -l < in/report.csv; echo oops >&2; exit 3")).await.unwrap();
+    assert_eq!((counted.exit_code, counted.stdout.as_str(), counted.stderr.as_str()), (Some(3), "2\n", "oops\n"));
+
+    sandboxes.destroy("ses_a").await.unwrap();
+    assert!(matches!(sandboxes.exec(id, run("true")).await, Err(SandboxError::NotFound(_))));
+    assert!(sandboxes.provision("ses_a").await.unwrap().created, "a destroyed sandbox starts afresh");
+}
+
+#[tokio::test]
+async fn commands_cannot_see_or_change_the_host() {
+    let root = Root::new("escape");
+    let sandboxes = provider(&root, Limits::default()).await;
+    let id = sandboxes.provision("ses_escape").await.unwrap().sandbox_id;
+    let secret = root.0.with_extension("secret");
+    std::fs::write(&secret, "host secret").unwrap();
+    let other = sandboxes.provision("ses_other").await.unwrap().sandbox_id;
+    ok(&sandboxes.exec(&other, run("echo other > other-session-file")).await.unwrap());
+
+    let secret_path = secret.display().to_string();
+    let root_path = root.0.display().to_string();
+    let attempts = [
+        format!("cat {secret_path}"),
+        format!("ls {root_path}"),
+        "touch /usr/evil".to_owned(),
+        "echo x >> /etc/passwd".to_owned(),
+        "ls /root /home /var/lib".to_owned(),
+        "find / -name other-session-file 2>/dev/null | grep -q . && exit 0; exit 1".to_owned(),
+    ];
+    for attempt in &attempts {
+        let output = sandboxes.exec(&id, run(attempt)).await.unwrap();
+        assert_ne!(output.exit_code, Some(0), "{attempt}: {output:?}");
+        assert!(!output.stdout.contains("host secret"), "{attempt}: {output:?}");
+    }
+    assert!(!std::path::Path::new("/usr/evil").exists());
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "host secret");
+    std::fs::remove_file(&secret).unwrap();
+
+    // Only the base variables and the call's own reach the command.
+    let env = sandboxes.exec(&id, run("env")).await.unwrap();
+    let names: Vec<&str> = ok(&env).lines().filter_map(|line| line.split_once('=').map(|(name, _)| name)).collect();
+    let allowed = ["PATH", "HOME", "LANG", "TMPDIR", "TERM", "PWD", "OLDPWD", "SHLVL", "_", "TEAMSTER_TEST_MARK"];
+    assert!(names.iter().all(|name| allowed.contains(name)), "{names:?}");
+    assert!(ok(&env).contains("HOME=/workspace"));
+}
+
+#[tokio::test]
+async fn the_network_is_shut_unless_asked_for() {
+    let root = Root::new("network");
+    let sandboxes = provider(&root, Limits::default()).await;
+    let id = sandboxes.provision("ses_net").await.unwrap().sandbox_id;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = format!("bash -c 'echo hello > /dev/tcp/127.0.0.1/{port}'");
+
+    let shut = sandboxes.exec(&id, run(&connect)).await.unwrap();
+    assert_ne!(shut.exit_code, Some(0), "{shut:?}");
+    let accepted = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
+    assert!(accepted.is_err(), "the host's port was reached");
+
+    let open = sandboxes.exec(&id, ExecRequest { network: true, ..run(&connect) }).await.unwrap();
+    assert_eq!(open.exit_code, Some(0), "{open:?}");
+    assert!(tokio::time::timeout(Duration::from_secs(5), listener.accept()).await.is_ok());
+}
+
+#[tokio::test]
+async fn runaway_commands_are_contained_and_leave_nothing() {
+    let root = Root::new("runaway");
+    let limits = Limits { max_processes: 64, max_memory_bytes: 256 * 1024 * 1024, max_output_bytes: 1000, ..Limits::default() };
+    let sandboxes = provider(&root, limits).await;
+    let id = sandboxes.provision("ses_runaway").await.unwrap().sandbox_id;
+
+    let timed = sandboxes.exec(&id, ExecRequest { timeout_seconds: Some(1), ..marked("sleep 600", "timeout") }).await.unwrap();
+    assert!(timed.timed_out && timed.exit_code.is_none(), "{timed:?}");
+    assert!(timed.duration < Duration::from_secs(10), "{timed:?}");
+    assert_none_left("timeout").await;
+
+    let bomb = ExecRequest { timeout_seconds: Some(3), ..marked("f() { f | f & }; f; sleep 5", "fork") };
+    let forked = sandboxes.exec(&id, bomb).await.unwrap();
+    assert!(forked.timed_out || forked.exit_code != Some(0), "{forked:?}");
+    assert_none_left("fork").await;
+
+    let memory = sandboxes.exec(&id, marked("x=$(head -c 1000000000 /dev/zero | tr '\\0' a); echo survived", "memory")).await.unwrap();
+    assert!(!memory.stdout.contains("survived"), "{memory:?}");
+    assert_none_left("memory").await;
+
+    let loud = sandboxes.exec(&id, run("head -c 1000000 /dev/zero | tr '\\0' y; echo done >&2")).await.unwrap();
+    assert_eq!((loud.stdout.len(), loud.stdout_dropped, loud.stderr.as_str()), (1000, 999_000, "done\n"));
+
+    let big_file = sandboxes.exec(&id, run("head -c 300000000 /dev/zero > big")).await.unwrap();
+    assert_ne!(big_file.exit_code, Some(0), "the file size limit holds: {big_file:?}");
+
+    // The sandbox still serves after all of that.
+    assert_eq!(ok(&sandboxes.exec(&id, run("echo fine")).await.unwrap()), "fine\n");
+}
+
+#[tokio::test]
+async fn a_dropped_command_is_killed_with_everything_it_started() {
+    let root = Root::new("cancel");
+    let sandboxes = std::sync::Arc::new(provider(&root, Limits::default()).await);
+    let id = sandboxes.provision("ses_cancel").await.unwrap().sandbox_id;
+    let running = {
+        let sandboxes = sandboxes.clone();
+        let id = id.clone();
+        tokio::spawn(async move { sandboxes.exec(&id, marked("sleep 600 & sleep 600", "cancel")).await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_marked("cancel").len() < 2 {
+        assert!(Instant::now() < deadline, "the command did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cancelled = Instant::now();
+    running.abort();
+    assert_none_left("cancel").await;
+    assert!(cancelled.elapsed() < Duration::from_secs(1), "took {:?}", cancelled.elapsed());
+}
+
+#[tokio::test]
+async fn files_are_read_only_from_inside_the_workspace() {
+    let root = Root::new("files");
+    let limits = Limits { max_transfer_bytes: 1000, ..Limits::default() };
+    let sandboxes = provider(&root, limits).await;
+    let id = sandboxes.provision("ses_files").await.unwrap().sandbox_id;
+    ok(&sandboxes.exec(&id, run("ln -s /etc/passwd passwd; ln -s .. up; mkfifo pipe; head -c 2000 /dev/zero > big; mkdir dir")).await.unwrap());
+
+    type Expected = fn(&SandboxError) -> bool;
+    let cases: [(&str, Expected); 8] = [
+        ("passwd", |error| matches!(error, SandboxError::InvalidPath { .. } | SandboxError::NoSuchFile(_))),
+        ("up/escape", |error| matches!(error, SandboxError::NoSuchFile(_) | SandboxError::InvalidPath { .. })),
+        ("../sandbox", |error| matches!(error, SandboxError::InvalidPath { .. })),
+        ("/etc/passwd", |error| matches!(error, SandboxError::InvalidPath { .. })),
+        ("pipe", |error| matches!(error, SandboxError::NoSuchFile(_))),
+        ("dir", |error| matches!(error, SandboxError::NoSuchFile(_))),
+        ("missing", |error| matches!(error, SandboxError::NoSuchFile(_))),
+        ("big", |error| matches!(error, SandboxError::TooLarge { .. })),
+    ];
+    for (path, expected) in cases {
+        let error = sandboxes.read_file(&id, path).await.unwrap_err();
+        assert!(expected(&error), "{path}: {error:?}");
+    }
+    // Writing through a link lands inside the sandbox's view, never on the host.
+    let passwd = std::fs::read("/etc/passwd").unwrap();
+    let _ = sandboxes.write_file(&id, "passwd", b"evil").await;
+    assert_eq!(std::fs::read("/etc/passwd").unwrap(), passwd);
+    assert!(matches!(sandboxes.write_file(&id, "x", &[0; 2000]).await, Err(SandboxError::TooLarge { .. })));
+}
+
+#[tokio::test]
+async fn idle_sandboxes_are_swept() {
+    let root = Root::new("sweep");
+    let sandboxes = provider(&root, Limits::default()).await;
+    let id = sandboxes.provision("ses_idle").await.unwrap().sandbox_id;
+    assert_eq!(sandboxes.sweep_idle(Duration::from_secs(3600)).await.unwrap(), 0);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(sandboxes.sweep_idle(Duration::from_secs(1)).await.unwrap(), 1);
+    assert!(matches!(sandboxes.exec(&id, run("true")).await, Err(SandboxError::NotFound(_))));
+}
