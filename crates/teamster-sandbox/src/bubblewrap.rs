@@ -1,7 +1,7 @@
 //! [`Bubblewrap`]: the local provider. Each session's sandbox is a directory under the root,
-//! `ROOT/sbx_<hash of the session id>/`, holding `workspace/` (what commands see as
-//! `/workspace`), `session` (the session id, for the idle sweep) and `last_used` (touched by every
-//! command).
+//! `ROOT/sbx_<hash of the session id>/`, holding `workspace/` and `tmp/` (what commands see as
+//! `/workspace` and `/tmp`), `session` (the session id) and `last_used` (touched by every
+//! command, for the idle sweep).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use tokio::process::Command;
 use crate::command::SandboxCommand;
 use crate::output::capture;
 use crate::provider::{ExecOutput, ExecRequest, Provisioned, SandboxProvider};
-use crate::workspace::{check_opened_inside, relative_path};
+use crate::workspace::{Area, check_opened_inside, sandbox_path};
 use crate::{Limits, SandboxError};
 
 /// The longest command a call may give.
@@ -107,11 +107,11 @@ impl Bubblewrap {
         Ok(self.root.join(sandbox_id))
     }
 
-    /// The workspace of an existing sandbox.
-    async fn workspace(&self, sandbox_id: &str) -> Result<PathBuf, SandboxError> {
-        let workspace = self.dir(sandbox_id)?.join("workspace");
-        match tokio::fs::metadata(&workspace).await {
-            Ok(meta) if meta.is_dir() => Ok(workspace),
+    /// The directory of an existing sandbox.
+    async fn existing(&self, sandbox_id: &str) -> Result<PathBuf, SandboxError> {
+        let dir = self.dir(sandbox_id)?;
+        match tokio::fs::metadata(dir.join(Area::Workspace.dir_name())).await {
+            Ok(meta) if meta.is_dir() => Ok(dir),
             _ => Err(SandboxError::NotFound(sandbox_id.to_owned())),
         }
     }
@@ -140,13 +140,16 @@ impl Bubblewrap {
     }
 
     /// Starts a sandboxed command with piped output.
-    fn spawn(&self, sandbox_id: &str, workspace: &Path, run: Run<'_>, stdin: Stdio) -> Result<tokio::process::Child, SandboxError> {
+    fn spawn(&self, sandbox_id: &str, dir: &Path, run: Run<'_>, stdin: Stdio) -> Result<tokio::process::Child, SandboxError> {
         let Run { cwd, env, command, network } = run;
+        let workspace = dir.join(Area::Workspace.dir_name());
+        let tmp = dir.join(Area::Tmp.dir_name());
         let line = SandboxCommand {
             bwrap: &self.bwrap,
             prlimit: &self.prlimit,
             run_as: self.run_as(sandbox_id),
-            workspace,
+            workspace: &workspace,
+            tmp: &tmp,
             cwd,
             env,
             network,
@@ -177,19 +180,21 @@ impl SandboxProvider for Bubblewrap {
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => false,
             Err(error) => return Err(SandboxError::io(format!("creating {}", dir.display()))(error)),
         };
-        let workspace = dir.join("workspace");
-        if created || tokio::fs::metadata(&workspace).await.is_err() {
+        if created || tokio::fs::metadata(dir.join(Area::Tmp.dir_name())).await.is_err() {
             set_mode(&dir, 0o711).await?;
             tokio::fs::write(dir.join("session"), session_id).await.map_err(SandboxError::io("recording the session"))?;
-            match tokio::fs::create_dir(&workspace).await {
-                Ok(()) => {}
-                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(error) => return Err(SandboxError::io("creating the workspace")(error)),
-            }
-            set_mode(&workspace, 0o700).await?;
-            if let Some((_, uid)) = self.run_as(&sandbox_id) {
-                std::os::unix::fs::chown(&workspace, Some(uid), Some(uid))
-                    .map_err(SandboxError::io("giving the workspace to the sandbox user"))?;
+            for area in [Area::Workspace, Area::Tmp] {
+                let path = dir.join(area.dir_name());
+                match tokio::fs::create_dir(&path).await {
+                    Ok(()) => {}
+                    Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(error) => return Err(SandboxError::io(format!("creating {}", path.display()))(error)),
+                }
+                set_mode(&path, 0o700).await?;
+                if let Some((_, uid)) = self.run_as(&sandbox_id) {
+                    std::os::unix::fs::chown(&path, Some(uid), Some(uid))
+                        .map_err(SandboxError::io("giving the sandbox's directories to its user"))?;
+                }
             }
             touch(&dir.join("last_used")).await?;
         }
@@ -197,17 +202,15 @@ impl SandboxProvider for Bubblewrap {
     }
 
     async fn exec(&self, sandbox_id: &str, request: ExecRequest) -> Result<ExecOutput, SandboxError> {
-        let workspace = self.workspace(sandbox_id).await?;
+        let dir = self.existing(sandbox_id).await?;
         check_command(&request)?;
-        let cwd = match request.cwd.as_deref().map(str::trim) {
-            None | Some("" | "." | "/workspace" | "/workspace/") => PathBuf::from("."),
-            Some(cwd) => relative_path(cwd)?,
-        };
+        // The start directory is made and entered inside the sandbox: any path is harmless there.
+        let cwd = PathBuf::from(request.cwd.as_deref().map(str::trim).filter(|cwd| !cwd.is_empty()).unwrap_or("."));
         touch(&self.dir(sandbox_id)?.join("last_used")).await?;
         let timeout = self.limits.timeout(request.timeout_seconds);
         let started = Instant::now();
         let run = Run { cwd: &cwd, env: &request.env, command: &request.command, network: request.network };
-        let mut child = self.spawn(sandbox_id, &workspace, run, Stdio::null())?;
+        let mut child = self.spawn(sandbox_id, &dir, run, Stdio::null())?;
         let limit = self.limits.max_output_bytes;
         let stdout = tokio::spawn(capture(child.stdout.take().expect("stdout is piped"), limit));
         let stderr = tokio::spawn(capture(child.stderr.take().expect("stderr is piped"), limit));
@@ -241,9 +244,9 @@ impl SandboxProvider for Bubblewrap {
     }
 
     async fn read_file(&self, sandbox_id: &str, path: &str) -> Result<Vec<u8>, SandboxError> {
-        let workspace = self.workspace(sandbox_id).await?;
-        let relative = relative_path(path)?;
-        let full = workspace.join(&relative);
+        let named = sandbox_path(path)?;
+        let area = self.existing(sandbox_id).await?.join(named.area.dir_name());
+        let full = area.join(&named.relative);
         use std::os::unix::fs::OpenOptionsExt;
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -253,7 +256,7 @@ impl SandboxProvider for Bubblewrap {
                 std::io::ErrorKind::NotFound => SandboxError::NoSuchFile(path.to_owned()),
                 _ => SandboxError::io(format!("opening {path}"))(error),
             })?;
-        check_opened_inside(&workspace, &file, path)?;
+        check_opened_inside(&area, &file, path)?;
         let meta = file.metadata().map_err(SandboxError::io("reading a file's metadata"))?;
         if !meta.is_file() {
             return Err(SandboxError::NoSuchFile(path.to_owned()));
@@ -272,18 +275,18 @@ impl SandboxProvider for Bubblewrap {
     }
 
     async fn write_file(&self, sandbox_id: &str, path: &str, contents: &[u8]) -> Result<(), SandboxError> {
-        let workspace = self.workspace(sandbox_id).await?;
-        let relative = relative_path(path)?;
+        let dir = self.existing(sandbox_id).await?;
+        let named = sandbox_path(path)?;
         let limit = self.limits.max_transfer_bytes;
         if contents.len() as u64 > limit {
             return Err(SandboxError::TooLarge { what: format!("file {path}"), limit });
         }
         // The file is written from inside the sandbox, as its user: a symbolic link in the
         // workspace resolves in the sandbox's view, never the host's.
-        let env = BTreeMap::from([("TEAMSTER_TARGET".to_owned(), relative.to_string_lossy().into_owned())]);
+        let env = BTreeMap::from([("TEAMSTER_TARGET".to_owned(), named.inside().to_string_lossy().into_owned())]);
         let command = r#"mkdir -p -- "$(dirname -- "$TEAMSTER_TARGET")" && cat > "$TEAMSTER_TARGET""#;
         let run = Run { cwd: Path::new("."), env: &env, command, network: false };
-        let mut child = self.spawn(sandbox_id, &workspace, run, Stdio::piped())?;
+        let mut child = self.spawn(sandbox_id, &dir, run, Stdio::piped())?;
         let mut stdin = child.stdin.take().expect("stdin is piped");
         let stderr = tokio::spawn(capture(child.stderr.take().expect("stderr is piped"), 4096));
         let written = async {
@@ -331,6 +334,9 @@ fn check_command(request: &ExecRequest) -> Result<(), SandboxError> {
     }
     if request.command.contains('\0') {
         return invalid("the command holds a NUL byte".to_owned());
+    }
+    if request.cwd.as_ref().is_some_and(|cwd| cwd.contains('\0') || cwd.len() > 4096) {
+        return invalid("the working directory holds a NUL byte or is too long".to_owned());
     }
     if request.env.len() > MAX_ENV_VARS {
         return invalid(format!("more than {MAX_ENV_VARS} environment variables"));

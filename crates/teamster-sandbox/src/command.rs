@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::Limits;
-use crate::workspace::WORKSPACE_DIR;
+use crate::workspace::{TMP_DIR, WORKSPACE_DIR};
 
 /// The top-level directories that merged-`/usr` systems make symbolic links into `/usr`.
 const SYSTEM_DIRS: [&str; 6] = ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
@@ -55,6 +55,8 @@ pub(crate) struct SandboxCommand<'a> {
     /// sandbox, so the process limit is the sandbox's and the harness's files are out of reach).
     pub(crate) run_as: Option<(&'a Path, u32)>,
     pub(crate) workspace: &'a Path,
+    /// The sandbox's own `/tmp`.
+    pub(crate) tmp: &'a Path,
     /// The directory to start in, relative to the workspace (`.`: the workspace), created if
     /// missing. It is made and entered inside the sandbox, so a symbolic link in the workspace
     /// cannot lead the harness anywhere.
@@ -94,9 +96,11 @@ impl SandboxCommand<'_> {
         for entry in ETC_ENTRIES {
             args.push(&["--ro-bind-try", entry, entry]);
         }
-        args.push(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind"]);
+        args.push(&["--proc", "/proc", "--dev", "/dev", "--bind"]);
         args.path(self.workspace);
-        args.push(&[WORKSPACE_DIR, "--chdir", WORKSPACE_DIR, "--clearenv"]);
+        args.push(&[WORKSPACE_DIR, "--bind"]);
+        args.path(self.tmp);
+        args.push(&[TMP_DIR, "--chdir", WORKSPACE_DIR, "--clearenv"]);
         for (name, value) in BASE_ENV {
             if !self.env.contains_key(name) {
                 args.push(&["--setenv", name, value]);
@@ -150,6 +154,7 @@ mod tests {
             prlimit: Path::new("/usr/bin/prlimit"),
             run_as,
             workspace: Path::new("/srv/sandboxes/sbx_1/workspace"),
+            tmp: Path::new("/srv/sandboxes/sbx_1/tmp"),
             cwd: Path::new("src"),
             env,
             network: false,
@@ -178,8 +183,9 @@ mod tests {
         assert!(has(&["--setenv", "HOME", "/workspace/home"]) && !has(&["--setenv", "HOME", "/workspace"]));
         assert!(has(&["/bin/sh", "-c", ENTER_AND_RUN, "sh", "src", "echo hi"]));
         assert!(has(&["--nproc=256"]));
-        // Only the workspace is bound writable.
-        assert_eq!(args.iter().filter(|arg| *arg == "--bind").count(), 1);
+        assert!(has(&["--bind", "/srv/sandboxes/sbx_1/tmp", "/tmp"]));
+        // Only the workspace and the sandbox's /tmp are bound writable.
+        assert_eq!(args.iter().filter(|arg| *arg == "--bind").count(), 2);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! write its files, destroy it. [`Bubblewrap`] is the local provider: one workspace directory per
 //! session under a root (which may be shared storage, for several replicas), each command run by
 //! `bwrap` in fresh namespaces with no network, the system read-only, the workspace the only
-//! writable place besides a private `/tmp`, no view of the host's files, environment or
+//! writable place besides the sandbox's own `/tmp` (kept for the session like the workspace), no view of the host's files, environment or
 //! credentials, and limits on processes, memory, file size, output and time. A remote provider
 //! (a Kubernetes pod, Daytona, E2B) implements the same trait.
 //!
@@ -21,7 +21,7 @@ mod workspace;
 pub use bubblewrap::Bubblewrap;
 pub use limits::Limits;
 pub use provider::{ExecOutput, ExecRequest, Provisioned, SandboxProvider};
-pub use workspace::WORKSPACE_DIR;
+pub use workspace::{TMP_DIR, WORKSPACE_DIR};
 
 /// Why a sandbox operation failed. A command that runs and fails is not an error: its exit code
 /// and output are an [`ExecOutput`].

@@ -21,8 +21,8 @@ pub struct Provisioned {
 pub struct ExecRequest {
     /// Run by `/bin/sh -c` in the workspace.
     pub command: String,
-    /// A directory relative to the workspace to run in (created if missing); the workspace
-    /// itself when `None`.
+    /// The directory to run in, relative to the workspace or absolute (created if missing); the
+    /// workspace itself when `None`.
     pub cwd: Option<String>,
     /// Variables set for the command, on top of a minimal environment (`PATH`, `HOME`, `LANG`).
     pub env: BTreeMap<String, String>,

@@ -11,10 +11,54 @@ pub const WORKSPACE_DIR: &str = "/workspace";
 /// The longest path a caller may name.
 const MAX_PATH_BYTES: usize = 4096;
 
-/// The relative path a caller's `path` names in the workspace: a relative path, or an absolute
-/// one under [`WORKSPACE_DIR`]. `..`, other absolute paths, NUL bytes and the workspace itself
-/// are refused. `.` components are dropped.
-pub(crate) fn relative_path(path: &str) -> Result<PathBuf, SandboxError> {
+/// Where a sandbox's private, persistent `/tmp` appears inside it.
+pub const TMP_DIR: &str = "/tmp";
+
+/// The two writable places of a sandbox, both kept for the session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Area {
+    /// `/workspace`.
+    Workspace,
+    /// The sandbox's own `/tmp`.
+    Tmp,
+}
+
+impl Area {
+    /// The area's directory in the sandbox's directory on the host.
+    pub(crate) fn dir_name(self) -> &'static str {
+        match self {
+            Area::Workspace => "workspace",
+            Area::Tmp => "tmp",
+        }
+    }
+
+    /// Where it appears inside the sandbox.
+    pub(crate) fn inside(self) -> &'static str {
+        match self {
+            Area::Workspace => WORKSPACE_DIR,
+            Area::Tmp => TMP_DIR,
+        }
+    }
+}
+
+/// A file a caller named: an area and a relative path in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SandboxPath {
+    pub(crate) area: Area,
+    pub(crate) relative: PathBuf,
+}
+
+impl SandboxPath {
+    /// The path as commands see it.
+    pub(crate) fn inside(&self) -> PathBuf {
+        Path::new(self.area.inside()).join(&self.relative)
+    }
+}
+
+/// The file a caller's `path` names: a path relative to the workspace, or an absolute one
+/// under [`WORKSPACE_DIR`] or [`TMP_DIR`]. `..`, other absolute paths, NUL bytes and the areas
+/// themselves are refused. `.` components are dropped.
+pub(crate) fn sandbox_path(path: &str) -> Result<SandboxPath, SandboxError> {
     let invalid = |reason: &str| SandboxError::InvalidPath { path: shown(path), reason: reason.to_owned() };
     if path.is_empty() {
         return Err(invalid("the path is empty"));
@@ -25,11 +69,16 @@ pub(crate) fn relative_path(path: &str) -> Result<PathBuf, SandboxError> {
     if path.contains('\0') {
         return Err(invalid("the path holds a NUL byte"));
     }
-    let inside = match path.strip_prefix(WORKSPACE_DIR) {
-        Some("") => "",
-        Some(rest) if rest.starts_with('/') => rest.trim_start_matches('/'),
-        _ if path.starts_with('/') => return Err(invalid("absolute paths must be under /workspace")),
-        _ => path,
+    let under = |area: Area| match path.strip_prefix(area.inside()) {
+        Some("") => Some(""),
+        Some(rest) if rest.starts_with('/') => Some(rest.trim_start_matches('/')),
+        _ => None,
+    };
+    let (area, inside) = match (under(Area::Workspace), under(Area::Tmp)) {
+        (Some(rest), _) => (Area::Workspace, rest),
+        (_, Some(rest)) => (Area::Tmp, rest),
+        _ if path.starts_with('/') => return Err(invalid("absolute paths must be under /workspace or /tmp")),
+        _ => (Area::Workspace, path),
     };
     let mut relative = PathBuf::new();
     for component in Path::new(inside).components() {
@@ -41,9 +90,9 @@ pub(crate) fn relative_path(path: &str) -> Result<PathBuf, SandboxError> {
         }
     }
     if relative.as_os_str().is_empty() {
-        return Err(invalid("the path names the workspace itself"));
+        return Err(invalid("the path names a directory of the sandbox itself"));
     }
-    Ok(relative)
+    Ok(SandboxPath { area, relative })
 }
 
 /// A path as shown in an error: cut to 200 characters.
@@ -73,13 +122,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_paths_inside_the_workspace_are_accepted() {
-        let cases: [(&str, Option<&str>); 12] = [
-            ("out.csv", Some("out.csv")),
-            ("./reports/q1.pdf", Some("reports/q1.pdf")),
-            ("/workspace/reports/q1.pdf", Some("reports/q1.pdf")),
-            ("/workspace//a", Some("a")),
+    fn only_paths_inside_the_sandbox_are_accepted() {
+        let cases: [(&str, Option<(Area, &str)>); 14] = [
+            ("out.csv", Some((Area::Workspace, "out.csv"))),
+            ("./reports/q1.pdf", Some((Area::Workspace, "reports/q1.pdf"))),
+            ("/workspace/reports/q1.pdf", Some((Area::Workspace, "reports/q1.pdf"))),
+            ("/workspace//a", Some((Area::Workspace, "a"))),
+            ("/tmp/out.txt", Some((Area::Tmp, "out.txt"))),
             ("/workspace", None),
+            ("/tmp", None),
             ("/workspacefoo/a", None),
             ("/etc/passwd", None),
             ("../secret", None),
@@ -89,8 +140,9 @@ mod tests {
             ("a\0b", None),
         ];
         for (path, expected) in cases {
-            let got = relative_path(path).ok();
-            assert_eq!(got.as_deref(), expected.map(Path::new), "{path:?}");
+            let got = sandbox_path(path).ok();
+            let expected = expected.map(|(area, relative)| SandboxPath { area, relative: PathBuf::from(relative) });
+            assert_eq!(got, expected, "{path:?}");
         }
     }
 }

@@ -91,6 +91,11 @@ async fn a_session_keeps_one_workspace_across_commands() {
     assert_eq!(ok(&read), "42\n/workspace/data\n");
     assert_eq!(sandboxes.read_file(id, "/workspace/data/answer").await.unwrap(), b"42\n");
 
+    // The sandbox's /tmp is its own, and kept like the workspace.
+    ok(&sandboxes.exec(id, run("echo kept > /tmp/out.txt")).await.unwrap());
+    assert_eq!(ok(&sandboxes.exec(id, run("cat /tmp/out.txt")).await.unwrap()), "kept\n");
+    assert_eq!(sandboxes.read_file(id, "/tmp/out.txt").await.unwrap(), b"kept\n");
+
     sandboxes.write_file(id, "in/report.csv", b"a,b\n1,2\n").await.unwrap();
     let counted = sandboxes.exec(id, run("wc -l < in/report.csv; echo oops >&2; exit 3")).await.unwrap();
     assert_eq!((counted.exit_code, counted.stdout.as_str(), counted.stderr.as_str()), (Some(3), "2\n", "oops\n"));
