@@ -8,17 +8,20 @@
 //! credentials, and limits on processes, memory, file size, output and time. A remote provider
 //! (a Kubernetes pod, Daytona, E2B) implements the same trait.
 //!
-//! `limits.rs` holds the bounds, `workspace.rs` the safe resolution of paths a caller names,
+//! [`ExecTool`] offers a session's sandbox to the model as the `exec` tool. `limits.rs` holds
+//! the bounds, `workspace.rs` the safe resolution of paths a caller names,
 //! `command.rs` the `bwrap` command line, `output.rs` the capped capture of a command's output.
 
 mod bubblewrap;
 mod command;
+mod exec_tool;
 mod limits;
 mod output;
 mod provider;
 mod workspace;
 
 pub use bubblewrap::Bubblewrap;
+pub use exec_tool::{EXEC_TOOL, ExecTool};
 pub use limits::Limits;
 pub use provider::{ExecOutput, ExecRequest, Provisioned, SandboxProvider};
 pub use workspace::{TMP_DIR, WORKSPACE_DIR};

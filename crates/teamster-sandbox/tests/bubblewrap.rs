@@ -253,3 +253,32 @@ async fn idle_sandboxes_are_swept() {
     assert_eq!(sandboxes.sweep_idle(Duration::from_secs(1)).await.unwrap(), 1);
     assert!(matches!(sandboxes.exec(&id, run("true")).await, Err(SandboxError::NotFound(_))));
 }
+
+#[tokio::test]
+async fn the_exec_tool_runs_the_models_commands() {
+    use teamster_sandbox::{EXEC_TOOL, ExecTool};
+    use teamster_tools::ToolSource;
+
+    let root = Root::new("tool");
+    let sandboxes = std::sync::Arc::new(provider(&root, Limits::default()).await);
+    let id = sandboxes.provision("ses_tool").await.unwrap().sandbox_id;
+    let tool = ExecTool::new(sandboxes, id, false);
+    assert_eq!(tool.list().await.unwrap()[0].name, EXEC_TOOL);
+
+    let answered = tool.call(EXEC_TOOL, r#"{"command": "echo $GREETING from $(pwd)", "cwd": "sub", "env": {"GREETING": "hi"}}"#).await;
+    assert!(!answered.is_error, "{answered:?}");
+    let result: serde_json::Value = serde_json::from_str(&answered.content).unwrap();
+    assert_eq!(result, serde_json::json!({"exit_code": 0, "stdout": "hi from /workspace/sub\n", "stderr": ""}));
+
+    let cases = [
+        (r#"{"command": "exit 7"}"#, r#""exit_code":7"#),
+        (r#"{"command": "sleep 30", "timeout_seconds": 1}"#, "ran past its timeout"),
+        (r#"{"cmd": "ls"}"#, "invalid arguments for exec"),
+        (r#"{"command": ""}"#, "the command is empty"),
+        (r#"{"command": "ls", "env": {"BAD NAME": "x"}}"#, "not a valid environment variable name"),
+    ];
+    for (arguments, expected) in cases {
+        let failed = tool.call(EXEC_TOOL, arguments).await;
+        assert!(failed.is_error && failed.content.contains(expected), "{arguments}: {failed:?}");
+    }
+}

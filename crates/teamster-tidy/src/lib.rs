@@ -21,8 +21,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("teamster-tools", &["teamster-protocol"]),
     ("teamster-store", &["teamster-protocol"]),
     ("teamster-mcp", &["teamster-protocol", "teamster-tools"]),
-    // The sandbox knows processes and files, nothing of agents or tools.
-    ("teamster-sandbox", &[]),
+    ("teamster-sandbox", &["teamster-protocol", "teamster-tools"]),
     ("teamster-store-sql", &["teamster-store"]),
     ("teamster-store-sqlite", &["teamster-protocol", "teamster-store", "teamster-store-sql"]),
     ("teamster-store-postgres", &["teamster-protocol", "teamster-store", "teamster-store-sql"]),
