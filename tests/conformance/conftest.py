@@ -38,6 +38,9 @@ import wire
 from truefoundry_gateway_sdk import TrueFoundryGateway
 from truefoundry_gateway_sdk.agents import AgentSessionClient, PrivateAgentSessionClient
 
+# Every server of the run keeps its sandboxes here (outside pytest's private directory).
+SANDBOX_ROOT = f"/tmp/teamster-conformance-sandboxes-{os.getpid()}"
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The storage backend every server of the run uses unless a test names a database.
 BACKEND = os.environ.get("TEAMSTER_TEST_BACKEND", "sqlite")
@@ -243,6 +246,8 @@ class TeamsterServer:
                 "--listen", f"127.0.0.1:{port}", "--database", self.database, "--no-example",
                 # The secret key file goes here, not into the user's data directory.
                 "--data-dir", str(self.workdir),
+                # Sandboxes run as users of their own, who cannot enter pytest's 0700 directory.
+                "--sandbox-root", SANDBOX_ROOT,
                 # Quick retries: the suite checks how often, not how long.
                 "--model-retry-base-ms", "20",
                 *self.extra_args]

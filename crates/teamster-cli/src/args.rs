@@ -120,6 +120,18 @@ pub struct ServeArgs {
     /// could otherwise run programs as this server's user.
     #[arg(long, env = "TEAMSTER_ALLOW_STDIO_MCP")]
     pub allow_stdio_mcp: bool,
+    /// Where sessions' sandboxes (their workspaces) live (default: `sandboxes` in the data
+    /// directory). Replicas that share a database should share this directory too (shared
+    /// storage), so a turn resumed on another replica finds its files.
+    #[arg(long, env = "TEAMSTER_SANDBOX_ROOT")]
+    pub sandbox_root: Option<PathBuf>,
+    /// Run no sandboxes: agents that enable one are refused.
+    #[arg(long, env = "TEAMSTER_NO_SANDBOX")]
+    pub no_sandbox: bool,
+    /// Remove a sandbox no command has used for this many hours (0: keep them until their
+    /// session is deleted).
+    #[arg(long, env = "TEAMSTER_SANDBOX_IDLE_HOURS", default_value_t = 24)]
+    pub sandbox_idle_hours: u64,
     /// Host names requests may address this server by, besides the loopback names, the
     /// --public-url host and the listening IP (comma-separated; `*` for any). Others get 421:
     /// this is what stops DNS rebinding.

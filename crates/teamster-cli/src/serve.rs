@@ -11,7 +11,8 @@ use teamster_protocol::AgentManifest;
 use teamster_server::{AppState, ServerConfig};
 use teamster_llm::registry::RegistryOptions;
 use teamster_llm::retry::RetryPolicy;
-use teamster_service::{LeaseConfig, Service, ServiceConfig, TokenKey};
+use teamster_sandbox::{Bubblewrap, Limits as SandboxLimits};
+use teamster_service::{LeaseConfig, Sandboxes, Service, ServiceConfig, TokenKey};
 
 use crate::args::ServeArgs;
 
@@ -39,6 +40,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .init();
 
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    // Checking that sandboxes work starts one; it overlaps opening the store.
+    let sandboxes = tokio::spawn(start_sandboxes(
+        (!args.no_sandbox).then(|| args.sandbox_root.clone().unwrap_or_else(|| data_dir.join("sandboxes"))),
+        Duration::from_secs(args.sandbox_idle_hours.saturating_mul(3600)),
+    ));
     let database = match args.database {
         Some(url) => url,
         None => format!("sqlite://{}", data_dir.join("teamster.db").display()),
@@ -80,6 +86,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         leases: lease_config(args.lease_ttl_ms, args.lease_renew_ms, args.takeover_interval_ms, args.max_takeovers)?,
         stream_retention: Duration::from_secs(args.stream_retention_secs.unwrap_or(args.stream_retention_hours * 3600)),
         allow_stdio_mcp: args.allow_stdio_mcp,
+        sandboxes: sandboxes.await.context("checking the sandbox provider")?,
     };
     let service = Service::start(store, config).await.context("starting the service")?;
     if !args.no_example {
@@ -102,6 +109,39 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     teamster_server::serve(listener, state, shutdown_signal()).await?;
     service.shutdown(SHUTDOWN_GRACE).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The sandbox provider on bubblewrap under `root` (`None`: turned off), with a task removing
+/// sandboxes idle for `idle` (zero: none). Sandboxes that cannot run are off, and the log says why.
+async fn start_sandboxes(root: Option<PathBuf>, idle: Duration) -> Sandboxes {
+    let Some(root) = root else {
+        return Sandboxes::Off { reason: "sandboxes are turned off (--no-sandbox)".to_owned() };
+    };
+    match Bubblewrap::start(&root, SandboxLimits::default()).await {
+        Ok(provider) => {
+            let provider = Arc::new(provider);
+            tracing::info!(root = %root.display(), "sandboxes run with bubblewrap");
+            if !idle.is_zero() {
+                let sweeper = provider.clone();
+                tokio::spawn(async move {
+                    let mut every = tokio::time::interval((idle / 4).clamp(Duration::from_secs(60), Duration::from_secs(3600)));
+                    loop {
+                        every.tick().await;
+                        match sweeper.sweep_idle(idle).await {
+                            Ok(0) => {}
+                            Ok(removed) => tracing::info!(removed, "removed idle sandboxes"),
+                            Err(error) => tracing::warn!(%error, "sweeping idle sandboxes failed"),
+                        }
+                    }
+                });
+            }
+            Sandboxes::On(provider)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "sandboxes are off; agents that enable one are refused");
+            Sandboxes::Off { reason: error.to_string() }
+        }
+    }
 }
 
 /// Where the secret key lives unless configured: beside a SQLite database file (so a database

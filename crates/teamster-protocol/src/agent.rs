@@ -331,6 +331,9 @@ pub struct SandboxConfig {
     pub file_downloads: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_policy: Option<NetworkPolicy>,
+    /// Teamster extension: whether sandboxed commands may reach the network (off by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -57,6 +57,9 @@ impl Bubblewrap {
         tokio::fs::create_dir_all(&root).await.map_err(SandboxError::io(format!("creating {}", root.display())))?;
         set_mode(&root, 0o711).await?;
         let root = tokio::fs::canonicalize(&root).await.map_err(SandboxError::io("resolving the sandbox root"))?;
+        if setpriv.is_some() {
+            check_traversable(&root)?;
+        }
         let provider = Bubblewrap { root, limits, bwrap, prlimit, setpriv };
         provider.check_it_works().await?;
         Ok(provider)
@@ -350,6 +353,26 @@ fn check_command(request: &ExecRequest) -> Result<(), SandboxError> {
         }
         if value.contains('\0') || value.len() > MAX_ENV_VALUE_BYTES {
             return invalid(format!("the value of {name} holds a NUL byte or is over {MAX_ENV_VALUE_BYTES} bytes"));
+        }
+    }
+    Ok(())
+}
+
+/// As root, sandboxes run as users of their own, who must be able to enter every directory
+/// above the root to reach their workspace.
+fn check_traversable(root: &Path) -> Result<(), SandboxError> {
+    use std::os::unix::fs::PermissionsExt;
+    for dir in root.ancestors().skip(1) {
+        let mode = std::fs::metadata(dir).map_err(SandboxError::io(format!("reading {}", dir.display())))?.permissions().mode();
+        if mode & 0o001 == 0 {
+            return Err(SandboxError::Unavailable(format!(
+                "the sandbox root {} is inside {}, which other users cannot enter (mode {:o}), and sandboxes run as \
+                 users of their own; choose a sandbox root under a directory others may traverse, such as \
+                 /var/lib/teamster/sandboxes",
+                root.display(),
+                dir.display(),
+                mode & 0o777
+            )));
         }
     }
     Ok(())

@@ -20,6 +20,7 @@ mod input_files;
 pub mod mcp;
 mod planner;
 mod runtime;
+mod sandboxes;
 mod turns;
 
 use teamster_llm::registry::RegistryOptions;
@@ -37,6 +38,7 @@ pub use mcp::{McpHost, McpLinks, McpServerWrite, OAuthCallback};
 pub use teamster_mcp::oauth::TokenKey;
 pub use catalog::{Catalog, ProviderWrite, SessionListQuery, SessionScope};
 pub use runtime::{EventStream, LeaseConfig, StreamedEvent, TurnLog};
+pub use sandboxes::Sandboxes;
 pub use teamster_store::SessionOrder;
 pub use turns::{CreateTurn, TurnListQuery};
 
@@ -77,6 +79,8 @@ pub struct ServiceConfig {
     /// Whether MCP servers of type stdio (commands run on this host) may be configured and
     /// started. Off by default: whoever may write settings could otherwise run programs here.
     pub allow_stdio_mcp: bool,
+    /// Whether agents may have sandboxes, and who runs them.
+    pub sandboxes: Sandboxes,
 }
 
 impl Default for ServiceConfig {
@@ -90,6 +94,7 @@ impl Default for ServiceConfig {
             leases: LeaseConfig::default(),
             stream_retention: Duration::from_secs(24 * 3600),
             allow_stdio_mcp: false,
+            sandboxes: Sandboxes::default(),
         }
     }
 }
@@ -107,6 +112,7 @@ struct Inner {
     catalog: Arc<Catalog>,
     mcp: Arc<McpHost>,
     runtime: runtime::TurnRuntime,
+    sandboxes: Sandboxes,
 }
 
 impl Service {
@@ -116,7 +122,9 @@ impl Service {
     pub async fn start(store: Arc<dyn Store>, config: ServiceConfig) -> Result<Service> {
         // Listening first, so no setting changed after the loads below goes unnoticed.
         let feed = store.changes().await?;
-        let catalog = Arc::new(Catalog::load(store.clone(), config.env_providers.clone(), config.model_options).await?);
+        let catalog = Arc::new(
+            Catalog::load(store.clone(), config.env_providers.clone(), config.model_options, config.sandboxes.clone()).await?,
+        );
         let mcp = McpHost::start(store.clone(), config.mcp_links.clone(), config.secret_key.as_ref(), config.allow_stdio_mcp)
             .await?;
         let cluster = feed.as_ref().map(|_| Arc::new(cluster::Cluster::default()));
@@ -125,6 +133,7 @@ impl Service {
             catalog: catalog.clone(),
             mcp: mcp.clone(),
             tools: vec![Arc::new(teamster_tools::builtin::Builtins)],
+            sandboxes: config.sandboxes.clone(),
         };
         let runtime_config = runtime::RuntimeConfig {
             turn_timeout: config.turn_timeout,
@@ -132,7 +141,7 @@ impl Service {
             leases: config.leases,
         };
         let runtime = runtime::TurnRuntime::start(store.clone(), cluster.clone(), Arc::new(planner), runtime_config);
-        let inner = Arc::new(Inner { store, catalog, mcp, runtime });
+        let inner = Arc::new(Inner { store, catalog, mcp, runtime, sandboxes: config.sandboxes });
         if let (Some(feed), Some(cluster)) = (feed, cluster) {
             let member: std::sync::Weak<dyn cluster::ClusterMember> = Arc::downgrade(&inner) as _;
             cluster::start(cluster, feed, member);
@@ -148,6 +157,11 @@ impl Service {
     /// The MCP host: configured servers, their tools, and users' authorizations of them.
     pub fn mcp(&self) -> &McpHost {
         &self.inner.mcp
+    }
+
+    /// Whether agents may have sandboxes here.
+    pub fn sandboxes(&self) -> &Sandboxes {
+        &self.inner.sandboxes
     }
 
     fn runtime(&self) -> &runtime::TurnRuntime {

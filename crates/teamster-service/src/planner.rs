@@ -17,6 +17,7 @@ use teamster_tools::ToolSource;
 use crate::catalog::Catalog;
 use crate::mcp::{McpHost, TurnTools};
 use crate::runtime::{PlanTurns, TurnSink, TurnStart};
+use crate::Sandboxes;
 
 /// The most authorization pauses in a row a resumed turn looks back through for decisions.
 const MAX_RESUMED_PAUSES: usize = 64;
@@ -28,6 +29,8 @@ pub(crate) struct Planner {
     pub mcp: Arc<McpHost>,
     /// The built-in tools every turn has.
     pub tools: Vec<Arc<dyn ToolSource>>,
+    /// The sandboxes of sessions whose agent has one.
+    pub sandboxes: Sandboxes,
 }
 
 #[async_trait]
@@ -50,7 +53,14 @@ impl PlanTurns for Planner {
         }
         let agent = Agent::from_spec(&spec, models, |name| saved.get(name).cloned()).map_err(|error| error.to_string())?;
         let resolutions = self.resolutions(turn, history).await?;
-        let builtins = ToolBox::collect(self.tools.clone()).await;
+        let mut builtins = self.tools.clone();
+        if let Some(sandbox) = self.sandboxes.for_turn(&session.id, &spec).await? {
+            if let Some(event) = sandbox.created {
+                sink.emit_content(&event);
+            }
+            builtins.push(sandbox.tool);
+        }
+        let builtins = ToolBox::collect(builtins).await;
         let (initialized, tools) = self.mcp.turn_tools(builtins, turn, &spec, history, &sink.log.cancel).await;
         if let Some(event) = initialized {
             sink.emit_content(&event);

@@ -305,6 +305,7 @@ impl Service {
         self.stop_running_turn(&session, DELETE_WAIT).await?;
         self.store().delete_session(session_id).await?;
         self.inner.mcp.close_session(session_id);
+        self.inner.sandboxes.destroy(session_id).await;
         Ok(())
     }
 

@@ -28,7 +28,15 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("teamster-engine", &["teamster-protocol", "teamster-llm", "teamster-tools"]),
     (
         "teamster-service",
-        &["teamster-protocol", "teamster-llm", "teamster-tools", "teamster-store", "teamster-engine", "teamster-mcp"],
+        &[
+            "teamster-protocol",
+            "teamster-llm",
+            "teamster-tools",
+            "teamster-store",
+            "teamster-engine",
+            "teamster-mcp",
+            "teamster-sandbox",
+        ],
     ),
     ("teamster-server", &["teamster-protocol", "teamster-service"]),
     (
@@ -36,6 +44,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "teamster-protocol",
             "teamster-llm",
+            "teamster-sandbox",
             "teamster-store",
             "teamster-store-sqlite",
             "teamster-store-postgres",

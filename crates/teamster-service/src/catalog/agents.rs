@@ -49,9 +49,6 @@ fn validate_spec(spec: &AgentSpec) -> Result<()> {
     if spec.skills.as_ref().is_some_and(|skills| !skills.is_empty()) {
         return Err(ServiceError::Unprocessable("skills are not supported by this server yet".to_owned()));
     }
-    if spec.config.as_ref().and_then(|config| config.sandbox.as_ref()).is_some_and(|sandbox| sandbox.enabled) {
-        return Err(ServiceError::Unprocessable("the sandbox is not supported by this server yet".to_owned()));
-    }
     Ok(())
 }
 
@@ -61,6 +58,7 @@ impl Catalog {
     /// removed fails its turns, saying so).
     pub(crate) fn check_spec(&self, spec: &AgentSpec) -> Result<()> {
         validate_spec(spec)?;
+        self.sandboxes.check(spec)?;
         if let Err(teamster_llm::registry::ResolveError::UnknownProvider { provider, mut known }) =
             self.models().resolve(&spec.model.name)
         {

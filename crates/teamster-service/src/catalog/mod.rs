@@ -29,6 +29,8 @@ pub struct Catalog {
     provider_writes: tokio::sync::Mutex<()>,
     /// Providers from the environment; stored ones override them by name.
     env_providers: Vec<ModelProviderManifest>,
+    /// Whether specs may ask for a sandbox.
+    sandboxes: crate::Sandboxes,
 }
 
 impl Catalog {
@@ -37,6 +39,7 @@ impl Catalog {
         store: Arc<dyn Store>,
         env_providers: Vec<ModelProviderManifest>,
         model_options: RegistryOptions,
+        sandboxes: crate::Sandboxes,
     ) -> Result<Catalog> {
         let providers = providers::Providers::load(store.as_ref(), &env_providers, model_options).await?;
         Ok(Catalog {
@@ -44,6 +47,7 @@ impl Catalog {
             providers: RwLock::new(providers),
             provider_writes: tokio::sync::Mutex::new(()),
             env_providers,
+            sandboxes,
         })
     }
 

@@ -12,10 +12,10 @@ pub fn routes() -> Router<AppState> {
     Router::new().route("/capabilities", get(capabilities)).route("/models", get(models))
 }
 
-async fn capabilities() -> Json<Data<Capabilities>> {
+async fn capabilities(State(state): State<AppState>) -> Json<Data<Capabilities>> {
     Json(Data {
         data: Capabilities {
-            sandbox: Enabled { enabled: false },
+            sandbox: Enabled { enabled: state.service.sandboxes().enabled() },
             skill: SkillCapability { enabled: false, reason: Some("skills are not supported by this server yet".to_owned()) },
             settings: Enabled { enabled: true },
         },

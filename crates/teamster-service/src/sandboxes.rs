@@ -1,0 +1,97 @@
+//! Sandboxes: whether this server runs them, and a session's sandbox for a turn — provisioned
+//! when a turn of a sandbox-enabled agent is planned, announced once by `sandbox.created`, offered
+//! to the model as the `exec` tool, and destroyed with its session.
+
+use std::sync::Arc;
+
+use teamster_protocol::event::SandboxCreated;
+use teamster_protocol::{AgentSpec, Event, ids, timestamp};
+use teamster_sandbox::{ExecTool, SandboxProvider};
+use teamster_tools::ToolSource;
+
+use crate::error::{Result, ServiceError};
+
+/// Whether this server runs sandboxes.
+#[derive(Clone)]
+pub enum Sandboxes {
+    /// It does not, for this reason (said to whoever asks for one).
+    Off { reason: String },
+    /// It does, with this provider.
+    On(Arc<dyn SandboxProvider>),
+}
+
+impl Default for Sandboxes {
+    fn default() -> Sandboxes {
+        Sandboxes::Off { reason: "no sandbox provider is configured".to_owned() }
+    }
+}
+
+/// A session's sandbox, ready for a turn.
+pub(crate) struct TurnSandbox {
+    /// The `exec` tool on it.
+    pub tool: Arc<dyn ToolSource>,
+    /// `sandbox.created`, when planning this turn made the sandbox.
+    pub created: Option<Event>,
+}
+
+/// Whether a spec asks for a sandbox.
+fn wants_sandbox(spec: &AgentSpec) -> bool {
+    spec.config.as_ref().and_then(|config| config.sandbox.as_ref()).is_some_and(|sandbox| sandbox.enabled)
+}
+
+impl Sandboxes {
+    /// Whether sandboxes run here.
+    pub fn enabled(&self) -> bool {
+        matches!(self, Sandboxes::On(_))
+    }
+
+    /// Refuses (422) a spec that asks for a sandbox when this server runs none.
+    pub(crate) fn check(&self, spec: &AgentSpec) -> Result<()> {
+        match self {
+            Sandboxes::Off { reason } if wants_sandbox(spec) => {
+                Err(ServiceError::Unprocessable(format!("this server runs no sandboxes: {reason}")))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The session's sandbox for a turn of `spec`, if the spec asks for one.
+    pub(crate) async fn for_turn(&self, session_id: &str, spec: &AgentSpec) -> std::result::Result<Option<TurnSandbox>, String> {
+        if !wants_sandbox(spec) {
+            return Ok(None);
+        }
+        let provider = match self {
+            Sandboxes::On(provider) => provider.clone(),
+            Sandboxes::Off { reason } => return Err(format!("The agent needs a sandbox, but this server runs none: {reason}.")),
+        };
+        let provisioned = provider
+            .provision(session_id)
+            .await
+            .map_err(|error| format!("The session's sandbox could not be prepared: {error}."))?;
+        let network = spec
+            .config
+            .as_ref()
+            .and_then(|config| config.sandbox.as_ref())
+            .and_then(|sandbox| sandbox.network)
+            .unwrap_or(false);
+        let created = provisioned.created.then(|| {
+            Event::SandboxCreated(SandboxCreated {
+                id: ids::new_id("evt"),
+                created_at: timestamp::now(),
+                sandbox_id: provisioned.sandbox_id.clone(),
+                thread_id: None,
+            })
+        });
+        let tool = Arc::new(ExecTool::new(provider, provisioned.sandbox_id, network));
+        Ok(Some(TurnSandbox { tool, created }))
+    }
+
+    /// Removes a deleted session's sandbox (logged, not failed, when it cannot be).
+    pub(crate) async fn destroy(&self, session_id: &str) {
+        if let Sandboxes::On(provider) = self
+            && let Err(error) = provider.destroy(session_id).await
+        {
+            tracing::warn!(session_id, %error, "a deleted session's sandbox could not be removed");
+        }
+    }
+}
