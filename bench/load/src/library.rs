@@ -46,14 +46,7 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     let measured = result?;
 
     let report = Report { args, measured: &measured, total_secs: started.elapsed().as_secs_f64() };
-    println!("{}", report.markdown());
-    if let Some(parent) = args.json.parent().filter(|parent| !parent.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-    }
-    let json = serde_json::to_string_pretty(&report.json())?;
-    std::fs::write(&args.json, json + "\n").with_context(|| format!("writing {}", args.json.display()))?;
-    eprintln!("wrote {}", args.json.display());
-    Ok(())
+    crate::publish(&report.markdown(), &report.json(), &args.json)
 }
 
 async fn measure(

@@ -200,13 +200,18 @@ async fn run(args: Args) -> anyhow::Result<()> {
         load_average: [load_at_start, process::load_average()],
         cores: std::thread::available_parallelism().map_or(0, usize::from),
     };
-    println!("{}", report.markdown());
-    if let Some(parent) = args.json.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+    publish(&report.markdown(), &report.json(), &args.json)
+}
+
+/// Prints the Markdown table and writes the JSON results to `path`.
+fn publish(markdown: &str, json: &serde_json::Value, path: &std::path::Path) -> anyhow::Result<()> {
+    println!("{markdown}");
+    if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     }
-    let json = serde_json::to_string_pretty(&report.json())?;
-    std::fs::write(&args.json, json + "\n").with_context(|| format!("writing {}", args.json.display()))?;
-    eprintln!("wrote {}", args.json.display());
+    let json = serde_json::to_string_pretty(json)?;
+    std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("wrote {}", path.display());
     Ok(())
 }
 
