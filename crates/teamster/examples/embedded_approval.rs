@@ -22,13 +22,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // asked to.
     let config = ServiceConfig { allow_stdio_mcp: true, ..ServiceConfig::default() };
     let runtime = Runtime::open_with("sqlite::memory:", config).await?;
-    let model = match support::env_provider() {
-        Some((provider, model)) => {
-            runtime.add_model_provider(serde_json::from_value(provider)?).await?;
-            model
-        }
-        None => "offline/echo".to_owned(),
-    };
+    let model = runtime.add_env_model_provider(|name| std::env::var(name).ok(), &support::model_id()).await?;
     let (command, args) = support::orders_server_command()?;
     let orders = json!({
         "type": "stdio", "name": "orders", "description": "The order desk.",

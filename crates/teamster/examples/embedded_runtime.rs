@@ -14,13 +14,7 @@ use teamster::runtime::{Runtime, user_message};
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let runtime = Runtime::open("sqlite::memory:").await?;
-    let model = match support::env_provider() {
-        Some((provider, model)) => {
-            runtime.add_model_provider(serde_json::from_value(provider)?).await?;
-            model
-        }
-        None => "offline/echo".to_owned(),
-    };
+    let model = runtime.add_env_model_provider(|name| std::env::var(name).ok(), &support::model_id()).await?;
     let spec = serde_json::json!({
         "model": {"name": model},
         "instructions": "You are a helpful assistant.",

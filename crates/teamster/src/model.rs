@@ -5,6 +5,7 @@ use std::sync::Arc;
 use teamster_llm::ModelClient;
 use teamster_llm::providers::offline::{OFFLINE_MODEL, OFFLINE_PROVIDER, OfflineModel};
 use teamster_llm::registry::{ModelRegistry, ResolvedModel};
+use teamster_protocol::settings::ModelProviderManifest;
 
 use crate::Error;
 
@@ -49,16 +50,8 @@ impl Model {
     /// `/chat/completions`, as in `https://api.openai.com/v1`). Calls are retried on rate limits
     /// and server errors like every provider's.
     pub fn openai_compatible(base_url: &str, api_key: &str, model_id: &str) -> Result<Model, Error> {
-        let manifest = serde_json::json!({
-            "type": "openai", "name": "openai", "base_url": base_url, "auth": {"api_key": api_key},
-            "models": [{"name": model_id, "model_id": model_id}],
-        });
-        let manifest = serde_json::from_value(manifest)
-            .map_err(|error| Error::Model { model: model_id.to_owned(), reason: error.to_string() })?;
-        teamster_llm::registry::validate_manifest(&manifest)
-            .map_err(|reason| Error::Model { model: model_id.to_owned(), reason })?;
-        let registry = ModelRegistry::new([manifest], reqwest::Client::new());
-        Model::from_registry(&registry, &format!("openai/{model_id}"))
+        let registry = ModelRegistry::new([openai_provider(base_url, api_key, model_id)?], reqwest::Client::new());
+        Model::from_registry(&registry, &format!("{OPENAI_PROVIDER}/{model_id}"))
     }
 
     /// The model `model_id` of the OpenAI-compatible endpoint the environment names, read
@@ -72,12 +65,8 @@ impl Model {
     /// # Ok::<(), teamster::Error>(())
     /// ```
     pub fn from_env_vars_or_offline(vars: impl Fn(&str) -> Option<String>, model_id: &str) -> Result<Model, Error> {
-        let variable = |name: &str| vars(name).filter(|value| !value.trim().is_empty());
-        match variable("OPENAI_API_KEY") {
-            Some(key) => {
-                let base_url = variable("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".to_owned());
-                Model::openai_compatible(base_url.trim(), key.trim(), model_id)
-            }
+        match env_endpoint(vars) {
+            Some((base_url, key)) => Model::openai_compatible(&base_url, &key, model_id),
             None => Ok(Model::offline()),
         }
     }
@@ -102,6 +91,30 @@ impl Model {
     pub(crate) fn resolved(&self) -> &ResolvedModel {
         &self.resolved
     }
+}
+
+/// The name of the provider [`Model::openai_compatible`] and the environment's endpoint make.
+pub(crate) const OPENAI_PROVIDER: &str = "openai";
+
+/// The OpenAI-compatible endpoint `vars` name, as its base URL and key: `OPENAI_API_KEY`, and
+/// `OPENAI_BASE_URL` for another endpoint than OpenAI's; `None` when the key is unset or empty.
+pub(crate) fn env_endpoint(vars: impl Fn(&str) -> Option<String>) -> Option<(String, String)> {
+    let variable = |name: &str| vars(name).map(|value| value.trim().to_owned()).filter(|value| !value.is_empty());
+    let key = variable("OPENAI_API_KEY")?;
+    Some((variable("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".to_owned()), key))
+}
+
+/// The provider [`OPENAI_PROVIDER`] of an OpenAI-compatible endpoint with the one model
+/// `model_id`, checked.
+pub(crate) fn openai_provider(base_url: &str, api_key: &str, model_id: &str) -> Result<ModelProviderManifest, Error> {
+    let manifest = serde_json::json!({
+        "type": "openai", "name": OPENAI_PROVIDER, "base_url": base_url, "auth": {"api_key": api_key},
+        "models": [{"name": model_id, "model_id": model_id}],
+    });
+    let invalid = |reason: String| Error::Model { model: model_id.to_owned(), reason };
+    let manifest = serde_json::from_value(manifest).map_err(|error| invalid(error.to_string()))?;
+    teamster_llm::registry::validate_manifest(&manifest).map_err(invalid)?;
+    Ok(manifest)
 }
 
 /// A model outside any registry: no prices, no known context window.

@@ -34,6 +34,9 @@ pub enum RuntimeError {
     /// conflict, invalid, ...), as the server's status codes do.
     #[error(transparent)]
     Service(#[from] ServiceError),
+    /// A model provider's definition is not valid.
+    #[error(transparent)]
+    Model(#[from] crate::Error),
     /// A stored event could not be read back.
     #[error("reading an event: {0}")]
     Event(String),
@@ -109,6 +112,22 @@ impl Runtime {
     pub async fn add_model_provider(&self, manifest: ModelProviderManifest) -> Result<(), RuntimeError> {
         self.service.catalog().write_model_provider(manifest, ProviderWrite::Upsert).await?;
         Ok(())
+    }
+
+    /// Adds the OpenAI-compatible provider the environment names, read through `vars`
+    /// (`OPENAI_API_KEY`, and `OPENAI_BASE_URL` for another endpoint than OpenAI's), with its
+    /// model `model_id`, and answers that model's name (`openai/MODEL_ID`); without a key,
+    /// adds nothing and answers the offline demo model's name. What the examples use.
+    pub async fn add_env_model_provider(
+        &self,
+        vars: impl Fn(&str) -> Option<String>,
+        model_id: &str,
+    ) -> Result<String, RuntimeError> {
+        let Some((base_url, key)) = crate::model::env_endpoint(vars) else {
+            return Ok(crate::Model::offline().name().to_owned());
+        };
+        self.add_model_provider(crate::model::openai_provider(&base_url, &key, model_id)?).await?;
+        Ok(format!("{}/{model_id}", crate::model::OPENAI_PROVIDER))
     }
 
     /// Adds or replaces an MCP server that agents may name.

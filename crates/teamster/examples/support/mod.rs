@@ -19,20 +19,6 @@ pub fn model_id() -> String {
     std::env::var("TEAMSTER_MODEL").unwrap_or_else(|_| "gpt-4o-mini".to_owned())
 }
 
-/// The OpenAI-compatible provider the environment names (`OPENAI_API_KEY`, and
-/// `OPENAI_BASE_URL` for another endpoint than OpenAI's), as a provider manifest with the one
-/// model [`model_id`], and that model's name; `None` without a key.
-pub fn env_provider() -> Option<(Value, String)> {
-    let key = std::env::var("OPENAI_API_KEY").ok().filter(|key| !key.trim().is_empty())?;
-    let base_url = std::env::var("OPENAI_BASE_URL").unwrap_or_else(|_| "https://api.openai.com/v1".to_owned());
-    let model = model_id();
-    let manifest = json!({
-        "type": "openai", "name": "openai", "base_url": base_url, "auth": {"api_key": key},
-        "models": [{"name": model, "model_id": model}],
-    });
-    Some((manifest, format!("openai/{model}")))
-}
-
 /// How to start the orders MCP server: this program with [`SERVER_FLAG`].
 pub fn orders_server_command() -> std::io::Result<(String, Vec<String>)> {
     let program = std::env::current_exe()?;
