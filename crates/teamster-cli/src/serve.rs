@@ -122,24 +122,26 @@ async fn start_sandboxes(root: Option<PathBuf>, idle: Duration) -> Sandboxes {
             let provider = Arc::new(provider);
             tracing::info!(root = %root.display(), "sandboxes run with bubblewrap");
             if !idle.is_zero() {
-                let sweeper = provider.clone();
-                tokio::spawn(async move {
-                    let mut every = tokio::time::interval((idle / 4).clamp(Duration::from_secs(60), Duration::from_secs(3600)));
-                    loop {
-                        every.tick().await;
-                        match sweeper.sweep_idle(idle).await {
-                            Ok(0) => {}
-                            Ok(removed) => tracing::info!(removed, "removed idle sandboxes"),
-                            Err(error) => tracing::warn!(%error, "sweeping idle sandboxes failed"),
-                        }
-                    }
-                });
+                tokio::spawn(sweep_idle_sandboxes(provider.clone(), idle));
             }
             Sandboxes::On(provider)
         }
         Err(error) => {
             tracing::warn!(%error, "sandboxes are off; agents that enable one are refused");
             Sandboxes::Off { reason: error.to_string() }
+        }
+    }
+}
+
+/// Removes sandboxes idle for `idle`, looking every quarter of it (one minute to an hour).
+async fn sweep_idle_sandboxes(provider: Arc<Bubblewrap>, idle: Duration) {
+    let mut every = tokio::time::interval((idle / 4).clamp(Duration::from_secs(60), Duration::from_secs(3600)));
+    loop {
+        every.tick().await;
+        match provider.sweep_idle(idle).await {
+            Ok(0) => {}
+            Ok(removed) => tracing::info!(removed, "removed idle sandboxes"),
+            Err(error) => tracing::warn!(%error, "sweeping idle sandboxes failed"),
         }
     }
 }

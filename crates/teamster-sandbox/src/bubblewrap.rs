@@ -65,16 +65,6 @@ impl Bubblewrap {
         Ok(provider)
     }
 
-    /// The directory sandboxes live in.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    /// The limits commands run under.
-    pub fn limits(&self) -> &Limits {
-        &self.limits
-    }
-
     /// The sandbox id of a session: the same on every replica sharing the root.
     pub fn sandbox_id(session_id: &str) -> String {
         let digest = ring::digest::digest(&ring::digest::SHA256, session_id.as_bytes());
@@ -127,11 +117,14 @@ impl Bubblewrap {
     }
 
     /// Runs `true` in a scratch sandbox, so a provider that cannot work says so at start-up.
+    /// The scratch sandbox is this process's own: replicas sharing the root may start at once.
     async fn check_it_works(&self) -> Result<(), SandboxError> {
-        let probe = self.provision("teamster-sandbox-probe").await?;
+        let started = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos();
+        let scratch = format!("teamster-sandbox-probe-{}-{started}", std::process::id());
+        let probe = self.provision(&scratch).await?;
         let request = ExecRequest { command: "true".to_owned(), timeout_seconds: Some(30), ..ExecRequest::default() };
         let outcome = self.exec(&probe.sandbox_id, request).await;
-        let _ = self.destroy("teamster-sandbox-probe").await;
+        let _ = self.destroy(&scratch).await;
         match outcome? {
             ExecOutput { exit_code: Some(0), .. } => Ok(()),
             failed => Err(SandboxError::Unavailable(format!(
@@ -209,7 +202,7 @@ impl SandboxProvider for Bubblewrap {
         check_command(&request)?;
         // The start directory is made and entered inside the sandbox: any path is harmless there.
         let cwd = PathBuf::from(request.cwd.as_deref().map(str::trim).filter(|cwd| !cwd.is_empty()).unwrap_or("."));
-        touch(&self.dir(sandbox_id)?.join("last_used")).await?;
+        touch(&dir.join("last_used")).await?;
         let timeout = self.limits.timeout(request.timeout_seconds);
         let started = Instant::now();
         let run = Run { cwd: &cwd, env: &request.env, command: &request.command, network: request.network };

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use teamster_protocol::agent::SandboxConfig;
 use teamster_protocol::event::SandboxCreated;
 use teamster_protocol::{AgentSpec, Event, ids, timestamp};
 use teamster_sandbox::{ExecTool, SandboxProvider};
@@ -34,9 +35,9 @@ pub(crate) struct TurnSandbox {
     pub created: Option<Event>,
 }
 
-/// Whether a spec asks for a sandbox.
-fn wants_sandbox(spec: &AgentSpec) -> bool {
-    spec.config.as_ref().and_then(|config| config.sandbox.as_ref()).is_some_and(|sandbox| sandbox.enabled)
+/// The sandbox a spec asks for, if it asks for one.
+fn wanted(spec: &AgentSpec) -> Option<&SandboxConfig> {
+    spec.config.as_ref().and_then(|config| config.sandbox.as_ref()).filter(|sandbox| sandbox.enabled)
 }
 
 impl Sandboxes {
@@ -48,7 +49,7 @@ impl Sandboxes {
     /// Refuses (422) a spec that asks for a sandbox when this server runs none.
     pub(crate) fn check(&self, spec: &AgentSpec) -> Result<()> {
         match self {
-            Sandboxes::Off { reason } if wants_sandbox(spec) => {
+            Sandboxes::Off { reason } if wanted(spec).is_some() => {
                 Err(ServiceError::Unprocessable(format!("this server runs no sandboxes: {reason}")))
             }
             _ => Ok(()),
@@ -57,9 +58,7 @@ impl Sandboxes {
 
     /// The session's sandbox for a turn of `spec`, if the spec asks for one.
     pub(crate) async fn for_turn(&self, session_id: &str, spec: &AgentSpec) -> std::result::Result<Option<TurnSandbox>, String> {
-        if !wants_sandbox(spec) {
-            return Ok(None);
-        }
+        let Some(wanted) = wanted(spec) else { return Ok(None) };
         let provider = match self {
             Sandboxes::On(provider) => provider.clone(),
             Sandboxes::Off { reason } => return Err(format!("The agent needs a sandbox, but this server runs none: {reason}.")),
@@ -68,12 +67,7 @@ impl Sandboxes {
             .provision(session_id)
             .await
             .map_err(|error| format!("The session's sandbox could not be prepared: {error}."))?;
-        let network = spec
-            .config
-            .as_ref()
-            .and_then(|config| config.sandbox.as_ref())
-            .and_then(|sandbox| sandbox.network)
-            .unwrap_or(false);
+        let network = wanted.network.unwrap_or(false);
         let created = provisioned.created.then(|| {
             Event::SandboxCreated(SandboxCreated {
                 id: ids::new_id("evt"),
