@@ -6,18 +6,20 @@ order, with the spec's setup (`AgentSessionClient(base_url=f"{srv}/t1", api_key=
 wire, the SDK runs over a `Recorder` (conftest), an httpx transport that keeps every request and
 every response body byte for byte; the SDK itself is never patched.
 
-Not here: 12 (a stream older than the retention window), 16 (approvals) and 22 (sandbox) need
-server features that are not in this suite's contract yet.
+Not here: 12 (a stream older than the retention window) and 16 (approvals) need server
+features that are not in this suite's contract yet.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime
 import http.server
 import json
 import logging
 import platform
 import re
+import shlex
 import sqlite3
 import threading
 import time
@@ -34,10 +36,13 @@ from truefoundry_gateway_sdk import (
     ApprovalAllow,
     BadRequestError,
     ConflictError,
+    FileContent,
+    GoneError,
     Model,
     ModelParams,
     NotFoundError,
     SessionType,
+    TextContent,
     UserMessage,
 )
 from truefoundry_gateway_sdk.agents import (
@@ -45,6 +50,8 @@ from truefoundry_gateway_sdk.agents import (
     AgentSession,
     AgentSessionClient,
     ModelMessageEvent,
+    SandboxCreatedEvent,
+    ToolResponseEvent,
     TurnCreatedEvent,
     TurnDoneEvent,
     TurnStateCancelled,
@@ -739,6 +746,77 @@ def test_21_owned_and_search_sessions(recorder, fresh_agent):
 
     saved_only = list(recorder.private.search_sessions(agent_name=name, session_type=SessionType.SESSION))
     assert [(item.id, type(item)) for item in saved_only] == [(saved.id, AgentSession)]
+
+
+# --------------------------------------------------------------------------------------------
+# 22: the sandbox: attached files processed by code, a written file downloaded
+# --------------------------------------------------------------------------------------------
+
+# A one-page PDF whose page shows "Total: 42".
+PDF = b"""%PDF-1.4
+1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj
+2 0 obj << /Type /Pages /Kids [3 0 R] /Count 1 >> endobj
+3 0 obj << /Type /Page /Parent 2 0 R /MediaBox [0 0 200 100] /Contents 4 0 R >> endobj
+4 0 obj << /Length 35 >> stream
+BT /F1 12 Tf 10 50 Td (Total: 42) Tj ET
+endstream endobj
+trailer << /Root 1 0 R >>
+%%EOF
+"""
+READ_FILES = r"""
+import csv, re
+rows = list(csv.DictReader(open('attachments/sales.csv')))
+pdf = open('attachments/invoice.pdf', 'rb').read()
+pages = len(re.findall(rb'/Type /Page\b', pdf))
+total = re.search(rb'\(Total: (\d+)\)', pdf).group(1).decode()
+print(len(rows), sum(int(row['amount']) for row in rows), pdf[:8].decode(), pages, total)
+open('/tmp/out.txt', 'w').write('report: ' + total + '\n')
+"""
+
+
+def exec_directive(command: str) -> str:
+    return f"[tool:exec {json.dumps({'command': command})}]"
+
+
+def test_22_attachments_run_in_the_sandbox_and_files_download(recorder, api):
+    name = wire.unique("sandboxed")
+    api.ok(api.post("/api/v1/agents", json={"name": name, "manifest": {
+        "model": {"name": "fake/fake-model"}, "config": {"sandbox": {"enabled": True}}}}), 201)
+    session = recorder.client.create_session(agent_name=name)
+    csv_bytes = b"item,amount\nA1,10\nB2,32\nC3,58\n"
+    message = UserMessage(content=[
+        TextContent(text=exec_directive(f"python3 -c {shlex.quote(READ_FILES)}") + " " + wire.unique("files")),
+        FileContent(name="sales.csv", data=f"data:text/csv;base64,{base64.b64encode(csv_bytes).decode()}"),
+        FileContent(name="invoice.pdf", data=f"data:application/pdf;base64,{base64.b64encode(PDF).decode()}"),
+    ])
+    prepared = session.prepare_turn(input=[message])
+    items = list(prepared.execute())
+    assert prepared.state.status == "done", prepared.state
+    (created,) = [item.event for item in items if isinstance(item.event, SandboxCreatedEvent)]
+    (response,) = [item.event for item in items if isinstance(item.event, ToolResponseEvent)]
+    assert json.loads(response.content) == {"exit_code": 0, "stdout": "3 100 %PDF-1.4 1 42\n", "stderr": ""}
+
+    sandbox_id = created.sandbox_id
+    data = b"".join(recorder.private.download_sandbox_file(sandbox_id, path="/tmp/out.txt"))
+    assert data == b"report: 42\n"
+    request = recorder.last("GET", "/file")
+    assert request.path == f"/t1/v1/agents/sandbox/{sandbox_id}/file"
+    assert request.query == "path=%2Ftmp%2Fout.txt"
+    assert request.response_headers["content-disposition"] == "attachment; filename=\"out.txt\"; filename*=UTF-8''out.txt"
+    attached = b"".join(recorder.private.download_sandbox_file(sandbox_id, path="/workspace/attachments/invoice.pdf"))
+    assert attached == PDF
+
+    with pytest.raises(BadRequestError):
+        b"".join(recorder.private.download_sandbox_file(sandbox_id, path="tmp/out.txt"))
+    with pytest.raises(BadRequestError):
+        b"".join(recorder.private.download_sandbox_file(sandbox_id, path="/workspace/../../etc/passwd"))
+    with pytest.raises(NotFoundError):
+        b"".join(recorder.private.download_sandbox_file(sandbox_id, path="/tmp/missing.txt"))
+    with pytest.raises(NotFoundError):
+        b"".join(recorder.private.download_sandbox_file("sbx_0000000000000000", path="/tmp/out.txt"))
+    assert api.delete(f"/api/v1/sessions/{session.id}").status_code == 204
+    with pytest.raises(GoneError):
+        b"".join(recorder.private.download_sandbox_file(sandbox_id, path="/tmp/out.txt"))
 
 
 # --------------------------------------------------------------------------------------------

@@ -26,6 +26,16 @@ from truefoundry_gateway_sdk.agents import TurnCreatedEvent, TurnDoneEvent, Turn
 MAX_LINE_CHARS = 1_048_576
 MAX_TEXT_CHARS = 512 * 1024
 DEMO = "demo"
+# Files other than images go into the agent's sandbox: these agents have one.
+SANDBOX_SPEC = {"model": {"name": "fake/fake-model"}, "config": {"sandbox": {"enabled": True}}}
+
+
+@pytest.fixture(scope="module")
+def sandbox_agent(server) -> str:
+    api = server.require_api()
+    name = wire.unique("sandboxed")
+    api.ok(api.post("/api/v1/agents", json={"name": name, "manifest": SANDBOX_SPEC}), 201)
+    return name
 
 
 def data_url(data: bytes, mime: str = "application/octet-stream") -> str:
@@ -43,10 +53,10 @@ def file_turn(api: wire.Api, session_id: str, parts: list) -> wire.StreamResult:
     return api.stream("POST", f"/api/v1/sessions/{session_id}/turns", json=body)
 
 
-def test_a_large_attachment_streams_to_the_real_gateway_client(client, api):
+def test_a_large_attachment_streams_to_the_real_gateway_client(client, api, sandbox_agent):
     payload = os.urandom(1_200_000)
     digest = hashlib.sha256(payload).hexdigest()
-    session = client.create_session(agent_name=DEMO)
+    session = client.create_session(agent_name=sandbox_agent)
     message = UserMessage(content=[TextContent(text="Here is the file."),
                                    FileContent(name="report.pdf", data=data_url(payload, "application/pdf"))])
     prepared = session.prepare_turn(input=[message])
@@ -76,7 +86,7 @@ def test_a_large_attachment_streams_to_the_real_gateway_client(client, api):
     assert download.headers["content-type"] == "application/pdf"
     assert download.headers["content-disposition"] == f'attachment; filename="{digest}"'
     assert download.headers["x-content-type-options"] == "nosniff"
-    elsewhere = api.create_session(DEMO)
+    elsewhere = api.create_session(sandbox_agent)
     assert api.get(f"/api/v1/sessions/{elsewhere['id']}/files/{digest}").status_code == 404
     assert api.get(f"/api/v1/sessions/{session.id}/files/{'0' * 64}").status_code == 404
     bad = api.get(f"/api/v1/sessions/{session.id}/files/..%2F..%2Fetc")
@@ -85,7 +95,7 @@ def test_a_large_attachment_streams_to_the_real_gateway_client(client, api):
     # The reference may be sent back in the same session, but names nothing in another one.
     back = file_turn(api, session.id, [{"type": "file", "name": "report.pdf", "data": reference}])
     assert back.status == 200 and back.payloads[-1]["state"]["status"] == "done", back.body[:300]
-    other = api.create_session(DEMO)
+    other = api.create_session(sandbox_agent)
     refused = api.post(f"/api/v1/sessions/{other['id']}/turns",
                        json={"input": [{"type": "user.message",
                                         "content": [{"type": "file", "name": "x", "data": reference}]}]})
@@ -131,8 +141,8 @@ def test_the_real_client_reads_a_long_echo(client):
     ("unknown reference", [{"type": "file", "name": "a",
                             "data": f"teamster-file:text/csv;sha256={'0' * 64};size=1"}], 400, "no such file"),
 ])
-def test_bad_input_is_refused_and_nothing_is_stored(api, name, content, status, says):
-    session = api.create_session(DEMO)
+def test_bad_input_is_refused_and_nothing_is_stored(api, sandbox_agent, name, content, status, says):
+    session = api.create_session(sandbox_agent)
     response = api.post(f"/api/v1/sessions/{session['id']}/turns",
                         json={"input": [{"type": "user.message", "content": content}], "stream": False})
     assert response.status_code == status, response.text[:300]
@@ -160,7 +170,7 @@ def test_memory_comes_back_after_twenty_large_turns(server_factory):
     server = server_factory()
     api = server.require_api()
     pid = server.process.popen.pid
-    session = api.create_session(DEMO)
+    session = api.create_session(spec=SANDBOX_SPEC)
     api.run_turn(session["id"], "warm up")
     idle = rss_kib(pid)
     for index in range(20):

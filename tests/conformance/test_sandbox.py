@@ -5,6 +5,7 @@ provider in `crates/teamster-sandbox/tests/bubblewrap.rs`.)"""
 
 from __future__ import annotations
 
+import base64
 import json
 import pathlib
 
@@ -86,3 +87,129 @@ def test_a_server_without_sandboxes_refuses_agents_that_need_one(server_factory)
         wire.assert_error(response, 422)
         assert "runs no sandboxes" in response.json()["error"]["message"]
         assert "--no-sandbox" in response.json()["error"]["message"]
+
+
+# --------------------------------------------------------------------------------------------
+# Attachments and downloads
+# --------------------------------------------------------------------------------------------
+
+# A 1x1 transparent PNG.
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")
+
+
+def data_url(data: bytes, mime: str) -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
+
+
+def parts_turn(api, session_id: str, parts: list) -> wire.TurnRun:
+    body = {"input": [{"type": "user.message", "content": parts}], "stream": True}
+    result = api.stream("POST", f"/api/v1/sessions/{session_id}/turns", json=body)
+    assert result.status == 200, result.body[:500]
+    return wire.TurnRun(result)
+
+
+def test_attached_files_are_in_the_workspace_and_images_go_to_the_model(api, fake):
+    marker = wire.unique("attach")
+    session = api.create_session(spec=sandbox_spec())
+    csv = b"name,amount\nA1,10\nB2,32\n"
+    run = parts_turn(api, session["id"], [
+        {"type": "text", "text": exec_call(
+            "awk -F, 'NR>1 {s+=$2} END {print s}' attachments/sales.csv; cmp attachments/sales.csv /workspace/attachments/sales.csv && echo same")
+         + " " + marker},
+        {"type": "file", "name": "../sales.csv", "data": data_url(csv, "text/csv")},
+        {"type": "file", "name": "pixel.png", "data": data_url(PNG, "image/png")},
+    ])
+    (result,) = tool_results(run)
+    assert result == {"exit_code": 0, "stdout": "42\nsame\n", "stderr": ""}, result
+
+    # The model got the image natively and was told where the other file is.
+    first = fake.requests_for(marker)[0]
+    content = [m for m in first["messages"] if m["role"] == "user"][-1]["content"]
+    texts = [part["text"] for part in content if part["type"] == "text"]
+    images = [part["image_url"]["url"] for part in content if part["type"] == "image_url"]
+    assert images == [data_url(PNG, "image/png")], content
+    assert "[attached file: ../sales.csv, saved in the sandbox at /workspace/attachments/sales.csv]" in texts[0]
+    assert "[attached image: pixel.png]" in texts[0]
+    # The image is not a file of the workspace.
+    check = api.run_turn(session["id"], exec_call("ls attachments") + " " + wire.unique("ls"))
+    assert tool_results(check)[0]["stdout"] == "sales.csv\n"
+
+
+def test_files_other_than_images_need_a_sandbox(api):
+    session = api.create_session(spec={"model": {"name": "fake/fake-model"}})
+    url = f"/api/v1/sessions/{session['id']}/turns"
+    csv = {"type": "file", "name": "a.csv", "data": data_url(b"a,b\n", "text/csv")}
+    error = wire.assert_error(api.post(url, json={"input": [{"type": "user.message", "content": [csv]}]}), 400)
+    assert "sandbox" in error["message"] and error["param"] == "input", error
+    # An image needs none.
+    image = {"type": "file", "name": "p.png", "data": data_url(PNG, "image/png")}
+    assert api.post(url, json={"input": [{"type": "user.message", "content": [image]}], "stream": False}).status_code == 200
+    assert len(api.ok(api.get(url))["data"]) == 1, "the refused turn left nothing behind"
+
+
+def test_a_file_over_the_limit_is_413(api):
+    session = api.create_session(spec=sandbox_spec())
+    big = {"type": "file", "name": "big.bin", "data": data_url(b"\0" * (7 * 1024 * 1024 + 1), "application/octet-stream")}
+    response = api.post(f"/api/v1/sessions/{session['id']}/turns",
+                        json={"input": [{"type": "user.message", "content": [big]}]})
+    error = wire.assert_error(response, 413)
+    assert "big.bin" in error["message"], error
+    assert api.ok(api.get(f"/api/v1/sessions/{session['id']}/turns"))["data"] == []
+
+
+def download(api, session_id: str, turn_id: str, path: str):
+    return api.get(f"/api/v1/sessions/{session_id}/turns/{turn_id}/download-sandbox-file", params={"path": path})
+
+
+def test_files_download_byte_identical_and_nothing_outside_the_workspace(api, tmp_path):
+    session = api.create_session(spec=sandbox_spec())
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("host secret")
+    write = ("python3 -c \"import sys; sys.stdout.buffer.write(bytes(range(256)) * 4000)\" > out.bin; "
+             "mkdir -p sub; echo hi > 'sub/r\u00e9sum\u00e9 1.txt'; ln -s /etc/passwd passwd-link; "
+             f"ln -s {secret} host-link; echo t > /tmp/t.txt")
+    run = api.run_turn(session["id"], exec_call(write) + " " + wire.unique("dl"))
+    assert tool_results(run)[0]["exit_code"] == 0, tool_results(run)
+    turn_id = run.turn_id
+
+    got = download(api, session["id"], turn_id, "/workspace/out.bin")
+    assert got.status_code == 200, got.text[:300]
+    assert got.content == bytes(range(256)) * 4000
+    assert got.headers["content-type"] == "application/octet-stream"
+    assert got.headers["content-disposition"] == "attachment; filename=\"out.bin\"; filename*=UTF-8''out.bin"
+    assert got.headers["x-content-type-options"] == "nosniff"
+    named = download(api, session["id"], turn_id, "/workspace/sub/r\u00e9sum\u00e9 1.txt")
+    assert named.status_code == 200 and named.content == b"hi\n"
+    assert named.headers["content-type"].startswith("text/plain")
+    assert "filename*=UTF-8''r%C3%A9sum%C3%A9%201.txt" in named.headers["content-disposition"]
+    assert download(api, session["id"], turn_id, "/tmp/t.txt").content == b"t\n"
+
+    for path, status in [
+        ("out.bin", 400),                       # not absolute
+        ("/workspace/../etc/passwd", 400),      # escapes
+        ("/etc/passwd", 400),                   # outside the workspace and /tmp
+        (str(secret), 404),                     # the sandbox's own /tmp has no such file
+        ("/workspace/passwd-link", 400),        # a link pointing out
+        ("/workspace/host-link", 400),
+        ("/workspace/missing.txt", 404),
+        ("/workspace/sub/", 400),
+    ]:
+        response = download(api, session["id"], turn_id, path)
+        wire.assert_error(response, status)
+        assert b"host secret" not in response.content and b"root:" not in response.content, path
+    wire.assert_error(api.get(f"/api/v1/sessions/{session['id']}/turns/{turn_id}/download-sandbox-file"), 400)
+
+    # Another session's turn, a session without a sandbox, an agent that forbids downloads.
+    other = api.create_session(spec=sandbox_spec())
+    wire.assert_error(download(api, other["id"], turn_id, "/workspace/out.bin"), 404)
+    plain = api.create_session(spec={"model": {"name": "fake/fake-model"}})
+    plain_run = api.run_turn(plain["id"], "hello " + wire.unique("plain"))
+    wire.assert_error(download(api, plain["id"], plain_run.turn_id, "/workspace/out.bin"), 412)
+    closed_spec = {**sandbox_spec(), "config": {"sandbox": {"enabled": True, "file_downloads": False}}}
+    closed = api.create_session(spec=closed_spec)
+    closed_run = api.run_turn(closed["id"], exec_call("echo x > x") + " " + wire.unique("closed"))
+    wire.assert_error(download(api, closed["id"], closed_run.turn_id, "/workspace/x"), 403)
+
+    # A deleted session's files are gone.
+    assert api.delete(f"/api/v1/sessions/{session['id']}").status_code == 204
+    wire.assert_error(download(api, session["id"], turn_id, "/workspace/out.bin"), 404)

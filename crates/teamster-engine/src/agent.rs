@@ -70,7 +70,7 @@ impl Agent {
                 .messages
                 .iter()
                 .flatten()
-                .map(|seed| Message::User { content: render(&seed.content, &variables) })
+                .map(|seed| Message::user(render(&seed.content, &variables)))
                 .collect(),
             iteration_limit: config
                 .and_then(|config| config.iteration_limit)
@@ -214,7 +214,7 @@ mod tests {
 
         let plan = agent.plan(&[], ToolBox::default(), Vec::new());
         assert_eq!(plan.instructions.as_deref(), Some("You help ops."));
-        assert!(matches!(&plan.seed_messages[..], [Message::User { content }] if content == "Context: ops"));
+        assert!(matches!(&plan.seed_messages[..], [Message::User { content, .. }] if content == "Context: ops"));
         assert_eq!(plan.iteration_limit, RuntimeConfig::MAX_ITERATION_LIMIT);
         assert_eq!(plan.model_id, "echo");
         let policy = plan.sub_agents.expect("declared sub-agents are offered");

@@ -33,7 +33,7 @@ dense prose or bullet points. Answer with the summary only.";
 /// Replaces the first `replaced` messages with the summary.
 pub(crate) fn apply(messages: &mut Vec<Message>, replaced: usize, summary: &str) {
     let replaced = replaced.min(messages.len());
-    messages.splice(..replaced, [Message::User { content: format!("{SUMMARY_HEADER}{summary}") }]);
+    messages.splice(..replaced, [Message::user(format!("{SUMMARY_HEADER}{summary}"))]);
 }
 
 /// Why compaction could not finish.
@@ -112,7 +112,7 @@ pub(crate) async fn compact(
             model: summarizer.model_id.to_owned(),
             messages: vec![
                 Message::System { content: SUMMARY_INSTRUCTIONS.to_owned() },
-                Message::User { content: input },
+                Message::user(input),
             ],
             tools: Vec::new(),
             params: ModelParams { max_tokens: Some(summary_budget), ..ModelParams::default() },
@@ -188,7 +188,7 @@ fn choose_cut(conversation: &Conversation, tail_budget: u64) -> Option<usize> {
     let messages = &conversation.messages;
     let boundaries: Vec<usize> = (1..messages.len()).filter(|&index| !matches!(messages[index], Message::Tool { .. })).collect();
     // A lone summary at the front gains nothing from being summarised again.
-    let useful = |cut: usize| !(cut == 1 && matches!(&messages[0], Message::User { content } if is_summary(content)));
+    let useful = |cut: usize| !(cut == 1 && matches!(&messages[0], Message::User { content, .. } if is_summary(content)));
     boundaries
         .iter()
         .copied()
@@ -201,7 +201,7 @@ fn choose_cut(conversation: &Conversation, tail_budget: u64) -> Option<usize> {
 fn transcript_line(message: &Message) -> String {
     match message {
         Message::System { content } => format!("System: {content}"),
-        Message::User { content } => format!("User: {content}"),
+        Message::User { content, .. } => format!("User: {content}"),
         Message::Assistant { content, tool_calls, .. } => {
             let mut line = format!("Agent: {}", content.as_deref().unwrap_or_default());
             for call in tool_calls {
@@ -263,13 +263,13 @@ mod tests {
     #[test]
     fn a_summary_replaces_the_leading_messages() {
         let mut messages = vec![
-            Message::User { content: "one".into() },
-            Message::User { content: "two".into() },
-            Message::User { content: "three".into() },
+            Message::user("one"),
+            Message::user("two"),
+            Message::user("three"),
         ];
         apply(&mut messages, 2, "S");
         assert_eq!(messages.len(), 2);
-        assert!(matches!(&messages[0], Message::User { content } if is_summary(content) && content.ends_with('S')));
-        assert!(matches!(&messages[1], Message::User { content } if content == "three"));
+        assert!(matches!(&messages[0], Message::User { content, .. } if is_summary(content) && content.ends_with('S')));
+        assert!(matches!(&messages[1], Message::User { content, .. } if content == "three"));
     }
 }

@@ -147,7 +147,7 @@ impl Conversation {
                     None => Shown { message: message.clone(), harness_tokens: 0 },
                 }
             }
-            Message::User { content } if is_summary(content) => {
+            Message::User { content, .. } if is_summary(content) => {
                 Shown { message: message.clone(), harness_tokens: estimate_tokens(content) }
             }
             _ => Shown { message: message.clone(), harness_tokens: 0 },
@@ -169,10 +169,14 @@ fn definition_tokens(definitions: &[ToolDefinition]) -> u64 {
         .sum()
 }
 
+/// What an attached image is counted as: about what providers charge for a mid-sized one.
+const IMAGE_TOKENS: u64 = 1_000;
+
 /// The estimated size of a message, in tokens.
 pub(crate) fn message_tokens(message: &Message) -> u64 {
     match message {
-        Message::System { content } | Message::User { content } => estimate_tokens(content),
+        Message::System { content } => estimate_tokens(content),
+        Message::User { content, images } => estimate_tokens(content) + IMAGE_TOKENS * images.len() as u64,
         Message::Assistant { content, tool_calls, .. } => {
             estimate_tokens(content.as_deref().unwrap_or_default())
                 + tool_calls

@@ -10,7 +10,7 @@ use teamster_protocol::Event;
 use teamster_protocol::event::{ModelMessage, ThreadDone, ThreadState};
 use teamster_protocol::input::TurnInput;
 
-use crate::compaction;
+use crate::{attachments, compaction};
 
 /// What the model is told about a tool call that never got a result.
 const NO_RESULT: &str =
@@ -27,13 +27,13 @@ pub fn history_from_events<'a>(events: impl IntoIterator<Item = &'a Event>, thre
             Event::TurnCreated(created) if thread_id == teamster_protocol::MAIN_THREAD_ID => {
                 for item in &created.input {
                     if let TurnInput::Message { content } = item {
-                        messages.push(Message::User { content: content.to_text() });
+                        messages.push(attachments::user_message(content));
                     }
                 }
             }
             // A sub-agent thread starts with its task.
             Event::ThreadCreated(created) if created.thread_id == thread_id => {
-                messages.push(Message::User { content: created.agent_info.input.clone() });
+                messages.push(Message::user(created.agent_info.input.clone()));
             }
             Event::ModelMessage(message) if message.thread_id == thread_id => {
                 // A message interrupted mid-stream may hold half-formed tool calls: keep its text only.
@@ -145,7 +145,7 @@ mod tests {
         let rendered: Vec<String> = messages
             .iter()
             .map(|m| match m {
-                Message::User { content } => format!("user:{content}"),
+                Message::User { content, .. } => format!("user:{content}"),
                 Message::Assistant { content, tool_calls, .. } => format!(
                     "assistant:{}:{}",
                     content.clone().unwrap_or_default(),

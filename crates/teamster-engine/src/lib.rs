@@ -10,6 +10,7 @@
 //! on a human: a paused turn ends, and the next turn resumes from stored events.
 
 mod agent;
+mod attachments;
 mod compaction;
 mod context;
 mod deferred;
@@ -28,6 +29,7 @@ mod toolbox;
 mod usage;
 
 pub use agent::{Agent, AgentError};
+pub use attachments::{ATTACHMENTS_DIR, attachment_path, declared_media_type, split_data_url};
 pub use compaction::COMPACTION_TITLE;
 pub use context::{ContextPolicy, DEFAULT_COMPACTION_THRESHOLD};
 pub use deferred::{LOAD_TOOLS, SEARCH_TOOLS};

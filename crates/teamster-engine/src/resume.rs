@@ -185,7 +185,7 @@ fn answer(mut plan: TurnPlan, last: ModelMessage) -> Resumed {
         Ok(Some(check)) => match check.check(&last.text()) {
             Ok(()) => Resumed::Finished(TurnOutcome::Done { output: Some(last), required_actions: Vec::new() }),
             Err(problem) => {
-                plan.messages.push(Message::User { content: check.correction(&problem) });
+                plan.messages.push(Message::user(check.correction(&problem)));
                 Resumed::Run(plan)
             }
         },

@@ -302,7 +302,7 @@ async fn thread_loop(mut thread: Thread, resolutions: Vec<Resolution>, shared: &
                     Ok(()) => return TurnOutcome::Done { output: Some(message), required_actions: Vec::new() },
                     Err(problem) if corrections < CORRECTIONS => {
                         corrections += 1;
-                        thread.conversation.messages.push(Message::User { content: check.correction(&problem) });
+                        thread.conversation.messages.push(Message::user(check.correction(&problem)));
                         continue;
                     }
                     Err(problem) => {
@@ -571,7 +571,7 @@ fn child_thread(
         None if request.fork => {
             (ids::new_id("thread"), sub_agents::forked_messages(&parent.conversation.messages, &request.task))
         }
-        None => (ids::new_id("thread"), vec![Message::User { content: request.task.clone() }]),
+        None => (ids::new_id("thread"), vec![Message::user(request.task.clone())]),
     };
     let conversation = if request.fork {
         Conversation {

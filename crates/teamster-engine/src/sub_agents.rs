@@ -207,7 +207,7 @@ pub(crate) fn answer_of(output: &ModelMessage) -> String {
 pub(crate) fn forked_messages(parent: &[Message], task: &str) -> Vec<Message> {
     let cut = parent.iter().rposition(|message| matches!(message, Message::Assistant { .. })).unwrap_or(parent.len());
     let mut messages = parent[..cut].to_vec();
-    messages.push(Message::User { content: task.to_owned() });
+    messages.push(Message::user(task.to_owned()));
     messages
 }
 
@@ -239,14 +239,14 @@ mod tests {
     #[test]
     fn a_fork_starts_before_the_spawning_message() {
         let parent = vec![
-            Message::User { content: "hi".into() },
+            Message::user("hi"),
             Message::Assistant { content: Some("a".into()), reasoning: None, tool_calls: Vec::new() },
-            Message::User { content: "go".into() },
+            Message::user("go"),
             Message::Assistant { content: None, reasoning: None, tool_calls: Vec::new() },
         ];
         let forked = forked_messages(&parent, "sub task");
         assert_eq!(forked.len(), 4);
-        assert!(matches!(&forked[2], Message::User { content } if content == "go"));
-        assert!(matches!(&forked[3], Message::User { content } if content == "sub task"));
+        assert!(matches!(&forked[2], Message::User { content, .. } if content == "go"));
+        assert!(matches!(&forked[3], Message::User { content, .. } if content == "sub task"));
     }
 }

@@ -231,7 +231,7 @@ async fn check(case: Case) -> (Vec<String>, TurnOutcome, u64, Vec<ModelRequest>,
         response_format: case.response_format,
         instructions: Some("Be brief.".to_owned()),
         seed_messages: Vec::new(),
-        messages: if case.messages.is_empty() { vec![Message::User { content: "hi".to_owned() }] } else { case.messages },
+        messages: if case.messages.is_empty() { vec![Message::user("hi".to_owned())] } else { case.messages },
         toolbox: ToolBox::collect(sources).await,
         iteration_limit: case.iteration_limit,
         iterations_done: 0,
@@ -379,7 +379,7 @@ fn contents(request: &ModelRequest) -> Vec<String> {
         .messages
         .iter()
         .map(|message| match message {
-            Message::System { content } | Message::User { content } | Message::Tool { content, .. } => content.clone(),
+            Message::System { content } | Message::User { content, .. } | Message::Tool { content, .. } => content.clone(),
             Message::Assistant { content, .. } => content.clone().unwrap_or_default(),
         })
         .collect()
@@ -469,7 +469,7 @@ async fn compaction_keeps_each_call_under_the_threshold_and_the_summary_in_histo
     let threshold = 1_000;
     let mut history = past_exchanges(12);
     let mut messages = teamster_engine::history_from_events(&history, "main");
-    messages.push(Message::User { content: "What is the vault code?".into() });
+    messages.push(Message::user("What is the vault code?"));
     let (lines, outcome, tokens, requests, sink) = check(Case {
         replies: vec![vec![text("It is 4711."), usage(400, 5)]],
         summaries: (0..10).map(|_| vec![text("The user said the vault code is 4711."), usage(300, 12)]).collect(),
@@ -519,7 +519,7 @@ async fn compaction_keeps_each_call_under_the_threshold_and_the_summary_in_histo
     let rebuilt_texts: Vec<String> = rebuilt
         .iter()
         .map(|message| match message {
-            Message::User { content } => content.clone(),
+            Message::User { content, .. } => content.clone(),
             Message::Assistant { content, .. } => content.clone().unwrap_or_default(),
             other => format!("{other:?}"),
         })
@@ -568,7 +568,7 @@ fn runs() -> u64 {
 /// ungated call (answered) and a gated one (with the placeholder a rebuilt history gives it).
 fn paused_history(gated_name: &str, gated_id: &str) -> Vec<Message> {
     vec![
-        Message::User { content: "hi".into() },
+        Message::user("hi"),
         Message::Assistant {
             content: None,
             reasoning: None,
@@ -719,7 +719,7 @@ impl ModelClient for RoutedModel {
 /// The user message a request ends with, or the content of its last tool result.
 fn last_text(request: &ModelRequest) -> String {
     match request.messages.last() {
-        Some(Message::User { content }) | Some(Message::Tool { content, .. }) => content.clone(),
+        Some(Message::User { content, .. }) | Some(Message::Tool { content, .. }) => content.clone(),
         _ => String::new(),
     }
 }
@@ -860,7 +860,7 @@ impl InstructionsIs for ModelRequest {
 async fn three_sub_agents_run_at_once_on_their_own_threads_and_feed_the_answer() {
     let model = three_way_model(false);
     let (events, outcome, metrics) =
-        run_with_sub_agents(model.clone(), vec![Message::User { content: "go".into() }], Vec::new(), Vec::new(), None).await;
+        run_with_sub_agents(model.clone(), vec![Message::user("go")], Vec::new(), Vec::new(), None).await;
     let TurnOutcome::Done { output: Some(output), required_actions } = outcome else { panic!("{outcome:?}") };
     assert!(required_actions.is_empty());
     assert_eq!(output.text(), "Combined: A0 A1 A2 A3  | B0 B1 B2 B3  | C0 C1 C2 C3 ");
@@ -924,7 +924,7 @@ async fn one_sub_agent(
     sub_reply: Vec<ModelEvent>,
 ) -> (Vec<ModelRequest>, Vec<Event>) {
     let model = RoutedModel::new(Duration::ZERO, move |request| {
-        if request.instructions_is("Coordinate.") && !matches!(request.messages.last(), Some(Message::User { content }) if content == "the task") {
+        if request.instructions_is("Coordinate.") && !matches!(request.messages.last(), Some(Message::User { content, .. }) if content == "the task") {
             return if last_text(request) == "go" {
                 vec![spawn_with(0, "s1", arguments.clone()), usage(5, 1)]
             } else {
@@ -942,7 +942,7 @@ async fn one_sub_agent(
         response_format: None,
         instructions: Some("Coordinate.".into()),
         seed_messages: Vec::new(),
-        messages: vec![Message::User { content: "go".into() }],
+        messages: vec![Message::user("go")],
         toolbox: ToolBox::collect(sources).await,
         iteration_limit: 5,
         iterations_done: 0,
@@ -985,7 +985,7 @@ async fn a_forked_sub_agent_keeps_the_parents_prefix_and_cannot_fork_or_ask() {
     .await;
     let (main, child) = (&requests[0], &requests[1]);
     assert_eq!(child.messages[..2], main.messages[..2], "same instructions and history");
-    assert!(matches!(&child.messages[2], Message::User { content } if content == "the task"));
+    assert!(matches!(&child.messages[2], Message::User { content, .. } if content == "the task"));
     assert_eq!(child.tools, main.tools, "the exact tool list");
     let results: Vec<&str> = events
         .iter()
@@ -1073,7 +1073,7 @@ fn recorded_response(call_id: &str, content: &str) -> Event {
 /// says (a placeholder for the others, as `history_from_events` gives them).
 fn history_with_calls(ids: &[(&str, &str)], answers: &[(&str, &str)]) -> Vec<Message> {
     let mut messages = vec![
-        Message::User { content: "hi".into() },
+        Message::user("hi"),
         Message::Assistant {
             content: None,
             reasoning: None,

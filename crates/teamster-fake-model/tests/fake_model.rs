@@ -17,7 +17,7 @@ fn request(messages: Vec<Message>) -> ModelRequest {
 }
 
 fn user(text: &str) -> Message {
-    Message::User { content: text.into() }
+    Message::user(text)
 }
 
 async fn collect(server: &FakeModelServer, request: ModelRequest) -> Vec<Result<ModelEvent, Error>> {

@@ -495,7 +495,7 @@ mod tests {
         let client = registry(vec![manifest]).resolve(&name).unwrap().client;
         let request = crate::ModelRequest {
             model: "m".into(),
-            messages: vec![crate::Message::User { content: "hi".into() }],
+            messages: vec![crate::Message::user("hi")],
             params: teamster_protocol::agent::ModelParams { top_k: Some(3), ..Default::default() },
             ..Default::default()
         };

@@ -18,9 +18,40 @@ pub struct ModelRequest {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Message {
     System { content: String },
-    User { content: String },
+    /// The user's text and the images attached to it (sent natively to the model).
+    User { content: String, images: Vec<Image> },
     Assistant { content: Option<String>, reasoning: Option<String>, tool_calls: Vec<AssistantToolCall> },
     Tool { tool_call_id: String, content: String },
+}
+
+impl Message {
+    /// A user message of text alone.
+    pub fn user(content: impl Into<String>) -> Message {
+        Message::User { content: content.into(), images: Vec::new() }
+    }
+}
+
+/// An image attached to a user message, as base64 of one of [`Image::MEDIA_TYPES`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Image {
+    pub media_type: String,
+    /// The image's bytes, base64-encoded (standard alphabet, padded).
+    pub data: String,
+}
+
+impl Image {
+    /// The image types both OpenAI's and Anthropic's vision models accept.
+    pub const MEDIA_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+    /// Whether a file of `media_type` goes to the model as an image.
+    pub fn is_native(media_type: &str) -> bool {
+        Image::MEDIA_TYPES.iter().any(|native| native.eq_ignore_ascii_case(media_type))
+    }
+
+    /// The image as a data URL.
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.media_type, self.data)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use support::{Body, Reply, pieces, serve_once, split_at, text_of, tool_calls_of};
 use teamster_llm::providers::AnthropicClient;
 use teamster_llm::{
-    AssistantToolCall, Error, Message, ModelClient, ModelEvent, ModelRequest, TokenUsage, ToolDefinition,
+    AssistantToolCall, Error, Image, Message, ModelClient, ModelEvent, ModelRequest, TokenUsage, ToolDefinition,
 };
 use teamster_protocol::agent::{CacheControl, JsonSchemaFormat, ModelParams, ResponseFormat};
 use teamster_protocol::event::FinishReason;
@@ -25,7 +25,7 @@ fn fixture(name: &str) -> Vec<u8> {
 fn simple_request() -> ModelRequest {
     ModelRequest {
         model: "claude-sonnet-4-5".into(),
-        messages: vec![Message::User { content: "Hi".into() }],
+        messages: vec![Message::user("Hi")],
         ..ModelRequest::default()
     }
 }
@@ -264,7 +264,7 @@ async fn the_request_carries_headers_system_grouped_tool_results_cache_marks_and
         model: "claude-sonnet-4-5".into(),
         messages: vec![
             Message::System { content: "You are terse.".into() },
-            Message::User { content: "Weather and time in Paris?".into() },
+            Message::user("Weather and time in Paris?"),
             Message::Assistant {
                 content: None,
                 reasoning: Some("never sent".into()),
@@ -371,7 +371,7 @@ async fn without_cache_control_or_key_nothing_of_them_is_sent() {
     let (base_url, server) = serve_once(Reply::sse(vec![fixture("plain_text.sse")])).await;
     let client = AnthropicClient::new(format!("{base_url}/"), None, reqwest::Client::new());
     let request = ModelRequest {
-        messages: vec![Message::System { content: "Be nice.".into() }, Message::User { content: "Hi".into() }],
+        messages: vec![Message::System { content: "Be nice.".into() }, Message::user("Hi")],
         response_format: Some(ResponseFormat::JsonObject),
         ..simple_request()
     };
@@ -388,4 +388,25 @@ async fn without_cache_control_or_key_nothing_of_them_is_sent() {
     assert_eq!(system.len(), 2);
     assert_eq!(system[0], serde_json::json!({"type": "text", "text": "Be nice."}));
     assert!(system[1]["text"].as_str().unwrap().contains("JSON object"));
+}
+
+#[tokio::test]
+async fn images_go_as_base64_image_blocks_of_the_user_turn() {
+    let request = ModelRequest {
+        model: "claude-sonnet-4-5".into(),
+        messages: vec![Message::User {
+            content: "What is this?".into(),
+            images: vec![Image { media_type: "image/jpeg".into(), data: "/9j/4AAQ".into() }],
+        }],
+        ..ModelRequest::default()
+    };
+    let (items, recorded) = run(Reply::sse(vec![fixture("plain_text.sse")]), request).await;
+    assert!(items.iter().all(Result::is_ok));
+    assert_eq!(
+        recorded.json()["messages"],
+        serde_json::json!([{"role": "user", "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/4AAQ"}},
+        ]}])
+    );
 }

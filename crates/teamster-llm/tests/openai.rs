@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use support::{Body, Reply, pieces, serve_once, split_at, text_of, tool_calls_of};
 use teamster_llm::providers::OpenAiClient;
 use teamster_llm::{
-    AssistantToolCall, Error, Message, ModelClient, ModelEvent, ModelRequest, TokenUsage, ToolDefinition,
+    AssistantToolCall, Error, Image, Message, ModelClient, ModelEvent, ModelRequest, TokenUsage, ToolDefinition,
 };
 use teamster_protocol::agent::{CacheControl, JsonSchemaFormat, ModelParams, ResponseFormat};
 use teamster_protocol::event::FinishReason;
@@ -24,7 +24,7 @@ fn fixture(name: &str) -> Vec<u8> {
 fn simple_request() -> ModelRequest {
     ModelRequest {
         model: "gpt-4o-mini".into(),
-        messages: vec![Message::User { content: "Hi".into() }],
+        messages: vec![Message::user("Hi")],
         ..ModelRequest::default()
     }
 }
@@ -306,7 +306,7 @@ async fn the_request_carries_messages_tools_params_and_stream_options() {
         model: "gpt-4o".into(),
         messages: vec![
             Message::System { content: "You are terse.".into() },
-            Message::User { content: "Weather in Paris?".into() },
+            Message::user("Weather in Paris?"),
             Message::Assistant {
                 content: None,
                 reasoning: Some("never sent".into()),
@@ -318,7 +318,7 @@ async fn the_request_carries_messages_tools_params_and_stream_options() {
             },
             Message::Tool { tool_call_id: "call_1".into(), content: "18°C".into() },
             Message::Assistant { content: Some("It is 18°C.".into()), reasoning: None, tool_calls: vec![] },
-            Message::User { content: "Thanks".into() },
+            Message::user("Thanks"),
         ],
         tools: vec![ToolDefinition {
             name: "get_weather".into(),
@@ -400,4 +400,27 @@ async fn simple_response_formats_and_no_key_means_no_authorization() {
         assert_eq!(recorded.header("authorization"), None);
         assert_eq!(recorded.json()["response_format"], expected);
     }
+}
+
+#[tokio::test]
+async fn images_go_as_image_url_parts_after_the_text() {
+    let image = Image { media_type: "image/png".into(), data: "iVBORw0K".into() };
+    let request = ModelRequest {
+        model: "gpt-4o".into(),
+        messages: vec![
+            Message::User { content: "What is this?".into(), images: vec![image.clone()] },
+            Message::User { content: String::new(), images: vec![image] },
+        ],
+        ..ModelRequest::default()
+    };
+    let (items, recorded) = run(Reply::sse(vec![fixture("plain_text.sse")]), request).await;
+    assert!(items.iter().all(Result::is_ok));
+    let url = serde_json::json!({"url": "data:image/png;base64,iVBORw0K"});
+    assert_eq!(
+        recorded.json()["messages"],
+        serde_json::json!([
+            {"role": "user", "content": [{"type": "text", "text": "What is this?"}, {"type": "image_url", "image_url": url}]},
+            {"role": "user", "content": [{"type": "image_url", "image_url": url}]},
+        ])
+    );
 }

@@ -42,7 +42,7 @@ fn rate_limited(retry_after_seconds: u64) -> Reply {
 fn request() -> ModelRequest {
     ModelRequest {
         model: "gpt-4o-mini".into(),
-        messages: vec![Message::User { content: "Hi".into() }],
+        messages: vec![Message::user("Hi")],
         ..ModelRequest::default()
     }
 }

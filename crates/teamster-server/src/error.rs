@@ -28,6 +28,14 @@ impl ApiError {
         self.param = Some(param.to_owned());
         self
     }
+
+    /// The native API's status for a failed sandbox or other dependency: 424, not 502.
+    pub fn upstream_as_failed_dependency(mut self) -> ApiError {
+        if self.status == StatusCode::BAD_GATEWAY {
+            self.status = StatusCode::FAILED_DEPENDENCY;
+        }
+        self
+    }
 }
 
 fn error_type(status: StatusCode) -> &'static str {
@@ -39,6 +47,7 @@ fn error_type(status: StatusCode) -> &'static str {
         405 => "invalid_request_error",
         409 => "conflict_error",
         421 => "invalid_request_error",
+        410 => "not_found_error",
         412 => "precondition_failed_error",
         424 => "failed_dependency_error",
         _ => "server_error",
@@ -101,6 +110,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::PreconditionFailed(_) => {
                 ApiError::new(StatusCode::PRECONDITION_FAILED, "precondition_failed", message)
             }
+            ServiceError::Gone(_) => ApiError::new(StatusCode::GONE, "gone", message),
             ServiceError::Unprocessable(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unsupported", message),
             ServiceError::AuthRequired(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "auth_required", message),
             ServiceError::FailedDependency(_) => {

@@ -22,6 +22,9 @@ pub enum ServiceError {
     /// The resource exists but cannot serve this request any more, e.g. an expired stream (412).
     #[error("{0}")]
     PreconditionFailed(String),
+    /// The resource existed and was removed, e.g. a deleted session's sandbox (410).
+    #[error("{0}")]
+    Gone(String),
     /// Well-formed, but it needs something this server does not provide (422).
     #[error("{0}")]
     Unprocessable(String),

@@ -13,6 +13,7 @@ use base64::Engine as _;
 use teamster_protocol::input::{TurnInput, UserContentPart};
 use teamster_protocol::sse::{MAX_STRING_CHARS, json_string_chars};
 use teamster_protocol::{UserContent, timestamp};
+use teamster_llm::Image;
 use teamster_store::{SessionFile, Store};
 
 use crate::error::{Result, ServiceError};
@@ -21,6 +22,8 @@ use crate::error::{Result, ServiceError};
 pub const INLINE_FILE_CHARS: usize = 64 * 1024;
 /// The prefix of a reference to a stored file.
 pub const FILE_REFERENCE_SCHEME: &str = "teamster-file:";
+/// The largest file a message may attach, decoded: as base64, it fits the default 10 MiB body.
+pub const MAX_ATTACHMENT_BYTES: usize = 7 * 1024 * 1024;
 /// The longest file name and media type accepted.
 const MAX_FILE_NAME_CHARS: usize = 255;
 const MAX_MEDIA_TYPE_CHARS: usize = 127;
@@ -32,12 +35,22 @@ pub(crate) struct PendingFile {
     data: Vec<u8>,
 }
 
+/// Whether any message of `input` attaches a file.
+pub(crate) fn attaches_files(input: &[TurnInput]) -> bool {
+    input.iter().any(|item| {
+        matches!(item, TurnInput::Message { content: UserContent::Parts(parts) }
+            if parts.iter().any(|part| matches!(part, UserContentPart::File { .. })))
+    })
+}
+
 /// Checks `input` and returns it as it is to be stored, with the files to store first. Text
 /// must fit in an event line; file parts must be valid data URLs or references to files this
-/// session has.
+/// session has, at most [`MAX_ATTACHMENT_BYTES`], and images the model reads natively unless
+/// the session's agent has a sandbox (`sandboxed`) to put other files in.
 pub(crate) async fn prepare(
     store: &dyn Store,
     session_id: &str,
+    sandboxed: bool,
     mut input: Vec<TurnInput>,
 ) -> Result<(Vec<TurnInput>, Vec<PendingFile>)> {
     let mut pending = Vec::new();
@@ -64,7 +77,7 @@ pub(crate) async fn prepare(
                     for part in parts {
                         if let UserContentPart::File { name, data } = part {
                             check_file_name(index, name)?;
-                            if let Some(file) = prepare_file(store, session_id, index, name, data).await? {
+                            if let Some(file) = prepare_file(store, session_id, sandboxed, index, name, data).await? {
                                 *data = file.reference();
                                 pending.push(file);
                             }
@@ -120,12 +133,37 @@ fn check_file_name(index: usize, name: &str) -> Result<()> {
 
 /// Checks one file part's data. A data URL that is short enough stays inline (`None`); a
 /// longer one is decoded for storage. A reference must name a file of this session.
-async fn prepare_file(store: &dyn Store, session_id: &str, index: usize, name: &str, data: &str) -> Result<Option<PendingFile>> {
+async fn prepare_file(
+    store: &dyn Store,
+    session_id: &str,
+    sandboxed: bool,
+    index: usize,
+    name: &str,
+    data: &str,
+) -> Result<Option<PendingFile>> {
     let invalid = |problem: String| ServiceError::invalid_param("input", format!("file {:?} in input[{index}]: {problem}", short(name)));
+    let check_kind = |media_type: &str| {
+        if sandboxed || Image::is_native(media_type) {
+            return Ok(());
+        }
+        Err(invalid(format!(
+            "{:?} is not an image type the model reads itself ({}); other files are put in the agent's sandbox, and \
+             this agent has none (set config.sandbox.enabled)",
+            short(media_type),
+            Image::MEDIA_TYPES.join(", ")
+        )))
+    };
+    let too_large = |size: usize| {
+        ServiceError::TooLarge(format!(
+            "file {:?} in input[{index}] has {size} bytes, more than the {MAX_ATTACHMENT_BYTES} a file may have",
+            short(name)
+        ))
+    };
     if let Some(reference) = data.strip_prefix(FILE_REFERENCE_SCHEME) {
-        let digest = parse_reference(reference).ok_or_else(|| {
+        let (media_type, digest) = parse_reference(reference).ok_or_else(|| {
             invalid(format!("a file reference has the form {FILE_REFERENCE_SCHEME}<mime>;sha256=<hex>;size=<bytes>"))
         })?;
+        check_kind(media_type)?;
         return match store.get_file(session_id, digest).await {
             Ok(_) => Ok(None),
             Err(teamster_store::Error::NotFound(_)) => Err(invalid("this session has no such file".to_owned())),
@@ -138,9 +176,18 @@ async fn prepare_file(store: &dyn Store, session_id: &str, index: usize, name: &
     if !is_media_type(media_type) {
         return Err(invalid(format!("{:?} is not a media type such as text/csv", short(media_type))));
     }
+    check_kind(media_type)?;
+    // Checked before decoding: base64 takes 4 characters for 3 bytes.
+    let most_bytes = payload.len() / 4 * 3;
+    if most_bytes > MAX_ATTACHMENT_BYTES + 2 {
+        return Err(too_large(most_bytes));
+    }
     let decoded = base64::engine::general_purpose::STANDARD
         .decode(payload)
         .map_err(|error| invalid(format!("the base64 payload is invalid: {error}")))?;
+    if decoded.len() > MAX_ATTACHMENT_BYTES {
+        return Err(too_large(decoded.len()));
+    }
     if data.len() <= INLINE_FILE_CHARS {
         return Ok(None);
     }
@@ -149,8 +196,9 @@ async fn prepare_file(store: &dyn Store, session_id: &str, index: usize, name: &
     Ok(Some(PendingFile { digest, media_type: media_type.to_ascii_lowercase(), data: decoded }))
 }
 
-/// The digest of a reference's `<mime>;sha256=<hex>;size=<bytes>`, if it has that form.
-fn parse_reference(reference: &str) -> Option<&str> {
+/// The media type and digest of a reference's `<mime>;sha256=<hex>;size=<bytes>`, if it has
+/// that form.
+fn parse_reference(reference: &str) -> Option<(&str, &str)> {
     let mut fields = reference.split(';');
     let media_type = fields.next()?;
     let digest = fields.next()?.strip_prefix("sha256=")?;
@@ -160,7 +208,7 @@ fn parse_reference(reference: &str) -> Option<&str> {
         && digest.bytes().all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte))
         && size.parse::<u64>().is_ok()
         && fields.next().is_none();
-    well_formed.then_some(digest)
+    well_formed.then_some((media_type, digest))
 }
 
 /// Whether `text` looks like `type/subtype`, in the characters media types use.
@@ -186,7 +234,7 @@ mod tests {
     #[test]
     fn references_and_media_types_are_parsed_strictly() {
         let digest = "a".repeat(64);
-        assert_eq!(parse_reference(&format!("application/pdf;sha256={digest};size=12")), Some(digest.as_str()));
+        assert_eq!(parse_reference(&format!("application/pdf;sha256={digest};size=12")), Some(("application/pdf", digest.as_str())));
         for bad in [
             format!("application/pdf;sha256={digest}"),
             format!("application/pdf;sha256={};size=12", "A".repeat(64)),

@@ -11,9 +11,11 @@
 //! Invariant: no HTTP here (no axum, no status codes) and no SQL; errors are
 //! [`ServiceError`]s that the server maps to statuses.
 
+mod attachments;
 pub mod catalog;
 mod cluster;
 mod cursor;
+mod downloads;
 mod error;
 mod events;
 mod input_files;
@@ -33,6 +35,7 @@ use teamster_store::Store;
 
 pub use error::{Result, ServiceError};
 pub use events::{ListOrder, SessionEventsQuery, TurnEventsQuery};
+pub use downloads::{SandboxAddress, SandboxFile};
 pub use input_files::DownloadedFile;
 pub use mcp::{McpHost, McpLinks, McpServerWrite, OAuthCallback};
 pub use teamster_mcp::oauth::TokenKey;

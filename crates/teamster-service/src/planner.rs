@@ -17,7 +17,7 @@ use teamster_tools::ToolSource;
 use crate::catalog::Catalog;
 use crate::mcp::{McpHost, TurnTools};
 use crate::runtime::{PlanTurns, TurnSink, TurnStart};
-use crate::Sandboxes;
+use crate::{Sandboxes, attachments, downloads};
 
 /// The most authorization pauses in a row a resumed turn looks back through for decisions.
 const MAX_RESUMED_PAUSES: usize = 64;
@@ -55,9 +55,13 @@ impl PlanTurns for Planner {
         let resolutions = self.resolutions(turn, history).await?;
         let mut builtins = self.tools.clone();
         if let Some(sandbox) = self.sandboxes.for_turn(&session.id, &spec).await? {
-            if let Some(event) = sandbox.created {
-                sink.emit_content(&event);
+            if let Some(event) = &sandbox.created {
+                downloads::link(&*self.store, &session.id, &sandbox.sandbox_id)
+                    .await
+                    .map_err(|error| format!("The session's sandbox could not be recorded: {error}."))?;
+                sink.emit_content(event);
             }
+            attachments::write_into_sandbox(&*self.store, &session.id, &sandbox, &turn.input).await?;
             builtins.push(sandbox.tool);
         }
         let builtins = ToolBox::collect(builtins).await;
@@ -69,7 +73,8 @@ impl PlanTurns for Planner {
             TurnTools::Ready(toolbox) => toolbox,
             TurnTools::NeedsAuthorization(required) => return Ok(TurnStart::NeedsAuthorization(required)),
         };
-        let plan = agent.plan(history, toolbox, resolutions);
+        let history = attachments::with_images(&*self.store, &session.id, history).await;
+        let plan = agent.plan(&history, toolbox, resolutions);
         Ok(TurnStart::Run(Box::new(plan)))
     }
 }

@@ -29,6 +29,8 @@ impl Default for Sandboxes {
 
 /// A session's sandbox, ready for a turn.
 pub(crate) struct TurnSandbox {
+    pub provider: Arc<dyn SandboxProvider>,
+    pub sandbox_id: String,
     /// The `exec` tool on it.
     pub tool: Arc<dyn ToolSource>,
     /// `sandbox.created`, when planning this turn made the sandbox.
@@ -36,7 +38,7 @@ pub(crate) struct TurnSandbox {
 }
 
 /// The sandbox a spec asks for, if it asks for one.
-fn wanted(spec: &AgentSpec) -> Option<&SandboxConfig> {
+pub(crate) fn wanted(spec: &AgentSpec) -> Option<&SandboxConfig> {
     spec.config.as_ref().and_then(|config| config.sandbox.as_ref()).filter(|sandbox| sandbox.enabled)
 }
 
@@ -76,8 +78,8 @@ impl Sandboxes {
                 thread_id: None,
             })
         });
-        let tool = Arc::new(ExecTool::new(provider, provisioned.sandbox_id, network));
-        Ok(Some(TurnSandbox { tool, created }))
+        let tool = Arc::new(ExecTool::new(provider.clone(), provisioned.sandbox_id.clone(), network));
+        Ok(Some(TurnSandbox { provider, sandbox_id: provisioned.sandbox_id, tool, created }))
     }
 
     /// Removes a deleted session's sandbox (logged, not failed, when it cannot be).

@@ -12,7 +12,7 @@ use teamster_store::{LogWrite, SessionRecord, TurnRecord};
 
 use crate::error::{Result, ServiceError};
 use crate::runtime::{EndingTurn, TurnLog};
-use crate::{Caller, Service, cursor, input_files};
+use crate::{Caller, Service, cursor, input_files, sandboxes};
 
 /// The most input items one turn may carry.
 const MAX_INPUT_ITEMS: usize = 256;
@@ -128,7 +128,11 @@ impl Service {
         let chain = parse_chain(request.previous_turn_id.as_deref())?;
         let session = self.catalog().owned_session(caller, session_id).await?;
         self.catalog().check_runnable(&session).await?;
-        let (input, files) = input_files::prepare(self.store(), session_id, request.input.clone()).await?;
+        // Files other than images go into the agent's sandbox, if it has one.
+        let sandboxed = input_files::attaches_files(&request.input)
+            && self.sandboxes().enabled()
+            && sandboxes::wanted(&self.catalog().session_spec(&session).await?).is_some();
+        let (input, files) = input_files::prepare(self.store(), session_id, sandboxed, request.input.clone()).await?;
         let previous = match &chain {
             Chain::Auto => session.last_turn_id.clone(),
             Chain::NewRoot => None,

@@ -459,6 +459,10 @@ impl SettingsStore for PostgresStore {
         Ok(())
     }
 
+    async fn get_setting(&self, kind: &str, name: &str) -> Result<Option<String>> {
+        SQL.get_setting(&self.pool, kind, name).await
+    }
+
     async fn list_settings(&self, kind: &str) -> Result<Vec<(String, String)>> {
         SQL.list_settings(&self.pool, kind).await
     }

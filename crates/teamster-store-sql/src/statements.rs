@@ -386,6 +386,17 @@ where
 
     // Settings.
 
+    /// The value of one setting, if it exists.
+    pub async fn get_setting<'c>(&self, executor: impl Executor<'c, Database = DB>, kind: &str, name: &str) -> Result<Option<String>> {
+        let row: Option<(String,)> = sqlx::query_as("SELECT value FROM settings WHERE kind = $1 AND name = $2")
+            .bind(kind)
+            .bind(name)
+            .fetch_optional(executor)
+            .await
+            .map_err(error::backend)?;
+        Ok(row.map(|(value,)| value))
+    }
+
     /// The settings of one kind, `(name, value)` by name.
     pub async fn list_settings<'c>(&self, executor: impl Executor<'c, Database = DB>, kind: &str) -> Result<Vec<(String, String)>> {
         sqlx::query_as("SELECT name, value FROM settings WHERE kind = $1 ORDER BY name")

@@ -417,6 +417,10 @@ impl SettingsStore for SqliteStore {
         Ok(())
     }
 
+    async fn get_setting(&self, kind: &str, name: &str) -> Result<Option<String>> {
+        SQL.get_setting(&mut *self.connections.read().await?, kind, name).await
+    }
+
     async fn list_settings(&self, kind: &str) -> Result<Vec<(String, String)>> {
         SQL.list_settings(&mut *self.connections.read().await?, kind).await
     }

@@ -1328,8 +1328,12 @@ pub async fn settings_put_list_and_delete(store: Arc<dyn Store>) {
         listed(&[("anthropic", r#"{"v":1}"#), ("openai", openai)])
     );
 
+    assert_eq!(store.get_setting("model-provider", "openai").await.expect("get_setting").as_deref(), Some(openai));
+    assert_eq!(store.get_setting("mcp-server", "anthropic").await.expect("get_setting of another kind"), None);
+
     // Putting an existing name replaces its value.
     store.put_setting("model-provider", "anthropic", r#"{"v":2}"#, &at(3)).await.expect("put_setting again");
+    assert_eq!(store.get_setting("model-provider", "anthropic").await.expect("get_setting").as_deref(), Some(r#"{"v":2}"#));
     assert_eq!(
         store.list_settings("model-provider").await.expect("list_settings"),
         listed(&[("anthropic", r#"{"v":2}"#), ("openai", openai)])

@@ -203,6 +203,9 @@ pub trait SettingsStore: Send + Sync {
     /// Creates or replaces the setting `name` of `kind`.
     async fn put_setting(&self, kind: &str, name: &str, value: &str, at: &str) -> Result<()>;
 
+    /// The setting `name` of `kind`, if there is one.
+    async fn get_setting(&self, kind: &str, name: &str) -> Result<Option<String>>;
+
     /// Every setting of `kind` as `(name, value)`, by name.
     async fn list_settings(&self, kind: &str) -> Result<Vec<(String, String)>>;
 

@@ -169,7 +169,7 @@ pub(crate) fn to_messages(items: &[AgentItem]) -> Result<Vec<Message>, Error> {
                 if let Some(part) = content.iter().find(|part| !matches!(part, Part::Text { .. })) {
                     return Err(Error::InvalidInput(format!("a user message may hold only text parts, not {part:?}")));
                 }
-                Ok(Message::User { content: text_of(content) })
+                Ok(Message::user(text_of(content)))
             }
             AgentItem::Assistant { content } => {
                 let text = text_of(content);

@@ -140,12 +140,24 @@ enum BlockKind<'a> {
         name: &'a str,
         input: serde_json::Value,
     },
+    Image {
+        source: ImageSource<'a>,
+    },
     ToolResult {
         tool_use_id: &'a str,
         /// Absent when empty: Anthropic rejects empty text.
         #[serde(skip_serializing_if = "str::is_empty")]
         content: &'a str,
     },
+}
+
+/// An image block's source: the image's bytes inline.
+#[derive(Serialize)]
+struct ImageSource<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    media_type: &'a str,
+    data: &'a str,
 }
 
 #[derive(Serialize)]
@@ -297,9 +309,13 @@ fn conversation<'a>(messages: &'a [Message]) -> Vec<MessageJson<'a>> {
     for message in messages {
         match message {
             Message::System { .. } => {}
-            Message::User { content } => {
+            Message::User { content, images } => {
                 if !content.is_empty() {
                     push(Role::User, BlockKind::Text { text: content });
+                }
+                for image in images {
+                    let source = ImageSource { kind: "base64", media_type: &image.media_type, data: &image.data };
+                    push(Role::User, BlockKind::Image { source });
                 }
             }
             Message::Assistant { content, reasoning: _, tool_calls } => {
@@ -679,7 +695,7 @@ mod tests {
             model: "claude-sonnet-4-5".into(),
             messages: vec![
                 Message::System { content: "be brief".into() },
-                Message::User { content: "weather and time?".into() },
+                Message::user("weather and time?"),
                 Message::Assistant {
                     content: Some("Looking.".into()),
                     reasoning: Some("not sent".into()),
@@ -694,9 +710,9 @@ mod tests {
                 },
                 Message::Tool { tool_call_id: "t1".into(), content: "18°C".into() },
                 Message::Tool { tool_call_id: "t2".into(), content: "".into() },
-                Message::User { content: "and tomorrow?".into() },
+                Message::user("and tomorrow?"),
                 Message::Assistant { content: Some(String::new()), reasoning: None, tool_calls: vec![] },
-                Message::User { content: "".into() },
+                Message::user(""),
                 Message::System { content: "late system".into() },
             ],
             ..ModelRequest::default()
@@ -733,7 +749,7 @@ mod tests {
         extra.insert("stop_sequences".into(), serde_json::json!(["END"]));
         let request = ModelRequest {
             model: "claude-opus-4-1".into(),
-            messages: vec![Message::User { content: "hi".into() }],
+            messages: vec![Message::user("hi")],
             tools: vec![ToolDefinition {
                 name: "f".into(),
                 description: "".into(),
@@ -811,7 +827,7 @@ mod tests {
     fn response_formats_become_structured_output_or_an_instruction() {
         let schema = serde_json::json!({"type": "object", "properties": {"a": {"type": "integer"}}});
         let with_format = |format: ResponseFormat| ModelRequest {
-            messages: vec![Message::User { content: "hi".into() }],
+            messages: vec![Message::user("hi")],
             response_format: Some(format),
             ..ModelRequest::default()
         };
@@ -844,7 +860,7 @@ mod tests {
             messages: vec![
                 Message::System { content: "one".into() },
                 Message::System { content: "two".into() },
-                Message::User { content: "first".into() },
+                Message::user("first"),
                 Message::Assistant {
                     content: None,
                     reasoning: None,

@@ -48,7 +48,7 @@ impl ModelClient for OfflineModel {
 fn answer(request: &ModelRequest) -> Vec<ModelEvent> {
     let input_tokens = estimate_input_tokens(&request.messages);
     let last_user = request.messages.iter().rev().find_map(|message| match message {
-        Message::User { content } => Some(content.as_str()),
+        Message::User { content, .. } => Some(content.as_str()),
         _ => None,
     });
 
@@ -126,7 +126,7 @@ fn estimate_input_tokens(messages: &[Message]) -> u64 {
     let chars: usize = messages
         .iter()
         .map(|message| match message {
-            Message::System { content } | Message::User { content } | Message::Tool { content, .. } => {
+            Message::System { content } | Message::User { content, .. } | Message::Tool { content, .. } => {
                 content.chars().count()
             }
             Message::Assistant { content, tool_calls, .. } => {
@@ -221,8 +221,8 @@ mod tests {
             model: OFFLINE_MODEL.into(),
             messages: vec![
                 Message::System { content: "You are helpful.".into() },
-                Message::User { content: "first".into() },
-                Message::User { content: "hello there".into() },
+                Message::user("first"),
+                Message::user("hello there"),
             ],
             ..ModelRequest::default()
         };
@@ -250,7 +250,7 @@ mod tests {
     fn asks_the_datetime_tool_then_answers_with_its_result() {
         let mut request = ModelRequest {
             model: OFFLINE_MODEL.into(),
-            messages: vec![Message::User { content: "What time is it?".into() }],
+            messages: vec![Message::user("What time is it?")],
             tools: vec![datetime_tool()],
             ..ModelRequest::default()
         };
@@ -306,7 +306,7 @@ mod tests {
         for (text, expected) in cases {
             let request = ModelRequest {
                 model: OFFLINE_MODEL.into(),
-                messages: vec![Message::User { content: text.into() }],
+                messages: vec![Message::user(text)],
                 tools: vec![tool("order_status"), tool("refund_order"), datetime_tool()],
                 ..ModelRequest::default()
             };
@@ -323,7 +323,7 @@ mod tests {
     fn time_questions_without_the_tool_are_echoed() {
         let request = ModelRequest {
             model: OFFLINE_MODEL.into(),
-            messages: vec![Message::User { content: "what's the date today?".into() }],
+            messages: vec![Message::user("what's the date today?")],
             ..ModelRequest::default()
         };
         assert!(text_of(&answer(&request)).contains("You said"));

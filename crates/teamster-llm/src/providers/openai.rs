@@ -18,7 +18,7 @@ use super::http::{
     Decoder, Flow, MAX_ERROR_MESSAGE_BYTES, encode, failed, post, stream_answer, tool_parameters, truncate,
     value_message,
 };
-use crate::{Error, Message, ModelClient, ModelEvent, ModelRequest, ModelStream, TokenUsage};
+use crate::{Error, Image, Message, ModelClient, ModelEvent, ModelRequest, ModelStream, TokenUsage};
 
 /// `extra` parameters that would clash with what the adapter sets itself, or that OpenAI does not
 /// accept.
@@ -140,7 +140,7 @@ enum ChatMessage<'a> {
         content: &'a str,
     },
     User {
-        content: &'a str,
+        content: UserContent<'a>,
     },
     Assistant {
         /// `null` when the message only calls tools.
@@ -152,6 +152,37 @@ enum ChatMessage<'a> {
         tool_call_id: &'a str,
         content: &'a str,
     },
+}
+
+/// A user message's content: its text, or, with images, text and image parts.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum UserContent<'a> {
+    Text(&'a str),
+    Parts(Vec<UserPart<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum UserPart<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Serialize)]
+struct ImageUrl {
+    url: String,
+}
+
+impl<'a> UserContent<'a> {
+    fn new(content: &'a str, images: &'a [Image]) -> Self {
+        if images.is_empty() {
+            return UserContent::Text(content);
+        }
+        let text = (!content.is_empty()).then_some(UserPart::Text { text: content });
+        let images = images.iter().map(|image| UserPart::ImageUrl { image_url: ImageUrl { url: image.data_url() } });
+        UserContent::Parts(text.into_iter().chain(images).collect())
+    }
 }
 
 #[derive(Serialize)]
@@ -248,7 +279,7 @@ impl<'a> ChatMessage<'a> {
     fn new(message: &'a Message) -> Self {
         match message {
             Message::System { content } => ChatMessage::System { content },
-            Message::User { content } => ChatMessage::User { content },
+            Message::User { content, images } => ChatMessage::User { content: UserContent::new(content, images) },
             Message::Assistant { content, reasoning: _, tool_calls } => {
                 let content = content.as_deref().filter(|content| !content.is_empty());
                 // An assistant message needs content or tool calls; an empty one gets "".
@@ -568,7 +599,7 @@ mod tests {
             model: "gpt-4o".into(),
             messages: vec![
                 Message::System { content: "be brief".into() },
-                Message::User { content: "hi".into() },
+                Message::user("hi"),
                 Message::Assistant {
                     content: Some(String::new()),
                     reasoning: Some("thinking".into()),
@@ -664,7 +695,7 @@ mod tests {
         };
         let request = ModelRequest {
             model: "qwen2.5".into(),
-            messages: vec![Message::User { content: "hi".into() }],
+            messages: vec![Message::user("hi")],
             tools: vec![ToolDefinition {
                 name: "f".into(),
                 description: "does f".into(),

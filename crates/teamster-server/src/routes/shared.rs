@@ -1,13 +1,15 @@
-//! Handler logic both dialects share: starting a turn (streamed or not) and subscribing.
+//! Handler logic both dialects share: starting a turn (streamed or not), subscribing, and
+//! downloading a sandbox file.
 
 use axum::Json;
 use axum::response::{IntoResponse, Response};
 use serde_json::value::RawValue;
 use teamster_protocol::api::{CreateTurnRequest, Data, Page, SessionEventItem};
-use teamster_service::{Caller, CreateTurn, ListOrder, SessionEventsQuery, TurnEventsQuery};
+use axum::http::header;
+use teamster_service::{Caller, CreateTurn, ListOrder, SandboxAddress, SessionEventsQuery, TurnEventsQuery};
 
 use crate::AppState;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::params::Params;
 use crate::sse::sse_response;
 
@@ -68,4 +70,60 @@ pub async fn turn_events(
     };
     let (events, next) = state.service.list_turn_events(&Caller::local(), session_id, turn_id, query).await?;
     Ok(crate::routes::page(events, next, limit))
+}
+
+/// A sandbox file as an attachment: its bytes, a content type from its extension, and its name
+/// (ASCII, and UTF-8 by RFC 5987). The `path` query parameter names it.
+pub async fn download_sandbox_file(state: &AppState, address: SandboxAddress<'_>, params: &Params) -> ApiResult<Response> {
+    let path = params
+        .string("path")
+        .ok_or_else(|| ApiError::bad_request("invalid_request", "the query parameter path is required").with_param("path"))?;
+    let file = state.service.download_sandbox_file(&Caller::local(), address, &path).await?;
+    let ascii_name: String =
+        file.name.chars().map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' { c } else { '_' }).collect();
+    let disposition = format!("attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{}", percent_encode(&file.name));
+    Ok((
+        [
+            (header::CONTENT_TYPE, media_type_of(&file.name).to_owned()),
+            (header::CONTENT_DISPOSITION, disposition),
+            (header::CACHE_CONTROL, "private, no-store".to_owned()),
+            // The agent wrote the file: browsers must neither sniff nor run what it holds.
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
+            (header::CONTENT_SECURITY_POLICY, "sandbox".to_owned()),
+        ],
+        file.data,
+    )
+        .into_response())
+}
+
+/// The media type of a file name's extension, for the common kinds agents write.
+fn media_type_of(name: &str) -> &'static str {
+    let extension = name.rsplit_once('.').map(|(_, extension)| extension.to_ascii_lowercase()).unwrap_or_default();
+    match extension.as_str() {
+        "txt" | "log" | "md" | "py" | "sh" | "js" | "ts" | "rs" => "text/plain; charset=utf-8",
+        "csv" => "text/csv; charset=utf-8",
+        "json" => "application/json",
+        "html" | "htm" => "text/html; charset=utf-8",
+        "pdf" => "application/pdf",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "svg" => "image/svg+xml",
+        "zip" => "application/zip",
+        "xlsx" => "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        _ => "application/octet-stream",
+    }
+}
+
+/// `text` with every byte but RFC 5987's attribute characters percent-encoded.
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'!' | b'#' | b'$' | b'&' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~' => {
+                (byte as char).to_string()
+            }
+            _ => format!("%{byte:02X}"),
+        })
+        .collect()
 }

@@ -1,17 +1,18 @@
 //! E15–E17: the caller's owned sessions, session search, and sandbox file downloads.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 use teamster_protocol::api::{Page};
 use teamster_protocol::session::{Session, SessionKind};
-use teamster_service::SessionListQuery;
+use teamster_service::{SandboxAddress, SessionListQuery};
 
 use super::{session_page, session_query};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::params::Params;
+use crate::routes::shared;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -40,7 +41,7 @@ async fn search(State(state): State<AppState>, params: Params) -> ApiResult<Json
     session_page(&state, query).await
 }
 
-/// No sandbox exists on this server, so no sandbox file can be found.
-async fn sandbox_file(Path(sandbox_id): Path<String>) -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("sandbox {sandbox_id:?} not found: this server runs no sandboxes"))
+/// E17: a file of a sandbox, by the id `sandbox.created` gave.
+async fn sandbox_file(State(state): State<AppState>, Path(sandbox_id): Path<String>, params: Params) -> ApiResult<Response> {
+    shared::download_sandbox_file(&state, SandboxAddress::Sandbox(&sandbox_id), &params).await
 }

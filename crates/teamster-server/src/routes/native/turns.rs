@@ -9,10 +9,10 @@ use axum::{Json, Router};
 use serde_json::value::RawValue;
 use teamster_protocol::Turn;
 use teamster_protocol::api::{CreateTurnRequest, Data, Page};
-use teamster_service::{Caller, TurnListQuery};
+use teamster_service::{Caller, SandboxAddress, TurnListQuery};
 
 use crate::AppState;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::extract::JsonBody;
 use crate::params::{Params, last_event_id};
 use crate::routes::shared;
@@ -23,6 +23,7 @@ pub fn routes() -> Router<AppState> {
         .route("/sessions/{session_id}/turns/{turn_id}", get(fetch))
         .route("/sessions/{session_id}/turns/{turn_id}/events", get(events))
         .route("/sessions/{session_id}/turns/{turn_id}/subscribe", get(subscribe))
+        .route("/sessions/{session_id}/turns/{turn_id}/download-sandbox-file", get(download_sandbox_file))
 }
 
 async fn create(State(state): State<AppState>, Path(session_id): Path<String>, JsonBody(body): JsonBody<CreateTurnRequest>) -> ApiResult<Response> {
@@ -59,4 +60,14 @@ async fn subscribe(
         None => params.sequence("after_sequence_number")?.unwrap_or(0),
     };
     shared::subscribe(&state, &session_id, &turn_id, after).await
+}
+
+/// A file of the sandbox the turn ran in; a sandbox that fails is a failed dependency here (424).
+async fn download_sandbox_file(
+    State(state): State<AppState>,
+    Path((session_id, turn_id)): Path<(String, String)>,
+    params: Params,
+) -> ApiResult<Response> {
+    let address = SandboxAddress::Turn { session_id: &session_id, turn_id: &turn_id };
+    shared::download_sandbox_file(&state, address, &params).await.map_err(ApiError::upstream_as_failed_dependency)
 }

@@ -1,0 +1,126 @@
+//! Files downloaded from a session's sandbox, by the session's creator alone, when its agent
+//! allows downloads (`config.sandbox.file_downloads`, on by default).
+//!
+//! A sandbox is addressed by its id (the gateway dialect, from `sandbox.created`) or by a turn
+//! of its session (the native API). The store keeps both links when a sandbox is made, so every
+//! replica finds the session of a sandbox and the sandbox of a session; the link outlives the
+//! sandbox, so a removed one is told apart (410) from one that never was (404).
+
+use teamster_protocol::AgentSpec;
+use teamster_sandbox::SandboxError;
+use teamster_store::Store;
+
+use crate::error::{Result, ServiceError};
+use crate::sandboxes::{self, Sandboxes};
+use crate::{Caller, Service};
+
+/// Settings kinds of the links: sandbox id → session id, and session id → sandbox id.
+const SANDBOX_SESSION: &str = "sandbox-session";
+const SESSION_SANDBOX: &str = "session-sandbox";
+/// The longest path accepted.
+const MAX_PATH_CHARS: usize = 4096;
+
+/// The sandbox a download reads from.
+#[derive(Clone, Copy, Debug)]
+pub enum SandboxAddress<'a> {
+    /// By the id `sandbox.created` announced.
+    Sandbox(&'a str),
+    /// By a turn of its session.
+    Turn { session_id: &'a str, turn_id: &'a str },
+}
+
+/// A downloaded file.
+#[derive(Clone, Debug)]
+pub struct SandboxFile {
+    /// The file's name: the last component of its path.
+    pub name: String,
+    pub data: Vec<u8>,
+}
+
+/// Records both links of a session's new sandbox.
+pub(crate) async fn link(store: &dyn Store, session_id: &str, sandbox_id: &str) -> Result<()> {
+    let now = teamster_protocol::timestamp::now();
+    store.put_setting(SANDBOX_SESSION, sandbox_id, session_id, &now).await?;
+    store.put_setting(SESSION_SANDBOX, session_id, sandbox_id, &now).await?;
+    Ok(())
+}
+
+impl Service {
+    /// A file of a sandbox, at an absolute `path` inside it (`/workspace/...` or `/tmp/...`).
+    ///
+    /// 400 for a malformed or escaping path, 403 for another caller's session or an agent that
+    /// forbids downloads, 404 for an unknown session, turn, sandbox or file, 410 for a sandbox
+    /// removed (with its session, or idle), 412 when the session has no sandbox or the server
+    /// runs none, 413 for a file over the transfer limit, 502 when the provider fails.
+    pub async fn download_sandbox_file(&self, caller: &Caller, address: SandboxAddress<'_>, path: &str) -> Result<SandboxFile> {
+        check_path(path)?;
+        let Sandboxes::On(provider) = self.sandboxes() else {
+            return Err(ServiceError::PreconditionFailed("this server runs no sandboxes".to_owned()));
+        };
+        let (session, sandbox_id) = match address {
+            SandboxAddress::Sandbox(sandbox_id) => {
+                let Some(session_id) = self.store().get_setting(SANDBOX_SESSION, sandbox_id).await? else {
+                    return Err(ServiceError::NotFound(format!("sandbox {:?} not found", short(sandbox_id))));
+                };
+                let session = self.catalog().owned_session(caller, &session_id).await.map_err(|error| match error {
+                    ServiceError::NotFound(_) => ServiceError::Gone(format!("sandbox {sandbox_id:?} was removed with its session")),
+                    other => other,
+                })?;
+                (session, sandbox_id.to_owned())
+            }
+            SandboxAddress::Turn { session_id, turn_id } => {
+                let session = self.catalog().owned_session(caller, session_id).await?;
+                self.turn_record(session_id, turn_id).await?;
+                let sandbox_id = self.store().get_setting(SESSION_SANDBOX, session_id).await?.ok_or_else(|| {
+                    ServiceError::PreconditionFailed("this session has no sandbox: no turn of it has used one".to_owned())
+                })?;
+                (session, sandbox_id)
+            }
+        };
+        check_downloads_allowed(&self.catalog().session_spec(&session).await?)?;
+        let data = provider.read_file(&sandbox_id, path).await.map_err(|error| match error {
+            SandboxError::NotFound(_) => ServiceError::Gone(format!("sandbox {sandbox_id:?} was removed (idle, or with its session)")),
+            SandboxError::InvalidPath { .. } | SandboxError::InvalidRequest(_) => ServiceError::invalid_param("path", error.to_string()),
+            SandboxError::NoSuchFile(_) => ServiceError::NotFound(error.to_string()),
+            SandboxError::TooLarge { .. } => ServiceError::TooLarge(error.to_string()),
+            other => {
+                tracing::warn!(sandbox_id, error = %other, "a sandbox file could not be read");
+                ServiceError::Upstream("the sandbox could not be read".to_owned())
+            }
+        })?;
+        let name = path.rsplit('/').next().unwrap_or_default().to_owned();
+        Ok(SandboxFile { name, data })
+    }
+}
+
+/// A download path: absolute, bounded, without NUL; the provider checks it stays inside.
+fn check_path(path: &str) -> Result<()> {
+    let problem = if !path.starts_with('/') {
+        "the path must be absolute, such as /workspace/out.csv"
+    } else if path.chars().count() > MAX_PATH_CHARS {
+        "the path is too long"
+    } else if path.contains('\0') {
+        "the path contains a NUL character"
+    } else if path.ends_with('/') {
+        "the path names a directory; name a file"
+    } else {
+        return Ok(());
+    };
+    Err(ServiceError::invalid_param("path", problem))
+}
+
+/// 412 for an agent without a sandbox, 403 for one that forbids downloads.
+fn check_downloads_allowed(spec: &AgentSpec) -> Result<()> {
+    match sandboxes::wanted(spec) {
+        None => Err(ServiceError::PreconditionFailed("this session's agent has no sandbox".to_owned())),
+        Some(sandbox) if sandbox.file_downloads == Some(false) => {
+            Err(ServiceError::Forbidden("this session's agent does not allow file downloads (config.sandbox.file_downloads)".to_owned()))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// At most the first 64 characters of a client's string, for error messages.
+fn short(text: &str) -> String {
+    text.chars().take(64).collect()
+}
