@@ -8,6 +8,8 @@ from __future__ import annotations
 import base64
 import json
 import pathlib
+import random
+import time
 
 import conftest
 import wire
@@ -213,3 +215,37 @@ def test_files_download_byte_identical_and_nothing_outside_the_workspace(api, tm
     # A deleted session's files are gone.
     assert api.delete(f"/api/v1/sessions/{session['id']}").status_code == 204
     wire.assert_error(download(api, session["id"], turn_id, "/workspace/out.bin"), 404)
+
+
+def processes_matching(text: str) -> list[str]:
+    """Command lines of the machine's processes that contain `text`."""
+    found = []
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(cmdline)
+    return found
+
+
+def test_a_cancel_during_a_long_command_ends_the_turn_at_once_and_leaves_no_process(api):
+    duration = f"600.{random.randrange(10**8):08d}"
+    session = api.create_session(spec=sandbox_spec())
+    turn = api.start_turn(session["id"], exec_call(f"sleep {duration}") + " " + wire.unique("cancel"))
+    wire.wait_until(lambda: any(line.startswith(f"sleep {duration}") for line in processes_matching(duration)),
+                    timeout=20, what="the command to start")
+
+    cancelled_at = time.monotonic()
+    api.ok(api.post(f"/api/v1/sessions/{session['id']}/cancel", json={}))
+    ended = wire.wait_until(
+        lambda: (t := api.get_turn(session["id"], turn["id"]))["state"]["status"] != "running" and t,
+        timeout=10, interval=0.02, what="the turn to end")
+    took = time.monotonic() - cancelled_at
+    assert ended["state"]["status"] == "cancelled", ended
+    assert took < 1.0, f"the turn ended {took:.2f} s after the cancel"
+    # Nothing of the command is left: neither the sleep, nor its shell, nor bwrap.
+    wire.wait_until(lambda: not processes_matching(duration), timeout=1, what="the command's processes to go")
