@@ -14,6 +14,7 @@ mod library;
 mod phases;
 mod process;
 mod report;
+mod sandbox;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -92,6 +93,10 @@ struct Args {
     /// `--turns`, `--tokens` apply).
     #[arg(long)]
     library: bool,
+    /// Instead of the server table: one `exec` of `true` in a bubblewrap sandbox against
+    /// spawning `/bin/sh -c true` directly (`--warmup`, `--turns` apply).
+    #[arg(long, conflicts_with = "library")]
+    sandbox: bool,
 }
 
 impl Args {
@@ -140,6 +145,9 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
+    if args.sandbox {
+        return sandbox::run(&args).await;
+    }
     for binary in [&args.teamster, &args.fake_model] {
         if !binary.is_file() {
             bail!(
@@ -160,6 +168,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     if args.library {
         return library::run(&args).await;
     }
+
     let proc = ProcReader::new();
     let client = client::http_client(true)?;
     let fresh_client = client::http_client(false)?;

@@ -316,10 +316,14 @@ pub async fn parallel(
 
 /// Latency percentiles (nearest rank) of one field of the samples, in milliseconds.
 pub fn percentile_ms(samples: &[Sample], field: impl Fn(&Sample) -> Duration, percentile: f64) -> f64 {
-    if samples.is_empty() {
+    durations_percentile_ms(samples.iter().map(field).collect(), percentile)
+}
+
+/// A percentile (nearest rank) of some durations, in milliseconds.
+pub fn durations_percentile_ms(mut values: Vec<Duration>, percentile: f64) -> f64 {
+    if values.is_empty() {
         return f64::NAN;
     }
-    let mut values: Vec<Duration> = samples.iter().map(field).collect();
     values.sort_unstable();
     let rank = ((percentile / 100.0) * values.len() as f64).ceil() as usize;
     values[rank.clamp(1, values.len()) - 1].as_secs_f64() * 1000.0
