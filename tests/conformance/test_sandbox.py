@@ -249,3 +249,20 @@ def test_a_cancel_during_a_long_command_ends_the_turn_at_once_and_leaves_no_proc
     assert took < 1.0, f"the turn ended {took:.2f} s after the cancel"
     # Nothing of the command is left: neither the sleep, nor its shell, nor bwrap.
     wire.wait_until(lambda: not processes_matching(duration), timeout=1, what="the command's processes to go")
+
+
+def test_large_results_are_kept_whole_as_workspace_files(api, fake):
+    marker = wire.unique("large")
+    session = api.create_session(spec=sandbox_spec())
+    first = api.run_turn(session["id"], exec_call("seq 1 10000") + " " + marker)
+    (response,) = [event for event in first.stream.payloads if event["type"] == "tool.response"]
+    assert json.loads(response["content"])["stdout"].count("\n") == 10000, "the event keeps the whole result"
+    path = f"/workspace/.tool-results/{response['tool_call_id']}.txt"
+    # The model saw a preview that names the file.
+    follow_up = [body for body in fake.requests_mentioning(marker) if body["messages"][-1]["role"] == "tool"]
+    shown = follow_up[0]["messages"][-1]["content"]
+    assert len(shown) < 5_000 and f"The whole result is also in the file {path}" in shown, shown[-400:]
+
+    count = "import json, sys; print(json.load(open(sys.argv[1]))['stdout'].count(chr(10)))"
+    second = api.run_turn(session["id"], exec_call(f"python3 -c \"{count}\" {path}") + " " + wire.unique("large"))
+    assert tool_results(second)[0] == {"exit_code": 0, "stdout": "10000\n", "stderr": ""}

@@ -124,6 +124,7 @@ impl Agent {
             sub_agents: self.sub_agents.clone(),
             events: Vec::new(),
             resolutions: Vec::new(),
+            result_files: None,
         }
     }
 }

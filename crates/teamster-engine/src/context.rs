@@ -135,7 +135,9 @@ impl Conversation {
     pub fn shown(&self, message: &Message) -> Shown {
         match message {
             Message::Tool { tool_call_id, content } => {
-                let previewed = self.policy.large_result_tokens.and_then(|threshold| preview(tool_call_id, content, threshold));
+                let previewed = self.policy.large_result_tokens.and_then(|threshold| {
+                    preview(tool_call_id, content, threshold, self.large_results.file_path(tool_call_id))
+                });
                 match previewed {
                     Some((shown, note_tokens)) => {
                         self.large_results.insert(tool_call_id, content);

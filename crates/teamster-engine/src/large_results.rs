@@ -3,8 +3,11 @@
 //! A tool result is stored whole (its `tool.response` event carries all of it, and the
 //! conversation keeps it), but a request to the model carries only its first
 //! [`PREVIEW_CHARS`] characters and a note. The note names [`READ_TOOL_RESULT`], with which the
-//! model reads any range of the whole text. Previews are a pure function of the result, so a
-//! history rebuilt from events previews exactly as the live turn did.
+//! model reads any range of the whole text. When the turn has a place for files
+//! ([`ResultFiles`]: the session's sandbox), each large result is also kept there as it
+//! arrives, and the note names the file, so the model can search it with code. Previews are a
+//! pure function of the result (and of where files go), so a history rebuilt from events
+//! previews exactly as the live turn did.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,17 +28,35 @@ pub const PREVIEW_CHARS: usize = 4_000;
 /// The most characters one read returns.
 pub const MAX_READ_CHARS: usize = 8_000;
 
-/// The preview of a result, or `None` when it is small enough to send whole.
-pub(crate) fn preview(tool_call_id: &str, content: &str, threshold_tokens: u64) -> Option<(String, u64)> {
-    if estimate_tokens(content) <= threshold_tokens {
+/// Where the whole of each large tool result is also kept: a place the model can read with
+/// its own tools, such as a file of the session's sandbox.
+#[async_trait]
+pub trait ResultFiles: Send + Sync {
+    /// Where the result of `tool_call_id` is kept, as the model names it; a pure function.
+    fn path(&self, tool_call_id: &str) -> String;
+
+    /// Keeps a large result at [`ResultFiles::path`].
+    async fn keep(&self, tool_call_id: &str, content: &str) -> Result<(), String>;
+}
+
+/// Whether a result is large enough to be previewed.
+pub(crate) fn is_large(content: &str, threshold_tokens: u64) -> bool {
+    estimate_tokens(content) > threshold_tokens
+}
+
+/// The preview of a result, or `None` when it is small enough to send whole. `file` is where
+/// the whole result is also kept, if anywhere.
+pub(crate) fn preview(tool_call_id: &str, content: &str, threshold_tokens: u64, file: Option<String>) -> Option<(String, u64)> {
+    if !is_large(content, threshold_tokens) {
         return None;
     }
     let total = content.chars().count();
     let head = prefix_chars(content, PREVIEW_CHARS);
+    let kept = file.map(|path| format!(" The whole result is also in the file {path}, to search or read with commands.")).unwrap_or_default();
     let note = format!(
         "\n\n[This tool result is {total} characters long; only the first {PREVIEW_CHARS} are shown. \
          Call {READ_TOOL_RESULT} with tool_call_id \"{tool_call_id}\", an offset and a length \
-         (in characters, at most {MAX_READ_CHARS} a call) to read any other part.]"
+         (in characters, at most {MAX_READ_CHARS} a call) to read any other part.{kept}]"
     );
     let note_tokens = estimate_tokens(&note);
     Some((format!("{head}{note}"), note_tokens))
@@ -54,9 +75,31 @@ fn prefix_chars(text: &str, count: usize) -> &str {
 #[derive(Default)]
 pub(crate) struct LargeResults {
     results: Mutex<HashMap<String, Arc<str>>>,
+    /// Where large results are also kept as files, if anywhere.
+    pub files: Option<Arc<dyn ResultFiles>>,
 }
 
 impl LargeResults {
+    pub fn with_files(files: Option<Arc<dyn ResultFiles>>) -> LargeResults {
+        LargeResults { results: Mutex::default(), files }
+    }
+
+    /// Where the result of `tool_call_id` is kept as a file, if large results are.
+    pub fn file_path(&self, tool_call_id: &str) -> Option<String> {
+        self.files.as_ref().map(|files| files.path(tool_call_id))
+    }
+
+    /// Keeps a result that has just arrived as a file, if it is large and files are kept. A
+    /// file that cannot be written is logged: the preview and [`READ_TOOL_RESULT`] still work.
+    pub async fn keep_file(&self, tool_call_id: &str, content: &str, threshold_tokens: Option<u64>) {
+        let (Some(files), Some(threshold)) = (&self.files, threshold_tokens) else { return };
+        if is_large(content, threshold)
+            && let Err(error) = files.keep(tool_call_id, content).await
+        {
+            tracing::warn!(tool_call_id, %error, "a large tool result could not be kept as a file");
+        }
+    }
+
     pub fn insert(&self, tool_call_id: &str, content: &str) {
         let mut results = self.results.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         results.entry(tool_call_id.to_owned()).or_insert_with(|| Arc::from(content));
@@ -131,12 +174,15 @@ mod tests {
 
     #[test]
     fn small_results_are_sent_whole_and_large_ones_previewed() {
-        assert!(preview("c1", "short", 10).is_none());
+        assert!(preview("c1", "short", 10, None).is_none());
         let big = "é".repeat(20_000);
-        let (shown, note_tokens) = preview("c1", &big, 10).unwrap();
+        let (shown, note_tokens) = preview("c1", &big, 10, None).unwrap();
         assert!(shown.starts_with(&"é".repeat(PREVIEW_CHARS)));
         assert!(shown.contains("20000 characters long") && shown.contains("\"c1\""));
+        assert!(!shown.contains("in the file"));
         assert!(note_tokens > 0 && (note_tokens as usize) < shown.len());
+        let (kept, _) = preview("c1", &big, 10, Some("/workspace/.tool-results/c1.txt".into())).unwrap();
+        assert!(kept.ends_with("The whole result is also in the file /workspace/.tool-results/c1.txt, to search or read with commands.]"));
     }
 
     #[tokio::test]

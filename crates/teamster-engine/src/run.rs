@@ -18,7 +18,7 @@ use crate::compaction::{CompactionError, Summarizer, compact};
 use crate::context::{ContextPolicy, Conversation};
 use crate::gates::{Decision, Resolution, Split, UserQuestions};
 use crate::history::assistant_message;
-use crate::large_results::LargeResults;
+use crate::large_results::{LargeResults, ResultFiles};
 use crate::sink::EventSink;
 use crate::step::{StepEnd, model_step};
 use crate::structured::{CORRECTIONS, OutputCheck};
@@ -61,6 +61,8 @@ pub struct TurnPlan {
     /// The stored history events, needed only to resume sub-agent threads that wait for a
     /// decision (empty otherwise).
     pub events: Vec<Event>,
+    /// Where large tool results are also kept as files (the session's sandbox), if anywhere.
+    pub result_files: Option<Arc<dyn ResultFiles>>,
 }
 
 /// How a turn ended, before the caller turns it into a `turn.done` state.
@@ -108,7 +110,6 @@ pub async fn run_turn(
     cancel: &CancellationToken,
 ) -> (TurnOutcome, TurnMetrics) {
     let metrics = Mutex::new(MetricsAccumulator::default());
-    let large_results = Arc::new(LargeResults::default());
     let TurnPlan {
         thread_id,
         model,
@@ -127,7 +128,9 @@ pub async fn run_turn(
         resolutions,
         sub_agents,
         events,
+        result_files,
     } = plan;
+    let large_results = Arc::new(LargeResults::with_files(result_files));
     if context.large_result_tokens.is_some() {
         toolbox.add(large_results.clone()).await;
     }
@@ -448,6 +451,7 @@ async fn run_tools(
                 output = thread.toolbox.call(&call.function.name, &call.function.arguments) => output,
             };
             let content = if output.is_error { format!("Error: {}", output.content) } else { output.content };
+            thread.conversation.large_results.keep_file(&call.id, &content, thread.conversation.policy.large_result_tokens).await;
             record_response(shared.sink, &thread.id, &call.id, &content);
             (index, Some(CallResult::Done(content)))
         })

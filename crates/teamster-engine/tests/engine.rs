@@ -241,6 +241,7 @@ async fn check(case: Case) -> (Vec<String>, TurnOutcome, u64, Vec<ModelRequest>,
         resolutions: case.resolutions,
         sub_agents: case.sub_agents,
         events: case.events,
+        result_files: None,
     };
     let sink = Arc::new(Transcript::default());
     let cancel = CancellationToken::new();
@@ -768,6 +769,7 @@ async fn run_with_sub_agents(
         resolutions,
         sub_agents: Some(policy(1)),
         events,
+        result_files: None,
     };
     let sink = Arc::new(Recorder::default());
     let cancel = CancellationToken::new();
@@ -952,6 +954,7 @@ async fn one_sub_agent(
         resolutions: Vec::new(),
         sub_agents: Some(policy),
         events: Vec::new(),
+        result_files: None,
     };
     let sink = Arc::new(Recorder::default());
     let (outcome, _) = run_turn(plan, sink.as_ref(), &CancellationToken::new()).await;

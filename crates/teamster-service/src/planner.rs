@@ -17,6 +17,7 @@ use teamster_tools::ToolSource;
 use crate::catalog::Catalog;
 use crate::mcp::{McpHost, TurnTools};
 use crate::runtime::{PlanTurns, TurnSink, TurnStart};
+use crate::sandboxes::TurnSandbox;
 use crate::{Sandboxes, attachments, downloads};
 
 /// The most authorization pauses in a row a resumed turn looks back through for decisions.
@@ -54,15 +55,16 @@ impl PlanTurns for Planner {
         let agent = Agent::from_spec(&spec, models, |name| saved.get(name).cloned()).map_err(|error| error.to_string())?;
         let resolutions = self.resolutions(turn, history).await?;
         let mut builtins = self.tools.clone();
-        if let Some(sandbox) = self.sandboxes.for_turn(&session.id, &spec).await? {
+        let sandbox = self.sandboxes.for_turn(&session.id, &spec).await?;
+        if let Some(sandbox) = &sandbox {
             if let Some(event) = &sandbox.created {
                 downloads::link(&*self.store, &session.id, &sandbox.sandbox_id)
                     .await
                     .map_err(|error| format!("The session's sandbox could not be recorded: {error}."))?;
                 sink.emit_content(event);
             }
-            attachments::write_into_sandbox(&*self.store, &session.id, &sandbox, &turn.input).await?;
-            builtins.push(sandbox.tool);
+            attachments::write_into_sandbox(&*self.store, &session.id, sandbox, &turn.input).await?;
+            builtins.push(sandbox.tool.clone());
         }
         let builtins = ToolBox::collect(builtins).await;
         let (initialized, tools) = self.mcp.turn_tools(builtins, turn, &spec, history, &sink.log.cancel).await;
@@ -74,7 +76,8 @@ impl PlanTurns for Planner {
             TurnTools::NeedsAuthorization(required) => return Ok(TurnStart::NeedsAuthorization(required)),
         };
         let history = attachments::with_images(&*self.store, &session.id, history).await;
-        let plan = agent.plan(&history, toolbox, resolutions);
+        let mut plan = agent.plan(&history, toolbox, resolutions);
+        plan.result_files = sandbox.as_ref().map(TurnSandbox::result_files);
         Ok(TurnStart::Run(Box::new(plan)))
     }
 }

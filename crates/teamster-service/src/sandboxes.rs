@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
+use teamster_engine::ResultFiles;
 use teamster_protocol::agent::SandboxConfig;
 use teamster_protocol::event::SandboxCreated;
 use teamster_protocol::{AgentSpec, Event, ids, timestamp};
@@ -89,5 +91,38 @@ impl Sandboxes {
         {
             tracing::warn!(session_id, %error, "a deleted session's sandbox could not be removed");
         }
+    }
+}
+
+/// The directory of the sandbox where large tool results are kept whole.
+pub const TOOL_RESULTS_DIR: &str = "/workspace/.tool-results";
+
+/// Large tool results kept as files of a session's sandbox.
+struct ResultsInSandbox {
+    provider: Arc<dyn SandboxProvider>,
+    sandbox_id: String,
+}
+
+#[async_trait]
+impl ResultFiles for ResultsInSandbox {
+    fn path(&self, tool_call_id: &str) -> String {
+        let name: String = tool_call_id
+            .chars()
+            .take(128)
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .collect();
+        format!("{TOOL_RESULTS_DIR}/{name}.txt")
+    }
+
+    async fn keep(&self, tool_call_id: &str, content: &str) -> std::result::Result<(), String> {
+        let path = self.path(tool_call_id);
+        self.provider.write_file(&self.sandbox_id, &path, content.as_bytes()).await.map_err(|error| error.to_string())
+    }
+}
+
+impl TurnSandbox {
+    /// Where the turn keeps its large tool results: files of this sandbox.
+    pub(crate) fn result_files(&self) -> Arc<dyn ResultFiles> {
+        Arc::new(ResultsInSandbox { provider: self.provider.clone(), sandbox_id: self.sandbox_id.clone() })
     }
 }
