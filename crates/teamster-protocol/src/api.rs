@@ -137,6 +137,13 @@ pub struct McpServerRequest {
     pub manifest: crate::settings::McpServerManifest,
 }
 
+/// The body of `POST`/`PUT /settings/skills` (`CreateSkillRequest`, `UpdateSkillRequest`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillRequest {
+    pub manifest: crate::settings::SkillManifest,
+}
+
 /// One item of a session's event list.
 #[derive(Debug, Serialize)]
 pub struct SessionEventItem {

@@ -226,3 +226,43 @@ pub struct McpServerAuthPublic {
     #[serde(rename = "type")]
     pub kind: String,
 }
+
+/// A skill kept in a git repository (`SkillManifest`; `type` is always `git`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillManifest {
+    #[serde(rename = "type")]
+    pub kind: SkillType,
+    pub name: String,
+    /// Concise guidance for when the agent should use the skill.
+    pub description: String,
+    /// The repository: an `https://` URL (Teamster also takes `http://` and `git://`).
+    pub url: String,
+    /// A branch, tag or commit SHA.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// The skill's directory within the repository; its root when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+/// The kinds of skill sources (`SkillType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SkillType {
+    #[serde(rename = "git")]
+    Git,
+}
+
+/// A configured skill (`ConfiguredSkill`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConfiguredSkill {
+    pub name: String,
+    pub manifest: SkillManifest,
+}
+
+/// A skill agents can name, as a chat lists it (`AvailableSkill`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AvailableSkill {
+    pub name: String,
+    pub description: String,
+}

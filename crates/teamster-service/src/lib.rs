@@ -23,6 +23,7 @@ pub mod mcp;
 mod planner;
 mod runtime;
 mod sandboxes;
+mod skills;
 mod turns;
 
 use teamster_llm::registry::RegistryOptions;
@@ -36,6 +37,7 @@ use teamster_store::Store;
 pub use error::{Result, ServiceError};
 pub use events::{ListOrder, SessionEventsQuery, TurnEventsQuery};
 pub use downloads::{SandboxAddress, SandboxFile};
+pub use skills::SkillWrite;
 pub use input_files::DownloadedFile;
 pub use mcp::{McpHost, McpLinks, McpServerWrite, OAuthCallback};
 pub use teamster_mcp::oauth::TokenKey;

@@ -6,6 +6,7 @@ mod mcp_servers;
 mod meta;
 mod sessions;
 mod settings;
+mod skills;
 mod turns;
 
 use axum::Router;
@@ -13,5 +14,5 @@ use axum::Router;
 use crate::AppState;
 
 pub fn routes() -> Router<AppState> {
-    Router::new().merge(agents::routes()).merge(sessions::routes()).merge(files::routes()).merge(turns::routes()).merge(settings::routes()).merge(mcp_servers::routes()).merge(meta::routes())
+    Router::new().merge(agents::routes()).merge(sessions::routes()).merge(files::routes()).merge(turns::routes()).merge(settings::routes()).merge(mcp_servers::routes()).merge(skills::routes()).merge(meta::routes())
 }
