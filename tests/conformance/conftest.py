@@ -41,6 +41,13 @@ from truefoundry_gateway_sdk.agents import AgentSessionClient, PrivateAgentSessi
 # Every server of the run keeps its sandboxes here (outside pytest's private directory).
 SANDBOX_ROOT = f"/tmp/teamster-conformance-sandboxes-{os.getpid()}"
 
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The run's sandboxes go with it (their servers have stopped by now)."""
+    shutil.rmtree(SANDBOX_ROOT, ignore_errors=True)
+
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The storage backend every server of the run uses unless a test names a database.
 BACKEND = os.environ.get("TEAMSTER_TEST_BACKEND", "sqlite")
