@@ -1,9 +1,12 @@
 //! [`Bubblewrap`]: the local provider. Each session's sandbox is a directory under the root,
 //! `ROOT/sbx_<hash of the session id>/`, holding `workspace/` and `tmp/` (what commands see as
-//! `/workspace` and `/tmp`), `session` (the session id) and `last_used` (touched by every
-//! command, for the idle sweep).
+//! `/workspace` and `/tmp`), `session` (the session id), `last_used` (touched by every
+//! command, for the idle sweep) and `skills/` (one file per mounted skill, named by the skill and
+//! holding its directory on the host, so every replica sharing the root mounts the same).
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime};
@@ -14,7 +17,9 @@ use tokio::process::Command;
 
 use crate::command::SandboxCommand;
 use crate::output::capture;
+use crate::programs::find_program;
 use crate::provider::{ExecOutput, ExecRequest, Provisioned, SandboxProvider};
+use crate::skills::{SKILLS_MOUNT_DIR, is_skill_name};
 use crate::workspace::{Area, check_opened_inside, sandbox_path};
 use crate::{Limits, SandboxError};
 
@@ -30,6 +35,10 @@ const SANDBOX_UID_COUNT: u32 = 100_000;
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// Linux's `O_NONBLOCK`: opening a FIFO the sandbox left at a path must not block the harness.
 const O_NONBLOCK: i32 = 0o4000;
+/// The directory of a sandbox recording its mounted skills.
+const SKILLS_RECORD: &str = "skills";
+/// Where the workspace links to the skills, as a name in the workspace.
+const SKILLS_LINK: &str = "skills";
 
 /// The local sandbox provider on bubblewrap.
 #[derive(Debug)]
@@ -57,8 +66,16 @@ impl Bubblewrap {
         tokio::fs::create_dir_all(&root).await.map_err(SandboxError::io(format!("creating {}", root.display())))?;
         set_mode(&root, 0o711).await?;
         let root = tokio::fs::canonicalize(&root).await.map_err(SandboxError::io("resolving the sandbox root"))?;
-        if setpriv.is_some() {
-            check_traversable(&root)?;
+        if setpriv.is_some()
+            && let Some((dir, mode)) = untraversable(&root)?
+        {
+            return Err(SandboxError::Unavailable(format!(
+                "the sandbox root {} is inside {}, which other users cannot enter (mode {mode:o}), and sandboxes run as \
+                 users of their own; choose a sandbox root under a directory others may traverse, such as \
+                 /var/lib/teamster/sandboxes",
+                root.display(),
+                dir.display(),
+            )));
         }
         let provider = Bubblewrap { root, limits, bwrap, prlimit, setpriv };
         provider.check_it_works().await?;
@@ -137,7 +154,7 @@ impl Bubblewrap {
 
     /// Starts a sandboxed command with piped output.
     fn spawn(&self, sandbox_id: &str, dir: &Path, run: Run<'_>, stdin: Stdio) -> Result<tokio::process::Child, SandboxError> {
-        let Run { cwd, env, command, network } = run;
+        let Run { cwd, env, command, network, skills } = run;
         let workspace = dir.join(Area::Workspace.dir_name());
         let tmp = dir.join(Area::Tmp.dir_name());
         let line = SandboxCommand {
@@ -146,6 +163,7 @@ impl Bubblewrap {
             run_as: self.run_as(sandbox_id),
             workspace: &workspace,
             tmp: &tmp,
+            skills,
             cwd,
             env,
             network,
@@ -205,7 +223,8 @@ impl SandboxProvider for Bubblewrap {
         touch(&dir.join("last_used")).await?;
         let timeout = self.limits.timeout(request.timeout_seconds);
         let started = Instant::now();
-        let run = Run { cwd: &cwd, env: &request.env, command: &request.command, network: request.network };
+        let skills = mounted_skills(&dir).await;
+        let run = Run { cwd: &cwd, env: &request.env, command: &request.command, network: request.network, skills: &skills };
         let mut child = self.spawn(sandbox_id, &dir, run, Stdio::null())?;
         let limit = self.limits.max_output_bytes;
         let stdout = tokio::spawn(capture(child.stdout.take().expect("stdout is piped"), limit));
@@ -281,7 +300,9 @@ impl SandboxProvider for Bubblewrap {
         // workspace resolves in the sandbox's view, never the host's.
         let env = BTreeMap::from([("TEAMSTER_TARGET".to_owned(), named.inside().to_string_lossy().into_owned())]);
         let command = r#"mkdir -p -- "$(dirname -- "$TEAMSTER_TARGET")" && cat > "$TEAMSTER_TARGET""#;
-        let run = Run { cwd: Path::new("."), env: &env, command, network: false };
+        // With the skills mounted, so writing into one fails rather than vanishing.
+        let skills = mounted_skills(&dir).await;
+        let run = Run { cwd: Path::new("."), env: &env, command, network: false, skills: &skills };
         let mut child = self.spawn(sandbox_id, &dir, run, Stdio::piped())?;
         let mut stdin = child.stdin.take().expect("stdin is piped");
         let stderr = tokio::spawn(capture(child.stderr.take().expect("stderr is piped"), 4096));
@@ -309,6 +330,93 @@ impl SandboxProvider for Bubblewrap {
             Err(_) => Ok(()),
         }
     }
+
+    /// Records the skill in the sandbox's `skills/` (written aside and renamed, so a concurrent
+    /// mount or command never reads half a record); every later command binds it read-only at
+    /// `/skills/<name>`, and `/workspace/skills` is made a link there when the workspace has no
+    /// `skills` of its own.
+    async fn mount_skill(&self, sandbox_id: &str, name: &str, dir: &Path) -> Result<(), SandboxError> {
+        let sandbox = self.existing(sandbox_id).await?;
+        if !is_skill_name(name) {
+            return Err(SandboxError::InvalidRequest(format!(
+                "{:?} is not a skill name: 1 to 64 letters, digits, '.', '_' and '-', not '.' or '..'",
+                name.chars().take(80).collect::<String>()
+            )));
+        }
+        let invalid = |reason: String| SandboxError::InvalidPath { path: dir.display().to_string(), reason };
+        let real = tokio::fs::canonicalize(dir).await.map_err(|error| invalid(format!("the skill directory cannot be opened: {error}")))?;
+        let meta = tokio::fs::metadata(&real).await.map_err(|error| invalid(format!("the skill directory cannot be read: {error}")))?;
+        if !meta.is_dir() {
+            return Err(invalid("it is not a directory".to_owned()));
+        }
+        if self.setpriv.is_some() {
+            use std::os::unix::fs::PermissionsExt;
+            if let Some((blocking, mode)) = untraversable(&real)? {
+                return Err(invalid(format!(
+                    "sandboxes run as users of their own, who cannot enter {} (mode {mode:o}); keep skills under a \
+                     directory others may traverse",
+                    blocking.display()
+                )));
+            }
+            if meta.permissions().mode() & 0o005 != 0o005 {
+                return Err(invalid(format!(
+                    "sandboxes run as users of their own, who cannot read it (mode {:o})",
+                    meta.permissions().mode() & 0o777
+                )));
+            }
+        }
+        let record = sandbox.join(SKILLS_RECORD);
+        match tokio::fs::create_dir(&record).await {
+            Ok(()) => set_mode(&record, 0o700).await?,
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(SandboxError::io(format!("creating {}", record.display()))(error)),
+        }
+        // `+` is in no skill name: a record being written is never taken for a skill.
+        let started = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos();
+        let aside = record.join(format!("+{name}+{}+{started}", std::process::id()));
+        tokio::fs::write(&aside, real.as_os_str().as_bytes()).await.map_err(SandboxError::io("recording the skill"))?;
+        if let Err(error) = tokio::fs::rename(&aside, record.join(name)).await {
+            let _ = tokio::fs::remove_file(&aside).await;
+            return Err(SandboxError::io("recording the skill")(error));
+        }
+        self.link_skills(sandbox_id, &sandbox.join(Area::Workspace.dir_name()).join(SKILLS_LINK)).await
+    }
+}
+
+impl Bubblewrap {
+    /// Makes `/workspace/skills` a symbolic link to where the skills are mounted, unless the
+    /// workspace has something of that name (a command removed the link, or made its own).
+    async fn link_skills(&self, sandbox_id: &str, link: &Path) -> Result<(), SandboxError> {
+        if tokio::fs::symlink_metadata(link).await.is_ok() {
+            return Ok(());
+        }
+        match tokio::fs::symlink(SKILLS_MOUNT_DIR, link).await {
+            Ok(()) => {}
+            // A command made one in between: the workspace is the sandbox's.
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+            Err(error) => return Err(SandboxError::io("linking /workspace/skills")(error)),
+        }
+        if let Some((_, uid)) = self.run_as(sandbox_id) {
+            std::os::unix::fs::lchown(link, Some(uid), Some(uid)).map_err(SandboxError::io("giving /workspace/skills to the sandbox's user"))?;
+        }
+        Ok(())
+    }
+}
+
+/// The skills recorded for a sandbox: each name and its directory on the host, by name.
+async fn mounted_skills(sandbox: &Path) -> Vec<(String, PathBuf)> {
+    let mut skills = BTreeMap::new();
+    let Ok(mut entries) = tokio::fs::read_dir(sandbox.join(SKILLS_RECORD)).await else { return Vec::new() };
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        let Some(name) = entry.file_name().to_str().filter(|name| is_skill_name(name)).map(str::to_owned) else { continue };
+        match tokio::fs::read(entry.path()).await {
+            Ok(bytes) if bytes.starts_with(b"/") => {
+                skills.insert(name, PathBuf::from(OsString::from_vec(bytes)));
+            }
+            _ => tracing::warn!(skill = %name, "unreadable skill record; the skill is not mounted"),
+        }
+    }
+    skills.into_iter().collect()
 }
 
 /// What to run in a sandbox.
@@ -317,6 +425,8 @@ struct Run<'a> {
     env: &'a BTreeMap<String, String>,
     command: &'a str,
     network: bool,
+    /// The skills to mount: each name and its directory on the host.
+    skills: &'a [(String, PathBuf)],
 }
 
 /// Refuses malformed commands and environments.
@@ -352,36 +462,21 @@ fn check_command(request: &ExecRequest) -> Result<(), SandboxError> {
 }
 
 /// As root, sandboxes run as users of their own, who must be able to enter every directory
-/// above the root to reach their workspace.
-fn check_traversable(root: &Path) -> Result<(), SandboxError> {
+/// above their workspace, and above each skill mounted into them: the first directory above
+/// `path` that others cannot enter, and its mode, if there is one.
+fn untraversable(path: &Path) -> Result<Option<(PathBuf, u32)>, SandboxError> {
     use std::os::unix::fs::PermissionsExt;
-    for dir in root.ancestors().skip(1) {
+    for dir in path.ancestors().skip(1) {
         let mode = std::fs::metadata(dir).map_err(SandboxError::io(format!("reading {}", dir.display())))?.permissions().mode();
         if mode & 0o001 == 0 {
-            return Err(SandboxError::Unavailable(format!(
-                "the sandbox root {} is inside {}, which other users cannot enter (mode {:o}), and sandboxes run as \
-                 users of their own; choose a sandbox root under a directory others may traverse, such as \
-                 /var/lib/teamster/sandboxes",
-                root.display(),
-                dir.display(),
-                mode & 0o777
-            )));
+            return Ok(Some((dir.to_path_buf(), mode & 0o777)));
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 fn is_sandbox_id(name: &str) -> bool {
     name.len() == 36 && name.starts_with("sbx_") && name[4..].bytes().all(|byte| byte.is_ascii_hexdigit())
-}
-
-/// The program `name` in the system's program directories (the harness's own `PATH` does not
-/// decide what runs its sandboxes).
-fn find_program(name: &str) -> Option<PathBuf> {
-    ["/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin"]
-        .into_iter()
-        .map(|dir| Path::new(dir).join(name))
-        .find(|candidate| candidate.is_file())
 }
 
 /// Whether this process's effective user is root (from `/proc/self/status`).

@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::Limits;
+use crate::skills::SKILLS_MOUNT_DIR;
 use crate::workspace::{TMP_DIR, WORKSPACE_DIR};
 
 /// The top-level directories that merged-`/usr` systems make symbolic links into `/usr`.
@@ -57,6 +58,10 @@ pub(crate) struct SandboxCommand<'a> {
     pub(crate) workspace: &'a Path,
     /// The sandbox's own `/tmp`.
     pub(crate) tmp: &'a Path,
+    /// The skills mounted into the sandbox: each name and its directory on the host, bound
+    /// read-only at `/skills/<name>` (outside the workspace, so no path the sandbox controls
+    /// decides where a mount lands; `/workspace/skills` links there).
+    pub(crate) skills: &'a [(String, PathBuf)],
     /// The directory to start in, relative to the workspace (`.`: the workspace), created if
     /// missing. It is made and entered inside the sandbox, so a symbolic link in the workspace
     /// cannot lead the harness anywhere.
@@ -100,7 +105,20 @@ impl SandboxCommand<'_> {
         args.path(self.workspace);
         args.push(&[WORKSPACE_DIR, "--bind"]);
         args.path(self.tmp);
-        args.push(&[TMP_DIR, "--chdir", WORKSPACE_DIR, "--clearenv"]);
+        args.push(&[TMP_DIR]);
+        if !self.skills.is_empty() {
+            // A tmpfs made read-only once the skills are bound in it: writing there fails
+            // instead of vanishing with the command.
+            args.push(&["--tmpfs", SKILLS_MOUNT_DIR]);
+            for (name, dir) in self.skills {
+                // `-try`: a skill the cache lost is missing from the sandbox, not every command failing.
+                args.push(&["--ro-bind-try"]);
+                args.path(dir);
+                args.push(&[&format!("{SKILLS_MOUNT_DIR}/{name}")]);
+            }
+            args.push(&["--remount-ro", SKILLS_MOUNT_DIR]);
+        }
+        args.push(&["--chdir", WORKSPACE_DIR, "--clearenv"]);
         for (name, value) in BASE_ENV {
             if !self.env.contains_key(name) {
                 args.push(&["--setenv", name, value]);
@@ -155,6 +173,7 @@ mod tests {
             run_as,
             workspace: Path::new("/srv/sandboxes/sbx_1/workspace"),
             tmp: Path::new("/srv/sandboxes/sbx_1/tmp"),
+            skills: &[],
             cwd: Path::new("src"),
             env,
             network: false,
@@ -186,6 +205,29 @@ mod tests {
         assert!(has(&["--bind", "/srv/sandboxes/sbx_1/tmp", "/tmp"]));
         // Only the workspace and the sandbox's /tmp are bound writable.
         assert_eq!(args.iter().filter(|arg| *arg == "--bind").count(), 2);
+    }
+
+    #[test]
+    fn skills_are_bound_read_only_outside_the_workspace() {
+        let env = BTreeMap::new();
+        let limits = Limits::default();
+        let skills = [("pdf".to_owned(), PathBuf::from("/srv/skills/commits/k-c1")), ("xlsx".to_owned(), PathBuf::from("/srv/skills/x"))];
+        let (_, args) = SandboxCommand { skills: &skills, ..command(&env, &limits, None) }.argv();
+        let args = strings(&args);
+        let has = |window: &[&str]| args.windows(window.len()).any(|part| part == window);
+        assert!(has(&["--ro-bind-try", "/srv/skills/commits/k-c1", "/skills/pdf"]), "{args:?}");
+        assert!(has(&["--ro-bind-try", "/srv/skills/x", "/skills/xlsx", "--remount-ro", "/skills"]), "{args:?}");
+        assert!(has(&["--tmpfs", "/skills", "--ro-bind-try"]), "{args:?}");
+        assert_eq!(args.iter().filter(|arg| *arg == "--bind").count(), 2);
+        assert!(!args.iter().any(|arg| arg.starts_with("/workspace/")), "{args:?}");
+    }
+
+    #[test]
+    fn without_skills_nothing_is_mounted_for_them() {
+        let env = BTreeMap::new();
+        let limits = Limits::default();
+        let (_, args) = command(&env, &limits, None).argv();
+        assert!(!strings(&args).iter().any(|arg| arg.contains("/skills")));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Sandboxes for the code agents run.
 //!
 //! [`SandboxProvider`] is the seam: provision a session's sandbox, run a command in it, read and
-//! write its files, destroy it. [`Bubblewrap`] is the local provider: one workspace directory per
+//! write its files, mount a skill into it, destroy it. [`Bubblewrap`] is the local provider: one workspace directory per
 //! session under a root (which may be shared storage, for several replicas), each command run by
 //! `bwrap` in fresh namespaces with no network, the system read-only, the workspace the only
 //! writable place besides the sandbox's own `/tmp` (kept for the session like the workspace), no view of the host's files, environment or
@@ -10,20 +10,33 @@
 //!
 //! [`ExecTool`] offers a session's sandbox to the model as the `exec` tool. `limits.rs` holds
 //! the bounds, `workspace.rs` the safe resolution of paths a caller names,
-//! `command.rs` the `bwrap` command line, `output.rs` the capped capture of a command's output.
+//! `command.rs` the `bwrap` command line, `output.rs` the capped capture of a command's output,
+//! `programs.rs` where the host programs are found.
+//!
+//! Skills (`skills/`) are directories with a `SKILL.md`: [`SkillCache`] fetches one from git on
+//! the host, once per commit, into a directory holding only the skill's files (credentials go to
+//! git through its environment and never into those files), or takes a local directory as it is;
+//! [`parse_skill_md`] reads its front matter; [`SandboxProvider::mount_skill`] shows it read-only
+//! at `/workspace/skills/<name>` ([`SKILLS_DIR`]) to every later command of a sandbox.
 
 mod bubblewrap;
 mod command;
 mod exec_tool;
 mod limits;
 mod output;
+mod programs;
 mod provider;
+mod skills;
 mod workspace;
 
 pub use bubblewrap::Bubblewrap;
 pub use exec_tool::{EXEC_TOOL, ExecTool};
 pub use limits::Limits;
 pub use provider::{ExecOutput, ExecRequest, Provisioned, SandboxProvider};
+pub use skills::{
+    GitAuth, GitSource, MAX_SKILL_BYTES, MAX_SKILL_FILES, MAX_SKILL_MD_BYTES, SKILLS_DIR, Skill, SkillCache, SkillDocument,
+    SkillError, parse_skill_md,
+};
 pub use workspace::{TMP_DIR, WORKSPACE_DIR};
 
 /// Why a sandbox operation failed. A command that runs and fails is not an error: its exit code

@@ -1,6 +1,7 @@
 //! The provider seam: what the harness asks of a sandbox, whoever runs it.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -75,4 +76,15 @@ pub trait SandboxProvider: Send + Sync {
 
     /// Removes the sandbox of `session_id` and everything in it; nothing when there is none.
     async fn destroy(&self, session_id: &str) -> Result<(), SandboxError>;
+
+    /// Mounts a skill into a provisioned sandbox: the files of `dir` (a directory on the host,
+    /// from [`crate::SkillCache`]) appear read-only at `/workspace/skills/<name>`
+    /// ([`crate::SKILLS_DIR`]) for every later command of the sandbox, on every replica. Mounting
+    /// a name again replaces what it showed. A remote provider uploads the files instead.
+    ///
+    /// Providers that cannot mount skills answer [`SandboxError::Unavailable`].
+    async fn mount_skill(&self, sandbox_id: &str, name: &str, dir: &Path) -> Result<(), SandboxError> {
+        let _ = (sandbox_id, name, dir);
+        Err(SandboxError::Unavailable("this provider cannot mount skills".to_owned()))
+    }
 }
