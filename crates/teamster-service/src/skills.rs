@@ -1,12 +1,13 @@
 //! The skill registry: skills configured through `/api/v1/settings/skills`, stored in the
 //! settings store (so every replica reads the same), and named by agents.
 //!
-//! A skill is a directory of a git repository with a `SKILL.md`. The manifest is checked here
-//! (name, description, a URL of an allowed scheme without credentials, a safe ref and path);
-//! fetching it is the sandbox's business, at turn time.
+//! A skill is a directory of a git repository with a `SKILL.md`. The manifest is checked when
+//! it is stored, with the checks a fetch makes (`GitSource::check`); fetching it is the
+//! sandbox's business, at turn time.
 
 use teamster_protocol::settings::{AvailableSkill, ConfiguredSkill, SkillManifest};
 use teamster_protocol::timestamp;
+use teamster_sandbox::{GitSource, SkillError};
 
 use crate::Service;
 use crate::error::{Result, ServiceError};
@@ -14,8 +15,6 @@ use crate::error::{Result, ServiceError};
 /// The settings kind under which skills are stored.
 const SETTING_KIND: &str = "skill";
 const MAX_DESCRIPTION_CHARS: usize = 1024;
-const MAX_URL_CHARS: usize = 2048;
-const MAX_REF_CHARS: usize = 255;
 
 /// How a skill write treats an existing skill of the same name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,39 +71,47 @@ impl Service {
     }
 }
 
-/// Checks a skill manifest against the specs' rules (400 naming the field otherwise).
+/// Checks a skill manifest against the specs' rules (400 naming the field otherwise): the
+/// registry's name rule and a description here; the URL, ref and path as a fetch checks them,
+/// and no credentials in the URL (they belong in `config.sandbox.network_policy.auth_inject`).
 pub(crate) fn validate_manifest(manifest: &SkillManifest) -> Result<()> {
-    let invalid = |field: &'static str, message: String| Err(ServiceError::invalid_param(field, message));
     if !is_resource_name(&manifest.name) {
-        return invalid(
+        return Err(ServiceError::invalid_param(
             "manifest.name",
             "a skill name has 2-64 characters: lowercase letters, digits, '.', '_' and '-', starting with a letter and \
-             ending with a letter or digit"
-                .to_owned(),
-        );
+             ending with a letter or digit",
+        ));
     }
     let description = manifest.description.trim();
     if description.is_empty() || description.chars().count() > MAX_DESCRIPTION_CHARS {
-        return invalid("manifest.description", format!("a description has 1-{MAX_DESCRIPTION_CHARS} characters"));
+        return Err(ServiceError::invalid_param("manifest.description", format!("a description has 1-{MAX_DESCRIPTION_CHARS} characters")));
     }
-    if let Err(problem) = check_url(&manifest.url) {
-        return invalid("manifest.url", problem);
+    let authority = manifest.url.split_once("://").map_or("", |(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or_default());
+    if authority.contains('@') {
+        return Err(ServiceError::invalid_param(
+            "manifest.url",
+            "the URL must not carry credentials; give them in config.sandbox.network_policy.auth_inject",
+        ));
     }
-    if !is_safe_ref(&manifest.reference) {
-        return invalid(
-            "manifest.ref",
-            format!("a ref has 1-{MAX_REF_CHARS} characters: letters, digits, '.', '_', '-' and '/', not starting with '-'"),
-        );
+    let source = GitSource {
+        name: manifest.name.clone(),
+        url: manifest.url.clone(),
+        reference: manifest.reference.clone(),
+        path: manifest.path.clone(),
+    };
+    match source.check() {
+        Ok(()) => Ok(()),
+        Err(SkillError::Invalid { field, reason }) => {
+            let param = match field {
+                "url" => "manifest.url",
+                "ref" => "manifest.ref",
+                "path" => "manifest.path",
+                _ => "manifest.name",
+            };
+            Err(ServiceError::invalid_param(param, reason))
+        }
+        Err(other) => Err(ServiceError::invalid_param("manifest", other.to_string())),
     }
-    if let Some(path) = &manifest.path
-        && !is_safe_path(path)
-    {
-        return invalid(
-            "manifest.path",
-            "a path is relative, of letters, digits, '.', '_', '-' and '/', without '..' components".to_owned(),
-        );
-    }
-    Ok(())
 }
 
 /// `ResourceName`: `^[a-z](?:[a-z0-9._-]{0,62}[a-z0-9])$`.
@@ -115,41 +122,6 @@ fn is_resource_name(name: &str) -> bool {
         && first.is_ascii_lowercase()
         && (last.is_ascii_lowercase() || last.is_ascii_digit())
         && bytes.iter().all(|&byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || b"._-".contains(&byte))
-}
-
-/// A repository URL: `https://`, `http://` or `git://`, a host, no credentials (they belong in
-/// `config.sandbox.network_policy.auth_inject`), no spaces or control characters.
-pub(crate) fn check_url(url: &str) -> std::result::Result<(), String> {
-    if url.len() > MAX_URL_CHARS || url.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(format!("a URL has at most {MAX_URL_CHARS} characters, without spaces"));
-    }
-    let Some(rest) = ["https://", "http://", "git://"].iter().find_map(|scheme| url.strip_prefix(scheme)) else {
-        return Err("the repository URL must start with https:// (or http://, git://)".to_owned());
-    };
-    let authority = rest.split('/').next().unwrap_or_default();
-    if authority.contains('@') {
-        return Err("the URL must not carry credentials; give them in config.sandbox.network_policy.auth_inject".to_owned());
-    }
-    if authority.is_empty() || rest.len() == authority.len() {
-        return Err("the URL must name a host and a repository".to_owned());
-    }
-    Ok(())
-}
-
-pub(crate) fn is_safe_ref(reference: &str) -> bool {
-    !reference.is_empty()
-        && reference.len() <= MAX_REF_CHARS
-        && !reference.starts_with('-')
-        && !reference.split('/').any(|part| part == "..")
-        && reference.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"._-/".contains(&byte))
-}
-
-pub(crate) fn is_safe_path(path: &str) -> bool {
-    !path.is_empty()
-        && path.len() <= MAX_URL_CHARS
-        && !path.starts_with('/')
-        && !path.split('/').any(|part| part == "..")
-        && path.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"._-/".contains(&byte))
 }
 
 #[cfg(test)]

@@ -5,6 +5,9 @@
 use std::fmt;
 use std::path::{Component, Path};
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+
 use super::redact::{Redactor, without_userinfo};
 use super::{SkillError, check_name};
 
@@ -56,6 +59,14 @@ impl fmt::Debug for GitAuth {
     }
 }
 
+impl GitSource {
+    /// Checks the source as a fetch would, without fetching: the name, the URL's scheme and
+    /// form, the ref and the path. What a registry stores can be checked when it is stored.
+    pub fn check(&self) -> Result<(), SkillError> {
+        check(self, &[]).map(|_| ())
+    }
+}
+
 /// A source that passed every check.
 pub(crate) struct Checked<'a> {
     /// The URL as given (credentials and all): what git fetches.
@@ -89,7 +100,7 @@ pub(crate) fn check<'a>(source: &'a GitSource, auth: &[GitAuth]) -> Result<Check
         None => None,
     };
     let matching = if url.https { auth.iter().find(|auth| auth.hosts.iter().any(|host| host_matches(host, &url))) } else { None };
-    let token = |auth: &GitAuth| base64(format!("{}:{}", auth.username, auth.password).as_bytes());
+    let token = |auth: &GitAuth| STANDARD.encode(format!("{}:{}", auth.username, auth.password));
     // Every password and token given is kept out of messages, not only the one used.
     let mut secrets: Vec<String> = auth.iter().flat_map(|auth| [auth.password.clone(), token(auth)]).collect();
     if let Some(userinfo) = url.userinfo {
@@ -227,23 +238,6 @@ pub(crate) fn is_full_sha(reference: &str) -> bool {
     matches!(reference.len(), 40 | 64) && reference.bytes().all(|byte| byte.is_ascii_hexdigit())
 }
 
-/// Standard base64 with padding (the `Authorization: Basic` encoding).
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let triple = u32::from(chunk[0]) << 16 | u32::from(*chunk.get(1).unwrap_or(&0)) << 8 | u32::from(*chunk.get(2).unwrap_or(&0));
-        for index in 0..4 {
-            if index <= chunk.len() {
-                out.push(char::from(ALPHABET[(triple >> (18 - 6 * index) & 0x3f) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,10 +329,10 @@ mod tests {
     }
 
     #[test]
-    fn base64_is_standard() {
-        let cases = [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="), ("user:pass", "dXNlcjpwYXNz")];
-        for (input, expected) in cases {
-            assert_eq!(base64(input.as_bytes()), expected, "{input}");
-        }
+    fn the_header_is_standard_basic_auth() {
+        let credentials = GitAuth { hosts: vec!["example.com".into()], username: "user".into(), password: "pass".into() };
+        let repository = source("https://example.com/r.git", "main", None);
+        let checked = check(&repository, &[credentials]).unwrap();
+        assert_eq!(checked.header.as_deref(), Some("Authorization: Basic dXNlcjpwYXNz"));
     }
 }
