@@ -11,7 +11,7 @@ use teamster_protocol::input::{TurnInput, UserContentPart};
 use teamster_protocol::{Event, UserContent};
 use teamster_store::Store;
 
-use crate::input_files::FILE_REFERENCE_SCHEME;
+use crate::input_files::{FILE_REFERENCE_SCHEME, parse_reference};
 use crate::sandboxes::TurnSandbox;
 
 /// The file parts of `input`, as (name, data).
@@ -31,9 +31,9 @@ async fn file_bytes(store: &dyn Store, session_id: &str, data: &str) -> Result<V
     if let Some((_, payload)) = split_data_url(data) {
         return base64::engine::general_purpose::STANDARD.decode(payload).map_err(|error| error.to_string());
     }
-    let digest = data
+    let (_, digest) = data
         .strip_prefix(FILE_REFERENCE_SCHEME)
-        .and_then(|reference| reference.split(';').find_map(|field| field.strip_prefix("sha256=")))
+        .and_then(parse_reference)
         .ok_or("the file is neither a data URL nor a stored file's reference")?;
     store.get_file(session_id, digest).await.map(|file| file.data).map_err(|error| error.to_string())
 }

@@ -11,6 +11,7 @@ use teamster_sandbox::SandboxError;
 use teamster_store::Store;
 
 use crate::error::{Result, ServiceError};
+use crate::input_files::short;
 use crate::sandboxes::{self, Sandboxes};
 use crate::{Caller, Service};
 
@@ -118,9 +119,4 @@ fn check_downloads_allowed(spec: &AgentSpec) -> Result<()> {
         }
         Some(_) => Ok(()),
     }
-}
-
-/// At most the first 64 characters of a client's string, for error messages.
-fn short(text: &str) -> String {
-    text.chars().take(64).collect()
 }

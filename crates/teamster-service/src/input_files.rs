@@ -35,14 +35,6 @@ pub(crate) struct PendingFile {
     data: Vec<u8>,
 }
 
-/// Whether any message of `input` attaches a file.
-pub(crate) fn attaches_files(input: &[TurnInput]) -> bool {
-    input.iter().any(|item| {
-        matches!(item, TurnInput::Message { content: UserContent::Parts(parts) }
-            if parts.iter().any(|part| matches!(part, UserContentPart::File { .. })))
-    })
-}
-
 /// Checks `input` and returns it as it is to be stored, with the files to store first. Text
 /// must fit in an event line; file parts must be valid data URLs or references to files this
 /// session has, at most [`MAX_ATTACHMENT_BYTES`], and images the model reads natively unless
@@ -198,7 +190,7 @@ async fn prepare_file(
 
 /// The media type and digest of a reference's `<mime>;sha256=<hex>;size=<bytes>`, if it has
 /// that form.
-fn parse_reference(reference: &str) -> Option<(&str, &str)> {
+pub(crate) fn parse_reference(reference: &str) -> Option<(&str, &str)> {
     let mut fields = reference.split(';');
     let media_type = fields.next()?;
     let digest = fields.next()?.strip_prefix("sha256=")?;
@@ -220,7 +212,7 @@ fn is_media_type(text: &str) -> bool {
 }
 
 /// At most the first 64 characters of a client's string, for error messages.
-fn short(text: &str) -> String {
+pub(crate) fn short(text: &str) -> String {
     match text.char_indices().nth(64) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text.to_owned(),

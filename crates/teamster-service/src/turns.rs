@@ -127,11 +127,9 @@ impl Service {
         validate_input(&request.input)?;
         let chain = parse_chain(request.previous_turn_id.as_deref())?;
         let session = self.catalog().owned_session(caller, session_id).await?;
-        self.catalog().check_runnable(&session).await?;
+        let spec = self.catalog().runnable_spec(&session).await?;
         // Files other than images go into the agent's sandbox, if it has one.
-        let sandboxed = input_files::attaches_files(&request.input)
-            && self.sandboxes().enabled()
-            && sandboxes::wanted(&self.catalog().session_spec(&session).await?).is_some();
+        let sandboxed = self.sandboxes().enabled() && sandboxes::wanted(&spec).is_some();
         let (input, files) = input_files::prepare(self.store(), session_id, sandboxed, request.input.clone()).await?;
         let previous = match &chain {
             Chain::Auto => session.last_turn_id.clone(),

@@ -82,18 +82,23 @@ pub async fn download_sandbox_file(state: &AppState, address: SandboxAddress<'_>
     let ascii_name: String =
         file.name.chars().map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' { c } else { '_' }).collect();
     let disposition = format!("attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{}", percent_encode(&file.name));
-    Ok((
+    Ok(attachment(media_type_of(&file.name).to_owned(), disposition, "private, no-store", file.data))
+}
+
+/// A file as a download. A client or an agent chose its bytes and type: browsers must neither
+/// sniff nor run what it holds.
+pub fn attachment(media_type: String, disposition: String, cache_control: &'static str, data: Vec<u8>) -> Response {
+    (
         [
-            (header::CONTENT_TYPE, media_type_of(&file.name).to_owned()),
+            (header::CONTENT_TYPE, media_type),
             (header::CONTENT_DISPOSITION, disposition),
-            (header::CACHE_CONTROL, "private, no-store".to_owned()),
-            // The agent wrote the file: browsers must neither sniff nor run what it holds.
+            (header::CACHE_CONTROL, cache_control.to_owned()),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
             (header::CONTENT_SECURITY_POLICY, "sandbox".to_owned()),
         ],
-        file.data,
+        data,
     )
-        .into_response())
+        .into_response()
 }
 
 /// The media type of a file name's extension, for the common kinds agents write.

@@ -77,13 +77,15 @@ impl Catalog {
         }
     }
 
-    /// Checks before a turn is stored that the session's agent can still run: its pinned
-    /// version exists (412 once the agent was deleted) and its model resolves (422).
-    pub(crate) async fn check_runnable(&self, session: &SessionRecord) -> Result<()> {
-        let model = self.session_spec(session).await?.model.name;
-        match self.models().resolve(&model) {
-            Ok(_) => Ok(()),
-            Err(error) => Err(ServiceError::Unprocessable(format!("the agent's model {model:?} is not available: {error}"))),
+    /// The spec a session runs, checked before a turn is stored: its pinned version exists
+    /// (412 once the agent was deleted) and its model resolves (422).
+    pub(crate) async fn runnable_spec(&self, session: &SessionRecord) -> Result<AgentSpec> {
+        let spec = self.session_spec(session).await?;
+        match self.models().resolve(&spec.model.name) {
+            Ok(_) => Ok(spec),
+            Err(error) => {
+                Err(ServiceError::Unprocessable(format!("the agent's model {:?} is not available: {error}", spec.model.name)))
+            }
         }
     }
 }

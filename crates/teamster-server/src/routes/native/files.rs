@@ -3,13 +3,13 @@
 
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use teamster_service::Caller;
 
 use crate::AppState;
 use crate::error::ApiResult;
+use crate::routes::shared;
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/sessions/{session_id}/files/{digest}", get(download))
@@ -19,16 +19,5 @@ pub fn routes() -> Router<AppState> {
 async fn download(State(state): State<AppState>, Path((session_id, digest)): Path<(String, String)>) -> ApiResult<Response> {
     let file = state.service.get_session_file(&Caller::local(), &session_id, &digest).await?;
     let disposition = format!("attachment; filename=\"{digest}\"");
-    Ok((
-        [
-            (header::CONTENT_TYPE, file.media_type),
-            (header::CONTENT_DISPOSITION, disposition),
-            (header::CACHE_CONTROL, "private, max-age=31536000, immutable".to_owned()),
-            // A client chose the media type: browsers must neither sniff nor run what it holds.
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
-            (header::CONTENT_SECURITY_POLICY, "sandbox".to_owned()),
-        ],
-        file.data,
-    )
-        .into_response())
+    Ok(shared::attachment(file.media_type, disposition, "private, max-age=31536000, immutable", file.data))
 }
