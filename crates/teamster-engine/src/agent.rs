@@ -113,6 +113,7 @@ impl Agent {
             params: self.params.clone(),
             response_format: self.response_format.clone(),
             instructions: self.instructions.clone(),
+            skills: Vec::new(),
             seed_messages: self.seed_messages.clone(),
             messages,
             toolbox,

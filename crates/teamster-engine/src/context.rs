@@ -12,6 +12,7 @@ use teamster_llm::{Message, ToolDefinition};
 use teamster_protocol::agent::ContextManagementConfig;
 
 use crate::large_results::{DEFAULT_LARGE_RESULT_TOKENS, LargeResults, preview};
+use crate::skills::system_prompt;
 use crate::usage::{InputParts, estimate_tokens};
 
 /// How a compaction summary message starts; it marks the message as harness framing.
@@ -67,6 +68,8 @@ impl ContextPolicy {
 /// The messages of one thread, as the engine holds them: everything whole.
 pub(crate) struct Conversation {
     pub instructions: Option<String>,
+    /// The skills section of the system prompt (see [`crate::skills`]).
+    pub skills: Option<String>,
     /// The agent's seed messages: part of the stable prefix, never compacted.
     pub seeds: Vec<Message>,
     /// The history and this turn's messages; compaction replaces a leading run of them.
@@ -87,9 +90,10 @@ impl Conversation {
     pub fn prepare(&self, definitions: &[ToolDefinition]) -> Prepared {
         let mut messages = Vec::with_capacity(self.seeds.len() + self.messages.len() + 1);
         let mut parts = InputParts { tool_definitions: definition_tokens(definitions), ..InputParts::default() };
-        if let Some(instructions) = &self.instructions {
-            parts.instructions = estimate_tokens(instructions);
-            messages.push(Message::System { content: instructions.clone() });
+        if let Some(content) = system_prompt(self.instructions.as_deref(), self.skills.as_deref()) {
+            parts.instructions = self.instructions.as_deref().map(estimate_tokens).unwrap_or_default();
+            parts.skills = self.skills.as_deref().map(estimate_tokens).unwrap_or_default();
+            messages.push(Message::System { content });
         }
         messages.extend(self.seeds.iter().cloned());
         for message in &self.messages {
@@ -97,7 +101,11 @@ impl Conversation {
             parts.harness += shown.harness_tokens;
             messages.push(shown.message);
         }
-        parts.messages = messages.iter().map(message_tokens).sum::<u64>() - parts.instructions - parts.harness;
+        parts.messages = messages
+            .iter()
+            .map(message_tokens)
+            .sum::<u64>()
+            .saturating_sub(parts.instructions + parts.skills + parts.harness);
         Prepared { messages, parts }
     }
 
@@ -126,6 +134,7 @@ impl Conversation {
     /// The estimated size of the prefix that compaction never touches.
     pub fn prefix_tokens(&self, definitions: &[ToolDefinition]) -> u64 {
         self.instructions.as_deref().map(estimate_tokens).unwrap_or_default()
+            + self.skills.as_deref().map(estimate_tokens).unwrap_or_default()
             + definition_tokens(definitions)
             + self.seeds.iter().map(message_tokens).sum::<u64>()
     }

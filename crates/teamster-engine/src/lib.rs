@@ -21,6 +21,7 @@ pub mod pending;
 mod resume;
 mod run;
 mod sink;
+mod skills;
 mod step;
 mod structured;
 mod sub_agents;
@@ -40,6 +41,7 @@ pub use large_results::{MAX_READ_CHARS, PREVIEW_CHARS, READ_TOOL_RESULT, ResultF
 pub use resume::{INTERRUPTED_CALL, Resumed, resume_turn};
 pub use run::{TurnOutcome, TurnPlan, run_turn};
 pub use sink::EventSink;
+pub use skills::SkillNote;
 pub use template::render;
 pub use toolbox::ToolBox;
 pub use usage::MetricsAccumulator;

@@ -20,6 +20,7 @@ use crate::gates::{Decision, Resolution, Split, UserQuestions};
 use crate::history::assistant_message;
 use crate::large_results::{LargeResults, ResultFiles};
 use crate::sink::EventSink;
+use crate::skills::{SkillNote, skills_section};
 use crate::step::{StepEnd, model_step};
 use crate::structured::{CORRECTIONS, OutputCheck};
 use crate::sub_agents::{self, NamedSubAgent, RUN_SUB_AGENT, SubAgentPolicy, SubAgentRequest, SubAgentTool};
@@ -37,6 +38,8 @@ pub struct TurnPlan {
     pub response_format: Option<ResponseFormat>,
     /// The system prompt, variables already rendered.
     pub instructions: Option<String>,
+    /// The agent's skills, listed in the system prompt after the instructions.
+    pub skills: Vec<SkillNote>,
     /// The agent's seed messages, rendered: always sent right after the instructions.
     pub seed_messages: Vec<Message>,
     /// The conversation so far (see [`crate::history_from_events`]), ending with this turn's
@@ -117,6 +120,7 @@ pub async fn run_turn(
         params,
         response_format,
         instructions,
+        skills,
         seed_messages,
         messages,
         mut toolbox,
@@ -148,7 +152,14 @@ pub async fn run_turn(
         pricing,
         params,
         response_format,
-        conversation: Conversation { instructions, seeds: seed_messages, messages, policy: context, large_results },
+        conversation: Conversation {
+            instructions,
+            skills: skills_section(&skills),
+            seeds: seed_messages,
+            messages,
+            policy: context,
+            large_results,
+        },
         toolbox,
         iteration_limit,
         iterations_done,
@@ -580,6 +591,7 @@ fn child_thread(
     let conversation = if request.fork {
         Conversation {
             instructions: parent.conversation.instructions.clone(),
+            skills: parent.conversation.skills.clone(),
             seeds: parent.conversation.seeds.clone(),
             messages,
             policy: parent.conversation.policy,
@@ -588,6 +600,8 @@ fn child_thread(
     } else {
         Conversation {
             instructions: Some(sub_agents::instructions_for(request, declared)),
+            // A sub-agent works in the same sandbox, with the same skills.
+            skills: parent.conversation.skills.clone(),
             seeds: Vec::new(),
             messages,
             policy: parent.conversation.policy,

@@ -10,6 +10,8 @@ use teamster_protocol::settings::ModelPricing;
 pub(crate) struct InputParts {
     /// Framing the harness adds: compaction summaries, large-result notes.
     pub harness: u64,
+    /// The skills section of the system prompt.
+    pub skills: u64,
     pub instructions: u64,
     pub tool_definitions: u64,
     /// Everything else: the conversation's messages.
@@ -18,7 +20,7 @@ pub(crate) struct InputParts {
 
 impl InputParts {
     pub fn total(&self) -> u64 {
-        self.harness + self.instructions + self.tool_definitions + self.messages
+        self.harness + self.skills + self.instructions + self.tool_definitions + self.messages
     }
 }
 
@@ -35,6 +37,7 @@ pub(crate) fn usage_of(tokens: TokenUsage, parts: InputParts) -> Usage {
     let estimated = parts.total();
     let share = |part: u64| if estimated == 0 { 0 } else { (u128::from(part) * u128::from(total) / u128::from(estimated)) as u64 };
     let harness = share(parts.harness);
+    let skills = share(parts.skills);
     let instructions = share(parts.instructions);
     let tool_definitions = share(parts.tool_definitions);
     let optional = |value: u64| (value > 0).then_some(value);
@@ -46,10 +49,10 @@ pub(crate) fn usage_of(tokens: TokenUsage, parts: InputParts) -> Usage {
         reasoning_tokens: optional(tokens.reasoning_tokens),
         input_tokens_breakdown: InputTokensBreakdown {
             harness,
-            skills: 0,
+            skills,
             instructions,
             tool_definitions,
-            messages: total - harness - instructions - tool_definitions,
+            messages: total - harness - skills - instructions - tool_definitions,
         },
     }
 }
@@ -131,10 +134,13 @@ mod tests {
 
     #[test]
     fn the_breakdown_splits_the_reported_total_in_proportion() {
-        let parts = InputParts { harness: 10, instructions: 20, tool_definitions: 30, messages: 40 };
+        let parts = InputParts { harness: 10, skills: 5, instructions: 20, tool_definitions: 30, messages: 35 };
         let usage = usage_of(TokenUsage { input_tokens: 1000, output_tokens: 7, ..TokenUsage::default() }, parts);
         let breakdown = usage.input_tokens_breakdown;
-        assert_eq!((breakdown.harness, breakdown.instructions, breakdown.tool_definitions, breakdown.messages), (100, 200, 300, 400));
+        assert_eq!(
+            (breakdown.harness, breakdown.skills, breakdown.instructions, breakdown.tool_definitions, breakdown.messages),
+            (100, 50, 200, 300, 350)
+        );
         let odd = usage_of(TokenUsage { input_tokens: 7, ..TokenUsage::default() }, parts).input_tokens_breakdown;
         assert_eq!(odd.harness + odd.skills + odd.instructions + odd.tool_definitions + odd.messages, 7);
         let nothing = usage_of(TokenUsage { input_tokens: 5, ..TokenUsage::default() }, InputParts::default());

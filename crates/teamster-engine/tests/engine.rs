@@ -139,6 +139,7 @@ struct Case {
     /// For a turn taken over from a stopped server: what it recorded before (its plan is then
     /// adjusted by `resume_turn` first).
     recorded: Option<Vec<Event>>,
+    skills: Vec<teamster_engine::SkillNote>,
 }
 
 impl Default for Case {
@@ -157,6 +158,7 @@ impl Default for Case {
             sub_agents: None,
             events: Vec::new(),
             recorded: None,
+            skills: Vec::new(),
         }
     }
 }
@@ -230,6 +232,7 @@ async fn check(case: Case) -> (Vec<String>, TurnOutcome, u64, Vec<ModelRequest>,
         params: Default::default(),
         response_format: case.response_format,
         instructions: Some("Be brief.".to_owned()),
+        skills: case.skills,
         seed_messages: Vec::new(),
         messages: if case.messages.is_empty() { vec![Message::user("hi".to_owned())] } else { case.messages },
         toolbox: ToolBox::collect(sources).await,
@@ -299,6 +302,32 @@ async fn plain_answer_streams_placeholder_deltas_and_final_usage() {
     assert_eq!(recorded.len(), 1);
     assert_eq!(recorded[0].0, 1);
     assert!(matches!(&recorded[0].1, Event::ModelMessage(m) if m.text() == "Hello"));
+}
+
+#[tokio::test]
+async fn skills_follow_the_instructions_and_have_their_share_of_the_usage() {
+    let skill = teamster_engine::SkillNote {
+        name: "csv".to_owned(),
+        description: "Sums CSV columns.".to_owned(),
+        path: "/workspace/skills/csv/SKILL.md".to_owned(),
+        preloaded: Some("Use awk.".repeat(100)),
+    };
+    let (_, _, _, requests, sink) = check(Case {
+        replies: vec![vec![text("ok"), ModelEvent::Finish(FinishReason::Stop), usage(1000, 2)]],
+        skills: vec![skill],
+        ..Case::default()
+    })
+    .await;
+    let Message::System { content } = &requests[0].messages[0] else { panic!("{:?}", requests[0].messages[0]) };
+    assert!(content.starts_with("Be brief.\n\n# Skills"), "{content}");
+    assert!(content.contains("- csv: Sums CSV columns. (SKILL.md: /workspace/skills/csv/SKILL.md)"), "{content}");
+    assert!(content.contains("Use awk.Use awk."), "the preloaded body is in the prompt");
+    let recorded = sink.recorded.lock().unwrap();
+    let Event::ModelMessage(message) = &recorded[0].1 else { panic!("{:?}", recorded[0].1) };
+    let breakdown = &message.usage.as_ref().expect("usage").input_tokens_breakdown;
+    assert!(breakdown.skills > breakdown.instructions && breakdown.skills > 0, "{breakdown:?}");
+    let parts = breakdown.harness + breakdown.skills + breakdown.instructions + breakdown.tool_definitions + breakdown.messages;
+    assert_eq!(parts, 1000);
 }
 
 #[tokio::test]
@@ -758,6 +787,7 @@ async fn run_with_sub_agents(
         params: Default::default(),
         response_format: None,
         instructions: Some("Coordinate.".into()),
+        skills: Vec::new(),
         seed_messages: Vec::new(),
         messages,
         toolbox: ToolBox::collect(sources).await,
@@ -854,7 +884,9 @@ trait InstructionsIs {
 
 impl InstructionsIs for ModelRequest {
     fn instructions_is(&self, instructions: &str) -> bool {
-        matches!(self.messages.first(), Some(Message::System { content }) if content == instructions)
+        // The skills section, when the agent has skills, follows the instructions.
+        matches!(self.messages.first(), Some(Message::System { content })
+            if content.split("\n\n# Skills\n").next() == Some(instructions))
     }
 }
 
@@ -943,6 +975,12 @@ async fn one_sub_agent(
         params: Default::default(),
         response_format: None,
         instructions: Some("Coordinate.".into()),
+        skills: vec![teamster_engine::SkillNote {
+            name: "csv".into(),
+            description: "Sums CSV columns.".into(),
+            path: "/workspace/skills/csv/SKILL.md".into(),
+            preloaded: None,
+        }],
         seed_messages: Vec::new(),
         messages: vec![Message::user("go")],
         toolbox: ToolBox::collect(sources).await,
@@ -1022,6 +1060,8 @@ async fn declared_sub_agents_run_with_their_own_instructions_and_tools() {
     let offered = requests[0].tools.iter().find(|tool| tool.name == "run_sub_agent").expect("offered");
     assert!(offered.description.contains("clock: Knows the time."));
     assert!(requests[1].instructions_is("Tell the time."));
+    let Some(Message::System { content }) = requests[1].messages.first() else { panic!("{:?}", requests[1]) };
+    assert!(content.contains("- csv: Sums CSV columns."), "a sub-agent has the agent's skills: {content}");
     assert_eq!(tool_names(&requests[1]), ["get_current_datetime", "read_tool_result"]);
     assert_eq!(parent_result(&events), "It is noon.");
 
