@@ -12,7 +12,7 @@ use teamster_server::{AppState, ServerConfig};
 use teamster_llm::registry::RegistryOptions;
 use teamster_llm::retry::RetryPolicy;
 use teamster_sandbox::{Bubblewrap, Limits as SandboxLimits};
-use teamster_service::{LeaseConfig, Sandboxes, Service, ServiceConfig, TokenKey};
+use teamster_service::{LeaseConfig, Sandboxes, Service, ServiceConfig, SkillCache, SkillSources, TokenKey};
 
 use crate::args::ServeArgs;
 
@@ -113,6 +113,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
 /// The sandbox provider on bubblewrap under `root` (`None`: turned off), with a task removing
 /// sandboxes idle for `idle` (zero: none). Sandboxes that cannot run are off, and the log says why.
+/// Skills fetched from git are cached in `root/.skills` (a name no sandbox has), where every
+/// replica sharing the root finds them and sandboxes' users can reach them.
 async fn start_sandboxes(root: Option<PathBuf>, idle: Duration) -> Sandboxes {
     let Some(root) = root else {
         return Sandboxes::Off { reason: "sandboxes are turned off (--no-sandbox)".to_owned() };
@@ -124,7 +126,7 @@ async fn start_sandboxes(root: Option<PathBuf>, idle: Duration) -> Sandboxes {
             if !idle.is_zero() {
                 tokio::spawn(sweep_idle_sandboxes(provider.clone(), idle));
             }
-            Sandboxes::On(provider)
+            Sandboxes::on(provider, SkillSources::new(SkillCache::new(root.join(".skills"))))
         }
         Err(error) => {
             tracing::warn!(%error, "sandboxes are off; agents that enable one are refused");

@@ -35,7 +35,7 @@ pub use limits::Limits;
 pub use provider::{ExecOutput, ExecRequest, Provisioned, SandboxProvider};
 pub use skills::{
     GitAuth, GitSource, MAX_SKILL_BYTES, MAX_SKILL_FILES, MAX_SKILL_MD_BYTES, SKILLS_DIR, Skill, SkillCache, SkillDocument,
-    SkillError, parse_skill_md,
+    SkillError, is_skill_name, parse_skill_md,
 };
 pub use workspace::{TMP_DIR, WORKSPACE_DIR};
 

@@ -55,7 +55,7 @@ impl Service {
     /// runs none, 413 for a file over the transfer limit, 502 when the provider fails.
     pub async fn download_sandbox_file(&self, caller: &Caller, address: SandboxAddress<'_>, path: &str) -> Result<SandboxFile> {
         check_path(path)?;
-        let Sandboxes::On(provider) = self.sandboxes() else {
+        let Sandboxes::On { provider, .. } = self.sandboxes() else {
             return Err(ServiceError::PreconditionFailed("this server runs no sandboxes".to_owned()));
         };
         let (session, sandbox_id) = match address {

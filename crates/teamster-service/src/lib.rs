@@ -23,6 +23,7 @@ pub mod mcp;
 mod planner;
 mod runtime;
 mod sandboxes;
+mod skill_mounts;
 mod skills;
 mod turns;
 
@@ -37,7 +38,9 @@ use teamster_store::Store;
 pub use error::{Result, ServiceError};
 pub use events::{ListOrder, SessionEventsQuery, TurnEventsQuery};
 pub use downloads::{SandboxAddress, SandboxFile};
+pub use skill_mounts::{MAX_SKILLS, SkillSources};
 pub use skills::SkillWrite;
+pub use teamster_sandbox::SkillCache;
 pub use input_files::DownloadedFile;
 pub use mcp::{McpHost, McpLinks, McpServerWrite, OAuthCallback};
 pub use teamster_mcp::oauth::TokenKey;

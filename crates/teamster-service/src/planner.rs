@@ -56,6 +56,7 @@ impl PlanTurns for Planner {
         let resolutions = self.resolutions(turn, history).await?;
         let mut builtins = self.tools.clone();
         let sandbox = self.sandboxes.for_turn(&session.id, &spec).await?;
+        let mut skills = Vec::new();
         if let Some(sandbox) = &sandbox {
             if let Some(event) = &sandbox.created {
                 downloads::link(&*self.store, &session.id, &sandbox.sandbox_id)
@@ -64,6 +65,7 @@ impl PlanTurns for Planner {
                 sink.emit_content(event);
             }
             attachments::write_into_sandbox(&*self.store, &session.id, sandbox, &turn.input).await?;
+            skills = sandbox.mount_skills(&*self.store, &spec).await?;
             builtins.push(sandbox.tool.clone());
         }
         let builtins = ToolBox::collect(builtins).await;
@@ -78,6 +80,7 @@ impl PlanTurns for Planner {
         let history = attachments::with_images(&*self.store, &session.id, history).await;
         let mut plan = agent.plan(&history, toolbox, resolutions);
         plan.result_files = sandbox.as_ref().map(TurnSandbox::result_files);
+        plan.skills = skills;
         Ok(TurnStart::Run(Box::new(plan)))
     }
 }

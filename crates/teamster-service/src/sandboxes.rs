@@ -13,14 +13,15 @@ use teamster_sandbox::{ExecTool, SandboxProvider};
 use teamster_tools::ToolSource;
 
 use crate::error::{Result, ServiceError};
+use crate::skill_mounts::SkillSources;
 
 /// Whether this server runs sandboxes.
 #[derive(Clone)]
 pub enum Sandboxes {
     /// It does not, for this reason (said to whoever asks for one).
     Off { reason: String },
-    /// It does, with this provider.
-    On(Arc<dyn SandboxProvider>),
+    /// It does, with this provider, mounting skills from these sources.
+    On { provider: Arc<dyn SandboxProvider>, skills: Arc<SkillSources> },
 }
 
 impl Default for Sandboxes {
@@ -32,6 +33,7 @@ impl Default for Sandboxes {
 /// A session's sandbox, ready for a turn.
 pub(crate) struct TurnSandbox {
     pub provider: Arc<dyn SandboxProvider>,
+    pub skills: Arc<SkillSources>,
     pub sandbox_id: String,
     /// The `exec` tool on it.
     pub tool: Arc<dyn ToolSource>,
@@ -45,9 +47,14 @@ pub(crate) fn wanted(spec: &AgentSpec) -> Option<&SandboxConfig> {
 }
 
 impl Sandboxes {
+    /// Sandboxes run by `provider`, with skills from `skills`.
+    pub fn on(provider: Arc<dyn SandboxProvider>, skills: SkillSources) -> Sandboxes {
+        Sandboxes::On { provider, skills: Arc::new(skills) }
+    }
+
     /// Whether sandboxes run here.
     pub fn enabled(&self) -> bool {
-        matches!(self, Sandboxes::On(_))
+        matches!(self, Sandboxes::On { .. })
     }
 
     /// Refuses (422) a spec that asks for a sandbox when this server runs none.
@@ -63,8 +70,8 @@ impl Sandboxes {
     /// The session's sandbox for a turn of `spec`, if the spec asks for one.
     pub(crate) async fn for_turn(&self, session_id: &str, spec: &AgentSpec) -> std::result::Result<Option<TurnSandbox>, String> {
         let Some(wanted) = wanted(spec) else { return Ok(None) };
-        let provider = match self {
-            Sandboxes::On(provider) => provider.clone(),
+        let (provider, skills) = match self {
+            Sandboxes::On { provider, skills } => (provider.clone(), skills.clone()),
             Sandboxes::Off { reason } => return Err(format!("The agent needs a sandbox, but this server runs none: {reason}.")),
         };
         let provisioned = provider
@@ -81,12 +88,12 @@ impl Sandboxes {
             })
         });
         let tool = Arc::new(ExecTool::new(provider.clone(), provisioned.sandbox_id.clone(), network));
-        Ok(Some(TurnSandbox { provider, sandbox_id: provisioned.sandbox_id, tool, created }))
+        Ok(Some(TurnSandbox { provider, skills, sandbox_id: provisioned.sandbox_id, tool, created }))
     }
 
     /// Removes a deleted session's sandbox (logged, not failed, when it cannot be).
     pub(crate) async fn destroy(&self, session_id: &str) {
-        if let Sandboxes::On(provider) = self
+        if let Sandboxes::On { provider, .. } = self
             && let Err(error) = provider.destroy(session_id).await
         {
             tracing::warn!(session_id, %error, "a deleted session's sandbox could not be removed");

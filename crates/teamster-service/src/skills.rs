@@ -13,7 +13,7 @@ use crate::Service;
 use crate::error::{Result, ServiceError};
 
 /// The settings kind under which skills are stored.
-const SETTING_KIND: &str = "skill";
+pub(crate) const SETTING_KIND: &str = "skill";
 const MAX_DESCRIPTION_CHARS: usize = 1024;
 
 /// How a skill write treats an existing skill of the same name.
@@ -86,8 +86,7 @@ pub(crate) fn validate_manifest(manifest: &SkillManifest) -> Result<()> {
     if description.is_empty() || description.chars().count() > MAX_DESCRIPTION_CHARS {
         return Err(ServiceError::invalid_param("manifest.description", format!("a description has 1-{MAX_DESCRIPTION_CHARS} characters")));
     }
-    let authority = manifest.url.split_once("://").map_or("", |(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or_default());
-    if authority.contains('@') {
+    if url_has_credentials(&manifest.url) {
         return Err(ServiceError::invalid_param(
             "manifest.url",
             "the URL must not carry credentials; give them in config.sandbox.network_policy.auth_inject",
@@ -114,8 +113,14 @@ pub(crate) fn validate_manifest(manifest: &SkillManifest) -> Result<()> {
     }
 }
 
+/// Whether a URL carries credentials (`user:password@` before its host).
+pub(crate) fn url_has_credentials(url: &str) -> bool {
+    let authority = url.split_once("://").map_or("", |(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or_default());
+    authority.contains('@')
+}
+
 /// `ResourceName`: `^[a-z](?:[a-z0-9._-]{0,62}[a-z0-9])$`.
-fn is_resource_name(name: &str) -> bool {
+pub(crate) fn is_resource_name(name: &str) -> bool {
     let bytes = name.as_bytes();
     let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else { return false };
     (2..=64).contains(&bytes.len())

@@ -95,7 +95,7 @@ impl SkillError {
 
 /// Whether `name` may name a skill: 1 to 64 letters, digits, `.`, `_` and `-`, not `.` or `..`
 /// (it becomes a directory name on the host and in the sandbox).
-pub(crate) fn is_skill_name(name: &str) -> bool {
+pub fn is_skill_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name != "."
         && name != ".."

@@ -46,10 +46,7 @@ fn validate_spec(spec: &AgentSpec) -> Result<()> {
     if let Some(servers) = &spec.mcp_servers {
         crate::mcp::validate_agent_servers(servers)?;
     }
-    if spec.skills.as_ref().is_some_and(|skills| !skills.is_empty()) {
-        return Err(ServiceError::Unprocessable("skills are not supported by this server yet".to_owned()));
-    }
-    Ok(())
+    crate::skill_mounts::validate(spec)
 }
 
 impl Catalog {

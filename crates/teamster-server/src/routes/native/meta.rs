@@ -5,6 +5,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 use teamster_protocol::api::{Capabilities, Data, Enabled, SkillCapability};
+use teamster_service::Sandboxes;
 
 use crate::AppState;
 
@@ -12,11 +13,16 @@ pub fn routes() -> Router<AppState> {
     Router::new().route("/capabilities", get(capabilities)).route("/models", get(models))
 }
 
+/// Skills are mounted into sandboxes: they work where sandboxes run.
 async fn capabilities(State(state): State<AppState>) -> Json<Data<Capabilities>> {
+    let skill = match state.service.sandboxes() {
+        Sandboxes::On { .. } => SkillCapability { enabled: true, reason: None },
+        Sandboxes::Off { reason } => SkillCapability { enabled: false, reason: Some(format!("skills need sandboxes: {reason}")) },
+    };
     Json(Data {
         data: Capabilities {
             sandbox: Enabled { enabled: state.service.sandboxes().enabled() },
-            skill: SkillCapability { enabled: false, reason: Some("skills are not supported by this server yet".to_owned()) },
+            skill,
             settings: Enabled { enabled: true },
         },
     })
