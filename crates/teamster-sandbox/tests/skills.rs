@@ -217,14 +217,17 @@ async fn a_git_skill_is_fetched_once_per_commit() {
     assert_ne!(updated.dir, skill.dir);
     assert_eq!(identity(&skill.dir), before, "the older commit's files stay as they were");
 
-    // With the server gone, what the cache holds needs no network: a commit by SHA (even from a
-    // fresh cache on the same root), a branch resolved moments ago; a branch to resolve fails
-    // with git's message.
+    // With the server gone, what the cache resolved moments ago needs no network: a commit by
+    // SHA, a branch. A cache that has not reached the repository lately serves nothing from its
+    // files, a commit by SHA included (its caller's access is not known), and fails with git's
+    // message.
     let url = daemon.url();
     drop(daemon);
-    let offline = SkillCache::new(cache_root.clone());
-    let by_sha = offline.fetch_git(&source("pdf", &url, &first_commit, Some("skills/pdf")), &[]).await.unwrap();
+    let by_sha = cache.fetch_git(&source("pdf", &url, &first_commit, Some("skills/pdf")), &[]).await.unwrap();
     assert_eq!(by_sha.dir, skill.dir);
+    let offline = SkillCache::new(cache_root.clone());
+    let unknown_access = offline.fetch_git(&source("pdf", &url, &first_commit, Some("skills/pdf")), &[]).await;
+    assert!(matches!(unknown_access, Err(SkillError::Git { .. })), "{unknown_access:?}");
     let remembered = eager.fetch_git(&source("pdf", &url, "main", Some("skills/pdf")), &[]).await;
     assert!(matches!(remembered, Err(SkillError::Git { .. })), "a zero TTL asks again: {remembered:?}");
     let recent = cache.fetch_git(&source("pdf", &url, "main", Some("skills/pdf")), &[]).await.unwrap();

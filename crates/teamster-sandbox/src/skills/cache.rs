@@ -3,8 +3,9 @@
 //! credentials and the path; never changed once there), `tmp/` (a scratch bare repository and
 //! checkout per fetch, renamed into `commits/` when complete, so concurrent fetches of one
 //! commit, from this process or another replica sharing the root, never see half a skill) and
-//! `home/` (git's `HOME`, empty). Resolving a branch or tag asks the remote (`git ls-remote`);
-//! the answer is kept in memory for a short while, and a full commit SHA needs no asking.
+//! `home/` (git's `HOME`, empty). Resolving a ref asks the remote (`git ls-remote`), also for a
+//! full commit SHA, to learn that the caller's credentials reach the repository; the answer is
+//! kept in memory for a short while, for those credentials only.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -33,16 +34,20 @@ const MAX_REMEMBERED: usize = 4096;
 /// Skills on the host: git skills fetched once per commit into a directory (which may be shared
 /// storage, for several replicas), local skills read in place.
 ///
-/// The cache does not decide who may use a skill: a commit fetched once with credentials is
-/// served from the cache to any later caller naming the same URL and commit.
+/// A commit in the cache is served only to a caller whose credentials (or lack of them) reached
+/// its repository lately: what one caller fetched from a private repository is not another's
+/// for naming the same URL and commit.
 #[derive(Debug)]
 pub struct SkillCache {
     root: PathBuf,
     git_timeout: Duration,
     ref_ttl: Duration,
-    /// `(url, ref)` → the commit it named, and when that was learned.
-    resolved: Mutex<HashMap<(String, String), (String, Instant)>>,
+    /// `(url, ref, Authorization header)` → the commit it named, and when that was learned
+    /// (which is also when those credentials last reached the repository).
+    resolved: Mutex<HashMap<ResolvedKey, (String, Instant)>>,
 }
+
+type ResolvedKey = (String, String, Option<String>);
 
 /// Names of scratch directories: unique in this process, and across processes by the pid.
 static SCRATCH_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -89,13 +94,15 @@ impl SkillCache {
         let checked = check(source, auth)?;
         let key = cache_key(&checked.shown_url, checked.path.as_deref());
         let git = Git::new(self.root.join("home"), self.git_timeout)?;
-        let remembered = if checked.is_commit() { Some(checked.reference.clone()) } else { self.remembered(&checked) };
-        let (known, fetch_ref) = match remembered {
+        let (known, fetch_ref) = match self.remembered(&checked) {
             Some(commit) => (Some(commit), checked.reference.clone()),
             None => {
                 self.prepare().await?;
+                // Asking the remote also shows that these credentials reach the repository, before
+                // the cache serves a commit that other credentials fetched.
                 match self.resolve(&git, &checked).await? {
                     Some((commit, full_ref)) => (Some(commit), full_ref),
+                    None if checked.is_commit() => (Some(checked.reference.clone()), checked.reference.clone()),
                     // Not a branch or tag the remote lists: the fetch says what git thinks of it.
                     None => (None, checked.reference.clone()),
                 }
@@ -130,12 +137,12 @@ impl SkillCache {
     /// The commit a ref was resolved to lately, if within the time to trust it.
     fn remembered(&self, checked: &Checked<'_>) -> Option<String> {
         let resolved = self.resolved.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let (commit, at) = resolved.get(&(checked.url.to_owned(), checked.reference.clone()))?;
+        let (commit, at) = resolved.get(&resolved_key(checked))?;
         (at.elapsed() < self.ref_ttl).then(|| commit.clone())
     }
 
     fn remember(&self, checked: &Checked<'_>, commit: &str) {
-        if checked.is_commit() || self.ref_ttl.is_zero() {
+        if self.ref_ttl.is_zero() {
             return;
         }
         let mut resolved = self.resolved.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -146,7 +153,7 @@ impl SkillCache {
                 resolved.clear();
             }
         }
-        resolved.insert((checked.url.to_owned(), checked.reference.clone()), (commit.to_owned(), Instant::now()));
+        resolved.insert(resolved_key(checked), (commit.to_owned(), Instant::now()));
     }
 
     fn commit_dir(&self, key: &str, commit: &str) -> PathBuf {
@@ -243,6 +250,11 @@ impl SkillCache {
         scratch.remove().await;
         Ok(commit)
     }
+}
+
+/// What a resolved ref is remembered by: the URL, the ref and the credentials that reached it.
+fn resolved_key(checked: &Checked<'_>) -> ResolvedKey {
+    (checked.url.to_owned(), checked.reference.clone(), checked.header.clone())
 }
 
 /// The skill whose files are in `dir`, from its `SKILL.md`.
@@ -391,6 +403,30 @@ impl Drop for Scratch {
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => drop(runtime.spawn_blocking(move || std::fs::remove_dir_all(path))),
             Err(_) => drop(std::fs::remove_dir_all(path)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resolved_ref_is_remembered_for_the_credentials_that_reached_it_only() {
+        let cache = SkillCache::new(PathBuf::from("/nonexistent"));
+        let source = GitSource {
+            name: "pdf".to_owned(),
+            url: "https://git.example.com/private.git".to_owned(),
+            reference: "main".to_owned(),
+            path: None,
+        };
+        let auth = |password: &str| GitAuth { hosts: vec!["git.example.com".to_owned()], username: "u".to_owned(), password: password.to_owned() };
+        let (owner, other) = ([auth("owner-token")], [auth("other-token")]);
+        let commit = "0123456789abcdef0123456789abcdef01234567";
+        cache.remember(&check(&source, &owner).unwrap(), commit);
+        assert_eq!(cache.remembered(&check(&source, &owner).unwrap()).as_deref(), Some(commit));
+        for auth in [&other[..], &[]] {
+            assert_eq!(cache.remembered(&check(&source, auth).unwrap()), None, "{auth:?}");
         }
     }
 }
