@@ -1,7 +1,8 @@
 //! [`Runtime`]: the embedded runtime. The service the Teamster server runs, in-process, on a
 //! store of the program's choosing: saved agents, sessions, durable turns whose events can be
 //! followed again from any sequence number, cancellation, approvals and questions, sub-agents
-//! and MCP servers.
+//! and MCP servers. With [`Sandboxes`] on (bubblewrap, [`Bubblewrap`]), agents run code in a
+//! sandbox per session and use skills, from git or from local directories ([`SkillSources`]).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -18,7 +19,8 @@ pub use teamster_protocol::event::{ModelMessage, ToolCall};
 pub use teamster_protocol::input::Approval;
 pub use teamster_protocol::settings::{McpServerManifest, ModelProviderManifest};
 pub use teamster_protocol::{AgentSpec, Event, Session, Turn, TurnInput, TurnState};
-pub use teamster_service::{Service, ServiceConfig, ServiceError};
+pub use teamster_sandbox::{Bubblewrap, Limits as SandboxLimits, SandboxError, SandboxProvider};
+pub use teamster_service::{Sandboxes, Service, ServiceConfig, ServiceError, SkillCache, SkillSources};
 
 /// Why a runtime call failed.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +39,9 @@ pub enum RuntimeError {
     /// A model provider's definition is not valid.
     #[error(transparent)]
     Model(#[from] crate::Error),
+    /// The sandbox provider could not start (no `bwrap`, no user namespaces).
+    #[error(transparent)]
+    Sandbox(#[from] teamster_sandbox::SandboxError),
     /// A stored event could not be read back.
     #[error("reading an event: {0}")]
     Event(String),

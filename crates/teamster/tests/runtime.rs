@@ -111,3 +111,76 @@ async fn an_approval_lets_a_waiting_call_run() {
     assert!(matches!(state, TurnState::Done { .. }), "{state:?}");
     runtime.shutdown().await;
 }
+
+/// A directory under the system's temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(label: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("teamster-runtime-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[tokio::test]
+async fn an_embedded_agent_uses_a_local_skill_in_its_sandbox() {
+    let temp = TempDir::new("skills");
+    let skill = temp.0.join("house-style");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(skill.join("SKILL.md"), "---\nname: house-style\ndescription: How reports are written here.\n---\nEnd every report with local-skill-body-5e1.\n").unwrap();
+    std::fs::write(skill.join("footer.txt"), "-- the team\n").unwrap();
+    let root = temp.0.join("sandboxes");
+    let provider = teamster::runtime::Bubblewrap::start(&root, teamster::runtime::SandboxLimits::default()).await.unwrap();
+    let skills = teamster::runtime::SkillSources::new(teamster::runtime::SkillCache::new(root.join(".skills")))
+        .with_local("house-style", &skill);
+    let sandboxes = teamster::runtime::Sandboxes::on(std::sync::Arc::new(provider), skills);
+    let runtime = Runtime::open_with("sqlite::memory:", ServiceConfig { sandboxes, ..ServiceConfig::default() }).await.unwrap();
+    let model = FakeModelServer::start().await.unwrap();
+    let provider = json!({
+        "type": "custom", "name": "fake", "base_url": model.base_url(), "auth": {"api_key": "k"},
+        "models": [{"name": "fake-model", "model_id": "fake-model"}],
+    });
+    runtime.add_model_provider(serde_json::from_value(provider).unwrap()).await.unwrap();
+    let spec = json!({
+        "model": {"name": "fake/fake-model"},
+        "skills": [{"name": "house-style"}],
+        "config": {"sandbox": {"enabled": true}},
+    });
+    runtime.save_agent("writer", serde_json::from_value(spec).unwrap()).await.unwrap();
+    let session = runtime.create_session("writer").await.unwrap();
+
+    let command = json!({"command": "cat /workspace/skills/house-style/SKILL.md /workspace/skills/house-style/footer.txt"});
+    let finished = runtime
+        .start_turn(&session.id, vec![user_message(format!("[tool:exec {command}]"))])
+        .await
+        .unwrap()
+        .finish()
+        .await
+        .unwrap();
+    let responses: Vec<&str> = finished
+        .events
+        .iter()
+        .filter_map(|event| match &event.event {
+            Event::ToolResponse(response) => Some(response.content.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        matches!(&responses[..], [result] if result.contains("local-skill-body-5e1") && result.contains("-- the team")),
+        "{responses:?}"
+    );
+    let requests: serde_json::Value =
+        reqwest::get(format!("http://{}/requests", model.address())).await.unwrap().json().await.unwrap();
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap_or_default();
+    assert!(system.contains("- house-style: How reports are written here. (SKILL.md: /workspace/skills/house-style/SKILL.md)"), "{system}");
+    assert!(!system.contains("local-skill-body-5e1"), "only the description is in the context: {system}");
+    runtime.shutdown().await;
+}
