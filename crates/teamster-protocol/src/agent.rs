@@ -268,6 +268,10 @@ pub struct RuntimeConfig {
     pub generative_ui: Option<Toggle>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ask_user_questions: Option<Toggle>,
+    /// Teamster extension: the session's task list and its tools (`task_write`, `task_update`,
+    /// `task_complete`, `task_check`); off unless enabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<Toggle>,
 }
 
 impl RuntimeConfig {

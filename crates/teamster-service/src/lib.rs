@@ -25,6 +25,7 @@ mod runtime;
 mod sandboxes;
 mod skill_mounts;
 mod skills;
+mod tasks;
 mod turns;
 
 use teamster_llm::registry::RegistryOptions;

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use teamster_control::TaskBoard;
 use teamster_engine::{Agent, EventSink, ModelResolver, Resolution, ToolBox, pending};
 use teamster_protocol::Event;
 use teamster_protocol::input::TurnInput;
@@ -68,6 +69,9 @@ impl PlanTurns for Planner {
             skills = sandbox.mount_skills(&*self.store, &spec).await?;
             builtins.push(sandbox.tool.clone());
         }
+        if tasks_enabled(&spec) {
+            builtins.push(Arc::new(TaskBoard::from_events(history)));
+        }
         let builtins = ToolBox::collect(builtins).await;
         let (initialized, tools) = self.mcp.turn_tools(builtins, turn, &spec, history, &sink.log.cancel).await;
         if let Some(event) = initialized {
@@ -120,6 +124,11 @@ impl Planner {
         let previous = read(previous).await?;
         pending::resolutions(&pending::waiting_calls(&previous.state), &input, history)
     }
+}
+
+/// Whether the spec gives the agent a task list (`config.tasks.enabled`).
+fn tasks_enabled(spec: &teamster_protocol::AgentSpec) -> bool {
+    spec.config.as_ref().and_then(|config| config.tasks.as_ref()).is_some_and(|tasks| tasks.enabled)
 }
 
 /// Sub-agents resolve their model names through the provider registry.

@@ -1,11 +1,12 @@
 //! `/api/v1/sessions`: create (from a saved agent by name, or with an inline spec), list,
-//! get, patch, delete, cancel, and the session's events.
+//! get, patch, delete, cancel, the session's events and its task list.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use teamster_protocol::api::{CreateSessionRequest, Data, Empty, Page, SessionEventItem, UpdateSessionRequest};
+use teamster_protocol::control::TaskList;
 use teamster_protocol::session::Session;
 use teamster_service::{Caller, SessionListQuery, SessionOrder};
 
@@ -20,6 +21,7 @@ pub fn routes() -> Router<AppState> {
         .route("/sessions/{session_id}", get(fetch).patch(update).delete(remove))
         .route("/sessions/{session_id}/cancel", post(cancel))
         .route("/sessions/{session_id}/events", get(events))
+        .route("/sessions/{session_id}/tasks", get(tasks))
 }
 
 async fn create(State(state): State<AppState>, JsonBody(body): JsonBody<CreateSessionRequest>) -> ApiResult<(StatusCode, Json<Data<Session>>)> {
@@ -68,6 +70,11 @@ async fn update(
         }
     };
     Ok(Json(Data { data: state.service.catalog().update_session(&Caller::local(), &session_id, spec, body.title).await? }))
+}
+
+/// The session's task list (agents with `config.tasks` keep one).
+async fn tasks(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Data<TaskList>>> {
+    Ok(Json(Data { data: state.service.session_tasks(&Caller::local(), &session_id).await? }))
 }
 
 async fn remove(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<StatusCode> {
