@@ -203,8 +203,19 @@ fn definition(name: &str, description: &str, parameters: serde_json::Value) -> T
     }
 }
 
-fn status_schema() -> serde_json::Value {
-    serde_json::json!({"type": "string", "enum": ["pending", "in_progress", "completed"]})
+/// The schema of a task's fields, `required` among them.
+fn task_schema(required: &str) -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "title": {"type": "string"},
+            "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]},
+            "notes": {"type": "string"},
+        },
+        "required": [required],
+        "additionalProperties": false,
+    })
 }
 
 #[async_trait]
@@ -217,17 +228,7 @@ impl ToolSource for TaskBoard {
                  the user informed. Tasks without an id get one. Returns the list.",
                 serde_json::json!({
                     "type": "object",
-                    "properties": {"tasks": {"type": "array", "maxItems": MAX_TASKS, "items": {
-                        "type": "object",
-                        "properties": {
-                            "id": {"type": "string"},
-                            "title": {"type": "string"},
-                            "status": status_schema(),
-                            "notes": {"type": "string"},
-                        },
-                        "required": ["title"],
-                        "additionalProperties": false,
-                    }}},
+                    "properties": {"tasks": {"type": "array", "maxItems": MAX_TASKS, "items": task_schema("title")}},
                     "required": ["tasks"],
                     "additionalProperties": false,
                 }),
@@ -235,17 +236,7 @@ impl ToolSource for TaskBoard {
             definition(
                 TASK_UPDATE,
                 "Changes one task's title, status or notes. Returns the list.",
-                serde_json::json!({
-                    "type": "object",
-                    "properties": {
-                        "id": {"type": "string"},
-                        "title": {"type": "string"},
-                        "status": status_schema(),
-                        "notes": {"type": "string"},
-                    },
-                    "required": ["id"],
-                    "additionalProperties": false,
-                }),
+                task_schema("id"),
             ),
             definition(
                 TASK_COMPLETE,

@@ -49,6 +49,16 @@ fn text_of(events: &[RuntimeEvent]) -> String {
         .collect()
 }
 
+fn tool_responses(events: &[RuntimeEvent]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|event| match &event.event {
+            Event::ToolResponse(response) => Some(response.content.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn a_dropped_stream_is_followed_again_from_where_it_stopped() {
     let model = FakeModelServer::start().await.unwrap();
@@ -97,15 +107,7 @@ async fn an_approval_lets_a_waiting_call_run() {
     let resumed = runtime.start_turn(&session.id, vec![approval]).await.unwrap();
     let turn_id = resumed.turn.id.clone();
     let resumed = resumed.finish().await.unwrap();
-    let results: Vec<&str> = resumed
-        .events
-        .iter()
-        .filter_map(|event| match &event.event {
-            Event::ToolResponse(response) => Some(response.content.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(results, ["deleted"]);
+    assert_eq!(tool_responses(&resumed.events), ["deleted"]);
     assert_eq!(resumed.answer(), "Tool result: deleted");
     let state = runtime.get_turn(&session.id, &turn_id).await.unwrap().state;
     assert!(matches!(state, TurnState::Done { .. }), "{state:?}");
@@ -165,14 +167,7 @@ async fn an_embedded_agent_uses_a_local_skill_in_its_sandbox() {
         .finish()
         .await
         .unwrap();
-    let responses: Vec<&str> = finished
-        .events
-        .iter()
-        .filter_map(|event| match &event.event {
-            Event::ToolResponse(response) => Some(response.content.as_str()),
-            _ => None,
-        })
-        .collect();
+    let responses = tool_responses(&finished.events);
     assert!(
         matches!(&responses[..], [result] if result.contains("local-skill-body-5e1") && result.contains("-- the team")),
         "{responses:?}"
