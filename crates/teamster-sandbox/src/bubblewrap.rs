@@ -3,12 +3,14 @@
 //! `/workspace` and `/tmp`), `session` (the session id), `last_used` (touched by every
 //! command, for the idle sweep) and `skills/` (one file per mounted skill, named by the skill and
 //! holding its directory on the host, so every replica sharing the root mounts the same).
+//! What `workspace/` and `tmp/` hold is bounded by the disk quota (`quota.rs`).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
@@ -19,6 +21,7 @@ use crate::command::SandboxCommand;
 use crate::output::capture;
 use crate::programs::find_program;
 use crate::provider::{ExecOutput, ExecRequest, Provisioned, SandboxProvider};
+use crate::quota::{Ledger, Usage};
 use crate::skills::{SKILLS_MOUNT_DIR, is_skill_name};
 use crate::workspace::{Area, check_opened_inside, sandbox_path};
 use crate::{Limits, SandboxError};
@@ -49,6 +52,8 @@ pub struct Bubblewrap {
     prlimit: PathBuf,
     /// `setpriv`, when the harness runs as root and each sandbox gets a user of its own.
     setpriv: Option<PathBuf>,
+    /// The last measured usage of each sandbox, for the disk quota.
+    ledger: Arc<Ledger>,
 }
 
 impl Bubblewrap {
@@ -77,7 +82,10 @@ impl Bubblewrap {
                 dir.display(),
             )));
         }
-        let provider = Bubblewrap { root, limits, bwrap, prlimit, setpriv };
+        // As root, the harness enters every directory; otherwise it may have to open up one a
+        // command shut, to measure it.
+        let ledger = Arc::new(Ledger::new(&limits, setpriv.is_none()));
+        let provider = Bubblewrap { root, limits, bwrap, prlimit, setpriv, ledger };
         provider.check_it_works().await?;
         Ok(provider)
     }
@@ -102,6 +110,7 @@ impl Bubblewrap {
             let used = tokio::fs::metadata(entry.path().join("last_used")).await.and_then(|meta| meta.modified());
             let age = used.ok().and_then(|used| SystemTime::now().duration_since(used).ok());
             if age.is_some_and(|age| age >= idle) {
+                self.ledger.forget(&name);
                 remove_tree(&entry.path()).await?;
                 removed += 1;
             }
@@ -154,7 +163,7 @@ impl Bubblewrap {
 
     /// Starts a sandboxed command with piped output.
     fn spawn(&self, sandbox_id: &str, dir: &Path, run: Run<'_>, stdin: Stdio) -> Result<tokio::process::Child, SandboxError> {
-        let Run { cwd, env, command, network, skills } = run;
+        let Run { cwd, env, command, network, skills, over_quota } = run;
         let workspace = dir.join(Area::Workspace.dir_name());
         let tmp = dir.join(Area::Tmp.dir_name());
         let line = SandboxCommand {
@@ -168,6 +177,7 @@ impl Bubblewrap {
             env,
             network,
             limits: &self.limits,
+            over_quota,
             command,
         };
         let (program, args) = line.argv();
@@ -212,6 +222,13 @@ impl SandboxProvider for Bubblewrap {
             }
             touch(&dir.join("last_used")).await?;
         }
+        if created {
+            self.ledger.record_empty(&sandbox_id);
+        } else if !self.ledger.knows(&sandbox_id) {
+            // A sandbox this process has not measured yet (made before it started, or by another
+            // replica): measured now, and its first command waits for that.
+            drop(self.ledger.measure(&sandbox_id, &dir, true));
+        }
         Ok(Provisioned { sandbox_id, created })
     }
 
@@ -222,22 +239,51 @@ impl SandboxProvider for Bubblewrap {
         let cwd = PathBuf::from(request.cwd.as_deref().map(str::trim).filter(|cwd| !cwd.is_empty()).unwrap_or("."));
         touch(&dir.join("last_used")).await?;
         let timeout = self.limits.timeout(request.timeout_seconds);
-        let started = Instant::now();
         let skills = mounted_skills(&dir).await;
-        let run = Run { cwd: &cwd, env: &request.env, command: &request.command, network: request.network, skills: &skills };
+        // The usage the command starts from: the last measurement, once those of the commands
+        // before it landed. Over the quota, the command cannot write to files.
+        let before = self.ledger.settled(sandbox_id).await;
+        let quota = self.ledger.quota();
+        let over_before = before.filter(|usage| quota.exceeded_by(usage));
+        let run = Run {
+            cwd: &cwd,
+            env: &request.env,
+            command: &request.command,
+            network: request.network,
+            skills: &skills,
+            over_quota: over_before.is_some(),
+        };
+        // However the command ends (also dropped, with a cancelled turn), the sandbox is measured
+        // afterwards, in the background.
+        let _measure_after = self.ledger.measure_after(sandbox_id, &dir);
+        let started = Instant::now();
         let mut child = self.spawn(sandbox_id, &dir, run, Stdio::null())?;
         let limit = self.limits.max_output_bytes;
         let stdout = tokio::spawn(capture(child.stdout.take().expect("stdout is piped"), limit));
         let stderr = tokio::spawn(capture(child.stderr.take().expect("stderr is piped"), limit));
-        let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
-            Ok(status) => (status.map_err(SandboxError::io("waiting for the command"))?, false),
-            Err(_) => {
+        let ended = tokio::select! {
+            biased;
+            status = child.wait() => Ended::Exited(status),
+            () = tokio::time::sleep(timeout) => Ended::TimedOut,
+            usage = self.ledger.watch(sandbox_id, &dir, before) => Ended::OverQuota(usage),
+        };
+        let (status, timed_out, outgrown) = match ended {
+            Ended::Exited(status) => (status.map_err(SandboxError::io("waiting for the command"))?, false, None),
+            Ended::TimedOut | Ended::OverQuota(_) => {
                 // Killing bwrap ends the sandbox's PID namespace, and every process in it.
                 let _ = child.start_kill();
-                (child.wait().await.map_err(SandboxError::io("waiting for the killed command"))?, true)
+                let status = child.wait().await.map_err(SandboxError::io("waiting for the killed command"))?;
+                match ended {
+                    Ended::OverQuota(usage) => (status, false, Some(usage)),
+                    _ => (status, true, None),
+                }
             }
         };
         let duration = started.elapsed();
+        let over_quota = match outgrown {
+            Some(usage) => Some(quota.report(&usage, true)),
+            None => over_before.map(|usage| quota.report(&usage, false)),
+        };
         let drained = |task: tokio::task::JoinHandle<crate::output::Captured>| async move {
             match tokio::time::timeout(DRAIN_GRACE, task).await {
                 Ok(Ok(captured)) => captured,
@@ -255,6 +301,7 @@ impl SandboxProvider for Bubblewrap {
             stdout_dropped: stdout.dropped,
             stderr_dropped: stderr.dropped,
             duration,
+            over_quota,
         })
     }
 
@@ -296,13 +343,15 @@ impl SandboxProvider for Bubblewrap {
         if contents.len() as u64 > limit {
             return Err(SandboxError::TooLarge { what: format!("file {path}"), limit });
         }
+        self.check_room(sandbox_id, &dir, path, contents.len() as u64).await?;
+        let _measure_after = self.ledger.measure_after(sandbox_id, &dir);
         // The file is written from inside the sandbox, as its user: a symbolic link in the
         // workspace resolves in the sandbox's view, never the host's.
         let env = BTreeMap::from([("TEAMSTER_TARGET".to_owned(), named.inside().to_string_lossy().into_owned())]);
         let command = r#"mkdir -p -- "$(dirname -- "$TEAMSTER_TARGET")" && cat > "$TEAMSTER_TARGET""#;
         // With the skills mounted, so writing into one fails rather than vanishing.
         let skills = mounted_skills(&dir).await;
-        let run = Run { cwd: Path::new("."), env: &env, command, network: false, skills: &skills };
+        let run = Run { cwd: Path::new("."), env: &env, command, network: false, skills: &skills, over_quota: false };
         let mut child = self.spawn(sandbox_id, &dir, run, Stdio::piped())?;
         let mut stdin = child.stdin.take().expect("stdin is piped");
         let stderr = tokio::spawn(capture(child.stderr.take().expect("stderr is piped"), 4096));
@@ -324,7 +373,9 @@ impl SandboxProvider for Bubblewrap {
     }
 
     async fn destroy(&self, session_id: &str) -> Result<(), SandboxError> {
-        let dir = self.dir(&Bubblewrap::sandbox_id(session_id))?;
+        let sandbox_id = Bubblewrap::sandbox_id(session_id);
+        let dir = self.dir(&sandbox_id)?;
+        self.ledger.forget(&sandbox_id);
         match tokio::fs::metadata(&dir).await {
             Ok(_) => remove_tree(&dir).await,
             Err(_) => Ok(()),
@@ -384,6 +435,31 @@ impl SandboxProvider for Bubblewrap {
 }
 
 impl Bubblewrap {
+    /// Refuses writing a file of `bytes` that would take the sandbox past its disk quota (by
+    /// its last measurement, or one made now when there is none).
+    async fn check_room(&self, sandbox_id: &str, dir: &Path, path: &str, bytes: u64) -> Result<(), SandboxError> {
+        let usage = match self.ledger.settled(sandbox_id).await {
+            Some(usage) => usage,
+            None => match self.ledger.measure(sandbox_id, dir, false).await {
+                Ok(Some(usage)) => usage,
+                _ => return Ok(()),
+            },
+        };
+        let quota = self.ledger.quota();
+        let after = Usage { bytes: usage.bytes.saturating_add(bytes), files: usage.files.saturating_add(1), ..usage };
+        if !quota.exceeded_by(&after) {
+            return Ok(());
+        }
+        Err(SandboxError::QuotaExceeded {
+            path: path.chars().take(200).collect(),
+            bytes,
+            used_bytes: usage.bytes,
+            used_files: usage.files,
+            max_bytes: quota.bytes,
+            max_files: quota.files,
+        })
+    }
+
     /// Makes `/workspace/skills` a symbolic link to where the skills are mounted, unless the
     /// workspace has something of that name (a command removed the link, or made its own).
     async fn link_skills(&self, sandbox_id: &str, link: &Path) -> Result<(), SandboxError> {
@@ -427,6 +503,16 @@ struct Run<'a> {
     network: bool,
     /// The skills to mount: each name and its directory on the host.
     skills: &'a [(String, PathBuf)],
+    /// Whether the sandbox is over its disk quota (the command cannot write to files).
+    over_quota: bool,
+}
+
+/// How a command's run ended.
+enum Ended {
+    Exited(std::io::Result<std::process::ExitStatus>),
+    TimedOut,
+    /// The watchdog found the sandbox grown past its quota, as measured.
+    OverQuota(Usage),
 }
 
 /// Refuses malformed commands and environments.

@@ -48,6 +48,11 @@ const BASE_ENV: [(&str, &str); 5] = [
 /// (`$2`) with `/bin/sh -c`.
 const ENTER_AND_RUN: &str = r#"mkdir -p -- "$1" && cd -- "$1" && exec /bin/sh -c "$2""#;
 
+/// [`ENTER_AND_RUN`] for a sandbox over its disk quota, run with a file size limit of 0: with
+/// `SIGXFSZ` ignored (and so for every program the command starts), writing to a file fails
+/// with "File too large" instead of killing the writer.
+const ENTER_AND_RUN_OVER_QUOTA: &str = r#"trap '' XFSZ; mkdir -p -- "$1" && cd -- "$1" && exec /bin/sh -c "$2""#;
+
 /// Everything one sandboxed command line depends on.
 pub(crate) struct SandboxCommand<'a> {
     pub(crate) bwrap: &'a Path,
@@ -69,6 +74,9 @@ pub(crate) struct SandboxCommand<'a> {
     pub(crate) env: &'a BTreeMap<String, String>,
     pub(crate) network: bool,
     pub(crate) limits: &'a Limits,
+    /// Whether the sandbox is over its disk quota: the command may read and delete files, not
+    /// write to them (`RLIMIT_FSIZE` 0).
+    pub(crate) over_quota: bool,
     pub(crate) command: &'a str,
 }
 
@@ -128,18 +136,19 @@ impl SandboxCommand<'_> {
             args.push(&["--setenv", name, value]);
         }
         let limits = self.limits;
+        let (max_file_bytes, script) = if self.over_quota { (0, ENTER_AND_RUN_OVER_QUOTA) } else { (limits.max_file_bytes, ENTER_AND_RUN) };
         args.push(&["--"]);
         args.path(self.prlimit);
         args.push(&[
             &format!("--nproc={}", limits.max_processes),
             &format!("--as={}", limits.max_memory_bytes),
-            &format!("--fsize={}", limits.max_file_bytes),
+            &format!("--fsize={max_file_bytes}"),
             &format!("--nofile={}", limits.max_open_files),
             "--core=0",
             "--",
             "/bin/sh",
             "-c",
-            ENTER_AND_RUN,
+            script,
             "sh",
         ]);
         args.path(self.cwd);
@@ -178,6 +187,7 @@ mod tests {
             env,
             network: false,
             limits,
+            over_quota: false,
             command: "echo hi",
         }
     }
@@ -228,6 +238,17 @@ mod tests {
         let limits = Limits::default();
         let (_, args) = command(&env, &limits, None).argv();
         assert!(!strings(&args).iter().any(|arg| arg.contains("/skills")));
+    }
+
+    #[test]
+    fn over_the_quota_a_command_cannot_write_to_files() {
+        let env = BTreeMap::new();
+        let limits = Limits::default();
+        let has = |args: &[String], window: &[&str]| args.windows(window.len()).any(|part| part == window);
+        let normal = strings(&command(&env, &limits, None).argv().1);
+        assert!(has(&normal, &["--fsize=268435456"]) && has(&normal, &["-c", ENTER_AND_RUN]), "{normal:?}");
+        let over = strings(&SandboxCommand { over_quota: true, ..command(&env, &limits, None) }.argv().1);
+        assert!(has(&over, &["--fsize=0"]) && has(&over, &["-c", ENTER_AND_RUN_OVER_QUOTA, "sh", "src", "echo hi"]), "{over:?}");
     }
 
     #[test]

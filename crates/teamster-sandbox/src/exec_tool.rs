@@ -8,7 +8,7 @@ use serde::Deserialize;
 use teamster_protocol::ToolInfo;
 use teamster_tools::{Tool, ToolAnnotations, ToolGate, ToolOutput, ToolSource};
 
-use crate::{ExecOutput, ExecRequest, SandboxProvider};
+use crate::{ExecOutput, ExecRequest, OverQuota, SandboxProvider, mib};
 
 /// The tool's name, as the reference harness calls it.
 pub const EXEC_TOOL: &str = "exec";
@@ -95,7 +95,8 @@ impl ToolSource for ExecTool {
 }
 
 /// The result as the model reads it: JSON with the exit code and both streams, each saying
-/// when it was cut. A command that fails is a failed call.
+/// when it was cut, and an `error` when the command timed out or the sandbox is over its disk
+/// quota. A command that fails is a failed call.
 fn render(output: &ExecOutput) -> ToolOutput {
     let stream = |text: &str, dropped: u64| {
         if dropped == 0 {
@@ -109,14 +110,40 @@ fn render(output: &ExecOutput) -> ToolOutput {
         "stdout": stream(&output.stdout, output.stdout_dropped),
         "stderr": stream(&output.stderr, output.stderr_dropped),
     });
+    let mut errors = Vec::new();
     if output.timed_out {
         result["timed_out"] = true.into();
-        result["error"] = format!("the command ran past its timeout ({:.0} s) and was killed", output.duration.as_secs_f64()).into();
-    } else if let Some(signal) = output.signal {
+        errors.push(format!("the command ran past its timeout ({:.0} s) and was killed", output.duration.as_secs_f64()));
+    } else if let Some(signal) = output.signal
+        && !output.over_quota.is_some_and(|over| over.killed)
+    {
         result["signal"] = signal.into();
+    }
+    if let Some(over) = &output.over_quota {
+        result["over_quota"] = true.into();
+        errors.push(over_quota(over));
+    }
+    if !errors.is_empty() {
+        result["error"] = errors.join("; ").into();
     }
     let content = result.to_string();
     if output.exit_code == Some(0) { ToolOutput::ok(content) } else { ToolOutput::error(content) }
+}
+
+/// What the model reads of a sandbox over its disk quota.
+fn over_quota(over: &OverQuota) -> String {
+    let quota = format!(
+        "its disk quota of {} MiB and {} files (it holds {} MiB in {} files)",
+        mib(over.max_bytes),
+        over.max_files,
+        mib(over.used_bytes),
+        over.used_files
+    );
+    if over.killed {
+        format!("the command was killed: it took the sandbox past {quota}; delete files to make room")
+    } else {
+        format!("the sandbox is over {quota}, so this command could not write to files; delete files to make room")
+    }
 }
 
 #[cfg(test)]
@@ -127,6 +154,7 @@ mod tests {
 
     #[test]
     fn results_say_what_was_cut_and_what_failed() {
+        let over = OverQuota { killed: false, used_bytes: 19 << 19, used_files: 12, max_bytes: 8 << 20, max_files: 1000 };
         let cases = [
             (ExecOutput { exit_code: Some(0), stdout: "hi\n".into(), ..ExecOutput::default() }, false, r#""stdout":"hi\n""#),
             (ExecOutput { exit_code: Some(2), stderr: "no\n".into(), ..ExecOutput::default() }, true, r#""exit_code":2"#),
@@ -140,11 +168,28 @@ mod tests {
                 true,
                 "ran past its timeout (5 s)",
             ),
+            (
+                ExecOutput { signal: Some(9), over_quota: Some(OverQuota { killed: true, ..over }), ..ExecOutput::default() },
+                true,
+                r#""over_quota":true"#,
+            ),
+            (
+                ExecOutput { signal: Some(9), over_quota: Some(OverQuota { killed: true, ..over }), ..ExecOutput::default() },
+                true,
+                "killed: it took the sandbox past its disk quota of 8 MiB and 1000 files (it holds 9.5 MiB in 12 files); delete files",
+            ),
+            (
+                ExecOutput { exit_code: Some(0), over_quota: Some(over), ..ExecOutput::default() },
+                false,
+                "over its disk quota of 8 MiB and 1000 files (it holds 9.5 MiB in 12 files), so this command could not write",
+            ),
         ];
         for (output, is_error, expected) in cases {
             let rendered = render(&output);
             assert_eq!(rendered.is_error, is_error, "{rendered:?}");
             assert!(rendered.content.contains(expected), "{} lacks {expected}", rendered.content);
+            let result: serde_json::Value = serde_json::from_str(&rendered.content).unwrap();
+            assert_eq!(result.get("error").is_some(), output.timed_out || output.over_quota.is_some(), "{result}");
         }
     }
 }

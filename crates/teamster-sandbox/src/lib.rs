@@ -11,7 +11,19 @@
 //! [`ExecTool`] offers a session's sandbox to the model as the `exec` tool. `limits.rs` holds
 //! the bounds, `workspace.rs` the safe resolution of paths a caller names,
 //! `command.rs` the `bwrap` command line, `output.rs` the capped capture of a command's output,
-//! `programs.rs` where the host programs are found.
+//! `programs.rs` where the host programs are found, `quota.rs` the disk quota.
+//!
+//! A sandbox's workspace and `/tmp` together may take [`Limits::max_workspace_bytes`] (allocated
+//! blocks) in [`Limits::max_workspace_files`] entries, measured by walking them on the host
+//! (never following a link). No walk is on a command's path: a command starts from the
+//! sandbox's last measurement, and over the quota it runs with a file size limit of 0 (it can
+//! read, list and delete files, not write to them); a watchdog measures every 250 ms while it
+//! runs and kills it when the sandbox is over the quota and grew since the measurement before;
+//! once it ends, the sandbox is measured in the background (a command starting while that
+//! measurement is under way waits for it). Its result says when the sandbox was over the quota
+//! ([`ExecOutput::over_quota`]), and [`SandboxProvider::write_file`] refuses a file that would
+//! not fit. A command overshoots the quota by at most what it writes in 250 ms plus one file of
+//! [`Limits::max_file_bytes`].
 //!
 //! Skills (`skills/`) are directories with a `SKILL.md`: [`SkillCache`] fetches one from git on
 //! the host, once per commit, into a directory holding only the skill's files (credentials go to
@@ -26,13 +38,14 @@ mod limits;
 mod output;
 mod programs;
 mod provider;
+mod quota;
 mod skills;
 mod workspace;
 
 pub use bubblewrap::Bubblewrap;
 pub use exec_tool::{EXEC_TOOL, ExecTool};
 pub use limits::Limits;
-pub use provider::{ExecOutput, ExecRequest, Provisioned, SandboxProvider};
+pub use provider::{ExecOutput, ExecRequest, OverQuota, Provisioned, SandboxProvider};
 pub use skills::{
     GitAuth, GitSource, MAX_SKILL_BYTES, MAX_SKILL_FILES, MAX_SKILL_MD_BYTES, SKILLS_DIR, Skill, SkillCache, SkillDocument,
     SkillError, is_skill_name, parse_skill_md,
@@ -59,6 +72,14 @@ pub enum SandboxError {
     /// A file or a request is over its limit.
     #[error("{what} is over the limit of {limit} bytes")]
     TooLarge { what: String, limit: u64 },
+    /// Writing a file would take the sandbox past its disk quota.
+    #[error(
+        "writing {path} ({bytes} bytes) would take the sandbox past its disk quota of {} MiB and {max_files} files \
+         (it holds {} MiB in {used_files} files); delete files to make room",
+        mib(*max_bytes),
+        mib(*used_bytes)
+    )]
+    QuotaExceeded { path: String, bytes: u64, used_bytes: u64, used_files: u64, max_bytes: u64, max_files: u64 },
     /// The request itself is malformed (an empty command, a bad variable name).
     #[error("invalid request: {0}")]
     InvalidRequest(String),
@@ -69,6 +90,12 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Bytes as mebibytes, with one decimal when not whole.
+pub(crate) fn mib(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if bytes.is_multiple_of(MIB) { (bytes / MIB).to_string() } else { format!("{:.1}", bytes as f64 / MIB as f64) }
 }
 
 impl SandboxError {

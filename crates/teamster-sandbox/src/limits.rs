@@ -22,6 +22,13 @@ pub struct Limits {
     pub max_open_files: u64,
     /// The most a file read from or written to the workspace by the harness may hold.
     pub max_transfer_bytes: u64,
+    /// The disk space the files of a sandbox's workspace and `/tmp` may take together
+    /// (allocated blocks). Over it, commands cannot write to files, and one that grows the
+    /// sandbox further is killed.
+    pub max_workspace_bytes: u64,
+    /// The most entries (files, directories, links) a sandbox's workspace and `/tmp` may hold
+    /// together, enforced like [`Limits::max_workspace_bytes`].
+    pub max_workspace_files: u64,
 }
 
 impl Default for Limits {
@@ -35,6 +42,8 @@ impl Default for Limits {
             max_file_bytes: 256 * 1024 * 1024,
             max_open_files: 1024,
             max_transfer_bytes: 64 * 1024 * 1024,
+            max_workspace_bytes: 1024 * 1024 * 1024,
+            max_workspace_files: 100_000,
         }
     }
 }

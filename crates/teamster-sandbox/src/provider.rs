@@ -52,6 +52,24 @@ pub struct ExecOutput {
     pub stderr_dropped: u64,
     /// How long it ran.
     pub duration: Duration,
+    /// Set when the sandbox was over its disk quota: when the command started (it could not
+    /// write to files), or while it ran (it was killed).
+    pub over_quota: Option<OverQuota>,
+}
+
+/// A sandbox over its disk quota, as a command found it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OverQuota {
+    /// Whether the command was killed for growing the sandbox past the quota; otherwise the
+    /// sandbox was over it when the command started, and the command could not write to files.
+    pub killed: bool,
+    /// What the sandbox's files took at the last measurement: allocated bytes, and entries.
+    pub used_bytes: u64,
+    pub used_files: u64,
+    /// The quota ([`crate::Limits::max_workspace_bytes`] and
+    /// [`crate::Limits::max_workspace_files`]).
+    pub max_bytes: u64,
+    pub max_files: u64,
 }
 
 /// Runs sandboxes: one per session, created on first use and reused by every later turn and
@@ -72,6 +90,8 @@ pub trait SandboxProvider: Send + Sync {
     async fn read_file(&self, sandbox_id: &str, path: &str) -> Result<Vec<u8>, SandboxError>;
 
     /// Writes a file of the workspace (`path` relative to it), creating its directories.
+    /// Refused with [`SandboxError::QuotaExceeded`] when the file would take the sandbox past
+    /// its disk quota.
     async fn write_file(&self, sandbox_id: &str, path: &str, contents: &[u8]) -> Result<(), SandboxError>;
 
     /// Removes the sandbox of `session_id` and everything in it; nothing when there is none.

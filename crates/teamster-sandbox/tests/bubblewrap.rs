@@ -282,3 +282,122 @@ async fn the_exec_tool_runs_the_models_commands() {
         assert!(failed.is_error && failed.content.contains(expected), "{arguments}: {failed:?}");
     }
 }
+
+/// The disk quota of the quota tests: small, so filling it is quick.
+const QUOTA_BYTES: u64 = 8 * 1024 * 1024;
+
+fn quota_limits(max_workspace_files: u64) -> Limits {
+    Limits { max_workspace_bytes: QUOTA_BYTES, max_workspace_files, ..Limits::default() }
+}
+
+/// What a sandbox's workspace and `/tmp` take on the host, counted here, apart from the
+/// provider: allocated bytes (with the two directories' own) and entries.
+fn allocated(root: &Root, sandbox_id: &str) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    fn walk(dir: &std::path::Path, total: &mut (u64, u64)) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let meta = entry.metadata().unwrap();
+            *total = (total.0 + meta.blocks() * 512, total.1 + 1);
+            if meta.is_dir() {
+                walk(&entry.path(), total);
+            }
+        }
+    }
+    let mut total = (0, 0);
+    for area in ["workspace", "tmp"] {
+        let area = root.0.join(sandbox_id).join(area);
+        total.0 += std::fs::metadata(&area).unwrap().blocks() * 512;
+        walk(&area, &mut total);
+    }
+    total
+}
+
+#[tokio::test]
+async fn a_command_filling_the_sandbox_is_killed_and_deleting_makes_room() {
+    let root = Root::new("quota-fill");
+    let sandboxes = provider(&root, quota_limits(10_000)).await;
+    let id = sandboxes.provision("ses_fill").await.unwrap().sandbox_id;
+
+    // A megabyte every tenth of a second: unchecked, it writes 300 MiB before its timeout.
+    let fill = "i=0; while :; do head -c 1048576 /dev/zero > f$i; i=$((i+1)); sleep 0.1; done";
+    let filled = sandboxes.exec(&id, marked(fill, "fill")).await.unwrap();
+    let over = filled.over_quota.unwrap_or_else(|| panic!("not stopped for the quota: {filled:?}"));
+    assert!(over.killed && !filled.timed_out && filled.exit_code.is_none(), "{filled:?}");
+    assert!(over.used_bytes > QUOTA_BYTES && over.max_bytes == QUOTA_BYTES, "{over:?}");
+    assert_none_left("fill").await;
+    let (bytes, _) = allocated(&root, &id);
+    assert!(bytes > QUOTA_BYTES && bytes < 4 * QUOTA_BYTES, "the sandbox holds {bytes} bytes");
+
+    // Over the quota, a command can read, list and delete files, not write to them.
+    let blocked = sandboxes.exec(&id, run("head -c 1000 /dev/zero > more")).await.unwrap();
+    assert_ne!(blocked.exit_code, Some(0), "{blocked:?}");
+    assert!(blocked.stderr.contains("File too large"), "{blocked:?}");
+    assert!(blocked.over_quota.is_some_and(|over| !over.killed), "{blocked:?}");
+    let listed = sandboxes.exec(&id, run("ls f0 && wc -c < f0")).await.unwrap();
+    assert_eq!(ok(&listed), "f0\n1048576\n");
+    ok(&sandboxes.exec(&id, run("rm f*")).await.unwrap());
+    assert!(allocated(&root, &id).0 < QUOTA_BYTES);
+
+    // Once the deletion is measured, writing works again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let wrote = sandboxes.exec(&id, run("head -c 1000 /dev/zero > more")).await.unwrap();
+        if wrote.exit_code == Some(0) {
+            assert_eq!(wrote.over_quota, None, "{wrote:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "writing still fails after deleting: {wrote:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn short_commands_cannot_add_up_past_the_quota() {
+    let root = Root::new("quota-short");
+    let sandboxes = provider(&root, quota_limits(10_000)).await;
+    let id = sandboxes.provision("ses_short").await.unwrap().sandbox_id;
+    let mut outputs = Vec::new();
+    for index in 0..10 {
+        // Each ends long before the watchdog's first look.
+        outputs.push(sandboxes.exec(&id, run(&format!("head -c 2097152 /dev/zero > f{index}"))).await.unwrap());
+    }
+    let refused = outputs.iter().position(|output| output.exit_code != Some(0)).expect("some writes are refused");
+    // Four fill the quota (with the directories, a little past it); every later one is refused.
+    assert!(refused <= 4, "{refused} writes of 2 MiB went through");
+    for output in &outputs[refused..] {
+        assert!(output.exit_code != Some(0) && output.over_quota.is_some_and(|over| !over.killed), "{output:?}");
+    }
+    let (bytes, _) = allocated(&root, &id);
+    assert!(bytes <= QUOTA_BYTES + 3 * 1024 * 1024, "the sandbox holds {bytes} bytes");
+}
+
+#[tokio::test]
+async fn writing_a_file_past_the_quota_is_refused() {
+    let root = Root::new("quota-write");
+    let sandboxes = provider(&root, quota_limits(10_000)).await;
+    let id = sandboxes.provision("ses_write").await.unwrap().sandbox_id;
+    sandboxes.write_file(&id, "a.bin", &vec![1; 6 * 1024 * 1024]).await.unwrap();
+    let refused = sandboxes.write_file(&id, "b.bin", &vec![1; 4 * 1024 * 1024]).await.unwrap_err();
+    assert!(matches!(refused, SandboxError::QuotaExceeded { .. }), "{refused:?}");
+    let message = refused.to_string();
+    assert!(message.contains("disk quota of 8 MiB") && message.contains("delete files"), "{message}");
+    assert!(!root.0.join(&id).join("workspace/b.bin").exists());
+    // What fits is still written.
+    sandboxes.write_file(&id, "c.bin", &[1; 1000]).await.unwrap();
+    assert_eq!(sandboxes.read_file(&id, "c.bin").await.unwrap().len(), 1000);
+}
+
+#[tokio::test]
+async fn creating_too_many_files_is_killed_at_the_file_quota() {
+    let root = Root::new("quota-files");
+    let sandboxes = provider(&root, quota_limits(1000)).await;
+    let id = sandboxes.provision("ses_files").await.unwrap().sandbox_id;
+    // Empty files, ten at a time: unchecked, about ten thousand before the timeout.
+    let create = "i=0; while :; do for j in 0 1 2 3 4 5 6 7 8 9; do : > e$i-$j; done; i=$((i+1)); sleep 0.02; done";
+    let created = sandboxes.exec(&id, marked(create, "files")).await.unwrap();
+    let over = created.over_quota.unwrap_or_else(|| panic!("not stopped for the quota: {created:?}"));
+    assert!(over.killed && !created.timed_out && over.used_files > 1000 && over.used_bytes < QUOTA_BYTES, "{created:?}");
+    assert_none_left("files").await;
+    let (_, files) = allocated(&root, &id);
+    assert!(files > 1000 && files < 4000, "the sandbox holds {files} files");
+}
