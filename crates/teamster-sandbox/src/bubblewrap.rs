@@ -20,7 +20,7 @@ use tokio::process::Command;
 use crate::command::SandboxCommand;
 use crate::output::capture;
 use crate::programs::find_program;
-use crate::provider::{ExecOutput, ExecRequest, Provisioned, SandboxProvider};
+use crate::provider::{ExecOutput, ExecRequest, OpenedFile, Provisioned, SandboxProvider};
 use crate::quota::{Ledger, Usage};
 use crate::skills::{SKILLS_MOUNT_DIR, is_skill_name};
 use crate::workspace::{Area, check_opened_inside, sandbox_path};
@@ -305,7 +305,7 @@ impl SandboxProvider for Bubblewrap {
         })
     }
 
-    async fn read_file(&self, sandbox_id: &str, path: &str) -> Result<Vec<u8>, SandboxError> {
+    async fn open_file(&self, sandbox_id: &str, path: &str) -> Result<OpenedFile, SandboxError> {
         let named = sandbox_path(path)?;
         let area = self.existing(sandbox_id).await?.join(named.area.dir_name());
         let full = area.join(&named.relative);
@@ -327,13 +327,8 @@ impl SandboxProvider for Bubblewrap {
         if meta.len() > limit {
             return Err(SandboxError::TooLarge { what: format!("file {path}"), limit });
         }
-        let mut contents = Vec::with_capacity(meta.len() as usize);
-        let mut file = tokio::fs::File::from_std(file).take(limit + 1);
-        file.read_to_end(&mut contents).await.map_err(SandboxError::io(format!("reading {path}")))?;
-        if contents.len() as u64 > limit {
-            return Err(SandboxError::TooLarge { what: format!("file {path}"), limit });
-        }
-        Ok(contents)
+        // A command may write to the file meanwhile: no more than its length now is read.
+        Ok(OpenedFile { len: meta.len(), reader: Box::pin(tokio::fs::File::from_std(file).take(meta.len())) })
     }
 
     async fn write_file(&self, sandbox_id: &str, path: &str, contents: &[u8]) -> Result<(), SandboxError> {

@@ -2,9 +2,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::pin::Pin;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::io::AsyncRead;
 
 use crate::SandboxError;
 
@@ -57,6 +59,19 @@ pub struct ExecOutput {
     pub over_quota: Option<OverQuota>,
 }
 
+/// A file of a sandbox, opened for reading.
+pub struct OpenedFile {
+    /// Its length when it was opened; the reader gives at most this many bytes.
+    pub len: u64,
+    pub reader: Pin<Box<dyn AsyncRead + Send>>,
+}
+
+impl std::fmt::Debug for OpenedFile {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("OpenedFile").field("len", &self.len).finish_non_exhaustive()
+    }
+}
+
 /// A sandbox over its disk quota, as a command found it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OverQuota {
@@ -85,9 +100,18 @@ pub trait SandboxProvider: Send + Sync {
     /// Runs a command in a provisioned sandbox.
     async fn exec(&self, sandbox_id: &str, request: ExecRequest) -> Result<ExecOutput, SandboxError>;
 
-    /// Reads a file of the workspace (`path` relative to it), up to the provider's transfer
-    /// limit.
-    async fn read_file(&self, sandbox_id: &str, path: &str) -> Result<Vec<u8>, SandboxError>;
+    /// Opens a file of the sandbox (`path` under `/workspace` or `/tmp`) for reading, if it is
+    /// within the provider's transfer limit: a download streams it from there.
+    async fn open_file(&self, sandbox_id: &str, path: &str) -> Result<OpenedFile, SandboxError>;
+
+    /// Reads a whole file of the sandbox, as [`SandboxProvider::open_file`] finds it.
+    async fn read_file(&self, sandbox_id: &str, path: &str) -> Result<Vec<u8>, SandboxError> {
+        use tokio::io::AsyncReadExt;
+        let mut opened = self.open_file(sandbox_id, path).await?;
+        let mut contents = Vec::with_capacity(opened.len.min(1024 * 1024) as usize);
+        opened.reader.read_to_end(&mut contents).await.map_err(SandboxError::io(format!("reading {path}")))?;
+        Ok(contents)
+    }
 
     /// Writes a file of the workspace (`path` relative to it), creating its directories.
     /// Refused with [`SandboxError::QuotaExceeded`] when the file would take the sandbox past

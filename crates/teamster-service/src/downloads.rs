@@ -7,7 +7,7 @@
 //! sandbox, so a removed one is told apart (410) from one that never was (404).
 
 use teamster_protocol::AgentSpec;
-use teamster_sandbox::SandboxError;
+use teamster_sandbox::{OpenedFile, SandboxError};
 use teamster_store::Store;
 
 use crate::error::{Result, ServiceError};
@@ -31,11 +31,12 @@ pub enum SandboxAddress<'a> {
 }
 
 /// A downloaded file.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct SandboxFile {
     /// The file's name: the last component of its path.
     pub name: String,
-    pub data: Vec<u8>,
+    /// Its length, and its bytes to stream.
+    pub file: OpenedFile,
 }
 
 /// Records both links of a session's new sandbox.
@@ -79,7 +80,7 @@ impl Service {
             }
         };
         check_downloads_allowed(&self.catalog().session_spec(&session).await?)?;
-        let data = provider.read_file(&sandbox_id, path).await.map_err(|error| match error {
+        let file = provider.open_file(&sandbox_id, path).await.map_err(|error| match error {
             SandboxError::NotFound(_) => ServiceError::Gone(format!("sandbox {sandbox_id:?} was removed (idle, or with its session)")),
             SandboxError::InvalidPath { .. } | SandboxError::InvalidRequest(_) => ServiceError::invalid_param("path", error.to_string()),
             SandboxError::NoSuchFile(_) => ServiceError::NotFound(error.to_string()),
@@ -90,7 +91,7 @@ impl Service {
             }
         })?;
         let name = path.rsplit('/').next().unwrap_or_default().to_owned();
-        Ok(SandboxFile { name, data })
+        Ok(SandboxFile { name, file })
     }
 }
 

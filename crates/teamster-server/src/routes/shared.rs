@@ -2,11 +2,13 @@
 //! downloading a sandbox file.
 
 use axum::Json;
+use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use serde_json::value::RawValue;
 use teamster_protocol::api::{CreateTurnRequest, Data, Page, SessionEventItem};
 use axum::http::header;
 use teamster_service::{Caller, CreateTurn, ListOrder, SandboxAddress, SessionEventsQuery, TurnEventsQuery};
+use tokio_util::io::ReaderStream;
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
@@ -82,12 +84,14 @@ pub async fn download_sandbox_file(state: &AppState, address: SandboxAddress<'_>
     let ascii_name: String =
         file.name.chars().map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' { c } else { '_' }).collect();
     let disposition = format!("attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{}", percent_encode(&file.name));
-    Ok(attachment(media_type_of(&file.name).to_owned(), disposition, "private, no-store", file.data))
+    // Streamed from the sandbox as it is read: a large file never sits in memory whole.
+    let body = Body::from_stream(ReaderStream::new(file.file.reader));
+    Ok(attachment(media_type_of(&file.name).to_owned(), disposition, "private, no-store", body, file.file.len))
 }
 
-/// A file as a download. A client or an agent chose its bytes and type: browsers must neither
-/// sniff nor run what it holds.
-pub fn attachment(media_type: String, disposition: String, cache_control: &'static str, data: Vec<u8>) -> Response {
+/// A file of `len` bytes as a download. A client or an agent chose its bytes and type:
+/// browsers must neither sniff nor run what it holds.
+pub fn attachment(media_type: String, disposition: String, cache_control: &'static str, body: Body, len: u64) -> Response {
     (
         [
             (header::CONTENT_TYPE, media_type),
@@ -95,8 +99,9 @@ pub fn attachment(media_type: String, disposition: String, cache_control: &'stat
             (header::CACHE_CONTROL, cache_control.to_owned()),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
             (header::CONTENT_SECURITY_POLICY, "sandbox".to_owned()),
+            (header::CONTENT_LENGTH, len.to_string()),
         ],
-        data,
+        body,
     )
         .into_response()
 }

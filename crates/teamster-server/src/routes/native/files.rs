@@ -19,5 +19,6 @@ pub fn routes() -> Router<AppState> {
 async fn download(State(state): State<AppState>, Path((session_id, digest)): Path<(String, String)>) -> ApiResult<Response> {
     let file = state.service.get_session_file(&Caller::local(), &session_id, &digest).await?;
     let disposition = format!("attachment; filename=\"{digest}\"");
-    Ok(shared::attachment(file.media_type, disposition, "private, max-age=31536000, immutable", file.data))
+    let len = file.data.len() as u64;
+    Ok(shared::attachment(file.media_type, disposition, "private, max-age=31536000, immutable", file.data.into(), len))
 }
