@@ -3,7 +3,8 @@
 //! `/workspace` and `/tmp`), `session` (the session id), `last_used` (touched by every
 //! command, for the idle sweep) and `skills/` (one file per mounted skill, named by the skill and
 //! holding its directory on the host, so every replica sharing the root mounts the same).
-//! What `workspace/` and `tmp/` hold is bounded by the disk quota (`quota.rs`).
+//! What `workspace/` and `tmp/` hold is bounded by the disk quota (`quota.rs`). The root also
+//! holds `.seccomp-<arch>.bpf`, the compiled seccomp filter of every command (`seccomp.rs`).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -22,6 +23,7 @@ use crate::output::capture;
 use crate::programs::find_program;
 use crate::provider::{ExecOutput, ExecRequest, OpenedFile, Provisioned, SandboxProvider};
 use crate::quota::{Ledger, Usage};
+use crate::seccomp;
 use crate::skills::{SKILLS_MOUNT_DIR, is_skill_name};
 use crate::workspace::{Area, check_opened_inside, sandbox_path};
 use crate::{Limits, SandboxError};
@@ -50,6 +52,8 @@ pub struct Bubblewrap {
     limits: Limits,
     bwrap: PathBuf,
     prlimit: PathBuf,
+    /// The compiled seccomp filter every command runs under (none on architectures without one).
+    seccomp: Option<PathBuf>,
     /// `setpriv`, when the harness runs as root and each sandbox gets a user of its own.
     setpriv: Option<PathBuf>,
     /// The last measured usage of each sandbox, for the disk quota.
@@ -85,7 +89,12 @@ impl Bubblewrap {
         // As root, the harness enters every directory; otherwise it may have to open up one a
         // command shut, to measure it.
         let ledger = Arc::new(Ledger::new(&limits, setpriv.is_none()));
-        let provider = Bubblewrap { root, limits, bwrap, prlimit, setpriv, ledger };
+        let seccomp = match seccomp::native() {
+            Some(arch) => Some(write_filter(&root, arch).await?),
+            None => None,
+        };
+        let provider = Bubblewrap { root, limits, bwrap, prlimit, seccomp, setpriv, ledger };
+        // The probe runs under the filter too: where bwrap cannot apply it, sandboxes are unavailable.
         provider.check_it_works().await?;
         Ok(provider)
     }
@@ -169,6 +178,7 @@ impl Bubblewrap {
         let line = SandboxCommand {
             bwrap: &self.bwrap,
             prlimit: &self.prlimit,
+            seccomp: self.seccomp.as_deref(),
             run_as: self.run_as(sandbox_id),
             workspace: &workspace,
             tmp: &tmp,
@@ -576,6 +586,26 @@ async fn set_mode(path: &Path, mode: u32) -> Result<(), SandboxError> {
     tokio::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .await
         .map_err(SandboxError::io(format!("setting the mode of {}", path.display())))
+}
+
+/// Writes the compiled seccomp filter of `arch` under the root, readable by every sandbox's user
+/// (the shell starting `bwrap` opens it as that user), and answers its path. Written to a file of
+/// this process's own and renamed into place: replicas sharing the root may start at once, and
+/// a command starting meanwhile reads a whole filter.
+async fn write_filter(root: &Path, arch: &seccomp::Arch) -> Result<PathBuf, SandboxError> {
+    let path = root.join(format!(".seccomp-{}.bpf", arch.name));
+    let started = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    let temporary = root.join(format!(".seccomp-{}.bpf.{}-{started}.tmp", arch.name, std::process::id()));
+    let written = async {
+        tokio::fs::write(&temporary, seccomp::compiled(arch)).await.map_err(SandboxError::io("writing the seccomp filter"))?;
+        set_mode(&temporary, 0o644).await?;
+        tokio::fs::rename(&temporary, &path).await.map_err(SandboxError::io("writing the seccomp filter"))
+    };
+    if let Err(error) = written.await {
+        let _ = tokio::fs::remove_file(&temporary).await;
+        return Err(error);
+    }
+    Ok(path)
 }
 
 /// Marks a sandbox as used now.

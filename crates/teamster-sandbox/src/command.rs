@@ -54,10 +54,23 @@ const ENTER_AND_RUN: &str = r#"{ [ "$1" = . ] || mkdir -p -- "$1"; } && cd -- "$
 /// with "File too large" instead of killing the writer.
 const ENTER_AND_RUN_OVER_QUOTA: &str = r#"trap '' XFSZ; { [ "$1" = . ] || mkdir -p -- "$1"; } && cd -- "$1" && exec /bin/sh -c "$2""#;
 
+/// The descriptor `bwrap` reads the seccomp filter from. `bwrap` closes it once read: the
+/// sandbox never sees it.
+const SECCOMP_FD: &str = "9";
+
+/// The shell line starting `bwrap` (`$@`) with the seccomp filter's file (`$0`) open on
+/// [`SECCOMP_FD`]: no code of the harness runs between fork and exec (which would need `unsafe`).
+const OPEN_FILTER: &str = r#"exec "$@" 9<"$0""#;
+
+/// The shell running [`OPEN_FILTER`].
+const SHELL: &str = "/bin/sh";
+
 /// Everything one sandboxed command line depends on.
 pub(crate) struct SandboxCommand<'a> {
     pub(crate) bwrap: &'a Path,
     pub(crate) prlimit: &'a Path,
+    /// The compiled seccomp filter (`seccomp.rs`) the command runs under, when there is one.
+    pub(crate) seccomp: Option<&'a Path>,
     /// `setpriv` and the user to run as, when the harness runs as root (a user of its own per
     /// sandbox, so the process limit is the sandbox's and the harness's files are out of reach).
     pub(crate) run_as: Option<(&'a Path, u32)>,
@@ -84,16 +97,22 @@ pub(crate) struct SandboxCommand<'a> {
 impl SandboxCommand<'_> {
     /// The program to start and its arguments.
     pub(crate) fn argv(&self) -> (PathBuf, Vec<OsString>) {
+        // setpriv → sh (opening the filter) → bwrap, each exec'ing the next: the process started
+        // becomes bwrap, and killing it ends the sandbox.
         let mut args = Arguments::default();
-        let program = match self.run_as {
-            Some((setpriv, uid)) => {
-                let id = uid.to_string();
-                args.push(&["--reuid", &id, "--regid", &id, "--clear-groups", "--inh-caps=-all", "--"]);
-                args.path(self.bwrap);
-                setpriv.to_path_buf()
-            }
-            None => self.bwrap.to_path_buf(),
-        };
+        if let Some((setpriv, uid)) = self.run_as {
+            let id = uid.to_string();
+            args.path(setpriv);
+            args.push(&["--reuid", &id, "--regid", &id, "--clear-groups", "--inh-caps=-all", "--"]);
+        }
+        if let Some(filter) = self.seccomp {
+            args.push(&[SHELL, "-c", OPEN_FILTER]);
+            args.path(filter);
+        }
+        args.path(self.bwrap);
+        if self.seccomp.is_some() {
+            args.push(&["--seccomp", SECCOMP_FD]);
+        }
         args.push(&["--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]);
         if !self.network {
             args.push(&["--unshare-net"]);
@@ -154,7 +173,9 @@ impl SandboxCommand<'_> {
         ]);
         args.path(self.cwd);
         args.push(&[self.command]);
-        (program, args.0)
+        let mut argv = args.0;
+        let program = PathBuf::from(argv.remove(0));
+        (program, argv)
     }
 }
 
@@ -180,6 +201,7 @@ mod tests {
         SandboxCommand {
             bwrap: Path::new("/usr/bin/bwrap"),
             prlimit: Path::new("/usr/bin/prlimit"),
+            seccomp: None,
             run_as,
             workspace: Path::new("/srv/sandboxes/sbx_1/workspace"),
             tmp: Path::new("/srv/sandboxes/sbx_1/tmp"),
@@ -260,5 +282,27 @@ mod tests {
         assert_eq!(program, Path::new("/usr/bin/setpriv"));
         let args = strings(&args);
         assert_eq!(args[..8], ["--reuid", "123456", "--regid", "123456", "--clear-groups", "--inh-caps=-all", "--", "/usr/bin/bwrap"]);
+    }
+
+    #[test]
+    fn bwrap_reads_the_seccomp_filter_from_a_descriptor_a_shell_opened() {
+        let env = BTreeMap::new();
+        let limits = Limits::default();
+        let filter = Path::new("/srv/sandboxes/.seccomp-x86_64.bpf");
+        let (program, args) = SandboxCommand { seccomp: Some(filter), ..command(&env, &limits, None) }.argv();
+        assert_eq!(program, Path::new("/bin/sh"));
+        let args = strings(&args);
+        let opened = ["-c", OPEN_FILTER, "/srv/sandboxes/.seccomp-x86_64.bpf", "/usr/bin/bwrap", "--seccomp", "9"];
+        assert_eq!(args[..6], opened);
+        assert_eq!(OPEN_FILTER, format!(r#"exec "$@" {SECCOMP_FD}<"$0""#));
+
+        // As root: setpriv, then the shell, then bwrap.
+        let run_as = Some((Path::new("/usr/bin/setpriv"), 7));
+        let (program, args) = SandboxCommand { seccomp: Some(filter), ..command(&env, &limits, run_as) }.argv();
+        assert_eq!(program, Path::new("/usr/bin/setpriv"));
+        let args = strings(&args);
+        assert_eq!(args[6..8], ["--", "/bin/sh"]);
+        assert_eq!(args[8..14], opened);
+        assert_eq!(args.iter().filter(|arg| *arg == "--seccomp").count(), 1);
     }
 }

@@ -11,7 +11,9 @@
 //! [`ExecTool`] offers a session's sandbox to the model as the `exec` tool. `limits.rs` holds
 //! the bounds, `workspace.rs` the safe resolution of paths a caller names,
 //! `command.rs` the `bwrap` command line, `output.rs` the capped capture of a command's output,
-//! `programs.rs` where the host programs are found, `quota.rs` the disk quota.
+//! `programs.rs` where the host programs are found, `quota.rs` the disk quota, `seccomp.rs` the
+//! seccomp filter every command runs under (`fallocate` fails, so no call allocates blocks the
+//! file size limit does not count).
 //!
 //! A sandbox's workspace and `/tmp` together may take [`Limits::max_workspace_bytes`] (allocated
 //! blocks) in [`Limits::max_workspace_files`] entries, measured by walking them on the host
@@ -39,6 +41,7 @@ mod output;
 mod programs;
 mod provider;
 mod quota;
+mod seccomp;
 mod skills;
 mod workspace;
 

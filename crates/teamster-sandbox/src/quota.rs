@@ -7,12 +7,15 @@
 //! the quota, and a measurement starts in the background once it ends; the next command waits
 //! for that one only when it is still under way.
 //!
-//! What this does not bound: `fallocate` with `FALLOC_FL_KEEP_SIZE` allocates blocks that
-//! `RLIMIT_FSIZE` does not count (only a seccomp filter stops it); over the quota, a command can
-//! still make empty files and directories until the watchdog's next look; a command renaming
-//! directories as a walk passes can hide them from it until the command ends; commands started
-//! at once in one sandbox all start from the same measurement (and a running command is killed
-//! when the sandbox grows past the quota, also when another command grew it).
+//! `fallocate` with `FALLOC_FL_KEEP_SIZE` would allocate blocks that `RLIMIT_FSIZE` does not
+//! count: the seccomp filter of every command (`seccomp.rs`) makes `fallocate` fail, and programs
+//! fall back to writing.
+//!
+//! What this does not bound: over the quota, a command can still make empty files and
+//! directories until the watchdog's next look; a command renaming directories as a walk passes
+//! can hide them from it until the command ends; commands started at once in one sandbox all
+//! start from the same measurement (and a running command is killed when the sandbox grows past
+//! the quota, also when another command grew it).
 
 use std::collections::HashMap;
 use std::ffi::OsString;

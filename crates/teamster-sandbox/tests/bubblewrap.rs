@@ -401,3 +401,36 @@ async fn creating_too_many_files_is_killed_at_the_file_quota() {
     let (_, files) = allocated(&root, &id);
     assert!(files > 1000 && files < 4000, "the sandbox holds {files} files");
 }
+
+#[tokio::test]
+async fn fallocate_is_refused_so_no_call_takes_blocks_the_file_size_limit_misses() {
+    use std::os::unix::fs::MetadataExt;
+    let root = Root::new("fallocate");
+    let sandboxes = provider(&root, Limits::default()).await;
+    let id = sandboxes.provision("ses_fallocate").await.unwrap().sandbox_id;
+
+    // With FALLOC_FL_KEEP_SIZE (-n, which opens only an existing file) the blocks would be
+    // taken past RLIMIT_FSIZE's sight.
+    for (command, file) in [(": > f && fallocate -n -l 64M f", "f"), ("fallocate -l 64M g", "g")] {
+        let refused = sandboxes.exec(&id, run(command)).await.unwrap();
+        assert_ne!(refused.exit_code, Some(0), "{command}: {refused:?}");
+        // util-linux words EOPNOTSUPP with -n as "keep size mode is unsupported".
+        let unsupported = ["Operation not supported", "mode is unsupported"];
+        assert!(unsupported.iter().any(|said| refused.stderr.contains(said)), "{command}: {refused:?}");
+        let path = root.0.join(&id).join("workspace").join(file);
+        let taken = std::fs::metadata(&path).map(|meta| meta.blocks() * 512).unwrap_or(0);
+        assert!(taken < 1024 * 1024, "{command}: {} holds {taken} bytes", path.display());
+    }
+    let (bytes, _) = allocated(&root, &id);
+    assert!(bytes < 1024 * 1024, "the sandbox holds {bytes} bytes");
+
+    // bwrap closed the descriptor it read the filter from: commands see only their own.
+    let descriptors = sandboxes.exec(&id, run("ls /proc/self/fd")).await.unwrap();
+    let descriptors: Vec<&str> = ok(&descriptors).lines().collect();
+    assert!(["0", "1", "2"].iter().all(|fd| descriptors.contains(fd)), "{descriptors:?}");
+    assert!(!descriptors.contains(&"9"), "the filter's descriptor leaked into the sandbox: {descriptors:?}");
+
+    // Everything else still runs under the filter.
+    assert_eq!(ok(&sandboxes.exec(&id, run("head -c 3 /dev/zero | wc -c > n && cat n")).await.unwrap()), "3\n");
+    assert!(root.0.join(format!(".seccomp-{}.bpf", std::env::consts::ARCH)).exists() || !cfg!(target_arch = "x86_64"));
+}
