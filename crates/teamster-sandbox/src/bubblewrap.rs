@@ -66,6 +66,8 @@ impl Bubblewrap {
     /// sandbox here (no user namespaces, a root other users cannot traverse).
     pub async fn start(root: impl Into<PathBuf>, limits: Limits) -> Result<Bubblewrap, SandboxError> {
         let root = root.into();
+        // No descriptor the harness was started with may reach a sandbox.
+        crate::inherited::close_on_exec().map_err(SandboxError::io("marking inherited descriptors close-on-exec"))?;
         let find = |name: &str| {
             find_program(name).ok_or_else(|| SandboxError::Unavailable(format!("`{name}` is not installed")))
         };
@@ -170,8 +172,20 @@ impl Bubblewrap {
         }
     }
 
+    /// Writes the seccomp filter again when it is gone from the root (removed by hand, or by a
+    /// cleanup of shared storage): without it no command could start.
+    async fn restore_filter(&self) -> Result<(), SandboxError> {
+        let (Some(path), Some(arch)) = (&self.seccomp, seccomp::native()) else { return Ok(()) };
+        if tokio::fs::try_exists(path).await.unwrap_or(true) {
+            return Ok(());
+        }
+        tracing::warn!(path = %path.display(), "the seccomp filter was removed; writing it again");
+        write_filter(&self.root, arch).await.map(drop)
+    }
+
     /// Starts a sandboxed command with piped output.
-    fn spawn(&self, sandbox_id: &str, dir: &Path, run: Run<'_>, stdin: Stdio) -> Result<tokio::process::Child, SandboxError> {
+    async fn spawn(&self, sandbox_id: &str, dir: &Path, run: Run<'_>, stdin: Stdio) -> Result<tokio::process::Child, SandboxError> {
+        self.restore_filter().await?;
         let Run { cwd, env, command, network, skills, over_quota } = run;
         let workspace = dir.join(Area::Workspace.dir_name());
         let tmp = dir.join(Area::Tmp.dir_name());
@@ -267,7 +281,7 @@ impl SandboxProvider for Bubblewrap {
         // afterwards, in the background.
         let _measure_after = self.ledger.measure_after(sandbox_id, &dir);
         let started = Instant::now();
-        let mut child = self.spawn(sandbox_id, &dir, run, Stdio::null())?;
+        let mut child = self.spawn(sandbox_id, &dir, run, Stdio::null()).await?;
         let limit = self.limits.max_output_bytes;
         let stdout = tokio::spawn(capture(child.stdout.take().expect("stdout is piped"), limit));
         let stderr = tokio::spawn(capture(child.stderr.take().expect("stderr is piped"), limit));
@@ -357,7 +371,7 @@ impl SandboxProvider for Bubblewrap {
         // With the skills mounted, so writing into one fails rather than vanishing.
         let skills = mounted_skills(&dir).await;
         let run = Run { cwd: Path::new("."), env: &env, command, network: false, skills: &skills, over_quota: false };
-        let mut child = self.spawn(sandbox_id, &dir, run, Stdio::piped())?;
+        let mut child = self.spawn(sandbox_id, &dir, run, Stdio::piped()).await?;
         let mut stdin = child.stdin.take().expect("stdin is piped");
         let stderr = tokio::spawn(capture(child.stderr.take().expect("stderr is piped"), 4096));
         let written = async {

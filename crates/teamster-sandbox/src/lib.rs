@@ -36,6 +36,7 @@
 mod bubblewrap;
 mod command;
 mod exec_tool;
+mod inherited;
 mod limits;
 mod output;
 mod programs;
