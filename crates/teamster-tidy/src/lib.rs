@@ -26,6 +26,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("teamster-store-sqlite", &["teamster-protocol", "teamster-store", "teamster-store-sql"]),
     ("teamster-store-postgres", &["teamster-protocol", "teamster-store", "teamster-store-sql"]),
     ("teamster-engine", &["teamster-protocol", "teamster-llm", "teamster-tools"]),
+    ("teamster-control", &["teamster-protocol", "teamster-tools"]),
     (
         "teamster-service",
         &[
@@ -36,6 +37,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "teamster-engine",
             "teamster-mcp",
             "teamster-sandbox",
+            "teamster-control",
         ],
     ),
     ("teamster-server", &["teamster-protocol", "teamster-service"]),
@@ -60,6 +62,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "teamster-tools",
             "teamster-engine",
             "teamster-mcp",
+            "teamster-sandbox",
             "teamster-store",
             "teamster-store-sqlite",
             "teamster-store-postgres",

@@ -46,7 +46,7 @@ fn validate_spec(spec: &AgentSpec) -> Result<()> {
     if let Some(servers) = &spec.mcp_servers {
         crate::mcp::validate_agent_servers(servers)?;
     }
-    crate::skill_mounts::validate(spec)
+    crate::sandboxes::validate_skills(spec)
 }
 
 impl Catalog {

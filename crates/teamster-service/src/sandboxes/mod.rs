@@ -13,7 +13,10 @@ use teamster_sandbox::{ExecTool, SandboxProvider};
 use teamster_tools::ToolSource;
 
 use crate::error::{Result, ServiceError};
-use crate::skill_mounts::SkillSources;
+mod skill_mounts;
+
+pub use skill_mounts::{MAX_SKILLS, SkillSources};
+pub(crate) use skill_mounts::validate as validate_skills;
 
 /// Whether this server runs sandboxes.
 #[derive(Clone)]
