@@ -1,10 +1,18 @@
 //! The control layer: what a UI drives besides turns. This crate holds the parts that are pure
-//! functions of a session's event log and the tools that change them, so that every replica,
-//! a restarted server and a cloned session agree on them without storage of their own.
+//! functions of a session's spec, its event log and the tools that change them, so that every
+//! replica, a restarted server and a cloned session agree on them without storage of their own.
 //!
+//! - `modes.rs`: an agent's modes ([`mode_in_force`], [`agent_in_mode`], [`offers`]) and their
+//!   checks ([`check_modes`]).
+//! - `plans.rs`: the `submit_plan` tool ([`SubmitPlan`]), what an answer to it tells the model,
+//!   and a session's plans folded from its turns ([`plans`]).
 //! - `tasks.rs`: the session's task list ([`TaskBoard`], the tools `task_write`,
 //!   `task_update`, `task_complete` and `task_check`), folded from the log by [`task_list`].
 
+mod modes;
+mod plans;
 mod tasks;
 
+pub use modes::{MAX_MODES, agent_in_mode, check_modes, mode, mode_ids, mode_in_force, offers};
+pub use plans::{SUBMIT_PLAN, SubmitPlan, TurnEvents, approved, approves_plan, plans, rejected};
 pub use tasks::{TASK_TOOLS, TaskBoard, task_list};

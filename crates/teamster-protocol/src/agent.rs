@@ -37,6 +37,40 @@ pub struct AgentSpec {
     /// What each variable means, from its manifest (a Teamster extension, for people and UIs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variable_descriptions: Option<BTreeMap<String, String>>,
+    /// The agent's modes (a Teamster extension): each layers its instructions, model and tools
+    /// onto this agent, and a session is in one of them at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modes: Option<Vec<ModeSpec>>,
+}
+
+/// One mode of an agent (`plan`, `build`, ...): what it changes of the agent it is part of.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModeSpec {
+    /// Unique among the agent's modes: 1-64 characters of a-z, 0-9, `_` and `-`.
+    pub id: String,
+    /// For mode pickers; the id when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Added after the agent's own instructions while the mode is in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// The model of the mode (`provider/model`); the agent's when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The only tools (by name) the model is offered in this mode; every tool when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// MCP servers whose tools are offered in this mode on top of the agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional_tools: Option<Vec<McpServer>>,
+    /// The mode an approved plan switches to: a mode with it offers `submit_plan`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transitions_to: Option<String>,
+    /// The mode a session starts in (the first mode when none is marked).
+    #[serde(default, deserialize_with = "lenient::null_as_default")]
+    pub default: bool,
 }
 
 /// A model named `provider/model`, with optional sampling parameters.
@@ -413,6 +447,9 @@ pub struct AgentManifest {
     pub config: Option<RuntimeConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sub_agents: Option<Vec<SubAgentSpec>>,
+    /// Teamster extension: the agent's modes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modes: Option<Vec<ModeSpec>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collaborators: Option<Vec<serde_json::Value>>,
     #[serde(default, rename = "ownedBy", skip_serializing_if = "Option::is_none")]
@@ -454,6 +491,7 @@ impl AgentManifest {
                     .filter_map(|(name, variable)| variable.description.clone().map(|description| (name.clone(), description)))
                     .collect::<BTreeMap<_, _>>()
             }).filter(|descriptions| !descriptions.is_empty()),
+            modes: self.modes.clone(),
         }
     }
 }

@@ -110,6 +110,13 @@ pub struct UpdateSessionRequest {
     pub agent: Option<SessionAgentInput>,
     #[serde(default)]
     pub title: Option<String>,
+    /// Teamster extension: switches the session to one of its agent's modes.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Teamster extension: the `provider/model` of the following turns; an empty string goes
+    /// back to the agent's (or the mode's) model.
+    #[serde(default)]
+    pub model: Option<String>,
 }
 
 /// Native `POST /agents`.

@@ -56,3 +56,57 @@ impl TaskList {
         TaskList { version, tasks, summary }
     }
 }
+
+/// What a session runs with besides its agent: the mode and the model a client chose (or an
+/// approved plan switched to). Sessions keep the choice for their next turns, and each turn
+/// records the one it ran with. Empty for agents without modes and sessions on their agent's
+/// model.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionControl {
+    /// The id of one of the agent's modes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// A `provider/model` that replaces the agent's (and the mode's) model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+impl SessionControl {
+    /// Whether nothing is chosen.
+    pub fn is_empty(&self) -> bool {
+        self.mode.is_none() && self.model.is_none()
+    }
+}
+
+/// Where a plan stands. A rejected plan goes back to `draft` with the user's feedback; the
+/// agent revises it and submits a new one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    Draft,
+    PendingApproval,
+    Approved,
+    Executing,
+    Executed,
+    Failed,
+}
+
+/// A plan the agent submitted with `submit_plan` (`GET /api/v1/sessions/{id}/plans`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The id of the `submit_plan` call.
+    pub id: String,
+    pub title: String,
+    /// The plan, as markdown.
+    pub plan: String,
+    pub status: PlanStatus,
+    /// The mode it was submitted in, and the one its approval switches to.
+    pub mode: String,
+    pub transitions_to: String,
+    /// The user's feedback on a rejected plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
+    /// The turn that submitted it.
+    pub turn_id: String,
+    pub created_at: String,
+}

@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentSpec;
+use crate::control::SessionControl;
 use crate::turn::Subject;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -25,6 +26,10 @@ pub struct Session {
     pub created_by_subject: Subject,
     pub created_at: String,
     pub updated_at: String,
+    /// Teamster extension: the mode and model the session's next turn runs with, where a
+    /// client or an approved plan chose them.
+    #[serde(default, skip_serializing_if = "SessionControl::is_empty", flatten)]
+    pub control: SessionControl,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::control::SessionControl;
 use crate::event::{Event, ModelMessage};
 use crate::input::TurnInput;
 
@@ -35,6 +36,10 @@ pub struct Turn {
     pub state: TurnState,
     pub created_by_subject: Subject,
     pub created_at: String,
+    /// Teamster extension: the mode and model the turn ran with, for agents with modes and
+    /// sessions that switched their model.
+    #[serde(default, skip_serializing_if = "SessionControl::is_empty", flatten)]
+    pub control: SessionControl,
 }
 
 /// The state of a turn, by `status`.

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use teamster_control::TaskBoard;
-use teamster_engine::{Agent, EventSink, ModelResolver, Resolution, ToolBox, pending};
+use teamster_control::{SUBMIT_PLAN, SubmitPlan, TaskBoard};
+use teamster_engine::{Agent, Decision, EventSink, ModelResolver, Resolution, ToolBox, pending};
 use teamster_protocol::Event;
 use teamster_protocol::input::TurnInput;
 use teamster_store::{SessionRecord, Store, TurnRecord};
@@ -38,11 +38,14 @@ pub(crate) struct Planner {
 #[async_trait]
 impl PlanTurns for Planner {
     async fn plan(&self, session: &SessionRecord, turn: &TurnRecord, history: &[Event], sink: &TurnSink) -> Result<TurnStart, String> {
-        let spec = self
+        let base = self
             .catalog
             .session_spec(session)
             .await
             .map_err(|error| format!("The session's agent is no longer available: {error}."))?;
+        // The agent as the turn's mode (and the session's model) changes it.
+        let spec = teamster_control::agent_in_mode(&base, &turn.control);
+        let mode = teamster_control::mode_in_force(&base, turn.control.mode.as_deref());
         let models: Arc<dyn ModelResolver> = Arc::new(RegistryModels(self.catalog.models()));
         let mut saved = HashMap::new();
         for name in Agent::saved_sub_agents(&spec) {
@@ -54,7 +57,7 @@ impl PlanTurns for Planner {
             }
         }
         let agent = Agent::from_spec(&spec, models, |name| saved.get(name).cloned()).map_err(|error| error.to_string())?;
-        let resolutions = self.resolutions(turn, history).await?;
+        let resolutions = settle_plans(self.resolutions(turn, history).await?, mode.map(|mode| mode.id.as_str()));
         let mut builtins = self.tools.clone();
         let sandbox = self.sandboxes.for_turn(&session.id, &spec).await?;
         let mut skills = Vec::new();
@@ -72,13 +75,16 @@ impl PlanTurns for Planner {
         if tasks_enabled(&spec) {
             builtins.push(Arc::new(TaskBoard::from_events(history)));
         }
+        if let Some(target) = mode.and_then(|mode| mode.transitions_to.as_deref()) {
+            builtins.push(Arc::new(SubmitPlan::leading_to(target)));
+        }
         let builtins = ToolBox::collect(builtins).await;
         let (initialized, tools) = self.mcp.turn_tools(builtins, turn, &spec, history, &sink.log.cancel).await;
         if let Some(event) = initialized {
             sink.emit_content(&event);
         }
         let toolbox = match tools {
-            TurnTools::Ready(toolbox) => toolbox,
+            TurnTools::Ready(toolbox) => toolbox.restricted(|tool| teamster_control::offers(&base, &turn.control, &tool.name)),
             TurnTools::NeedsAuthorization(required) => return Ok(TurnStart::NeedsAuthorization(required)),
         };
         let history = attachments::with_images(&*self.store, &session.id, history).await;
@@ -124,6 +130,21 @@ impl Planner {
         let previous = read(previous).await?;
         pending::resolutions(&pending::waiting_calls(&previous.state), &input, history)
     }
+}
+
+/// Answers to `submit_plan` are the tool's result, not a run of it: an approval tells the model
+/// the session is now in `mode` (the turn's, which the approval chose), a rejection gives it
+/// the user's feedback.
+fn settle_plans(mut resolutions: Vec<Resolution>, mode: Option<&str>) -> Vec<Resolution> {
+    for resolution in resolutions.iter_mut().filter(|resolution| resolution.call.function.name == SUBMIT_PLAN) {
+        let content = match &resolution.decision {
+            Decision::Allow => teamster_control::approved(mode.unwrap_or("next")),
+            Decision::Deny { reason } => teamster_control::rejected(reason.as_deref()),
+            Decision::Respond { .. } => continue,
+        };
+        resolution.decision = Decision::Respond { content };
+    }
+    resolutions
 }
 
 /// Whether the spec gives the agent a task list (`config.tasks.enabled`).

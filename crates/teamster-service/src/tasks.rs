@@ -31,7 +31,7 @@ impl Service {
     }
 
     /// Every content event of a turn, oldest first (events this version cannot read skipped).
-    async fn turn_content(&self, turn_id: &str) -> Result<Vec<Event>> {
+    pub(crate) async fn turn_content(&self, turn_id: &str) -> Result<Vec<Event>> {
         let mut events = Vec::new();
         let mut after = None;
         loop {

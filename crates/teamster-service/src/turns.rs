@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use teamster_engine::pending;
 use teamster_protocol::event::TurnCreated;
-use teamster_protocol::input::{InputKind, TurnInput};
+use teamster_protocol::agent::AgentSpec;
+use teamster_protocol::control::SessionControl;
+use teamster_protocol::input::{Approval, InputKind, TurnInput};
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, Turn, TurnState, ids, timestamp};
 use teamster_store::{LogWrite, SessionRecord, TurnRecord};
 
@@ -40,6 +42,12 @@ pub struct TurnListQuery {
     pub page_token: Option<String>,
 }
 
+/// The mode and model of a new turn, and whether they are the session's from now on.
+struct TurnControl {
+    control: SessionControl,
+    switches_session: bool,
+}
+
 enum Chain {
     Auto,
     NewRoot,
@@ -55,6 +63,7 @@ pub(crate) fn turn_view(record: TurnRecord) -> Turn {
         state: record.state,
         created_by_subject: record.created_by,
         created_at: record.created_at,
+        control: record.control,
     }
 }
 
@@ -194,7 +203,34 @@ impl Service {
             (None, None) => None,
         };
         input_files::store_files(self.store(), session_id, files).await?;
-        self.start_turn(caller, session, previous, input, ending).await
+        let control = self.turn_control(&session, &spec, previous.as_deref(), &request.input).await?;
+        self.start_turn(caller, session, previous, input, control, ending).await
+    }
+
+    /// The mode and model a new turn runs with: the session's, in the mode in force, or the
+    /// mode an approved plan leads to when the input approves one the previous turn submitted
+    /// (then the session switches to it too, once the turn is stored).
+    async fn turn_control(
+        &self,
+        session: &SessionRecord,
+        spec: &AgentSpec,
+        previous: Option<&str>,
+        input: &[TurnInput],
+    ) -> Result<TurnControl> {
+        let mut control = session.control.clone();
+        let in_force = |control: &SessionControl| teamster_control::mode_in_force(spec, control.mode.as_deref());
+        let allows = input.iter().any(|item| matches!(item, TurnInput::ToolApproval { approval: Approval::Allow, .. }));
+        let mut switches_session = false;
+        if allows
+            && let Some(previous) = previous
+            && let Some(target) = in_force(&control).and_then(|mode| mode.transitions_to.clone())
+            && teamster_control::approves_plan(&self.turn_content(previous).await?, input)
+        {
+            control.mode = Some(target);
+            switches_session = true;
+        }
+        control.mode = in_force(&control).map(|mode| mode.id.clone());
+        Ok(TurnControl { control, switches_session })
     }
 
     async fn start_turn(
@@ -203,6 +239,7 @@ impl Service {
         session: SessionRecord,
         previous_turn_id: Option<String>,
         input: Vec<TurnInput>,
+        control: TurnControl,
         ending_previous: Option<EndingTurn>,
     ) -> Result<Option<(Turn, Arc<TurnLog>)>> {
         let now = timestamp::now();
@@ -214,6 +251,7 @@ impl Service {
             state: TurnState::Running,
             created_by: caller.subject.clone(),
             created_at: now.clone(),
+            control: control.control,
         };
         let created = Event::TurnCreated(TurnCreated {
             id: ids::new_id("evt"),
@@ -235,6 +273,14 @@ impl Service {
             Ok(()) => {}
             Err(teamster_store::Error::Conflict(_)) => return Ok(None),
             Err(other) => return Err(other.into()),
+        }
+        let mut session = session;
+        if control.switches_session {
+            session.control.mode = record.control.mode.clone();
+            // The turn runs in its mode whatever happens here; only the next turns would miss it.
+            if let Err(error) = self.store().update_session(&session).await {
+                tracing::warn!(session = %session.id, %error, "the session could not switch to the approved plan's mode");
+            }
         }
         let log = self.runtime().begin(session, record.clone(), data, ending_previous);
         Ok(Some((turn_view(record), log)))

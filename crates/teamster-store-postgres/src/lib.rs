@@ -56,15 +56,15 @@ const FILE_CHUNK_BYTES: usize = 256 * 1024;
 
 /// Creates a turn, if and only if the session's last turn is the expected one, and makes it
 /// the session's last turn. Parameters: `$1` to `$8` are the turn's columns, `$9` the expected
-/// last turn. Returns whether the turn was created and whether the session exists. The turn
+/// last turn, `$10` its control column. Returns whether the turn was created and whether the session exists. The turn
 /// gets an unclaimed lease that its creator's first renewal claims.
 static CREATE_TURN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH swapped AS ( \
              UPDATE sessions SET last_turn_id = $1 WHERE id = $2 AND last_turn_id IS NOT DISTINCT FROM $9 RETURNING id \
          ), created AS ( \
-             INSERT INTO turns (id, session_id, previous_turn_id, input, state, status, created_by, created_at) \
-             SELECT $1, id, $3, $4, $5, $6, $7, $8 FROM swapped RETURNING id \
+             INSERT INTO turns (id, session_id, previous_turn_id, input, state, status, created_by, created_at, control) \
+             SELECT $1, id, $3, $4, $5, $6, $7, $8, $10 FROM swapped RETURNING id \
          ), leased AS ( \
              INSERT INTO turn_leases (turn_id, owner, expires_at, claims) \
              SELECT id, NULL, {} + {}, 0 FROM created \

@@ -117,6 +117,7 @@ fn draft_session(id: &str) -> SessionRecord {
         created_at: "2025-01-01T00:00:00.000Z".into(),
         updated_at: "2025-01-01T00:00:00.000Z".into(),
         last_turn_id: None,
+        control: Default::default(),
     }
 }
 
@@ -129,6 +130,7 @@ fn turn(id: &str, session_id: &str, previous: Option<&str>) -> TurnRecord {
         state: TurnState::Running,
         created_by: subject(),
         created_at: "2025-01-01T00:00:01.000Z".into(),
+        control: Default::default(),
     }
 }
 

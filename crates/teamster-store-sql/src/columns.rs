@@ -7,7 +7,7 @@ pub const AGENT_COLUMNS: &str =
 
 /// The columns every session query selects, in [`teamster_store::codec::SessionRow`] order.
 pub const SESSION_COLUMNS: &str = "id, kind, agent_id, agent_version, agent_name, draft_spec, title, \
-     created_by, created_at, updated_at, last_turn_id";
+     created_by, created_at, updated_at, last_turn_id, control";
 
 /// The columns every turn query selects, in [`teamster_store::codec::TurnRow`] order.
-pub const TURN_COLUMNS: &str = "id, session_id, previous_turn_id, input, state, created_by, created_at";
+pub const TURN_COLUMNS: &str = "id, session_id, previous_turn_id, input, state, created_by, created_at, control";

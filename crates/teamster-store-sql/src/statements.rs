@@ -134,8 +134,8 @@ where
         let created_by = to_json(&session.created_by, "session created_by")?;
         sqlx::query::<DB>(
             "INSERT INTO sessions (id, kind, agent_id, agent_version, agent_name, draft_spec, title, \
-             created_by_id, created_by, created_at, updated_at, last_turn_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+             created_by_id, created_by, created_at, updated_at, last_turn_id, control) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
         )
         .bind(session.id.as_str())
         .bind(agent.kind)
@@ -149,6 +149,7 @@ where
         .bind(session.created_at.as_str())
         .bind(session.updated_at.as_str())
         .bind(session.last_turn_id.as_deref())
+        .bind(codec::control_column(&session.control, "session control")?)
         .execute(executor)
         .await
         .map_err(error::on("session"))?;
@@ -171,7 +172,7 @@ where
             SessionAgentRecord::Saved { .. } => (None, None),
         };
         let updated: Option<(String,)> = sqlx::query_as(
-            "UPDATE sessions SET title = $1, updated_at = $2, \
+            "UPDATE sessions SET title = $1, updated_at = $2, control = $6, \
              draft_spec = CASE WHEN kind = 'session/draft' AND CAST($3 AS TEXT) IS NOT NULL THEN $3 ELSE draft_spec END, \
              agent_name = CASE WHEN kind = 'session/draft' AND CAST($3 AS TEXT) IS NOT NULL THEN $4 ELSE agent_name END \
              WHERE id = $5 RETURNING id",
@@ -181,6 +182,7 @@ where
         .bind(draft_spec)
         .bind(draft_agent_name)
         .bind(session.id.as_str())
+        .bind(codec::control_column(&session.control, "session control")?)
         .fetch_optional(executor)
         .await
         .map_err(error::backend)?;
@@ -233,6 +235,7 @@ where
             .bind(columns.created_by)
             .bind(turn.created_at.as_str())
             .bind(expected_last_turn_id)
+            .bind(columns.control)
     }
 
     /// One turn of a session.

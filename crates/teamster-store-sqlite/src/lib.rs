@@ -52,8 +52,8 @@ const MAX_READERS: usize = 4;
 /// Creates a turn, with its initial log writes, if and only if the session's last turn is the
 /// expected one, in one transaction and one round trip.
 ///
-/// Parameters: `$1` to `$8` are the turn's columns, `$9` the expected last turn, `$10` to
-/// `$12` the encoded writes. The compare-and-set is the `UPDATE`; when it matches no row,
+/// Parameters: `$1` to `$8` are the turn's columns, `$9` the expected last turn, `$10` its
+/// control column, `$11` to `$13` the encoded writes. The compare-and-set is the `UPDATE`; when it matches no row,
 /// `changes()` is 0 and the `INSERT` gets a NULL id, so the command stops at a NOT NULL
 /// violation before anything else runs, and the caller rolls back. The turn gets an unclaimed
 /// lease that its creator's first renewal claims.
@@ -61,13 +61,13 @@ static CREATE_TURN: LazyLock<String> = LazyLock::new(|| {
     format!(
         "BEGIN IMMEDIATE; \
          UPDATE sessions SET last_turn_id = $1 WHERE id = $2 AND last_turn_id IS $9; \
-         INSERT INTO turns (id, session_id, previous_turn_id, input, state, status, created_by, created_at) \
-         SELECT CASE WHEN changes() = 1 THEN $1 END, $2, $3, $4, $5, $6, $7, $8; \
+         INSERT INTO turns (id, session_id, previous_turn_id, input, state, status, created_by, created_at, control) \
+         SELECT CASE WHEN changes() = 1 THEN $1 END, $2, $3, $4, $5, $6, $7, $8, $10; \
          INSERT INTO turn_leases (turn_id, owner, expires_at, claims) VALUES ($1, NULL, {} + {}, 0); \
          {} COMMIT;",
         leases::NOW_MS,
         codec::UNCLAIMED_LEASE_GRACE_MS,
-        event_log::log_statements(10)
+        event_log::log_statements(11)
     )
 });
 

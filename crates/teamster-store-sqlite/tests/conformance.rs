@@ -65,6 +65,7 @@ async fn a_file_database_survives_reopening() {
         created_at: "2025-01-01T00:00:01.000Z".into(),
         updated_at: "2025-01-01T00:00:01.000Z".into(),
         last_turn_id: None,
+        control: Default::default(),
     };
     let turn = TurnRecord {
         id: "turn_1".into(),
@@ -74,6 +75,7 @@ async fn a_file_database_survives_reopening() {
         state: TurnState::Running,
         created_by: subject,
         created_at: "2025-01-01T00:00:02.000Z".into(),
+        control: Default::default(),
     };
     let created = r#"{"type":"turn.created","turn_id":"turn_1"}"#;
 
@@ -140,6 +142,7 @@ async fn a_call_cancelled_mid_transaction_does_not_wedge_the_writer() {
         created_at: "2025-01-01T00:00:00.000Z".into(),
         updated_at: "2025-01-01T00:00:00.000Z".into(),
         last_turn_id: None,
+        control: Default::default(),
     };
     let turn = |id: &str, previous: Option<&str>| TurnRecord {
         id: id.into(),
@@ -149,6 +152,7 @@ async fn a_call_cancelled_mid_transaction_does_not_wedge_the_writer() {
         state: TurnState::Running,
         created_by: subject.clone(),
         created_at: "2025-01-01T00:00:01.000Z".into(),
+        control: Default::default(),
     };
     store.create_session(&session).await.expect("create_session");
     store.create_turn(&turn("turn_1", None), None, &[]).await.expect("create_turn");

@@ -11,6 +11,7 @@ use std::hash::Hash;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use teamster_protocol::CancelReason;
+use teamster_protocol::control::SessionControl;
 use teamster_protocol::session::SessionKind;
 
 use teamster_protocol::agent::AgentSpec;
@@ -77,7 +78,7 @@ pub fn cancel_reason(name: &str) -> Result<CancelReason> {
 pub type AgentRow = (String, String, i64, String, String, String);
 
 /// A session as selected: `id, kind, agent_id, agent_version, agent_name, draft_spec, title,
-/// created_by, created_at, updated_at, last_turn_id`.
+/// created_by, created_at, updated_at, last_turn_id, control`.
 pub type SessionRow = (
     String,
     String,
@@ -90,11 +91,12 @@ pub type SessionRow = (
     String,
     String,
     Option<String>,
+    Option<String>,
 );
 
 /// A turn as selected: `id, session_id, previous_turn_id, input, state, created_by,
-/// created_at`.
-pub type TurnRow = (String, String, Option<String>, String, String, String, String);
+/// created_at, control`.
+pub type TurnRow = (String, String, Option<String>, String, String, String, String, Option<String>);
 
 /// Assembles an agent version from its row.
 pub fn agent(row: AgentRow) -> Result<AgentRecord> {
@@ -157,6 +159,7 @@ pub fn session(row: SessionRow) -> Result<SessionRecord> {
         created_at,
         updated_at,
         last_turn_id,
+        control,
     ) = row;
     let agent = match (SessionKind::parse(&kind), agent_id, agent_version, agent_name, draft_spec) {
         (Some(SessionKind::Saved), Some(agent_id), Some(version), Some(agent_name), _) => {
@@ -175,13 +178,15 @@ pub fn session(row: SessionRow) -> Result<SessionRecord> {
         created_at,
         updated_at,
         last_turn_id,
+        control: control_from(control.as_deref(), "session control")?,
     })
 }
 
 /// Assembles a turn from its row.
 pub fn turn(row: TurnRow) -> Result<TurnRecord> {
-    let (id, session_id, previous_turn_id, input, state, created_by, created_at) = row;
+    let (id, session_id, previous_turn_id, input, state, created_by, created_at, control) = row;
     Ok(TurnRecord {
+        control: control_from(control.as_deref(), "turn control")?,
         input: from_json(&input, "turn input")?,
         state: from_json(&state, "turn state")?,
         created_by: from_json(&created_by, "turn created_by")?,
@@ -190,6 +195,16 @@ pub fn turn(row: TurnRow) -> Result<TurnRecord> {
         previous_turn_id,
         created_at,
     })
+}
+
+/// A control column: NULL when nothing is chosen.
+fn control_from(column: Option<&str>, what: &str) -> Result<SessionControl> {
+    column.map_or(Ok(SessionControl::default()), |json| from_json(json, what))
+}
+
+/// A control column for writing: NULL when nothing is chosen.
+pub fn control_column(control: &SessionControl, what: &str) -> Result<Option<String>> {
+    if control.is_empty() { Ok(None) } else { to_json(control, what).map(Some) }
 }
 
 /// The agent columns of a session row, encoded for writing.
@@ -236,6 +251,8 @@ pub struct TurnColumns {
     /// The state's status alone (`running`, `done`, ...), for finding running turns.
     pub status: &'static str,
     pub created_by: String,
+    /// The mode and model, NULL when the turn runs with its agent's.
+    pub control: Option<String>,
 }
 
 impl TurnColumns {
@@ -246,6 +263,7 @@ impl TurnColumns {
             state: to_json(&turn.state, "turn state")?,
             status: turn.state.status(),
             created_by: to_json(&turn.created_by, "turn created_by")?,
+            control: control_column(&turn.control, "turn control")?,
         })
     }
 }

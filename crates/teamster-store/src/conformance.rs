@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
+use teamster_protocol::control::SessionControl;
 use teamster_protocol::session::SessionKind;
 use teamster_protocol::turn::CancelReason;
 use teamster_protocol::{AgentSpec, Subject, TurnInput, TurnState};
@@ -253,6 +254,7 @@ pub async fn session_create_and_get(store: Arc<dyn Store>) {
 
     let saved = SessionRecord {
         title: Some("Quarterly report ✍️".into()),
+        control: SessionControl { mode: Some("build".into()), model: None },
         ..saved_session("ses_saved", &agent, "alice", &at(10))
     };
     let named_draft = SessionRecord {
@@ -298,6 +300,7 @@ pub async fn session_update_replaces_mutable_fields_only(store: Arc<dyn Store>) 
         agent: SessionAgentRecord::Draft { spec: rich_spec(), agent_name: Some("renamed-bot".into()) },
         title: Some("New title".into()),
         updated_at: at(30),
+        control: SessionControl { mode: Some("plan".into()), model: Some("openai/gpt-4o".into()) },
         ..stale_draft.clone()
     };
     store.update_session(&renamed).await.expect("update_session");
@@ -320,6 +323,7 @@ pub async fn session_update_replaces_mutable_fields_only(store: Arc<dyn Store>) 
         agent: SessionAgentRecord::Draft { spec: simple_spec("draft v2"), agent_name: None },
         title: None,
         updated_at: at(50),
+        control: SessionControl::default(),
         ..expected.clone()
     };
     store.update_session(&cleared).await.expect("update_session");
@@ -604,7 +608,12 @@ pub async fn turn_create_and_get(store: Arc<dyn Store>) {
     let session = draft_session("ses_1", simple_spec("x"), None, "alice", &at(0));
     store.create_session(&session).await.expect("create_session");
 
-    let first = TurnRecord { input: rich_input(), created_by: subject("bob"), ..turn_record("turn_1", "ses_1", None, &at(10)) };
+    let first = TurnRecord {
+        input: rich_input(),
+        created_by: subject("bob"),
+        control: SessionControl { mode: Some("plan".into()), model: Some("anthropic/claude".into()) },
+        ..turn_record("turn_1", "ses_1", None, &at(10))
+    };
     store.create_turn(&first, None, &[]).await.expect("create_turn");
     assert_eq!(store.get_turn("ses_1", "turn_1").await.expect("get_turn"), first);
     assert_eq!(
@@ -1578,6 +1587,7 @@ fn saved_session(id: &str, agent: &AgentRecord, created_by: &str, created_at: &s
         created_at: created_at.to_owned(),
         updated_at: created_at.to_owned(),
         last_turn_id: None,
+        control: SessionControl::default(),
     }
 }
 
@@ -1596,6 +1606,7 @@ fn draft_session(
         created_at: created_at.to_owned(),
         updated_at: created_at.to_owned(),
         last_turn_id: None,
+        control: SessionControl::default(),
     }
 }
 
@@ -1609,6 +1620,7 @@ fn turn_record(id: &str, session_id: &str, previous_turn_id: Option<&str>, creat
         state: TurnState::Running,
         created_by: subject("alice"),
         created_at: created_at.to_owned(),
+        control: SessionControl::default(),
     }
 }
 

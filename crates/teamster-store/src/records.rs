@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use teamster_protocol::control::SessionControl;
 use teamster_protocol::{AgentSpec, Subject, TurnState, input::TurnInput, session::SessionKind};
 
 /// One version of an agent. `version` starts at 1 and grows by one per update.
@@ -28,6 +29,8 @@ pub struct SessionRecord {
     pub updated_at: String,
     /// The newest turn, the one `previous_turn_id: auto` chains to.
     pub last_turn_id: Option<String>,
+    /// The mode and model chosen for the session's next turns.
+    pub control: SessionControl,
 }
 
 impl SessionRecord {
@@ -85,6 +88,8 @@ pub struct TurnRecord {
     pub state: TurnState,
     pub created_by: Subject,
     pub created_at: String,
+    /// The mode and model the turn runs with.
+    pub control: SessionControl,
 }
 
 /// One write to the event log; batches of these are applied in one transaction.

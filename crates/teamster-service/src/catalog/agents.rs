@@ -46,6 +46,12 @@ fn validate_spec(spec: &AgentSpec) -> Result<()> {
     if let Some(servers) = &spec.mcp_servers {
         crate::mcp::validate_agent_servers(servers)?;
     }
+    teamster_control::check_modes(spec).map_err(|message| ServiceError::invalid_param("modes", message))?;
+    for mode in spec.modes.iter().flatten() {
+        if let Some(servers) = &mode.additional_tools {
+            crate::mcp::validate_agent_servers(servers)?;
+        }
+    }
     crate::sandboxes::validate_skills(spec)
 }
 
@@ -56,12 +62,37 @@ impl Catalog {
     pub(crate) fn check_spec(&self, spec: &AgentSpec) -> Result<()> {
         validate_spec(spec)?;
         self.sandboxes.check(spec)?;
-        if let Err(teamster_llm::registry::ResolveError::UnknownProvider { provider, mut known }) =
-            self.models().resolve(&spec.model.name)
-        {
+        self.check_provider("model.name", &spec.model.name)?;
+        for mode in spec.modes.iter().flatten() {
+            if let Some(model) = &mode.model {
+                self.check_provider("modes", model)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that a model a caller names for a session's next turns is one this server has
+    /// (the error names the provider's models, or the providers); returns it.
+    pub(crate) fn check_model(&self, model: &str) -> Result<String> {
+        if model.len() > MAX_MODEL_NAME_BYTES || !model.split_once('/').is_some_and(|(provider, name)| !provider.is_empty() && !name.is_empty()) {
+            return Err(ServiceError::invalid_param(
+                "model",
+                format!("a model is named provider/model, in at most {MAX_MODEL_NAME_BYTES} bytes"),
+            ));
+        }
+        self.check_provider("model", model)?;
+        match self.models().resolve(model) {
+            Ok(_) => Ok(model.to_owned()),
+            Err(error) => Err(ServiceError::invalid_param("model", format!("the model {model:?} is not available: {error}"))),
+        }
+    }
+
+    /// Refuses (400, about `param`) a model whose provider is not configured here.
+    fn check_provider(&self, param: &'static str, model: &str) -> Result<()> {
+        if let Err(teamster_llm::registry::ResolveError::UnknownProvider { provider, mut known }) = self.models().resolve(model) {
             known.sort();
             return Err(ServiceError::invalid_param(
-                "model.name",
+                param,
                 format!(
                     "there is no model provider named {provider:?}; configured providers: {}. Add it first \
                      (PUT /settings/model-providers or the environment)",

@@ -18,7 +18,7 @@ use crate::error::{Result, ServiceError};
 
 pub use providers::ProviderWrite;
 pub(crate) use providers::SETTING_KIND;
-pub use sessions::{SessionListQuery, SessionScope};
+pub use sessions::{SessionListQuery, SessionScope, SessionUpdate};
 
 /// Agents, sessions and model providers.
 pub struct Catalog {
@@ -81,10 +81,11 @@ impl Catalog {
     /// (412 once the agent was deleted) and its model resolves (422).
     pub(crate) async fn runnable_spec(&self, session: &SessionRecord) -> Result<AgentSpec> {
         let spec = self.session_spec(session).await?;
-        match self.models().resolve(&spec.model.name) {
+        let model = teamster_control::agent_in_mode(&spec, &session.control).model.name;
+        match self.models().resolve(&model) {
             Ok(_) => Ok(spec),
             Err(error) => {
-                Err(ServiceError::Unprocessable(format!("the agent's model {:?} is not available: {error}", spec.model.name)))
+                Err(ServiceError::Unprocessable(format!("the session's model {model:?} is not available: {error}")))
             }
         }
     }

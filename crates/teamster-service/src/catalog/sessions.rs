@@ -1,6 +1,7 @@
 //! Sessions: create (from a saved agent or with their own spec), get, update, delete, list.
 
 use teamster_protocol::agent::AgentSpec;
+use teamster_protocol::control::SessionControl;
 use teamster_protocol::session::{Session, SessionAgent, SessionKind};
 use teamster_protocol::{ids, timestamp};
 use teamster_store::{SessionAgentRecord, SessionOrder, SessionQuery, SessionRecord};
@@ -9,6 +10,11 @@ use crate::cursor;
 use crate::error::{Result, ServiceError};
 use super::Catalog;
 use crate::Caller;
+
+/// A caller's value in an error message: at most 64 characters of it.
+fn short(value: &str) -> String {
+    value.chars().take(64).collect()
+}
 
 /// The longest title a session may have, in bytes.
 const MAX_TITLE_BYTES: usize = 512;
@@ -36,7 +42,20 @@ pub(crate) fn session_view(record: SessionRecord) -> Session {
         created_by_subject: record.created_by,
         created_at: record.created_at,
         updated_at: record.updated_at,
+        control: record.control,
     }
+}
+
+/// What an update of a session changes; `None` fields are kept.
+#[derive(Clone, Debug, Default)]
+pub struct SessionUpdate {
+    /// A new spec, for sessions with their own.
+    pub spec: Option<AgentSpec>,
+    pub title: Option<String>,
+    /// One of the agent's modes.
+    pub mode: Option<String>,
+    /// A `provider/model` for the following turns; empty for the agent's (or the mode's).
+    pub model: Option<String>,
 }
 
 /// Which sessions a listing may show.
@@ -106,6 +125,7 @@ impl Catalog {
             created_at: now.clone(),
             updated_at: now,
             last_turn_id: None,
+            control: SessionControl::default(),
         };
         self.store().create_session(&record).await?;
         Ok(session_view(record))
@@ -127,15 +147,11 @@ impl Catalog {
         Ok(session_view(self.owned_session(caller, session_id).await?))
     }
 
-    /// Updates a session. A new spec is only for sessions with their own spec; `None` fields
-    /// are kept. An empty update just refreshes `updated_at`.
-    pub async fn update_session(
-        &self,
-        caller: &Caller,
-        session_id: &str,
-        spec: Option<AgentSpec>,
-        title: Option<String>,
-    ) -> Result<Session> {
+    /// Updates a session. A new spec is only for sessions with their own spec; a mode must be
+    /// one of the agent's and a model one this server has; `None` fields are kept. Nothing is
+    /// changed unless all of it can be. An empty update just refreshes `updated_at`.
+    pub async fn update_session(&self, caller: &Caller, session_id: &str, update: SessionUpdate) -> Result<Session> {
+        let SessionUpdate { spec, title, mode, model } = update;
         validate_title(&title)?;
         let mut record = self.owned_session(caller, session_id).await?;
         if let Some(spec) = spec {
@@ -152,6 +168,28 @@ impl Catalog {
         }
         if title.is_some() {
             record.title = title;
+        }
+        if mode.is_some() || model.is_some() {
+            let spec = self.session_spec(&record).await?;
+            if let Some(mode) = mode {
+                if teamster_control::mode(&spec, &mode).is_none() {
+                    let known = teamster_control::mode_ids(&spec);
+                    return Err(ServiceError::invalid_param(
+                        "mode",
+                        match known.is_empty() {
+                            true => format!("the session's agent has no modes, so there is no mode {:?}", short(&mode)),
+                            false => format!("the session's agent has no mode {:?}; its modes: {known}", short(&mode)),
+                        },
+                    ));
+                }
+                record.control.mode = Some(mode);
+            }
+            if let Some(model) = model {
+                record.control.model = match model.is_empty() {
+                    true => None,
+                    false => Some(self.check_model(&model)?),
+                };
+            }
         }
         record.updated_at = timestamp::now();
         self.store().update_session(&record).await?;

@@ -6,7 +6,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use teamster_protocol::api::{CreateDraftSessionRequest, Data, Page, UpdateDraftSessionRequest};
 use teamster_protocol::session::{Session, SessionKind};
-use teamster_service::{Caller, SessionListQuery};
+use teamster_service::{Caller, SessionListQuery, SessionUpdate};
 
 use super::{session_page, session_query};
 use crate::AppState;
@@ -48,5 +48,5 @@ async fn update(
     JsonBody(body): JsonBody<UpdateDraftSessionRequest>,
 ) -> ApiResult<Json<Data<Session>>> {
     draft(&state, &id).await?;
-    Ok(Json(Data { data: state.service.catalog().update_session(&Caller::local(), &id, body.agent_spec, None).await? }))
+    Ok(Json(Data { data: state.service.catalog().update_session(&Caller::local(), &id, SessionUpdate { spec: body.agent_spec, ..SessionUpdate::default() }).await? }))
 }

@@ -6,9 +6,9 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use teamster_protocol::api::{CreateSessionRequest, Data, Empty, Page, SessionEventItem, UpdateSessionRequest};
-use teamster_protocol::control::TaskList;
+use teamster_protocol::control::{Plan, TaskList};
 use teamster_protocol::session::Session;
-use teamster_service::{Caller, SessionListQuery, SessionOrder};
+use teamster_service::{Caller, SessionListQuery, SessionOrder, SessionUpdate};
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
@@ -22,6 +22,7 @@ pub fn routes() -> Router<AppState> {
         .route("/sessions/{session_id}/cancel", post(cancel))
         .route("/sessions/{session_id}/events", get(events))
         .route("/sessions/{session_id}/tasks", get(tasks))
+        .route("/sessions/{session_id}/plans", get(plans))
 }
 
 async fn create(State(state): State<AppState>, JsonBody(body): JsonBody<CreateSessionRequest>) -> ApiResult<(StatusCode, Json<Data<Session>>)> {
@@ -69,12 +70,17 @@ async fn update(
             return Err(ApiError::bad_request("invalid_request", "agent must be { \"spec\": ... }").with_param("agent"));
         }
     };
-    Ok(Json(Data { data: state.service.catalog().update_session(&Caller::local(), &session_id, spec, body.title).await? }))
+    Ok(Json(Data { data: state.service.catalog().update_session(&Caller::local(), &session_id, SessionUpdate { spec, title: body.title, mode: body.mode, model: body.model }).await? }))
 }
 
 /// The session's task list (agents with `config.tasks` keep one).
 async fn tasks(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Data<TaskList>>> {
     Ok(Json(Data { data: state.service.session_tasks(&Caller::local(), &session_id).await? }))
+}
+
+/// The plans the session's agent submitted (agents with modes that lead to others).
+async fn plans(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Data<Vec<Plan>>>> {
+    Ok(Json(Data { data: state.service.session_plans(&Caller::local(), &session_id).await? }))
 }
 
 async fn remove(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<StatusCode> {
