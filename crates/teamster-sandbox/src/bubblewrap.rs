@@ -205,9 +205,13 @@ impl Bubblewrap {
             command,
         };
         let (program, args) = line.argv();
+        // The sandbox's init (bwrap) keeps the environment it was started with, readable in
+        // `/proc/1/environ`: nothing of the harness's, not even its directory (which the shell
+        // opening the seccomp filter exports as PWD).
         Command::new(program)
             .args(args)
             .env_clear()
+            .current_dir("/")
             .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
