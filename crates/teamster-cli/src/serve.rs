@@ -112,27 +112,27 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The sandbox provider on bubblewrap under `root` (`None`: turned off), with a task removing
-/// sandboxes idle for `idle` (zero: none). Sandboxes that cannot run are off, and the log says why.
-/// Skills fetched from git are cached in `root/.skills` (a name no sandbox has), where every
-/// replica sharing the root finds them and sandboxes' users can reach them.
+/// sandboxes idle for `idle` (zero: none). When sandboxes are off (turned off, or unable to run
+/// here), the log says so and why at start-up. Skills fetched from git are cached in `root/.skills` (a
+/// name no sandbox has), where every replica sharing the root finds them and sandboxes' users can
+/// reach them.
 async fn start_sandboxes(root: Option<PathBuf>, idle: Duration) -> Sandboxes {
-    let Some(root) = root else {
-        return Sandboxes::Off { reason: "sandboxes are turned off (--no-sandbox)".to_owned() };
-    };
-    match Bubblewrap::start(&root, SandboxLimits::default()).await {
-        Ok(provider) => {
-            let provider = Arc::new(provider);
-            tracing::info!(root = %root.display(), "sandboxes run with bubblewrap");
-            if !idle.is_zero() {
-                tokio::spawn(sweep_idle_sandboxes(provider.clone(), idle));
+    let reason = match root {
+        None => "sandboxes are turned off (--no-sandbox)".to_owned(),
+        Some(root) => match Bubblewrap::start(&root, SandboxLimits::default()).await {
+            Ok(provider) => {
+                let provider = Arc::new(provider);
+                tracing::info!(root = %root.display(), "sandboxes run with bubblewrap");
+                if !idle.is_zero() {
+                    tokio::spawn(sweep_idle_sandboxes(provider.clone(), idle));
+                }
+                return Sandboxes::on(provider, SkillSources::new(SkillCache::new(root.join(".skills"))));
             }
-            Sandboxes::on(provider, SkillSources::new(SkillCache::new(root.join(".skills"))))
-        }
-        Err(error) => {
-            tracing::warn!(%error, "sandboxes are off; agents that enable one are refused");
-            Sandboxes::Off { reason: error.to_string() }
-        }
-    }
+            Err(error) => error.to_string(),
+        },
+    };
+    tracing::warn!(%reason, "sandboxes are off; agents that enable one are refused");
+    Sandboxes::Off { reason }
 }
 
 /// Removes sandboxes idle for `idle`, looking every quarter of it (one minute to an hour).
