@@ -89,12 +89,15 @@ STARTED: list["Process"] = []
 
 class Process:
     """A child process whose combined output goes to a log file; `start` returns the URL from
-    its `listening on http://ADDR` line, waiting at most READY_TIMEOUT."""
+    its `listening on http://ADDR` line, waiting at most READY_TIMEOUT. `env` adds variables to
+    the environment it inherits."""
 
-    def __init__(self, name: str, argv: list[str], log_path: pathlib.Path) -> None:
+    def __init__(self, name: str, argv: list[str], log_path: pathlib.Path,
+                 env: typing.Optional[typing.Mapping[str, str]] = None) -> None:
         self.name = name
         self.argv = argv
         self.log_path = log_path
+        self.env = {**os.environ, **env} if env else None
         STARTED.append(self)
         self.popen: typing.Optional[subprocess.Popen[bytes]] = None
         self._pump: typing.Optional[threading.Thread] = None
@@ -106,7 +109,7 @@ class Process:
         log.flush()
         self.popen = subprocess.Popen(
             self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            cwd=self.log_path.parent, preexec_fn=_die_with_parent)
+            cwd=self.log_path.parent, env=self.env, preexec_fn=_die_with_parent)
         stdout = self.popen.stdout
         assert stdout is not None
 
@@ -223,15 +226,17 @@ class FakeModelServer:
 
 
 class TeamsterServer:
-    """One `teamster serve` on a SQLite file (or on `database`, a `postgres://` URL); can be killed
-    and started again on the same database."""
+    """One `teamster serve` on a SQLite file (or on `database`, a `postgres://` URL), with `env`
+    added to its environment; can be killed and started again on the same database."""
 
     def __init__(self, workdir: pathlib.Path, fake: FakeModelServer,
                  extra_args: typing.Sequence[str] = (), db_path: typing.Optional[pathlib.Path] = None,
-                 database: typing.Optional[str] = None) -> None:
+                 database: typing.Optional[str] = None,
+                 env: typing.Optional[typing.Mapping[str, str]] = None) -> None:
         self.workdir = workdir
         self.fake = fake
         self.extra_args = list(extra_args)
+        self.env = env
         self.db_path = db_path or workdir / f"teamster-{uuid.uuid4().hex[:8]}.sqlite"
         # A PostgreSQL database this server created for itself, dropped on close.
         self.own_database: typing.Optional[str] = None
@@ -249,16 +254,18 @@ class TeamsterServer:
 
     def start(self) -> "TeamsterServer":
         port = free_port()
+        # Sandboxes run as users of their own, who cannot enter pytest's 0700 directory (a test
+        # may name another root).
+        sandbox_root = [] if "--sandbox-root" in self.extra_args else ["--sandbox-root", SANDBOX_ROOT]
         argv = [str(binary("TEAMSTER_BIN", "target/debug/teamster")), "serve",
                 "--listen", f"127.0.0.1:{port}", "--database", self.database, "--no-example",
                 # The secret key file goes here, not into the user's data directory.
                 "--data-dir", str(self.workdir),
-                # Sandboxes run as users of their own, who cannot enter pytest's 0700 directory.
-                "--sandbox-root", SANDBOX_ROOT,
+                *sandbox_root,
                 # Quick retries: the suite checks how often, not how long.
                 "--model-retry-base-ms", "20",
                 *self.extra_args]
-        self.process = Process("teamster", argv, self.db_path.with_suffix(".log"))
+        self.process = Process("teamster", argv, self.db_path.with_suffix(".log"), self.env)
         self.url = self.process.start()
         wait_healthy(self.url, self.process)
         if self.api is not None:
@@ -339,13 +346,15 @@ def server(workdir: pathlib.Path, fake_model: FakeModelServer) -> typing.Iterato
 @pytest.fixture
 def server_factory(workdir: pathlib.Path, fake_model: FakeModelServer):
     """Starts servers of a test's own: `server_factory(extra_args=(...), configure=True,
-    database=None)` (a fresh SQLite file, or the `postgres://` URL given, e.g. `postgres_database`).
-    Each can be `.kill()`ed (SIGKILL) and `.start()`ed again on the same database."""
+    database=None, env=None)` (a fresh SQLite file, or the `postgres://` URL given, e.g.
+    `postgres_database`; `env` added to the server's environment). Each can be `.kill()`ed
+    (SIGKILL) and `.start()`ed again on the same database."""
     started: list[TeamsterServer] = []
 
     def make(extra_args: typing.Sequence[str] = (), configure: bool = True,
-             database: typing.Optional[str] = None) -> TeamsterServer:
-        instance = TeamsterServer(workdir, fake_model, extra_args, database=database)
+             database: typing.Optional[str] = None,
+             env: typing.Optional[typing.Mapping[str, str]] = None) -> TeamsterServer:
+        instance = TeamsterServer(workdir, fake_model, extra_args, database=database, env=env)
         started.append(instance)
         instance.start()
         if configure:

@@ -9,7 +9,9 @@ the native API:
 - two turns started at once on one session, one through each replica: one runs at a time, and
   the answers are the specs' (`auto` cancels the running turn with `cancelled-for-next-turn` and
   runs after it; `none` while a turn runs is a 409 `turn_running`);
-- settings and agents written through one replica are used by the other.
+- settings and agents written through one replica are used by the other;
+- a session's sandbox, on the `--sandbox-root` both share, is the same on both: a file written by
+  a command on A is read by a command on B and downloaded through B, and it is announced once.
 
 The module gets a database of its own from TEAMSTER_TEST_POSTGRES_URL (scripts/test sets it) and
 fails without it. Every wait is bounded; nothing asserts how fast anything was beyond generous
@@ -27,6 +29,7 @@ import pytest
 
 import wire
 from conftest import DEMO_AGENT, FakeModelServer, Recorder, TeamsterServer
+from test_sandbox import download, exec_call, gateway_download, sandbox_spec, sandboxes_created, tool_results
 from truefoundry_gateway_sdk import UserMessage
 from truefoundry_gateway_sdk.agents import (
     AgentSessionClient,
@@ -355,3 +358,25 @@ def test_an_agent_created_on_a_is_visible_on_b(cluster):
     updated = api_b.ok(api_b.put(f"/api/v1/agents/{created['id']}", json=body))["data"]
     assert api_a.ok(api_a.get(f"/api/v1/agents/{created['id']}"))["data"] == updated
     assert updated["manifest"]["instructions"] == "Version two."
+
+
+# --------------------------------------------------------------------------------------------
+# A sandbox on the shared sandbox root
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_file_written_on_a_is_read_and_downloaded_on_b(cluster):
+    on_a, on_b = cluster.a.require_api(), cluster.b.require_api()
+    session = on_a.create_session(spec=sandbox_spec())
+    marker = wire.unique("shared")
+    first = on_a.run_turn(session["id"], exec_call(f"echo {marker} > from-a.txt") + " " + wire.unique("sbx"))
+    assert tool_results(first) == [{"exit_code": 0, "stdout": "", "stderr": ""}]
+    (sandbox_id,) = sandboxes_created(first)
+
+    second = on_b.run_turn(session["id"], exec_call("cat from-a.txt") + " " + wire.unique("sbx"))
+    assert sandboxes_created(second) == [], "B found the sandbox A made"
+    assert tool_results(second) == [{"exit_code": 0, "stdout": f"{marker}\n", "stderr": ""}]
+    for response in (download(on_b, session["id"], first.turn_id, "/workspace/from-a.txt"),
+                     gateway_download(on_b, sandbox_id, "/workspace/from-a.txt")):
+        assert response.status_code == 200, response.text
+        assert response.content == f"{marker}\n".encode()

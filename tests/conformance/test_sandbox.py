@@ -1,32 +1,57 @@
 """The sandbox through the native API: an agent with `config.sandbox.enabled` gets the `exec` tool;
-its session's sandbox is announced once (`sandbox.created`), keeps its files across turns, and
-runs commands shut off from the host. (The escape attempts themselves are tested against the
-provider in `crates/teamster-sandbox/tests/bubblewrap.rs`.)"""
+its session's sandbox is announced once (`sandbox.created`), shared by its sub-agents, keeps its
+files across turns, and runs commands shut off from the host: not its environment, not its data
+directory, not its loopback network unless the spec opts in. Fork bombs, memory bombs and
+gigabytes of output are contained and the server keeps serving. (More escape attempts are tested
+against the provider in `crates/teamster-sandbox/tests/bubblewrap.rs`.)"""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import pathlib
 import random
+import re
+import shlex
+import shutil
+import socket
+import threading
 import time
+import typing
+
+import httpx
 
 import conftest
 import wire
+from test_sub_agents import spawn
 
 
-def exec_call(command: str) -> str:
-    return f"[tool:exec {json.dumps({'command': command})}]"
+def exec_call(command: str, **arguments: typing.Any) -> str:
+    return f"[tool:exec {json.dumps({'command': command, **arguments})}]"
 
 
 def sandbox_spec() -> dict:
     return {"model": {"name": "fake/fake-model"}, "config": {"sandbox": {"enabled": True}}}
 
 
-def tool_results(run: wire.TurnRun) -> list[dict]:
-    """The `exec` results of a turn; a failed call's content is prefixed `Error: `."""
-    contents = [event["content"] for event in run.stream.payloads if event["type"] == "tool.response"]
+def tool_results(run: wire.TurnRun, thread: typing.Callable[[str], bool] = lambda thread_id: True) -> list[dict]:
+    """The `exec` results of a turn in the threads `thread` accepts; a failed call's content is
+    prefixed `Error: `."""
+    contents = [event["content"] for event in run.stream.payloads
+                if event["type"] == "tool.response" and thread(event["thread_id"])]
     return [json.loads(content.removeprefix("Error: ")) for content in contents]
+
+
+def sandboxes_created(run: wire.TurnRun) -> list[str]:
+    """The sandbox ids a turn's `sandbox.created` events announced."""
+    return [event["sandbox_id"] for event in run.stream.payloads if event["type"] == "sandbox.created"]
+
+
+def server_log(server: conftest.TeamsterServer) -> str:
+    """What a server has logged so far, without terminal colours."""
+    assert server.process is not None
+    return re.sub(r"\x1b\[[0-9;]*m", "", server.process.log_path.read_text(errors="replace"))
 
 
 def test_capabilities_say_sandboxes_run(api):
@@ -62,6 +87,24 @@ def test_a_session_keeps_its_sandbox_across_turns(api):
     assert not sandbox_dir.exists()
 
 
+def test_sub_agents_share_the_session_sandbox(api):
+    session = api.create_session(spec=sandbox_spec())
+    marker = wire.unique("shared")
+    task = exec_call(f"echo {marker} > shared.txt; echo written") + " " + wire.unique("sub")
+    first = api.run_turn(session["id"], spawn("writer", task) + " " + wire.unique("sbx"))
+    assert first.done["state"]["status"] == "done", first.done
+    created = sandboxes_created(first)
+    assert len(created) == 1, first.stream.payloads
+    # The sub-agent's own thread ran the command.
+    assert tool_results(first, thread=lambda thread_id: thread_id != "main") == \
+        [{"exit_code": 0, "stdout": "written\n", "stderr": ""}]
+
+    # The parent's exec, in the next turn, reads what the sub-agent wrote; nothing new is made.
+    second = api.run_turn(session["id"], exec_call("cat shared.txt") + " " + wire.unique("sbx"))
+    assert sandboxes_created(second) == []
+    assert tool_results(second) == [{"exit_code": 0, "stdout": f"{marker}\n", "stderr": ""}]
+
+
 def test_failing_commands_are_failed_calls_and_the_turn_goes_on(api):
     session = api.create_session(spec=sandbox_spec())
     run = api.run_turn(session["id"], exec_call("echo no >&2; exit 3") + " " + wire.unique("sbx"))
@@ -79,7 +122,8 @@ def test_agents_without_a_sandbox_have_no_exec_tool(api, fake):
 
 
 def test_a_server_without_sandboxes_refuses_agents_that_need_one(server_factory):
-    api = server_factory(["--no-sandbox"]).require_api()
+    own = server_factory(["--no-sandbox"])
+    api = own.require_api()
     assert api.ok(api.get("/api/v1/capabilities"))["data"]["sandbox"] == {"enabled": False}
     for create in (
         lambda: api.post("/api/v1/agents", json={"name": wire.unique("sbx-agent"), "manifest": sandbox_spec()}),
@@ -89,6 +133,24 @@ def test_a_server_without_sandboxes_refuses_agents_that_need_one(server_factory)
         wire.assert_error(response, 422)
         assert "runs no sandboxes" in response.json()["error"]["message"]
         assert "--no-sandbox" in response.json()["error"]["message"]
+    # The server said so at start-up.
+    assert re.search(r"WARN .*sandboxes are off.*reason=sandboxes are turned off \(--no-sandbox\)", server_log(own)), \
+        server_log(own)[-2000:]
+
+
+def test_a_server_whose_sandboxes_cannot_start_says_why(server_factory, tmp_path):
+    # The sandbox root cannot be created: its parent is a file.
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    root = blocker / "sandboxes"
+    own = server_factory(["--sandbox-root", str(root)])
+    api = own.require_api()
+    assert api.ok(api.get("/api/v1/capabilities"))["data"]["sandbox"] == {"enabled": False}
+    cause = f"creating {root}: Not a directory"
+    assert re.search(r"WARN .*sandboxes are off.*reason=" + re.escape(cause), server_log(own)), \
+        server_log(own)[-2000:]
+    error = wire.assert_error(api.post("/api/v1/sessions", json={"agent": {"spec": sandbox_spec()}}), 422)
+    assert error["message"].startswith(f"this server runs no sandboxes: {cause}"), error
 
 
 # --------------------------------------------------------------------------------------------
@@ -217,6 +279,64 @@ def test_files_download_byte_identical_and_nothing_outside_the_workspace(api, tm
     wire.assert_error(download(api, session["id"], turn_id, "/workspace/out.bin"), 404)
 
 
+def gateway_download(api, sandbox_id: str, path: str) -> httpx.Response:
+    return api.get(f"{wire.GATEWAY_PREFIX}/v1/agents/sandbox/{sandbox_id}/file", params={"path": path})
+
+
+# `Limits::max_transfer_bytes` (crates/teamster-sandbox/src/limits.rs): the most a download may hold.
+MAX_TRANSFER_BYTES = 64 * 1024 * 1024
+
+
+def test_a_file_over_the_transfer_limit_is_413_in_both_dialects(api):
+    session = api.create_session(spec=sandbox_spec())
+    # Sparse files: as long as the limit, and one byte longer, with no block allocated.
+    write = f"truncate -s {MAX_TRANSFER_BYTES} at-limit.bin; truncate -s {MAX_TRANSFER_BYTES + 1} over.bin; du -k *.bin"
+    run = api.run_turn(session["id"], exec_call(write) + " " + wire.unique("big"))
+    (result,) = tool_results(run)
+    assert result["exit_code"] == 0 and result["stdout"].split()[::2] == ["0", "0"], result
+    (sandbox_id,) = sandboxes_created(run)
+
+    for response in (download(api, session["id"], run.turn_id, "/workspace/over.bin"),
+                     gateway_download(api, sandbox_id, "/workspace/over.bin")):
+        error = wire.assert_error(response, 413)
+        assert f"over the limit of {MAX_TRANSFER_BYTES} bytes" in error["message"], error
+    # A file as long as the limit downloads whole.
+    url = f"/api/v1/sessions/{session['id']}/turns/{run.turn_id}/download-sandbox-file"
+    with api.http.stream("GET", url, params={"path": "/workspace/at-limit.bin"}) as response:
+        assert response.status_code == 200
+        assert response.headers["content-length"] == str(MAX_TRANSFER_BYTES)
+        received = 0
+        for chunk in response.iter_bytes():
+            assert not chunk.strip(b"\0"), "a sparse file reads as zeros"
+            received += len(chunk)
+    assert received == MAX_TRANSFER_BYTES
+
+
+def test_a_removed_sandbox_is_410_while_its_session_lives(api):
+    session = api.create_session(spec=sandbox_spec())
+    run = api.run_turn(session["id"], exec_call("echo kept > kept.txt") + " " + wire.unique("gone"))
+    (sandbox_id,) = sandboxes_created(run)
+    assert download(api, session["id"], run.turn_id, "/workspace/kept.txt").content == b"kept\n"
+    # What the idle sweep does (`Bubblewrap::sweep_idle`, after hours): the sandbox's directory goes.
+    shutil.rmtree(pathlib.Path(conftest.SANDBOX_ROOT) / sandbox_id)
+    for response in (download(api, session["id"], run.turn_id, "/workspace/kept.txt"),
+                     gateway_download(api, sandbox_id, "/workspace/kept.txt")):
+        error = wire.assert_error(response, 410)
+        assert sandbox_id in error["message"], error
+
+
+def test_an_agent_that_forbids_downloads_is_403_in_both_dialects(api):
+    spec = {**sandbox_spec(), "config": {"sandbox": {"enabled": True, "file_downloads": False}}}
+    session = api.create_session(spec=spec)
+    run = api.run_turn(session["id"], exec_call("echo x > x") + " " + wire.unique("closed"))
+    assert tool_results(run)[0]["exit_code"] == 0
+    (sandbox_id,) = sandboxes_created(run)
+    for response in (download(api, session["id"], run.turn_id, "/workspace/x"),
+                     gateway_download(api, sandbox_id, "/workspace/x")):
+        error = wire.assert_error(response, 403)
+        assert "file_downloads" in error["message"], error
+
+
 def processes_matching(text: str) -> list[str]:
     """Command lines of the machine's processes that contain `text`."""
     found = []
@@ -266,3 +386,119 @@ def test_large_results_are_kept_whole_as_workspace_files(api, fake):
     count = "import json, sys; print(json.load(open(sys.argv[1]))['stdout'].count(chr(10)))"
     second = api.run_turn(session["id"], exec_call(f"python3 -c \"{count}\" {path}") + " " + wire.unique("large"))
     assert tool_results(second)[0] == {"exit_code": 0, "stdout": "10000\n", "stderr": ""}
+
+
+# --------------------------------------------------------------------------------------------
+# What a command cannot see or do
+# --------------------------------------------------------------------------------------------
+
+
+def test_commands_see_nothing_of_the_harness_environment_or_data_directory(server_factory):
+    secret = f"sk-test-secret-{random.randrange(10**12)}"
+    own = server_factory(env={"OPENAI_API_KEY": secret})
+    assert own.process is not None and own.process.popen is not None
+    server_environ = pathlib.Path(f"/proc/{own.process.popen.pid}/environ").read_bytes()
+    assert f"OPENAI_API_KEY={secret}".encode() in server_environ.split(b"\0"), "the server has the key"
+    data_dir = str(own.workdir)
+    api = own.require_api()
+    session = api.create_session(spec=sandbox_spec())
+
+    def run(command: str) -> dict:
+        (result,) = tool_results(api.run_turn(session["id"], exec_call(command) + " " + wire.unique("env")))
+        shown = json.dumps(result)
+        assert secret not in shown and "OPENAI" not in shown, (command, result)
+        return result
+
+    environment = run("env")
+    assert re.search(r"^PATH=", environment["stdout"], re.MULTILINE), "env ran"
+    # The sandbox's init (bwrap) keeps the environment it was started with.
+    init = run("tr '\\0' '\\n' < /proc/1/environ")
+    assert init["exit_code"] == 0, init
+    assert data_dir not in environment["stdout"] + init["stdout"], (environment, init)
+    # The data directory and the database in it are not there (ls names them only to say so).
+    listed = run(f"ls -la {shlex.quote(data_dir)} {shlex.quote(str(own.db_path))}")
+    assert listed["exit_code"] != 0 and listed["stdout"] == "", listed
+    assert listed["stderr"].count("No such file or directory") == 2, listed
+
+
+def test_bombs_and_floods_are_contained_and_the_server_keeps_serving(api, srv):
+    session = api.create_session(spec=sandbox_spec())
+
+    def run(command: str, **arguments: typing.Any) -> dict:
+        """Runs `command` with MARKER replaced by a fresh marker, which it puts in the command line
+        of every process it starts; none is left afterwards."""
+        marker = wire.unique("bomb")
+        turn = api.run_turn(session["id"], exec_call(command.replace("MARKER", marker), **arguments) + " " + marker)
+        assert turn.done["state"]["status"] == "done", turn.done
+        (result,) = tool_results(turn)
+        wire.wait_until(lambda: not processes_matching(marker), timeout=5, what=f"no process of {command!r} left")
+        return result
+
+    # A fork bomb whose every copy forks again whenever the process limit frees a slot (each copy
+    # has MARKER in its command line): held at the limit, then killed at its timeout.
+    bomb = "import os, time\nwhile True:\n    try: os.fork()\n    except OSError: time.sleep(0.01)"
+    forked = run(f"python3 -c {shlex.quote(bomb)} MARKER", timeout_seconds=5)
+    assert forked.get("timed_out") is True and "timeout" in forked["error"], forked
+    # A memory bomb: stopped by the address-space limit.
+    grow = "import itertools\nheap = []\nfor _ in itertools.count(): heap.append(bytearray(b'x' * (64 << 20)))"
+    memory = run(f"python3 -c {shlex.quote(grow)} MARKER")
+    assert memory["exit_code"] != 0 and "MemoryError" in memory["stderr"], memory
+    # Three gigabytes of output: read to the end, 64 KiB kept, the rest counted and dropped.
+    flood = run("yes MARKER | head -c 3G; echo done >&2")
+    kept, cut = flood["stdout"].split("\n[output cut: ")
+    dropped = int(cut.removesuffix(" more bytes were dropped]"))
+    assert flood["exit_code"] == 0 and flood["stderr"] == "done\n", flood["stderr"]
+    assert len(kept) == 64 * 1024 and len(kept) + dropped == 3 << 30, (len(kept), dropped)
+
+    # The server still serves, and the session's next turn runs commands.
+    assert httpx.get(f"{srv}/healthz", timeout=5).status_code == 200
+    assert run("echo alive MARKER")["stdout"].startswith("alive bomb-")
+
+
+class LoopbackListener:
+    """A TCP listener on 127.0.0.1 that greets every connection with `greeting`."""
+
+    def __init__(self, greeting: bytes) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.greeting = greeting
+        self.accepted = 0
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                connection, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            self.accepted += 1
+            with connection:
+                connection.sendall(self.greeting)
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+
+def test_the_network_is_reachable_only_when_the_spec_opts_in(api):
+    greeting = wire.unique("hello").encode()
+    listener = LoopbackListener(greeting)
+    connect = ("python3 -c \"import socket, sys; s = socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=5); "
+               f"print(s.recv(100).decode())\" {listener.port}")
+    try:
+        closed = api.create_session(spec=sandbox_spec())
+        (refused,) = tool_results(api.run_turn(closed["id"], exec_call(connect) + " " + wire.unique("net")))
+        assert refused["exit_code"] != 0 and greeting.decode() not in refused["stdout"], refused
+        assert listener.accepted == 0
+
+        open_spec = {**sandbox_spec(), "config": {"sandbox": {"enabled": True, "network": True}}}
+        opened = api.create_session(spec=open_spec)
+        (reached,) = tool_results(api.run_turn(opened["id"], exec_call(connect) + " " + wire.unique("net")))
+        assert reached == {"exit_code": 0, "stdout": greeting.decode() + "\n", "stderr": ""}, reached
+        assert listener.accepted == 1
+    finally:
+        listener.close()
