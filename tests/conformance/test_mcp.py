@@ -525,3 +525,66 @@ def test_sdk_a_restart_between_pause_and_approval_changes_nothing(server_factory
     again = api.post(f"/api/v1/sessions/{session.id}/turns", json={"stream": False, "input": [
         {"type": "user.tool_approval", "thread_id": "main", "tool_call_id": ref.id, "approval": {"status": "allow"}}]})
     wire.assert_error(again, 400)
+
+
+# --------------------------------------------------------------------------------------------
+# Permissions and grants (the control layer)
+# --------------------------------------------------------------------------------------------
+
+
+def approve(api: wire.Api, session: str, pending: dict, approval: dict) -> wire.TurnRun:
+    (ref,) = pending["tool_calls"]
+    decision = {"type": "user.tool_approval", "thread_id": "main", "tool_call_id": ref["id"], "approval": approval}
+    resumed = api.stream("POST", f"/api/v1/sessions/{session}/turns", json={"input": [decision]})
+    assert resumed.status == 200, resumed.body[:300]
+    return wire.TurnRun(resumed)
+
+
+def test_always_allow_grants_a_tool_until_revoked_and_a_denied_tool_never_runs(api, registered_stdio):
+    session = session_with(api, registry(registered_stdio, preload=True, enable_tools=["echo", "counter"],
+                                         require_approval_for_tools=["@all"]))
+    grants_url = f"/api/v1/sessions/{session}/grants"
+    (pending,) = of_type(run_done(api, session, call("echo", {"text": "one"})), "tool.approval_required")
+    assert responses(approve(api, session, pending, {"status": "allow", "always": "tool"})) == ["one"]
+    (grant,) = api.ok(api.get(grants_url))["data"]
+    assert grant["tool"] == "echo" and "category" not in grant and grant["id"].startswith("grant")
+
+    # The grant holds for the rest of the session; other tools still ask.
+    granted = run_done(api, session, call("echo", {"text": "two"}))
+    assert not of_type(granted, "tool.approval_required") and responses(granted) == ["two"]
+    asking = run_done(api, session, call("counter"))
+    (pending,) = of_type(asking, "tool.approval_required")
+    assert responses(approve(api, session, pending, {"status": "allow"})) == ["1"]
+    assert len(api.ok(api.get(grants_url))["data"]) == 1, "a plain approval grants nothing"
+
+    # Revoked, the tool asks again.
+    assert api.delete(f"{grants_url}/{grant['id']}").status_code == 204
+    assert api.ok(api.get(grants_url))["data"] == []
+    wire.assert_error(api.delete(f"{grants_url}/{grant['id']}"), 404)
+    again = run_done(api, session, call("echo", {"text": "three"}))
+    assert len(of_type(again, "tool.approval_required")) == 1 and responses(again) == []
+
+    # A denied tool is refused with an error result and never runs: the counter is still 1.
+    # (echo declares it only reads: its category is `read`; counter's is `mcp`.)
+    url = f"/api/v1/sessions/{session}"
+    policy = {"tools": {"counter": "deny"}, "categories": {"read": "allow", "mcp": "allow"}}
+    assert api.ok(api.patch(url, json={"permissions": policy}))["data"]["permissions"] == policy
+    denied = run_done(api, session, call("counter") + call("echo", {"text": "four"}))
+    assert not of_type(denied, "tool.approval_required")
+    refused, echoed = responses(denied)
+    assert "deny" in refused and echoed == "four", (refused, echoed)
+    api.ok(api.patch(url, json={"permissions": {"categories": {"mcp": "allow"}}}))
+    assert responses(run_done(api, session, call("counter"))) == ["2"]
+
+    # An "always allow" of the category grants every tool of it.
+    api.ok(api.patch(url, json={"permissions": {"categories": {"mcp": "ask"}}}))
+    (pending,) = of_type(run_done(api, session, call("counter")), "tool.approval_required")
+    assert responses(approve(api, session, pending, {"status": "allow", "always": "category"})) == ["3"]
+    (grant,) = api.ok(api.get(grants_url))["data"]
+    assert grant["category"] == "mcp" and "tool" not in grant
+    assert responses(run_done(api, session, call("counter"))) == ["4"]
+    assert len(of_type(run_done(api, session, call("echo", {"text": "five"})), "tool.approval_required")) == 1
+
+    wire.assert_error(api.patch(url, json={"permissions": {"tools": {"echo": "sometimes"}}}), 400)
+    wire.assert_error(api.patch(url, json={"permissions": {"categories": {"network": "allow"}}}), 400)
+    wire.assert_error(api.get("/api/v1/sessions/ses_nope/grants"), 404)

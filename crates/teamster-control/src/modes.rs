@@ -144,7 +144,7 @@ mod tests {
     #[test]
     fn a_mode_layers_instructions_model_and_tools_onto_the_agent() {
         let spec = plan_and_build();
-        let plan = SessionControl { mode: Some("plan".into()), model: None };
+        let plan = SessionControl { mode: Some("plan".into()), model: None, ..SessionControl::default() };
         let planning = agent_in_mode(&spec, &plan);
         assert_eq!(planning.instructions.as_deref(), Some("You help.\n\nPlan first."));
         assert_eq!(planning.model.name, "openai/base");
@@ -152,13 +152,13 @@ mod tests {
 
         // No choice (or a mode the agent lost) is the default mode.
         for chosen in [None, Some("gone".to_owned())] {
-            let building = agent_in_mode(&spec, &SessionControl { mode: chosen, model: None });
+            let building = agent_in_mode(&spec, &SessionControl { mode: chosen, model: None, ..SessionControl::default() });
             assert_eq!(building.instructions.as_deref(), Some("You help.\n\nBuild it."));
             assert_eq!(building.model.name, "anthropic/builder");
             assert_eq!(building.mcp_servers.as_ref().map(Vec::len), Some(1));
         }
         // The session's model wins over the mode's.
-        let chosen = SessionControl { mode: Some("build".into()), model: Some("openai/chosen".into()) };
+        let chosen = SessionControl { mode: Some("build".into()), model: Some("openai/chosen".into()), ..SessionControl::default() };
         assert_eq!(agent_in_mode(&spec, &chosen).model.name, "openai/chosen");
         assert!(offers(&spec, &chosen, "write"));
     }

@@ -83,7 +83,7 @@ pub fn rejected(feedback: Option<&str>) -> String {
 /// Whether `input` approves a `submit_plan` call of `events` (the log of the turn it resumes).
 pub fn approves_plan(events: &[Event], input: &[TurnInput]) -> bool {
     input.iter().any(|item| match item {
-        TurnInput::ToolApproval { tool_call_id, approval: Approval::Allow, .. } => events.iter().any(|event| {
+        TurnInput::ToolApproval { tool_call_id, approval: Approval::Allow { .. }, .. } => events.iter().any(|event| {
             matches!(event, Event::ModelMessage(message)
                 if message.tool_calls.iter().flatten().any(|call| call.id == *tool_call_id && call.function.name == SUBMIT_PLAN))
         }),
@@ -126,7 +126,7 @@ pub fn plans(turns: &[TurnEvents<'_>]) -> Vec<Plan> {
                 continue;
             }
             match approval {
-                Approval::Allow => plan.status = PlanStatus::Approved,
+                Approval::Allow { .. } => plan.status = PlanStatus::Approved,
                 Approval::Deny { reason } => {
                     plan.status = PlanStatus::Draft;
                     plan.feedback = reason.clone();

@@ -164,7 +164,7 @@ pub fn resolutions(waiting: &[Waiting], input: &[TurnInput], history: &[Event]) 
                 thread_id,
                 tool_call_id,
                 match approval {
-                    Approval::Allow => Decision::Allow,
+                    Approval::Allow { .. } => Decision::Allow,
                     Approval::Deny { reason } => Decision::Deny { reason: reason.clone() },
                 },
             ),
@@ -207,7 +207,7 @@ mod tests {
     }
 
     fn allow(id: &str) -> TurnInput {
-        TurnInput::ToolApproval { thread_id: "main".into(), tool_call_id: id.into(), approval: Approval::Allow }
+        TurnInput::ToolApproval { thread_id: "main".into(), tool_call_id: id.into(), approval: Approval::allow() }
     }
 
     fn answer(id: &str) -> TurnInput {
@@ -221,7 +221,7 @@ mod tests {
             ("a message moves on", vec![TurnInput::Message { content: teamster_protocol::UserContent::Text("new".into()) }], None),
             ("one missing", vec![allow("c1"), answer("q1")], Some("missing: \"c2\"")),
             ("unknown call", vec![allow("zz")], Some("\"zz\" in thread \"main\" is not waiting")),
-            ("wrong thread", vec![TurnInput::ToolApproval { thread_id: "t9".into(), tool_call_id: "c1".into(), approval: Approval::Allow }], Some("waiting in thread \"main\", not \"t9\"")),
+            ("wrong thread", vec![TurnInput::ToolApproval { thread_id: "t9".into(), tool_call_id: "c1".into(), approval: Approval::allow() }], Some("waiting in thread \"main\", not \"t9\"")),
             ("wrong kind", vec![answer("c1")], Some("needs a user.tool_approval")),
             ("twice", vec![allow("c1"), allow("c1"), allow("c2"), answer("q1")], Some("decided twice")),
             ("empty", vec![], Some("tool calls are waiting")),

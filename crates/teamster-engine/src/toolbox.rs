@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use teamster_llm::ToolDefinition;
 use teamster_protocol::Event;
-use teamster_tools::{Tool, ToolOutput, ToolSource};
+use teamster_protocol::control::Permission;
+use teamster_tools::{Tool, ToolGate, ToolOutput, ToolSource};
 
 use crate::deferred::{Deferred, LOAD_TOOLS, SEARCH_TOOLS};
 
@@ -23,6 +24,8 @@ pub struct ToolBox {
     deferred: Deferred,
     /// Tools this toolbox does not offer (see [`ToolBox::restricted`]), by index.
     hidden: HashSet<usize>,
+    /// Tools offered whose calls are refused (see [`ToolBox::governed`]), by index.
+    refused: HashSet<usize>,
 }
 
 impl ToolBox {
@@ -71,6 +74,26 @@ impl ToolBox {
     pub fn restricted(&self, keep: impl Fn(&Tool) -> bool) -> ToolBox {
         let mut copy = self.clone();
         copy.hidden.extend(self.tools.iter().enumerate().filter(|(_, tool)| !keep(tool)).map(|(index, _)| index));
+        copy
+    }
+
+    /// A copy whose tools' gates follow `permission` where it says something: `Allow` runs a
+    /// tool's calls at once, `Ask` waits for the user's approval, `Deny` refuses every call
+    /// with an error result for the model. Client-side tools stay client-side unless refused.
+    pub fn governed(&self, permission: impl Fn(&Tool) -> Option<Permission>) -> ToolBox {
+        let mut copy = self.clone();
+        for (index, tool) in copy.tools.iter_mut().enumerate() {
+            let Some(permission) = permission(tool) else { continue };
+            match permission {
+                Permission::Deny => {
+                    copy.refused.insert(index);
+                    tool.gate = ToolGate::None;
+                }
+                _ if tool.gate == ToolGate::ClientSide => {}
+                Permission::Allow => tool.gate = ToolGate::None,
+                Permission::Ask => tool.gate = ToolGate::Approval,
+            }
+        }
         copy
     }
 
@@ -134,6 +157,9 @@ impl ToolBox {
             return ToolOutput::error(format!(
                 "The tool {name:?} is not loaded yet: call {LOAD_TOOLS} with its name first."
             ));
+        }
+        if self.refused.contains(tool) {
+            return ToolOutput::error(format!("The session's permissions deny the tool {name:?}: it did not run."));
         }
         if !arguments.trim().is_empty()
             && let Err(error) = serde_json::from_str::<serde_json::Value>(arguments) {

@@ -306,6 +306,10 @@ pub struct RuntimeConfig {
     /// `task_complete`, `task_check`); off unless enabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<Toggle>,
+    /// Teamster extension: the permission category of tools by name, where the harness's
+    /// own (MCP annotations, built-in knowledge) is not what the agent's author wants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_categories: Option<BTreeMap<String, crate::control::ToolCategory>>,
 }
 
 impl RuntimeConfig {

@@ -117,6 +117,9 @@ pub struct UpdateSessionRequest {
     /// back to the agent's (or the mode's) model.
     #[serde(default)]
     pub model: Option<String>,
+    /// Teamster extension: the session's permission policy (replaces the one it had).
+    #[serde(default)]
+    pub permissions: Option<crate::control::PermissionPolicy>,
 }
 
 /// Native `POST /agents`.

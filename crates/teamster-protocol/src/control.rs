@@ -1,6 +1,8 @@
 //! The control layer's wire types: what clients read of a session besides its turns (its task
 //! list, among others).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// Where a task stands.
@@ -58,9 +60,9 @@ impl TaskList {
 }
 
 /// What a session runs with besides its agent: the mode and the model a client chose (or an
-/// approved plan switched to). Sessions keep the choice for their next turns, and each turn
-/// records the one it ran with. Empty for agents without modes and sessions on their agent's
-/// model.
+/// approved plan switched to), its permission policy and the grants its user gave. Sessions
+/// keep these for their next turns, and each turn records the ones it ran with. Empty for
+/// sessions that changed none of their agent's defaults.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionControl {
     /// The id of one of the agent's modes.
@@ -69,13 +71,77 @@ pub struct SessionControl {
     /// A `provider/model` that replaces the agent's (and the mode's) model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// What the session's tools may do without asking.
+    #[serde(default, skip_serializing_if = "PermissionPolicy::is_empty")]
+    pub permissions: PermissionPolicy,
+    /// Tools and categories the user allowed for the rest of the session ("always allow").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<Grant>,
 }
 
 impl SessionControl {
     /// Whether nothing is chosen.
     pub fn is_empty(&self) -> bool {
-        self.mode.is_none() && self.model.is_none()
+        self.mode.is_none() && self.model.is_none() && self.permissions.is_empty() && self.grants.is_empty()
     }
+}
+
+/// What a tool does, for permissions: from MCP annotations and what the harness knows of its
+/// own tools, or as the agent's spec says (`config.tool_categories`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCategory {
+    Read,
+    Edit,
+    Execute,
+    Mcp,
+    Other,
+}
+
+/// Whether a tool runs at once, waits for the user's approval, or never runs (its call gets an
+/// error result).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Permission {
+    Allow,
+    Ask,
+    Deny,
+}
+
+/// A session's permissions: by tool name, then by category, over the spec's
+/// `require_approval_for_tools` (which decides what neither names).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PermissionPolicy {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub categories: BTreeMap<ToolCategory, Permission>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, Permission>,
+}
+
+impl PermissionPolicy {
+    pub fn is_empty(&self) -> bool {
+        self.categories.is_empty() && self.tools.is_empty()
+    }
+}
+
+/// What an "always allow" answer allows from then on: the tool, or every tool of its category.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantScope {
+    Tool,
+    Category,
+}
+
+/// A session grant (`GET /api/v1/sessions/{id}/grants`): one tool, or one category, allowed
+/// without asking for the rest of the session, until revoked.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<ToolCategory>,
+    pub created_at: String,
 }
 
 /// Where a plan stands. A rejected plan goes back to `draft` with the user's feedback; the

@@ -84,12 +84,24 @@ pub enum UserContentPart {
 #[serde(tag = "status")]
 pub enum Approval {
     #[serde(rename = "allow")]
-    Allow,
+    Allow {
+        /// Teamster extension ("always allow"): the session grants the tool, or its category,
+        /// from now on. Clients that do not know it send nothing.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        always: Option<crate::control::GrantScope>,
+    },
     #[serde(rename = "deny")]
     Deny {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+}
+
+impl Approval {
+    /// An approval of this call only.
+    pub const fn allow() -> Approval {
+        Approval::Allow { always: None }
+    }
 }
 
 /// A seed message of an agent spec (text only).

@@ -84,7 +84,9 @@ impl PlanTurns for Planner {
             sink.emit_content(&event);
         }
         let toolbox = match tools {
-            TurnTools::Ready(toolbox) => toolbox.restricted(|tool| teamster_control::offers(&base, &turn.control, &tool.name)),
+            TurnTools::Ready(toolbox) => toolbox
+                .restricted(|tool| teamster_control::offers(&base, &turn.control, &tool.name))
+                .governed(|tool| teamster_control::permission(&turn.control, &tool.name, teamster_control::category(&base, tool))),
             TurnTools::NeedsAuthorization(required) => return Ok(TurnStart::NeedsAuthorization(required)),
         };
         let history = attachments::with_images(&*self.store, &session.id, history).await;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use teamster_engine::pending;
 use teamster_protocol::event::TurnCreated;
 use teamster_protocol::agent::AgentSpec;
-use teamster_protocol::control::SessionControl;
+use teamster_protocol::control::{GrantScope, SessionControl};
 use teamster_protocol::input::{Approval, InputKind, TurnInput};
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, Turn, TurnState, ids, timestamp};
 use teamster_store::{LogWrite, SessionRecord, TurnRecord};
@@ -24,6 +24,8 @@ const MAX_ID_BYTES: usize = 256;
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
 /// How long deleting a session waits for its running turn to record its end.
 const DELETE_WAIT: Duration = Duration::from_secs(5);
+/// The most grants a session keeps.
+pub(crate) const MAX_GRANTS: usize = 64;
 /// How many times a turn creation is decided again when another turn was created meanwhile.
 const CREATE_ATTEMPTS: usize = 3;
 
@@ -207,9 +209,10 @@ impl Service {
         self.start_turn(caller, session, previous, input, control, ending).await
     }
 
-    /// The mode and model a new turn runs with: the session's, in the mode in force, or the
-    /// mode an approved plan leads to when the input approves one the previous turn submitted
-    /// (then the session switches to it too, once the turn is stored).
+    /// What a new turn runs with: the session's mode, model, permissions and grants, with
+    /// what its input's approvals change (then the session takes them too, once the turn is
+    /// stored): an approved plan switches to the mode it leads to, and an "always allow" adds
+    /// a grant of the call's tool or of its category.
     async fn turn_control(
         &self,
         session: &SessionRecord,
@@ -219,15 +222,37 @@ impl Service {
     ) -> Result<TurnControl> {
         let mut control = session.control.clone();
         let in_force = |control: &SessionControl| teamster_control::mode_in_force(spec, control.mode.as_deref());
-        let allows = input.iter().any(|item| matches!(item, TurnInput::ToolApproval { approval: Approval::Allow, .. }));
         let mut switches_session = false;
-        if allows
-            && let Some(previous) = previous
-            && let Some(target) = in_force(&control).and_then(|mode| mode.transitions_to.clone())
-            && teamster_control::approves_plan(&self.turn_content(previous).await?, input)
-        {
-            control.mode = Some(target);
-            switches_session = true;
+        let allowed: Vec<(&str, Option<GrantScope>)> = input
+            .iter()
+            .filter_map(|item| match item {
+                TurnInput::ToolApproval { tool_call_id, approval: Approval::Allow { always }, .. } => Some((tool_call_id.as_str(), *always)),
+                _ => None,
+            })
+            .collect();
+        if let Some(previous) = previous.filter(|_| !allowed.is_empty()) {
+            let content = self.turn_content(previous).await?;
+            if let Some(target) = in_force(&control).and_then(|mode| mode.transitions_to.clone())
+                && teamster_control::approves_plan(&content, input)
+            {
+                control.mode = Some(target);
+                switches_session = true;
+            }
+            let calls = content.iter().filter_map(|event| match event {
+                Event::ModelMessage(message) => message.tool_calls.as_ref(),
+                _ => None,
+            });
+            for call in calls.flatten() {
+                let Some(scope) = allowed.iter().find(|(id, _)| *id == call.id).and_then(|(_, always)| *always) else { continue };
+                let name = &call.function.name;
+                let category = (scope == GrantScope::Category).then(|| teamster_control::category_of(spec, name, &call.tool_info, false));
+                if control.grants.len() < MAX_GRANTS
+                    && let Some(grant) = teamster_control::grant_for(&control.grants, name, category, ids::new_id("grant"), timestamp::now())
+                {
+                    control.grants.push(grant);
+                    switches_session = true;
+                }
+            }
         }
         control.mode = in_force(&control).map(|mode| mode.id.clone());
         Ok(TurnControl { control, switches_session })
@@ -276,10 +301,11 @@ impl Service {
         }
         let mut session = session;
         if control.switches_session {
-            session.control.mode = record.control.mode.clone();
-            // The turn runs in its mode whatever happens here; only the next turns would miss it.
+            session.control = record.control.clone();
+            // The turn runs with its control whatever happens here; only the next turns would
+            // miss the change.
             if let Err(error) = self.store().update_session(&session).await {
-                tracing::warn!(session = %session.id, %error, "the session could not switch to the approved plan's mode");
+                tracing::warn!(session = %session.id, %error, "the session could not take the approvals' mode or grants");
             }
         }
         let log = self.runtime().begin(session, record.clone(), data, ending_previous);

@@ -254,7 +254,7 @@ pub async fn session_create_and_get(store: Arc<dyn Store>) {
 
     let saved = SessionRecord {
         title: Some("Quarterly report ✍️".into()),
-        control: SessionControl { mode: Some("build".into()), model: None },
+        control: SessionControl { mode: Some("build".into()), ..SessionControl::default() },
         ..saved_session("ses_saved", &agent, "alice", &at(10))
     };
     let named_draft = SessionRecord {
@@ -300,7 +300,7 @@ pub async fn session_update_replaces_mutable_fields_only(store: Arc<dyn Store>) 
         agent: SessionAgentRecord::Draft { spec: rich_spec(), agent_name: Some("renamed-bot".into()) },
         title: Some("New title".into()),
         updated_at: at(30),
-        control: SessionControl { mode: Some("plan".into()), model: Some("openai/gpt-4o".into()) },
+        control: SessionControl { mode: Some("plan".into()), model: Some("openai/gpt-4o".into()), ..SessionControl::default() },
         ..stale_draft.clone()
     };
     store.update_session(&renamed).await.expect("update_session");
@@ -611,7 +611,7 @@ pub async fn turn_create_and_get(store: Arc<dyn Store>) {
     let first = TurnRecord {
         input: rich_input(),
         created_by: subject("bob"),
-        control: SessionControl { mode: Some("plan".into()), model: Some("anthropic/claude".into()) },
+        control: SessionControl { mode: Some("plan".into()), model: Some("anthropic/claude".into()), ..SessionControl::default() },
         ..turn_record("turn_1", "ses_1", None, &at(10))
     };
     store.create_turn(&first, None, &[]).await.expect("create_turn");

@@ -53,7 +53,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         approvals.push(TurnInput::ToolApproval {
             thread_id: pending.thread_id.clone(),
             tool_call_id: waiting_call.id.clone(),
-            approval: Approval::Allow,
+            approval: Approval::allow(),
         });
     }
 

@@ -102,7 +102,7 @@ async fn an_approval_lets_a_waiting_call_run() {
     let approval = TurnInput::ToolApproval {
         thread_id: "main".to_owned(),
         tool_call_id: call.id.clone(),
-        approval: Approval::Allow,
+        approval: Approval::allow(),
     };
     let resumed = runtime.start_turn(&session.id, vec![approval]).await.unwrap();
     let turn_id = resumed.turn.id.clone();

@@ -1,7 +1,7 @@
 //! Sessions: create (from a saved agent or with their own spec), get, update, delete, list.
 
 use teamster_protocol::agent::AgentSpec;
-use teamster_protocol::control::SessionControl;
+use teamster_protocol::control::{Grant, PermissionPolicy, SessionControl};
 use teamster_protocol::session::{Session, SessionAgent, SessionKind};
 use teamster_protocol::{ids, timestamp};
 use teamster_store::{SessionAgentRecord, SessionOrder, SessionQuery, SessionRecord};
@@ -56,7 +56,12 @@ pub struct SessionUpdate {
     pub mode: Option<String>,
     /// A `provider/model` for the following turns; empty for the agent's (or the mode's).
     pub model: Option<String>,
+    /// The session's permission policy, replacing the one it had.
+    pub permissions: Option<PermissionPolicy>,
 }
+
+/// The most tool names a session's permission policy names.
+const MAX_POLICY_TOOLS: usize = 256;
 
 /// Which sessions a listing may show.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -151,7 +156,7 @@ impl Catalog {
     /// one of the agent's and a model one this server has; `None` fields are kept. Nothing is
     /// changed unless all of it can be. An empty update just refreshes `updated_at`.
     pub async fn update_session(&self, caller: &Caller, session_id: &str, update: SessionUpdate) -> Result<Session> {
-        let SessionUpdate { spec, title, mode, model } = update;
+        let SessionUpdate { spec, title, mode, model, permissions } = update;
         validate_title(&title)?;
         let mut record = self.owned_session(caller, session_id).await?;
         if let Some(spec) = spec {
@@ -191,9 +196,32 @@ impl Catalog {
                 };
             }
         }
+        if let Some(permissions) = permissions {
+            teamster_control::check_policy(&permissions.tools, MAX_POLICY_TOOLS)
+                .map_err(|message| ServiceError::invalid_param("permissions", message))?;
+            record.control.permissions = permissions;
+        }
         record.updated_at = timestamp::now();
         self.store().update_session(&record).await?;
         Ok(session_view(record))
+    }
+
+    /// The tools and categories the session's user allowed for the rest of the session.
+    pub async fn session_grants(&self, caller: &Caller, session_id: &str) -> Result<Vec<Grant>> {
+        Ok(self.owned_session(caller, session_id).await?.control.grants)
+    }
+
+    /// Revokes a grant: the tool (or category) asks again from the next turn on.
+    pub async fn revoke_grant(&self, caller: &Caller, session_id: &str, grant_id: &str) -> Result<()> {
+        let mut record = self.owned_session(caller, session_id).await?;
+        let before = record.control.grants.len();
+        record.control.grants.retain(|grant| grant.id != grant_id);
+        if record.control.grants.len() == before {
+            return Err(ServiceError::NotFound(format!("grant {:?} not found in this session", short(grant_id))));
+        }
+        record.updated_at = timestamp::now();
+        self.store().update_session(&record).await?;
+        Ok(())
     }
 
     /// One page of sessions and the token of the next page, if any.

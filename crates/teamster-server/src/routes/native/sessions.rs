@@ -3,10 +3,10 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use teamster_protocol::api::{CreateSessionRequest, Data, Empty, Page, SessionEventItem, UpdateSessionRequest};
-use teamster_protocol::control::{Plan, TaskList};
+use teamster_protocol::control::{Grant, Plan, TaskList};
 use teamster_protocol::session::Session;
 use teamster_service::{Caller, SessionListQuery, SessionOrder, SessionUpdate};
 
@@ -23,6 +23,8 @@ pub fn routes() -> Router<AppState> {
         .route("/sessions/{session_id}/events", get(events))
         .route("/sessions/{session_id}/tasks", get(tasks))
         .route("/sessions/{session_id}/plans", get(plans))
+        .route("/sessions/{session_id}/grants", get(grants))
+        .route("/sessions/{session_id}/grants/{grant_id}", delete(revoke_grant))
 }
 
 async fn create(State(state): State<AppState>, JsonBody(body): JsonBody<CreateSessionRequest>) -> ApiResult<(StatusCode, Json<Data<Session>>)> {
@@ -70,7 +72,7 @@ async fn update(
             return Err(ApiError::bad_request("invalid_request", "agent must be { \"spec\": ... }").with_param("agent"));
         }
     };
-    Ok(Json(Data { data: state.service.catalog().update_session(&Caller::local(), &session_id, SessionUpdate { spec, title: body.title, mode: body.mode, model: body.model }).await? }))
+    Ok(Json(Data { data: state.service.catalog().update_session(&Caller::local(), &session_id, SessionUpdate { spec, title: body.title, mode: body.mode, model: body.model, permissions: body.permissions }).await? }))
 }
 
 /// The session's task list (agents with `config.tasks` keep one).
@@ -81,6 +83,16 @@ async fn tasks(State(state): State<AppState>, Path(session_id): Path<String>) ->
 /// The plans the session's agent submitted (agents with modes that lead to others).
 async fn plans(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Data<Vec<Plan>>>> {
     Ok(Json(Data { data: state.service.session_plans(&Caller::local(), &session_id).await? }))
+}
+
+/// The session's grants ("always allow" answers).
+async fn grants(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Data<Vec<Grant>>>> {
+    Ok(Json(Data { data: state.service.catalog().session_grants(&Caller::local(), &session_id).await? }))
+}
+
+async fn revoke_grant(State(state): State<AppState>, Path((session_id, grant_id)): Path<(String, String)>) -> ApiResult<StatusCode> {
+    state.service.catalog().revoke_grant(&Caller::local(), &session_id, &grant_id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn remove(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<StatusCode> {
