@@ -380,3 +380,8 @@ def test_a_file_written_on_a_is_read_and_downloaded_on_b(cluster):
                      gateway_download(on_b, sandbox_id, "/workspace/from-a.txt")):
         assert response.status_code == 200, response.text
         assert response.content == f"{marker}\n".encode()
+
+
+def test_follow_ups_queued_on_b_run_in_order_after_a_turn_running_on_a(cluster: Cluster, fake) -> None:
+    from test_control import follow_ups_run_in_order_after_the_running_turn
+    follow_ups_run_in_order_after_the_running_turn(cluster.a.require_api(), cluster.b.require_api(), fake)

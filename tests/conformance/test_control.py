@@ -5,6 +5,7 @@ clients and by approved plans, and its plans answered through the real gateway c
 from __future__ import annotations
 
 import json
+import typing
 
 import pytest
 from truefoundry_gateway_sdk import ApprovalAllow, ApprovalDeny, ToolApprovalRequiredEvent, UserMessage
@@ -225,3 +226,66 @@ def test_bad_modes_are_refused_naming_the_mode(api, modes, needle):
     response = api.post("/api/v1/agents", json=body)
     wire.assert_error(response, 400)
     assert needle in response.json()["error"]["message"], response.json()
+
+
+# --------------------------------------------------------------------------------------------
+# Follow-ups
+# --------------------------------------------------------------------------------------------
+
+
+def session_turns(api: wire.Api, session_id: str) -> list[dict]:
+    """The session's turns, oldest first."""
+    return list(reversed(api.ok(api.get(f"/api/v1/sessions/{session_id}/turns", params={"limit": 50}))["data"]))
+
+
+def follow_ups_run_in_order_after_the_running_turn(running_on: wire.Api, queued_on: wire.Api, fake) -> None:
+    """Follow-ups queued through `queued_on` while a turn runs on `running_on` start one
+    after another once it ends, in order, chained; a cancelled one never runs; with no turn
+    running a follow-up starts at once."""
+    session = running_on.create_session(spec={"model": {"name": "fake/fake-model"}})
+    sid, url = session["id"], f"/api/v1/sessions/{session['id']}/follow-ups"
+    running_on.start_turn(sid, "[tokens:5][delay:300] slow")
+    first, second, dropped = wire.unique("first"), wire.unique("second"), wire.unique("dropped")
+    queued = [queued_on.ok(queued_on.post(url, json={"content": text}), 201)["data"] for text in (first, second, dropped)]
+    assert not any("turn_id" in item for item in queued), queued
+    assert [item["id"] for item in queued_on.ok(queued_on.get(url))["data"]] == [item["id"] for item in queued]
+    assert queued_on.delete(f"{url}/{queued[2]['id']}").status_code == 204
+    wire.assert_error(queued_on.delete(f"{url}/{queued[2]['id']}"), 404)
+
+    def settled() -> typing.Optional[list[dict]]:
+        turns = session_turns(running_on, sid)
+        return turns if len(turns) == 3 and all(t["state"]["status"] in wire.TERMINAL for t in turns) else None
+    turns = wire.wait_until(settled, timeout=30, what="the follow-ups to run")
+    assert [turn["input"][0]["content"] for turn in turns] == ["[tokens:5][delay:300] slow", first, second]
+    assert [turn["previous_turn_id"] for turn in turns[1:]] == [turns[0]["id"], turns[1]["id"]]
+    assert [turn["state"]["status"] for turn in turns] == ["done"] * 3
+    assert turns[2]["state"]["output"]["content"] == f"You said: {second}"
+    assert running_on.ok(running_on.get(url))["data"] == []
+    assert not fake.requests_mentioning(dropped)
+
+    # With no turn running, a follow-up starts one at once.
+    now = wire.unique("now")
+    started = queued_on.ok(queued_on.post(url, json={"content": now}), 201)["data"]
+    assert started["turn_id"], started
+    done = running_on.wait_terminal(sid, started["turn_id"])
+    assert done["previous_turn_id"] == turns[2]["id"] and done["state"]["output"]["content"] == f"You said: {now}"
+
+
+def test_follow_ups_run_in_order_after_the_running_turn(api, fake):
+    follow_ups_run_in_order_after_the_running_turn(api, api, fake)
+
+
+def test_follow_up_queue_is_bounded_and_checked(api):
+    session = api.create_session(spec={"model": {"name": "fake/fake-model"}})
+    sid, url = session["id"], f"/api/v1/sessions/{session['id']}/follow-ups"
+    running = api.start_turn(sid, "[tokens:3][delay:3000] long")
+    ids = [api.ok(api.post(url, json={"content": f"queued {n}"}), 201)["data"]["id"] for n in range(16)]
+    wire.assert_error(api.post(url, json={"content": "one too many"}), 429)
+    wire.assert_error(api.post(url, json={"content": ""}), 400)
+    wire.assert_error(api.post(url, json={"text": "wrong field"}), 400)
+    wire.assert_error(api.post("/api/v1/sessions/ses_nope/follow-ups", json={"content": "x"}), 404)
+    for follow_up in ids:
+        assert api.delete(f"{url}/{follow_up}").status_code == 204
+    api.ok(api.post(f"/api/v1/sessions/{sid}/cancel", json={}))
+    api.wait_terminal(sid, running["id"])
+    assert len(session_turns(api, sid)) == 1, "nothing was left to start"

@@ -176,3 +176,22 @@ pub struct Plan {
     pub turn_id: String,
     pub created_at: String,
 }
+
+/// A message queued to start a session's next turn once the running one ends
+/// (`/api/v1/sessions/{id}/follow-ups`), or to join the running turn (`.../steer`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueuedMessage {
+    pub id: String,
+    pub content: crate::UserContent,
+    pub created_at: String,
+    /// The turn the follow-up started, when posting it started one at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+}
+
+/// `POST /api/v1/sessions/{id}/follow-ups` and `.../steer`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueMessageRequest {
+    pub content: crate::UserContent,
+}

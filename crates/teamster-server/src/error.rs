@@ -111,6 +111,7 @@ impl From<ServiceError> for ApiError {
                 ApiError::new(StatusCode::PRECONDITION_FAILED, "precondition_failed", message)
             }
             ServiceError::Gone(_) => ApiError::new(StatusCode::GONE, "gone", message),
+            ServiceError::TooMany(_) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_requests", message),
             ServiceError::Unprocessable(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unsupported", message),
             ServiceError::AuthRequired(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "auth_required", message),
             ServiceError::FailedDependency(_) => {

@@ -25,6 +25,9 @@ pub enum ServiceError {
     /// The resource existed and was removed, e.g. a deleted session's sandbox (410).
     #[error("{0}")]
     Gone(String),
+    /// A bounded queue or quota is full (429).
+    #[error("{0}")]
+    TooMany(String),
     /// Well-formed, but it needs something this server does not provide (422).
     #[error("{0}")]
     Unprocessable(String),

@@ -18,6 +18,7 @@ mod cursor;
 mod downloads;
 mod error;
 mod events;
+mod follow_ups;
 mod input_files;
 pub mod mcp;
 mod planner;
@@ -122,6 +123,8 @@ struct Inner {
     mcp: Arc<McpHost>,
     runtime: runtime::TurnRuntime,
     sandboxes: Sandboxes,
+    /// The sessions this process watches to start their follow-ups.
+    follow_up_watchers: follow_ups::Watched,
 }
 
 impl Service {
@@ -150,7 +153,14 @@ impl Service {
             leases: config.leases,
         };
         let runtime = runtime::TurnRuntime::start(store.clone(), cluster.clone(), Arc::new(planner), runtime_config);
-        let inner = Arc::new(Inner { store, catalog, mcp, runtime, sandboxes: config.sandboxes });
+        let inner = Arc::new(Inner {
+            store,
+            catalog,
+            mcp,
+            runtime,
+            sandboxes: config.sandboxes,
+            follow_up_watchers: follow_ups::Watched::default(),
+        });
         if let (Some(feed), Some(cluster)) = (feed, cluster) {
             let member: std::sync::Weak<dyn cluster::ClusterMember> = Arc::downgrade(&inner) as _;
             cluster::start(cluster, feed, member);
@@ -171,6 +181,10 @@ impl Service {
     /// Whether agents may have sandboxes here.
     pub fn sandboxes(&self) -> &Sandboxes {
         &self.inner.sandboxes
+    }
+
+    fn follow_up_watchers(&self) -> &follow_ups::Watched {
+        &self.inner.follow_up_watchers
     }
 
     fn runtime(&self) -> &runtime::TurnRuntime {

@@ -10,7 +10,7 @@ use teamster_protocol::agent::AgentSpec;
 use teamster_protocol::control::{GrantScope, SessionControl};
 use teamster_protocol::input::{Approval, InputKind, TurnInput};
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, Turn, TurnState, ids, timestamp};
-use teamster_store::{LogWrite, SessionRecord, TurnRecord};
+use teamster_store::{LogWrite, QueueKind, SessionRecord, TurnRecord};
 
 use crate::error::{Result, ServiceError};
 use crate::runtime::{EndingTurn, TurnLog};
@@ -35,6 +35,9 @@ pub struct CreateTurn {
     pub input: Vec<TurnInput>,
     /// `auto` (or absent), `none`, or a turn id.
     pub previous_turn_id: Option<String>,
+    /// With a turn id in `previous_turn_id`: only if that turn is still the session's last
+    /// (else a 409), so the new turn continues the session and never branches it.
+    pub at_tip: bool,
 }
 
 /// Which turns of a session to list.
@@ -69,7 +72,7 @@ pub(crate) fn turn_view(record: TurnRecord) -> Turn {
     }
 }
 
-fn validate_input(input: &[TurnInput]) -> Result<()> {
+pub(crate) fn validate_input(input: &[TurnInput]) -> Result<()> {
     if input.len() > MAX_INPUT_ITEMS {
         return Err(ServiceError::invalid_param("input", format!("input has more than {MAX_INPUT_ITEMS} items")));
     }
@@ -121,6 +124,12 @@ impl Service {
     pub async fn create_turn(&self, caller: &Caller, session_id: &str, request: CreateTurn) -> Result<(Turn, Arc<TurnLog>)> {
         for _ in 0..CREATE_ATTEMPTS {
             if let Some(started) = self.try_create_turn(caller, session_id, &request).await? {
+                // Answering a turn that waited for the user lets held follow-ups go on after it.
+                if request.input.first().is_none_or(|item| item.kind() == InputKind::ToolDecisions)
+                    && !self.store().queued_messages(session_id, QueueKind::FollowUp).await?.is_empty()
+                {
+                    self.watch_follow_ups(session_id);
+                }
                 return Ok(started);
             }
         }
@@ -144,7 +153,13 @@ impl Service {
         let (input, files) = input_files::prepare(self.store(), session_id, sandboxed, request.input.clone()).await?;
         let previous = match &chain {
             Chain::Auto => session.last_turn_id.clone(),
+            Chain::NewRoot if request.at_tip && session.last_turn_id.is_some() => {
+                return Err(ServiceError::turn_running("the session has a turn now"));
+            }
             Chain::NewRoot => None,
+            Chain::After(id) if request.at_tip && session.last_turn_id.as_ref() != Some(id) => {
+                return Err(ServiceError::turn_running(format!("turn {id} is no longer the session's last turn")));
+            }
             Chain::After(id) => {
                 self.store().get_turn(session_id, id).await.map_err(|error| match error {
                     teamster_store::Error::NotFound(_) => {

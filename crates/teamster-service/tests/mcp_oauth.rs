@@ -113,7 +113,7 @@ async fn session(service: &Service, caller: &Caller) -> String {
 
 /// Runs a turn to its end and answers its final state.
 async fn turn(service: &Service, caller: &Caller, session_id: &str, input: Vec<TurnInput>) -> TurnState {
-    let request = CreateTurn { input, previous_turn_id: None };
+    let request = CreateTurn { input, previous_turn_id: None, at_tip: false };
     let (_, log) = service.create_turn(caller, session_id, request).await.unwrap();
     tokio::time::timeout(Duration::from_secs(60), log.wait_finished()).await.expect("the turn ends");
     log.final_state().expect("a final state")

@@ -35,7 +35,7 @@ use teamster_store::{
     SessionFile, SessionRecord, StreamEvent, TurnRecord,
 };
 use teamster_store::{AgentStore, CoordinationStore, EventLog, SessionStore, SettingsStore};
-use teamster_store::{ExpiredLease, TurnLease};
+use teamster_store::{ExpiredLease, QueueKind, QueuedMessage, TurnLease};
 use teamster_store_sql::{Sql, error};
 
 /// The schema, embedded at build time.
@@ -246,6 +246,18 @@ impl SessionStore for PostgresStore {
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>> {
         SQL.list_sessions(&self.pool, query).await
+    }
+
+    async fn queue_message(&self, message: &QueuedMessage, max: u32) -> Result<bool> {
+        SQL.queue_message(&self.pool, message, max).await
+    }
+
+    async fn queued_messages(&self, session_id: &str, kind: QueueKind) -> Result<Vec<QueuedMessage>> {
+        SQL.queued_messages(&self.pool, session_id, kind).await
+    }
+
+    async fn remove_queued(&self, session_id: &str, id: &str) -> Result<bool> {
+        SQL.remove_queued(&self.pool, session_id, id).await
     }
 
     async fn put_file(&self, file: &SessionFile) -> Result<()> {

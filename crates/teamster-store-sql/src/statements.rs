@@ -15,8 +15,8 @@ use teamster_store::codec::{
     self, AgentRow, SessionAgentColumns, SessionRow, TurnColumns, TurnRow, clamp_i64, lease_millis, to_json, to_u64,
 };
 use teamster_store::{
-    AgentRecord, ContentEvent, ContentQuery, Error, ExpiredLease, Result, SessionAgentRecord, SessionQuery,
-    SessionRecord, StreamEvent, TurnLease, TurnRecord,
+    AgentRecord, ContentEvent, ContentQuery, Error, ExpiredLease, QueueKind, QueuedMessage, Result, SessionAgentRecord,
+    SessionQuery, SessionRecord, StreamEvent, TurnLease, TurnRecord,
 };
 
 use crate::columns::{AGENT_COLUMNS, SESSION_COLUMNS, TURN_COLUMNS};
@@ -411,6 +411,78 @@ where
 
     /// Runs a `DELETE ... RETURNING` of at most one row keyed by `$1`; returns whether it
     /// deleted one.
+    // Queued messages.
+
+    /// Queues a message unless `max` of its kind are queued in its session already.
+    pub async fn queue_message<'c>(
+        &self,
+        executor: impl Executor<'c, Database = DB>,
+        message: &QueuedMessage,
+        max: u32,
+    ) -> Result<bool> {
+        let content = to_json(&message.content, "queued message content")?;
+        let created_by = to_json(&message.created_by, "queued message created_by")?;
+        let inserted: Option<(String,)> = sqlx::query_as(
+            "INSERT INTO queued_messages (session_id, id, kind, content, created_by, created_at) \
+             SELECT $1, $2, $3, $4, $5, $6 \
+             WHERE (SELECT count(*) FROM queued_messages WHERE session_id = $1 AND kind = $3) < $7 \
+             RETURNING id",
+        )
+        .bind(message.session_id.as_str())
+        .bind(message.id.as_str())
+        .bind(message.kind.as_str())
+        .bind(content)
+        .bind(created_by)
+        .bind(message.created_at.as_str())
+        .bind(i64::from(max))
+        .fetch_optional(executor)
+        .await
+        .map_err(error::on("session"))?;
+        Ok(inserted.is_some())
+    }
+
+    /// A session's queued messages of `kind`, oldest first.
+    pub async fn queued_messages<'c>(
+        &self,
+        executor: impl Executor<'c, Database = DB>,
+        session_id: &str,
+        kind: QueueKind,
+    ) -> Result<Vec<QueuedMessage>> {
+        let rows: Vec<(String, String, String, String)> = sqlx::query_as(
+            "SELECT id, content, created_by, created_at FROM queued_messages \
+             WHERE session_id = $1 AND kind = $2 ORDER BY created_at, id",
+        )
+        .bind(session_id)
+        .bind(kind.as_str())
+        .fetch_all(executor)
+        .await
+        .map_err(error::backend)?;
+        rows.into_iter()
+            .map(|(id, content, created_by, created_at)| {
+                Ok(QueuedMessage {
+                    session_id: session_id.to_owned(),
+                    id,
+                    kind,
+                    content: codec::from_json(&content, "queued message content")?,
+                    created_by: codec::from_json(&created_by, "queued message created_by")?,
+                    created_at,
+                })
+            })
+            .collect()
+    }
+
+    /// Removes a queued message; whether it was there.
+    pub async fn remove_queued<'c>(&self, executor: impl Executor<'c, Database = DB>, session_id: &str, id: &str) -> Result<bool> {
+        let removed: Option<(String,)> =
+            sqlx::query_as("DELETE FROM queued_messages WHERE session_id = $1 AND id = $2 RETURNING id")
+                .bind(session_id)
+                .bind(id)
+                .fetch_optional(executor)
+                .await
+                .map_err(error::backend)?;
+        Ok(removed.is_some())
+    }
+
     async fn delete_where<'c>(&self, executor: impl Executor<'c, Database = DB>, sql: &str, key: &str) -> Result<bool> {
         let deleted: Option<(String,)> =
             sqlx::query_as(sql).bind(key).fetch_optional(executor).await.map_err(error::backend)?;

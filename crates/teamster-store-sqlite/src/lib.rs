@@ -32,7 +32,7 @@ use teamster_store::{
     SessionRecord, StreamEvent, TurnRecord,
 };
 use teamster_store::{AgentStore, CoordinationStore, EventLog, SessionStore, SettingsStore};
-use teamster_store::{ExpiredLease, TurnLease};
+use teamster_store::{ExpiredLease, QueueKind, QueuedMessage, TurnLease};
 use teamster_store_sql::{Sql, error};
 
 use crate::connections::Connections;
@@ -221,6 +221,18 @@ impl SessionStore for SqliteStore {
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>> {
         SQL.list_sessions(&mut *self.connections.read().await?, query).await
+    }
+
+    async fn queue_message(&self, message: &QueuedMessage, max: u32) -> Result<bool> {
+        SQL.queue_message(self.connections.write().await?.connection()?, message, max).await
+    }
+
+    async fn queued_messages(&self, session_id: &str, kind: QueueKind) -> Result<Vec<QueuedMessage>> {
+        SQL.queued_messages(&mut *self.connections.read().await?, session_id, kind).await
+    }
+
+    async fn remove_queued(&self, session_id: &str, id: &str) -> Result<bool> {
+        SQL.remove_queued(self.connections.write().await?.connection()?, session_id, id).await
     }
 
     async fn put_file(&self, file: &SessionFile) -> Result<()> {

@@ -34,7 +34,7 @@ use crate::{
     AgentRecord, Change, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord,
     SessionFile, SessionOrder, SessionQuery, SessionRecord, Store, StreamEvent, TurnRecord,
 };
-use crate::{ExpiredLease, TurnLease};
+use crate::{ExpiredLease, QueueKind, QueuedMessage, TurnLease};
 
 /// Expands to one `#[tokio::test]` per conformance check, each on a fresh store.
 ///
@@ -67,6 +67,7 @@ macro_rules! conformance_tests {
             session_update_replaces_mutable_fields_only,
             session_delete_cascades_to_turns_and_events,
             session_files_are_stored_once_and_go_with_their_session,
+            queued_messages_keep_their_order_bound_and_session,
             list_sessions_filters,
             list_sessions_orders,
             list_sessions_keyset_pages_visit_every_session_once,
@@ -378,6 +379,52 @@ pub async fn session_files_are_stored_once_and_go_with_their_session(store: Arc<
     assert!(store.delete_session("ses_a").await.expect("delete_session"));
     expect_not_found(store.get_file("ses_a", "d1").await, "get_file of a deleted session");
     assert_eq!(store.get_file("ses_b", "d1").await.expect("get_file"), other);
+}
+
+/// Queued messages read back in order per kind, stop at the bound, are removed exactly once,
+/// need their session and go with it.
+pub async fn queued_messages_keep_their_order_bound_and_session(store: Arc<dyn Store>) {
+    create_draft_sessions(&store, &["ses_a", "ses_b"]).await;
+    let message = |session: &str, id: &str, kind: QueueKind, at_ms: u32| QueuedMessage {
+        session_id: session.to_owned(),
+        id: id.to_owned(),
+        kind,
+        content: serde_json::from_value(json!([{"type": "text", "text": format!("message {id} ✍️")}])).expect("content"),
+        created_by: subject("alice"),
+        created_at: at(at_ms),
+    };
+    let queued = [
+        message("ses_a", "q_2", QueueKind::FollowUp, 10),
+        message("ses_a", "q_1", QueueKind::FollowUp, 10),
+        message("ses_a", "q_0", QueueKind::FollowUp, 20),
+        message("ses_a", "s_1", QueueKind::Steer, 5),
+        message("ses_b", "q_9", QueueKind::FollowUp, 1),
+    ];
+    for item in &queued {
+        assert!(store.queue_message(item, 3).await.expect("queue_message"), "queued {}", item.id);
+    }
+    let ids = |messages: Vec<QueuedMessage>| messages.into_iter().map(|message| message.id).collect::<Vec<_>>();
+    let follow_ups = store.queued_messages("ses_a", QueueKind::FollowUp).await.expect("queued_messages");
+    assert_eq!(follow_ups[0], queued[1], "read back whole");
+    assert_eq!(ids(follow_ups), ["q_1", "q_2", "q_0"], "oldest first, ties by id");
+    assert_eq!(ids(store.queued_messages("ses_a", QueueKind::Steer).await.expect("queued_messages")), ["s_1"]);
+
+    // The bound is per session and kind.
+    let over = message("ses_a", "q_3", QueueKind::FollowUp, 30);
+    assert!(!store.queue_message(&over, 3).await.expect("queue_message"), "a fourth follow-up is over the bound");
+    assert!(store.queue_message(&message("ses_a", "s_2", QueueKind::Steer, 30), 3).await.expect("queue_message"));
+    expect_conflict(store.queue_message(&queued[0], 10).await, "queue_message with a taken id");
+    expect_not_found(store.queue_message(&message("ses_missing", "q_x", QueueKind::Steer, 1), 3).await, "queue_message in an unknown session");
+
+    assert!(store.remove_queued("ses_a", "q_1").await.expect("remove_queued"));
+    assert!(!store.remove_queued("ses_a", "q_1").await.expect("remove_queued"), "removed once");
+    assert!(!store.remove_queued("ses_b", "q_2").await.expect("remove_queued"), "scoped to its session");
+    assert!(store.queue_message(&over, 3).await.expect("queue_message"), "room again");
+    assert_eq!(ids(store.queued_messages("ses_a", QueueKind::FollowUp).await.expect("queued_messages")), ["q_2", "q_0", "q_3"]);
+
+    assert!(store.delete_session("ses_a").await.expect("delete_session"));
+    assert!(store.queued_messages("ses_a", QueueKind::FollowUp).await.expect("queued_messages").is_empty());
+    assert_eq!(ids(store.queued_messages("ses_b", QueueKind::FollowUp).await.expect("queued_messages")), ["q_9"]);
 }
 
 pub async fn session_delete_cascades_to_turns_and_events(store: Arc<dyn Store>) {

@@ -99,6 +99,17 @@ pub trait SessionStore: Send + Sync {
 
     /// A file of a session by digest; `NotFound` if the session has none with that digest.
     async fn get_file(&self, session_id: &str, digest: &str) -> Result<SessionFile>;
+
+    /// Queues a message for its session unless `max` of its kind are queued there already
+    /// (`Ok(false)`). `NotFound` for an unknown session. Deleted with its session.
+    async fn queue_message(&self, message: &QueuedMessage, max: u32) -> Result<bool>;
+
+    /// The session's queued messages of `kind`, oldest first (ties by id).
+    async fn queued_messages(&self, session_id: &str, kind: QueueKind) -> Result<Vec<QueuedMessage>>;
+
+    /// Removes a queued message; `Ok(false)` if it is not queued (used or removed meanwhile),
+    /// so of several callers exactly one removes it.
+    async fn remove_queued(&self, session_id: &str, id: &str) -> Result<bool>;
 }
 
 /// Turns and their event logs: the stream (every event, as sent) and the content (the folded,

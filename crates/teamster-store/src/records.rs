@@ -162,3 +162,32 @@ pub struct SessionFile {
     pub data: Vec<u8>,
     pub created_at: String,
 }
+
+/// What a queued message of a session is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueKind {
+    /// Starts the session's next turn once the running one ends.
+    FollowUp,
+    /// Joins the running turn at its next model step.
+    Steer,
+}
+
+impl QueueKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueKind::FollowUp => "follow_up",
+            QueueKind::Steer => "steer",
+        }
+    }
+}
+
+/// A message a client queued for a session: kept until it is used or removed, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueuedMessage {
+    pub session_id: String,
+    pub id: String,
+    pub kind: QueueKind,
+    pub content: teamster_protocol::UserContent,
+    pub created_by: Subject,
+    pub created_at: String,
+}

@@ -155,7 +155,7 @@ impl Runtime {
     /// Starts a turn after the session's last one. The turn runs whether or not its events are
     /// read; dropping them and calling [`Runtime::subscribe`] later picks up where wanted.
     pub async fn start_turn(&self, session_id: &str, input: Vec<TurnInput>) -> Result<StartedTurn, RuntimeError> {
-        let request = CreateTurn { input, previous_turn_id: None };
+        let request = CreateTurn { input, previous_turn_id: None, at_tip: false };
         let (turn, log) = self.service.create_turn(&self.caller, session_id, request).await?;
         let events = TurnEvents::new(self.service.follow(log, 0));
         Ok(StartedTurn { turn, events })

@@ -19,7 +19,7 @@ use crate::sse::sse_response;
 /// begun, failures arrive as `turn.done` with status `error`.
 pub async fn create_turn(state: &AppState, session_id: &str, body: CreateTurnRequest, stream_by_default: bool) -> ApiResult<Response> {
     let caller = Caller::local();
-    let request = CreateTurn { input: body.input.unwrap_or_default(), previous_turn_id: body.previous_turn_id };
+    let request = CreateTurn { input: body.input.unwrap_or_default(), previous_turn_id: body.previous_turn_id, at_tip: false };
     let (turn, log) = state.service.create_turn(&caller, session_id, request).await?;
     if body.stream.unwrap_or(stream_by_default) {
         Ok(sse_response(state.service.follow(log, 0), state.config.heartbeat, state.shutdown.clone()))

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use teamster_protocol::api::{CreateSessionRequest, Data, Empty, Page, SessionEventItem, UpdateSessionRequest};
-use teamster_protocol::control::{Grant, Plan, TaskList};
+use teamster_protocol::control::{Grant, Plan, QueueMessageRequest, QueuedMessage, TaskList};
 use teamster_protocol::session::Session;
 use teamster_service::{Caller, SessionListQuery, SessionOrder, SessionUpdate};
 
@@ -24,6 +24,8 @@ pub fn routes() -> Router<AppState> {
         .route("/sessions/{session_id}/tasks", get(tasks))
         .route("/sessions/{session_id}/plans", get(plans))
         .route("/sessions/{session_id}/grants", get(grants))
+        .route("/sessions/{session_id}/follow-ups", get(follow_ups).post(queue_follow_up))
+        .route("/sessions/{session_id}/follow-ups/{follow_up_id}", delete(cancel_follow_up))
         .route("/sessions/{session_id}/grants/{grant_id}", delete(revoke_grant))
 }
 
@@ -92,6 +94,29 @@ async fn grants(State(state): State<AppState>, Path(session_id): Path<String>) -
 
 async fn revoke_grant(State(state): State<AppState>, Path((session_id, grant_id)): Path<(String, String)>) -> ApiResult<StatusCode> {
     state.service.catalog().revoke_grant(&Caller::local(), &session_id, &grant_id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Queues a message that starts the session's next turn once the running one ends (at once
+/// when none runs).
+async fn queue_follow_up(
+    State(state): State<AppState>,
+    Path(session_id): Path<String>,
+    JsonBody(body): JsonBody<QueueMessageRequest>,
+) -> ApiResult<(StatusCode, Json<Data<QueuedMessage>>)> {
+    let queued = state.service.queue_follow_up(&Caller::local(), &session_id, body.content).await?;
+    Ok((StatusCode::CREATED, Json(Data { data: queued })))
+}
+
+async fn follow_ups(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Data<Vec<QueuedMessage>>>> {
+    Ok(Json(Data { data: state.service.follow_ups(&Caller::local(), &session_id).await? }))
+}
+
+async fn cancel_follow_up(
+    State(state): State<AppState>,
+    Path((session_id, follow_up_id)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    state.service.cancel_follow_up(&Caller::local(), &session_id, &follow_up_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

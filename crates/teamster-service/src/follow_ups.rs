@@ -1,0 +1,187 @@
+//! Follow-ups: messages a client queues while a turn runs, each starting the session's next
+//! turn once the one before it has ended, in order. They live in the store, so any replica may
+//! queue, list or cancel them and any replica may start them: whoever queued one watches the
+//! session until its queue is empty (one watcher per session and process), and a follow-up
+//! posted while no turn runs starts one at once. A turn that ends waiting for the user
+//! (approvals, answers, authorization) holds the queue until a turn ends without waiting.
+
+use std::collections::HashSet;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use teamster_protocol::control::QueuedMessage as FollowUp;
+use teamster_protocol::{TurnInput, TurnState, UserContent, ids, timestamp};
+use teamster_store::{QueueKind, QueuedMessage};
+
+use crate::error::{Result, ServiceError};
+use crate::{Caller, CreateTurn, Service};
+
+/// The most follow-ups a session keeps queued.
+pub const MAX_FOLLOW_UPS: u32 = 16;
+/// How long a watcher waits for a turn running elsewhere before it looks again.
+const REMOTE_WAIT: Duration = Duration::from_secs(30);
+/// The most steps (waits and starts) of one watch; the next follow-up posted starts another.
+const MAX_STEPS: usize = 256;
+
+/// The sessions this process watches for follow-ups.
+#[derive(Default)]
+pub(crate) struct Watched(Mutex<HashSet<String>>);
+
+impl Watched {
+    /// Adds a session; `false` if it was watched already.
+    fn insert(&self, session_id: &str) -> bool {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).insert(session_id.to_owned())
+    }
+
+    fn remove(&self, session_id: &str) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).remove(session_id);
+    }
+}
+
+fn view(message: QueuedMessage) -> FollowUp {
+    FollowUp { id: message.id, content: message.content, created_at: message.created_at, turn_id: None }
+}
+
+/// What the session's last turn allows.
+enum Tip {
+    /// This turn runs; follow-ups wait for it.
+    Running(String),
+    /// The last turn waits for the user: follow-ups wait for the turn that answers it.
+    WaitingForUser,
+    /// Nothing runs: the next follow-up may start, after this turn (none for a new session).
+    Idle(Option<String>),
+}
+
+impl Service {
+    /// Queues a follow-up; with no turn running it starts one at once (its id in `turn_id`).
+    /// 429 when the queue is full.
+    pub async fn queue_follow_up(&self, caller: &Caller, session_id: &str, content: UserContent) -> Result<FollowUp> {
+        crate::turns::validate_input(&[TurnInput::Message { content: content.clone() }])?;
+        self.catalog().owned_session(caller, session_id).await?;
+        let message = QueuedMessage {
+            session_id: session_id.to_owned(),
+            id: ids::new_id("fup"),
+            kind: QueueKind::FollowUp,
+            content,
+            created_by: caller.subject.clone(),
+            created_at: timestamp::now(),
+        };
+        if !self.store().queue_message(&message, MAX_FOLLOW_UPS).await? {
+            return Err(ServiceError::TooMany(format!(
+                "this session has {MAX_FOLLOW_UPS} follow-ups queued already; wait for them or cancel one"
+            )));
+        }
+        let mut queued = view(message);
+        match self.start_next_follow_up(session_id).await {
+            Ok(Some((id, turn_id))) if id == queued.id => queued.turn_id = Some(turn_id),
+            Ok(_) | Err(ServiceError::Conflict { .. }) => {}
+            Err(error) => return Err(error),
+        }
+        self.watch_follow_ups(session_id);
+        Ok(queued)
+    }
+
+    /// The session's queued follow-ups, in the order they will run.
+    pub async fn follow_ups(&self, caller: &Caller, session_id: &str) -> Result<Vec<FollowUp>> {
+        self.catalog().owned_session(caller, session_id).await?;
+        Ok(self.store().queued_messages(session_id, QueueKind::FollowUp).await?.into_iter().map(view).collect())
+    }
+
+    /// Cancels a queued follow-up (404 once it started or was cancelled).
+    pub async fn cancel_follow_up(&self, caller: &Caller, session_id: &str, id: &str) -> Result<()> {
+        self.catalog().owned_session(caller, session_id).await?;
+        match self.store().remove_queued(session_id, id).await? {
+            true => Ok(()),
+            false => Err(ServiceError::NotFound(format!(
+                "follow-up {:?} is not queued in this session",
+                id.chars().take(64).collect::<String>()
+            ))),
+        }
+    }
+
+    /// Makes sure this process watches the session until its follow-ups are used up.
+    pub(crate) fn watch_follow_ups(&self, session_id: &str) {
+        if !self.follow_up_watchers().insert(session_id) {
+            return;
+        }
+        let service = self.clone();
+        let session_id = session_id.to_owned();
+        tokio::spawn(async move {
+            for _ in 0..MAX_STEPS {
+                match service.follow_up_step(&session_id).await {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(error) => {
+                        tracing::warn!(session = %session_id, %error, "a follow-up could not start");
+                        break;
+                    }
+                }
+            }
+            service.follow_up_watchers().remove(&session_id);
+        });
+    }
+
+    /// One step of a watch: waits while a turn runs, else starts the next follow-up. `Ok(true)`
+    /// when the watch goes on, `Ok(false)` when it is over.
+    async fn follow_up_step(&self, session_id: &str) -> Result<bool> {
+        match self.tip(session_id).await? {
+            Tip::Running(turn_id) => {
+                match self.runtime().running_in_session(session_id) {
+                    Some(log) if *log.turn_id == *turn_id => log.wait_finished().await,
+                    _ => {
+                        self.runtime().wait_stored_end(session_id, &turn_id, REMOTE_WAIT).await?;
+                    }
+                }
+                Ok(true)
+            }
+            Tip::WaitingForUser => Ok(false),
+            Tip::Idle(_) => match self.start_next_follow_up(session_id).await {
+                Ok(started) => Ok(started.is_some()),
+                // Another turn started meanwhile: wait for it instead.
+                Err(ServiceError::Conflict { .. }) => Ok(true),
+                Err(error) => Err(error),
+            },
+        }
+    }
+
+    /// What the session's last turn allows now.
+    async fn tip(&self, session_id: &str) -> Result<Tip> {
+        let session = self.store().get_session(session_id).await?;
+        if let Some(log) = self.runtime().running_in_session(session_id) {
+            return Ok(Tip::Running(log.turn_id.to_string()));
+        }
+        let Some(last) = session.last_turn_id else { return Ok(Tip::Idle(None)) };
+        Ok(match self.turn_record(session_id, &last).await?.state {
+            TurnState::Running => Tip::Running(last),
+            TurnState::Done { required_actions, .. } if !required_actions.is_empty() => Tip::WaitingForUser,
+            _ => Tip::Idle(Some(last)),
+        })
+    }
+
+    /// Starts the oldest follow-up if no turn runs and none waits for the user; returns its
+    /// id and its turn's. The follow-up is removed before its turn is created (so two
+    /// replicas never both start it) and queued again, in its place, if the turn is refused.
+    async fn start_next_follow_up(&self, session_id: &str) -> Result<Option<(String, String)>> {
+        let Tip::Idle(last) = self.tip(session_id).await? else { return Ok(None) };
+        let queue = self.store().queued_messages(session_id, QueueKind::FollowUp).await?;
+        let Some(next) = queue.into_iter().next() else { return Ok(None) };
+        if !self.store().remove_queued(session_id, &next.id).await? {
+            return Err(ServiceError::turn_running("the follow-up was started elsewhere"));
+        }
+        let request = CreateTurn {
+            input: vec![TurnInput::Message { content: next.content.clone() }],
+            previous_turn_id: Some(last.unwrap_or_else(|| "none".to_owned())),
+            at_tip: true,
+        };
+        let caller = Caller { subject: next.created_by.clone() };
+        match self.create_turn(&caller, session_id, request).await {
+            Ok((turn, _)) => Ok(Some((next.id, turn.id))),
+            Err(error) => {
+                if let Err(requeue) = self.store().queue_message(&next, u32::MAX).await {
+                    tracing::warn!(session = %session_id, error = %requeue, "a refused follow-up could not be queued again");
+                }
+                Err(error)
+            }
+        }
+    }
+}
