@@ -65,7 +65,7 @@ pub fn history_from_events<'a>(events: impl IntoIterator<Item = &'a Event>, thre
 }
 
 /// The chat message for a model message, or `None` when it has neither text nor (kept) tool
-/// calls. Reasoning is not sent back to the model.
+/// calls. Its reasoning goes with it, the provider's blocks exactly as they were received.
 pub(crate) fn assistant_message(message: &ModelMessage, with_tool_calls: bool) -> Option<Message> {
     let text = message.text();
     let tool_calls: Vec<AssistantToolCall> = if with_tool_calls {
@@ -85,7 +85,12 @@ pub(crate) fn assistant_message(message: &ModelMessage, with_tool_calls: bool) -
     if text.is_empty() && tool_calls.is_empty() {
         return None;
     }
-    Some(Message::Assistant { content: (!text.is_empty()).then_some(text), reasoning: None, tool_calls })
+    Some(Message::Assistant {
+        content: (!text.is_empty()).then_some(text),
+        reasoning: message.reasoning_content.clone(),
+        thinking: message.thinking_blocks.clone().unwrap_or_default(),
+        tool_calls,
+    })
 }
 
 /// Ensures every assistant tool call is answered right after its message, and drops tool
@@ -163,6 +168,26 @@ mod tests {
                 "tool:c1:one".to_owned(),
                 format!("tool:c2:{NO_RESULT}"),
                 "assistant:partial:".to_owned(),
+            ]
+        );
+    }
+
+    #[test]
+    fn reasoning_and_thinking_blocks_go_back_as_received() {
+        let event: Event = serde_json::from_str(
+            r#"{"type":"model.message","id":"m1","thread_id":"main","created_at":"x","reasoning_content":"hm","thinking_blocks":[{"type":"thinking","thinking":"hm","signature":"EqQB+/="},{"type":"redacted_thinking","data":"c2VjcmV0"}],"tool_calls":[{"id":"c1","type":"function","function":{"name":"t","arguments":"{}"},"tool_info":{"type":"truefoundry-system","name":"t"}}],"finish_reason":"tool_calls"}"#,
+        )
+        .unwrap();
+        let Some(Message::Assistant { reasoning, thinking, .. }) = history_from_events([&event], "main").first().cloned()
+        else {
+            panic!("no assistant message");
+        };
+        assert_eq!(reasoning.as_deref(), Some("hm"));
+        assert_eq!(
+            thinking,
+            vec![
+                teamster_llm::ThinkingBlock::Thinking { thinking: "hm".into(), signature: "EqQB+/=".into() },
+                teamster_llm::ThinkingBlock::RedactedThinking { data: "c2VjcmV0".into() },
             ]
         );
     }

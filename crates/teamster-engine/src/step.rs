@@ -75,6 +75,7 @@ pub(crate) async fn model_step(
             ModelEvent::Reasoning(text) => {
                 delta_pieces(text).map(|piece| ModelMessageDelta { reasoning_content: Some(piece), ..base() }).collect()
             }
+            ModelEvent::Thinking(block) => vec![ModelMessageDelta { thinking_blocks: Some(vec![block]), ..base() }],
             ModelEvent::Refusal(text) => {
                 delta_pieces(text).map(|piece| ModelMessageDelta { refusal: Some(piece), ..base() }).collect()
             }

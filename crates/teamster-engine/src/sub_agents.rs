@@ -240,9 +240,9 @@ mod tests {
     fn a_fork_starts_before_the_spawning_message() {
         let parent = vec![
             Message::user("hi"),
-            Message::Assistant { content: Some("a".into()), reasoning: None, tool_calls: Vec::new() },
+            Message::Assistant { content: Some("a".into()), reasoning: None, thinking: Vec::new(), tool_calls: Vec::new() },
             Message::user("go"),
-            Message::Assistant { content: None, reasoning: None, tool_calls: Vec::new() },
+            Message::Assistant { content: None, reasoning: None, thinking: Vec::new(), tool_calls: Vec::new() },
         ];
         let forked = forked_messages(&parent, "sub task");
         assert_eq!(forked.len(), 4);

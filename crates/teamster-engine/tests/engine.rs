@@ -602,6 +602,7 @@ fn paused_history(gated_name: &str, gated_id: &str) -> Vec<Message> {
         Message::Assistant {
             content: None,
             reasoning: None,
+            thinking: Vec::new(),
             tool_calls: vec![
                 teamster_llm::AssistantToolCall { id: "c1".into(), name: "get_current_datetime".into(), arguments: "{}".into() },
                 teamster_llm::AssistantToolCall { id: gated_id.into(), name: gated_name.into(), arguments: r#"{"env":"prod"}"#.into() },
@@ -1120,6 +1121,7 @@ fn history_with_calls(ids: &[(&str, &str)], answers: &[(&str, &str)]) -> Vec<Mes
         Message::Assistant {
             content: None,
             reasoning: None,
+            thinking: Vec::new(),
             tool_calls: ids
                 .iter()
                 .map(|(id, name)| teamster_llm::AssistantToolCall { id: (*id).into(), name: (*name).into(), arguments: "{}".into() })

@@ -13,6 +13,7 @@ use serde::de::IgnoredAny;
 
 use crate::frames::{Frames, push_json_string, push_u64};
 use crate::plan::{Chat, MIDSTREAM_CHUNKS, MIDSTREAM_MESSAGE, Outcome, Plan, PlanBody, REASONING_CHUNKS, fragments};
+use crate::thoughts::Thought;
 use crate::{Content, FakeState};
 
 /// The signature of every thinking block.
@@ -66,6 +67,17 @@ struct Block {
     kind: String,
     #[serde(default)]
     text: Option<String>,
+    /// A `tool_use`'s id.
+    #[serde(default)]
+    id: Option<String>,
+    /// A `thinking` block's text and signature.
+    #[serde(default)]
+    thinking: Option<String>,
+    #[serde(default)]
+    signature: Option<String>,
+    /// A `redacted_thinking` block's data.
+    #[serde(default)]
+    data: Option<String>,
     /// A `tool_result`'s content: a string or text blocks.
     #[serde(default)]
     content: Option<Content>,
@@ -109,6 +121,28 @@ impl RequestMessage {
                 .collect(),
             None => Vec::new(),
         }
+    }
+
+    /// The reasoning blocks of an assistant message, in order, and the ids of its tool calls;
+    /// `None` for other messages.
+    fn thoughts(&self) -> Option<(Vec<Thought>, Vec<String>)> {
+        if self.role != "assistant" {
+            return None;
+        }
+        let Some(MessageContent::Blocks(blocks)) = &self.content else {
+            return Some((Vec::new(), Vec::new()));
+        };
+        let text = |field: &Option<String>| field.clone().unwrap_or_default();
+        let thoughts = blocks
+            .iter()
+            .filter_map(|block| match block.kind.as_str() {
+                "thinking" => Some(Thought::Signed { thinking: text(&block.thinking), signature: text(&block.signature) }),
+                "redacted_thinking" => Some(Thought::Redacted { data: text(&block.data) }),
+                _ => None,
+            })
+            .collect();
+        let call_ids = blocks.iter().filter(|block| block.kind == "tool_use").map(|block| text(&block.id)).collect();
+        Some((thoughts, call_ids))
     }
 
     fn char_count(&self) -> usize {
@@ -201,6 +235,9 @@ pub(crate) async fn messages(State(state): State<Arc<FakeState>>, body: Bytes) -
     };
     state.record(Bytes::copy_from_slice(&body));
     let request_number = state.next_request_number();
+    if let Err(message) = state.check_thoughts(&request.messages, RequestMessage::thoughts) {
+        return error_response(StatusCode::BAD_REQUEST, &message);
+    }
 
     let last_user_text = request.last_user_text();
     let plan = match crate::plan::decide(&state, &request, &last_user_text) {
@@ -225,12 +262,31 @@ pub(crate) async fn messages(State(state): State<Arc<FakeState>>, body: Bytes) -
     };
     let model = request.model.as_deref().unwrap_or("fake-model");
     let id = format!("msg_fake_{request_number}");
+    let thoughts = answer_thoughts(&plan, request_number);
+    let call_ids = if plan.thinking { plan.call_ids("toolu_") } else { Vec::new() };
+    state.issue_thoughts(&thoughts, &call_ids);
 
     if request.stream.unwrap_or(false) {
-        stream_response(&plan, &id, model, &usage)
+        stream_response(&plan, &thoughts, &id, model, &usage)
     } else {
         plan.wait_whole().await;
-        json_response(&plan, &id, model, &usage)
+        json_response(&plan, &thoughts, &id, model, &usage)
+    }
+}
+
+/// The reasoning blocks of the answer to request `request_number`: a thinking block under
+/// `[reasoning]`; under `[thinking]` one signed for this answer alone, then a redacted block.
+fn answer_thoughts(plan: &Plan<'_>, request_number: u64) -> Vec<Thought> {
+    let thinking = REASONING_CHUNKS.concat();
+    if plan.thinking {
+        vec![
+            Thought::Signed { thinking, signature: format!("EqQB{request_number}/fake+signature==") },
+            Thought::Redacted { data: format!("EmwK{request_number}/fake+redacted==") },
+        ]
+    } else if plan.reasoning {
+        vec![Thought::Signed { thinking, signature: THINKING_SIGNATURE.to_owned() }]
+    } else {
+        Vec::new()
     }
 }
 
@@ -265,17 +321,21 @@ fn stop_reason(plan: &Plan<'_>) -> &'static str {
 }
 
 /// Renders the plan as one `message`.
-fn json_response(plan: &Plan<'_>, id: &str, model: &str, usage: &InputUsage) -> Response {
+fn json_response(plan: &Plan<'_>, thoughts: &[Thought], id: &str, model: &str, usage: &InputUsage) -> Response {
     if let PlanBody::MidstreamError = plan.body {
         let status = StatusCode::from_u16(529).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
         return error_response(status, MIDSTREAM_MESSAGE);
     }
-    let mut content = Vec::new();
-    if plan.reasoning {
-        content.push(serde_json::json!({
-            "type": "thinking", "thinking": REASONING_CHUNKS.concat(), "signature": THINKING_SIGNATURE,
-        }));
-    }
+    let mut content: Vec<serde_json::Value> = thoughts
+        .iter()
+        .filter_map(|thought| match thought {
+            Thought::Signed { thinking, signature } => {
+                Some(serde_json::json!({"type": "thinking", "thinking": thinking, "signature": signature}))
+            }
+            Thought::Redacted { data } => Some(serde_json::json!({"type": "redacted_thinking", "data": data})),
+            Thought::Text(_) => None,
+        })
+        .collect();
     if let Some(text) = plan.text() {
         content.push(serde_json::json!({"type": "text", "text": text}));
     }
@@ -310,7 +370,7 @@ fn json_response(plan: &Plan<'_>, id: &str, model: &str, usage: &InputUsage) -> 
 }
 
 /// Renders the plan as Messages events: in one piece without delay, frame by frame with one.
-fn stream_response(plan: &Plan<'_>, id: &str, model: &str, usage: &InputUsage) -> Response {
+fn stream_response(plan: &Plan<'_>, thoughts: &[Thought], id: &str, model: &str, usage: &InputUsage) -> Response {
     let mut sse = EventWriter { frames: Frames::new(), next_block: 0 };
     sse.event("message_start", |buf| {
         buf.extend_from_slice(br#"{"type":"message_start","message":{"id":"#);
@@ -326,13 +386,26 @@ fn stream_response(plan: &Plan<'_>, id: &str, model: &str, usage: &InputUsage) -
         buf.extend_from_slice(br#","output_tokens":1}}}"#);
     });
     sse.event("ping", |buf| buf.extend_from_slice(br#"{"type":"ping"}"#));
-    if plan.reasoning {
-        let block = sse.start_block(br#"{"type":"thinking","thinking":"","signature":""}"#);
-        for piece in REASONING_CHUNKS {
-            sse.delta(block, "thinking_delta", "thinking", piece);
+    for thought in thoughts {
+        match thought {
+            Thought::Signed { thinking, signature } => {
+                let block = sse.start_block(br#"{"type":"thinking","thinking":"","signature":""}"#);
+                for piece in thinking.split_inclusive(' ') {
+                    sse.delta(block, "thinking_delta", "thinking", piece);
+                }
+                sse.delta(block, "signature_delta", "signature", signature);
+                sse.stop_block(block);
+            }
+            Thought::Redacted { data } => {
+                let mut start = Vec::with_capacity(64);
+                start.extend_from_slice(br#"{"type":"redacted_thinking","data":"#);
+                push_json_string(&mut start, data);
+                start.push(b'}');
+                let block = sse.start_block(&start);
+                sse.stop_block(block);
+            }
+            Thought::Text(_) => {}
         }
-        sse.delta(block, "signature_delta", "signature", THINKING_SIGNATURE);
-        sse.stop_block(block);
     }
     match &plan.body {
         PlanBody::Words(text) => {

@@ -28,7 +28,9 @@
 //! message of its own (adapters merge consecutive user messages into one). Two modifiers combine with any answer: `[delay:MS]` sleeps MS milliseconds before every
 //! frame (before the whole answer when not streaming), and `[reasoning]` sends the reasoning
 //! chunks `Let `, `me `, `think.` before the text (`reasoning_content` deltas, or a thinking
-//! block with a signature). Word by word means the text split after each space (`You `,
+//! block with the signature `fake-signature`). `[thinking]` does the same, but on the Anthropic
+//! endpoint the thinking block's signature is new for each answer and a `redacted_thinking`
+//! block (new data each time) follows it. Word by word means the text split after each space (`You `,
 //! `said: `, ...), so the chunks concatenate to the exact text. Tool arguments are the JSON
 //! written in the directive, verbatim (or everything up to the next `]` when it is not valid
 //! JSON; `{}` when absent), streamed as a header (id and name, empty arguments) followed by up
@@ -49,6 +51,13 @@
 //! afterwards as `cache_read_input_tokens`, and `input_tokens` is the rest of the prompt. The
 //! server remembers the last [`MAX_REMEMBERED`] prefixes.
 //!
+//! Reasoning sent back is checked as providers check it: on the Anthropic endpoint, every
+//! `thinking` block of a request must carry a signature the server issued, for the same text, and
+//! every `redacted_thinking` block data it issued; on both endpoints, an assistant message with a
+//! tool call made under `[thinking]` must carry back exactly the reasoning of that answer (its
+//! blocks, in order, or its `reasoning_content`). Otherwise the answer is a 400
+//! (`invalid_request_error`) naming the message, as `messages.N: ...`.
+//!
 //! Every well-formed request body, to either endpoint, is recorded: `GET /requests` returns them
 //! as a JSON array, most recent last, at most [`MAX_RECORDED_REQUESTS`]; `DELETE /requests`
 //! forgets them. `GET /healthz` answers 200. The server is the floor the benchmarks compare
@@ -59,6 +68,7 @@ mod anthropic;
 mod frames;
 mod openai;
 mod plan;
+mod thoughts;
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -94,6 +104,8 @@ struct FakeState {
     flaky_failures: Mutex<BoundedMap<String, u64>>,
     /// The hashes of the prompt prefixes the Anthropic endpoint has cached.
     cached_prefixes: Mutex<BoundedMap<u64, ()>>,
+    /// The reasoning sent, to check what requests carry back.
+    thoughts: Mutex<thoughts::Ledger>,
 }
 
 /// The fake server's routes, with fresh state.
@@ -226,6 +238,28 @@ impl FakeState {
         }
         counts.insert(text.to_owned(), failed + 1);
         true
+    }
+
+    /// Remembers the reasoning of an answer that calls `call_ids` (see [`thoughts::Ledger::issue`]).
+    fn issue_thoughts(&self, thoughts: &[thoughts::Thought], call_ids: &[String]) {
+        self.thoughts.lock().unwrap_or_else(PoisonError::into_inner).issue(thoughts, call_ids);
+    }
+
+    /// Checks the reasoning each assistant message of a request carries back, `thoughts_of`
+    /// giving a message's reasoning and tool call ids (`None` for other messages); the error
+    /// names the message by its index.
+    fn check_thoughts<M>(
+        &self,
+        messages: &[M],
+        thoughts_of: impl Fn(&M) -> Option<(Vec<thoughts::Thought>, Vec<String>)>,
+    ) -> Result<(), String> {
+        let ledger = self.thoughts.lock().unwrap_or_else(PoisonError::into_inner);
+        for (index, message) in messages.iter().enumerate() {
+            if let Some((returned, call_ids)) = thoughts_of(message) {
+                ledger.check(&returned, &call_ids).map_err(|error| format!("messages.{index}: {error}"))?;
+            }
+        }
+        Ok(())
     }
 
     /// Remembers a cached prefix; returns whether it was already cached.

@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use crate::frames::{Frames, push_json_string, push_u64};
 use crate::plan::{Chat, MIDSTREAM_CHUNKS, MIDSTREAM_MESSAGE, Outcome, Plan, PlanBody, REASONING_CHUNKS, fragments};
+use crate::thoughts::Thought;
 use crate::{Content, FakeState};
 
 /// The error event `[midstream-error]` ends with.
@@ -43,11 +44,33 @@ struct RequestMessage {
     role: String,
     #[serde(default)]
     content: Option<Content>,
+    /// An assistant message's reasoning, sent back.
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<RequestToolCall>,
+}
+
+/// An assistant message's tool call; only its id matters here.
+#[derive(Deserialize)]
+struct RequestToolCall {
+    #[serde(default)]
+    id: String,
 }
 
 impl RequestMessage {
     fn text(&self) -> String {
         self.content.as_ref().map(Content::text).unwrap_or_default()
+    }
+
+    /// The reasoning an assistant message carries back, and the ids of its tool calls; `None` for
+    /// other messages.
+    fn thoughts(&self) -> Option<(Vec<Thought>, Vec<String>)> {
+        if self.role != "assistant" {
+            return None;
+        }
+        let reasoning = self.reasoning_content.iter().filter(|text| !text.is_empty()).cloned().map(Thought::Text);
+        Some((reasoning.collect(), self.tool_calls.iter().map(|call| call.id.clone()).collect()))
     }
 }
 
@@ -88,6 +111,9 @@ pub(crate) async fn chat_completions(State(state): State<Arc<FakeState>>, body: 
     };
     state.record(Bytes::copy_from_slice(&body));
     let request_number = state.next_request_number();
+    if let Err(message) = state.check_thoughts(&request.messages, RequestMessage::thoughts) {
+        return error_response(StatusCode::BAD_REQUEST, &message, "invalid_request_error");
+    }
 
     let last_user_text = request.last_user_text();
     let plan = match crate::plan::decide(&state, &request, &last_user_text) {
@@ -107,6 +133,9 @@ pub(crate) async fn chat_completions(State(state): State<Arc<FakeState>>, body: 
     let model = request.model.as_deref().unwrap_or("fake-model");
     let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let id = format!("chatcmpl-fake-{request_number}");
+    if plan.thinking {
+        state.issue_thoughts(&[Thought::Text(REASONING_CHUNKS.concat())], &plan.call_ids("call_"));
+    }
 
     if request.stream.unwrap_or(false) {
         let include_usage = request.stream_options.and_then(|options| options.include_usage).unwrap_or(false);

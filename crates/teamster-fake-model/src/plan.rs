@@ -65,6 +65,8 @@ pub(crate) enum Outcome<'a> {
 /// What the model answers, before it is rendered as a stream or as one JSON.
 pub(crate) struct Plan<'a> {
     pub(crate) reasoning: bool,
+    /// `[thinking]`: the reasoning is signed anew per answer, and must come back with its calls.
+    pub(crate) thinking: bool,
     pub(crate) body: PlanBody<'a>,
     pub(crate) delay: Option<Duration>,
 }
@@ -115,7 +117,12 @@ pub(crate) fn decide<'a>(state: &FakeState, chat: &impl Chat, text: &'a str) -> 
     } else {
         PlanBody::Words(format!("You said: {text}"))
     };
-    Outcome::Answer(Plan { reasoning: directives.reasoning, body, delay: directives.delay })
+    Outcome::Answer(Plan {
+        reasoning: directives.reasoning || directives.thinking,
+        thinking: directives.thinking,
+        body,
+        delay: directives.delay,
+    })
 }
 
 impl Plan<'_> {
@@ -131,6 +138,14 @@ impl Plan<'_> {
             PlanBody::MidstreamError => MIDSTREAM_CHUNKS.len() as u64,
         };
         reasoning + body
+    }
+
+    /// The ids of the calls the answer makes, `prefix` and each call's number.
+    pub(crate) fn call_ids(&self, prefix: &str) -> Vec<String> {
+        match &self.body {
+            PlanBody::ToolCalls(calls) => calls.iter().map(|(number, _, _)| format!("{prefix}{number}")).collect(),
+            _ => Vec::new(),
+        }
     }
 
     pub(crate) fn calls_tools(&self) -> bool {
@@ -180,6 +195,7 @@ struct Directives<'a> {
     tokens: Option<u64>,
     delay: Option<Duration>,
     reasoning: bool,
+    thinking: bool,
     history: bool,
     error: Option<u16>,
     /// `(failures, status)` of `[flaky:N:STATUS]`.
@@ -211,10 +227,11 @@ impl<'a> Directives<'a> {
             self.tools.push((name, arguments));
             return Some("tool:".len() + used);
         }
-        for flag in ["reasoning]", "history]", "midstream-error]"] {
+        for flag in ["reasoning]", "thinking]", "history]", "midstream-error]"] {
             if inner.starts_with(flag) {
                 match flag {
                     "reasoning]" => self.reasoning = true,
+                    "thinking]" => self.thinking = true,
                     "history]" => self.history = true,
                     _ => self.midstream_error = true,
                 }
@@ -286,7 +303,7 @@ mod tests {
     #[test]
     fn directives_parse_with_json_arguments_and_ignore_strangers() {
         let text = r#"please [tool:get_weather {"city": "Pa]ris", "n": [1, 2]}] and [tool:now] [tool:bad not json]
-            [tokens:50] [delay:20] [reasoning] [history] [error:429] [flaky:2:529] [midstream-error] [unknown]
+            [tokens:50] [delay:20] [reasoning] [thinking] [history] [error:429] [flaky:2:529] [midstream-error] [unknown]
             [tokens:x] [flaky:3] [json: {"a": [1, "]"]} ] [json:nope]"#;
         let directives = Directives::parse(text);
         assert_eq!(
@@ -296,6 +313,7 @@ mod tests {
                 tokens: Some(50),
                 delay: Some(Duration::from_millis(20)),
                 reasoning: true,
+                thinking: true,
                 history: true,
                 error: Some(429),
                 flaky: Some((2, 529)),

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use teamster_fake_model::FakeModelServer;
 use teamster_llm::providers::{AnthropicClient, OpenAiClient};
-use teamster_llm::{Error, Message, ModelClient, ModelEvent, ModelRequest, TokenUsage, ToolDefinition};
+use teamster_llm::{
+    AssistantToolCall, Error, Message, ModelClient, ModelEvent, ModelRequest, ThinkingBlock, TokenUsage, ToolDefinition,
+};
 use teamster_protocol::agent::{CacheControl, ModelParams};
 use teamster_protocol::event::FinishReason;
 
@@ -167,7 +169,7 @@ async fn tool_directives_become_parallel_calls_and_tool_results_are_echoed() {
         &server,
         request(vec![
             ask,
-            Message::Assistant { content: None, reasoning: None, tool_calls: vec![] },
+            Message::Assistant { content: None, reasoning: None, thinking: Vec::new(), tool_calls: vec![] },
             Message::Tool { tool_call_id: "call_1".into(), content: "18 degrees".into() },
             Message::Tool { tool_call_id: "call_2".into(), content: "noon".into() },
         ]),
@@ -207,7 +209,7 @@ async fn tokens_reasoning_and_history() {
         &server,
         request(vec![
             user("one"),
-            Message::Assistant { content: Some("ok".into()), reasoning: None, tool_calls: vec![] },
+            Message::Assistant { content: Some("ok".into()), reasoning: None, thinking: Vec::new(), tool_calls: vec![] },
             user("two"),
             user("three [history]"),
         ]),
@@ -387,7 +389,7 @@ async fn messages_directives_through_the_anthropic_adapter() {
         &server,
         request(vec![
             ask,
-            Message::Assistant { content: None, reasoning: None, tool_calls: vec![] },
+            Message::Assistant { content: None, reasoning: None, thinking: Vec::new(), tool_calls: vec![] },
             Message::Tool { tool_call_id: "toolu_1".into(), content: "18 degrees".into() },
             Message::Tool { tool_call_id: "toolu_2".into(), content: "noon".into() },
         ]),
@@ -403,12 +405,81 @@ async fn messages_directives_through_the_anthropic_adapter() {
         &server,
         request(vec![
             user("one"),
-            Message::Assistant { content: Some("ok".into()), reasoning: None, tool_calls: vec![] },
+            Message::Assistant { content: Some("ok".into()), reasoning: None, thinking: Vec::new(), tool_calls: vec![] },
             user("two [history]"),
         ]),
     )
     .await;
     assert_eq!(text_of(&history), "History: one | two [history]");
+}
+
+fn thinking_of(events: &[ModelEvent]) -> Vec<ThinkingBlock> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            ModelEvent::Thinking(block) => Some(block.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The conversation after a tool call answered with `thinking` and `reasoning`.
+fn tool_step(ask: &Message, events: &[ModelEvent], reasoning: Option<&str>, thinking: Vec<ThinkingBlock>) -> ModelRequest {
+    let (id, name, arguments) = tool_calls_of(events).remove(0);
+    request(vec![
+        ask.clone(),
+        Message::Assistant {
+            content: None,
+            reasoning: reasoning.map(str::to_owned),
+            thinking,
+            tool_calls: vec![AssistantToolCall { id: id.clone(), name, arguments }],
+        },
+        Message::Tool { tool_call_id: id, content: "done".into() },
+    ])
+}
+
+fn refusal_of(items: &[Result<ModelEvent, Error>]) -> String {
+    match items {
+        [Err(Error::Provider { status: 400, message })] => message.clone(),
+        other => panic!("expected a 400, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn signed_thinking_must_come_back_byte_for_byte_with_its_tool_call() {
+    let server = FakeModelServer::start().await.unwrap();
+    let ask = user("[thinking] [tool:f]");
+    let first = anthropic_events(&server, request(vec![ask.clone()])).await;
+    let blocks = thinking_of(&first);
+    let [ThinkingBlock::Thinking { thinking, signature }, ThinkingBlock::RedactedThinking { data }] = &blocks[..] else {
+        panic!("a signed thinking block and a redacted one: {blocks:?}");
+    };
+    assert_eq!(thinking, "Let me think.");
+    assert!(signature.contains('+') && signature.contains('/') && data.contains('+'), "{signature} {data}");
+
+    let answered = anthropic_events(&server, tool_step(&ask, &first, None, blocks.clone())).await;
+    assert_eq!(text_of(&answered), "Tool result: done");
+    let again = thinking_of(&answered);
+    assert!(
+        matches!(&again[..], [ThinkingBlock::Thinking { signature: other, .. }, _] if other != signature),
+        "every answer is signed anew: {again:?}"
+    );
+
+    let mut altered = blocks.clone();
+    altered[0] = ThinkingBlock::Thinking { thinking: thinking.clone(), signature: format!("{signature} ") };
+    let refused = collect_anthropic(&server, tool_step(&ask, &first, None, altered)).await;
+    assert_eq!(refusal_of(&refused), "messages.1: Invalid `signature` in `thinking` block");
+    let dropped = collect_anthropic(&server, tool_step(&ask, &first, None, blocks[..1].to_vec())).await;
+    assert!(refusal_of(&dropped).contains("did not come back exactly as it was sent"));
+    let reordered = collect_anthropic(&server, tool_step(&ask, &first, None, blocks.iter().rev().cloned().collect())).await;
+    assert!(refusal_of(&reordered).contains("did not come back exactly as it was sent"));
+
+    // The OpenAI endpoint wants its `reasoning_content` back with the call.
+    let first = events(&server, request(vec![ask.clone()])).await;
+    let answered = events(&server, tool_step(&ask, &first, Some("Let me think."), Vec::new())).await;
+    assert_eq!(text_of(&answered), "Tool result: done");
+    let refused = collect(&server, tool_step(&ask, &first, None, Vec::new())).await;
+    assert!(refusal_of(&refused).starts_with("messages.1: the reasoning of the answer that called call_"));
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! The canonical request and stream events, independent of any provider.
 
 use teamster_protocol::agent::{ModelParams, ResponseFormat};
+pub use teamster_protocol::event::ThinkingBlock;
 use teamster_protocol::event::FinishReason;
 
 /// One chat request to a model.
@@ -20,7 +21,15 @@ pub enum Message {
     System { content: String },
     /// The user's text and the images attached to it (sent natively to the model).
     User { content: String, images: Vec<Image> },
-    Assistant { content: Option<String>, reasoning: Option<String>, tool_calls: Vec<AssistantToolCall> },
+    /// The model's answer: its text, its reasoning as text, and its reasoning blocks exactly as the
+    /// provider sent them (Anthropic's signed `thinking` and `redacted_thinking`), which go
+    /// back to the provider unchanged.
+    Assistant {
+        content: Option<String>,
+        reasoning: Option<String>,
+        thinking: Vec<ThinkingBlock>,
+        tool_calls: Vec<AssistantToolCall>,
+    },
     Tool { tool_call_id: String, content: String },
 }
 
@@ -76,6 +85,8 @@ pub struct ToolDefinition {
 pub enum ModelEvent {
     Text(String),
     Reasoning(String),
+    /// A whole reasoning block, sent once it has ended (its text came before as `Reasoning`).
+    Thinking(ThinkingBlock),
     Refusal(String),
     /// A fragment of the tool call at `index`: `id` and `name` arrive at least once,
     /// `arguments` fragments concatenate.

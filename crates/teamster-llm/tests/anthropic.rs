@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use support::{Body, Reply, pieces, serve_once, split_at, text_of, tool_calls_of};
 use teamster_llm::providers::AnthropicClient;
 use teamster_llm::{
-    AssistantToolCall, Error, Image, Message, ModelClient, ModelEvent, ModelRequest, TokenUsage, ToolDefinition,
+    AssistantToolCall, Error, Image, Message, ModelClient, ThinkingBlock, ModelEvent, ModelRequest, TokenUsage, ToolDefinition,
 };
 use teamster_protocol::agent::{CacheControl, JsonSchemaFormat, ModelParams, ResponseFormat};
 use teamster_protocol::event::FinishReason;
@@ -138,13 +138,20 @@ async fn tool_calls_after_a_text_block_are_numbered_among_themselves() {
 }
 
 #[tokio::test]
-async fn thinking_streams_as_reasoning_before_the_text() {
+async fn thinking_streams_as_reasoning_and_then_as_whole_signed_blocks() {
     let events = events_of(Reply::sse(pieces(&fixture("thinking.sse"), 100))).await;
     assert_eq!(
         events,
         [
             ModelEvent::Reasoning("The user asks 2+2.".into()),
             ModelEvent::Reasoning(" That is 4.".into()),
+            ModelEvent::Thinking(ThinkingBlock::Thinking {
+                thinking: "The user asks 2+2. That is 4.".into(),
+                signature: "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds".into(),
+            }),
+            ModelEvent::Thinking(ThinkingBlock::RedactedThinking {
+                data: "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP".into(),
+            }),
             ModelEvent::Text("2 + 2".into()),
             ModelEvent::Text(" = 4".into()),
             ModelEvent::Finish(FinishReason::Stop),
@@ -268,6 +275,7 @@ async fn the_request_carries_headers_system_grouped_tool_results_cache_marks_and
             Message::Assistant {
                 content: None,
                 reasoning: Some("never sent".into()),
+                thinking: vec![],
                 tool_calls: vec![
                     AssistantToolCall {
                         id: "toolu_1".into(),

@@ -309,7 +309,8 @@ async fn the_request_carries_messages_tools_params_and_stream_options() {
             Message::user("Weather in Paris?"),
             Message::Assistant {
                 content: None,
-                reasoning: Some("never sent".into()),
+                reasoning: Some("Paris first.".into()),
+                thinking: vec![],
                 tool_calls: vec![AssistantToolCall {
                     id: "call_1".into(),
                     name: "get_weather".into(),
@@ -317,7 +318,7 @@ async fn the_request_carries_messages_tools_params_and_stream_options() {
                 }],
             },
             Message::Tool { tool_call_id: "call_1".into(), content: "18°C".into() },
-            Message::Assistant { content: Some("It is 18°C.".into()), reasoning: None, tool_calls: vec![] },
+            Message::Assistant { content: Some("It is 18°C.".into()), reasoning: None, thinking: vec![], tool_calls: vec![] },
             Message::user("Thanks"),
         ],
         tools: vec![ToolDefinition {
@@ -356,7 +357,7 @@ async fn the_request_carries_messages_tools_params_and_stream_options() {
             "messages": [
                 {"role": "system", "content": "You are terse."},
                 {"role": "user", "content": "Weather in Paris?"},
-                {"role": "assistant", "content": null, "tool_calls": [
+                {"role": "assistant", "content": null, "reasoning_content": "Paris first.", "tool_calls": [
                     {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}
                 ]},
                 {"role": "tool", "tool_call_id": "call_1", "content": "18°C"},

@@ -125,6 +125,10 @@ pub struct ModelMessage {
     pub refusal: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// The provider's reasoning blocks exactly as received, signatures included (a Teamster
+    /// extension, absent when there are none): they go back to the provider with the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_blocks: Option<Vec<ThinkingBlock>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -148,6 +152,17 @@ impl ModelMessage {
                 .collect(),
         }
     }
+}
+
+/// A reasoning block of an Anthropic answer, kept whole: a provider checks its signature (or the
+/// redacted data) when the block is sent back, byte for byte.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum ThinkingBlock {
+    #[serde(rename = "thinking")]
+    Thinking { thinking: String, signature: String },
+    #[serde(rename = "redacted_thinking")]
+    RedactedThinking { data: String },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -247,6 +262,9 @@ pub struct ModelMessageDelta {
     pub refusal: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// Complete reasoning blocks, appended in order (the Teamster extension of [`ModelMessage`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_blocks: Option<Vec<ThinkingBlock>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<DeltaToolCall>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -457,8 +475,8 @@ pub(crate) mod tagged {
 
 /// Folds a delta into its message, as the client SDK's `merge_event_delta` does.
 ///
-/// Text fields concatenate, tool calls grow by `index` with arguments concatenated, and
-/// `finish_reason` and `usage` replace. Empty strings change nothing.
+/// Text fields concatenate, tool calls grow by `index` with arguments concatenated, thinking
+/// blocks are appended, and `finish_reason` and `usage` replace. Empty strings change nothing.
 pub fn fold(message: &mut ModelMessage, delta: &ModelMessageDelta) {
     if let Some(text) = delta.content.as_deref().filter(|t| !t.is_empty()) {
         match &mut message.content {
@@ -472,6 +490,9 @@ pub fn fold(message: &mut ModelMessage, delta: &ModelMessageDelta) {
     }
     append(&mut message.refusal, delta.refusal.as_deref());
     append(&mut message.reasoning_content, delta.reasoning_content.as_deref());
+    if let Some(blocks) = delta.thinking_blocks.as_ref().filter(|blocks| !blocks.is_empty()) {
+        message.thinking_blocks.get_or_insert_with(Vec::new).extend(blocks.iter().cloned());
+    }
     for call in delta.tool_calls.iter().flatten() {
         let calls = message.tool_calls.get_or_insert_with(Vec::new);
         let index = call.index as usize;
@@ -534,6 +555,7 @@ mod tests {
             r#"{"type":"turn.done","id":"e2","state":{"status":"cancelled","reason":"client-cancelled","completed_at":"2025-01-01T00:00:00.000Z"},"created_at":"2025-01-01T00:00:00.000Z","thread_id":null}"#,
             r#"{"type":"model.message","id":"m1","thread_id":"main","created_at":"x","content":[{"type":"text","text":"a"},{"type":"refusal","refusal":"no"}],"finish_reason":"stop"}"#,
             r#"{"type":"model.message.delta","id":"m1","thread_id":"main","tool_calls":[{"index":0,"function":{"arguments":"{"}}]}"#,
+            r#"{"type":"model.message","id":"m2","thread_id":"main","created_at":"x","reasoning_content":"hm","thinking_blocks":[{"type":"thinking","thinking":"hm","signature":"EqQB+/="},{"type":"redacted_thinking","data":"c2VjcmV0"}]}"#,
             r#"{"type":"tool.response","id":"r1","thread_id":"main","created_at":"x","tool_call_id":"c1","content":"ok"}"#,
             r#"{"type":"thread.created","id":"th","created_at":"x","thread_id":"t2","title":"research","agent_info":{"type":"dynamic","name":"r","input":"go"},"parent":{"thread_id":"main","tool_call_id":"c1"}}"#,
             r#"{"type":"thread.done","id":"td","created_at":"x","thread_id":"t2","title":"research","state":{"status":"error","error":"boom"}}"#,
@@ -573,6 +595,8 @@ mod tests {
         let mut message = ModelMessage { id: "m".into(), thread_id: "main".into(), ..Default::default() };
         let deltas: Vec<ModelMessageDelta> = serde_json::from_str(
             r#"[{"id":"m","thread_id":"main","content":"Hel","reasoning_content":"think"},
+                {"id":"m","thread_id":"main","thinking_blocks":[{"type":"thinking","thinking":"think","signature":"s1"}]},
+                {"id":"m","thread_id":"main","thinking_blocks":[{"type":"redacted_thinking","data":"d1"}]},
                 {"id":"m","thread_id":"main","content":"lo","tool_calls":[{"index":1,"id":"c2","function":{"name":"b","arguments":"{\"x\""}}]},
                 {"id":"m","thread_id":"main","content":"","tool_calls":[{"index":1,"function":{"arguments":":1}"}},{"index":0,"id":"c1","function":{"name":"a","arguments":"{}"},"tool_info":{"type":"truefoundry-system","name":"a"}}]},
                 {"id":"m","thread_id":"main","finish_reason":"tool_calls","usage":{"input_tokens":3,"output_tokens":2,"input_tokens_breakdown":{"harness":0,"skills":0,"instructions":1,"tool_definitions":0,"messages":2}}}]"#,
@@ -583,6 +607,13 @@ mod tests {
         }
         assert_eq!(message.text(), "Hello");
         assert_eq!(message.reasoning_content.as_deref(), Some("think"));
+        assert_eq!(
+            message.thinking_blocks,
+            Some(vec![
+                ThinkingBlock::Thinking { thinking: "think".into(), signature: "s1".into() },
+                ThinkingBlock::RedactedThinking { data: "d1".into() },
+            ])
+        );
         let calls = message.tool_calls.as_ref().unwrap();
         assert_eq!(calls[0].function.name, "a");
         assert_eq!(calls[1].function.arguments, r#"{"x":1}"#);

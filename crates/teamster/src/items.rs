@@ -194,6 +194,7 @@ pub(crate) fn to_messages(items: &[AgentItem]) -> Result<Vec<Message>, Error> {
                 Ok(Message::Assistant {
                     content: (!text.is_empty()).then_some(text),
                     reasoning: (!reasoning.is_empty()).then_some(reasoning),
+                    thinking: Vec::new(),
                     tool_calls,
                 })
             }

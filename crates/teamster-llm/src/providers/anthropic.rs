@@ -5,7 +5,9 @@
 //! messages alternate between `user` and `assistant` (adjacent messages of one role are merged,
 //! so consecutive tool results travel as one user message of `tool_result` blocks), and the
 //! model parameters map to Anthropic's (`max_tokens` is required, `reasoning_effort` becomes a
-//! thinking budget, `response_format` becomes structured output or an instruction). The
+//! thinking budget, `response_format` becomes structured output or an instruction). Thinking and
+//! redacted thinking blocks are collected whole, signatures included, and sent back first in
+//! their assistant turn exactly as received, as Anthropic requires with tools. The
 //! server-sent events become [`ModelEvent`]s as bytes arrive. The provider's JSON types are
 //! private to this file; the exchange itself (statuses, `Retry-After`, the read loop) is shared
 //! with the other adapters in `providers/http.rs`.
@@ -23,7 +25,9 @@ use teamster_protocol::event::FinishReason;
 use super::http::{
     Decoder, Flow, MAX_ERROR_MESSAGE_BYTES, encode, failed, post, stream_answer, tool_parameters, truncate,
 };
-use crate::{Error, Message, ModelClient, ModelEvent, ModelRequest, ModelStream, TokenUsage, ToolDefinition};
+use crate::{
+    Error, Message, ModelClient, ModelEvent, ModelRequest, ModelStream, ThinkingBlock, TokenUsage, ToolDefinition,
+};
 
 /// The API version every request names.
 const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -134,6 +138,13 @@ struct Block<'a> {
 enum BlockKind<'a> {
     Text {
         text: &'a str,
+    },
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    RedactedThinking {
+        data: &'a str,
     },
     ToolUse {
         id: &'a str,
@@ -318,7 +329,14 @@ fn conversation<'a>(messages: &'a [Message]) -> Vec<MessageJson<'a>> {
                     push(Role::User, BlockKind::Image { source });
                 }
             }
-            Message::Assistant { content, reasoning: _, tool_calls } => {
+            Message::Assistant { content, reasoning: _, thinking, tool_calls } => {
+                // Reasoning goes back only as the signed blocks; its text alone would be refused.
+                for block in thinking {
+                    push(Role::Assistant, match block {
+                        ThinkingBlock::Thinking { thinking, signature } => BlockKind::Thinking { thinking, signature },
+                        ThinkingBlock::RedactedThinking { data } => BlockKind::RedactedThinking { data },
+                    });
+                }
                 if let Some(text) = content.as_deref().filter(|text| !text.is_empty()) {
                     push(Role::Assistant, BlockKind::Text { text });
                 }
@@ -415,8 +433,14 @@ enum ContentJson {
     Thinking {
         #[serde(default)]
         thinking: String,
+        /// Empty in a stream, where it arrives as a `signature_delta`.
+        #[serde(default)]
+        signature: String,
     },
-    /// `redacted_thinking`, server tools and their results: nothing the caller can use.
+    RedactedThinking {
+        data: String,
+    },
+    /// Server tools and their results: nothing the caller can use.
     #[serde(other)]
     Other,
 }
@@ -433,7 +457,10 @@ enum DeltaJson {
     ThinkingDelta {
         thinking: String,
     },
-    /// `signature_delta`, `citations_delta` and whatever Anthropic adds later.
+    SignatureDelta {
+        signature: String,
+    },
+    /// `citations_delta` and whatever Anthropic adds later.
     #[serde(other)]
     Other,
 }
@@ -528,6 +555,8 @@ impl From<ErrorJson> for Error {
 struct MessagesDecoder {
     /// The tool calls so far, in order: their position is their `index`.
     tool_calls: Vec<ToolCallState>,
+    /// The thinking blocks not yet ended, with their content block index.
+    thinking: Vec<(u64, ThinkingBlock)>,
     usage: Option<UsageJson>,
 }
 
@@ -549,7 +578,17 @@ impl Decoder for MessagesDecoder {
             EventJson::ContentBlockStart { index, content_block } => self.take_content(index, content_block, out),
             EventJson::ContentBlockDelta { index, delta } => match delta {
                 DeltaJson::TextDelta { text } => push_text(out, ModelEvent::Text, text),
-                DeltaJson::ThinkingDelta { thinking } => push_text(out, ModelEvent::Reasoning, thinking),
+                DeltaJson::ThinkingDelta { thinking } => {
+                    if let Some(ThinkingBlock::Thinking { thinking: text, .. }) = self.thinking_block(index) {
+                        text.push_str(&thinking);
+                    }
+                    push_text(out, ModelEvent::Reasoning, thinking);
+                }
+                DeltaJson::SignatureDelta { signature } => {
+                    if let Some(ThinkingBlock::Thinking { signature: whole, .. }) = self.thinking_block(index) {
+                        whole.push_str(&signature);
+                    }
+                }
                 DeltaJson::InputJsonDelta { partial_json } => {
                     // Deltas of blocks that are not tool calls (server tools) are not ours.
                     if let Some((position, call)) = self.tool_call(index)
@@ -567,6 +606,7 @@ impl Decoder for MessagesDecoder {
                 DeltaJson::Other => {}
             },
             EventJson::ContentBlockStop { index } => {
+                self.end_thinking(index, out);
                 // A call without arguments still gets a JSON object.
                 if let Some((position, call)) = self.tool_call(index)
                     && !call.has_arguments
@@ -607,6 +647,7 @@ impl Decoder for MessagesDecoder {
                 _ => None,
             };
             self.take_content(block, content, out);
+            self.end_thinking(block, out);
             if let Some(arguments) = arguments
                 && let Some((position, call)) = self.tool_call(block)
             {
@@ -644,13 +685,31 @@ impl MessagesDecoder {
     fn take_content(&mut self, block: u64, content: ContentJson, out: &mut VecDeque<ModelEvent>) {
         match content {
             ContentJson::Text { text } => push_text(out, ModelEvent::Text, text),
-            ContentJson::Thinking { thinking } => push_text(out, ModelEvent::Reasoning, thinking),
+            ContentJson::Thinking { thinking, signature } => {
+                self.thinking.push((block, ThinkingBlock::Thinking { thinking: thinking.clone(), signature }));
+                push_text(out, ModelEvent::Reasoning, thinking);
+            }
+            ContentJson::RedactedThinking { data } => {
+                out.push_back(ModelEvent::Thinking(ThinkingBlock::RedactedThinking { data }));
+            }
             ContentJson::ToolUse { id, name, input: _ } => {
                 let index = self.tool_calls.len() as u32;
                 self.tool_calls.push(ToolCallState { block, has_arguments: false });
                 out.push_back(ModelEvent::ToolCall { index, id: Some(id), name: Some(name), arguments: String::new() });
             }
             ContentJson::Other => {}
+        }
+    }
+
+    /// The thinking block that content block `block` holds while it streams.
+    fn thinking_block(&mut self, block: u64) -> Option<&mut ThinkingBlock> {
+        self.thinking.iter_mut().find(|(index, _)| *index == block).map(|(_, thinking)| thinking)
+    }
+
+    /// Sends the thinking block `block` whole once it has ended.
+    fn end_thinking(&mut self, block: u64, out: &mut VecDeque<ModelEvent>) {
+        if let Some(position) = self.thinking.iter().position(|(index, _)| *index == block) {
+            out.push_back(ModelEvent::Thinking(self.thinking.remove(position).1));
         }
     }
 
@@ -698,7 +757,11 @@ mod tests {
                 Message::user("weather and time?"),
                 Message::Assistant {
                     content: Some("Looking.".into()),
-                    reasoning: Some("not sent".into()),
+                    reasoning: Some("not sent as text".into()),
+                    thinking: vec![
+                        ThinkingBlock::Thinking { thinking: "Paris first.".into(), signature: "EqQB+/9=".into() },
+                        ThinkingBlock::RedactedThinking { data: "c2VjcmV0".into() },
+                    ],
                     tool_calls: vec![
                         AssistantToolCall {
                             id: "t1".into(),
@@ -711,7 +774,7 @@ mod tests {
                 Message::Tool { tool_call_id: "t1".into(), content: "18°C".into() },
                 Message::Tool { tool_call_id: "t2".into(), content: "".into() },
                 Message::user("and tomorrow?"),
-                Message::Assistant { content: Some(String::new()), reasoning: None, tool_calls: vec![] },
+                Message::Assistant { content: Some(String::new()), reasoning: None, thinking: vec![], tool_calls: vec![] },
                 Message::user(""),
                 Message::System { content: "late system".into() },
             ],
@@ -726,6 +789,8 @@ mod tests {
                 "messages": [
                     {"role": "user", "content": [{"type": "text", "text": "weather and time?"}]},
                     {"role": "assistant", "content": [
+                        {"type": "thinking", "thinking": "Paris first.", "signature": "EqQB+/9="},
+                        {"type": "redacted_thinking", "data": "c2VjcmV0"},
                         {"type": "text", "text": "Looking."},
                         {"type": "tool_use", "id": "t1", "name": "weather", "input": {"city": "Paris"}},
                         {"type": "tool_use", "id": "t2", "name": "time", "input": {}},
@@ -864,10 +929,11 @@ mod tests {
                 Message::Assistant {
                     content: None,
                     reasoning: None,
+                    thinking: vec![],
                     tool_calls: vec![AssistantToolCall { id: "t1".into(), name: "f".into(), arguments: "{}".into() }],
                 },
                 Message::Tool { tool_call_id: "t1".into(), content: "done".into() },
-                Message::Assistant { content: Some("ok".into()), reasoning: None, tool_calls: vec![] },
+                Message::Assistant { content: Some("ok".into()), reasoning: None, thinking: vec![], tool_calls: vec![] },
             ],
             tools: vec![
                 ToolDefinition { name: "f".into(), description: "".into(), parameters: serde_json::Value::Null },
@@ -923,6 +989,7 @@ mod tests {
     fn a_non_streamed_message_is_replayed_as_events() {
         let body = br#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[
             {"type":"thinking","thinking":"hmm","signature":"sig"},
+            {"type":"redacted_thinking","data":"opaque"},
             {"type":"text","text":"Calling."},
             {"type":"tool_use","id":"toolu_1","name":"f","input":{"a":1}}
         ],"stop_reason":"tool_use","stop_sequence":null,
@@ -935,6 +1002,8 @@ mod tests {
             Vec::from(out),
             [
                 ModelEvent::Reasoning("hmm".into()),
+                ModelEvent::Thinking(ThinkingBlock::Thinking { thinking: "hmm".into(), signature: "sig".into() }),
+                ModelEvent::Thinking(ThinkingBlock::RedactedThinking { data: "opaque".into() }),
                 ModelEvent::Text("Calling.".into()),
                 ModelEvent::ToolCall {
                     index: 0,

@@ -270,6 +270,7 @@ mod tests {
         request.messages.push(Message::Assistant {
             content: None,
             reasoning: None,
+            thinking: Vec::new(),
             tool_calls: vec![AssistantToolCall {
                 id: "offline_call_1".into(),
                 name: DATETIME_TOOL.into(),

@@ -145,6 +145,10 @@ enum ChatMessage<'a> {
     Assistant {
         /// `null` when the message only calls tools.
         content: Option<&'a str>,
+        /// The reasoning as the provider streamed it, which reasoning models that call tools
+        /// (DeepSeek, Kimi, vLLM's reasoning parsers) expect back.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<&'a str>,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ChatToolCall<'a>>,
     },
@@ -280,12 +284,16 @@ impl<'a> ChatMessage<'a> {
         match message {
             Message::System { content } => ChatMessage::System { content },
             Message::User { content, images } => ChatMessage::User { content: UserContent::new(content, images) },
-            Message::Assistant { content, reasoning: _, tool_calls } => {
+            Message::Assistant { content, reasoning, thinking, tool_calls } => {
                 let content = content.as_deref().filter(|content| !content.is_empty());
                 // An assistant message needs content or tool calls; an empty one gets "".
                 let content = if content.is_none() && tool_calls.is_empty() { Some("") } else { content };
+                // Reasoning that came as Anthropic's signed blocks is for Anthropic alone.
+                let reasoning_content =
+                    reasoning.as_deref().filter(|reasoning| !reasoning.is_empty() && thinking.is_empty());
                 ChatMessage::Assistant {
                     content,
+                    reasoning_content,
                     tool_calls: tool_calls
                         .iter()
                         .map(|call| ChatToolCall {
@@ -603,10 +611,16 @@ mod tests {
                 Message::Assistant {
                     content: Some(String::new()),
                     reasoning: Some("thinking".into()),
+                    thinking: vec![],
                     tool_calls: vec![AssistantToolCall { id: "c1".into(), name: "f".into(), arguments: "".into() }],
                 },
                 Message::Tool { tool_call_id: "c1".into(), content: "42".into() },
-                Message::Assistant { content: None, reasoning: None, tool_calls: vec![] },
+                Message::Assistant {
+                    content: None,
+                    reasoning: Some("signed".into()),
+                    thinking: vec![crate::ThinkingBlock::RedactedThinking { data: "d".into() }],
+                    tool_calls: vec![],
+                },
             ],
             tools: vec![ToolDefinition {
                 name: "f".into(),
@@ -637,7 +651,7 @@ mod tests {
                 "messages": [
                     {"role": "system", "content": "be brief"},
                     {"role": "user", "content": "hi"},
-                    {"role": "assistant", "content": null, "tool_calls": [
+                    {"role": "assistant", "content": null, "reasoning_content": "thinking", "tool_calls": [
                         {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
                     ]},
                     {"role": "tool", "tool_call_id": "c1", "content": "42"},
