@@ -105,6 +105,43 @@ def test_tool_call_round_trip(client, agent, fake):
     assert metrics.total_output_tokens == sum(message.usage.output_tokens for message in messages)
 
 
+def thinking_blocks(message) -> list:
+    """The Teamster extension on a model message: its reasoning blocks as the provider sent them."""
+    return (message.model_extra or {}).get("thinking_blocks") or []
+
+
+def test_thinking_goes_back_as_received_across_a_tool_step_and_turns(client, agent, agents, fake):
+    marker = wire.unique("think")
+    session, prepared = start(client, agent, f"[thinking] [tool:get_current_datetime {{}}] {marker}")
+    assert isinstance(list(prepared.execute())[-1].event.state, TurnStateDone)
+    later = session.prepare_turn(input=[UserMessage(content=f"[thinking] and now? {marker}")])
+    assert isinstance(list(later.execute())[-1].event.state, TurnStateDone)
+    listed = [event for turn in (prepared, later) for event in turn.list_events() if event.type == "model.message"]
+    assert len(listed) == 3 and all(message.reasoning_content == "Let me think." for message in listed)
+    first_step, tool_step, next_turn = fake.requests_mentioning(marker)
+
+    def assistants(request: dict) -> list[dict]:
+        return [message for message in request["messages"] if message["role"] == "assistant"]
+
+    assert assistants(first_step) == []
+    if agent == agents["anthropic"]:
+        # Each answer's signed thinking block and redacted block, recorded whole ...
+        blocks = [thinking_blocks(message) for message in listed]
+        for answer in blocks:
+            assert [block["type"] for block in answer] == ["thinking", "redacted_thinking"]
+            assert answer[0]["thinking"] == "Let me think." and "+" in answer[0]["signature"]
+        assert len({answer[0]["signature"] for answer in blocks}) == 3
+        # ... go back first in their assistant turn, byte for byte: with the tool call, then on
+        # the next turn for both answers of the first (the fake refuses anything else).
+        assert [message["content"][:2] for message in assistants(tool_step)] == blocks[:1]
+        assert [message["content"][:2] for message in assistants(next_turn)] == blocks[:2]
+        assert tool_step["messages"][1]["content"][2]["type"] == "tool_use"
+    else:
+        assert all(thinking_blocks(message) == [] for message in listed)
+        assert [message["reasoning_content"] for message in assistants(tool_step)] == ["Let me think."]
+        assert [message["reasoning_content"] for message in assistants(next_turn)] == ["Let me think."] * 2
+
+
 def test_cancel_keeps_the_partial_message(client, agent):
     session, prepared = start(client, agent, "[tokens:50][delay:100] cancel me")
     items = []
