@@ -289,3 +289,61 @@ def test_follow_up_queue_is_bounded_and_checked(api):
     api.ok(api.post(f"/api/v1/sessions/{sid}/cancel", json={}))
     api.wait_terminal(sid, running["id"])
     assert len(session_turns(api, sid)) == 1, "nothing was left to start"
+
+
+# --------------------------------------------------------------------------------------------
+# Session state
+# --------------------------------------------------------------------------------------------
+
+
+def state_spec() -> dict:
+    return {
+        "model": {"name": "fake/fake-model"},
+        "state_schema": {
+            "type": "object",
+            "properties": {"count": {"type": "integer", "minimum": 0, "default": 0},
+                           "items": {"type": "array", "items": {"type": "string"}}},
+            "required": ["count"],
+        },
+        "config": {"state_tool": {"enabled": True}},
+    }
+
+
+def test_session_state_is_patched_by_clients_and_the_agent_within_its_schema(api):
+    session = api.create_session(spec=state_spec())
+    url, state_url = f"/api/v1/sessions/{session['id']}", f"/api/v1/sessions/{session['id']}/state"
+    assert api.ok(api.get(state_url))["data"] == {"count": 0}, "the schema's defaults"
+    assert api.ok(api.patch(url, json={"state": {"count": 2}}))["data"]["state"] == {"count": 2}
+
+    refused = api.patch(url, json={"state": {"count": -1, "items": ["x"]}})
+    error = wire.assert_error(refused, 422)
+    assert "schema" in error["message"] and "/count" in error["message"], error
+    assert api.ok(api.get(state_url))["data"] == {"count": 2}, "a refused patch changes nothing"
+
+    # The agent changes it with state_update; a change that breaks the schema is an error result.
+    run = api.run_turn(session["id"], call("state_update", {"patch": {"count": 5, "items": ["a", "b"]}}))
+    (updated,) = tool_contents(run)
+    assert json.loads(updated) == {"count": 5, "items": ["a", "b"]}
+    assert api.ok(api.get(state_url))["data"] == {"count": 5, "items": ["a", "b"]}
+    (read,) = tool_contents(api.run_turn(session["id"], call("state_get", {})))
+    assert json.loads(read) == {"count": 5, "items": ["a", "b"]}
+    run = api.run_turn(session["id"], call("state_update", {"patch": {"items": [1]}}))
+    (refused_content,) = tool_contents(run)
+    assert "breaks the schema" in refused_content, refused_content
+    assert api.ok(api.get(state_url))["data"] == {"count": 5, "items": ["a", "b"]}
+    # A merge patch removes a key with null.
+    assert api.ok(api.patch(url, json={"state": {"items": None}}))["data"]["state"] == {"count": 5}
+
+
+def test_sessions_without_a_state_schema_have_no_state_and_bad_schemas_are_refused(api):
+    plain = api.create_session(spec={"model": {"name": "fake/fake-model"}})
+    wire.assert_error(api.get(f"/api/v1/sessions/{plain['id']}/state"), 400)
+    wire.assert_error(api.patch(f"/api/v1/sessions/{plain['id']}", json={"state": {"a": 1}}), 400)
+    for spec, param in [
+        ({**state_spec(), "state_schema": {"type": "array"}}, "state_schema"),
+        ({**state_spec(), "state_schema": {"type": "object", "properties": {"n": {"type": "integer", "default": "x"}}}},
+         "state_schema"),
+        ({"model": {"name": "fake/fake-model"}, "config": {"state_tool": {"enabled": True}}}, "config.state_tool"),
+    ]:
+        response = api.post("/api/v1/sessions", json={"agent": {"spec": spec}})
+        assert wire.assert_error(response, 400)["param"] == param

@@ -41,6 +41,10 @@ pub struct AgentSpec {
     /// onto this agent, and a session is in one of them at a time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modes: Option<Vec<ModeSpec>>,
+    /// The JSON Schema of the session state (a Teamster extension): an object, starting from
+    /// the schema's defaults, that clients and (with `config.state_tool`) the agent change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_schema: Option<serde_json::Value>,
 }
 
 /// One mode of an agent (`plan`, `build`, ...): what it changes of the agent it is part of.
@@ -306,6 +310,10 @@ pub struct RuntimeConfig {
     /// `task_complete`, `task_check`); off unless enabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<Toggle>,
+    /// Teamster extension: the agent reads and changes the session state with the tools
+    /// `state_get` and `state_update`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_tool: Option<Toggle>,
     /// Teamster extension: the permission category of tools by name, where the harness's
     /// own (MCP annotations, built-in knowledge) is not what the agent's author wants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -454,6 +462,9 @@ pub struct AgentManifest {
     /// Teamster extension: the agent's modes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modes: Option<Vec<ModeSpec>>,
+    /// Teamster extension: the JSON Schema of the session state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_schema: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collaborators: Option<Vec<serde_json::Value>>,
     #[serde(default, rename = "ownedBy", skip_serializing_if = "Option::is_none")]
@@ -496,6 +507,7 @@ impl AgentManifest {
                     .collect::<BTreeMap<_, _>>()
             }).filter(|descriptions| !descriptions.is_empty()),
             modes: self.modes.clone(),
+            state_schema: self.state_schema.clone(),
         }
     }
 }

@@ -120,6 +120,9 @@ pub struct UpdateSessionRequest {
     /// Teamster extension: the session's permission policy (replaces the one it had).
     #[serde(default)]
     pub permissions: Option<crate::control::PermissionPolicy>,
+    /// Teamster extension: a JSON merge patch of the session state.
+    #[serde(default)]
+    pub state: Option<serde_json::Value>,
 }
 
 /// Native `POST /agents`.

@@ -77,12 +77,16 @@ pub struct SessionControl {
     /// Tools and categories the user allowed for the rest of the session ("always allow").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<Grant>,
+    /// The session state, for agents with a `state_schema` (the schema's defaults until it
+    /// is first changed). Sessions keep it; turns do not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<serde_json::Value>,
 }
 
 impl SessionControl {
     /// Whether nothing is chosen.
     pub fn is_empty(&self) -> bool {
-        self.mode.is_none() && self.model.is_none() && self.permissions.is_empty() && self.grants.is_empty()
+        self.mode.is_none() && self.model.is_none() && self.permissions.is_empty() && self.grants.is_empty() && self.state.is_none()
     }
 }
 

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use teamster_control::{SUBMIT_PLAN, SubmitPlan, TaskBoard};
+use teamster_control::{SUBMIT_PLAN, SessionState, StateSchema, StateSink, SubmitPlan, TaskBoard};
 use teamster_engine::{Agent, Decision, EventSink, ModelResolver, Resolution, ToolBox, pending};
 use teamster_protocol::Event;
 use teamster_protocol::input::TurnInput;
@@ -77,6 +77,12 @@ impl PlanTurns for Planner {
         }
         if let Some(target) = mode.and_then(|mode| mode.transitions_to.as_deref()) {
             builtins.push(Arc::new(SubmitPlan::leading_to(target)));
+        }
+        if spec.config.as_ref().and_then(|config| config.state_tool.as_ref()).is_some_and(|tool| tool.enabled)
+            && let Ok(Some(schema)) = StateSchema::of(&spec)
+        {
+            let sink = Arc::new(StoredState { store: self.store.clone(), session_id: session.id.clone() });
+            builtins.push(Arc::new(SessionState::new(schema, session.control.state.clone(), sink)));
         }
         let builtins = ToolBox::collect(builtins).await;
         let (initialized, tools) = self.mcp.turn_tools(builtins, turn, &spec, history, &sink.log.cancel).await;
@@ -152,6 +158,22 @@ fn settle_plans(mut resolutions: Vec<Resolution>, mode: Option<&str>) -> Vec<Res
 /// Whether the spec gives the agent a task list (`config.tasks.enabled`).
 fn tasks_enabled(spec: &teamster_protocol::AgentSpec) -> bool {
     spec.config.as_ref().and_then(|config| config.tasks.as_ref()).is_some_and(|tasks| tasks.enabled)
+}
+
+/// The state tools save the session state into the session's record.
+struct StoredState {
+    store: Arc<dyn Store>,
+    session_id: String,
+}
+
+#[async_trait]
+impl StateSink for StoredState {
+    async fn save(&self, state: &serde_json::Value) -> Result<(), String> {
+        let mut session = self.store.get_session(&self.session_id).await.map_err(|error| error.to_string())?;
+        session.control.state = Some(state.clone());
+        session.updated_at = teamster_protocol::timestamp::now();
+        self.store.update_session(&session).await.map_err(|error| error.to_string())
+    }
 }
 
 /// Sub-agents resolve their model names through the provider registry.

@@ -270,6 +270,8 @@ impl Service {
             }
         }
         control.mode = in_force(&control).map(|mode| mode.id.clone());
+        // The state belongs to the session; a turn reads it when it is planned.
+        control.state = None;
         Ok(TurnControl { control, switches_session })
     }
 
@@ -316,7 +318,8 @@ impl Service {
         }
         let mut session = session;
         if control.switches_session {
-            session.control = record.control.clone();
+            session.control.mode = record.control.mode.clone();
+            session.control.grants = record.control.grants.clone();
             // The turn runs with its control whatever happens here; only the next turns would
             // miss the change.
             if let Err(error) = self.store().update_session(&session).await {

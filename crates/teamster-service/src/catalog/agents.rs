@@ -47,6 +47,10 @@ fn validate_spec(spec: &AgentSpec) -> Result<()> {
         crate::mcp::validate_agent_servers(servers)?;
     }
     teamster_control::check_modes(spec).map_err(|message| ServiceError::invalid_param("modes", message))?;
+    let state = teamster_control::StateSchema::of(spec).map_err(|error| ServiceError::invalid_param("state_schema", error.to_string()))?;
+    if state.is_none() && spec.config.as_ref().and_then(|config| config.state_tool.as_ref()).is_some_and(|tool| tool.enabled) {
+        return Err(ServiceError::invalid_param("config.state_tool", "the state tools need a state_schema"));
+    }
     for mode in spec.modes.iter().flatten() {
         if let Some(servers) = &mode.additional_tools {
             crate::mcp::validate_agent_servers(servers)?;

@@ -1,6 +1,7 @@
 //! Sessions: create (from a saved agent or with their own spec), get, update, delete, list.
 
 use teamster_protocol::agent::AgentSpec;
+use teamster_control::{StateError, StateSchema};
 use teamster_protocol::control::{Grant, PermissionPolicy, SessionControl};
 use teamster_protocol::session::{Session, SessionAgent, SessionKind};
 use teamster_protocol::{ids, timestamp};
@@ -58,6 +59,8 @@ pub struct SessionUpdate {
     pub model: Option<String>,
     /// The session's permission policy, replacing the one it had.
     pub permissions: Option<PermissionPolicy>,
+    /// A JSON merge patch of the session state (checked against the agent's `state_schema`).
+    pub state: Option<serde_json::Value>,
 }
 
 /// The most tool names a session's permission policy names.
@@ -156,7 +159,7 @@ impl Catalog {
     /// one of the agent's and a model one this server has; `None` fields are kept. Nothing is
     /// changed unless all of it can be. An empty update just refreshes `updated_at`.
     pub async fn update_session(&self, caller: &Caller, session_id: &str, update: SessionUpdate) -> Result<Session> {
-        let SessionUpdate { spec, title, mode, model, permissions } = update;
+        let SessionUpdate { spec, title, mode, model, permissions, state } = update;
         validate_title(&title)?;
         let mut record = self.owned_session(caller, session_id).await?;
         if let Some(spec) = spec {
@@ -174,8 +177,17 @@ impl Catalog {
         if title.is_some() {
             record.title = title;
         }
-        if mode.is_some() || model.is_some() {
+        if mode.is_some() || model.is_some() || state.is_some() {
             let spec = self.session_spec(&record).await?;
+            if let Some(patch) = state {
+                let schema = StateSchema::of(&spec)
+                    .map_err(|error| ServiceError::Unprocessable(error.to_string()))?
+                    .ok_or_else(|| ServiceError::invalid_param("state", StateError::NoState.to_string()))?;
+                let patched = schema
+                    .patched(record.control.state.as_ref(), &patch)
+                    .map_err(|error| ServiceError::Unprocessable(error.to_string()))?;
+                record.control.state = Some(patched);
+            }
             if let Some(mode) = mode {
                 if teamster_control::mode(&spec, &mode).is_none() {
                     let known = teamster_control::mode_ids(&spec);
@@ -204,6 +216,17 @@ impl Catalog {
         record.updated_at = timestamp::now();
         self.store().update_session(&record).await?;
         Ok(session_view(record))
+    }
+
+    /// The session state: as last changed, or the schema's defaults (400 for agents without a
+    /// `state_schema`).
+    pub async fn session_state(&self, caller: &Caller, session_id: &str) -> Result<serde_json::Value> {
+        let record = self.owned_session(caller, session_id).await?;
+        let spec = self.session_spec(&record).await?;
+        let schema = StateSchema::of(&spec)
+            .map_err(|error| ServiceError::Unprocessable(error.to_string()))?
+            .ok_or_else(|| ServiceError::invalid("the session's agent declares no state_schema"))?;
+        Ok(record.control.state.unwrap_or_else(|| schema.initial().clone()))
     }
 
     /// The tools and categories the session's user allowed for the rest of the session.

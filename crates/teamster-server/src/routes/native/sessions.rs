@@ -24,6 +24,7 @@ pub fn routes() -> Router<AppState> {
         .route("/sessions/{session_id}/tasks", get(tasks))
         .route("/sessions/{session_id}/plans", get(plans))
         .route("/sessions/{session_id}/grants", get(grants))
+        .route("/sessions/{session_id}/state", get(session_state))
         .route("/sessions/{session_id}/follow-ups", get(follow_ups).post(queue_follow_up))
         .route("/sessions/{session_id}/follow-ups/{follow_up_id}", delete(cancel_follow_up))
         .route("/sessions/{session_id}/grants/{grant_id}", delete(revoke_grant))
@@ -74,7 +75,7 @@ async fn update(
             return Err(ApiError::bad_request("invalid_request", "agent must be { \"spec\": ... }").with_param("agent"));
         }
     };
-    Ok(Json(Data { data: state.service.catalog().update_session(&Caller::local(), &session_id, SessionUpdate { spec, title: body.title, mode: body.mode, model: body.model, permissions: body.permissions }).await? }))
+    Ok(Json(Data { data: state.service.catalog().update_session(&Caller::local(), &session_id, SessionUpdate { spec, title: body.title, mode: body.mode, model: body.model, permissions: body.permissions, state: body.state }).await? }))
 }
 
 /// The session's task list (agents with `config.tasks` keep one).
@@ -85,6 +86,11 @@ async fn tasks(State(state): State<AppState>, Path(session_id): Path<String>) ->
 /// The plans the session's agent submitted (agents with modes that lead to others).
 async fn plans(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Data<Vec<Plan>>>> {
     Ok(Json(Data { data: state.service.session_plans(&Caller::local(), &session_id).await? }))
+}
+
+/// The session state (agents with a `state_schema`).
+async fn session_state(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Data<serde_json::Value>>> {
+    Ok(Json(Data { data: state.service.catalog().session_state(&Caller::local(), &session_id).await? }))
 }
 
 /// The session's grants ("always allow" answers).
