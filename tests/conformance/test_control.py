@@ -347,3 +347,47 @@ def test_sessions_without_a_state_schema_have_no_state_and_bad_schemas_are_refus
     ]:
         response = api.post("/api/v1/sessions", json={"agent": {"spec": spec}})
         assert wire.assert_error(response, 400)["param"] == param
+
+
+# --------------------------------------------------------------------------------------------
+# Clones
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_clone_from_a_middle_turn_replays_up_to_it_then_diverges(api):
+    session = api.create_session(spec={"model": {"name": "fake/fake-model"}})
+    sid = session["id"]
+    first, second, third = wire.unique("one"), wire.unique("two"), wire.unique("three")
+    runs = [api.run_turn(sid, f"[reasoning][tokens:3] {first}"), api.run_turn(sid, second), api.run_turn(sid, third)]
+    url = f"/api/v1/sessions/{sid}/clone"
+    clone = api.ok(api.post(url, json={"turn_id": runs[1].turn_id, "title": "Fork"}), 201)["data"]
+    assert clone["id"] != sid and clone["title"] == "Fork"
+    copied = session_turns(api, clone["id"])
+    assert [turn["input"] for turn in copied] == [api.get_turn(sid, run.turn_id)["input"] for run in runs[:2]]
+    assert copied[0]["previous_turn_id"] is None and copied[1]["previous_turn_id"] == copied[0]["id"]
+    assert not {turn["id"] for turn in copied} & {run.turn_id for run in runs}
+
+    # Each copied turn replays the source's events, byte for byte but for the turn ids.
+    new_ids = {run.turn_id: copy["id"] for run, copy in zip(runs, copied)}
+    for run, copy in zip(runs, copied):
+        expected = api.subscribe(sid, run.turn_id).body
+        for old, new in new_ids.items():
+            expected = expected.replace(old.encode(), new.encode())
+        assert api.subscribe(clone["id"], copy["id"]).body == expected
+
+    # Then the two diverge: each continues its own history.
+    fork = api.run_turn(clone["id"], "[history] fork")
+    assert first in fork.output_text and second in fork.output_text and third not in fork.output_text
+    source = api.run_turn(sid, "[history] source")
+    assert third in source.output_text and "fork" not in source.output_text
+    assert len(session_turns(api, sid)) == 4 and len(session_turns(api, clone["id"])) == 3
+
+    # A whole clone (no turn_id) copies every turn; running turns and unknown ones are refused.
+    whole = api.ok(api.post(url, json={}), 201)["data"]
+    assert len(session_turns(api, whole["id"])) == 4 and whole["title"] is None
+    running = api.start_turn(sid, "[tokens:3][delay:800] slow")
+    wire.assert_error(api.post(url, json={}), 409)
+    api.wait_terminal(sid, running["id"])
+    wire.assert_error(api.post(url, json={"turn_id": "turn_nope"}), 404)
+    wire.assert_error(api.post(url, json={"turn": "x"}), 400)
+    wire.assert_error(api.post("/api/v1/sessions/ses_nope/clone", json={}), 404)

@@ -125,6 +125,18 @@ pub struct UpdateSessionRequest {
     pub state: Option<serde_json::Value>,
 }
 
+/// Teamster extension: `POST /api/v1/sessions/{id}/clone`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloneSessionRequest {
+    /// The clone's title; the source's when absent.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// The last turn the clone copies; the source's last turn when absent.
+    #[serde(default)]
+    pub turn_id: Option<String>,
+}
+
 /// Native `POST /agents`.
 #[derive(Clone, Debug, Deserialize)]
 pub struct CreateAgentRequest {

@@ -26,6 +26,11 @@ fn file_parts(input: &[TurnInput]) -> impl Iterator<Item = (&str, &str)> {
     })
 }
 
+/// The digests of the session files `input` refers to.
+pub(crate) fn stored_files(input: &[TurnInput]) -> impl Iterator<Item = &str> {
+    file_parts(input).filter_map(|(_, data)| data.strip_prefix(FILE_REFERENCE_SCHEME).and_then(parse_reference).map(|(_, digest)| digest))
+}
+
 /// The bytes of a file part: decoded from its data URL, or read from the session's files.
 async fn file_bytes(store: &dyn Store, session_id: &str, data: &str) -> Result<Vec<u8>, String> {
     if let Some((_, payload)) = split_data_url(data) {

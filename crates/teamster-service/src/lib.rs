@@ -13,6 +13,7 @@
 
 mod attachments;
 pub mod catalog;
+mod clones;
 mod cluster;
 mod cursor;
 mod downloads;
@@ -50,6 +51,7 @@ pub use catalog::{Catalog, ProviderWrite, SessionListQuery, SessionScope, Sessio
 pub use runtime::{EventStream, LeaseConfig, StreamedEvent, TurnLog};
 pub use sandboxes::Sandboxes;
 pub use teamster_store::SessionOrder;
+pub use clones::CloneSession;
 pub use turns::{CreateTurn, TurnListQuery};
 
 /// Who makes a request.

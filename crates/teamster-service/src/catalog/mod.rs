@@ -19,6 +19,7 @@ use crate::error::{Result, ServiceError};
 pub use providers::ProviderWrite;
 pub(crate) use providers::SETTING_KIND;
 pub use sessions::{SessionListQuery, SessionScope, SessionUpdate};
+pub(crate) use sessions::{session_view, validate_title};
 
 /// Agents, sessions and model providers.
 pub struct Catalog {

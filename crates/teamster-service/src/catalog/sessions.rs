@@ -91,7 +91,7 @@ pub struct SessionListQuery {
     pub limit: u32,
 }
 
-fn validate_title(title: &Option<String>) -> Result<()> {
+pub(crate) fn validate_title(title: &Option<String>) -> Result<()> {
     if title.as_ref().is_some_and(|title| title.len() > MAX_TITLE_BYTES) {
         return Err(ServiceError::invalid_param("title", format!("title is longer than {MAX_TITLE_BYTES} bytes")));
     }

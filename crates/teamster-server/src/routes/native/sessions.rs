@@ -5,10 +5,10 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
-use teamster_protocol::api::{CreateSessionRequest, Data, Empty, Page, SessionEventItem, UpdateSessionRequest};
+use teamster_protocol::api::{CloneSessionRequest, CreateSessionRequest, Data, Empty, Page, SessionEventItem, UpdateSessionRequest};
 use teamster_protocol::control::{Grant, Plan, QueueMessageRequest, QueuedMessage, TaskList};
 use teamster_protocol::session::Session;
-use teamster_service::{Caller, SessionListQuery, SessionOrder, SessionUpdate};
+use teamster_service::{Caller, CloneSession, SessionListQuery, SessionOrder, SessionUpdate};
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
@@ -25,6 +25,7 @@ pub fn routes() -> Router<AppState> {
         .route("/sessions/{session_id}/plans", get(plans))
         .route("/sessions/{session_id}/grants", get(grants))
         .route("/sessions/{session_id}/state", get(session_state))
+        .route("/sessions/{session_id}/clone", post(clone))
         .route("/sessions/{session_id}/follow-ups", get(follow_ups).post(queue_follow_up))
         .route("/sessions/{session_id}/follow-ups/{follow_up_id}", delete(cancel_follow_up))
         .route("/sessions/{session_id}/grants/{grant_id}", delete(revoke_grant))
@@ -86,6 +87,17 @@ async fn tasks(State(state): State<AppState>, Path(session_id): Path<String>) ->
 /// The plans the session's agent submitted (agents with modes that lead to others).
 async fn plans(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Data<Vec<Plan>>>> {
     Ok(Json(Data { data: state.service.session_plans(&Caller::local(), &session_id).await? }))
+}
+
+/// A new session with a copy of this one's history, up to a turn.
+async fn clone(
+    State(state): State<AppState>,
+    Path(session_id): Path<String>,
+    JsonBody(body): JsonBody<CloneSessionRequest>,
+) -> ApiResult<(StatusCode, Json<Data<Session>>)> {
+    let request = CloneSession { title: body.title, turn_id: body.turn_id };
+    let clone = state.service.clone_session(&Caller::local(), &session_id, request).await?;
+    Ok((StatusCode::CREATED, Json(Data { data: clone })))
 }
 
 /// The session state (agents with a `state_schema`).
