@@ -37,7 +37,7 @@ from truefoundry_gateway_sdk.agents import (
 TOOLS_SERVER = SERVERS / "tools_server.py"
 # Read-only tools of tools_server.py, per their annotations.
 READ_ONLY = {"echo", "add", "cancelled_calls", "big", "whoami", "picture", "getenv"}
-ALL_TOOLS = READ_ONLY | {"write_note", "delete_everything", "fail", "slow", "counter", "crash"}
+ALL_TOOLS = READ_ONLY | {"write_note", "delete_everything", "fail", "slow", "counter", "crash", "lookup"}
 SECRET = "Bearer s3cret-mcp-header"
 
 
@@ -165,10 +165,15 @@ def test_listing_a_servers_tools_with_annotations(api, registered):
     tools = {tool["name"]: tool for tool in api.ok(api.get(f"/api/v1/mcp-servers/{registered}/tools"))["data"]}
     assert set(tools) == ALL_TOOLS
     assert tools["echo"]["description"] == "Returns the text it is given."
-    assert tools["echo"]["annotations"] == {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True}
-    assert tools["write_note"]["annotations"]["readOnlyHint"] is False
-    assert tools["write_note"]["annotations"]["destructiveHint"] is False
-    assert tools["delete_everything"]["annotations"]["destructiveHint"] is True
+    # Annotations as the server gave them: no defaults for the hints it did not set.
+    assert tools["echo"]["annotations"] == {"readOnlyHint": True, "idempotentHint": True}
+    assert tools["write_note"]["annotations"] == {"readOnlyHint": False, "destructiveHint": False}
+    assert tools["delete_everything"]["annotations"] == {"readOnlyHint": False, "destructiveHint": True}
+    assert "annotations" not in tools["fail"] and "title" not in tools["fail"]
+    # A title and no hints: listed as such; the selectors read the missing hints as MCP's
+    # defaults (a destructive write, see test_selectors_decide_what_the_model_is_offered).
+    assert tools["lookup"]["title"] == "Look up a word" and "annotations" not in tools["lookup"]
+    assert tools["lookup"]["description"] == "Looks a word up; listed with a title and no hints at all."
     assert set(tools["add"]["inputSchema"]["properties"]) == {"a", "b"}
     wire.assert_error(api.get("/api/v1/mcp-servers/no-such-server/tools"), 404)
 
@@ -287,7 +292,7 @@ def test_write_and_destructive_tools_wait_for_approval_by_default(api, registere
     ({"enable_tools": ["@read-only"], "disable_tools": ["big", "picture"]}, READ_ONLY - {"big", "picture"}),
     ({"enable_tools": ["echo", "write_note", "gone"]}, {"echo", "write_note"}),
     ({"disable_tools": ["@write"]}, READ_ONLY),
-    ({"enable_tools": ["@destructive"]}, {"delete_everything", "fail", "slow", "counter", "crash"}),
+    ({"enable_tools": ["@destructive"]}, {"delete_everything", "fail", "slow", "counter", "crash", "lookup"}),
 ], ids=["all", "read-only", "disable", "names", "no-writes", "destructive"])
 def test_selectors_decide_what_the_model_is_offered(api, fake, registered, selectors, expected):
     session = session_with(api, registry(registered, preload=True, **selectors))

@@ -16,8 +16,8 @@ of N tools, to exercise cursors.
 The tools cover what a client must handle: plain text (`echo`), structured output only (`add`),
 annotations (`write_note`, `delete_everything`), tool errors (`fail`), slow calls for timeouts and
 cancellation (`slow`, `cancelled_calls`), large results (`big`), per-process state (`counter`),
-request headers (`whoami`), mixed content blocks (`picture`), the process environment (`getenv`)
-and a server that dies mid-call (`crash`).
+request headers (`whoami`), mixed content blocks (`picture`), the process environment (`getenv`),
+a server that dies mid-call (`crash`) and a tool with a title and no hints (`lookup`).
 """
 
 from __future__ import annotations
@@ -167,6 +167,12 @@ def crash() -> str:
 def getenv(name: str) -> str:
     """Returns an environment variable of the server process, or `<unset>`."""
     return os.environ.get(name, "<unset>")
+
+
+@server.tool(title="Look up a word")
+def lookup(word: str) -> str:
+    """Looks a word up; listed with a title and no hints at all."""
+    return f"{word}: a word"
 
 
 def require_token(app: Any, token: str) -> Any:

@@ -21,7 +21,7 @@ use crate::config::{Limits, McpServerConfig, Transport};
 use crate::http::HttpClient;
 use crate::sse::{OpenError, SseTransport};
 use crate::stdio::ServerProcess;
-use crate::{McpError, convert};
+use crate::{ListedTool, McpError, convert};
 
 /// What the server said about itself in its `initialize` answer.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,6 +74,47 @@ impl std::fmt::Debug for McpConnection {
 }
 
 impl McpConnection {
+    /// Lists the server's tools, following cursors, up to [`Limits::max_tools`], each with its
+    /// entry as the server gave it; [`ToolSource::list`] is the same listing's tools.
+    pub async fn list_entries(&self) -> Result<Vec<ListedTool>, teamster_tools::Error> {
+        let mut tools = Vec::new();
+        let mut cursor = None;
+        // A page may be empty, so the number of pages is bounded separately.
+        for _page in 0..=self.limits.max_tools {
+            let request = PaginatedRequestParams::default().with_cursor(cursor);
+            let listing =
+                tokio::time::timeout(self.call_timeout, self.peer().list_tools(Some(request))).await;
+            let page = match listing {
+                Ok(Ok(page)) => page,
+                Ok(Err(error)) => {
+                    let reason = self.describe(error).await;
+                    return Err(self.unavailable(format!("tools/list failed: {reason}")));
+                }
+                Err(_) => {
+                    let timeout = self.call_timeout.as_secs_f64();
+                    return Err(self.unavailable(format!("tools/list timed out after {timeout} s")));
+                }
+            };
+            for tool in page.tools {
+                if tools.len() == self.limits.max_tools {
+                    tracing::warn!(
+                        server = self.name,
+                        limit = self.limits.max_tools,
+                        "MCP server lists too many tools; the rest are ignored"
+                    );
+                    return Ok(tools);
+                }
+                tools.push(convert::listed(&self.id, &self.name, tool));
+            }
+            cursor = page.next_cursor;
+            if cursor.is_none() {
+                return Ok(tools);
+            }
+        }
+        tracing::warn!(server = self.name, "MCP server kept returning cursors; the listing stops here");
+        Ok(tools)
+    }
+
     /// Connects to the server, performs the `initialize` handshake and keeps the session open.
     ///
     /// A 401 from an HTTP server is [`McpError::Unauthorized`], so the caller can start OAuth.
@@ -202,42 +243,7 @@ impl McpConnection {
 impl ToolSource for McpConnection {
     /// Lists the server's tools, following cursors, up to [`Limits::max_tools`].
     async fn list(&self) -> Result<Vec<Tool>, teamster_tools::Error> {
-        let mut tools = Vec::new();
-        let mut cursor = None;
-        // A page may be empty, so the number of pages is bounded separately.
-        for _page in 0..=self.limits.max_tools {
-            let request = PaginatedRequestParams::default().with_cursor(cursor);
-            let listing =
-                tokio::time::timeout(self.call_timeout, self.peer().list_tools(Some(request))).await;
-            let page = match listing {
-                Ok(Ok(page)) => page,
-                Ok(Err(error)) => {
-                    let reason = self.describe(error).await;
-                    return Err(self.unavailable(format!("tools/list failed: {reason}")));
-                }
-                Err(_) => {
-                    let timeout = self.call_timeout.as_secs_f64();
-                    return Err(self.unavailable(format!("tools/list timed out after {timeout} s")));
-                }
-            };
-            for tool in page.tools {
-                if tools.len() == self.limits.max_tools {
-                    tracing::warn!(
-                        server = self.name,
-                        limit = self.limits.max_tools,
-                        "MCP server lists too many tools; the rest are ignored"
-                    );
-                    return Ok(tools);
-                }
-                tools.push(convert::tool(&self.id, &self.name, tool));
-            }
-            cursor = page.next_cursor;
-            if cursor.is_none() {
-                return Ok(tools);
-            }
-        }
-        tracing::warn!(server = self.name, "MCP server kept returning cursors; the listing stops here");
-        Ok(tools)
+        Ok(self.list_entries().await?.into_iter().map(|listed| listed.tool).collect())
     }
 
     /// Calls a tool. Dropping the returned future (the turn's cancellation) sends

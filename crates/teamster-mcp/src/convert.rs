@@ -7,9 +7,13 @@ use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use teamster_protocol::ToolInfo;
 use teamster_tools::{Tool, ToolAnnotations, ToolGate, ToolOutput};
 
-/// Maps one listed MCP tool. Missing hints take the MCP defaults: not read-only, destructive
-/// unless read-only, not idempotent.
-pub(crate) fn tool(server_id: &str, server_name: &str, tool: rmcp::model::Tool) -> Tool {
+use crate::ListedTool;
+
+/// Maps one listed MCP tool, keeping its entry as given. Missing hints take the MCP defaults in
+/// the tool: not read-only, destructive unless read-only, not idempotent.
+pub(crate) fn listed(server_id: &str, server_name: &str, tool: rmcp::model::Tool) -> ListedTool {
+    // rmcp's model writes back exactly the fields the server set.
+    let entry = serde_json::to_value(&tool).unwrap_or_default();
     let hints = tool.annotations.as_ref();
     let read_only = hints.and_then(|hints| hints.read_only_hint).unwrap_or(false);
     let destructive = !read_only && hints.and_then(|hints| hints.destructive_hint).unwrap_or(true);
@@ -20,7 +24,7 @@ pub(crate) fn tool(server_id: &str, server_name: &str, tool: rmcp::model::Tool) 
         (None, None) => String::new(),
     };
     let name = tool.name.into_owned();
-    Tool {
+    let tool = Tool {
         info: ToolInfo::Mcp {
             server_id: server_id.to_owned(),
             server_name: server_name.to_owned(),
@@ -31,7 +35,8 @@ pub(crate) fn tool(server_id: &str, server_name: &str, tool: rmcp::model::Tool) 
         input_schema: serde_json::Value::Object(tool.input_schema.as_ref().clone()),
         annotations: ToolAnnotations { read_only, destructive, idempotent },
         gate: ToolGate::None,
-    }
+    };
+    ListedTool { entry, tool }
 }
 
 /// Renders a call's result as text: text blocks joined by newlines, the structured content as
@@ -130,12 +135,14 @@ mod tests {
     }
 
     #[test]
-    fn missing_hints_take_the_mcp_defaults() {
-        let listed: rmcp::model::Tool = serde_json::from_value(serde_json::json!({
-            "name": "t", "title": "Title only", "inputSchema": {"type": "object"}
-        }))
-        .unwrap();
-        let mapped = tool("id", "srv", listed);
+    fn missing_hints_take_the_mcp_defaults_in_the_tool_and_stay_missing_in_the_entry() {
+        let given = serde_json::json!({
+            "name": "t", "title": "Title only", "inputSchema": {"type": "object"},
+            "annotations": {"title": "Annotated title", "openWorldHint": false}
+        });
+        let listed = listed("id", "srv", serde_json::from_value(given.clone()).unwrap());
+        assert_eq!(listed.entry, given);
+        let mapped = listed.tool;
         assert_eq!(mapped.description, "Title only");
         assert_eq!(
             mapped.annotations,

@@ -5,7 +5,8 @@
 //! Built on the official Rust SDK, `rmcp`. `config.rs` says how to reach a server, `http.rs` is
 //! the HTTP client under the streamable HTTP transport (headers, bearer tokens, 401s, bounded
 //! bodies), `sse.rs` the legacy transport on the same client, `stdio.rs` runs a server process,
-//! and `convert.rs` maps MCP tools and results to the tool seam's. Tool failures are data: every
+//! and `convert.rs` maps MCP tools and results to the tool seam's (a listed tool also keeps its
+//! entry as given, [`ListedTool`]). Tool failures are data: every
 //! failed call is a `ToolOutput` with `is_error`. [`oauth`] authorizes connections to servers
 //! that answer 401.
 
@@ -24,6 +25,17 @@ pub use config::{
     McpServerConfig, StdioTransport, Transport,
 };
 pub use connection::{McpConnection, ServerInfo};
+
+/// A tool of a server's listing: the entry as the server gave it, and the tool made from it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListedTool {
+    /// The `tools/list` entry as the server sent it: `title`, `annotations` and the rest, no
+    /// defaults filled in for hints it did not set.
+    pub entry: serde_json::Value,
+    /// The tool the selectors and the engine see, made from `entry` (missing hints take the MCP
+    /// defaults there).
+    pub tool: teamster_tools::Tool,
+}
 
 /// Why a connection could not be opened. Failures of calls on an open connection are
 /// [`teamster_tools::ToolOutput`]s instead.

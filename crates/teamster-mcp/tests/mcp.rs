@@ -176,7 +176,8 @@ async fn listing_follows_cursors_and_maps_annotations() {
                 "whoami",
                 "picture",
                 "crash",
-                "getenv"
+                "getenv",
+                "lookup"
             ],
             "{kind:?}"
         );
@@ -188,6 +189,17 @@ async fn listing_follows_cursors_and_maps_annotations() {
         assert_eq!(tool("delete_everything").annotations, hints(false, true, false));
         // No hints at all: the MCP defaults, a destructive write.
         assert_eq!(tool("fail").annotations, hints(false, true, false));
+        assert_eq!(tool("lookup").annotations, hints(false, true, false));
+        assert_eq!(tool("lookup").description, "Looks a word up; listed with a title and no hints at all.");
+
+        // The entries stay as the server gave them, and the tools above are theirs.
+        let listed = connection.list_entries().await.expect("list entries");
+        assert_eq!(listed.iter().map(|listed| listed.tool.clone()).collect::<Vec<_>>(), tools, "{kind:?}");
+        let entry = |name: &str| &listed.iter().find(|listed| listed.tool.name == name).expect(name).entry;
+        assert_eq!(entry("echo")["annotations"], serde_json::json!({"readOnlyHint": true, "idempotentHint": true}));
+        assert_eq!(entry("lookup")["title"], "Look up a word");
+        assert_eq!(entry("lookup").get("annotations"), None, "{kind:?}");
+        assert_eq!(entry("fail").get("title"), None);
 
         let echo = tool("echo");
         assert_eq!(echo.description, "Returns the text it is given.");

@@ -18,7 +18,6 @@ use teamster_protocol::settings::{
 };
 use teamster_protocol::timestamp;
 use teamster_store::Store;
-use teamster_tools::ToolSource;
 use teamster_tools::selector::Selectors;
 
 use crate::error::{Result, ServiceError};
@@ -160,7 +159,8 @@ impl McpHost {
         Ok(configured(&name, &manifest, authorized.contains(&name)))
     }
 
-    /// Connects to a configured server and lists its tools as MCP `tools/list` entries, with
+    /// Connects to a configured server and lists its tools as the `tools/list` entries it gave
+    /// (the selectors see the tools made from the same entries), with
     /// the caller's token for an OAuth server. Bounded in time; a server that cannot be reached
     /// is [`ServiceError::Upstream`], one that wants authorization (or the caller's, first)
     /// [`ServiceError::AuthRequired`].
@@ -187,28 +187,10 @@ impl McpHost {
             ServiceError::Upstream(message) => ServiceError::Upstream(scrub(message)),
             other => other,
         })?;
-        let tools = connection.list().await.map_err(|error| {
+        let tools = connection.list_entries().await.map_err(|error| {
             ServiceError::Upstream(scrub(format!("MCP server {name:?} could not list its tools: {error}")))
         })?;
-        Ok(tools
-            .into_iter()
-            .map(|tool| {
-                let name = match &tool.info {
-                    teamster_protocol::ToolInfo::Mcp { name, .. } => name.clone(),
-                    teamster_protocol::ToolInfo::System { .. } => tool.name.clone(),
-                };
-                serde_json::json!({
-                    "name": name,
-                    "description": tool.description,
-                    "inputSchema": tool.input_schema,
-                    "annotations": {
-                        "readOnlyHint": tool.annotations.read_only,
-                        "destructiveHint": tool.annotations.destructive,
-                        "idempotentHint": tool.annotations.idempotent,
-                    },
-                })
-            })
-            .collect())
+        Ok(tools.into_iter().map(|listed| listed.entry).collect())
     }
 }
 
