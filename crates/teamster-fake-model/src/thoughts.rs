@@ -92,7 +92,7 @@ mod tests {
         let call = ["toolu_1".to_owned()];
         assert_eq!(ledger.check(&[signed.clone(), redacted.clone()], &call), Ok(()));
         assert_eq!(ledger.check(&[signed.clone(), redacted.clone()], &[]), Ok(()));
-        assert_eq!(ledger.check(&[signed.clone()], &call), Err(ThoughtError::NotReturned("toolu_1".into())));
+        assert_eq!(ledger.check(std::slice::from_ref(&signed), &call), Err(ThoughtError::NotReturned("toolu_1".into())));
         assert_eq!(ledger.check(&[], &call), Err(ThoughtError::NotReturned("toolu_1".into())));
         let altered = Thought::Signed { thinking: "Let me think.".into(), signature: "EqQB+/=".into() };
         assert_eq!(ledger.check(&[altered], &[]), Err(ThoughtError::Signature));
