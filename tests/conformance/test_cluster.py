@@ -385,3 +385,8 @@ def test_a_file_written_on_a_is_read_and_downloaded_on_b(cluster):
 def test_follow_ups_queued_on_b_run_in_order_after_a_turn_running_on_a(cluster: Cluster, fake) -> None:
     from test_control import follow_ups_run_in_order_after_the_running_turn
     follow_ups_run_in_order_after_the_running_turn(cluster.a.require_api(), cluster.b.require_api(), fake)
+
+
+def test_steering_sent_to_b_joins_a_turn_running_on_a(cluster: Cluster, fake) -> None:
+    from test_control import steer_joins_the_running_turn
+    steer_joins_the_running_turn(cluster.a.require_api(), cluster.b.require_api(), fake)

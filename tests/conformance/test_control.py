@@ -391,3 +391,58 @@ def test_a_clone_from_a_middle_turn_replays_up_to_it_then_diverges(api):
     wire.assert_error(api.post(url, json={"turn_id": "turn_nope"}), 404)
     wire.assert_error(api.post(url, json={"turn": "x"}), 400)
     wire.assert_error(api.post("/api/v1/sessions/ses_nope/clone", json={}), 404)
+
+
+# --------------------------------------------------------------------------------------------
+# Steering
+# --------------------------------------------------------------------------------------------
+
+
+def steer_joins_the_running_turn(running_on: wire.Api, steered_on: wire.Api, fake) -> None:
+    """An instruction sent through `steered_on` while a turn runs on `running_on` (its first
+    model step streams slowly, then calls a tool) reaches the turn's next model call, is recorded
+    on the message it steered, and stays in the history of later turns."""
+    session = running_on.create_session(spec={"model": {"name": "fake/fake-model"}})
+    sid = session["id"]
+    steer_url = f"/api/v1/sessions/{sid}/steer"
+    wire.assert_error(steered_on.post(steer_url, json={"content": "too early"}), 409)
+    marker, instruction = wire.unique("steered"), wire.unique("instruction")
+    turn = running_on.start_turn(sid, f"[tool:get_current_datetime {{}}][delay:400] {marker}")
+    wire.wait_until(lambda: fake.requests_for(marker), timeout=20, what="the first model call")
+    queued = steered_on.ok(steered_on.post(steer_url, json={"content": f"Use UTC. {instruction}"}), 202)["data"]
+    done = running_on.wait_terminal(sid, turn["id"], timeout=60)
+    assert done["state"]["status"] == "done", done
+
+    (request,) = fake.requests_mentioning(instruction)
+    *_, tool_result, steer = request["messages"]
+    assert tool_result["role"] == "tool" and steer == {"role": "user", "content": f"Use UTC. {instruction}"}, request["messages"][-2:]
+    events = running_on.ok(running_on.get(f"/api/v1/sessions/{sid}/turns/{turn['id']}/events"))["data"]
+    messages = [event for event in events if event["type"] == "model.message"]
+    assert "steering" not in messages[0]
+    assert [(s["id"], s["content"]) for s in messages[1]["steering"]] == [(queued["id"], f"Use UTC. {instruction}")]
+
+    later = running_on.run_turn(sid, "[history] later")
+    assert instruction in later.output_text, "the instruction stays in the session's history"
+
+
+def test_steering_joins_the_running_turn_at_its_next_model_call(api, fake):
+    steer_joins_the_running_turn(api, api, fake)
+
+
+def test_an_instruction_the_turn_ended_before_taking_starts_the_next_turn(api, fake):
+    session = api.create_session(spec={"model": {"name": "fake/fake-model"}})
+    sid = session["id"]
+    marker, instruction = wire.unique("short"), wire.unique("late")
+    turn = api.start_turn(sid, f"[tokens:3][delay:300] {marker}")
+    wire.wait_until(lambda: fake.requests_for(marker), timeout=20, what="the model call")
+    api.ok(api.post(f"/api/v1/sessions/{sid}/steer", json={"content": instruction}), 202)
+    api.wait_terminal(sid, turn["id"])
+
+    def two_turns() -> typing.Optional[list[dict]]:
+        turns = session_turns(api, sid)
+        return turns if len(turns) == 2 and turns[1]["state"]["status"] in wire.TERMINAL else None
+    first, second = wire.wait_until(two_turns, timeout=30, what="the instruction's turn")
+    assert second["input"] == [{"type": "user.message", "content": instruction}]
+    assert second["previous_turn_id"] == first["id"]
+    wire.assert_error(api.post("/api/v1/sessions/ses_nope/steer", json={"content": "x"}), 404)
+    wire.assert_error(api.post(f"/api/v1/sessions/{sid}/steer", json={"content": ""}), 400)

@@ -593,3 +593,18 @@ def test_always_allow_grants_a_tool_until_revoked_and_a_denied_tool_never_runs(a
     wire.assert_error(api.patch(url, json={"permissions": {"tools": {"echo": "sometimes"}}}), 400)
     wire.assert_error(api.patch(url, json={"permissions": {"categories": {"network": "allow"}}}), 400)
     wire.assert_error(api.get("/api/v1/sessions/ses_nope/grants"), 404)
+
+
+def test_steering_during_a_long_tool_call_reaches_the_next_model_request(api, fake, registered_stdio):
+    session = session_with(api, registry(registered_stdio, preload=True, enable_tools=["slow"]))
+    api.ok(api.patch(f"/api/v1/sessions/{session}", json={"permissions": {"tools": {"slow": "allow"}}}))
+    marker, instruction = wire.unique("slow"), wire.unique("instruction")
+    turn = api.start_turn(session, call("slow", {"seconds": 2}) + f" {marker}")
+    wire.wait_until(lambda: fake.requests_for(marker), timeout=20, what="the tool call")
+    api.ok(api.post(f"/api/v1/sessions/{session}/steer", json={"content": f"Be brief. {instruction}"}), 202)
+    done = api.wait_terminal(session, turn["id"])
+    assert done["state"]["status"] == "done", done
+    (request,) = fake.requests_mentioning(instruction)
+    *_, tool_result, steer = request["messages"]
+    assert tool_result["role"] == "tool" and tool_result["content"].startswith("slept 2"), tool_result
+    assert steer == {"role": "user", "content": f"Be brief. {instruction}"}

@@ -126,6 +126,7 @@ impl Agent {
             events: Vec::new(),
             resolutions: Vec::new(),
             result_files: None,
+            steering: None,
         }
     }
 }

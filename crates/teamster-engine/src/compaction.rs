@@ -120,7 +120,7 @@ pub(crate) async fn compact(
         };
         let parts = InputParts { harness: estimate_tokens(SUMMARY_INSTRUCTIONS), ..InputParts::default() };
         let step =
-            model_step(summarizer.model, request, &thread_id, &ToolBox::default(), parts, summarizer.sink, summarizer.cancel)
+            model_step(summarizer.model, request, (&thread_id, None), &ToolBox::default(), parts, summarizer.sink, summarizer.cancel)
                 .await;
         if let Some(usage) = &step.message.usage {
             metrics.add(usage, summarizer.pricing);

@@ -36,6 +36,10 @@ pub fn history_from_events<'a>(events: impl IntoIterator<Item = &'a Event>, thre
                 messages.push(Message::user(created.agent_info.input.clone()));
             }
             Event::ModelMessage(message) if message.thread_id == thread_id => {
+                // Instructions that joined the turn came right before the message they steered.
+                for steer in message.steering.iter().flatten() {
+                    messages.push(attachments::user_message(&steer.content));
+                }
                 // A message interrupted mid-stream may hold half-formed tool calls: keep its text only.
                 if let Some(assistant) = assistant_message(message, message.finish_reason.is_some()) {
                     messages.push(assistant);

@@ -22,6 +22,7 @@ use crate::large_results::{LargeResults, ResultFiles};
 use crate::sink::EventSink;
 use crate::skills::{SkillNote, skills_section};
 use crate::step::{StepEnd, model_step};
+use crate::steering::Steering;
 use crate::structured::{CORRECTIONS, OutputCheck};
 use crate::sub_agents::{self, NamedSubAgent, RUN_SUB_AGENT, SubAgentPolicy, SubAgentRequest, SubAgentTool};
 use crate::toolbox::ToolBox;
@@ -56,6 +57,8 @@ pub struct TurnPlan {
     pub pricing: Option<ModelPricing>,
     /// Whether the agent may ask the user questions (`ask_user_question`).
     pub ask_user_questions: bool,
+    /// Instructions the user sends while the turn runs, joined before the next model call.
+    pub steering: Option<Arc<dyn Steering>>,
     /// The decisions on calls an earlier turn left waiting, applied before the first model
     /// call.
     pub resolutions: Vec<Resolution>,
@@ -133,6 +136,7 @@ pub async fn run_turn(
         sub_agents,
         events,
         result_files,
+        steering,
     } = plan;
     let large_results = Arc::new(LargeResults::with_files(result_files));
     if context.large_result_tokens.is_some() {
@@ -144,7 +148,14 @@ pub async fn run_turn(
     if let Some(policy) = sub_agents.as_ref().filter(|policy| policy.offered_at(0)) {
         toolbox.add(Arc::new(SubAgentTool::new(policy))).await;
     }
-    let shared = Shared { sink, cancel, metrics: &metrics, sub_agents: sub_agents.as_ref(), events: &events };
+    let shared = Shared {
+        sink,
+        cancel,
+        metrics: &metrics,
+        sub_agents: sub_agents.as_ref(),
+        events: &events,
+        steering: steering.as_deref(),
+    };
     let main = Thread {
         id: thread_id,
         model,
@@ -179,6 +190,8 @@ struct Shared<'a> {
     sub_agents: Option<&'a SubAgentPolicy>,
     /// The stored history, for resuming sub-agent threads.
     events: &'a [Event],
+    /// Instructions the user sends while the turn runs (for the main thread).
+    steering: Option<&'a dyn Steering>,
 }
 
 /// One thread of a turn: the main agent or a sub-agent.
@@ -250,6 +263,13 @@ async fn thread_loop(mut thread: Thread, resolutions: Vec<Resolution>, shared: &
             };
         }
         iterations += 1;
+        let steered = match shared.steering.filter(|_| thread.depth == 0) {
+            Some(steering) => steering.take().await,
+            None => Vec::new(),
+        };
+        for steer in &steered {
+            thread.conversation.settle(crate::attachments::user_message(&steer.content));
+        }
         // Read each time: tools may be loaded during the turn.
         let definitions = thread.toolbox.definitions();
         let mut prepared = thread.conversation.prepare(&definitions);
@@ -285,7 +305,7 @@ async fn thread_loop(mut thread: Thread, resolutions: Vec<Resolution>, shared: &
         let step = model_step(
             thread.model.as_ref(),
             request,
-            &thread.id,
+            (&thread.id, (!steered.is_empty()).then_some(steered)),
             &thread.toolbox,
             prepared.parts,
             shared.sink,

@@ -4,7 +4,7 @@
 use futures_util::StreamExt;
 use teamster_llm::{ModelClient, ModelEvent, ModelRequest, TokenUsage};
 use teamster_protocol::event::{
-    DeltaFunction, DeltaToolCall, FinishReason, ModelMessage, ModelMessageDelta, ToolInfo, fold,
+    DeltaFunction, DeltaToolCall, FinishReason, ModelMessage, ModelMessageDelta, Steer, ToolInfo, fold,
 };
 use teamster_protocol::{Event, ids, timestamp};
 use tokio_util::sync::CancellationToken;
@@ -29,7 +29,7 @@ pub(crate) struct Step {
 pub(crate) async fn model_step(
     model: &dyn ModelClient,
     request: ModelRequest,
-    thread_id: &str,
+    (thread_id, steering): (&str, Option<Vec<Steer>>),
     toolbox: &ToolBox,
     parts: InputParts,
     sink: &dyn EventSink,
@@ -41,6 +41,7 @@ pub(crate) async fn model_step(
         id: ids::new_id("msg"),
         thread_id: thread_id.to_owned(),
         created_at: created_at.clone(),
+        steering,
         ..ModelMessage::default()
     };
     let placeholder = sink.emit(&Event::ModelMessage(message.clone()));

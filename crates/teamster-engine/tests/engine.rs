@@ -140,6 +140,7 @@ struct Case {
     /// adjusted by `resume_turn` first).
     recorded: Option<Vec<Event>>,
     skills: Vec<teamster_engine::SkillNote>,
+    steering: Option<Arc<dyn teamster_engine::Steering>>,
 }
 
 impl Default for Case {
@@ -159,6 +160,7 @@ impl Default for Case {
             events: Vec::new(),
             recorded: None,
             skills: Vec::new(),
+            steering: None,
         }
     }
 }
@@ -245,6 +247,7 @@ async fn check(case: Case) -> (Vec<String>, TurnOutcome, u64, Vec<ModelRequest>,
         sub_agents: case.sub_agents,
         events: case.events,
         result_files: None,
+        steering: case.steering,
     };
     let sink = Arc::new(Transcript::default());
     let cancel = CancellationToken::new();
@@ -404,6 +407,60 @@ async fn cancellation_keeps_the_partial_message_and_its_estimated_usage() {
 }
 
 /// The text of each message of a request, for assertions.
+/// Steering that hands out one scripted batch per model call.
+struct ScriptedSteering(Mutex<VecDeque<Vec<teamster_protocol::event::Steer>>>);
+
+#[async_trait::async_trait]
+impl teamster_engine::Steering for ScriptedSteering {
+    async fn take(&self) -> Vec<teamster_protocol::event::Steer> {
+        self.0.lock().unwrap().pop_front().unwrap_or_default()
+    }
+}
+
+#[tokio::test]
+async fn steering_joins_before_the_next_model_call_and_is_recorded_on_its_message() {
+    let steer = teamster_protocol::event::Steer {
+        id: "stz_1".into(),
+        content: teamster_protocol::UserContent::Text("Use UTC.".into()),
+        created_at: "2026-01-01T00:00:00.000Z".into(),
+    };
+    let steering = ScriptedSteering(Mutex::new(vec![Vec::new(), vec![steer.clone()]].into()));
+    let (_, outcome, _, requests, transcript) = check(Case {
+        replies: vec![
+            vec![call(0, Some("c1"), Some("get_current_datetime"), "{}"), ModelEvent::Finish(FinishReason::ToolCalls), usage(20, 5)],
+            vec![text("It is now, in UTC."), usage(30, 3)],
+        ],
+        steering: Some(Arc::new(steering)),
+        ..Case::default()
+    })
+    .await;
+    assert!(matches!(outcome, TurnOutcome::Done { .. }));
+    assert!(!contents(&requests[0]).contains(&"Use UTC.".to_owned()), "nothing was sent before the first call");
+    let second = &requests[1].messages;
+    assert!(matches!(&second[3], Message::Tool { tool_call_id, .. } if tool_call_id == "c1"));
+    assert!(matches!(&second[4], Message::User { content, .. } if content == "Use UTC."), "{second:?}");
+    assert_eq!(second.len(), 5, "the instruction is the last message of the second call");
+
+    // The second message records it, and a history rebuilt from the log puts it back where it was.
+    let recorded: Vec<Event> = transcript.recorded.lock().unwrap().iter().map(|(_, event)| event.clone()).collect();
+    let steered: Vec<_> = recorded
+        .iter()
+        .filter_map(|event| match event {
+            Event::ModelMessage(message) => Some(message.steering.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(steered, [None, Some(vec![steer])]);
+    let mut history = vec![Event::TurnCreated(serde_json::from_value(serde_json::json!({
+        "id": "evt_1", "turn_id": "turn_1", "previous_turn_id": null, "input": [{"type": "user.message", "content": "hi"}],
+        "state": {"status": "running"}, "created_by": {"subject_id": "u", "subject_type": "user", "subject_slug": "u"},
+        "created_at": "2026-01-01T00:00:00.000Z", "thread_id": "main"
+    })).unwrap())];
+    history.extend(recorded);
+    let rebuilt = teamster_engine::history_from_events(&history, "main");
+    assert_eq!(&rebuilt[..4], &second[1..], "the system prompt aside, the same conversation");
+}
+
 fn contents(request: &ModelRequest) -> Vec<String> {
     request
         .messages
@@ -801,6 +858,7 @@ async fn run_with_sub_agents(
         sub_agents: Some(policy(1)),
         events,
         result_files: None,
+        steering: None,
     };
     let sink = Arc::new(Recorder::default());
     let cancel = CancellationToken::new();
@@ -994,6 +1052,7 @@ async fn one_sub_agent(
         sub_agents: Some(policy),
         events: Vec::new(),
         result_files: None,
+        steering: None,
     };
     let sink = Arc::new(Recorder::default());
     let (outcome, _) = run_turn(plan, sink.as_ref(), &CancellationToken::new()).await;

@@ -135,6 +135,19 @@ pub struct ModelMessage {
     pub finish_reason: Option<FinishReason>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The user's instructions that joined the running turn right before this message (a
+    /// Teamster extension, absent when there are none): the model saw them as user messages
+    /// after the turn's earlier steps, and a rebuilt history puts them there again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steering: Option<Vec<Steer>>,
+}
+
+/// A user instruction sent while a turn ran (`POST /api/v1/sessions/{id}/steer`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Steer {
+    pub id: String,
+    pub content: crate::UserContent,
+    pub created_at: String,
 }
 
 impl ModelMessage {

@@ -10,8 +10,8 @@
 //!
 //! The feed is a wake-up, never the data, and readers also re-check on a slow timer, so a lost
 //! announcement only delays them: readers re-read the store every second (see the runtime's
-//! `remote.rs`), and a second task looks up cancel requests for this replica's running turns
-//! every [`CANCEL_CHECK`]. A store with no feed (SQLite, one process) uses none of this. What
+//! `remote.rs`), and a second task looks up cancel requests and steering instructions for this
+//! replica's running turns every [`CANCEL_CHECK`]. A store with no feed (SQLite, one process) uses none of this. What
 //! each announcement does here is the [`ClusterMember`]'s business (the service's facade).
 
 use std::collections::HashMap;
@@ -105,7 +105,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub(crate) trait ClusterMember: Send + Sync + 'static {
     /// Cancels a turn if it runs in this process.
     fn cancel_local(&self, turn_id: &str, reason: CancelReason);
-    /// Cancels the turns running here that another replica asked to cancel.
+    /// Cancels the turns running here that another replica asked to cancel, and tells those
+    /// another replica queued steering instructions for.
     async fn apply_cancel_requests(&self);
     /// Reloads the settings of `kind` (every kind for `None`) that another replica may have
     /// changed; failures are logged, and the next change or miss reloads again.

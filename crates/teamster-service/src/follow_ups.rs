@@ -1,5 +1,7 @@
 //! Follow-ups: messages a client queues while a turn runs, each starting the session's next
-//! turn once the one before it has ended, in order. They live in the store, so any replica may
+//! turn once the one before it has ended, in order. Steering instructions queue the same way
+//! for the running turn, which takes them before its next model call (`QueuedSteering`); one it
+//! ended before taking starts the next turn, before the follow-ups. They live in the store, so any replica may
 //! queue, list or cancel them and any replica may start them: whoever queued one watches the
 //! session until its queue is empty (one watcher per session and process), and a follow-up
 //! posted while no turn runs starts one at once. A turn that ends waiting for the user
@@ -159,11 +161,15 @@ impl Service {
     }
 
     /// Starts the oldest follow-up if no turn runs and none waits for the user; returns its
-    /// id and its turn's. The follow-up is removed before its turn is created (so two
+    /// id and its turn's. An instruction the last turn ended before taking goes first: it
+    /// starts a turn of its own. The message is removed before its turn is created (so two
     /// replicas never both start it) and queued again, in its place, if the turn is refused.
     async fn start_next_follow_up(&self, session_id: &str) -> Result<Option<(String, String)>> {
         let Tip::Idle(last) = self.tip(session_id).await? else { return Ok(None) };
-        let queue = self.store().queued_messages(session_id, QueueKind::FollowUp).await?;
+        let mut queue = self.store().queued_messages(session_id, QueueKind::Steer).await?;
+        if queue.is_empty() {
+            queue = self.store().queued_messages(session_id, QueueKind::FollowUp).await?;
+        }
         let Some(next) = queue.into_iter().next() else { return Ok(None) };
         if !self.store().remove_queued(session_id, &next.id).await? {
             return Err(ServiceError::turn_running("the follow-up was started elsewhere"));
@@ -183,5 +189,72 @@ impl Service {
                 Err(error)
             }
         }
+    }
+}
+
+/// The most steering instructions a session keeps queued for its running turn.
+pub const MAX_STEERS: u32 = 16;
+
+impl Service {
+    /// Queues an instruction for the session's running turn, which takes it before its next
+    /// model call (409 when no turn runs; 429 when too many wait).
+    pub async fn steer(&self, caller: &Caller, session_id: &str, content: UserContent) -> Result<FollowUp> {
+        crate::turns::validate_input(&[TurnInput::Message { content: content.clone() }])?;
+        self.catalog().owned_session(caller, session_id).await?;
+        let Tip::Running(turn_id) = self.tip(session_id).await? else {
+            return Err(ServiceError::Conflict {
+                code: "no_running_turn",
+                message: "no turn is running in this session; send a message or a follow-up instead".to_owned(),
+            });
+        };
+        let message = QueuedMessage {
+            session_id: session_id.to_owned(),
+            id: ids::new_id("stz"),
+            kind: QueueKind::Steer,
+            content,
+            created_by: caller.subject.clone(),
+            created_at: timestamp::now(),
+        };
+        if !self.store().queue_message(&message, MAX_STEERS).await? {
+            return Err(ServiceError::TooMany(format!("{MAX_STEERS} instructions wait for this turn already")));
+        }
+        if let Some(log) = self.runtime().running_in_session(session_id).filter(|log| *log.turn_id == *turn_id) {
+            log.mark_steered();
+        }
+        // Should the turn end before another model call, the instruction starts the next one.
+        self.watch_follow_ups(session_id);
+        Ok(view(message))
+    }
+}
+
+/// A running turn's steering: the instructions queued for its session, taken (each once)
+/// when the turn's log was told some arrived.
+pub(crate) struct QueuedSteering {
+    pub store: std::sync::Arc<dyn teamster_store::Store>,
+    pub log: std::sync::Arc<crate::runtime::TurnLog>,
+}
+
+#[async_trait::async_trait]
+impl teamster_engine::Steering for QueuedSteering {
+    async fn take(&self) -> Vec<teamster_protocol::event::Steer> {
+        if !self.log.take_steered() {
+            return Vec::new();
+        }
+        let queued = match self.store.queued_messages(&self.log.session_id, QueueKind::Steer).await {
+            Ok(queued) => queued,
+            Err(error) => {
+                tracing::warn!(turn = %self.log.turn_id, %error, "steering instructions could not be read");
+                self.log.mark_steered();
+                return Vec::new();
+            }
+        };
+        let mut taken = Vec::new();
+        for message in queued {
+            // Removing decides who has it: a message another turn took is not taken twice.
+            if matches!(self.store.remove_queued(&message.session_id, &message.id).await, Ok(true)) {
+                taken.push(teamster_protocol::event::Steer { id: message.id, content: message.content, created_at: message.created_at });
+            }
+        }
+        taken
     }
 }

@@ -218,6 +218,7 @@ impl cluster::ClusterMember for Inner {
 
     async fn apply_cancel_requests(&self) {
         self.runtime.apply_cancel_requests().await;
+        self.runtime.apply_steers().await;
     }
 
     async fn reload_settings(&self, kind: Option<&str>) {

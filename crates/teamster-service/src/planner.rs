@@ -19,6 +19,7 @@ use crate::catalog::Catalog;
 use crate::mcp::{McpHost, TurnTools};
 use crate::runtime::{PlanTurns, TurnSink, TurnStart};
 use crate::sandboxes::TurnSandbox;
+use crate::follow_ups::QueuedSteering;
 use crate::{Sandboxes, attachments, downloads};
 
 /// The most authorization pauses in a row a resumed turn looks back through for decisions.
@@ -98,6 +99,7 @@ impl PlanTurns for Planner {
         let history = attachments::with_images(&*self.store, &session.id, history).await;
         let mut plan = agent.plan(&history, toolbox, resolutions);
         plan.result_files = sandbox.as_ref().map(TurnSandbox::result_files);
+        plan.steering = Some(Arc::new(QueuedSteering { store: self.store.clone(), log: sink.log.clone() }));
         plan.skills = skills;
         Ok(TurnStart::Run(Box::new(plan)))
     }

@@ -260,6 +260,20 @@ impl SessionStore for PostgresStore {
         SQL.remove_queued(&self.pool, session_id, id).await
     }
 
+    async fn sessions_with_queued(&self, session_ids: &[&str], kind: QueueKind) -> Result<Vec<String>> {
+        if session_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<(String,)> =
+            sqlx::query_as("SELECT DISTINCT session_id FROM queued_messages WHERE session_id = ANY($1) AND kind = $2")
+                .bind(session_ids)
+                .bind(kind.as_str())
+                .fetch_all(&self.pool)
+                .await
+                .map_err(error::backend)?;
+        Ok(rows.into_iter().map(|(id,)| id).collect())
+    }
+
     async fn put_file(&self, file: &SessionFile) -> Result<()> {
         // The row and its chunks commit together, so a file is never seen half stored.
         let mut transaction = self.pool.begin().await.map_err(error::backend)?;

@@ -235,6 +235,22 @@ impl SessionStore for SqliteStore {
         SQL.remove_queued(self.connections.write().await?.connection()?, session_id, id).await
     }
 
+    async fn sessions_with_queued(&self, session_ids: &[&str], kind: QueueKind) -> Result<Vec<String>> {
+        if session_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids = to_json(session_ids, "session ids")?;
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT DISTINCT session_id FROM queued_messages WHERE session_id IN (SELECT value FROM json_each($1)) AND kind = $2",
+        )
+        .bind(ids)
+        .bind(kind.as_str())
+        .fetch_all(&mut *self.connections.read().await?)
+        .await
+        .map_err(error::backend)?;
+        Ok(rows.into_iter().map(|(id,)| id).collect())
+    }
+
     async fn put_file(&self, file: &SessionFile) -> Result<()> {
         let mut writer = self.connections.write().await?;
         let inserted = sqlx::query(

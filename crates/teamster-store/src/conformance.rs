@@ -408,6 +408,13 @@ pub async fn queued_messages_keep_their_order_bound_and_session(store: Arc<dyn S
     assert_eq!(follow_ups[0], queued[1], "read back whole");
     assert_eq!(ids(follow_ups), ["q_1", "q_2", "q_0"], "oldest first, ties by id");
     assert_eq!(ids(store.queued_messages("ses_a", QueueKind::Steer).await.expect("queued_messages")), ["s_1"]);
+    let mut with_steers = store.sessions_with_queued(&["ses_b", "ses_a", "ses_missing"], QueueKind::Steer).await.expect("sessions_with_queued");
+    with_steers.sort();
+    assert_eq!(with_steers, ["ses_a"]);
+    let mut with_follow_ups = store.sessions_with_queued(&["ses_a", "ses_b"], QueueKind::FollowUp).await.expect("sessions_with_queued");
+    with_follow_ups.sort();
+    assert_eq!(with_follow_ups, ["ses_a", "ses_b"]);
+    assert!(store.sessions_with_queued(&[], QueueKind::FollowUp).await.expect("sessions_with_queued").is_empty());
 
     // The bound is per session and kind.
     let over = message("ses_a", "q_3", QueueKind::FollowUp, 30);

@@ -110,6 +110,10 @@ pub trait SessionStore: Send + Sync {
     /// Removes a queued message; `Ok(false)` if it is not queued (used or removed meanwhile),
     /// so of several callers exactly one removes it.
     async fn remove_queued(&self, session_id: &str, id: &str) -> Result<bool>;
+
+    /// Which of `session_ids` have messages of `kind` queued (for a replica's slow check of
+    /// its running turns).
+    async fn sessions_with_queued(&self, session_ids: &[&str], kind: QueueKind) -> Result<Vec<String>>;
 }
 
 /// Turns and their event logs: the stream (every event, as sent) and the content (the folded,

@@ -36,6 +36,8 @@ pub struct TurnLog {
     /// Until when this process owns the turn, in milliseconds of `clock::clock`: past it, the
     /// turn counts as fenced even before anyone has noticed (a process that was paused, say).
     owned_until: AtomicU64,
+    /// Set when steering instructions were queued for the turn, until it takes them.
+    steered: AtomicBool,
 }
 
 struct Events {
@@ -67,7 +69,18 @@ impl TurnLog {
             final_state: Mutex::new(None),
             fenced: AtomicBool::new(false),
             owned_until: AtomicU64::new(u64::MAX),
+            steered: AtomicBool::new(false),
         })
+    }
+
+    /// Notes that steering instructions were queued for the turn.
+    pub fn mark_steered(&self) {
+        self.steered.store(true, Ordering::Release);
+    }
+
+    /// Whether steering instructions were queued since the last call.
+    pub fn take_steered(&self) -> bool {
+        self.steered.swap(false, Ordering::AcqRel)
     }
 
     /// Appends an event under the log's lock and calls `then` with its sequence number while

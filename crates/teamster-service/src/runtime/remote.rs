@@ -64,6 +64,23 @@ impl TurnRuntime {
         }
     }
 
+    /// Tells the turns running here that another replica queued steering instructions for.
+    pub(crate) async fn apply_steers(&self) {
+        let running = self.inner.live.all();
+        if running.is_empty() {
+            return;
+        }
+        let sessions: Vec<&str> = running.iter().map(|log| log.session_id.as_str()).collect();
+        match self.store().sessions_with_queued(&sessions, teamster_store::QueueKind::Steer).await {
+            Ok(steered) => {
+                for log in running.iter().filter(|log| steered.contains(&log.session_id)) {
+                    log.mark_steered();
+                }
+            }
+            Err(error) => tracing::warn!(%error, "could not look up steering instructions"),
+        }
+    }
+
     /// Cancels the turns running here that another replica asked to cancel.
     pub(crate) async fn apply_cancel_requests(&self) {
         let running: Vec<Arc<TurnLog>> =

@@ -27,6 +27,7 @@ pub fn routes() -> Router<AppState> {
         .route("/sessions/{session_id}/state", get(session_state))
         .route("/sessions/{session_id}/clone", post(clone))
         .route("/sessions/{session_id}/follow-ups", get(follow_ups).post(queue_follow_up))
+        .route("/sessions/{session_id}/steer", post(steer))
         .route("/sessions/{session_id}/follow-ups/{follow_up_id}", delete(cancel_follow_up))
         .route("/sessions/{session_id}/grants/{grant_id}", delete(revoke_grant))
 }
@@ -124,6 +125,16 @@ async fn queue_follow_up(
 ) -> ApiResult<(StatusCode, Json<Data<QueuedMessage>>)> {
     let queued = state.service.queue_follow_up(&Caller::local(), &session_id, body.content).await?;
     Ok((StatusCode::CREATED, Json(Data { data: queued })))
+}
+
+/// Queues an instruction for the running turn, which takes it before its next model call.
+async fn steer(
+    State(state): State<AppState>,
+    Path(session_id): Path<String>,
+    JsonBody(body): JsonBody<QueueMessageRequest>,
+) -> ApiResult<(StatusCode, Json<Data<QueuedMessage>>)> {
+    let queued = state.service.steer(&Caller::local(), &session_id, body.content).await?;
+    Ok((StatusCode::ACCEPTED, Json(Data { data: queued })))
 }
 
 async fn follow_ups(State(state): State<AppState>, Path(session_id): Path<String>) -> ApiResult<Json<Data<Vec<QueuedMessage>>>> {
