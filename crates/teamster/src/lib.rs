@@ -51,6 +51,7 @@
 
 mod agent;
 mod error;
+mod harness;
 mod items;
 mod mcp;
 mod model;

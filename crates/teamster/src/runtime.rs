@@ -22,6 +22,8 @@ pub use teamster_protocol::{AgentSpec, Event, Session, Turn, TurnInput, TurnStat
 pub use teamster_sandbox::{Bubblewrap, Limits as SandboxLimits, SandboxError, SandboxProvider};
 pub use teamster_service::{Sandboxes, Service, ServiceConfig, ServiceError, SkillCache, SkillSources};
 
+pub use crate::harness::{DisplayState, Harness, HarnessEvent};
+
 /// Why a runtime call failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
