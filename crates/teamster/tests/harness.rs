@@ -2,6 +2,8 @@
 //! switches the session to its build mode; tasks, state and follow-ups reach the subscribers
 //! as changes and the display state. Real parts: the fake model in-process, SQLite in memory.
 
+mod support;
+
 use serde_json::json;
 use teamster::runtime::{Harness, HarnessEvent, Runtime};
 use teamster_fake_model::FakeModelServer;
@@ -12,11 +14,7 @@ use tokio::sync::broadcast;
 
 async fn runtime(model: &FakeModelServer) -> Runtime {
     let runtime = Runtime::open("sqlite::memory:").await.unwrap();
-    let provider = json!({
-        "type": "custom", "name": "fake", "base_url": model.base_url(), "auth": {"api_key": "k"},
-        "models": [{"name": "fake-model", "model_id": "fake-model"}],
-    });
-    runtime.add_model_provider(serde_json::from_value(provider).unwrap()).await.unwrap();
+    support::add_fake_provider(&runtime, &model).await;
     let spec = json!({
         "model": {"name": "fake/fake-model"},
         "config": {"tasks": {"enabled": true}},

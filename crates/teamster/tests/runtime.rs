@@ -7,6 +7,8 @@
 use std::path::PathBuf;
 
 use futures_util::StreamExt;
+mod support;
+
 use serde_json::json;
 use teamster::runtime::{Runtime, RuntimeEvent, ServiceConfig, user_message};
 use teamster_fake_model::FakeModelServer;
@@ -18,11 +20,7 @@ use teamster_protocol::{Event, TurnState};
 async fn runtime(model: &FakeModelServer) -> Runtime {
     let config = ServiceConfig { allow_stdio_mcp: true, ..ServiceConfig::default() };
     let runtime = Runtime::open_with("sqlite::memory:", config).await.unwrap();
-    let provider = json!({
-        "type": "custom", "name": "fake", "base_url": model.base_url(), "auth": {"api_key": "k"},
-        "models": [{"name": "fake-model", "model_id": "fake-model"}],
-    });
-    runtime.add_model_provider(serde_json::from_value(provider).unwrap()).await.unwrap();
+    support::add_fake_provider(&runtime, &model).await;
     let python = std::env::var("TEAMSTER_TEST_PYTHON")
         .expect("TEAMSTER_TEST_PYTHON must name a Python with the `mcp` package (scripts/test sets it)");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp_servers/tools_server.py");
@@ -146,11 +144,7 @@ async fn an_embedded_agent_uses_a_local_skill_in_its_sandbox() {
     let sandboxes = teamster::runtime::Sandboxes::on(std::sync::Arc::new(provider), skills);
     let runtime = Runtime::open_with("sqlite::memory:", ServiceConfig { sandboxes, ..ServiceConfig::default() }).await.unwrap();
     let model = FakeModelServer::start().await.unwrap();
-    let provider = json!({
-        "type": "custom", "name": "fake", "base_url": model.base_url(), "auth": {"api_key": "k"},
-        "models": [{"name": "fake-model", "model_id": "fake-model"}],
-    });
-    runtime.add_model_provider(serde_json::from_value(provider).unwrap()).await.unwrap();
+    support::add_fake_provider(&runtime, &model).await;
     let spec = json!({
         "model": {"name": "fake/fake-model"},
         "skills": [{"name": "house-style"}],
