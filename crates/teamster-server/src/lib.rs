@@ -4,6 +4,7 @@
 //! [`app`] builds the whole application (prefix stripping included) for tests and for
 //! [`serve`]. Only this crate knows HTTP: status codes, SSE framing, headers, query strings.
 
+mod data_stream;
 mod error;
 mod extract;
 mod guard;

@@ -64,6 +64,18 @@ impl Params {
         }
     }
 
+    /// The `stream_format` of a turn's stream: `native` when absent.
+    pub fn stream_format(&self) -> Result<StreamFormat, ApiError> {
+        match self.string("stream_format").as_deref() {
+            None | Some("native") => Ok(StreamFormat::Native),
+            Some("data-stream") => Ok(StreamFormat::DataStream),
+            Some(other) => Err(invalid(
+                "stream_format",
+                format!("stream_format must be one of \"native\", \"data-stream\", not {other:?}"),
+            )),
+        }
+    }
+
     /// A non-negative integer.
     pub fn sequence(&self, name: &str) -> Result<Option<u64>, ApiError> {
         match self.string(name) {
@@ -74,6 +86,16 @@ impl Params {
                 .map_err(|_| invalid(name, format!("{name} must be a non-negative integer"))),
         }
     }
+}
+
+/// The dialect a turn's event stream is sent in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StreamFormat {
+    /// The events as stored (both TrueFoundry dialects).
+    #[default]
+    Native,
+    /// The AI SDK data stream (`crate::data_stream`).
+    DataStream,
 }
 
 /// The `Last-Event-ID` header as a sequence number, if present.

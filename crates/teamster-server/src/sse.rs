@@ -2,6 +2,10 @@
 //! JSON on `data:` lines, see `teamster_protocol::sse`), with `: ping` comments whenever the
 //! stream has been quiet for the heartbeat interval. The body ends after `turn.done`, or when
 //! the server shuts down.
+//!
+//! The data stream dialect frames the parts each event translates to: one frame per part, all
+//! of one event sent together, the last carrying the event's sequence number as its `id:`, so
+//! a client resumes after the last event it saw whole.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -9,30 +13,79 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
+use teamster_protocol::Event;
 use teamster_service::EventStream;
 use tokio_util::sync::CancellationToken;
 
+use crate::data_stream::{Part, Translator};
+
 const HEARTBEAT: &[u8] = b": ping\n\n";
 
-/// The response; its body ends after `turn.done`, or as soon as `shutdown` fires (after the
-/// last whole frame, so the client resumes from its last `id:`).
+/// The native response: every event as stored.
 pub fn sse_response(events: EventStream, heartbeat: Duration, shutdown: CancellationToken) -> Response {
-    let body = futures_util::stream::unfold(events, move |mut events| {
+    let frames = events.map(|event| Bytes::from(teamster_protocol::sse::frame(event.sequence, &event.json)));
+    framed_response(frames, heartbeat, shutdown)
+}
+
+/// The data stream response: `events` from the turn's first, each translated, and the parts
+/// of those after `after` sent.
+pub fn data_stream_response(
+    events: EventStream,
+    mut translator: Translator,
+    after: u64,
+    heartbeat: Duration,
+    shutdown: CancellationToken,
+) -> Response {
+    let frames = events.filter_map(move |event| {
+        let parts = match serde_json::from_str::<Event>(&event.json) {
+            Ok(parsed) => translator.translate(&parsed),
+            Err(error) => {
+                tracing::warn!(sequence = event.sequence, %error, "an event the data stream cannot read");
+                Vec::new()
+            }
+        };
+        let frames = (event.sequence > after && !parts.is_empty()).then(|| part_frames(event.sequence, &parts));
+        std::future::ready(frames)
+    });
+    framed_response(frames, heartbeat, shutdown)
+}
+
+/// The frames of one event's parts; the last carries `id: sequence`.
+fn part_frames(sequence: u64, parts: &[Part]) -> Bytes {
+    let mut frames = String::new();
+    for (index, part) in parts.iter().enumerate() {
+        if index + 1 == parts.len() {
+            frames.push_str("id: ");
+            frames.push_str(&sequence.to_string());
+            frames.push('\n');
+        }
+        frames.push_str("data: ");
+        frames.push_str(&serde_json::to_string(part).unwrap_or_default());
+        frames.push_str("\n\n");
+    }
+    Bytes::from(frames)
+}
+
+/// The response of a stream of frames; its body ends with the frames, or as soon as `shutdown`
+/// fires (after the last whole frame, so the client resumes from its last `id:`).
+fn framed_response(
+    frames: impl Stream<Item = Bytes> + Send + Unpin + 'static,
+    heartbeat: Duration,
+    shutdown: CancellationToken,
+) -> Response {
+    let body = futures_util::stream::unfold(frames, move |mut frames| {
         let shutdown = shutdown.clone();
         async move {
             let next = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => return None,
-                next = tokio::time::timeout(heartbeat, events.next()) => next,
+                next = tokio::time::timeout(heartbeat, frames.next()) => next,
             };
             match next {
-                Ok(Some(event)) => {
-                    let frame = Bytes::from(teamster_protocol::sse::frame(event.sequence, &event.json));
-                    Some((Ok::<Bytes, Infallible>(frame), events))
-                }
+                Ok(Some(frame)) => Some((Ok::<Bytes, Infallible>(frame), frames)),
                 Ok(None) => None,
-                Err(_) => Some((Ok(Bytes::from_static(HEARTBEAT)), events)),
+                Err(_) => Some((Ok(Bytes::from_static(HEARTBEAT)), frames)),
             }
         }
     });

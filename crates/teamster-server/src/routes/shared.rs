@@ -12,26 +12,52 @@ use tokio_util::io::ReaderStream;
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
-use crate::params::Params;
-use crate::sse::sse_response;
+use crate::data_stream;
+use crate::params::{Params, StreamFormat};
+use crate::sse::{data_stream_response, sse_response};
 
 /// Starts a turn. Everything is validated before the first byte: once the SSE response has
-/// begun, failures arrive as `turn.done` with status `error`.
-pub async fn create_turn(state: &AppState, session_id: &str, body: CreateTurnRequest, stream_by_default: bool) -> ApiResult<Response> {
+/// begun, failures arrive as `turn.done` with status `error`. `format` is the stream's dialect.
+pub async fn create_turn(
+    state: &AppState,
+    session_id: &str,
+    body: CreateTurnRequest,
+    stream_by_default: bool,
+    format: StreamFormat,
+) -> ApiResult<Response> {
     let caller = Caller::local();
     let request = CreateTurn { input: body.input.unwrap_or_default(), previous_turn_id: body.previous_turn_id, at_tip: false };
     let (turn, log) = state.service.create_turn(&caller, session_id, request).await?;
-    if body.stream.unwrap_or(stream_by_default) {
-        Ok(sse_response(state.service.follow(log, 0), state.config.heartbeat, state.shutdown.clone()))
-    } else {
-        Ok(Json(Data { data: turn }).into_response())
+    if !body.stream.unwrap_or(stream_by_default) {
+        return Ok(Json(Data { data: turn }).into_response());
+    }
+    let events = state.service.follow(log, 0);
+    match format {
+        StreamFormat::Native => Ok(sse_response(events, state.config.heartbeat, state.shutdown.clone())),
+        StreamFormat::DataStream => {
+            // The turn runs already: a failure to read its earlier turns ends this stream only.
+            let translator = data_stream::prior::translator(&state.service, &caller, session_id, &turn).await?;
+            Ok(data_stream_response(events, translator, 0, state.config.heartbeat, state.shutdown.clone()))
+        }
     }
 }
 
-/// Streams a turn's events after `after`.
-pub async fn subscribe(state: &AppState, session_id: &str, turn_id: &str, after: u64) -> ApiResult<Response> {
-    let events = state.service.subscribe(&Caller::local(), session_id, turn_id, after).await?;
-    Ok(sse_response(events, state.config.heartbeat, state.shutdown.clone()))
+/// Streams a turn's events after `after`, in `format`.
+pub async fn subscribe(state: &AppState, session_id: &str, turn_id: &str, after: u64, format: StreamFormat) -> ApiResult<Response> {
+    let caller = Caller::local();
+    match format {
+        StreamFormat::Native => {
+            let events = state.service.subscribe(&caller, session_id, turn_id, after).await?;
+            Ok(sse_response(events, state.config.heartbeat, state.shutdown.clone()))
+        }
+        StreamFormat::DataStream => {
+            // The parts of an event depend on the ones before it: the stream folds from the start.
+            let turn = state.service.get_turn(&caller, session_id, turn_id).await?;
+            let translator = data_stream::prior::translator(&state.service, &caller, session_id, &turn).await?;
+            let events = state.service.subscribe(&caller, session_id, turn_id, 0).await?;
+            Ok(data_stream_response(events, translator, after, state.config.heartbeat, state.shutdown.clone()))
+        }
+    }
 }
 
 /// A page of a session's events, newest first. `include_running_tip` lists what a running

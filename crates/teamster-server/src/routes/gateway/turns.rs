@@ -14,7 +14,7 @@ use teamster_service::Caller;
 use crate::AppState;
 use crate::error::ApiResult;
 use crate::extract::JsonBody;
-use crate::params::{Params, last_event_id};
+use crate::params::{Params, StreamFormat, last_event_id};
 use crate::routes::shared;
 
 pub fn routes() -> Router<AppState> {
@@ -25,7 +25,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 pub async fn create(State(state): State<AppState>, Path(session_id): Path<String>, JsonBody(body): JsonBody<CreateTurnRequest>) -> ApiResult<Response> {
-    shared::create_turn(&state, &session_id, body, false).await
+    shared::create_turn(&state, &session_id, body, false, StreamFormat::Native).await
 }
 
 async fn fetch(State(state): State<AppState>, Path((session_id, turn_id)): Path<(String, String)>) -> ApiResult<Json<Data<Turn>>> {
@@ -42,7 +42,7 @@ async fn subscribe(
         Some(after) => after,
         None => body.after_sequence_number.unwrap_or(0),
     };
-    shared::subscribe(&state, &session_id, &turn_id, after).await
+    shared::subscribe(&state, &session_id, &turn_id, after, StreamFormat::Native).await
 }
 
 async fn events(

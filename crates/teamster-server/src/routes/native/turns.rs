@@ -1,5 +1,6 @@
 //! `/api/v1/sessions/{id}/turns`: create (streamed by default), list, get, a turn's events,
-//! and subscribe (`GET`, cursor in `after_sequence_number` or `Last-Event-ID`).
+//! and subscribe (`GET`, cursor in `after_sequence_number` or `Last-Event-ID`). Streams are in
+//! the native format, or the AI SDK data stream with `?stream_format=data-stream`.
 
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
@@ -26,8 +27,13 @@ pub fn routes() -> Router<AppState> {
         .route("/sessions/{session_id}/turns/{turn_id}/download-sandbox-file", get(download_sandbox_file))
 }
 
-async fn create(State(state): State<AppState>, Path(session_id): Path<String>, JsonBody(body): JsonBody<CreateTurnRequest>) -> ApiResult<Response> {
-    shared::create_turn(&state, &session_id, body, true).await
+async fn create(
+    State(state): State<AppState>,
+    Path(session_id): Path<String>,
+    params: Params,
+    JsonBody(body): JsonBody<CreateTurnRequest>,
+) -> ApiResult<Response> {
+    shared::create_turn(&state, &session_id, body, true, params.stream_format()?).await
 }
 
 async fn list(State(state): State<AppState>, Path(session_id): Path<String>, params: Params) -> ApiResult<Json<Page<Turn>>> {
@@ -55,11 +61,12 @@ async fn subscribe(
     headers: HeaderMap,
     params: Params,
 ) -> ApiResult<Response> {
+    let format = params.stream_format()?;
     let after = match last_event_id(&headers)? {
         Some(after) => after,
         None => params.sequence("after_sequence_number")?.unwrap_or(0),
     };
-    shared::subscribe(&state, &session_id, &turn_id, after).await
+    shared::subscribe(&state, &session_id, &turn_id, after, format).await
 }
 
 /// A file of the sandbox the turn ran in; a sandbox that fails is a failed dependency here (424).
