@@ -51,7 +51,6 @@
 
 mod agent;
 mod error;
-mod harness;
 mod items;
 mod mcp;
 mod model;

@@ -22,7 +22,9 @@ pub use teamster_protocol::{AgentSpec, Event, Session, Turn, TurnInput, TurnStat
 pub use teamster_sandbox::{Bubblewrap, Limits as SandboxLimits, SandboxError, SandboxProvider};
 pub use teamster_service::{Sandboxes, Service, ServiceConfig, ServiceError, SkillCache, SkillSources};
 
-pub use crate::harness::{DisplayState, Harness, HarnessEvent};
+mod harness;
+
+pub use harness::{DisplayState, Harness, HarnessEvent};
 
 /// Why a runtime call failed.
 #[derive(Debug, thiserror::Error)]
