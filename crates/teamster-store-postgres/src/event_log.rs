@@ -17,34 +17,67 @@
 //! Both statements end by announcing, once per turn written, the highest sequence number
 //! stored (0 for a state alone) on the change feed's channel (see `feed`); the announcement
 //! is delivered when the write commits.
+//!
+//! Fencing: a batch written under leases ([`Fence`], `EventLog::write_held`) writes only the
+//! turns whose lease row its owner holds at the claim given, which the same statement checks
+//! while it key-share locks those rows. A takeover changes a key column of the row (see
+//! migration 0008), so it and a write in flight wait for each other: either the write commits
+//! first, and the new holder reads it, or the write re-checks the row once the takeover has
+//! committed and leaves the turn out. The lease rows are locked after the sessions (each with
+//! its session, in session order, or after every session of a batch with states), so the
+//! lock order above holds. Both statements return the ids of the turns they left out.
 
 use std::sync::LazyLock;
 
 use sqlx::PgConnection;
 use sqlx::postgres::{PgArguments, Postgres};
-use sqlx::query::Query;
-use teamster_store::Result;
-use teamster_store::codec::LogRows;
+use sqlx::query::QueryAs;
+use teamster_store::codec::{LogRows, clamp_i64};
+use teamster_store::{Result, TurnLease};
 
-use teamster_store_sql::error;
+use teamster_store_sql::{error, lease_holder};
+
+/// The leases a batch is written under: `owner` holds each of `leases`.
+pub(crate) struct Fence<'a> {
+    pub(crate) owner: &'a str,
+    pub(crate) leases: &'a [TurnLease],
+}
 
 /// Selects the turns with ids in `{turn_ids}`, joined to their sessions in session id order:
 /// with a locking clause `OF sessions` appended, it locks the sessions in that order. Locking
 /// re-reads a session that a concurrent transaction changed, so the turns of a session deleted
 /// meanwhile drop out.
-fn turns_by_session(turn_ids: &str) -> String {
+/// When `fenced`, it keeps only the turns whose lease the batch holds, joined as `lease` (for a
+/// locking clause `OF lease`).
+fn turns_by_session(turn_ids: &str, fenced: bool) -> String {
+    let (join, held) = fence_clauses(fenced);
     format!(
-        "SELECT turns.id FROM sessions JOIN turns ON turns.session_id = sessions.id \
-         WHERE turns.id IN ({turn_ids}) ORDER BY sessions.id"
+        "SELECT turns.id FROM sessions JOIN turns ON turns.session_id = sessions.id{join} \
+         WHERE turns.id IN ({turn_ids}){held} ORDER BY sessions.id"
+    )
+}
+
+/// The join of `turns` to the batch's leases (`held`, see [`HELD`]) and their rows (`lease`),
+/// and the condition that `$8` holds each, when `fenced`; nothing otherwise.
+fn fence_clauses(fenced: bool) -> (&'static str, String) {
+    if !fenced {
+        return ("", String::new());
+    }
+    (
+        " JOIN held ON held.turn_id = turns.id JOIN turn_leases AS lease ON lease.turn_id = turns.id",
+        format!(" AND {}", lease_holder(8, "held.claims")),
     )
 }
 
 /// The row sets as common table expressions over the parameters: `$1` to `$3` the stream
-/// rows, `$4` to `$7` the content rows.
+/// rows, `$4` to `$7` the content rows, `$9` and `$10` the leases of a fenced batch (`$8` is
+/// their owner).
 const ROWS: &str = "stream_rows AS ( \
          SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[]) AS row (turn_id, sequence, data) \
      ), content_rows AS ( \
          SELECT * FROM unnest($4::text[], $5::bigint[], $6::text[], $7::text[]) AS row (turn_id, sequence, kind, data) \
+     ), held AS ( \
+         SELECT * FROM unnest($9::text[], $10::bigint[]) AS held (turn_id, claims) \
      )";
 
 /// The ids of the turns the stream and content rows write to.
@@ -62,55 +95,73 @@ const INSERTS: &str = "streamed AS ( \
          ON CONFLICT (turn_id, sequence) DO UPDATE SET kind = excluded.kind, data = excluded.data \
      )";
 
-/// Announces, from `written` (rows of `turn_id, sequence`), each turn's highest sequence
-/// number on the channel `${n}`.
-fn announce(channel_parameter: u8) -> String {
-    format!("SELECT pg_notify(${channel_parameter}, 't:' || max(sequence) || ':' || turn_id) FROM written GROUP BY turn_id")
+/// The statement's one row: the ids of the turns among `{turn_ids}` that are not in `live`
+/// (left out), and the count of announcements, one per turn in `written` (rows of `turn_id,
+/// sequence`) with its highest sequence number, on the channel `${n}`.
+fn left_out_and_announce(turn_ids: &str, channel_parameter: u8) -> String {
+    format!(
+        "SELECT ARRAY(SELECT turn_id FROM ({turn_ids}) AS candidate (turn_id) EXCEPT SELECT id FROM live), \
+         (SELECT count(*) FROM (SELECT pg_notify(${channel_parameter}, 't:' || max(sequence) || ':' || turn_id) \
+         FROM written GROUP BY turn_id) AS announced)"
+    )
 }
 
 /// Applies the stream and content rows of a batch as one statement, and announces the stream
-/// rows on the channel `$8`. `live` holds the turns written to, with their sessions key-share
-/// locked: no session of the batch can be deleted until the statement ends, and rows for
-/// turns deleted before it are skipped instead of failing their foreign key, so the rest of
-/// the batch lands.
-static WRITE_LOG: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH {ROWS}, live AS ({} FOR KEY SHARE OF sessions), {INSERTS}, \
-         written AS (SELECT turn_id, sequence FROM stream_rows) {}",
-        turns_by_session(ROW_TURN_IDS),
-        announce(8)
-    )
+/// rows on the channel `$11`. `live` holds the turns written to, with their sessions key-share
+/// locked (and, when fenced, their lease rows): no session of the batch can be deleted until
+/// the statement ends, and rows for turns deleted before it are skipped instead of failing
+/// their foreign key, so the rest of the batch lands. Unfenced, then fenced.
+static WRITE_LOG: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [false, true].map(|fenced| {
+        let lock = if fenced { "FOR KEY SHARE OF sessions, lease" } else { "FOR KEY SHARE OF sessions" };
+        format!(
+            "WITH {ROWS}, live AS ({} {lock}), {INSERTS}, \
+             written AS (SELECT row.turn_id, row.sequence FROM stream_rows AS row JOIN live ON live.id = row.turn_id) {}",
+            turns_by_session(ROW_TURN_IDS, fenced),
+            left_out_and_announce(ROW_TURN_IDS, 11)
+        )
+    })
 });
 
 /// Locks, for a batch with turn states, the sessions of its turns, whose `updated_at` may
 /// change. `$1` is every turn id of the batch. Until commit, no session of the batch can be
 /// deleted, updated or given a new turn, and no other log write can change its turns' states.
 static LOCK_FOR_STATES: LazyLock<String> =
-    LazyLock::new(|| format!("{} FOR NO KEY UPDATE OF sessions", turns_by_session("SELECT unnest($1::text[])")));
+    LazyLock::new(|| format!("{} FOR NO KEY UPDATE OF sessions", turns_by_session("SELECT unnest($1::text[])", false)));
 
 /// Applies a whole batch inside a transaction that holds [`LOCK_FOR_STATES`]: the stream and
-/// content rows, the turn states (`$8` to `$11`, numbered by batch position), and each
+/// content rows, the turn states (`$11` to `$14`, numbered by batch position), and each
 /// session's `updated_at` from the last of its turns' states; then announces the stream rows
-/// and states on the channel `$12`. The sessions are locked already, so `live` reads the turns
-/// plainly (a locking read would skip the rows this statement updates).
-static WRITE_BATCH: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH {ROWS}, state_rows AS ( \
-             SELECT * FROM unnest($8::text[], $9::text[], $10::text[], $11::text[]) WITH ORDINALITY \
-             AS row (turn_id, state, status, at, position) \
-         ), live AS (SELECT id FROM turns WHERE id IN ({ROW_TURN_IDS})), {INSERTS}, changed AS ( \
-             UPDATE turns SET state = row.state, status = row.status, \
-             finished_at = CASE WHEN row.status = 'running' THEN NULL ELSE row.at END FROM state_rows AS row \
-             WHERE turns.id = row.turn_id RETURNING turns.session_id, row.at, row.position \
-         ), touched AS ( \
-             UPDATE sessions SET updated_at = latest.at FROM ( \
-                 SELECT DISTINCT ON (session_id) session_id, at FROM changed ORDER BY session_id, position DESC \
-             ) AS latest WHERE sessions.id = latest.session_id \
-         ), written AS ( \
-             SELECT turn_id, sequence FROM stream_rows UNION ALL SELECT turn_id, 0::bigint FROM state_rows \
-         ) {}",
-        announce(12)
-    )
+/// and states on the channel `$15`. The sessions are locked already, so `live` reads the turns
+/// plainly (a locking read would skip the rows this statement updates), and, when fenced,
+/// key-share locks their lease rows. Unfenced, then fenced.
+static WRITE_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
+    const TURN_IDS: &str = "SELECT turn_id FROM stream_rows UNION SELECT turn_id FROM content_rows \
+         UNION SELECT turn_id FROM state_rows";
+    [false, true].map(|fenced| {
+        let (join, held) = fence_clauses(fenced);
+        let lock = if fenced { "FOR KEY SHARE OF lease" } else { "" };
+        format!(
+            "WITH {ROWS}, state_rows AS ( \
+                 SELECT * FROM unnest($11::text[], $12::text[], $13::text[], $14::text[]) WITH ORDINALITY \
+                 AS row (turn_id, state, status, at, position) \
+             ), live AS (SELECT turns.id FROM turns{join} WHERE turns.id IN ({TURN_IDS}){held} {lock}), {INSERTS}, \
+             changed AS ( \
+                 UPDATE turns SET state = row.state, status = row.status, \
+                 finished_at = CASE WHEN row.status = 'running' THEN NULL ELSE row.at END \
+                 FROM state_rows AS row JOIN live ON live.id = row.turn_id \
+                 WHERE turns.id = row.turn_id RETURNING turns.session_id, row.at, row.position \
+             ), touched AS ( \
+                 UPDATE sessions SET updated_at = latest.at FROM ( \
+                     SELECT DISTINCT ON (session_id) session_id, at FROM changed ORDER BY session_id, position DESC \
+                 ) AS latest WHERE sessions.id = latest.session_id \
+             ), written AS ( \
+                 SELECT row.turn_id, row.sequence FROM stream_rows AS row JOIN live ON live.id = row.turn_id \
+                 UNION ALL SELECT row.turn_id, 0::bigint FROM state_rows AS row JOIN live ON live.id = row.turn_id \
+             ) {}",
+            left_out_and_announce(TURN_IDS, 15)
+        )
+    })
 });
 
 /// Whether a batch has turn states, so that it needs [`write_in_transaction`] rather than
@@ -120,36 +171,57 @@ pub(crate) fn needs_transaction(rows: &LogRows<'_>) -> bool {
 }
 
 /// Applies a batch without turn states, as one statement (its own transaction, unless the
-/// connection is in one).
-pub(crate) async fn write_log(connection: &mut PgConnection, rows: &LogRows<'_>, channel: &str) -> Result<()> {
+/// connection is in one), under `fence` if any. Returns the ids of the turns left out.
+pub(crate) async fn write_log(
+    connection: &mut PgConnection,
+    rows: &LogRows<'_>,
+    fence: Option<&Fence<'_>>,
+    channel: &str,
+) -> Result<Vec<String>> {
     debug_assert!(!needs_transaction(rows), "a batch with turn states needs write_in_transaction");
-    bind_log_rows(sqlx::query(&WRITE_LOG), rows).bind(channel).execute(connection).await.map_err(error::backend)?;
-    Ok(())
+    let (left_out, _announced): (Vec<String>, i64) = bind_log_rows(sqlx::query_as(&WRITE_LOG[usize::from(fence.is_some())]), rows, fence)
+        .bind(channel)
+        .fetch_one(connection)
+        .await
+        .map_err(error::backend)?;
+    Ok(left_out)
 }
 
-/// Applies any batch on a connection inside a transaction that the caller opened and commits.
-pub(crate) async fn write_in_transaction(transaction: &mut PgConnection, rows: &LogRows<'_>, channel: &str) -> Result<()> {
+/// Applies any batch on a connection inside a transaction that the caller opened and commits,
+/// under `fence` if any. Returns the ids of the turns left out.
+pub(crate) async fn write_in_transaction(
+    transaction: &mut PgConnection,
+    rows: &LogRows<'_>,
+    fence: Option<&Fence<'_>>,
+    channel: &str,
+) -> Result<Vec<String>> {
     if rows.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     if !needs_transaction(rows) {
-        return write_log(transaction, rows, channel).await;
+        return write_log(transaction, rows, fence, channel).await;
     }
     sqlx::query(&LOCK_FOR_STATES).bind(rows.turn_ids()).execute(&mut *transaction).await.map_err(error::backend)?;
-    bind_log_rows(sqlx::query(&WRITE_BATCH), rows)
+    let (left_out, _announced): (Vec<String>, i64) = bind_log_rows(sqlx::query_as(&WRITE_BATCH[usize::from(fence.is_some())]), rows, fence)
         .bind(rows.states.iter().map(|row| row.0).collect::<Vec<&str>>())
         .bind(rows.states.iter().map(|row| row.1.as_str()).collect::<Vec<&str>>())
         .bind(rows.states.iter().map(|row| row.2).collect::<Vec<&str>>())
         .bind(rows.states.iter().map(|row| row.3).collect::<Vec<&str>>())
         .bind(channel)
-        .execute(transaction)
+        .fetch_one(transaction)
         .await
         .map_err(error::backend)?;
-    Ok(())
+    Ok(left_out)
 }
 
-/// Binds the stream rows as `$1` to `$3` and the content rows as `$4` to `$7`, a column each.
-fn bind_log_rows<'q>(query: Query<'q, Postgres, PgArguments>, rows: &LogRows<'q>) -> Query<'q, Postgres, PgArguments> {
+/// Binds the stream rows as `$1` to `$3`, the content rows as `$4` to `$7`, a column each, and
+/// the fence as `$8` to `$10` (an empty one when there is none).
+fn bind_log_rows<'q, O>(
+    query: QueryAs<'q, Postgres, O, PgArguments>,
+    rows: &LogRows<'q>,
+    fence: Option<&Fence<'q>>,
+) -> QueryAs<'q, Postgres, O, PgArguments> {
+    let leases = fence.map_or(&[][..], |fence| fence.leases);
     query
         .bind(rows.stream.iter().map(|row| row.0).collect::<Vec<&str>>())
         .bind(rows.stream.iter().map(|row| row.1).collect::<Vec<i64>>())
@@ -158,4 +230,7 @@ fn bind_log_rows<'q>(query: Query<'q, Postgres, PgArguments>, rows: &LogRows<'q>
         .bind(rows.content.iter().map(|row| row.1).collect::<Vec<i64>>())
         .bind(rows.content.iter().map(|row| row.2).collect::<Vec<&str>>())
         .bind(rows.content.iter().map(|row| row.3).collect::<Vec<&str>>())
+        .bind(fence.map_or("", |fence| fence.owner))
+        .bind(leases.iter().map(|lease| lease.turn_id.as_str()).collect::<Vec<&str>>())
+        .bind(leases.iter().map(|lease| clamp_i64(lease.claims)).collect::<Vec<i64>>())
 }

@@ -155,6 +155,24 @@ impl PostgresStore {
     pub fn change_channel(&self) -> &str {
         &self.channel
     }
+
+    /// Applies a batch of log writes, under `fence` if any: one statement for a batch without
+    /// turn states, a transaction otherwise (see `event_log`). Returns the ids of the turns
+    /// left out.
+    async fn write_under(&self, fence: Option<&event_log::Fence<'_>>, batch: &[LogWrite]) -> Result<Vec<String>> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = LogRows::new(batch)?;
+        if !event_log::needs_transaction(&rows) {
+            let mut connection = self.pool.acquire().await.map_err(error::backend)?;
+            return event_log::write_log(&mut connection, &rows, fence, &self.channel).await;
+        }
+        let mut transaction = self.pool.begin().await.map_err(error::backend)?;
+        let left_out = event_log::write_in_transaction(&mut transaction, &rows, fence, &self.channel).await?;
+        transaction.commit().await.map_err(error::backend)?;
+        Ok(left_out)
+    }
 }
 
 #[async_trait]
@@ -364,7 +382,7 @@ impl EventLog for PostgresStore {
         if !created {
             return Err(Error::Conflict(format!("the last turn of session {} is not the expected one", turn.session_id)));
         }
-        event_log::write_in_transaction(&mut transaction, &writes, &self.channel).await?;
+        event_log::write_in_transaction(&mut transaction, &writes, None, &self.channel).await?;
         transaction.commit().await.map_err(error::backend)
     }
 
@@ -377,17 +395,11 @@ impl EventLog for PostgresStore {
     }
 
     async fn write(&self, batch: &[LogWrite]) -> Result<()> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let rows = LogRows::new(batch)?;
-        if !event_log::needs_transaction(&rows) {
-            let mut connection = self.pool.acquire().await.map_err(error::backend)?;
-            return event_log::write_log(&mut connection, &rows, &self.channel).await;
-        }
-        let mut transaction = self.pool.begin().await.map_err(error::backend)?;
-        event_log::write_in_transaction(&mut transaction, &rows, &self.channel).await?;
-        transaction.commit().await.map_err(error::backend)
+        self.write_under(None, batch).await.map(drop)
+    }
+
+    async fn write_held(&self, owner: &str, leases: &[TurnLease], batch: &[LogWrite]) -> Result<Vec<String>> {
+        self.write_under(Some(&event_log::Fence { owner, leases }), batch).await
     }
 
     async fn read_stream(&self, turn_id: &str, after: u64, limit: u32) -> Result<Vec<StreamEvent>> {

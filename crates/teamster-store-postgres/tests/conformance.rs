@@ -430,3 +430,77 @@ async fn a_running_turn_without_a_lease_is_expired_and_taken_over_once() {
     assert_eq!(won, vec![TurnLease { turn_id: "turn_1".into(), claims: 1 }], "one of two racing takeovers wins");
     assert_eq!(store.expired_leases(10).await.expect("expired_leases"), vec![]);
 }
+
+/// A fenced write already in flight when its turn is taken over writes nothing: a write held
+/// up (here by a session lock, as by a slow database) until the takeover has committed finds
+/// the new lease when it goes on and leaves the turn out, with or without turn states; and a
+/// takeover waits for a write that holds the lease row (its key-share lock), so that the new
+/// holder reads whatever that write committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_write_in_flight_at_a_takeover_commits_before_it_or_not_at_all() {
+    let schema = ScratchSchema::new().await;
+    let old: Arc<dyn Store> = schema.store();
+    let new: Arc<dyn Store> = Arc::new(schema.second_store().await);
+    let url = in_schema(&schema.server_url, &schema.name);
+    let held = |turn_id: &str, claims: u64| TurnLease { turn_id: turn_id.to_owned(), claims };
+    for (index, with_state) in [false, true].into_iter().enumerate() {
+        let (session_id, turn_id) = (format!("ses_{index}"), format!("turn_{index}"));
+        old.create_session(&draft_session(&session_id)).await.expect("create_session");
+        old.create_turn(&turn(&turn_id, &session_id, None), None, &[stream(&turn_id, 1, "created")]).await.expect("create_turn");
+        let renewed = old.renew_leases("r1", &[held(&turn_id, 1)], Duration::from_millis(1)).await.expect("renew_leases");
+        assert_eq!(renewed, [turn_id.clone()]);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+
+        let mut admin = PgConnection::connect(&url).await.expect("connect");
+        admin.execute("BEGIN").await.expect("begin");
+        sqlx::query("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE").bind(&session_id).execute(&mut admin).await.expect("lock");
+        let mut batch = vec![stream(&turn_id, 2, "stale")];
+        if with_state {
+            batch.push(done(&turn_id, "2025-01-01T00:00:05.000Z"));
+        }
+        let writing = {
+            let (old, lease) = (Arc::clone(&old), held(&turn_id, 1));
+            tokio::spawn(async move { old.write_held("r1", &[lease], &batch).await })
+        };
+        wait_until_blocked_by(&mut admin).await;
+        let taken = new.claim_turn(&turn_id, "r2", Duration::from_secs(600), 1).await.expect("claim_turn");
+        assert_eq!(taken, Some(held(&turn_id, 2)));
+        admin.execute("COMMIT").await.expect("commit");
+        let left_out = writing.await.expect("the writing task").expect("write_held");
+        assert_eq!(left_out, [turn_id.clone()], "the write in flight is refused (with a state: {with_state})");
+        assert_eq!(new.last_sequence(&turn_id).await.expect("last_sequence"), 1);
+        assert_eq!(new.get_turn(&session_id, &turn_id).await.expect("get_turn").state, TurnState::Running);
+    }
+
+    // A takeover of a lease row that a write holds waits for the write to end.
+    old.create_session(&draft_session("ses_w")).await.expect("create_session");
+    old.create_turn(&turn("turn_w", "ses_w", None), None, &[]).await.expect("create_turn");
+    old.renew_leases("r1", &[held("turn_w", 1)], Duration::from_millis(1)).await.expect("renew_leases");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut admin = PgConnection::connect(&url).await.expect("connect");
+    admin.execute("BEGIN").await.expect("begin");
+    admin.execute("SELECT 1 FROM turn_leases WHERE turn_id = 'turn_w' FOR KEY SHARE").await.expect("lock as a write does");
+    let claiming = {
+        let new = Arc::clone(&new);
+        tokio::spawn(async move { new.claim_turn("turn_w", "r2", Duration::from_secs(600), 1).await })
+    };
+    wait_until_blocked_by(&mut admin).await;
+    admin.execute("COMMIT").await.expect("commit");
+    assert_eq!(claiming.await.expect("the claiming task").expect("claim_turn"), Some(held("turn_w", 2)));
+}
+
+/// Waits until another backend waits for a lock that `admin`'s transaction holds.
+async fn wait_until_blocked_by(admin: &mut PgConnection) {
+    for _ in 0..500 {
+        let waiting: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))")
+                .fetch_one(&mut *admin)
+                .await
+                .expect("pg_stat_activity");
+        if waiting > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("nothing waited for the lock within 5 s");
+}

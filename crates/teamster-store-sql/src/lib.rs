@@ -12,4 +12,4 @@ pub mod error;
 mod listing;
 mod statements;
 
-pub use statements::{Sql, lease_held};
+pub use statements::{Sql, lease_held, lease_holder};

@@ -40,13 +40,21 @@ impl<DB> Sql<DB> {
 }
 
 /// Whether the lease row `lease` is held by parameter `$owner` at the claim `claims` (an SQL
-/// expression): claimed by the owner at that claim, or still unclaimed when the claim is the
-/// creator's first. Backends use it in their own renewal statement.
+/// expression) and its turn is running. Backends use it in their own renewal statement.
 pub fn lease_held(owner: usize, claims: &str) -> String {
     format!(
+        "{} AND EXISTS (SELECT 1 FROM turns WHERE turns.id = lease.turn_id AND turns.status = 'running')",
+        lease_holder(owner, claims)
+    )
+}
+
+/// Whether the lease row `lease` is at the claim `claims` (an SQL expression) of parameter
+/// `$owner`: claimed by the owner at that claim, or still unclaimed when the claim is the
+/// creator's first. Backends fence log writes with it.
+pub fn lease_holder(owner: usize, claims: &str) -> String {
+    format!(
         "((lease.owner = ${owner} AND lease.claims = {claims}) \
-         OR (lease.owner IS NULL AND lease.claims = 0 AND {claims} = 1)) \
-         AND EXISTS (SELECT 1 FROM turns WHERE turns.id = lease.turn_id AND turns.status = 'running')"
+         OR (lease.owner IS NULL AND lease.claims = 0 AND {claims} = 1))"
     )
 }
 
@@ -322,7 +330,8 @@ where
     // clock. Each statement is a compare-and-set in its `WHERE` clause.
 
     /// Takes over an expired lease (see `CoordinationStore::claim_turn`). A running turn without
-    /// a lease row (left running before leases existed) counts as expired at claim 0.
+    /// a lease row (left running before leases existed) counts as expired at claim 0. The
+    /// takeover also sets `taken_by`, which only takeovers change (see migration 0008).
     pub async fn claim_turn<'c>(
         &self,
         executor: impl Executor<'c, Database = DB>,
@@ -333,10 +342,11 @@ where
     ) -> Result<Option<TurnLease>> {
         let now_ms = self.now_ms;
         let sql = format!(
-            "INSERT INTO turn_leases AS lease (turn_id, owner, expires_at, claims) \
-             SELECT id, $2, {now_ms} + $3, $4 + 1 FROM turns WHERE id = $1 AND status = 'running' \
+            "INSERT INTO turn_leases AS lease (turn_id, owner, expires_at, claims, taken_by) \
+             SELECT id, $2, {now_ms} + $3, $4 + 1, $2 || '/' || ($4 + 1) FROM turns WHERE id = $1 AND status = 'running' \
              ON CONFLICT (turn_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at, \
-             claims = excluded.claims WHERE lease.claims = $4 AND lease.expires_at <= {now_ms} \
+             claims = excluded.claims, taken_by = excluded.taken_by \
+             WHERE lease.claims = $4 AND lease.expires_at <= {now_ms} \
              RETURNING claims"
         );
         let claimed: Option<(i64,)> = sqlx::query_as(&sql)

@@ -1,6 +1,10 @@
 //! The write path of the event log: a batch of [`LogWrite`]s becomes three JSON arrays (stream
 //! rows, content rows, turn states) and four statements that read them with `json_each`.
 //!
+//! A fenced batch (`EventLog::write_held`) writes only the turns whose lease row its owner
+//! holds at the claim given, checked by each statement; one process writes a SQLite store, so
+//! no takeover can commit between the check and the write.
+//!
 //! This is the group-commit path, so its cost per event matters, and on SQLite through sqlx
 //! that cost is dominated by round trips to the connection's worker thread. Statements whose
 //! text does not depend on the batch's size let a whole batch, transaction included, go as
@@ -9,48 +13,88 @@
 
 use std::sync::LazyLock;
 
-use teamster_store::codec::{LogRows, to_json};
-use teamster_store::{LogWrite, Result};
+use teamster_store::codec::{LogRows, clamp_i64, to_json};
+use teamster_store::{LogWrite, Result, TurnLease};
+use teamster_store_sql::lease_holder;
 
-/// Applies a batch in one transaction: parameters `$1` to `$3` are the arrays of
-/// [`EncodedBatch`].
+/// Applies a batch in one transaction, unfenced then fenced: parameters `$1` to `$3` are the
+/// arrays of [`EncodedBatch`], and a fenced batch's `$4` and `$5` its lease owner and leases
+/// ([`encode_leases`]). The command returns the ids of the turns it left out.
 ///
 /// Commands of several statements number their parameters `$N`, never `?N`: for `?N`, SQLite
 /// also counts the unused slots below N, and sqlx binds those positionally across statements
 /// until it runs out of arguments and stops binding, leaving later parameters NULL.
-pub(crate) static WRITE_BATCH: LazyLock<String> =
-    LazyLock::new(|| format!("BEGIN IMMEDIATE; {} COMMIT;", log_statements(1)));
+pub(crate) static WRITE_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [false, true].map(|fenced| {
+        let fence = fenced.then_some(4);
+        format!(
+            "BEGIN IMMEDIATE; {} \
+             SELECT DISTINCT row.value ->> 0 FROM ( \
+                 SELECT value FROM json_each($1) UNION ALL SELECT value FROM json_each($2) \
+                 UNION ALL SELECT value FROM json_each($3) \
+             ) AS row WHERE NOT ({}); \
+             COMMIT;",
+            log_statements(1, fence),
+            writable("row.value ->> 0", fence)
+        )
+    })
+});
 
 /// The statements that apply an [`EncodedBatch`] whose arrays are parameters `first`,
-/// `first + 1` and `first + 2`, inside a transaction the caller opened.
+/// `first + 1` and `first + 2`, inside a transaction the caller opened; with a `fence`, only
+/// to the turns whose lease parameter `$fence` holds as parameter `$fence + 1` says.
 ///
 /// Rows for turns that do not exist are skipped (their session was deleted while the batch
 /// queued); the foreign keys would reject them and fail the other turns' rows. A stream row
 /// already stored stays: it is the event that was sent. Every row set is deduplicated while
 /// encoding ([`LogRows`]), so the statements never see two rows for one key.
-pub(crate) fn log_statements(first: usize) -> String {
+pub(crate) fn log_statements(first: usize, fence: Option<usize>) -> String {
     let (stream, content, states) = (first, first + 1, first + 2);
+    let row_turn = writable("row.value ->> 0", fence);
+    let changed_turn = writable("change.value ->> 0", fence);
     // The last statement relies on SQLite's rule that in an aggregate query with a single
     // max(), bare columns come from the row holding the maximum: each session takes the `at`
     // of its last state change in batch order.
     format!(
         "INSERT INTO stream_events (turn_id, sequence, data) \
          SELECT row.value ->> 0, row.value ->> 1, row.value ->> 2 FROM json_each(${stream}) AS row \
-         WHERE EXISTS (SELECT 1 FROM turns WHERE turns.id = row.value ->> 0) \
+         WHERE {row_turn} \
          ON CONFLICT (turn_id, sequence) DO NOTHING; \
          INSERT INTO content_events (turn_id, sequence, kind, data) \
          SELECT row.value ->> 0, row.value ->> 1, row.value ->> 2, row.value ->> 3 FROM json_each(${content}) AS row \
-         WHERE EXISTS (SELECT 1 FROM turns WHERE turns.id = row.value ->> 0) \
+         WHERE {row_turn} \
          ON CONFLICT (turn_id, sequence) DO UPDATE SET kind = excluded.kind, data = excluded.data; \
          UPDATE turns SET state = change.value ->> 1, status = change.value ->> 2, \
          finished_at = CASE WHEN change.value ->> 2 = 'running' THEN NULL ELSE change.value ->> 3 END \
-         FROM json_each(${states}) AS change WHERE turns.id = change.value ->> 0; \
+         FROM json_each(${states}) AS change WHERE turns.id = change.value ->> 0 AND {changed_turn}; \
          UPDATE sessions SET updated_at = latest.at FROM ( \
              SELECT turns.session_id AS session_id, change.value ->> 3 AS at, MAX(change.key) \
              FROM json_each(${states}) AS change JOIN turns ON turns.id = change.value ->> 0 \
-             GROUP BY turns.session_id \
+             WHERE {changed_turn} GROUP BY turns.session_id \
          ) AS latest WHERE sessions.id = latest.session_id;"
     )
+}
+
+/// Whether the turn with id `turn_id` (an SQL expression) may be written: it exists, and with a
+/// `fence`, its lease is held by parameter `$fence` at the claim that parameter `$fence + 1`
+/// (the JSON of [`encode_leases`]) gives for it.
+fn writable(turn_id: &str, fence: Option<usize>) -> String {
+    let exists = format!("EXISTS (SELECT 1 FROM turns WHERE turns.id = {turn_id})");
+    match fence {
+        None => exists,
+        Some(owner) => format!(
+            "{exists} AND EXISTS (SELECT 1 FROM json_each(${}) AS held JOIN turn_leases AS lease \
+             ON lease.turn_id = held.value ->> 0 WHERE held.value ->> 0 = {turn_id} AND {})",
+            owner + 1,
+            lease_holder(owner, "(held.value ->> 1)")
+        ),
+    }
+}
+
+/// The leases of a fenced batch, as the JSON array `[[turn_id, claims], ...]`.
+pub(crate) fn encode_leases(leases: &[TurnLease]) -> Result<String> {
+    let rows: Vec<(&str, i64)> = leases.iter().map(|lease| (lease.turn_id.as_str(), clamp_i64(lease.claims))).collect();
+    to_json(&rows, "leases")
 }
 
 /// A batch of log writes as the JSON arrays that [`log_statements`] read.
@@ -81,10 +125,12 @@ mod tests {
 
     #[test]
     fn log_statements_number_their_parameters_from_first() {
-        let statements = log_statements(9);
+        let statements = log_statements(9, None);
         for parameter in ["$9)", "$10)", "$11)"] {
             assert!(statements.contains(parameter), "{parameter} in {statements}");
         }
         assert!(!statements.contains("$1)") && !statements.contains("$12") && !statements.contains('?'));
+        let fenced = log_statements(9, Some(12));
+        assert!(fenced.contains("$12 ") && fenced.contains("$13)") && !fenced.contains("$14"), "{fenced}");
     }
 }

@@ -67,7 +67,7 @@ static CREATE_TURN: LazyLock<String> = LazyLock::new(|| {
          {} COMMIT;",
         leases::NOW_MS,
         codec::UNCLAIMED_LEASE_GRACE_MS,
-        event_log::log_statements(11)
+        event_log::log_statements(11, None)
     )
 });
 
@@ -133,6 +133,25 @@ impl SqliteStore {
     pub async fn close(&self) {
         self.connections.close().await;
         self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+    }
+
+    /// Applies a batch of log writes in one command, under `fence` (an owner and the leases it
+    /// holds) if any. Returns the ids of the turns left out.
+    async fn write_under(&self, fence: Option<(&str, &[TurnLease])>, batch: &[LogWrite]) -> Result<Vec<String>> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let writes = event_log::encode(batch)?;
+        let mut query = sqlx::query_scalar(&event_log::WRITE_BATCH[usize::from(fence.is_some())])
+            .bind(writes.stream)
+            .bind(writes.content)
+            .bind(writes.states);
+        if let Some((owner, leases)) = fence {
+            query = query.bind(owner.to_owned()).bind(event_log::encode_leases(leases)?);
+        }
+        let mut writer = self.connections.write().await?;
+        let outcome = query.fetch_all(writer.begin()?).await;
+        writer.settle(outcome, error::backend).await
     }
 }
 
@@ -342,18 +361,11 @@ impl EventLog for SqliteStore {
     }
 
     async fn write(&self, batch: &[LogWrite]) -> Result<()> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let writes = event_log::encode(batch)?;
-        let mut writer = self.connections.write().await?;
-        let outcome = sqlx::query(&event_log::WRITE_BATCH)
-            .bind(writes.stream)
-            .bind(writes.content)
-            .bind(writes.states)
-            .execute(writer.begin()?)
-            .await;
-        writer.settle(outcome, error::backend).await.map(drop)
+        self.write_under(None, batch).await.map(drop)
+    }
+
+    async fn write_held(&self, owner: &str, leases: &[TurnLease], batch: &[LogWrite]) -> Result<Vec<String>> {
+        self.write_under(Some((owner, leases)), batch).await
     }
 
     async fn read_stream(&self, turn_id: &str, after: u64, limit: u32) -> Result<Vec<StreamEvent>> {

@@ -84,6 +84,7 @@ macro_rules! conformance_tests {
             large_batch_in_one_write,
             leases_are_renewed_released_and_taken_over,
             lease_takeover_race_has_exactly_one_winner,
+            fenced_writes_land_only_under_a_held_lease,
             expired_streams_are_deleted_in_bounded_batches,
             settings_put_list_and_delete,
             cancel_requests_are_recorded_for_running_turns,
@@ -1323,6 +1324,58 @@ pub async fn lease_takeover_race_has_exactly_one_winner(store: Arc<dyn Store>) {
     }
     assert_eq!(winners, [TurnLease { turn_id: "turn_1".into(), claims: 2 }], "exactly one takeover wins");
     assert_eq!(store.expired_leases(10).await.expect("expired_leases"), vec![]);
+}
+
+/// Log writes under a lease land only while their owner holds it: its creator writes under the
+/// unclaimed lease and once it has claimed it, but after a takeover the old holder's writes
+/// (stream, content and state) change nothing and name the turn, while the new holder's land.
+/// In a batch of several turns, only the held ones are written.
+pub async fn fenced_writes_land_only_under_a_held_lease(store: Arc<dyn Store>) {
+    create_draft_sessions(&store, &["ses_1", "ses_2"]).await;
+    create_plain_turn(&store, "ses_1", "turn_1", None, &at(1)).await;
+    create_plain_turn(&store, "ses_2", "turn_2", None, &at(2)).await;
+    let lease = |turn_id: &str, claims: u64| TurnLease { turn_id: turn_id.to_owned(), claims };
+    let write_held = |owner: &'static str, leases: Vec<TurnLease>, batch: Vec<LogWrite>| {
+        let store = Arc::clone(&store);
+        async move {
+            let mut left_out = store.write_held(owner, &leases, &batch).await.expect("write_held");
+            left_out.sort();
+            left_out
+        }
+    };
+    let none = Vec::<String>::new();
+
+    assert_eq!(write_held("r1", vec![lease("turn_1", 1)], vec![stream("turn_1", 1, "one")]).await, none, "unclaimed");
+    let claimed = store.renew_leases("r1", &[lease("turn_1", 1)], Duration::from_millis(1)).await.expect("renew_leases");
+    assert_eq!(claimed, ["turn_1"]);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(write_held("r1", vec![lease("turn_1", 1)], vec![stream("turn_1", 2, "two")]).await, none, "expired");
+    let taken = store.claim_turn("turn_1", "r2", Duration::from_secs(600), 1).await.expect("claim_turn");
+    assert_eq!(taken, Some(lease("turn_1", 2)));
+
+    let updated_at = store.get_session("ses_1").await.expect("get_session").updated_at;
+    let done = LogWrite::TurnState { turn_id: "turn_1".into(), state: done_state(&at(9)), at: at(9) };
+    let stale = vec![stream("turn_1", 3, "stale"), content("turn_1", 3, "model.message", "stale"), done.clone()];
+    assert_eq!(write_held("r1", vec![lease("turn_1", 1)], stale.clone()).await, ["turn_1"], "taken over");
+    assert_eq!(write_held("r1", vec![lease("turn_1", 2)], stale.clone()).await, ["turn_1"], "another's claim");
+    assert_eq!(write_held("r2", vec![], stale).await, ["turn_1"], "no lease given");
+    let mixed = vec![stream("turn_1", 3, "stale"), stream("turn_2", 1, "held"), content("turn_2", 1, "model.message", "held")];
+    assert_eq!(write_held("r1", vec![lease("turn_1", 1), lease("turn_2", 1)], mixed).await, ["turn_1"]);
+    assert_eq!(
+        store.read_stream("turn_1", 0, 10).await.expect("read_stream"),
+        [stream_event(1, "one"), stream_event(2, "two")],
+        "nothing of the old holder's lands after the takeover"
+    );
+    assert_eq!(store.read_content("turn_1", &all_content()).await.expect("read_content"), []);
+    assert_eq!(store.get_turn("ses_1", "turn_1").await.expect("get_turn").state, TurnState::Running);
+    assert_eq!(store.get_session("ses_1").await.expect("get_session").updated_at, updated_at);
+    assert_eq!(store.read_stream("turn_2", 0, 10).await.expect("read_stream"), [stream_event(1, "held")]);
+
+    let resumed = vec![stream("turn_1", 3, "three"), content("turn_1", 3, "model.message", "three"), done];
+    assert_eq!(write_held("r2", vec![lease("turn_1", 2)], resumed).await, none, "the new holder writes");
+    assert_eq!(store.read_stream("turn_1", 2, 10).await.expect("read_stream"), [stream_event(3, "three")]);
+    assert_eq!(store.read_content("turn_1", &all_content()).await.expect("read_content"), [content_event(3, "model.message", "three")]);
+    assert_eq!(store.get_turn("ses_1", "turn_1").await.expect("get_turn").state, done_state(&at(9)));
 }
 
 /// Finished turns lose their stream, longest finished first and at most `max_turns` per call,

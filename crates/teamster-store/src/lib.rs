@@ -143,6 +143,15 @@ pub trait EventLog: Send + Sync {
     /// while the batch queued) are skipped rather than failing the other turns' writes.
     async fn write(&self, batch: &[LogWrite]) -> Result<()>;
 
+    /// Applies a batch like [`EventLog::write`], fenced by turn leases: the writes of a turn
+    /// land only if `owner` holds its lease at the claim `leases` names for it (as
+    /// [`CoordinationStore::renew_leases`] means it, but expired or not, running or not),
+    /// checked by the statement that writes them. So once a takeover has committed, the
+    /// previous holder's writes change nothing, even a write already in flight. Returns the
+    /// ids of the turns whose writes were refused (the lease is another's, or the turn is not
+    /// in `leases`, or is gone), in no particular order; the other turns' writes land.
+    async fn write_held(&self, owner: &str, leases: &[TurnLease], batch: &[LogWrite]) -> Result<Vec<String>>;
+
     /// Stream events of a turn with sequence number greater than `after`, ascending, at most
     /// `limit`.
     async fn read_stream(&self, turn_id: &str, after: u64, limit: u32) -> Result<Vec<StreamEvent>>;
