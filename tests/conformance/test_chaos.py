@@ -12,6 +12,10 @@ scale-out"; issue 6): a replica that dies costs no data and no duplicated side e
 - A replica paused past its lease (SIGSTOP, as a replica cut off from the database would be)
   lets go of its turn when it wakes: the other replica took it over, and the paused one writes
   nothing more of it and runs none of its calls.
+- A replica paused with a write in flight (held up in the database by a lock the test takes,
+  as a slow database would, then SIGSTOPped) cannot commit it after the other replica took the
+  turn over: the store fences writes by lease, so the stored stream after the takeover is the
+  new owner's alone.
 
 The replicas run with short leases (hidden flags), so takeovers happen within a couple of
 seconds. The module gets a database of its own from TEAMSTER_TEST_POSTGRES_URL and fails with a
@@ -22,7 +26,9 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
+import subprocess
 import threading
 import time
 import typing
@@ -31,7 +37,7 @@ import httpx
 import pytest
 
 import wire
-from conftest import FakeModelServer, TeamsterServer
+from conftest import FakeModelServer, TeamsterServer, postgres_database
 from test_mcp import McpHttpServer, registry, remote
 
 # Leases of 1.5 s renewed every 0.3 s; each replica looks for turns to take over every 0.3 s.
@@ -306,3 +312,98 @@ def test_a_replica_paused_past_its_lease_lets_go_of_its_turn(replicas: Replicas,
     probe = api_b.run_turn(api_b.create_session(spec=spec)["id"], "[tool:counter {}] how many?")
     assert [event["content"] for event in probe.stream.payloads if event["type"] == "tool.response"] == ["2"], \
         "A ran nothing after waking up"
+
+
+class Psql:
+    """An open `psql` session on the replicas' database, one command at a time, so the test can
+    hold a lock in a transaction for as long as it likes."""
+
+    def __init__(self, url: str) -> None:
+        program = shutil.which("psql") or os.path.join(os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin"), "psql")
+        self.process = subprocess.Popen([program, url, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.pid = self.value("SELECT pg_backend_pid()")
+
+    def value(self, sql: str) -> str:
+        """Runs a query of one row and column and returns its value."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(sql + ";\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line, f"psql ended on {sql!r}"
+        return line.strip()
+
+    def run(self, sql: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(sql + ";\n")
+        self.process.stdin.flush()
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=10)
+
+
+def test_a_replica_paused_mid_write_cannot_commit_after_the_takeover(replicas: Replicas, postgres_database: str):
+    # A's write of the turn's next events is held up in the database (the test locks the
+    # session row the write locks first), then A is paused: its write is in flight when B takes
+    # the turn over, and B's own first write queues behind it. Once the lock goes, A's write
+    # goes on first. Without fencing it would store A's events where B's resumed ones belong
+    # (B's then being dropped as duplicates); fenced, it stores nothing.
+    a, b = replicas.servers
+    api_a, api_b = a.require_api(), b.require_api()
+    session_id = api_a.create_session(spec={"model": {"name": "fake/fake-model"}})["id"]
+    turn_id = api_a.start_turn(session_id, "[tokens:60][delay:50] paused mid-write")["id"]
+    api_b.read_until_delta(session_id, turn_id)
+    lease = f"SELECT claims FROM turn_leases WHERE turn_id = '{turn_id}'"
+    claims_before = int(wire.wait_until(lambda: Psql(postgres_database).value(lease), what="A's claim"))
+    stored_last = f"SELECT coalesce(max(sequence), 0) FROM stream_events WHERE turn_id = '{turn_id}'"
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE {pid} = ANY(pg_blocking_pids(pid))"
+
+    holder, watcher = Psql(postgres_database), Psql(postgres_database)
+    assert a.process is not None and a.process.popen is not None
+    pid = a.process.popen.pid
+    paused = False
+    try:
+        holder.run("BEGIN")
+        holder.value(f"SELECT 1 FROM sessions WHERE id = '{session_id}' FOR UPDATE")
+        wire.wait_until(lambda: int(watcher.value(waiting.format(pid=holder.pid))) >= 1, what="A's write to wait")
+        os.kill(pid, signal.SIGSTOP)
+        paused = True
+        before_takeover = int(watcher.value(stored_last))
+        wire.wait_until(lambda: int(watcher.value(lease)) > int(claims_before), timeout=30, what="B's takeover")
+        wire.wait_until(lambda: int(watcher.value(waiting.format(pid=holder.pid))) >= 2, timeout=30,
+                        what="B's first write to queue behind A's")
+        holder.run("COMMIT")
+        holder.close()
+        time.sleep(1.0)  # A's write goes on (and is refused) while A is still paused
+        os.kill(pid, signal.SIGCONT)
+        paused = False
+        turn = api_b.wait_terminal(session_id, turn_id, timeout=30)
+    finally:
+        if paused:
+            os.kill(pid, signal.SIGCONT)
+        watcher.close()
+    assert turn["state"]["status"] == "done", turn["state"]
+    time.sleep(1.0)  # A wakes up, finds its write refused and its hold run out, and stops the turn
+
+    replay = api_b.subscribe(session_id, turn_id)
+    wire.assert_sse_framing(replay)
+    payloads = replay.payloads
+    assert [event.seq for event in replay.events] == list(range(1, len(payloads) + 1))
+    assert [event["type"] for event in payloads].count("turn.done") == 1
+    before = [event for event in payloads[:before_takeover] if event["type"].startswith("model.message")]
+    assert before, "A had streamed part of its answer before it was paused"
+    a_message = before[-1]["id"]
+    after = payloads[before_takeover:]
+    assert after[0]["type"] == "model.message", \
+        f"B's resumed step comes right after what was stored at the takeover, not {after[0]}"
+    assert all(event.get("id") != a_message for event in after), "none of A's events is stored after the takeover"
+    placeholders = set()
+    for event in payloads:
+        if event["type"] == "model.message":
+            placeholders.add(event["id"])
+        elif event["type"] == "model.message.delta":
+            assert event["id"] in placeholders, f"a delta of a message never announced: {event}"
+    replay_a = api_a.subscribe(session_id, turn_id)
+    assert [event.raw for event in replay_a.events] == [event.raw for event in replay.events]

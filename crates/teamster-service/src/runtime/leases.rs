@@ -14,6 +14,10 @@
 //! it records no end, and its subscribers here are let go, to re-subscribe wherever the turn
 //! now runs. The engine asks ([`Hold::is_valid`], through the sink's checkpoint) before it
 //! starts tool calls, so no call starts on a hold that may have run out.
+//!
+//! The store enforces the same: the writer writes each turn under its hold's lease, and the
+//! store writes nothing of a turn whose lease another replica has taken (see `writer`). Such
+//! a refusal loses the hold too ([`Leases::lose_log`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -141,6 +145,7 @@ impl Leases {
     }
 
     fn insert(&self, hold: Hold) -> Arc<Hold> {
+        hold.log.set_claims(hold.lease.claims);
         let hold = Arc::new(hold);
         lock(&self.holds).insert(hold.log.turn_id.clone(), hold.clone());
         hold
@@ -208,8 +213,18 @@ impl Leases {
             };
         }
         tracing::warn!(turn_id = %hold.log.turn_id, "this replica no longer owns the turn: {why}");
-        hold.log.fence();
-        hold.log.request_cancel(CancelReason::Abandoned);
+        stop(&hold.log);
+    }
+
+    /// Stops acting on a turn whose writes the store refused (see `writer`): another replica
+    /// took it over, or it is gone. Like [`Leases::lose`], and fences the log even if its hold
+    /// has been let go already.
+    pub(crate) fn lose_log(&self, log: &TurnLog) {
+        let hold = lock(&self.holds).get(&*log.turn_id).filter(|hold| std::ptr::eq(&*hold.log, log)).cloned();
+        match hold {
+            Some(hold) => self.lose(&hold, "the store refused its writes: another replica took it over"),
+            None => stop(log),
+        }
     }
 
     /// Hands every held turn over (on shutdown): fences and stops them here, and returns their
@@ -217,8 +232,7 @@ impl Leases {
     pub(crate) fn hand_over_all(&self) -> Vec<TurnLease> {
         let holds: Vec<Arc<Hold>> = lock(&self.holds).drain().map(|(_, hold)| hold).collect();
         for hold in &holds {
-            hold.log.fence();
-            hold.log.request_cancel(CancelReason::Abandoned);
+            stop(&hold.log);
         }
         holds.iter().map(|hold| hold.lease.clone()).collect()
     }
@@ -235,6 +249,12 @@ pub(super) fn start_keeper(runtime: &TurnRuntime) {
             inner.leases.keep(inner.store.as_ref()).await;
         }
     });
+}
+
+/// Fences a turn this replica no longer owns (nothing more of it is written here) and stops it.
+fn stop(log: &TurnLog) {
+    log.fence();
+    log.request_cancel(CancelReason::Abandoned);
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -36,6 +36,9 @@ pub struct TurnLog {
     /// Until when this process owns the turn, in milliseconds of `clock::clock`: past it, the
     /// turn counts as fenced even before anyone has noticed (a process that was paused, say).
     owned_until: AtomicU64,
+    /// The claim of the turn's lease this process holds (0 before it holds one): its writes are
+    /// fenced by it in the store.
+    claims: AtomicU64,
     /// Set when steering instructions were queued for the turn, until it takes them.
     steered: AtomicBool,
 }
@@ -69,6 +72,7 @@ impl TurnLog {
             final_state: Mutex::new(None),
             fenced: AtomicBool::new(false),
             owned_until: AtomicU64::new(u64::MAX),
+            claims: AtomicU64::new(0),
             steered: AtomicBool::new(false),
         })
     }
@@ -169,6 +173,16 @@ impl TurnLog {
         } else {
             self.owned_until.store(until, Ordering::Release);
         }
+    }
+
+    /// The claim of the turn's lease this process holds, under which its writes are fenced.
+    pub(crate) fn claims(&self) -> u64 {
+        self.claims.load(Ordering::Acquire)
+    }
+
+    /// Records the claim of the lease this process holds on the turn (see `leases`).
+    pub(crate) fn set_claims(&self, claims: u64) {
+        self.claims.store(claims, Ordering::Release);
     }
 
     /// Whether the turn has left this process (see [`TurnLog::wait_finished`]), as a watch.

@@ -96,12 +96,13 @@ impl TurnRuntime {
         planner: Arc<dyn PlanTurns>,
         config: RuntimeConfig,
     ) -> TurnRuntime {
+        let leases = Arc::new(leases::Leases::new(config.leases));
         let runtime = TurnRuntime {
             inner: Arc::new(State {
-                writer: writer::EventWriter::start(store.clone()),
+                writer: writer::EventWriter::start(store.clone(), leases.clone()),
                 store,
                 live: live::LiveTurns::default(),
-                leases: Arc::new(leases::Leases::new(config.leases)),
+                leases,
                 history: history::HistoryCache::default(),
                 cluster,
                 planner,

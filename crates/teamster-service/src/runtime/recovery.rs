@@ -93,11 +93,11 @@ impl TurnRuntime {
         let last = stream.last().map_or(0, |event| event.sequence);
         if let Some(Ok(Event::TurnDone(done))) = stream.last().map(|event| serde_json::from_str::<Event>(&event.data)) {
             let state = LogWrite::TurnState { turn_id: turn.id.as_str().into(), state: done.state, at: timestamp::now() };
-            return Ok(self.store().write(&[state]).await?);
+            return self.write_taken_over(&lease, &[state]).await;
         }
         // Asked to stop while nobody ran it: it stops now, as asked.
         if let Some((_, reason)) = self.store().cancel_requests(&[turn.id.as_str()]).await?.into_iter().next() {
-            return self.end_unrun(&turn.id, last, reason).await;
+            return self.end_unrun(&lease, last, reason).await;
         }
         let takeovers = lease.claims.saturating_sub(1);
         let age = age(&turn.created_at);
@@ -110,7 +110,7 @@ impl TurnRuntime {
         };
         if let Some(reason) = refusal {
             tracing::warn!(turn_id = %turn.id, "ending the turn as abandoned: {reason}");
-            return self.end_unrun(&turn.id, last, CancelReason::Abandoned).await;
+            return self.end_unrun(&lease, last, CancelReason::Abandoned).await;
         }
         let session = self.store().get_session(session_id).await?;
         let events = stream.iter().map(|event| event.data.as_str().into()).collect();
@@ -135,10 +135,21 @@ impl TurnRuntime {
         }
     }
 
-    /// Ends a turn nobody runs as `cancelled` with `reason`, after its last stored event
-    /// (`last`), with the metrics of the model messages it recorded.
-    async fn end_unrun(&self, turn_id: &str, last: u64, reason: CancelReason) -> Result<()> {
+    /// Writes a batch of a turn this replica has just claimed with `lease`, under that lease:
+    /// if another replica has taken the turn over since, it writes nothing.
+    async fn write_taken_over(&self, lease: &TurnLease, batch: &[LogWrite]) -> Result<()> {
+        let refused = self.store().write_held(&self.inner.leases.owner, std::slice::from_ref(lease), batch).await?;
+        if !refused.is_empty() {
+            tracing::warn!(turn_id = %lease.turn_id, "another replica took the turn over before its end was recorded here");
+        }
+        Ok(())
+    }
+
+    /// Ends a turn nobody runs, held with `lease`, as `cancelled` with `reason`, after its last
+    /// stored event (`last`), with the metrics of the model messages it recorded.
+    async fn end_unrun(&self, lease: &TurnLease, last: u64, reason: CancelReason) -> Result<()> {
         let store = self.store();
+        let turn_id = lease.turn_id.as_str();
         let turn_key: Arc<str> = turn_id.into();
         let at = timestamp::now();
         let content = store
@@ -156,14 +167,12 @@ impl TurnRuntime {
             thread_id: Some(MAIN_THREAD_ID.to_owned()),
         });
         let data: Arc<str> = serde_json::to_string(&done).unwrap_or_default().into();
-        store
-            .write(&[
-                LogWrite::Stream { turn_id: turn_key.clone(), sequence: last + 1, data: data.clone() },
-                LogWrite::Content { turn_id: turn_key.clone(), sequence: last + 1, kind: done.kind(), data },
-                LogWrite::TurnState { turn_id: turn_key, state, at },
-            ])
-            .await?;
-        Ok(())
+        self.write_taken_over(lease, &[
+            LogWrite::Stream { turn_id: turn_key.clone(), sequence: last + 1, data: data.clone() },
+            LogWrite::Content { turn_id: turn_key.clone(), sequence: last + 1, kind: done.kind(), data },
+            LogWrite::TurnState { turn_id: turn_key, state, at },
+        ])
+        .await
     }
 }
 

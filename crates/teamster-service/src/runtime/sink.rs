@@ -34,7 +34,7 @@ impl TurnSink {
                     LogWrite::Content { turn_id, sequence, kind: done.kind(), data: data.clone() },
                     state,
                 ],
-                Some(self.log.clone()),
+                self.log.clone(),
             );
         });
     }
@@ -52,7 +52,7 @@ impl EventSink for TurnSink {
         self.log.append(&data, is_done, |sequence| {
             self.writer.write(
                 LogWrite::Stream { turn_id: self.log.turn_id.clone(), sequence, data: data.clone() },
-                Some(self.log.clone()),
+                self.log.clone(),
             );
         })
     }
@@ -65,7 +65,7 @@ impl EventSink for TurnSink {
                 kind: event.kind(),
                 data: to_json(event),
             },
-            Some(self.log.clone()),
+            self.log.clone(),
         );
     }
 

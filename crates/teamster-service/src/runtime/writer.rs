@@ -6,21 +6,28 @@
 //! commit. A failed commit is retried with back-off; nothing is dropped, except the writes of
 //! turns this process no longer owns (their [`TurnLog`] is fenced, see `leases`), which are
 //! left out of every commit attempt after the fence, queued ones included.
+//!
+//! Every write is fenced in the store too: a batch goes under this replica's lease of each of
+//! its turns (`EventLog::write_held`), checked by the statement that writes it, so a write
+//! that was in flight when this replica stalled cannot land after another replica took the
+//! turn over. The store leaves such a turn's writes out and says so; the turn is then lost
+//! here ([`Leases::lose_log`]) like one whose renewal failed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use teamster_store::{LogWrite, Store};
+use teamster_store::{LogWrite, Store, TurnLease};
 use tokio::sync::{mpsc, oneshot};
 
+use super::leases::Leases;
 use super::live::TurnLog;
 
 const MAX_BATCH: usize = 4096;
 
 enum Command {
     /// Writes of one turn that land in the same commit, in order.
-    Write { writes: Vec<LogWrite>, log: Option<Arc<TurnLog>> },
+    Write { writes: Vec<LogWrite>, log: Arc<TurnLog> },
     Flush(oneshot::Sender<()>),
 }
 
@@ -31,24 +38,23 @@ pub struct EventWriter {
 }
 
 impl EventWriter {
-    /// Starts the writer task on the current runtime.
-    pub fn start(store: Arc<dyn Store>) -> EventWriter {
+    /// Starts the writer task on the current runtime, writing under the leases of `leases`.
+    pub(crate) fn start(store: Arc<dyn Store>, leases: Arc<Leases>) -> EventWriter {
         let (sender, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(run(store, receiver));
+        tokio::spawn(run(store, leases, receiver));
         EventWriter { sender }
     }
 
-    /// Queues a write of the turn whose live log is `log`, if any. The log's watermark
-    /// advances once its stream writes are committed, and once the log is fenced its writes
-    /// are dropped.
-    pub fn write(&self, write: LogWrite, log: Option<Arc<TurnLog>>) {
+    /// Queues a write of the turn whose live log is `log`. The log's watermark advances once
+    /// its stream writes are committed, and once the log is fenced its writes are dropped.
+    pub fn write(&self, write: LogWrite, log: Arc<TurnLog>) {
         self.write_together(vec![write], log);
     }
 
     /// Queues writes of one turn, like [`EventWriter::write`], to be committed together: a
     /// turn's `turn.done` and its final state, so that no reader that has seen the one can
     /// find the other missing.
-    pub fn write_together(&self, writes: Vec<LogWrite>, log: Option<Arc<TurnLog>>) {
+    pub fn write_together(&self, writes: Vec<LogWrite>, log: Arc<TurnLog>) {
         if self.sender.send(Command::Write { writes, log }).is_err() {
             tracing::error!("event writer has stopped; a write was lost");
         }
@@ -63,10 +69,10 @@ impl EventWriter {
     }
 }
 
-async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Command>) {
+async fn run(store: Arc<dyn Store>, leases: Arc<Leases>, mut receiver: mpsc::UnboundedReceiver<Command>) {
     let mut batch: Vec<LogWrite> = Vec::new();
-    // The live log of each write in `batch`, if any.
-    let mut owners: Vec<Option<Arc<TurnLog>>> = Vec::new();
+    // The live log of each write in `batch`.
+    let mut owners: Vec<Arc<TurnLog>> = Vec::new();
     let mut watermarks: HashMap<Arc<str>, (Arc<TurnLog>, u64)> = HashMap::new();
     let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
     while let Some(first) = receiver.recv().await {
@@ -78,7 +84,7 @@ async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Comman
             match command {
                 Command::Write { writes, log } => {
                     for write in writes {
-                        if let (LogWrite::Stream { turn_id, sequence, .. }, Some(log)) = (&write, &log) {
+                        if let LogWrite::Stream { turn_id, sequence, .. } = &write {
                             let entry = watermarks.entry(turn_id.clone()).or_insert((log.clone(), 0));
                             entry.1 = entry.1.max(*sequence);
                         }
@@ -92,7 +98,7 @@ async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Comman
                 next = receiver.try_recv().ok();
             }
         }
-        commit(store.as_ref(), &batch, &owners).await;
+        commit(store.as_ref(), &leases, &batch, &owners).await;
         batch.clear();
         owners.clear();
         for (_, (log, sequence)) in watermarks.drain() {
@@ -106,12 +112,13 @@ async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Comman
     }
 }
 
-/// Commits a batch, retrying with back-off until the store takes it. Each attempt leaves out
-/// the writes of turns fenced by then.
-async fn commit(store: &dyn Store, batch: &[LogWrite], owners: &[Option<Arc<TurnLog>>]) {
+/// Commits a batch under this replica's leases of its turns, retrying with back-off until the
+/// store takes it. Each attempt leaves out the writes of turns fenced by then; the turns whose
+/// writes the store refused are lost here.
+async fn commit(store: &dyn Store, leases: &Leases, batch: &[LogWrite], owners: &[Arc<TurnLog>]) {
     let mut delay = Duration::from_millis(10);
     loop {
-        let fenced = |index: usize| owners[index].as_ref().is_some_and(|log| log.is_fenced());
+        let fenced = |index: usize| owners[index].is_fenced();
         let kept: Vec<LogWrite>;
         let batch = if (0..batch.len()).any(fenced) {
             kept = batch.iter().enumerate().filter(|(index, _)| !fenced(*index)).map(|(_, write)| write.clone()).collect();
@@ -122,8 +129,21 @@ async fn commit(store: &dyn Store, batch: &[LogWrite], owners: &[Option<Arc<Turn
         if batch.is_empty() {
             return;
         }
-        match store.write(batch).await {
-            Ok(()) => return,
+        let mut turns = HashSet::new();
+        let held: Vec<TurnLease> = owners
+            .iter()
+            .filter(|log| turns.insert(&*log.turn_id))
+            .map(|log| TurnLease { turn_id: log.turn_id.to_string(), claims: log.claims() })
+            .collect();
+        match store.write_held(&leases.owner, &held, batch).await {
+            Ok(refused) => {
+                for turn_id in refused {
+                    if let Some(log) = owners.iter().find(|log| *log.turn_id == *turn_id) {
+                        leases.lose_log(log);
+                    }
+                }
+                return;
+            }
             Err(error) => {
                 tracing::error!(%error, writes = batch.len(), "event batch commit failed; retrying");
                 tokio::time::sleep(delay).await;
