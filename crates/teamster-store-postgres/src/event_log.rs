@@ -179,7 +179,8 @@ pub(crate) async fn write_log(
     channel: &str,
 ) -> Result<Vec<String>> {
     debug_assert!(!needs_transaction(rows), "a batch with turn states needs write_in_transaction");
-    let (left_out, _announced): (Vec<String>, i64) = bind_log_rows(sqlx::query_as(&WRITE_LOG[usize::from(fence.is_some())]), rows, fence)
+    let statement = &WRITE_LOG[usize::from(fence.is_some())];
+    let (left_out, _announced): (Vec<String>, i64) = bind_log_rows(sqlx::query_as(statement), rows, fence)
         .bind(channel)
         .fetch_one(connection)
         .await
@@ -202,7 +203,8 @@ pub(crate) async fn write_in_transaction(
         return write_log(transaction, rows, fence, channel).await;
     }
     sqlx::query(&LOCK_FOR_STATES).bind(rows.turn_ids()).execute(&mut *transaction).await.map_err(error::backend)?;
-    let (left_out, _announced): (Vec<String>, i64) = bind_log_rows(sqlx::query_as(&WRITE_BATCH[usize::from(fence.is_some())]), rows, fence)
+    let statement = &WRITE_BATCH[usize::from(fence.is_some())];
+    let (left_out, _announced): (Vec<String>, i64) = bind_log_rows(sqlx::query_as(statement), rows, fence)
         .bind(rows.states.iter().map(|row| row.0).collect::<Vec<&str>>())
         .bind(rows.states.iter().map(|row| row.1.as_str()).collect::<Vec<&str>>())
         .bind(rows.states.iter().map(|row| row.2).collect::<Vec<&str>>())

@@ -9,8 +9,9 @@
 //! racing takeovers exactly one matches.
 //!
 //! Locks: lease statements lock lease rows only (and, through the foreign key of a new lease
-//! row, key-share its turn, which no log write conflicts with). Log writes never touch lease
-//! rows, so renewals never wait on them. `delete_expired_streams` locks finished turns, skipping
+//! row, key-share its turn, which no log write conflicts with). Fenced log writes key-share
+//! lock lease rows, which only takeovers (a key change, see migration 0008) conflict with, so
+//! renewals never wait on them. `delete_expired_streams` locks finished turns, skipping
 //! any that another transaction holds.
 
 use std::time::Duration;

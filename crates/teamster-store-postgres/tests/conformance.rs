@@ -448,7 +448,7 @@ async fn a_fenced_write_in_flight_at_a_takeover_commits_before_it_or_not_at_all(
         old.create_session(&draft_session(&session_id)).await.expect("create_session");
         old.create_turn(&turn(&turn_id, &session_id, None), None, &[stream(&turn_id, 1, "created")]).await.expect("create_turn");
         let renewed = old.renew_leases("r1", &[held(&turn_id, 1)], Duration::from_millis(1)).await.expect("renew_leases");
-        assert_eq!(renewed, [turn_id.clone()]);
+        assert_eq!(renewed, [turn_id.as_str()]);
         tokio::time::sleep(Duration::from_millis(50)).await;
 
         let mut admin = PgConnection::connect(&url).await.expect("connect");
@@ -467,7 +467,7 @@ async fn a_fenced_write_in_flight_at_a_takeover_commits_before_it_or_not_at_all(
         assert_eq!(taken, Some(held(&turn_id, 2)));
         admin.execute("COMMIT").await.expect("commit");
         let left_out = writing.await.expect("the writing task").expect("write_held");
-        assert_eq!(left_out, [turn_id.clone()], "the write in flight is refused (with a state: {with_state})");
+        assert_eq!(left_out, [turn_id.as_str()], "the write in flight is refused (with a state: {with_state})");
         assert_eq!(new.last_sequence(&turn_id).await.expect("last_sequence"), 1);
         assert_eq!(new.get_turn(&session_id, &turn_id).await.expect("get_turn").state, TurnState::Running);
     }
