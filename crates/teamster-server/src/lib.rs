@@ -14,6 +14,7 @@ mod params;
 mod prefix;
 mod routes;
 mod sse;
+mod ui_stream;
 
 use std::time::Duration;
 

@@ -69,7 +69,7 @@ fn part_frames(sequence: u64, parts: &[Part]) -> Bytes {
 
 /// The response of a stream of frames; its body ends with the frames, or as soon as `shutdown`
 /// fires (after the last whole frame, so the client resumes from its last `id:`).
-fn framed_response(
+pub(crate) fn framed_response(
     frames: impl Stream<Item = Bytes> + Send + Unpin + 'static,
     heartbeat: Duration,
     shutdown: CancellationToken,

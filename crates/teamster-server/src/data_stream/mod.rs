@@ -381,7 +381,7 @@ fn status_name(status: PlanStatus) -> &'static str {
 
 /// A tool result as the `result` of its part: JSON when the text is a JSON object or array,
 /// else the text.
-fn result_value(content: &str) -> Value {
+pub(crate) fn result_value(content: &str) -> Value {
     let trimmed = content.trim_start();
     if (trimmed.starts_with('{') || trimmed.starts_with('['))
         && let Ok(value) = serde_json::from_str(content)

@@ -1,4 +1,5 @@
-//! The earlier turns a data stream folds before its own: the turn's input may answer calls
+//! The earlier turns a stream folds before its own (the data stream's and the UI message
+//! stream's translators alike): the turn's input may answer calls
 //! they left waiting, carry their sub-agents on, or settle their plans, and the parts need
 //! those calls' names and arguments. They are the chain of turns back to the one that started
 //! what is still open (each resuming the one before), read from the store, so every replica
@@ -14,8 +15,20 @@ const MAX_TURNS: usize = 64;
 /// The page size of reading an earlier turn's events.
 const PAGE: u32 = 100;
 
+/// A translator that folds earlier turns silently before it streams a turn.
+pub trait Fold: Default {
+    /// Folds an earlier turn: its input, its content events and its end.
+    fn settle(&mut self, input: &[TurnInput], events: &[Event], state: &TurnState);
+}
+
+impl Fold for Translator {
+    fn settle(&mut self, input: &[TurnInput], events: &[Event], state: &TurnState) {
+        Translator::settle(self, input, events, state);
+    }
+}
+
 /// A translator for `turn` that has folded the earlier turns `turn` may go on from.
-pub async fn translator(service: &Service, caller: &Caller, session_id: &str, turn: &Turn) -> Result<Translator, ServiceError> {
+pub async fn translator<T: Fold>(service: &Service, caller: &Caller, session_id: &str, turn: &Turn) -> Result<T, ServiceError> {
     let mut chain = Vec::new();
     let mut answers_earlier = has_decisions(&turn.input);
     let mut previous = turn.previous_turn_id.clone();
@@ -31,7 +44,7 @@ pub async fn translator(service: &Service, caller: &Caller, session_id: &str, tu
         previous = earlier.previous_turn_id.clone();
         chain.push(earlier);
     }
-    let mut translator = Translator::default();
+    let mut translator = T::default();
     for earlier in chain.iter().rev() {
         let events = content(service, caller, session_id, &earlier.id).await?;
         translator.settle(&earlier.input, &events, &earlier.state);

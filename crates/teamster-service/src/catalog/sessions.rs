@@ -102,9 +102,22 @@ impl Catalog {
     /// A session of a saved agent, pinned to the agent's current version.
     pub async fn create_session(&self, caller: &Caller, agent_name: &str, title: Option<String>) -> Result<Session> {
         validate_title(&title)?;
+        self.insert_saved_session(caller, ids::new_id("sess"), agent_name, title).await
+    }
+
+    /// A session of a saved agent under an id the client chose (an AI SDK chat id); a conflict
+    /// when the id is taken.
+    pub async fn create_session_with_id(&self, caller: &Caller, id: &str, agent_name: &str) -> Result<Session> {
+        if !ids::is_valid_id(id) {
+            return Err(ServiceError::invalid_param("id", "a session id is 1 to 128 characters of [A-Za-z0-9._~-]"));
+        }
+        self.insert_saved_session(caller, id.to_owned(), agent_name, None).await
+    }
+
+    async fn insert_saved_session(&self, caller: &Caller, id: String, agent_name: &str, title: Option<String>) -> Result<Session> {
         let agent = self.get_agent_by_name(agent_name).await?;
         let agent = SessionAgentRecord::Saved { agent_id: agent.id, agent_name: agent.name, version: agent.version };
-        self.insert_session(caller, agent, title).await
+        self.insert_session(caller, id, agent, title).await
     }
 
     /// A session that carries its own spec (a gateway draft, a native inline session).
@@ -120,13 +133,13 @@ impl Catalog {
         if let Some(name) = &agent_name {
             self.get_agent_by_name(name).await?;
         }
-        self.insert_session(caller, SessionAgentRecord::Draft { spec, agent_name }, title).await
+        self.insert_session(caller, ids::new_id("sess"), SessionAgentRecord::Draft { spec, agent_name }, title).await
     }
 
-    async fn insert_session(&self, caller: &Caller, agent: SessionAgentRecord, title: Option<String>) -> Result<Session> {
+    async fn insert_session(&self, caller: &Caller, id: String, agent: SessionAgentRecord, title: Option<String>) -> Result<Session> {
         let now = timestamp::now();
         let record = SessionRecord {
-            id: ids::new_id("sess"),
+            id,
             agent,
             title,
             created_by: caller.subject.clone(),

@@ -1,6 +1,7 @@
 //! The native API under `/api/v1`, per the OpenAPI document.
 
 mod agents;
+mod chat;
 mod files;
 mod mcp_servers;
 mod meta;
@@ -14,5 +15,5 @@ use axum::Router;
 use crate::AppState;
 
 pub fn routes() -> Router<AppState> {
-    Router::new().merge(agents::routes()).merge(sessions::routes()).merge(files::routes()).merge(turns::routes()).merge(settings::routes()).merge(mcp_servers::routes()).merge(skills::routes()).merge(meta::routes())
+    Router::new().merge(agents::routes()).merge(sessions::routes()).merge(files::routes()).merge(turns::routes()).merge(settings::routes()).merge(mcp_servers::routes()).merge(skills::routes()).merge(meta::routes()).merge(chat::routes())
 }

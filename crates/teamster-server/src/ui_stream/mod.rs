@@ -1,0 +1,319 @@
+//! The AI SDK UI message stream (what `useChat` reads): a turn's events translated into
+//! `UIMessageChunk`s, one assistant message per turn (a turn answering waiting calls continues
+//! the message that made them). `start` carries the turn id as the message id; each main-thread model call is a step (`start-step` … `finish-step`) with its
+//! `reasoning-*` and `text-*` parts and its tool calls (`tool-input-start`,
+//! `tool-input-available`, then `tool-output-available`, or `tool-approval-request` for a gated
+//! call); sub-agent threads are `data-agent` parts updated in place; the turn ends with
+//! `message-metadata` (usage and cost) and `finish`, with `abort` when it was cancelled, or
+//! with `error`.
+//!
+//! A turn that answers calls an earlier turn left waiting starts by announcing those calls
+//! again with their decisions, so a reader that has only this turn's stream (a resumed or
+//! replayed one) builds the same parts as one that continues the earlier message.
+//!
+//! Like the data stream, the translation is a pure fold of the event log after the earlier
+//! turns the turn answers (`data_stream::prior`), so live, resumed and replayed streams agree.
+
+pub mod chunks;
+pub mod request;
+pub mod response;
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{Value, json};
+use teamster_protocol::event::{FinishReason, ModelMessage, ModelMessageDelta, ThreadCreated, ThreadDone, ThreadState, ToolCallsPending, ToolResponse, fold};
+use teamster_protocol::input::Approval;
+use teamster_protocol::{Event, TurnInput, TurnMetrics, TurnState};
+
+use crate::data_stream::prior::Fold;
+use crate::data_stream::result_value;
+pub use chunks::Chunk;
+use chunks::{Metadata, Usage};
+
+/// The thread of the root agent.
+const MAIN_THREAD: &str = "main";
+
+/// A tool call of the main thread the stream has seen whole.
+#[derive(Clone, Debug)]
+struct Call {
+    name: String,
+    input: Value,
+}
+
+/// A sub-agent thread, shown as a `data-agent` part.
+#[derive(Clone, Debug)]
+struct AgentThread {
+    name: String,
+    model: Option<String>,
+    tool_call_id: String,
+    prompt: String,
+}
+
+/// The fold from events to UI message chunks. Feed it every event of a turn in order with
+/// [`Translator::translate`].
+#[derive(Debug, Default)]
+pub struct Translator {
+    /// Main-thread tool calls by id, from every model message seen whole.
+    calls: HashMap<String, Call>,
+    /// Model messages being streamed, folded so far, by id.
+    messages: HashMap<String, ModelMessage>,
+    /// The ids of the text and reasoning parts open now.
+    open_text: HashSet<String>,
+    open_reasoning: HashSet<String>,
+    /// Sub-agent threads by thread id.
+    agents: HashMap<String, AgentThread>,
+    /// Calls the user denied: their results are the denial, shown as `output-denied`.
+    denied: HashSet<String>,
+    /// Calls whose sub-agent thread failed: their results are errors (`output-error`).
+    failed: HashSet<String>,
+    /// Whether a step is open (a `start-step` without its `finish-step`).
+    in_step: bool,
+    /// The finish reason of the main thread's latest model message.
+    last_finish: Option<FinishReason>,
+    /// Set once the turn ended: nothing else follows.
+    ended: bool,
+}
+
+impl Fold for Translator {
+    /// Folds an earlier turn silently: only the calls it made and their threads matter later.
+    fn settle(&mut self, _input: &[TurnInput], events: &[Event], _state: &TurnState) {
+        let mut ignored = Vec::new();
+        for event in events {
+            match event {
+                Event::ModelMessage(message) => self.message(message, &mut ignored),
+                Event::ThreadCreated(created) => self.thread_created(created, &mut ignored),
+                _ => {}
+            }
+        }
+        *self = Translator { calls: std::mem::take(&mut self.calls), agents: std::mem::take(&mut self.agents), ..Translator::default() };
+    }
+}
+
+impl Translator {
+    /// The chunks one event of the turn yields, in order (often none).
+    pub fn translate(&mut self, event: &Event) -> Vec<Chunk> {
+        let mut chunks = Vec::new();
+        if !self.ended {
+            self.event(event, &mut chunks);
+        }
+        chunks
+    }
+
+    /// Whether the turn has ended (its last chunks are out).
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    fn event(&mut self, event: &Event, chunks: &mut Vec<Chunk>) {
+        match event {
+            Event::TurnCreated(created) => {
+                // A turn answering waiting calls continues the message that made them.
+                let answers = created.input.iter().any(|item| !matches!(item, TurnInput::Message { .. }));
+                chunks.push(Chunk::Start { message_id: (!answers).then(|| created.turn_id.clone()) });
+                self.decisions(&created.input, chunks);
+            }
+            Event::ModelMessage(message) => self.message(message, chunks),
+            Event::ModelMessageDelta(delta) => self.delta(delta, chunks),
+            Event::ToolResponse(response) => self.response(response, chunks),
+            Event::ThreadCreated(created) => self.thread_created(created, chunks),
+            Event::ThreadDone(done) => self.thread_done(done, chunks),
+            Event::ToolApprovalRequired(pending) => self.approvals(pending, chunks),
+            // A question is a client-side call: its part waits as `input-available` for
+            // `addToolOutput`.
+            Event::ToolResponseRequired(_) => {}
+            Event::McpAuthRequired(auth) => {
+                chunks.push(Chunk::data("mcp-auth-required", &auth.id, serde_json::to_value(auth).unwrap_or_default()));
+            }
+            Event::SandboxCreated(_) | Event::McpInitialize(_) => {}
+            Event::TurnDone(done) => self.turn_done(&done.state, chunks),
+        }
+    }
+
+    /// The decided calls of an earlier turn, announced again with their decisions.
+    fn decisions(&mut self, input: &[TurnInput], chunks: &mut Vec<Chunk>) {
+        for item in input {
+            let (id, approval) = match item {
+                TurnInput::Message { .. } => continue,
+                TurnInput::ToolApproval { tool_call_id, approval, .. } => (tool_call_id, Some(approval)),
+                TurnInput::ToolResponse { tool_call_id, .. } => (tool_call_id, None),
+            };
+            let Some(call) = self.calls.get(id) else { continue };
+            chunks.push(Chunk::ToolInputAvailable { tool_call_id: id.clone(), tool_name: call.name.clone(), input: call.input.clone() });
+            let Some(approval) = approval else { continue };
+            chunks.push(Chunk::ToolApprovalRequest { approval_id: id.clone(), tool_call_id: id.clone() });
+            let (approved, reason) = match approval {
+                Approval::Allow { .. } => (true, None),
+                Approval::Deny { reason } => (false, reason.clone()),
+            };
+            chunks.push(Chunk::ToolApprovalResponse { approval_id: id.clone(), approved, reason });
+            if !approved {
+                self.denied.insert(id.clone());
+                chunks.push(Chunk::ToolOutputDenied { tool_call_id: id.clone() });
+            }
+        }
+    }
+
+    fn message(&mut self, message: &ModelMessage, chunks: &mut Vec<Chunk>) {
+        // Sub-agents' messages are their own; their thread's `data-agent` part shows them.
+        if message.thread_id != MAIN_THREAD {
+            return;
+        }
+        self.end_step(chunks);
+        chunks.push(Chunk::StartStep);
+        self.in_step = true;
+        // A message may arrive whole rather than as a placeholder and its deltas.
+        let text = message.text();
+        self.show(&message.id, message.reasoning_content.as_deref(), [Some(text.as_str()), message.refusal.as_deref()], chunks);
+        self.messages.insert(message.id.clone(), message.clone());
+        if message.finish_reason.is_some() || message.tool_calls.is_some() {
+            self.complete(&message.id, chunks);
+        }
+    }
+
+    fn delta(&mut self, delta: &ModelMessageDelta, chunks: &mut Vec<Chunk>) {
+        let Some(message) = self.messages.get_mut(&delta.id) else { return };
+        fold(message, delta);
+        self.show(&delta.id, delta.reasoning_content.as_deref(), [delta.content.as_deref(), delta.refusal.as_deref()], chunks);
+        // A streamed message's last delta carries its finish reason: its calls are whole now.
+        if delta.finish_reason.is_some() {
+            self.complete(&delta.id, chunks);
+        }
+    }
+
+    /// Reasoning and text of a main-thread message (refusals shown as text); reasoning ends
+    /// when the text begins.
+    fn show(&mut self, message_id: &str, reasoning: Option<&str>, texts: [Option<&str>; 2], chunks: &mut Vec<Chunk>) {
+        let reasoning_id = format!("{message_id}-reasoning");
+        if let Some(reasoning) = reasoning.filter(|text| !text.is_empty()) {
+            if self.open_reasoning.insert(reasoning_id.clone()) {
+                chunks.push(Chunk::ReasoningStart { id: reasoning_id.clone() });
+            }
+            chunks.push(Chunk::ReasoningDelta { id: reasoning_id.clone(), delta: reasoning.to_owned() });
+        }
+        for text in texts.into_iter().flatten().filter(|text| !text.is_empty()) {
+            if self.open_reasoning.remove(&reasoning_id) {
+                chunks.push(Chunk::ReasoningEnd { id: reasoning_id.clone() });
+            }
+            if self.open_text.insert(message_id.to_owned()) {
+                chunks.push(Chunk::TextStart { id: message_id.to_owned() });
+            }
+            chunks.push(Chunk::TextDelta { id: message_id.to_owned(), delta: text.to_owned() });
+        }
+    }
+
+    /// A message is whole: its open parts end, and main-thread tool calls are announced.
+    fn complete(&mut self, message_id: &str, chunks: &mut Vec<Chunk>) {
+        let Some(message) = self.messages.remove(message_id) else { return };
+        self.last_finish = message.finish_reason;
+        let reasoning_id = format!("{message_id}-reasoning");
+        if self.open_reasoning.remove(&reasoning_id) {
+            chunks.push(Chunk::ReasoningEnd { id: reasoning_id });
+        }
+        if self.open_text.remove(message_id) {
+            chunks.push(Chunk::TextEnd { id: message_id.to_owned() });
+        }
+        for call in message.tool_calls.iter().flatten() {
+            let input = serde_json::from_str(&call.function.arguments).unwrap_or_else(|_| Value::String(call.function.arguments.clone()));
+            let known = Call { name: call.function.name.clone(), input };
+            chunks.push(Chunk::ToolInputStart { tool_call_id: call.id.clone(), tool_name: known.name.clone() });
+            chunks.push(Chunk::ToolInputAvailable { tool_call_id: call.id.clone(), tool_name: known.name.clone(), input: known.input.clone() });
+            self.calls.insert(call.id.clone(), known);
+        }
+    }
+
+    fn response(&mut self, response: &ToolResponse, chunks: &mut Vec<Chunk>) {
+        if response.thread_id != MAIN_THREAD || !self.calls.contains_key(&response.tool_call_id) || self.denied.contains(&response.tool_call_id) {
+            return;
+        }
+        let tool_call_id = response.tool_call_id.clone();
+        if self.failed.contains(&tool_call_id) {
+            chunks.push(Chunk::ToolOutputError { tool_call_id, error_text: response.content.clone() });
+        } else {
+            chunks.push(Chunk::ToolOutputAvailable { tool_call_id, output: result_value(&response.content) });
+        }
+    }
+
+    fn approvals(&mut self, pending: &ToolCallsPending, chunks: &mut Vec<Chunk>) {
+        for reference in pending.tool_calls.iter().filter(|reference| self.calls.contains_key(&reference.id)) {
+            chunks.push(Chunk::ToolApprovalRequest { approval_id: reference.id.clone(), tool_call_id: reference.id.clone() });
+        }
+    }
+
+    fn thread_created(&mut self, created: &ThreadCreated, chunks: &mut Vec<Chunk>) {
+        let agent = AgentThread {
+            name: created.agent_info.name.clone(),
+            model: created.agent_info.model.clone(),
+            tool_call_id: created.parent.tool_call_id.clone(),
+            prompt: created.agent_info.input.clone(),
+        };
+        chunks.push(agent_part(&created.thread_id, &agent, json!({ "status": "running" })));
+        self.agents.insert(created.thread_id.clone(), agent);
+    }
+
+    fn thread_done(&mut self, done: &ThreadDone, chunks: &mut Vec<Chunk>) {
+        let Some(agent) = self.agents.get(&done.thread_id).cloned() else { return };
+        let usage = Usage::of(done.metrics.as_ref());
+        let outcome = match &done.state {
+            ThreadState::Done { output } => json!({ "status": "done", "result": output.text(), "usage": usage }),
+            ThreadState::Error { error, .. } => {
+                self.failed.insert(agent.tool_call_id.clone());
+                json!({ "status": "error", "error": error, "usage": usage })
+            }
+        };
+        chunks.push(agent_part(&done.thread_id, &agent, outcome));
+    }
+
+    fn end_step(&mut self, chunks: &mut Vec<Chunk>) {
+        if std::mem::take(&mut self.in_step) {
+            chunks.push(Chunk::FinishStep);
+        }
+    }
+
+    fn turn_done(&mut self, state: &TurnState, chunks: &mut Vec<Chunk>) {
+        self.end_step(chunks);
+        match state {
+            TurnState::Running => return,
+            TurnState::Done { required_actions, metrics, .. } => {
+                chunks.push(metadata(metrics.as_ref()));
+                let waits_on_tools = required_actions.iter().any(|action| !matches!(action, Event::McpAuthRequired(_)));
+                let reason = match self.last_finish {
+                    _ if waits_on_tools => "tool-calls",
+                    _ if !required_actions.is_empty() => "other",
+                    None | Some(FinishReason::Stop) => "stop",
+                    Some(FinishReason::Length) => "length",
+                    Some(FinishReason::ContentFilter) => "content-filter",
+                    Some(FinishReason::ToolCalls | FinishReason::FunctionCall) => "tool-calls",
+                };
+                chunks.push(Chunk::Finish { finish_reason: reason });
+            }
+            TurnState::Cancelled { reason, metrics, .. } => {
+                chunks.push(metadata(metrics.as_ref()));
+                let reason = serde_json::to_value(reason).ok().and_then(|value| value.as_str().map(str::to_owned));
+                chunks.push(Chunk::Abort { reason });
+            }
+            TurnState::Error { message, .. } => chunks.push(Chunk::Error { error_text: message.clone() }),
+        }
+        self.ended = true;
+    }
+}
+
+/// The `data-agent` part of a sub-agent thread: who it is, and `status` with what it has.
+fn agent_part(thread_id: &str, agent: &AgentThread, status: Value) -> Chunk {
+    let mut data = json!({
+        "threadId": thread_id,
+        "agentName": agent.name,
+        "model": agent.model,
+        "toolCallId": agent.tool_call_id,
+        "prompt": agent.prompt,
+    });
+    if let (Some(data), Value::Object(status)) = (data.as_object_mut(), status) {
+        data.extend(status);
+    }
+    Chunk::data("agent", thread_id, data)
+}
+
+fn metadata(metrics: Option<&TurnMetrics>) -> Chunk {
+    Chunk::MessageMetadata {
+        message_metadata: Metadata { usage: Usage::of(metrics), cost_usd: metrics.and_then(|metrics| metrics.total_cost_in_usd) },
+    }
+}
