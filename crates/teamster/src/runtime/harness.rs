@@ -32,12 +32,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::StreamExt;
 use teamster_protocol::control::{Grant, Plan, QueuedMessage, TaskList};
-use teamster_protocol::{Event, MAIN_THREAD_ID, TurnState, UserContent};
+use teamster_protocol::{Event, MAIN_THREAD_ID, UserContent};
 use teamster_service::{CloneSession, ServiceError, SessionUpdate, TurnListQuery};
 use tokio::sync::broadcast;
 
 use crate::runtime::{FinishedTurn, Runtime, RuntimeError, RuntimeEvent, TurnEvents, TurnInput, user_message};
 
+/// How many of the newest turns `run_follow_ups` looks through.
+const FOLLOW_UP_LOOKBACK: u32 = 50;
 /// How many events a subscriber may fall behind before it misses some.
 const EVENTS_BUFFER: usize = 1024;
 
@@ -77,6 +79,8 @@ pub struct DisplayState {
     pub streaming: String,
     /// The main thread's last answer.
     pub last_answer: Option<String>,
+    /// The last turn the harness followed (or the session's last when it was opened).
+    pub last_followed: Option<String>,
     /// What the last turn waits for: approvals, answers, authorizations.
     pub waiting_for: Vec<Event>,
     /// The task list.
@@ -117,6 +121,9 @@ impl Harness {
             session_id: session_id.to_owned(),
             shared: Arc::new(Shared { events: broadcast::Sender::new(EVENTS_BUFFER), display: Mutex::default() }),
         };
+        let query = TurnListQuery { limit: 1, page_token: None };
+        let (turns, _) = runtime.service().list_turns(runtime.caller(), session_id, query).await?;
+        harness.lock().last_followed = turns.into_iter().next().map(|turn| turn.id);
         harness.refresh().await?;
         Ok(harness)
     }
@@ -186,29 +193,38 @@ impl Harness {
         self.refresh().await
     }
 
-    /// Follows the turns the session runs (a running one, then those its follow-ups start)
-    /// until none runs and none is queued; returns them.
+    /// Follows the turns the session started since the last one the harness followed (the
+    /// running one, and those its follow-ups start, even those already over) until none runs
+    /// and none is queued; returns them, oldest first.
     pub async fn run_follow_ups(&self) -> Result<Vec<FinishedTurn>, RuntimeError> {
         let mut finished = Vec::new();
-        let mut followed: Option<String> = None;
         loop {
-            let query = TurnListQuery { limit: 1, page_token: None };
-            let (turns, _) = self.runtime.service().list_turns(self.runtime.caller(), &self.session_id, query).await?;
-            match turns.into_iter().next() {
-                Some(turn) if turn.state == TurnState::Running && followed.as_deref() != Some(turn.id.as_str()) => {
-                    let events = self.runtime.subscribe(&self.session_id, &turn.id, 0).await?;
-                    finished.push(self.follow(&turn.id, events).await?);
-                    followed = Some(turn.id);
+            let newer = self.turns_since_followed().await?;
+            if newer.is_empty() {
+                self.refresh().await?;
+                if self.display().follow_ups.is_empty() {
+                    return Ok(finished);
                 }
-                Some(turn) if turn.state == TurnState::Running => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
-                _ if self.display().follow_ups.is_empty() => return Ok(finished),
                 // Queued, and about to start: look again.
-                _ => {
-                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                    self.refresh().await?;
-                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                continue;
+            }
+            for turn_id in newer {
+                let events = self.runtime.subscribe(&self.session_id, &turn_id, 0).await?;
+                finished.push(self.follow(&turn_id, events).await?);
             }
         }
+    }
+
+    /// The session's turns after the last one the harness followed, oldest first.
+    async fn turns_since_followed(&self) -> Result<Vec<String>, RuntimeError> {
+        let followed = self.lock().last_followed.clone();
+        let query = TurnListQuery { limit: FOLLOW_UP_LOOKBACK, page_token: None };
+        let (turns, _) = self.runtime.service().list_turns(self.runtime.caller(), &self.session_id, query).await?;
+        let mut newer: Vec<String> =
+            turns.into_iter().map(|turn| turn.id).take_while(|id| Some(id) != followed.as_ref()).collect();
+        newer.reverse();
+        Ok(newer)
     }
 
     /// The task list.
@@ -258,6 +274,7 @@ impl Harness {
         {
             let mut display = self.lock();
             display.running_turn = Some(turn_id.to_owned());
+            display.last_followed = Some(turn_id.to_owned());
             display.streaming.clear();
             display.waiting_for.clear();
         }
