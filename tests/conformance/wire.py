@@ -347,10 +347,10 @@ class TurnRun:
 class Api:
     """Plain-HTTP access to one running server: native `/api/v1/...` and raw gateway calls."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, key: str = "K") -> None:
         self.root = root.rstrip("/")
         self.http = httpx.Client(base_url=self.root, timeout=TIMEOUT,
-                                 headers={"Authorization": "Bearer K"})
+                                 headers={"Authorization": f"Bearer {key}"})
 
     def close(self) -> None:
         self.http.close()

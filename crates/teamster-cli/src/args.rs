@@ -22,6 +22,8 @@ pub enum Command {
     Run(RunArgs),
     /// List your sessions on a running server, newest first.
     Sessions(SessionsArgs),
+    /// Manage API keys.
+    Keys(KeysArgs),
 }
 
 /// What every client command needs: where the server is.
@@ -49,19 +51,80 @@ pub struct SessionsArgs {
     pub limit: u32,
 }
 
+/// Where the store is.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StoreArgs {
+    /// Database URL: `sqlite://PATH` (default: a file in the data directory) or
+    /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE`.
+    #[arg(long, env = "TEAMSTER_DATABASE_URL", global = true)]
+    pub database: Option<String>,
+    /// Where the default SQLite database lives (default: $XDG_DATA_HOME/teamster or
+    /// ~/.local/share/teamster).
+    #[arg(long, env = "TEAMSTER_DATA_DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// How `teamster serve` authenticates requests.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthArg {
+    None,
+    ApiKeys,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct KeysArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(subcommand)]
+    pub command: KeysCommand,
+}
+
+/// API keys, managed in the store itself (with a SQLite database, while no server runs on it;
+/// a running server's admins use `/api/v1/keys`).
+#[derive(Subcommand, Debug)]
+pub enum KeysCommand {
+    /// Creates a key and prints it; it is shown this once (only its hash is stored).
+    Create {
+        /// The subject's name, unique within its tenant.
+        #[arg(long)]
+        subject: String,
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        #[arg(long, value_enum, default_value_t = RoleArg::Member)]
+        role: RoleArg,
+        /// The subject is a service account, not a person.
+        #[arg(long)]
+        service_account: bool,
+    },
+    /// Lists the keys (never their secrets).
+    List,
+    /// Revokes a key by its id.
+    Revoke { id: String },
+}
+
+/// A key's role.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoleArg {
+    Admin,
+    Member,
+}
+
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "TEAMSTER_LISTEN", default_value = "127.0.0.1:8790")]
     pub listen: String,
-    /// Database URL: `sqlite://PATH` (default: a file in the data directory) or
-    /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE`.
-    #[arg(long, env = "TEAMSTER_DATABASE_URL")]
-    pub database: Option<String>,
-    /// Where the default SQLite database lives (default: $XDG_DATA_HOME/teamster or
-    /// ~/.local/share/teamster).
-    #[arg(long, env = "TEAMSTER_DATA_DIR")]
-    pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// How requests are authenticated: `none` (every request is the local admin's; only on a
+    /// loopback address unless --insecure-no-auth) or `api-keys` (`Authorization: Bearer`, keys
+    /// from `teamster keys create` or `POST /api/v1/keys`).
+    #[arg(long, env = "TEAMSTER_AUTH", value_enum, default_value_t = AuthArg::None)]
+    pub auth: AuthArg,
+    /// Serve without authentication on an address other than loopback: anyone who reaches it
+    /// acts as the local admin.
+    #[arg(long, env = "TEAMSTER_INSECURE_NO_AUTH")]
+    pub insecure_no_auth: bool,
     /// Seconds of silence on an event stream before a heartbeat comment.
     #[arg(long, env = "TEAMSTER_HEARTBEAT_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=300))]
     pub heartbeat_secs: u64,

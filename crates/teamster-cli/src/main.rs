@@ -1,11 +1,14 @@
-//! `teamster`: the server (`serve`) and a terminal client for it (`agents`, `run`, `sessions`).
+//! `teamster`: the server (`serve`), a terminal client for it (`agents`, `run`, `sessions`), and
+//! API key management (`keys`).
 //!
 //! Thin by design: parse arguments, build configuration, wire the concrete adapters, run.
 
 mod allocator;
 mod args;
 mod client;
+mod keys;
 mod serve;
+mod store;
 
 use std::process::ExitCode;
 
@@ -29,6 +32,7 @@ fn main() -> ExitCode {
             args::Command::Agents(agents) => client::agents(&agents.client.server, agents.command).await,
             args::Command::Run(run) => client::run(run).await,
             args::Command::Sessions(sessions) => client::sessions(sessions).await,
+            args::Command::Keys(keys) => keys::run(keys).await,
         }
     });
     match result {

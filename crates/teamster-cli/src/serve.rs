@@ -8,28 +8,20 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use teamster_llm::registry::ModelRegistry;
 use teamster_protocol::AgentManifest;
-use teamster_server::{AppState, ServerConfig};
+use teamster_server::{AppState, AuthMode, ServerConfig};
 use teamster_llm::registry::RegistryOptions;
 use teamster_llm::retry::RetryPolicy;
 use teamster_sandbox::{Bubblewrap, Limits as SandboxLimits};
 use teamster_service::{LeaseConfig, Sandboxes, Service, ServiceConfig, SkillCache, SkillSources, TokenKey};
 
-use crate::args::ServeArgs;
+use crate::args::{AuthArg, ServeArgs};
+use crate::store::OpenStore;
 
 /// The example agent created on first start.
 const EXAMPLE_AGENT: &str = include_str!("../../../examples/agents/demo.yaml");
 /// How long running turns get to record their end on shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-fn default_data_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("XDG_DATA_HOME").filter(|dir| !dir.is_empty()) {
-        return PathBuf::from(dir).join("teamster");
-    }
-    match std::env::var_os("HOME") {
-        Some(home) => PathBuf::from(home).join(".local/share/teamster"),
-        None => PathBuf::from(".teamster"),
-    }
-}
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     tracing_subscriber::fmt()
@@ -39,26 +31,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .with_writer(std::io::stderr)
         .init();
 
-    let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    let data_dir = crate::store::data_dir(&args.store);
     // Checking that sandboxes work starts one; it overlaps opening the store.
     let sandboxes = tokio::spawn(start_sandboxes(
         (!args.no_sandbox).then(|| args.sandbox_root.clone().unwrap_or_else(|| data_dir.join("sandboxes"))),
         Duration::from_secs(args.sandbox_idle_hours.saturating_mul(3600)),
     ));
-    let database = match args.database {
-        Some(url) => url,
-        None => format!("sqlite://{}", data_dir.join("teamster.db").display()),
-    };
-    // The URL may carry a password: messages and logs show it without.
-    let shown_database = without_password(&database);
-    let store: Arc<dyn teamster_store::Store> = if database.starts_with("sqlite:") {
-        Arc::new(teamster_store_sqlite::SqliteStore::connect(&database).await.with_context(|| format!("opening {database}"))?)
-    } else if database.starts_with("postgres://") || database.starts_with("postgresql://") {
-        let store = teamster_store_postgres::PostgresStore::connect(&database);
-        Arc::new(store.await.with_context(|| format!("opening {shown_database}"))?)
-    } else {
-        bail!("unsupported database URL {shown_database:?}: use sqlite://PATH or postgres://USER@HOST/DATABASE");
-    };
+    let OpenStore { store, database, shown: shown_database, .. } = crate::store::open(&args.store).await?;
 
     let env_providers = ModelRegistry::env_manifest(|name| std::env::var(name).ok());
     let retry = RetryPolicy {
@@ -71,6 +50,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
     let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
     let address = listener.local_addr()?;
+    if matches!(args.auth, AuthArg::None) && !address.ip().is_loopback() {
+        if !args.insecure_no_auth {
+            bail!(
+                "refusing to serve {address} without authentication: anyone who reaches it would act as the local admin. \
+                 Start with --auth api-keys (keys from `teamster keys create`), listen on a loopback address, or say --insecure-no-auth"
+            );
+        }
+        tracing::warn!(%address, "serving without authentication on a non-loopback address (--insecure-no-auth)");
+    }
     if args.public_url.is_none() && address.ip().is_unspecified() {
         tracing::warn!(%address, "no --public-url: MCP authorization links name an address browsers cannot open; set --public-url");
     }
@@ -104,6 +92,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             browser: browser_policy(&args.allowed_hosts, &args.allowed_origins, &public_url, address)?,
             header_timeout: Duration::from_secs(args.header_timeout_secs),
             max_connections: connection_cap(args.max_connections),
+            auth: match args.auth {
+                AuthArg::None => AuthMode::None,
+                AuthArg::ApiKeys => AuthMode::ApiKeys,
+            },
         },
     );
     teamster_server::serve(listener, state, shutdown_signal()).await?;
@@ -249,17 +241,6 @@ fn lease_config(ttl_ms: u64, renew_ms: u64, takeover_ms: u64, max_takeovers: u64
     })
 }
 
-/// A database URL with the password of its `user:password@` part masked.
-fn without_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
-    match authority.rsplit_once('@').and_then(|(credentials, host)| Some((credentials.split_once(':')?.0, host))) {
-        Some((user, host)) => format!("{scheme}://{user}:***@{host}{tail}"),
-        None => url.to_owned(),
-    }
-}
 
 async fn ensure_example_agent(service: &Service) -> anyhow::Result<()> {
     let manifest: AgentManifest = serde_yaml::from_str(EXAMPLE_AGENT).context("the bundled example agent")?;
@@ -297,15 +278,6 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn database_urls_are_shown_without_their_password() {
-        assert_eq!(without_password("postgres://app:s3cr@t@db:5432/teamster"), "postgres://app:***@db:5432/teamster");
-        assert_eq!(without_password("postgresql://app:pw@db?sslmode=require"), "postgresql://app:***@db?sslmode=require");
-        for unchanged in ["postgres://app@db/teamster", "postgres://db/x?user=a:b@c", "sqlite:///tmp/t.db", "sqlite::memory:"] {
-            assert_eq!(without_password(unchanged), unchanged);
-        }
-    }
 
     #[test]
     fn the_secret_key_lives_beside_a_sqlite_database() {

@@ -4,6 +4,7 @@
 //! [`app`] builds the whole application (prefix stripping included) for tests and for
 //! [`serve`]. Only this crate knows HTTP: status codes, SSE framing, headers, query strings.
 
+mod auth;
 mod data_stream;
 mod error;
 mod extract;
@@ -23,6 +24,7 @@ use axum::extract::{DefaultBodyLimit, Request};
 use tower::Layer;
 use tower::util::MapRequestLayer;
 
+pub use auth::AuthMode;
 pub use error::ApiError;
 pub use guard::{BrowserPolicy, LOOPBACK_HOSTS};
 pub use links::PublicLinks;
@@ -43,6 +45,8 @@ pub struct ServerConfig {
     pub header_timeout: Duration,
     /// The most connections open at once.
     pub max_connections: usize,
+    /// How requests are authenticated.
+    pub auth: AuthMode,
 }
 
 impl Default for ServerConfig {
@@ -53,6 +57,7 @@ impl Default for ServerConfig {
             browser: BrowserPolicy::default(),
             header_timeout: Duration::from_secs(15),
             max_connections: 10_000,
+            auth: AuthMode::None,
         }
     }
 }
@@ -82,6 +87,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::authenticate))
         .layer(axum::middleware::from_fn(close_after_rejected_body))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
         .with_state(state)

@@ -179,7 +179,7 @@ impl Service {
             previous_turn_id: Some(last.unwrap_or_else(|| "none".to_owned())),
             at_tip: true,
         };
-        let caller = Caller { subject: next.created_by.clone() };
+        let caller = Caller::owner(next.created_by.clone());
         match self.create_turn(&caller, session_id, request).await {
             Ok((turn, _)) => Ok(Some((next.id, turn.id))),
             Err(error) => {

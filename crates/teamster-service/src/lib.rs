@@ -20,6 +20,7 @@ mod downloads;
 mod error;
 mod events;
 mod follow_ups;
+mod identity;
 mod input_files;
 pub mod mcp;
 mod planner;
@@ -52,17 +53,35 @@ pub use runtime::{EventStream, LeaseConfig, StreamedEvent, TurnLog};
 pub use sandboxes::Sandboxes;
 pub use teamster_store::SessionOrder;
 pub use clones::CloneSession;
+pub use identity::{ApiKey, ApiKeys, CreatedKey, NewKey, Role};
 pub use turns::{CreateTurn, TurnListQuery};
 
 /// Who makes a request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Caller {
     pub subject: Subject,
+    /// The tenant the subject belongs to.
+    pub tenant: String,
+    pub role: Role,
 }
 
 impl Caller {
+    /// The one caller of a server without authentication: an admin.
     pub fn local() -> Caller {
-        Caller { subject: Subject::local() }
+        Caller { subject: Subject::local(), tenant: "local".to_owned(), role: Role::Admin }
+    }
+
+    /// A subject acting on what it owns, outside any request (a follow-up it queued).
+    pub fn owner(subject: Subject) -> Caller {
+        Caller { subject, tenant: String::new(), role: Role::Member }
+    }
+
+    /// Refuses (403) a caller that is not an admin.
+    pub fn require_admin(&self) -> Result<()> {
+        match self.role {
+            Role::Admin => Ok(()),
+            Role::Member => Err(ServiceError::Forbidden("only an admin may do this".to_owned())),
+        }
     }
 }
 

@@ -50,7 +50,7 @@ impl OAuthServer {
 }
 
 fn user(id: &str) -> Caller {
-    Caller { subject: Subject { subject_id: id.into(), subject_type: "user".into(), subject_slug: id.into() } }
+    Caller::owner(Subject { subject_id: id.into(), subject_type: "user".into(), subject_slug: id.into() })
 }
 
 /// Links as the HTTP layer makes them, under a prefix.

@@ -20,14 +20,14 @@ use crate::sse::{data_stream_response, sse_response};
 /// begun, failures arrive as `turn.done` with status `error`. `format` is the stream's dialect.
 pub async fn create_turn(
     state: &AppState,
+    caller: &Caller,
     session_id: &str,
     body: CreateTurnRequest,
     stream_by_default: bool,
     format: StreamFormat,
 ) -> ApiResult<Response> {
-    let caller = Caller::local();
     let request = CreateTurn { input: body.input.unwrap_or_default(), previous_turn_id: body.previous_turn_id, at_tip: false };
-    let (turn, log) = state.service.create_turn(&caller, session_id, request).await?;
+    let (turn, log) = state.service.create_turn(caller, session_id, request).await?;
     if !body.stream.unwrap_or(stream_by_default) {
         return Ok(Json(Data { data: turn }).into_response());
     }
@@ -36,25 +36,24 @@ pub async fn create_turn(
         StreamFormat::Native => Ok(sse_response(events, state.config.heartbeat, state.shutdown.clone())),
         StreamFormat::DataStream => {
             // The turn runs already: a failure to read its earlier turns ends this stream only.
-            let translator = data_stream::prior::translator(&state.service, &caller, session_id, &turn).await?;
+            let translator = data_stream::prior::translator(&state.service, caller, session_id, &turn).await?;
             Ok(data_stream_response(events, translator, 0, state.config.heartbeat, state.shutdown.clone()))
         }
     }
 }
 
 /// Streams a turn's events after `after`, in `format`.
-pub async fn subscribe(state: &AppState, session_id: &str, turn_id: &str, after: u64, format: StreamFormat) -> ApiResult<Response> {
-    let caller = Caller::local();
+pub async fn subscribe(state: &AppState, caller: &Caller, session_id: &str, turn_id: &str, after: u64, format: StreamFormat) -> ApiResult<Response> {
     match format {
         StreamFormat::Native => {
-            let events = state.service.subscribe(&caller, session_id, turn_id, after).await?;
+            let events = state.service.subscribe(caller, session_id, turn_id, after).await?;
             Ok(sse_response(events, state.config.heartbeat, state.shutdown.clone()))
         }
         StreamFormat::DataStream => {
             // The parts of an event depend on the ones before it: the stream folds from the start.
-            let turn = state.service.get_turn(&caller, session_id, turn_id).await?;
-            let translator = data_stream::prior::translator(&state.service, &caller, session_id, &turn).await?;
-            let events = state.service.subscribe(&caller, session_id, turn_id, 0).await?;
+            let turn = state.service.get_turn(caller, session_id, turn_id).await?;
+            let translator = data_stream::prior::translator(&state.service, caller, session_id, &turn).await?;
+            let events = state.service.subscribe(caller, session_id, turn_id, 0).await?;
             Ok(data_stream_response(events, translator, after, state.config.heartbeat, state.shutdown.clone()))
         }
     }
@@ -64,6 +63,7 @@ pub async fn subscribe(state: &AppState, session_id: &str, turn_id: &str, after:
 /// newest turn has persisted so far (native) instead of starting at its parent (gateway).
 pub async fn session_events(
     state: &AppState,
+    caller: &Caller,
     session_id: &str,
     params: &Params,
     include_running_tip: bool,
@@ -75,7 +75,7 @@ pub async fn session_events(
         last_turn_id: params.string("last_turn_id"),
         include_running_tip,
     };
-    let (events, next) = state.service.list_session_events(&Caller::local(), session_id, query).await?;
+    let (events, next) = state.service.list_session_events(caller, session_id, query).await?;
     Ok(crate::routes::page(events, next, limit))
 }
 
@@ -83,6 +83,7 @@ pub async fn session_events(
 /// gateway, 100 natively); `require_terminal` refuses a running turn, as the gateway does.
 pub async fn turn_events(
     state: &AppState,
+    caller: &Caller,
     session_id: &str,
     turn_id: &str,
     params: &Params,
@@ -96,17 +97,17 @@ pub async fn turn_events(
         page_token: params.string("page_token"),
         require_terminal,
     };
-    let (events, next) = state.service.list_turn_events(&Caller::local(), session_id, turn_id, query).await?;
+    let (events, next) = state.service.list_turn_events(caller, session_id, turn_id, query).await?;
     Ok(crate::routes::page(events, next, limit))
 }
 
 /// A sandbox file as an attachment: its bytes, a content type from its extension, and its name
 /// (ASCII, and UTF-8 by RFC 5987). The `path` query parameter names it.
-pub async fn download_sandbox_file(state: &AppState, address: SandboxAddress<'_>, params: &Params) -> ApiResult<Response> {
+pub async fn download_sandbox_file(state: &AppState, caller: &Caller, address: SandboxAddress<'_>, params: &Params) -> ApiResult<Response> {
     let path = params
         .string("path")
         .ok_or_else(|| ApiError::bad_request("invalid_request", "the query parameter path is required").with_param("path"))?;
-    let file = state.service.download_sandbox_file(&Caller::local(), address, &path).await?;
+    let file = state.service.download_sandbox_file(caller, address, &path).await?;
     let ascii_name: String =
         file.name.chars().map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' { c } else { '_' }).collect();
     let disposition = format!("attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{}", percent_encode(&file.name));

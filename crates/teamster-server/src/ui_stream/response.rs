@@ -24,6 +24,7 @@ const DONE: &[u8] = b"data: [DONE]\n\n";
 /// the turn ended.
 struct CancelOnDrop {
     state: AppState,
+    caller: Caller,
     session_id: String,
     armed: Arc<AtomicBool>,
 }
@@ -34,9 +35,10 @@ impl Drop for CancelOnDrop {
             return;
         }
         let service = self.state.service.clone();
+        let caller = self.caller.clone();
         let session_id = std::mem::take(&mut self.session_id);
         tokio::spawn(async move {
-            if let Err(error) = service.cancel_session(&Caller::local(), &session_id).await {
+            if let Err(error) = service.cancel_session(&caller, &session_id).await {
                 tracing::warn!(%session_id, %error, "cancelling the turn of an aborted chat stream");
             }
         });
@@ -45,9 +47,16 @@ impl Drop for CancelOnDrop {
 
 /// The response streaming `events` (from the turn's first) through `translator`. With
 /// `cancel_on_abort`, a client that goes away before the turn ends cancels it.
-pub fn chat_response(state: &AppState, session_id: &str, events: EventStream, mut translator: Translator, cancel_on_abort: bool) -> Response {
+pub fn chat_response(
+    state: &AppState,
+    caller: &Caller,
+    session_id: &str,
+    events: EventStream,
+    mut translator: Translator,
+    cancel_on_abort: bool,
+) -> Response {
     let armed = Arc::new(AtomicBool::new(cancel_on_abort));
-    let guard = CancelOnDrop { state: state.clone(), session_id: session_id.to_owned(), armed: armed.clone() };
+    let guard = CancelOnDrop { state: state.clone(), caller: caller.clone(), session_id: session_id.to_owned(), armed: armed.clone() };
     let frames = events
         .map(move |event| {
             let chunks = match serde_json::from_str::<Event>(&event.json) {

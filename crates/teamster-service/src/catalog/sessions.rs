@@ -152,14 +152,16 @@ impl Catalog {
         Ok(session_view(record))
     }
 
-    /// The session record, if the caller may see it.
+    /// The session record, if the caller may see it: another subject's session is not found,
+    /// exactly as a missing one (no hint that it exists).
     pub(crate) async fn owned_session(&self, caller: &Caller, session_id: &str) -> Result<SessionRecord> {
+        let not_found = || ServiceError::NotFound(format!("session {:?} not found", short(session_id)));
         let record = self.store().get_session(session_id).await.map_err(|error| match error {
-            teamster_store::Error::NotFound(_) => ServiceError::NotFound(format!("session {session_id:?} not found")),
+            teamster_store::Error::NotFound(_) => not_found(),
             other => other.into(),
         })?;
         if record.created_by.subject_id != caller.subject.subject_id {
-            return Err(ServiceError::Forbidden("only the session's creator may use it".to_owned()));
+            return Err(not_found());
         }
         Ok(record)
     }

@@ -10,6 +10,7 @@ use teamster_service::{Caller, SessionListQuery, SessionUpdate};
 
 use super::{session_page, session_query};
 use crate::AppState;
+use crate::auth::Authenticated;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::JsonBody;
 use crate::params::Params;
@@ -20,33 +21,34 @@ pub fn routes() -> Router<AppState> {
         .route("/agents/draft-sessions/{draft_session_id}", get(fetch).patch(update))
 }
 
-async fn create(State(state): State<AppState>, JsonBody(body): JsonBody<CreateDraftSessionRequest>) -> ApiResult<Json<Data<Session>>> {
-    let session = state.service.catalog().create_draft_session(&Caller::local(), body.agent_spec, body.agent_name, None).await?;
+async fn create(State(state): State<AppState>, Authenticated(caller): Authenticated, JsonBody(body): JsonBody<CreateDraftSessionRequest>) -> ApiResult<Json<Data<Session>>> {
+    let session = state.service.catalog().create_draft_session(&caller, body.agent_spec, body.agent_name, None).await?;
     Ok(Json(Data { data: session }))
 }
 
-async fn list(State(state): State<AppState>, params: Params) -> ApiResult<Json<Page<Session>>> {
+async fn list(State(state): State<AppState>, Authenticated(caller): Authenticated, params: Params) -> ApiResult<Json<Page<Session>>> {
     let query = SessionListQuery { kind: Some(SessionKind::Draft), ..session_query(&params, true)? };
-    session_page(&state, query).await
+    session_page(&state, &caller, query).await
 }
 
-async fn draft(state: &AppState, id: &str) -> ApiResult<Session> {
-    let session = state.service.catalog().get_session(&Caller::local(), id).await?;
+async fn draft(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Session> {
+    let session = state.service.catalog().get_session(caller, id).await?;
     if session.kind != SessionKind::Draft {
         return Err(ApiError::new(axum::http::StatusCode::NOT_FOUND, "not_found", format!("draft session {id:?} not found")));
     }
     Ok(session)
 }
 
-async fn fetch(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<Data<Session>>> {
-    Ok(Json(Data { data: draft(&state, &id).await? }))
+async fn fetch(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(id): Path<String>) -> ApiResult<Json<Data<Session>>> {
+    Ok(Json(Data { data: draft(&state, &caller, &id).await? }))
 }
 
 async fn update(
     State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<UpdateDraftSessionRequest>,
 ) -> ApiResult<Json<Data<Session>>> {
-    draft(&state, &id).await?;
-    Ok(Json(Data { data: state.service.catalog().update_session(&Caller::local(), &id, SessionUpdate { spec: body.agent_spec, ..SessionUpdate::default() }).await? }))
+    draft(&state, &caller, &id).await?;
+    Ok(Json(Data { data: state.service.catalog().update_session(&caller, &id, SessionUpdate { spec: body.agent_spec, ..SessionUpdate::default() }).await? }))
 }

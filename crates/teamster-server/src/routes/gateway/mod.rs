@@ -49,8 +49,8 @@ fn session_query(params: &Params, default_lower_bound: bool) -> Result<SessionLi
     })
 }
 
-async fn session_page(state: &AppState, query: SessionListQuery) -> ApiResult<Json<Page<Session>>> {
+async fn session_page(state: &AppState, caller: &Caller, query: SessionListQuery) -> ApiResult<Json<Page<Session>>> {
     let limit = query.limit;
-    let (sessions, next) = state.service.catalog().list_sessions(&Caller::local(), query).await?;
+    let (sessions, next) = state.service.catalog().list_sessions(caller, query).await?;
     Ok(crate::routes::page(sessions, next, limit))
 }

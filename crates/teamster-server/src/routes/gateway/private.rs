@@ -10,6 +10,7 @@ use teamster_service::{SandboxAddress, SessionListQuery};
 
 use super::{session_page, session_query};
 use crate::AppState;
+use crate::auth::Authenticated;
 use crate::error::{ApiError, ApiResult};
 use crate::params::Params;
 use crate::routes::shared;
@@ -21,11 +22,11 @@ pub fn routes() -> Router<AppState> {
         .route("/agents/sandbox/{sandbox_id}/file", get(sandbox_file))
 }
 
-async fn owned(State(state): State<AppState>, params: Params) -> ApiResult<Json<Page<Session>>> {
-    session_page(&state, session_query(&params, true)?).await
+async fn owned(State(state): State<AppState>, Authenticated(caller): Authenticated, params: Params) -> ApiResult<Json<Page<Session>>> {
+    session_page(&state, &caller, session_query(&params, true)?).await
 }
 
-async fn search(State(state): State<AppState>, params: Params) -> ApiResult<Json<Page<Session>>> {
+async fn search(State(state): State<AppState>, Authenticated(caller): Authenticated, params: Params) -> ApiResult<Json<Page<Session>>> {
     let kind = match params.string("session_type") {
         None => None,
         Some(text) => Some(SessionKind::parse(&text).ok_or_else(|| {
@@ -38,10 +39,10 @@ async fn search(State(state): State<AppState>, params: Params) -> ApiResult<Json
         created_by_subject_id: params.string("created_by_subject_id"),
         ..session_query(&params, false)?
     };
-    session_page(&state, query).await
+    session_page(&state, &caller, query).await
 }
 
 /// E17: a file of a sandbox, by the id `sandbox.created` gave.
-async fn sandbox_file(State(state): State<AppState>, Path(sandbox_id): Path<String>, params: Params) -> ApiResult<Response> {
-    shared::download_sandbox_file(&state, SandboxAddress::Sandbox(&sandbox_id), &params).await
+async fn sandbox_file(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(sandbox_id): Path<String>, params: Params) -> ApiResult<Response> {
+    shared::download_sandbox_file(&state, &caller, SandboxAddress::Sandbox(&sandbox_id), &params).await
 }

@@ -9,9 +9,9 @@ use axum::{Json, Router};
 use serde_json::value::RawValue;
 use teamster_protocol::Turn;
 use teamster_protocol::api::{CreateTurnRequest, Data, Page, SubscribeRequest};
-use teamster_service::Caller;
 
 use crate::AppState;
+use crate::auth::Authenticated;
 use crate::error::ApiResult;
 use crate::extract::JsonBody;
 use crate::params::{Params, StreamFormat, last_event_id};
@@ -24,16 +24,17 @@ pub fn routes() -> Router<AppState> {
         .route("/agents/sessions/{session_id}/turns/{turn_id}/events", get(events))
 }
 
-pub async fn create(State(state): State<AppState>, Path(session_id): Path<String>, JsonBody(body): JsonBody<CreateTurnRequest>) -> ApiResult<Response> {
-    shared::create_turn(&state, &session_id, body, false, StreamFormat::Native).await
+pub async fn create(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>, JsonBody(body): JsonBody<CreateTurnRequest>) -> ApiResult<Response> {
+    shared::create_turn(&state, &caller, &session_id, body, false, StreamFormat::Native).await
 }
 
-async fn fetch(State(state): State<AppState>, Path((session_id, turn_id)): Path<(String, String)>) -> ApiResult<Json<Data<Turn>>> {
-    Ok(Json(Data { data: state.service.get_turn(&Caller::local(), &session_id, &turn_id).await? }))
+async fn fetch(State(state): State<AppState>, Authenticated(caller): Authenticated, Path((session_id, turn_id)): Path<(String, String)>) -> ApiResult<Json<Data<Turn>>> {
+    Ok(Json(Data { data: state.service.get_turn(&caller, &session_id, &turn_id).await? }))
 }
 
 async fn subscribe(
     State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
     Path((session_id, turn_id)): Path<(String, String)>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<SubscribeRequest>,
@@ -42,13 +43,14 @@ async fn subscribe(
         Some(after) => after,
         None => body.after_sequence_number.unwrap_or(0),
     };
-    shared::subscribe(&state, &session_id, &turn_id, after, StreamFormat::Native).await
+    shared::subscribe(&state, &caller, &session_id, &turn_id, after, StreamFormat::Native).await
 }
 
 async fn events(
     State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
     Path((session_id, turn_id)): Path<(String, String)>,
     params: Params,
 ) -> ApiResult<Json<Page<Box<RawValue>>>> {
-    shared::turn_events(&state, &session_id, &turn_id, &params, 25, true).await
+    shared::turn_events(&state, &caller, &session_id, &turn_id, &params, 25, true).await
 }

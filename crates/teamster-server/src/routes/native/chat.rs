@@ -14,6 +14,7 @@ use teamster_protocol::{Turn, TurnState};
 use teamster_service::{Caller, CreateTurn, Service, ServiceError, TurnListQuery};
 
 use crate::AppState;
+use crate::auth::Authenticated;
 use crate::data_stream::prior;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::JsonBody;
@@ -25,8 +26,12 @@ pub fn routes() -> Router<AppState> {
     Router::new().route("/chat", post(create)).route("/chat/{chat_id}/stream", get(resume))
 }
 
-async fn create(State(state): State<AppState>, params: Params, JsonBody(body): JsonBody<Value>) -> ApiResult<Response> {
-    let caller = Caller::local();
+async fn create(
+    State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
+    params: Params,
+    JsonBody(body): JsonBody<Value>,
+) -> ApiResult<Response> {
     let chat = request::parse(body, params.string("agent"))?;
     let latest = match state.service.catalog().get_session(&caller, &chat.id).await {
         Ok(_) => latest_turn(&state.service, &caller, &chat.id).await?,
@@ -48,11 +53,10 @@ async fn create(State(state): State<AppState>, params: Params, JsonBody(body): J
     let (turn, log) = state.service.create_turn(&caller, &chat.id, turn).await?;
     let events = state.service.follow(log, 0);
     let translator = prior::translator(&state.service, &caller, &chat.id, &turn).await?;
-    Ok(chat_response(&state, &chat.id, events, translator, !chat.keep_running))
+    Ok(chat_response(&state, &caller, &chat.id, events, translator, !chat.keep_running))
 }
 
-async fn resume(State(state): State<AppState>, Path(chat_id): Path<String>) -> ApiResult<Response> {
-    let caller = Caller::local();
+async fn resume(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(chat_id): Path<String>) -> ApiResult<Response> {
     let latest = match latest_turn(&state.service, &caller, &chat_id).await {
         Err(ServiceError::NotFound(_)) => None,
         other => other?,
@@ -62,7 +66,7 @@ async fn resume(State(state): State<AppState>, Path(chat_id): Path<String>) -> A
     };
     let translator = prior::translator(&state.service, &caller, &chat_id, &turn).await?;
     let events = state.service.subscribe(&caller, &chat_id, &turn.id, 0).await?;
-    Ok(chat_response(&state, &chat_id, events, translator, false))
+    Ok(chat_response(&state, &caller, &chat_id, events, translator, false))
 }
 
 async fn latest_turn(service: &Service, caller: &Caller, session_id: &str) -> Result<Option<Turn>, ServiceError> {

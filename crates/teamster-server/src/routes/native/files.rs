@@ -5,9 +5,9 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::response::Response;
 use axum::routing::get;
-use teamster_service::Caller;
 
 use crate::AppState;
+use crate::auth::Authenticated;
 use crate::error::ApiResult;
 use crate::routes::shared;
 
@@ -16,8 +16,8 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// The file's bytes with its media type, as an attachment named after its digest.
-async fn download(State(state): State<AppState>, Path((session_id, digest)): Path<(String, String)>) -> ApiResult<Response> {
-    let file = state.service.get_session_file(&Caller::local(), &session_id, &digest).await?;
+async fn download(State(state): State<AppState>, Authenticated(caller): Authenticated, Path((session_id, digest)): Path<(String, String)>) -> ApiResult<Response> {
+    let file = state.service.get_session_file(&caller, &session_id, &digest).await?;
     let disposition = format!("attachment; filename=\"{digest}\"");
     let len = file.data.len() as u64;
     Ok(shared::attachment(file.media_type, disposition, "private, max-age=31536000, immutable", file.data.into(), len))

@@ -16,9 +16,10 @@ use axum::routing::get;
 use axum::{Json, Router};
 use teamster_protocol::api::{Data, McpServerRequest};
 use teamster_protocol::settings::{AvailableMcpServer, ConfiguredMcpServer, McpAuthStatus};
-use teamster_service::{Caller, McpServerWrite, OAuthCallback};
+use teamster_service::{McpServerWrite, OAuthCallback};
 
 use crate::AppState;
+use crate::auth::Authenticated;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::JsonBody;
 use crate::params::Params;
@@ -41,42 +42,44 @@ pub fn routes() -> Router<AppState> {
         .route("/mcp-servers/{name}/authorize", get(authorize).delete(disconnect))
 }
 
-async fn list_settings(State(state): State<AppState>) -> ApiResult<Json<Data<Vec<ConfiguredMcpServer>>>> {
-    Ok(Json(Data { data: state.service.mcp().list_mcp_server_settings(&Caller::local()).await? }))
+async fn list_settings(State(state): State<AppState>, Authenticated(caller): Authenticated) -> ApiResult<Json<Data<Vec<ConfiguredMcpServer>>>> {
+    Ok(Json(Data { data: state.service.mcp().list_mcp_server_settings(&caller).await? }))
 }
 
-async fn fetch_setting(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Data<ConfiguredMcpServer>>> {
-    Ok(Json(Data { data: state.service.mcp().get_mcp_server_setting(&Caller::local(), &name).await? }))
+async fn fetch_setting(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(name): Path<String>) -> ApiResult<Json<Data<ConfiguredMcpServer>>> {
+    Ok(Json(Data { data: state.service.mcp().get_mcp_server_setting(&caller, &name).await? }))
 }
 
 async fn create(
     State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
     JsonBody(body): JsonBody<McpServerRequest>,
 ) -> ApiResult<(StatusCode, Json<Data<ConfiguredMcpServer>>)> {
-    let server = state.service.mcp().write_mcp_server(&Caller::local(), body.manifest, McpServerWrite::Create).await?;
+    let server = state.service.mcp().write_mcp_server(&caller, body.manifest, McpServerWrite::Create).await?;
     Ok((StatusCode::CREATED, Json(Data { data: server })))
 }
 
 async fn upsert(
     State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
     JsonBody(body): JsonBody<McpServerRequest>,
 ) -> ApiResult<Json<Data<ConfiguredMcpServer>>> {
-    let server = state.service.mcp().write_mcp_server(&Caller::local(), body.manifest, McpServerWrite::Upsert).await?;
+    let server = state.service.mcp().write_mcp_server(&caller, body.manifest, McpServerWrite::Upsert).await?;
     Ok(Json(Data { data: server }))
 }
 
-async fn list_available(State(state): State<AppState>) -> ApiResult<Json<Data<Vec<AvailableMcpServer>>>> {
-    Ok(Json(Data { data: state.service.mcp().list_available_mcp_servers(&Caller::local()).await? }))
+async fn list_available(State(state): State<AppState>, Authenticated(caller): Authenticated) -> ApiResult<Json<Data<Vec<AvailableMcpServer>>>> {
+    Ok(Json(Data { data: state.service.mcp().list_available_mcp_servers(&caller).await? }))
 }
 
-async fn list_tools(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Data<Vec<serde_json::Value>>>> {
-    Ok(Json(Data { data: state.service.mcp().list_mcp_server_tools(&Caller::local(), &name).await? }))
+async fn list_tools(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(name): Path<String>) -> ApiResult<Json<Data<Vec<serde_json::Value>>>> {
+    Ok(Json(Data { data: state.service.mcp().list_mcp_server_tools(&caller, &name).await? }))
 }
 
 /// With a `ticket` (the `auth_url` of an `mcp.auth_required` event, opened in a browser): a
 /// 302 to the authorization server. Without: the caller's status as JSON, with an
 /// authorization URL when the caller must authorize.
-async fn authorize(State(state): State<AppState>, Path(name): Path<String>, params: Params) -> ApiResult<Response> {
+async fn authorize(State(state): State<AppState>, caller: Option<Authenticated>, Path(name): Path<String>, params: Params) -> ApiResult<Response> {
     let return_to = params.string("return_to");
     match params.string("ticket") {
         Some(ticket) => {
@@ -84,15 +87,18 @@ async fn authorize(State(state): State<AppState>, Path(name): Path<String>, para
             Ok(redirect(&location))
         }
         None => {
+            let Some(Authenticated(caller)) = caller else {
+                return Ok(crate::auth::unauthorized("an API key is required: send Authorization: Bearer <key>"));
+            };
             let status: McpAuthStatus =
-                state.service.mcp().mcp_authorization_status(&Caller::local(), &name, return_to.as_deref()).await?;
+                state.service.mcp().mcp_authorization_status(&caller, &name, return_to.as_deref()).await?;
             Ok(Json(status).into_response())
         }
     }
 }
 
-async fn disconnect(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Data<ConfiguredMcpServer>>> {
-    Ok(Json(Data { data: state.service.mcp().disconnect_mcp_server(&Caller::local(), &name).await? }))
+async fn disconnect(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(name): Path<String>) -> ApiResult<Json<Data<ConfiguredMcpServer>>> {
+    Ok(Json(Data { data: state.service.mcp().disconnect_mcp_server(&caller, &name).await? }))
 }
 
 /// The authorization server's redirect back: `{"success": true}` (a short HTML page for a

@@ -3,6 +3,7 @@
 mod agents;
 mod chat;
 mod files;
+mod keys;
 mod mcp_servers;
 mod meta;
 mod sessions;
@@ -15,5 +16,5 @@ use axum::Router;
 use crate::AppState;
 
 pub fn routes() -> Router<AppState> {
-    Router::new().merge(agents::routes()).merge(sessions::routes()).merge(files::routes()).merge(turns::routes()).merge(settings::routes()).merge(mcp_servers::routes()).merge(skills::routes()).merge(meta::routes()).merge(chat::routes())
+    Router::new().merge(agents::routes()).merge(sessions::routes()).merge(files::routes()).merge(turns::routes()).merge(settings::routes()).merge(mcp_servers::routes()).merge(skills::routes()).merge(meta::routes()).merge(chat::routes()).merge(keys::routes())
 }

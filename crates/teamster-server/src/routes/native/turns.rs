@@ -10,9 +10,10 @@ use axum::{Json, Router};
 use serde_json::value::RawValue;
 use teamster_protocol::Turn;
 use teamster_protocol::api::{CreateTurnRequest, Data, Page};
-use teamster_service::{Caller, SandboxAddress, TurnListQuery};
+use teamster_service::{SandboxAddress, TurnListQuery};
 
 use crate::AppState;
+use crate::auth::Authenticated;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::JsonBody;
 use crate::params::{Params, last_event_id};
@@ -29,34 +30,37 @@ pub fn routes() -> Router<AppState> {
 
 async fn create(
     State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
     Path(session_id): Path<String>,
     params: Params,
     JsonBody(body): JsonBody<CreateTurnRequest>,
 ) -> ApiResult<Response> {
-    shared::create_turn(&state, &session_id, body, true, params.stream_format()?).await
+    shared::create_turn(&state, &caller, &session_id, body, true, params.stream_format()?).await
 }
 
-async fn list(State(state): State<AppState>, Path(session_id): Path<String>, params: Params) -> ApiResult<Json<Page<Turn>>> {
+async fn list(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>, params: Params) -> ApiResult<Json<Page<Turn>>> {
     let limit = params.limit(25, 25)?;
     let query = TurnListQuery { limit, page_token: params.string("page_token") };
-    let (turns, next) = state.service.list_turns(&Caller::local(), &session_id, query).await?;
+    let (turns, next) = state.service.list_turns(&caller, &session_id, query).await?;
     Ok(crate::routes::page(turns, next, limit))
 }
 
-async fn fetch(State(state): State<AppState>, Path((session_id, turn_id)): Path<(String, String)>) -> ApiResult<Json<Data<Turn>>> {
-    Ok(Json(Data { data: state.service.get_turn(&Caller::local(), &session_id, &turn_id).await? }))
+async fn fetch(State(state): State<AppState>, Authenticated(caller): Authenticated, Path((session_id, turn_id)): Path<(String, String)>) -> ApiResult<Json<Data<Turn>>> {
+    Ok(Json(Data { data: state.service.get_turn(&caller, &session_id, &turn_id).await? }))
 }
 
 async fn events(
     State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
     Path((session_id, turn_id)): Path<(String, String)>,
     params: Params,
 ) -> ApiResult<Json<Page<Box<RawValue>>>> {
-    shared::turn_events(&state, &session_id, &turn_id, &params, 100, false).await
+    shared::turn_events(&state, &caller, &session_id, &turn_id, &params, 100, false).await
 }
 
 async fn subscribe(
     State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
     Path((session_id, turn_id)): Path<(String, String)>,
     headers: HeaderMap,
     params: Params,
@@ -66,15 +70,16 @@ async fn subscribe(
         Some(after) => after,
         None => params.sequence("after_sequence_number")?.unwrap_or(0),
     };
-    shared::subscribe(&state, &session_id, &turn_id, after, format).await
+    shared::subscribe(&state, &caller, &session_id, &turn_id, after, format).await
 }
 
 /// A file of the sandbox the turn ran in; a sandbox that fails is a failed dependency here (424).
 async fn download_sandbox_file(
     State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
     Path((session_id, turn_id)): Path<(String, String)>,
     params: Params,
 ) -> ApiResult<Response> {
     let address = SandboxAddress::Turn { session_id: &session_id, turn_id: &turn_id };
-    shared::download_sandbox_file(&state, address, &params).await.map_err(ApiError::upstream_as_failed_dependency)
+    shared::download_sandbox_file(&state, &caller, address, &params).await.map_err(ApiError::upstream_as_failed_dependency)
 }
