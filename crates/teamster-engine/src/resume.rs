@@ -162,6 +162,7 @@ pub async fn resume_turn(
                     () = cancel.cancelled() => return Resumed::Finished(TurnOutcome::Interrupted),
                     output = plan.toolbox.call(&call.name, &call.arguments) => output,
                 };
+                sink.tool_called(&call.name, output.is_error);
                 if output.is_error { format!("Error: {}", output.content) } else { output.content }
             }
         };

@@ -481,6 +481,7 @@ async fn run_tools(
                 () = shared.cancel.cancelled() => return (index, None),
                 output = thread.toolbox.call(&call.function.name, &call.function.arguments) => output,
             };
+            shared.sink.tool_called(&call.function.name, output.is_error);
             let content = if output.is_error { format!("Error: {}", output.content) } else { output.content };
             thread.conversation.large_results.keep_file(&call.id, &content, thread.conversation.policy.large_result_tokens).await;
             record_response(shared.sink, &thread.id, &call.id, &content);

@@ -22,6 +22,10 @@ pub trait EventSink: Send + Sync {
         Box::pin(std::future::ready(true))
     }
 
+    /// Hears that the tool `name` answered a call, and whether it failed; nothing by default
+    /// (the server counts calls for its metrics). Not an event: it is never stored.
+    fn tool_called(&self, _name: &str, _is_error: bool) {}
+
     /// Streams an event and records it as content (events that are never folded).
     fn emit_content(&self, event: &Event) -> u64 {
         let sequence = self.emit(event);

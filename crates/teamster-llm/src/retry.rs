@@ -2,12 +2,21 @@
 //! and [`RetryingClient`].
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::{StreamExt, stream};
 
 use crate::error::GiveUpReason;
 use crate::{Error, ModelClient, ModelEvent, ModelRequest, ModelStream};
+
+/// Retries of model calls by every [`RetryingClient`] of this process, for its metrics.
+static RETRIES: AtomicU64 = AtomicU64::new(0);
+
+/// How many times model calls have been retried in this process (all providers together).
+pub fn retries() -> u64 {
+    RETRIES.load(Ordering::Relaxed)
+}
 
 /// How often and how patiently a failed model call is tried again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,6 +178,7 @@ impl<C: ModelClient> Attempts<C> {
             drop(events);
             match self.policy.after_failure(error, attempt, &mut fastrand::Rng::new()) {
                 AfterFailure::Retry { delay, error } => {
+                    RETRIES.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(
                         provider = %self.provider,
                         status = error.status(),

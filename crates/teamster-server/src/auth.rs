@@ -2,7 +2,8 @@
 //! the local user's. With API keys, every request but the health checks and the MCP OAuth
 //! pages a browser opens (which carry sealed tickets of their own) needs
 //! `Authorization: Bearer <key>`; the middleware finds the caller and handlers take it as the
-//! [`Authenticated`] extractor. Settings and API keys are for admins only (403 for others).
+//! [`Authenticated`] extractor. Settings, API keys and the metrics (every tenant's activity
+//! added up) are for admins only (403 for others).
 
 use axum::extract::{FromRequestParts, OptionalFromRequestParts, Request, State};
 use axum::http::request::Parts;
@@ -54,10 +55,10 @@ impl<S: Send + Sync> OptionalFromRequestParts<S> for Authenticated {
     }
 }
 
-/// Paths only admins reach: settings (providers and their keys, MCP servers, skills) and API
-/// keys.
+/// Paths only admins reach: settings (providers and their keys, MCP servers, skills), API keys
+/// and the metrics.
 fn is_admin_only(path: &str) -> bool {
-    ["/api/v1/settings/", "/api/v1/keys"].iter().any(|prefix| path.starts_with(prefix))
+    path == "/metrics" || ["/api/v1/settings/", "/api/v1/keys"].iter().any(|prefix| path.starts_with(prefix))
 }
 
 /// A 401 in the spec's error shape, saying which scheme to use.

@@ -118,6 +118,7 @@ impl From<ServiceError> for ApiError {
                 ApiError::new(StatusCode::FAILED_DEPENDENCY, "failed_dependency", message)
             }
             ServiceError::Upstream(_) => ApiError::new(StatusCode::BAD_GATEWAY, "upstream_unavailable", message),
+            ServiceError::Unavailable(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message),
             ServiceError::Store(source) => {
                 tracing::error!(error = %source, "storage failure");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", "internal server error")

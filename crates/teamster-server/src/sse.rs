@@ -1,14 +1,13 @@
 //! Server-Sent Events responses: each of a turn's events framed (`id:` its sequence number, its
 //! JSON on `data:` lines, see `teamster_protocol::sse`), with `: ping` comments whenever the
 //! stream has been quiet for the heartbeat interval. The body ends after `turn.done`, or when
-//! the server shuts down.
+//! the server shuts down. Every stream counts as open in the metrics until its body is dropped.
 //!
 //! The data stream dialect frames the parts each event translates to: one frame per part, all
 //! of one event sent together, the last carrying the event's sequence number as its `id:`, so
 //! a client resumes after the last event it saw whole.
 
 use std::convert::Infallible;
-use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::header;
@@ -16,16 +15,16 @@ use axum::response::{IntoResponse, Response};
 use futures_util::{Stream, StreamExt};
 use teamster_protocol::Event;
 use teamster_service::EventStream;
-use tokio_util::sync::CancellationToken;
 
+use crate::AppState;
 use crate::data_stream::{Part, Translator};
 
 const HEARTBEAT: &[u8] = b": ping\n\n";
 
 /// The native response: every event as stored.
-pub fn sse_response(events: EventStream, heartbeat: Duration, shutdown: CancellationToken) -> Response {
+pub fn sse_response(events: EventStream, state: &AppState) -> Response {
     let frames = events.map(|event| Bytes::from(teamster_protocol::sse::frame(event.sequence, &event.json)));
-    framed_response(frames, heartbeat, shutdown)
+    framed_response(frames, state)
 }
 
 /// The data stream response: `events` from the turn's first, each translated, and the parts
@@ -34,8 +33,7 @@ pub fn data_stream_response(
     events: EventStream,
     mut translator: Translator,
     after: u64,
-    heartbeat: Duration,
-    shutdown: CancellationToken,
+    state: &AppState,
 ) -> Response {
     let frames = events.filter_map(move |event| {
         let parts = match serde_json::from_str::<Event>(&event.json) {
@@ -48,7 +46,7 @@ pub fn data_stream_response(
         let frames = (event.sequence > after && !parts.is_empty()).then(|| part_frames(event.sequence, &parts));
         std::future::ready(frames)
     });
-    framed_response(frames, heartbeat, shutdown)
+    framed_response(frames, state)
 }
 
 /// The frames of one event's parts; the last carries `id: sequence`.
@@ -69,12 +67,11 @@ fn part_frames(sequence: u64, parts: &[Part]) -> Bytes {
 
 /// The response of a stream of frames; its body ends with the frames, or as soon as `shutdown`
 /// fires (after the last whole frame, so the client resumes from its last `id:`).
-pub(crate) fn framed_response(
-    frames: impl Stream<Item = Bytes> + Send + Unpin + 'static,
-    heartbeat: Duration,
-    shutdown: CancellationToken,
-) -> Response {
-    let body = futures_util::stream::unfold(frames, move |mut frames| {
+pub(crate) fn framed_response(frames: impl Stream<Item = Bytes> + Send + Unpin + 'static, state: &AppState) -> Response {
+    let (heartbeat, shutdown) = (state.config.heartbeat, state.shutdown.clone());
+    // The stream's guard goes with its frames: it is dropped with the body.
+    let open = state.service.stream_opened();
+    let body = futures_util::stream::unfold((frames, open), move |(mut frames, open)| {
         let shutdown = shutdown.clone();
         async move {
             let next = tokio::select! {
@@ -83,9 +80,9 @@ pub(crate) fn framed_response(
                 next = tokio::time::timeout(heartbeat, frames.next()) => next,
             };
             match next {
-                Ok(Some(frame)) => Some((Ok::<Bytes, Infallible>(frame), frames)),
+                Ok(Some(frame)) => Some((Ok::<Bytes, Infallible>(frame), (frames, open))),
                 Ok(None) => None,
-                Err(_) => Some((Ok(Bytes::from_static(HEARTBEAT)), frames)),
+                Err(_) => Some((Ok(Bytes::from_static(HEARTBEAT)), (frames, open))),
             }
         }
     });

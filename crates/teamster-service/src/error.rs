@@ -43,6 +43,9 @@ pub enum ServiceError {
     /// (502).
     #[error("{0}")]
     Upstream(String),
+    /// This server cannot serve now, e.g. its store does not answer (503).
+    #[error("{0}")]
+    Unavailable(String),
     /// Storage failed; the details are logged, not shown (500).
     #[error("internal storage error")]
     Store(#[source] teamster_store::Error),

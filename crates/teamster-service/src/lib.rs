@@ -29,6 +29,7 @@ mod runtime;
 mod sandboxes;
 mod skills;
 mod tasks;
+mod telemetry;
 mod turns;
 
 use teamster_llm::registry::RegistryOptions;
@@ -54,7 +55,11 @@ pub use sandboxes::Sandboxes;
 pub use teamster_store::SessionOrder;
 pub use clones::CloneSession;
 pub use identity::{ApiKey, ApiKeys, CreatedKey, NewKey, Role};
+pub use telemetry::StreamGuard;
 pub use turns::{CreateTurn, TurnListQuery};
+
+/// How long a readiness check waits for the store.
+pub const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Who makes a request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,6 +151,8 @@ struct Inner {
     sandboxes: Sandboxes,
     /// The sessions this process watches to start their follow-ups.
     follow_up_watchers: follow_ups::Watched,
+    /// The process's metrics.
+    telemetry: Arc<telemetry::Telemetry>,
 }
 
 impl Service {
@@ -173,7 +180,9 @@ impl Service {
             stream_retention: config.stream_retention,
             leases: config.leases,
         };
-        let runtime = runtime::TurnRuntime::start(store.clone(), cluster.clone(), Arc::new(planner), runtime_config);
+        let telemetry = Arc::new(telemetry::Telemetry::default());
+        let runtime =
+            runtime::TurnRuntime::start(store.clone(), cluster.clone(), Arc::new(planner), runtime_config, telemetry.clone());
         let inner = Arc::new(Inner {
             store,
             catalog,
@@ -181,6 +190,7 @@ impl Service {
             runtime,
             sandboxes: config.sandboxes,
             follow_up_watchers: follow_ups::Watched::default(),
+            telemetry,
         });
         if let (Some(feed), Some(cluster)) = (feed, cluster) {
             let member: std::sync::Weak<dyn cluster::ClusterMember> = Arc::downgrade(&inner) as _;
@@ -219,6 +229,35 @@ impl Service {
     /// The number of turns running in this process.
     pub fn running_turns(&self) -> usize {
         self.runtime().running_turns()
+    }
+
+    /// This process's metrics in the Prometheus text exposition format.
+    pub fn metrics(&self) -> String {
+        self.inner.telemetry.render(self.running_turns())
+    }
+
+    /// Counts an event stream to a client as open until the guard is dropped.
+    pub fn stream_opened(&self) -> StreamGuard {
+        self.inner.telemetry.stream_opened()
+    }
+
+    /// Whether the store answers a cheap query (one setting by key) within
+    /// [`READY_CHECK_TIMEOUT`]; the reason it does not is logged, not returned.
+    pub async fn ready(&self) -> Result<()> {
+        let started = std::time::Instant::now();
+        let answer = tokio::time::timeout(READY_CHECK_TIMEOUT, self.store().get_setting("readiness", "check")).await;
+        self.inner.telemetry.store_ready_check(started.elapsed());
+        match answer {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "readiness check: the store failed");
+                Err(ServiceError::Unavailable("the store does not answer".to_owned()))
+            }
+            Err(_) => {
+                tracing::warn!(timeout = ?READY_CHECK_TIMEOUT, "readiness check: the store did not answer in time");
+                Err(ServiceError::Unavailable("the store does not answer".to_owned()))
+            }
+        }
     }
 
     /// Hands every running turn over, on shutdown: stops them here without recording an end,

@@ -33,11 +33,11 @@ pub async fn create_turn(
     }
     let events = state.service.follow(log, 0);
     match format {
-        StreamFormat::Native => Ok(sse_response(events, state.config.heartbeat, state.shutdown.clone())),
+        StreamFormat::Native => Ok(sse_response(events, state)),
         StreamFormat::DataStream => {
             // The turn runs already: a failure to read its earlier turns ends this stream only.
             let translator = data_stream::prior::translator(&state.service, caller, session_id, &turn).await?;
-            Ok(data_stream_response(events, translator, 0, state.config.heartbeat, state.shutdown.clone()))
+            Ok(data_stream_response(events, translator, 0, state))
         }
     }
 }
@@ -47,14 +47,14 @@ pub async fn subscribe(state: &AppState, caller: &Caller, session_id: &str, turn
     match format {
         StreamFormat::Native => {
             let events = state.service.subscribe(caller, session_id, turn_id, after).await?;
-            Ok(sse_response(events, state.config.heartbeat, state.shutdown.clone()))
+            Ok(sse_response(events, state))
         }
         StreamFormat::DataStream => {
             // The parts of an event depend on the ones before it: the stream folds from the start.
             let turn = state.service.get_turn(caller, session_id, turn_id).await?;
             let translator = data_stream::prior::translator(&state.service, caller, session_id, &turn).await?;
             let events = state.service.subscribe(caller, session_id, turn_id, 0).await?;
-            Ok(data_stream_response(events, translator, after, state.config.heartbeat, state.shutdown.clone()))
+            Ok(data_stream_response(events, translator, after, state))
         }
     }
 }

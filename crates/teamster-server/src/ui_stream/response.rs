@@ -84,7 +84,7 @@ pub fn chat_response(
             let _keep = &guard;
             frames
         });
-    let mut response = framed_response(Box::pin(frames), state.config.heartbeat, state.shutdown.clone());
+    let mut response = framed_response(Box::pin(frames), state);
     response.headers_mut().insert("x-vercel-ai-ui-message-stream", HeaderValue::from_static("v1"));
     response
 }

@@ -32,6 +32,7 @@ use teamster_protocol::{Event, TurnState};
 use teamster_store::{SessionRecord, Store, TurnRecord};
 
 use crate::cluster::Cluster;
+use crate::telemetry::Telemetry;
 
 pub use leases::LeaseConfig;
 pub use live::{StreamedEvent, TurnLog};
@@ -85,6 +86,8 @@ struct State {
     planner: Arc<dyn PlanTurns>,
     turn_timeout: Duration,
     stream_retention: Duration,
+    /// The process's metrics, which turns and the writer add to.
+    telemetry: Arc<Telemetry>,
 }
 
 impl TurnRuntime {
@@ -95,11 +98,12 @@ impl TurnRuntime {
         cluster: Option<Arc<Cluster>>,
         planner: Arc<dyn PlanTurns>,
         config: RuntimeConfig,
+        telemetry: Arc<Telemetry>,
     ) -> TurnRuntime {
         let leases = Arc::new(leases::Leases::new(config.leases));
         let runtime = TurnRuntime {
             inner: Arc::new(State {
-                writer: writer::EventWriter::start(store.clone(), leases.clone()),
+                writer: writer::EventWriter::start(store.clone(), leases.clone(), telemetry.clone()),
                 store,
                 live: live::LiveTurns::default(),
                 leases,
@@ -108,6 +112,7 @@ impl TurnRuntime {
                 planner,
                 turn_timeout: config.turn_timeout,
                 stream_retention: config.stream_retention,
+                telemetry,
             }),
         };
         leases::start_keeper(&runtime);

@@ -56,7 +56,7 @@ pub(crate) fn spawn_resumed(
 }
 
 fn start(runtime: TurnRuntime, log: Arc<TurnLog>, hold: Arc<Hold>, session: SessionRecord, turn: TurnRecord, how: Start) {
-    let sink = Arc::new(TurnSink { log: log.clone(), writer: runtime.inner.writer.clone(), hold: Some(hold) });
+    let sink = Arc::new(TurnSink::new(log.clone(), runtime.inner.writer.clone(), Some(hold), runtime.inner.telemetry.clone()));
     let task = tokio::spawn(run(runtime.clone(), sink.clone(), session, turn, how));
     tokio::spawn(async move {
         if let Err(error) = task.await {
@@ -161,6 +161,7 @@ async fn finish(runtime: &TurnRuntime, sink: &TurnSink, state: TurnState, histor
         log.mark_finished();
         return;
     }
+    sink.telemetry.turn_ended(&state, sink.started.elapsed());
     log.set_final_state(state.clone());
     let at = timestamp::now();
     let done = Event::TurnDone(TurnDone {

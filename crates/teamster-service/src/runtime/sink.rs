@@ -3,6 +3,8 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use teamster_engine::EventSink;
 use teamster_protocol::Event;
@@ -11,6 +13,7 @@ use teamster_store::LogWrite;
 use super::leases::Hold;
 use super::live::TurnLog;
 use super::writer::EventWriter;
+use crate::telemetry::Telemetry;
 
 pub struct TurnSink {
     pub log: Arc<TurnLog>,
@@ -18,9 +21,19 @@ pub struct TurnSink {
     /// This replica's hold on the turn, checked before side effects; `None` for a sink that
     /// only emits an event of a turn that runs here.
     pub(crate) hold: Option<Arc<Hold>>,
+    /// The process's metrics: the turn's first delta, tool calls and, at its end, the turn.
+    pub(crate) telemetry: Arc<Telemetry>,
+    /// When the turn started (or was taken over) here.
+    pub(crate) started: Instant,
+    /// Whether a model delta of the turn has been streamed yet.
+    pub(crate) streamed: AtomicBool,
 }
 
 impl TurnSink {
+    pub(crate) fn new(log: Arc<TurnLog>, writer: EventWriter, hold: Option<Arc<Hold>>, telemetry: Arc<Telemetry>) -> TurnSink {
+        TurnSink { log, writer, hold, telemetry, started: Instant::now(), streamed: AtomicBool::new(false) }
+    }
+
     /// Emits `turn.done` (streamed and recorded) and queues `state`, the turn's final state, to
     /// be committed with it: a client that has seen `turn.done`, on any replica, finds the turn
     /// ended.
@@ -40,6 +53,15 @@ impl TurnSink {
     }
 }
 
+/// Whether a delta carries something the model produced (not only a finish reason or usage).
+fn produced(delta: &teamster_protocol::event::ModelMessageDelta) -> bool {
+    delta.content.is_some()
+        || delta.reasoning_content.is_some()
+        || delta.refusal.is_some()
+        || delta.tool_calls.is_some()
+        || delta.thinking_blocks.is_some()
+}
+
 fn to_json(event: &Event) -> Arc<str> {
     // Serialising our own types cannot fail: they have string keys and no fallible impls.
     serde_json::to_string(event).unwrap_or_default().into()
@@ -47,6 +69,14 @@ fn to_json(event: &Event) -> Arc<str> {
 
 impl EventSink for TurnSink {
     fn emit(&self, event: &Event) -> u64 {
+        // Invariant: a delta costs one relaxed load here, but the turn's first.
+        if let Event::ModelMessageDelta(delta) = event
+            && !self.streamed.load(Ordering::Relaxed)
+            && produced(delta)
+            && !self.streamed.swap(true, Ordering::Relaxed)
+        {
+            self.telemetry.first_token(self.started.elapsed());
+        }
         let data = to_json(event);
         let is_done = matches!(event, Event::TurnDone(_));
         self.log.append(&data, is_done, |sequence| {
@@ -67,6 +97,10 @@ impl EventSink for TurnSink {
             },
             self.log.clone(),
         );
+    }
+
+    fn tool_called(&self, name: &str, is_error: bool) {
+        self.telemetry.tool_called(name, is_error);
     }
 
     /// Waits until everything queued is committed, then says whether this replica still owns

@@ -15,13 +15,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use teamster_store::{LogWrite, Store, TurnLease};
 use tokio::sync::{mpsc, oneshot};
 
 use super::leases::Leases;
 use super::live::TurnLog;
+use crate::telemetry::Telemetry;
 
 const MAX_BATCH: usize = 4096;
 
@@ -39,9 +40,10 @@ pub struct EventWriter {
 
 impl EventWriter {
     /// Starts the writer task on the current runtime, writing under the leases of `leases`.
-    pub(crate) fn start(store: Arc<dyn Store>, leases: Arc<Leases>) -> EventWriter {
+    /// Each commit's duration goes to `telemetry`.
+    pub(crate) fn start(store: Arc<dyn Store>, leases: Arc<Leases>, telemetry: Arc<Telemetry>) -> EventWriter {
         let (sender, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(run(store, leases, receiver));
+        tokio::spawn(run(store, leases, telemetry, receiver));
         EventWriter { sender }
     }
 
@@ -69,7 +71,7 @@ impl EventWriter {
     }
 }
 
-async fn run(store: Arc<dyn Store>, leases: Arc<Leases>, mut receiver: mpsc::UnboundedReceiver<Command>) {
+async fn run(store: Arc<dyn Store>, leases: Arc<Leases>, telemetry: Arc<Telemetry>, mut receiver: mpsc::UnboundedReceiver<Command>) {
     let mut batch: Vec<LogWrite> = Vec::new();
     // The live log of each write in `batch`.
     let mut owners: Vec<Arc<TurnLog>> = Vec::new();
@@ -98,7 +100,7 @@ async fn run(store: Arc<dyn Store>, leases: Arc<Leases>, mut receiver: mpsc::Unb
                 next = receiver.try_recv().ok();
             }
         }
-        commit(store.as_ref(), &leases, &batch, &owners).await;
+        commit(store.as_ref(), &leases, &telemetry, &batch, &owners).await;
         batch.clear();
         owners.clear();
         for (_, (log, sequence)) in watermarks.drain() {
@@ -115,7 +117,7 @@ async fn run(store: Arc<dyn Store>, leases: Arc<Leases>, mut receiver: mpsc::Unb
 /// Commits a batch under this replica's leases of its turns, retrying with back-off until the
 /// store takes it. Each attempt leaves out the writes of turns fenced by then; the turns whose
 /// writes the store refused are lost here.
-async fn commit(store: &dyn Store, leases: &Leases, batch: &[LogWrite], owners: &[Arc<TurnLog>]) {
+async fn commit(store: &dyn Store, leases: &Leases, telemetry: &Telemetry, batch: &[LogWrite], owners: &[Arc<TurnLog>]) {
     let mut delay = Duration::from_millis(10);
     loop {
         let fenced = |index: usize| owners[index].is_fenced();
@@ -135,7 +137,10 @@ async fn commit(store: &dyn Store, leases: &Leases, batch: &[LogWrite], owners: 
             .filter(|log| turns.insert(&*log.turn_id))
             .map(|log| TurnLease { turn_id: log.turn_id.to_string(), claims: log.claims() })
             .collect();
-        match store.write_held(&leases.owner, &held, batch).await {
+        let started = Instant::now();
+        let written = store.write_held(&leases.owner, &held, batch).await;
+        telemetry.store_write(started.elapsed());
+        match written {
             Ok(refused) => {
                 for turn_id in refused {
                     if let Some(log) = owners.iter().find(|log| *log.turn_id == *turn_id) {
