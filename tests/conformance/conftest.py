@@ -205,9 +205,13 @@ def wait_healthy(url: str, process: Process) -> None:
 
 
 class FakeModelServer:
-    def __init__(self, workdir: pathlib.Path) -> None:
+    """`fake-model`; with `api_key`, it answers model requests without that key with a 401."""
+
+    def __init__(self, workdir: pathlib.Path, api_key: typing.Optional[str] = None) -> None:
+        key_args = [] if api_key is None else ["--api-key", api_key]
+        log_name = "fake-model.log" if api_key is None else f"fake-model-{uuid.uuid4().hex[:8]}.log"
         self.process = Process("fake-model", [str(binary("FAKE_MODEL_BIN", "target/debug/fake-model")),
-                                              "--listen", "127.0.0.1:0"], workdir / "fake-model.log")
+                                              "--listen", "127.0.0.1:0", *key_args], workdir / log_name)
         self.url = self.process.start()
         self.client = wire.FakeModel(self.url)
 
@@ -368,12 +372,14 @@ def server_factory(workdir: pathlib.Path, fake_model: FakeModelServer):
             instance.close()
 
 
-def psql(server_url: str, sql: str) -> None:
-    """Runs one SQL command with `psql` (on PATH, or in PG_BIN) against `server_url`."""
+def psql(server_url: str, sql: str) -> str:
+    """Runs one SQL command with `psql` (on PATH, or in PG_BIN) against `server_url`; returns
+    what it printed."""
     program = shutil.which("psql") or os.path.join(os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin"), "psql")
     done = subprocess.run([program, server_url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", sql],
                           stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
     assert done.returncode == 0, f"psql {sql!r}: {done.stderr.decode(errors='replace')}"
+    return done.stdout.decode(errors="replace")
 
 
 def postgres_server_url() -> str:

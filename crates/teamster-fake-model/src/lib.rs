@@ -60,7 +60,8 @@
 //!
 //! Every well-formed request body, to either endpoint, is recorded: `GET /requests` returns them
 //! as a JSON array, most recent last, at most [`MAX_RECORDED_REQUESTS`]; `DELETE /requests`
-//! forgets them. `GET /healthz` answers 200. The server is the floor the benchmarks compare
+//! forgets them. `GET /healthz` answers 200. Started with an API key (`fake-model --api-key KEY`),
+//! the server answers a model request without that key with a 401. The server is the floor the benchmarks compare
 //! against, so an answer without delay is rendered into one buffer and sent in one piece, and
 //! nothing is logged per request.
 
@@ -110,24 +111,59 @@ struct FakeState {
 
 /// The fake server's routes, with fresh state.
 pub fn router() -> Router {
-    Router::new()
+    router_with_key(None)
+}
+
+/// The fake server's routes, with fresh state; with `api_key`, a model request that does not
+/// carry it (as `Authorization: Bearer KEY` or `x-api-key: KEY`) is answered 401 and not recorded.
+pub fn router_with_key(api_key: Option<String>) -> Router {
+    let models = Router::new()
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/chat/completions", post(openai::chat_completions))
         .route("/v1/messages", post(anthropic::messages))
-        .route("/messages", post(anthropic::messages))
+        .route("/messages", post(anthropic::messages));
+    let models = match api_key {
+        Some(key) => models.route_layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let allowed = carries_key(request.headers(), &key);
+            async move { if allowed { next.run(request).await } else { wrong_key() } }
+        })),
+        None => models,
+    };
+    models
         .route("/requests", get(list_requests).delete(clear_requests))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(Arc::new(FakeState::default()))
 }
 
+/// Whether a request carries `key` the OpenAI or the Anthropic way.
+fn carries_key(headers: &axum::http::HeaderMap, key: &str) -> bool {
+    let bearer = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok()).and_then(|value| value.strip_prefix("Bearer "));
+    let api_key = headers.get("x-api-key").and_then(|value| value.to_str().ok());
+    bearer == Some(key) || api_key == Some(key)
+}
+
+fn wrong_key() -> Response {
+    let body = serde_json::json!({"error": {"message": "fake: wrong or missing API key", "type": "authentication_error", "code": "invalid_api_key"}});
+    (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response()
+}
+
 /// Serves the fake model on `listener` until `shutdown` completes; open connections, even those
 /// in the middle of a delayed stream, are dropped then rather than waited for.
 pub async fn serve(listener: tokio::net::TcpListener, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+    serve_router(listener, router(), shutdown).await
+}
+
+/// Serves `router` (one of this crate's) like [`serve`].
+pub async fn serve_router(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
     let listener = listener.tap_io(|stream| {
         // Small SSE frames must not wait for Nagle's algorithm; failure only costs latency.
         let _ = stream.set_nodelay(true);
     });
-    let server = std::future::IntoFuture::into_future(axum::serve(listener, router()));
+    let server = std::future::IntoFuture::into_future(axum::serve(listener, router));
     tokio::select! {
         result = server => result,
         () = shutdown => Ok(()),

@@ -1,18 +1,19 @@
 //! `fake-model`: runs the fake OpenAI and Anthropic server of [`teamster_fake_model`].
 //!
-//! `fake-model [--listen ADDR]` (default `127.0.0.1:0`) binds, prints `listening on http://ADDR`
+//! `fake-model [--listen ADDR] [--api-key KEY]` (default `127.0.0.1:0`; with a key, model
+//! requests must carry it) binds, prints `listening on http://ADDR`
 //! as its first line of standard output (flushed, so that a parent process can read the port),
 //! and serves until interrupted or terminated.
 
 use std::io::Write as _;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: fake-model [--listen ADDR]   (default 127.0.0.1:0)";
+const USAGE: &str = "usage: fake-model [--listen ADDR] [--api-key KEY]   (default 127.0.0.1:0, no key)";
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let listen = match parse_args(std::env::args().skip(1)) {
-        Ok(Some(listen)) => listen,
+    let (listen, api_key) = match parse_args(std::env::args().skip(1)) {
+        Ok(Some(args)) => args,
         Ok(None) => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -41,7 +42,7 @@ async fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     drop(stdout);
-    match teamster_fake_model::serve(listener, shutdown_signal()).await {
+    match teamster_fake_model::serve_router(listener, teamster_fake_model::router_with_key(api_key), shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("fake-model: {error}");
@@ -50,12 +51,14 @@ async fn main() -> ExitCode {
     }
 }
 
-/// The listen address, or `None` when help was asked for.
-fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<String>, String> {
+/// The listen address and the API key to require, or `None` when help was asked for.
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<(String, Option<String>)>, String> {
     let mut listen = "127.0.0.1:0".to_owned();
+    let mut api_key = None;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--listen" => listen = args.next().ok_or("--listen needs an address")?,
+            "--api-key" => api_key = Some(args.next().ok_or("--api-key needs a key")?),
             "-h" | "--help" => return Ok(None),
             other => match other.strip_prefix("--listen=") {
                 Some(value) => listen = value.to_owned(),
@@ -63,7 +66,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<String>, 
             },
         }
     }
-    Ok(Some(listen))
+    Ok(Some((listen, api_key)))
 }
 
 /// Completes on Ctrl-C or SIGTERM. In-flight streams are not waited for: the process exits.
@@ -94,7 +97,7 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Option<String>, String> {
-        parse_args(args.iter().map(|arg| (*arg).to_owned()))
+        parse_args(args.iter().map(|arg| (*arg).to_owned())).map(|parsed| parsed.map(|(listen, _)| listen))
     }
 
     #[test]
@@ -105,5 +108,8 @@ mod tests {
         assert_eq!(parse(&["--help"]), Ok(None));
         assert!(parse(&["--listen"]).is_err());
         assert!(parse(&["--port", "1"]).is_err());
+        let with_key = parse_args(["--api-key", "k"].into_iter().map(str::to_owned));
+        assert_eq!(with_key, Ok(Some(("127.0.0.1:0".into(), Some("k".into())))));
+        assert!(parse(&["--api-key"]).is_err());
     }
 }

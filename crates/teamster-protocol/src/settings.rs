@@ -68,9 +68,16 @@ impl ModelProviderManifest {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProviderAuth {
     pub api_key: String,
+}
+
+/// Shows the key redacted, so that no debug print of a manifest logs it.
+impl std::fmt::Debug for ProviderAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderAuth").field("api_key", &REDACTED).finish()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -27,6 +27,7 @@ mod planner;
 mod plans;
 mod runtime;
 mod sandboxes;
+mod sealed;
 mod skills;
 mod tasks;
 mod telemetry;
@@ -162,11 +163,26 @@ impl Service {
     pub async fn start(store: Arc<dyn Store>, config: ServiceConfig) -> Result<Service> {
         // Listening first, so no setting changed after the loads below goes unnoticed.
         let feed = store.changes().await?;
+        let sealed = sealed::SealedSettings::new(config.secret_key.as_ref());
+        sealed.seal_all_plain(store.as_ref(), catalog::SETTING_KIND, mcp::SETTING_KIND).await?;
         let catalog = Arc::new(
-            Catalog::load(store.clone(), config.env_providers.clone(), config.model_options, config.sandboxes.clone()).await?,
+            Catalog::load(
+                store.clone(),
+                config.env_providers.clone(),
+                config.model_options,
+                config.sandboxes.clone(),
+                sealed.clone(),
+            )
+            .await?,
         );
-        let mcp = McpHost::start(store.clone(), config.mcp_links.clone(), config.secret_key.as_ref(), config.allow_stdio_mcp)
-            .await?;
+        let mcp = McpHost::start(
+            store.clone(),
+            config.mcp_links.clone(),
+            config.secret_key.as_ref(),
+            sealed,
+            config.allow_stdio_mcp,
+        )
+        .await?;
         let cluster = feed.as_ref().map(|_| Arc::new(cluster::Cluster::default()));
         let planner = planner::Planner {
             store: store.clone(),

@@ -113,6 +113,9 @@ impl SqliteStore {
             let lock = lock_database(&path)?;
             (options.clone().create_if_missing(true).journal_mode(SqliteJournalMode::Wal), MAX_READERS, Some(lock))
         };
+        // Overwritten and deleted content is zeroed where that costs no extra I/O, so that an
+        // overwritten secret does not linger in a page.
+        let writer_options = writer_options.pragma("secure_delete", "FAST");
         let mut writer = writer_options.connect().await.map_err(error::backend)?;
         MIGRATOR
             .run(&mut writer)
@@ -474,6 +477,14 @@ impl SettingsStore for SqliteStore {
             .await
             .map_err(error::backend)?;
         Ok(deleted.rows_affected() > 0)
+    }
+
+    /// The writer zeroes what it overwrites within a page (`secure_delete`); checkpointing
+    /// the WAL into the file and truncating it leaves no older copy of those pages.
+    async fn scrub_overwritten_settings(&self) -> Result<()> {
+        let mut writer = self.connections.write().await?;
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(writer.connection()?).await.map_err(error::backend)?;
+        Ok(())
     }
 }
 

@@ -235,6 +235,13 @@ pub trait SettingsStore: Send + Sync {
 
     /// Deletes a setting; `Ok(false)` if it did not exist.
     async fn delete_setting(&self, kind: &str, name: &str) -> Result<bool>;
+
+    /// Makes the values settings had before they were overwritten unreadable in the
+    /// database's files, where the backend can (after secrets stored in plain text were
+    /// sealed). The default does nothing.
+    async fn scrub_overwritten_settings(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Everything Teamster persists: every part above, as one object that is cheap to share

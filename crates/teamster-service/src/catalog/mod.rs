@@ -15,6 +15,7 @@ use teamster_protocol::settings::ModelProviderManifest;
 use teamster_store::{SessionAgentRecord, SessionRecord, Store};
 
 use crate::error::{Result, ServiceError};
+use crate::sealed::SealedSettings;
 
 pub use providers::ProviderWrite;
 pub(crate) use providers::SETTING_KIND;
@@ -32,6 +33,8 @@ pub struct Catalog {
     env_providers: Vec<ModelProviderManifest>,
     /// Whether specs may ask for a sandbox.
     sandboxes: crate::Sandboxes,
+    /// Seals the providers' API keys in the store.
+    sealed: SealedSettings,
 }
 
 impl Catalog {
@@ -41,14 +44,16 @@ impl Catalog {
         env_providers: Vec<ModelProviderManifest>,
         model_options: RegistryOptions,
         sandboxes: crate::Sandboxes,
+        sealed: SealedSettings,
     ) -> Result<Catalog> {
-        let providers = providers::Providers::load(store.as_ref(), &env_providers, model_options).await?;
+        let providers = providers::Providers::load(store.as_ref(), &sealed, &env_providers, model_options).await?;
         Ok(Catalog {
             store,
             providers: RwLock::new(providers),
             provider_writes: tokio::sync::Mutex::new(()),
             env_providers,
             sandboxes,
+            sealed,
         })
     }
 

@@ -7,9 +7,8 @@ use teamster_llm::registry::{ModelRegistry, RegistryOptions, validate_manifest};
 use teamster_protocol::settings::{ConfiguredModelProvider, ModelProviderManifest, REDACTED};
 use teamster_store::Store;
 
-use teamster_protocol::timestamp;
-
 use crate::error::{Result, ServiceError};
+use crate::sealed::SealedSettings;
 use super::Catalog;
 
 /// The providers in force, by name, and the registry that resolves `provider/model` names.
@@ -29,30 +28,25 @@ impl Providers {
     /// settings API.
     pub async fn load(
         store: &dyn Store,
+        sealed: &SealedSettings,
         env_providers: &[ModelProviderManifest],
         options: RegistryOptions,
     ) -> Result<Providers> {
-        let manifests = Providers::manifests(store, env_providers).await?;
+        let manifests = Providers::manifests(store, sealed, env_providers).await?;
         Ok(Providers::from_manifests(manifests, reqwest::Client::new(), options))
     }
 
     /// The manifests in force: the environment's, overridden by name by the stored ones.
     async fn manifests(
         store: &dyn Store,
+        sealed: &SealedSettings,
         env_providers: &[ModelProviderManifest],
     ) -> Result<BTreeMap<String, ModelProviderManifest>> {
         let mut manifests: BTreeMap<String, ModelProviderManifest> = env_providers
             .iter()
             .map(|manifest| (manifest.provider_name().to_owned(), manifest.clone()))
             .collect();
-        for (name, value) in store.list_settings(SETTING_KIND).await? {
-            match serde_json::from_str::<ModelProviderManifest>(&value) {
-                Ok(manifest) => {
-                    manifests.insert(name, manifest);
-                }
-                Err(error) => tracing::error!(provider = %name, %error, "stored model provider is unreadable; skipped"),
-            }
-        }
+        manifests.extend(sealed.list(store, SETTING_KIND).await?);
         Ok(manifests)
     }
 
@@ -127,8 +121,7 @@ impl Catalog {
                 }
             }
         }
-        let value = serde_json::to_string(&manifest).map_err(|error| ServiceError::invalid(error.to_string()))?;
-        self.store().put_setting(SETTING_KIND, &name, &value, &timestamp::now()).await?;
+        self.sealed.put(self.store(), SETTING_KIND, &name, &manifest).await?;
         let mut providers = self.providers.write().unwrap_or_else(|p| p.into_inner());
         let mut manifests = providers.manifests.clone();
         manifests.insert(name.clone(), manifest.clone());
@@ -141,7 +134,7 @@ impl Catalog {
     pub(crate) async fn reload_model_providers(&self) -> Result<()> {
         // Not between a write's store update and its registry update.
         let _writing = self.provider_writes.lock().await;
-        let manifests = Providers::manifests(self.store(), &self.env_providers).await?;
+        let manifests = Providers::manifests(self.store(), &self.sealed, &self.env_providers).await?;
         let mut providers = self.providers.write().unwrap_or_else(|p| p.into_inner());
         if providers.manifests != manifests {
             tracing::debug!("model providers changed on another replica; reloaded");

@@ -16,6 +16,7 @@ use teamster_mcp::oauth::TokenKey;
 use teamster_store::Store;
 
 use crate::error::Result;
+use crate::sealed::SealedSettings;
 
 pub use links::{McpLinks, OAuthCallback};
 pub use servers::McpServerWrite;
@@ -33,24 +34,29 @@ pub struct McpHost {
     oauth: oauth::McpOAuth,
     /// Whether servers of type stdio (commands run on this host) may be configured and started.
     allow_stdio: bool,
+    /// Seals the servers' header and environment secrets in the store.
+    sealed: SealedSettings,
 }
 
 impl McpHost {
     /// Loads the configured servers and starts closing idle connections (until the host is
     /// dropped). `links` name the OAuth pages (`None`: users cannot authorize in a browser);
-    /// `key` seals tokens (`None`: a random key for this process).
+    /// `key` seals tokens (`None`: a random key for this process), `sealed` the servers'
+    /// secrets.
     pub(crate) async fn start(
         store: Arc<dyn Store>,
         links: Option<Arc<dyn McpLinks>>,
         key: Option<&TokenKey>,
+        sealed: SealedSettings,
         allow_stdio: bool,
     ) -> Result<Arc<McpHost>> {
         let host = Arc::new(McpHost {
-            registry: servers::McpRegistry::load(store.as_ref()).await?,
+            registry: servers::McpRegistry::load(store.as_ref(), &sealed).await?,
             pool: pool::McpPool::default(),
             oauth: oauth::McpOAuth::new(links, key)?,
             store,
             allow_stdio,
+            sealed,
         });
         pool::start_sweeper(&host);
         Ok(host)
@@ -62,7 +68,7 @@ impl McpHost {
 
     /// Reads the configured servers again (another replica changed them).
     pub(crate) async fn reload(&self) -> Result<()> {
-        self.registry.reload(self.store()).await
+        self.registry.reload(self.store(), &self.sealed).await
     }
 
     /// Closes a session's connections (the session is gone).

@@ -16,11 +16,11 @@ use teamster_protocol::settings::{
     AvailableMcpServer, ConfiguredMcpServer, McpAuthStatus, McpServerAuth, McpServerAuthPublic, McpServerManifest,
     REDACTED,
 };
-use teamster_protocol::timestamp;
 use teamster_store::Store;
 use teamster_tools::selector::Selectors;
 
 use crate::error::{Result, ServiceError};
+use crate::sealed::SealedSettings;
 use super::McpHost;
 use crate::Caller;
 
@@ -49,24 +49,16 @@ pub(crate) struct McpRegistry {
 
 impl McpRegistry {
     /// The servers stored through the settings API; unreadable ones are logged and skipped.
-    pub async fn load(store: &dyn Store) -> Result<McpRegistry> {
-        let mut servers = BTreeMap::new();
-        for (name, value) in store.list_settings(SETTING_KIND).await? {
-            match serde_json::from_str::<McpServerManifest>(&value) {
-                Ok(manifest) => {
-                    servers.insert(name, manifest);
-                }
-                Err(error) => tracing::error!(server = %name, %error, "stored MCP server is unreadable; skipped"),
-            }
-        }
+    pub async fn load(store: &dyn Store, sealed: &SealedSettings) -> Result<McpRegistry> {
+        let servers = sealed.list(store, SETTING_KIND).await?.into_iter().collect();
         Ok(McpRegistry { servers: RwLock::new(servers), writes: tokio::sync::Mutex::new(()) })
     }
 
     /// Reads the servers from the store again (another replica changed them). Not between a
     /// write's store update and its memory update.
-    pub async fn reload(&self, store: &dyn Store) -> Result<()> {
+    pub async fn reload(&self, store: &dyn Store, sealed: &SealedSettings) -> Result<()> {
         let _writing = self.writes.lock().await;
-        let loaded = McpRegistry::load(store).await?.servers.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let loaded = McpRegistry::load(store, sealed).await?.servers.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
         *self.servers.write().unwrap_or_else(std::sync::PoisonError::into_inner) = loaded;
         Ok(())
     }
@@ -152,8 +144,7 @@ impl McpHost {
             });
         }
         keep_redacted_secrets(&mut manifest, existing.as_ref())?;
-        let value = serde_json::to_string(&manifest).map_err(|error| ServiceError::invalid(error.to_string()))?;
-        self.store().put_setting(SETTING_KIND, &name, &value, &timestamp::now()).await?;
+        self.sealed.put(self.store(), SETTING_KIND, &name, &manifest).await?;
         registry.servers.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name.clone(), manifest.clone());
         let authorized = self.authorized_servers(&caller.subject).await?;
         Ok(configured(&name, &manifest, authorized.contains(&name)))
