@@ -446,3 +446,25 @@ def test_an_instruction_the_turn_ended_before_taking_starts_the_next_turn(api, f
     assert second["previous_turn_id"] == first["id"]
     wire.assert_error(api.post("/api/v1/sessions/ses_nope/steer", json={"content": "x"}), 404)
     wire.assert_error(api.post(f"/api/v1/sessions/{sid}/steer", json={"content": ""}), 400)
+
+
+def test_follow_ups_queued_before_a_crash_run_after_the_restart(server_factory, fake):
+    own = server_factory(extra_args=("--lease-ttl-ms", "1000", "--lease-renew-ms", "200", "--takeover-interval-ms", "200"))
+    api = own.require_api()
+    session = api.create_session(spec={"model": {"name": "fake/fake-model"}})
+    sid = session["id"]
+    marker, after = wire.unique("crash"), wire.unique("after")
+    api.start_turn(sid, f"[tokens:3][delay:1000] {marker}")
+    wire.wait_until(lambda: fake.requests_for(marker), timeout=20, what="the model call")
+    api.ok(api.post(f"/api/v1/sessions/{sid}/follow-ups", json={"content": after}), 201)
+    own.kill()
+    own.start()
+    api = own.require_api()
+
+    def followed() -> typing.Optional[list[dict]]:
+        turns = session_turns(api, sid)
+        return turns if len(turns) == 2 and turns[1]["state"]["status"] in wire.TERMINAL else None
+    first, second = wire.wait_until(followed, timeout=60, what="the follow-up after the restart")
+    assert first["state"]["status"] in wire.TERMINAL
+    assert second["input"] == [{"type": "user.message", "content": after}] and second["previous_turn_id"] == first["id"]
+    assert second["state"]["output"]["content"] == f"You said: {after}"

@@ -22,6 +22,8 @@ use crate::{Caller, CreateTurn, Service};
 pub const MAX_FOLLOW_UPS: u32 = 16;
 /// How long a watcher waits for a turn running elsewhere before it looks again.
 const REMOTE_WAIT: Duration = Duration::from_secs(30);
+/// The most sessions whose queued follow-ups a starting server takes up.
+const MAX_RESUMED_SESSIONS: u32 = 10_000;
 /// The most steps (waits and starts) of one watch; the next follow-up posted starts another.
 const MAX_STEPS: usize = 256;
 
@@ -98,6 +100,20 @@ impl Service {
                 "follow-up {:?} is not queued in this session",
                 id.chars().take(64).collect::<String>()
             ))),
+        }
+    }
+
+    /// Watches the sessions whose follow-ups (or instructions a turn ended before taking) were
+    /// left queued when a server stopped; failing to list them only delays them to the next
+    /// message queued in their session.
+    pub(crate) async fn resume_follow_ups(&self) {
+        match self.store().queued_sessions(MAX_RESUMED_SESSIONS).await {
+            Ok(sessions) => {
+                for session_id in sessions {
+                    self.watch_follow_ups(&session_id);
+                }
+            }
+            Err(error) => tracing::warn!(%error, "queued follow-ups could not be listed"),
         }
     }
 

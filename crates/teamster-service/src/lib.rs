@@ -212,7 +212,9 @@ impl Service {
             let member: std::sync::Weak<dyn cluster::ClusterMember> = Arc::downgrade(&inner) as _;
             cluster::start(cluster, feed, member);
         }
-        Ok(Service { inner })
+        let service = Service { inner };
+        service.resume_follow_ups().await;
+        Ok(service)
     }
 
     /// The catalog: agents, sessions and model providers.

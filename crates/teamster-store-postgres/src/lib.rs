@@ -278,6 +278,10 @@ impl SessionStore for PostgresStore {
         SQL.remove_queued(&self.pool, session_id, id).await
     }
 
+    async fn queued_sessions(&self, limit: u32) -> Result<Vec<String>> {
+        SQL.queued_sessions(&self.pool, limit).await
+    }
+
     async fn sessions_with_queued(&self, session_ids: &[&str], kind: QueueKind) -> Result<Vec<String>> {
         if session_ids.is_empty() {
             return Ok(Vec::new());

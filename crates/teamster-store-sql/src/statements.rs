@@ -481,6 +481,16 @@ where
             .collect()
     }
 
+    /// Up to `limit` sessions with any message queued, by id.
+    pub async fn queued_sessions<'c>(&self, executor: impl Executor<'c, Database = DB>, limit: u32) -> Result<Vec<String>> {
+        let rows: Vec<(String,)> = sqlx::query_as("SELECT DISTINCT session_id FROM queued_messages ORDER BY session_id LIMIT $1")
+            .bind(i64::from(limit))
+            .fetch_all(executor)
+            .await
+            .map_err(error::backend)?;
+        Ok(rows.into_iter().map(|(id,)| id).collect())
+    }
+
     /// Removes a queued message; whether it was there.
     pub async fn remove_queued<'c>(&self, executor: impl Executor<'c, Database = DB>, session_id: &str, id: &str) -> Result<bool> {
         let removed: Option<(String,)> =

@@ -257,6 +257,10 @@ impl SessionStore for SqliteStore {
         SQL.remove_queued(self.connections.write().await?.connection()?, session_id, id).await
     }
 
+    async fn queued_sessions(&self, limit: u32) -> Result<Vec<String>> {
+        SQL.queued_sessions(&mut *self.connections.read().await?, limit).await
+    }
+
     async fn sessions_with_queued(&self, session_ids: &[&str], kind: QueueKind) -> Result<Vec<String>> {
         if session_ids.is_empty() {
             return Ok(Vec::new());

@@ -416,6 +416,8 @@ pub async fn queued_messages_keep_their_order_bound_and_session(store: Arc<dyn S
     with_follow_ups.sort();
     assert_eq!(with_follow_ups, ["ses_a", "ses_b"]);
     assert!(store.sessions_with_queued(&[], QueueKind::FollowUp).await.expect("sessions_with_queued").is_empty());
+    assert_eq!(store.queued_sessions(10).await.expect("queued_sessions"), ["ses_a", "ses_b"]);
+    assert_eq!(store.queued_sessions(1).await.expect("queued_sessions"), ["ses_a"]);
 
     // The bound is per session and kind.
     let over = message("ses_a", "q_3", QueueKind::FollowUp, 30);

@@ -114,6 +114,10 @@ pub trait SessionStore: Send + Sync {
     /// Which of `session_ids` have messages of `kind` queued (for a replica's slow check of
     /// its running turns).
     async fn sessions_with_queued(&self, session_ids: &[&str], kind: QueueKind) -> Result<Vec<String>>;
+
+    /// Up to `limit` sessions with any message queued, by id (for a server starting up: their
+    /// follow-ups go on).
+    async fn queued_sessions(&self, limit: u32) -> Result<Vec<String>>;
 }
 
 /// Turns and their event logs: the stream (every event, as sent) and the content (the folded,
