@@ -1,9 +1,11 @@
 //! Follow-ups: messages a client queues while a turn runs, each starting the session's next
 //! turn once the one before it has ended, in order. Steering instructions queue the same way
 //! for the running turn, which takes them before its next model call (`QueuedSteering`); one it
-//! ended before taking starts the next turn, before the follow-ups. They live in the store, so any replica may
-//! queue, list or cancel them and any replica may start them: whoever queued one watches the
-//! session until its queue is empty (one watcher per session and process), and a follow-up
+//! ended before taking starts the next turn, before the follow-ups.
+//!
+//! They live in the store, so any replica may queue, list or cancel them and any replica may
+//! start them: whoever queued one watches the session until its queue is empty (one watcher per
+//! session and process; a starting server watches every session with a queue), and a follow-up
 //! posted while no turn runs starts one at once. A turn that ends waiting for the user
 //! (approvals, answers, authorization) holds the queue until a turn ends without waiting.
 
