@@ -31,7 +31,8 @@ struct CancelOnDrop {
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
-        if !self.armed.load(Ordering::Acquire) {
+        // A server shutting down hands its turns over; it does not cancel them.
+        if !self.armed.load(Ordering::Acquire) || self.state.shutdown.is_cancelled() {
             return;
         }
         let service = self.state.service.clone();
@@ -57,6 +58,7 @@ pub fn chat_response(
 ) -> Response {
     let armed = Arc::new(AtomicBool::new(cancel_on_abort));
     let guard = CancelOnDrop { state: state.clone(), caller: caller.clone(), session_id: session_id.to_owned(), armed: armed.clone() };
+    let ended = armed.clone();
     let frames = events
         .map(move |event| {
             let chunks = match serde_json::from_str::<Event>(&event.json) {
@@ -79,7 +81,12 @@ pub fn chat_response(
             Bytes::from(frames)
         })
         .filter(|frames| std::future::ready(!frames.is_empty()))
-        .chain(futures_util::stream::once(async { Bytes::from_static(DONE) }))
+        // The events ran out without the client leaving (the turn ended, or another replica
+        // took it over and goes on with it): nothing to cancel.
+        .chain(futures_util::stream::once(async move {
+            ended.store(false, Ordering::Release);
+            Bytes::from_static(DONE)
+        }))
         .map(move |frames| {
             let _keep = &guard;
             frames
