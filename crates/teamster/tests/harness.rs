@@ -88,9 +88,12 @@ async fn a_harness_drives_plans_modes_tasks_state_and_follow_ups() {
         let harness = harness.clone();
         async move { harness.send("[tokens:3][delay:200] slow").await }
     });
-    while harness.display().running_turn.is_none() {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let started = async {
+        while harness.display().running_turn.is_none() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), started).await.expect("the slow turn started");
     let queued = harness.follow_up("and then this").await.unwrap();
     assert_eq!(harness.display().follow_ups.iter().map(|item| &item.id).collect::<Vec<_>>(), [&queued.id]);
     running.await.unwrap().unwrap();

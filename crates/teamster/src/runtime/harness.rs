@@ -121,9 +121,11 @@ impl Harness {
             session_id: session_id.to_owned(),
             shared: Arc::new(Shared { events: broadcast::Sender::new(EVENTS_BUFFER), display: Mutex::default() }),
         };
-        let query = TurnListQuery { limit: 1, page_token: None };
+        // A turn still running is not followed yet: `run_follow_ups` takes it up.
+        let query = TurnListQuery { limit: 2, page_token: None };
         let (turns, _) = runtime.service().list_turns(runtime.caller(), session_id, query).await?;
-        harness.lock().last_followed = turns.into_iter().next().map(|turn| turn.id);
+        harness.lock().last_followed =
+            turns.into_iter().find(|turn| turn.state.is_terminal()).map(|turn| turn.id);
         harness.refresh().await?;
         Ok(harness)
     }
@@ -195,14 +197,16 @@ impl Harness {
 
     /// Follows the turns the session started since the last one the harness followed (the
     /// running one, and those its follow-ups start, even those already over) until none runs
-    /// and none is queued; returns them, oldest first.
+    /// and none is queued, or the last waits for the user (which holds the queue); returns
+    /// them, oldest first.
     pub async fn run_follow_ups(&self) -> Result<Vec<FinishedTurn>, RuntimeError> {
         let mut finished = Vec::new();
         loop {
             let newer = self.turns_since_followed().await?;
             if newer.is_empty() {
                 self.refresh().await?;
-                if self.display().follow_ups.is_empty() {
+                let display = self.display();
+                if display.follow_ups.is_empty() || !display.waiting_for.is_empty() {
                     return Ok(finished);
                 }
                 // Queued, and about to start: look again.
