@@ -171,10 +171,10 @@ struct StoredState {
 #[async_trait]
 impl StateSink for StoredState {
     async fn save(&self, state: &serde_json::Value) -> Result<(), String> {
-        let mut session = self.store.get_session(&self.session_id).await.map_err(|error| error.to_string())?;
-        session.control.state = Some(state.clone());
-        session.updated_at = teamster_protocol::timestamp::now();
-        self.store.update_session(&session).await.map_err(|error| error.to_string())
+        let mut control = self.store.get_session(&self.session_id).await.map_err(|error| error.to_string())?.control;
+        control.state = Some(state.clone());
+        let at = teamster_protocol::timestamp::now();
+        self.store.update_session_control(&self.session_id, &control, &at).await.map_err(|error| error.to_string())
     }
 }
 

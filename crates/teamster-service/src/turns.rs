@@ -322,7 +322,7 @@ impl Service {
             session.control.grants = record.control.grants.clone();
             // The turn runs with its control whatever happens here; only the next turns would
             // miss the change.
-            if let Err(error) = self.store().update_session(&session).await {
+            if let Err(error) = self.store().update_session_control(&session.id, &session.control, &record.created_at).await {
                 tracing::warn!(session = %session.id, %error, "the session could not take the approvals' mode or grants");
             }
         }

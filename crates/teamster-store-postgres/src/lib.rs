@@ -28,6 +28,7 @@ use async_trait::async_trait;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::Postgres;
+use teamster_protocol::control::SessionControl;
 use teamster_protocol::{AgentSpec, CancelReason};
 use teamster_store::codec::{self, LogRows, TurnColumns, to_i64, to_json};
 use teamster_store::{
@@ -250,6 +251,10 @@ impl SessionStore for PostgresStore {
 
     async fn get_session(&self, session_id: &str) -> Result<SessionRecord> {
         SQL.get_session(&self.pool, session_id).await
+    }
+
+    async fn update_session_control(&self, session_id: &str, control: &SessionControl, at: &str) -> Result<()> {
+        SQL.update_session_control(&self.pool, session_id, control, at).await
     }
 
     async fn update_session(&self, session: &SessionRecord) -> Result<()> {

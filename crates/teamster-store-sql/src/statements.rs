@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use sqlx::query::QueryAs;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, FromRow, IntoArguments, Type};
+use teamster_store::SessionControl;
 use teamster_store::codec::{
     self, AgentRow, SessionAgentColumns, SessionRow, TurnColumns, TurnRow, clamp_i64, lease_millis, to_json, to_u64,
 };
@@ -174,6 +175,24 @@ where
 
     /// Writes a session's title and update time, and a draft's agent; a saved session stays
     /// pinned to its agent version.
+    /// Replaces a session's control and sets its `updated_at`.
+    pub async fn update_session_control<'c>(
+        &self,
+        executor: impl Executor<'c, Database = DB>,
+        session_id: &str,
+        control: &SessionControl,
+        at: &str,
+    ) -> Result<()> {
+        let updated: Option<(String,)> = sqlx::query_as("UPDATE sessions SET control = $1, updated_at = $2 WHERE id = $3 RETURNING id")
+            .bind(codec::control_column(control, "session control")?)
+            .bind(at)
+            .bind(session_id)
+            .fetch_optional(executor)
+            .await
+            .map_err(error::backend)?;
+        updated.map(drop).ok_or(Error::NotFound("session"))
+    }
+
     pub async fn update_session<'c>(&self, executor: impl Executor<'c, Database = DB>, session: &SessionRecord) -> Result<()> {
         let (draft_spec, draft_agent_name) = match &session.agent {
             SessionAgentRecord::Draft { spec, agent_name } => (Some(to_json(spec, "draft spec")?), agent_name.as_deref()),

@@ -25,6 +25,7 @@ use async_trait::async_trait;
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions, Sqlite};
+use teamster_protocol::control::SessionControl;
 use teamster_protocol::{AgentSpec, CancelReason};
 use teamster_store::codec::{self, TurnColumns, to_i64, to_json};
 use teamster_store::{
@@ -231,6 +232,10 @@ impl SessionStore for SqliteStore {
 
     async fn get_session(&self, session_id: &str) -> Result<SessionRecord> {
         SQL.get_session(&mut *self.connections.read().await?, session_id).await
+    }
+
+    async fn update_session_control(&self, session_id: &str, control: &SessionControl, at: &str) -> Result<()> {
+        SQL.update_session_control(self.connections.write().await?.connection()?, session_id, control, at).await
     }
 
     async fn update_session(&self, session: &SessionRecord) -> Result<()> {

@@ -343,6 +343,13 @@ pub async fn session_update_replaces_mutable_fields_only(store: Arc<dyn Store>) 
     let expected_saved = SessionRecord { title: Some("Pinned".into()), updated_at: at(70), ..saved };
     assert_eq!(store.get_session("ses_saved").await.expect("get_session"), expected_saved);
 
+    // The control alone: a title or spec written meanwhile stays.
+    let control = SessionControl { mode: Some("review".into()), ..SessionControl::default() };
+    store.update_session_control("ses_saved", &control, &at(75)).await.expect("update_session_control");
+    let expected_saved = SessionRecord { control, updated_at: at(75), ..expected_saved };
+    assert_eq!(store.get_session("ses_saved").await.expect("get_session"), expected_saved);
+    expect_not_found(store.update_session_control("ses_missing", &SessionControl::default(), &at(76)).await, "update_session_control of an unknown session");
+
     let missing = draft_session("ses_missing", simple_spec("x"), None, "bob", &at(80));
     expect_not_found(store.update_session(&missing).await, "update_session of an unknown session");
     expect_not_found(store.get_session("ses_missing").await, "get_session after a failed update");

@@ -31,6 +31,7 @@ mod feed;
 mod records;
 
 use async_trait::async_trait;
+pub use teamster_protocol::control::SessionControl;
 
 pub use error::Error;
 pub use feed::{Change, ChangeFeed, ChangeSender};
@@ -86,6 +87,11 @@ pub trait SessionStore: Send + Sync {
 
     /// Replaces the mutable fields of a session: `agent` (drafts only), `title`, `updated_at`.
     async fn update_session(&self, session: &SessionRecord) -> Result<()>;
+
+    /// Replaces a session's control (mode, model, permissions, grants, state) and sets its
+    /// `updated_at`, and nothing else: what a turn or a tool changes of a session never
+    /// reverts a title or a spec changed meanwhile. `NotFound` for an unknown session.
+    async fn update_session_control(&self, session_id: &str, control: &SessionControl, at: &str) -> Result<()>;
 
     /// Deletes a session with its turns and events; `Ok(false)` if it did not exist.
     async fn delete_session(&self, session_id: &str) -> Result<bool>;

@@ -257,9 +257,7 @@ impl Catalog {
         if record.control.grants.len() == before {
             return Err(ServiceError::NotFound(format!("grant {:?} not found in this session", short(grant_id))));
         }
-        record.updated_at = timestamp::now();
-        self.store().update_session(&record).await?;
-        Ok(())
+        Ok(self.store().update_session_control(session_id, &record.control, &timestamp::now()).await?)
     }
 
     /// One page of sessions and the token of the next page, if any.
