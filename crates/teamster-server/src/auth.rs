@@ -10,7 +10,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use teamster_service::{Caller, Role};
+use teamster_service::Caller;
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -71,7 +71,7 @@ pub(crate) fn unauthorized(message: &str) -> Response {
 /// The middleware: puts the request's [`Caller`] in its extensions, or answers 401.
 pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let caller = match state.config.auth {
-        AuthMode::None => Some(Caller::local()),
+        AuthMode::None => Caller::local(),
         AuthMode::ApiKeys => {
             let bearer = request
                 .headers()
@@ -87,18 +87,18 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
                 return unauthorized("an API key is required: send Authorization: Bearer <key>");
             };
             match state.service.authenticate(key).await {
-                Ok(Some(caller)) => Some(caller),
+                Ok(Some(caller)) => caller,
                 Ok(None) => return unauthorized("the API key is not valid (unknown, malformed or revoked)"),
                 Err(error) => return ApiError::from(error).into_response(),
             }
         }
     };
-    if let Some(caller) = caller {
-        if is_admin_only(request.uri().path()) && caller.role != Role::Admin {
-            return ApiError::new(StatusCode::FORBIDDEN, "forbidden", "only an admin may do this").into_response();
-        }
-        request.extensions_mut().insert(caller);
+    if is_admin_only(request.uri().path())
+        && let Err(refused) = caller.require_admin()
+    {
+        return ApiError::from(refused).into_response();
     }
+    request.extensions_mut().insert(caller);
     next.run(request).await
 }
 

@@ -55,6 +55,8 @@ pub use runtime::{EventStream, LeaseConfig, StreamedEvent, TurnLog};
 pub use sandboxes::Sandboxes;
 pub use teamster_store::SessionOrder;
 pub use clones::CloneSession;
+/// The plan tool's name (the stream dialects show its calls as plans).
+pub use teamster_control::SUBMIT_PLAN;
 pub use identity::{ApiKey, ApiKeys, CreatedKey, NewKey, Role};
 pub use telemetry::StreamGuard;
 pub use turns::{CreateTurn, TurnListQuery};

@@ -19,15 +19,11 @@ use teamster_protocol::event::{
     ToolResponse, fold,
 };
 use teamster_protocol::input::Approval;
-use teamster_protocol::{Event, TurnInput, TurnMetrics, TurnState};
+use teamster_protocol::{Event, MAIN_THREAD_ID, TurnInput, TurnMetrics, TurnState};
+use teamster_service::SUBMIT_PLAN;
 
 pub use parts::Part;
 use parts::{AgentUsage, ApprovalDecision, ApprovalRequest, Outcome, PlanStatusChange, Usage};
-
-/// The thread of the root agent.
-const MAIN_THREAD: &str = "main";
-/// The tool whose calls are plans (`teamster_control::SUBMIT_PLAN`, a harness tool).
-const SUBMIT_PLAN: &str = "submit_plan";
 
 /// A tool call the stream has seen whole.
 #[derive(Clone, Debug)]
@@ -125,7 +121,7 @@ impl Translator {
 
     /// Whether events of `thread_id` are shown: the main thread's and sub-agents'.
     fn shown(&self, thread_id: &str) -> bool {
-        thread_id == MAIN_THREAD || self.agents.contains_key(thread_id)
+        thread_id == MAIN_THREAD_ID || self.agents.contains_key(thread_id)
     }
 
     /// The decisions of a turn's input: each answers a call an earlier turn left waiting.
@@ -155,7 +151,7 @@ impl Translator {
         if !self.shown(&message.thread_id) {
             return;
         }
-        if message.thread_id == MAIN_THREAD {
+        if message.thread_id == MAIN_THREAD_ID {
             parts.push(Part::StepStart);
         }
         // A message may arrive whole rather than as a placeholder and its deltas.
@@ -180,7 +176,7 @@ impl Translator {
     /// The main thread's reasoning and text (refusals shown as text); sub-agents' text is
     /// their own, and their answer arrives in `tool-agent`.
     fn show_text(&self, thread_id: &str, reasoning: Option<&str>, texts: [Option<&str>; 2], parts: &mut Vec<Part>) {
-        if thread_id != MAIN_THREAD {
+        if thread_id != MAIN_THREAD_ID {
             return;
         }
         if let Some(reasoning) = reasoning.filter(|text| !text.is_empty()) {
@@ -194,7 +190,7 @@ impl Translator {
     /// A message is whole: its tool calls are known and each gets its `call` part.
     fn complete(&mut self, message_id: &str, parts: &mut Vec<Part>) {
         let Some(message) = self.messages.remove(message_id) else { return };
-        if message.thread_id == MAIN_THREAD {
+        if message.thread_id == MAIN_THREAD_ID {
             self.last_finish = message.finish_reason;
         }
         for call in message.tool_calls.iter().flatten() {

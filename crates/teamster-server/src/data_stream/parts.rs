@@ -90,7 +90,7 @@ impl Part {
             args: call.args.clone(),
             state: if result.is_some() { "result" } else { "call" },
             result,
-            thread_id: (call.thread_id != super::MAIN_THREAD).then(|| call.thread_id.clone()),
+            thread_id: (call.thread_id != teamster_protocol::MAIN_THREAD_ID).then(|| call.thread_id.clone()),
         }
     }
 

@@ -23,15 +23,13 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Value, json};
 use teamster_protocol::event::{FinishReason, ModelMessage, ModelMessageDelta, ThreadCreated, ThreadDone, ThreadState, ToolCallsPending, ToolResponse, fold};
 use teamster_protocol::input::Approval;
-use teamster_protocol::{Event, TurnInput, TurnMetrics, TurnState};
+use teamster_protocol::{Event, MAIN_THREAD_ID, TurnInput, TurnMetrics, TurnState};
 
 use crate::data_stream::prior::Fold;
 use crate::data_stream::result_value;
 pub use chunks::Chunk;
 use chunks::{Metadata, Usage};
 
-/// The thread of the root agent.
-const MAIN_THREAD: &str = "main";
 
 /// A tool call of the main thread the stream has seen whole.
 #[derive(Clone, Debug)]
@@ -155,7 +153,7 @@ impl Translator {
 
     fn message(&mut self, message: &ModelMessage, chunks: &mut Vec<Chunk>) {
         // Sub-agents' messages are their own; their thread's `data-agent` part shows them.
-        if message.thread_id != MAIN_THREAD {
+        if message.thread_id != MAIN_THREAD_ID {
             return;
         }
         self.end_step(chunks);
@@ -222,7 +220,7 @@ impl Translator {
     }
 
     fn response(&mut self, response: &ToolResponse, chunks: &mut Vec<Chunk>) {
-        if response.thread_id != MAIN_THREAD || !self.calls.contains_key(&response.tool_call_id) || self.denied.contains(&response.tool_call_id) {
+        if response.thread_id != MAIN_THREAD_ID || !self.calls.contains_key(&response.tool_call_id) || self.denied.contains(&response.tool_call_id) {
             return;
         }
         let tool_call_id = response.tool_call_id.clone();
