@@ -78,7 +78,11 @@ impl Service {
             )));
         }
         let mut queued = view(message);
-        match self.start_next_follow_up(session_id).await {
+        let started = match self.tip(session_id).await? {
+            Tip::Idle(last) => self.start_next_follow_up(session_id, last).await,
+            Tip::Running(_) | Tip::WaitingForUser => Ok(None),
+        };
+        match started {
             Ok(Some((id, turn_id))) if id == queued.id => queued.turn_id = Some(turn_id),
             Ok(_) | Err(ServiceError::Conflict { .. }) => {}
             Err(error) => return Err(error),
@@ -155,7 +159,7 @@ impl Service {
                 Ok(true)
             }
             Tip::WaitingForUser => Ok(false),
-            Tip::Idle(_) => match self.start_next_follow_up(session_id).await {
+            Tip::Idle(last) => match self.start_next_follow_up(session_id, last).await {
                 Ok(started) => Ok(started.is_some()),
                 // Another turn started meanwhile: wait for it instead.
                 Err(ServiceError::Conflict { .. }) => Ok(true),
@@ -166,10 +170,10 @@ impl Service {
 
     /// What the session's last turn allows now.
     async fn tip(&self, session_id: &str) -> Result<Tip> {
-        let session = self.store().get_session(session_id).await?;
         if let Some(log) = self.runtime().running_in_session(session_id) {
             return Ok(Tip::Running(log.turn_id.to_string()));
         }
+        let session = self.store().get_session(session_id).await?;
         let Some(last) = session.last_turn_id else { return Ok(Tip::Idle(None)) };
         Ok(match self.turn_record(session_id, &last).await?.state {
             TurnState::Running => Tip::Running(last),
@@ -178,12 +182,11 @@ impl Service {
         })
     }
 
-    /// Starts the oldest follow-up if no turn runs and none waits for the user; returns its
+    /// Starts the oldest follow-up after `last` (the tip the caller found idle); returns its
     /// id and its turn's. An instruction the last turn ended before taking goes first: it
     /// starts a turn of its own. The message is removed before its turn is created (so two
     /// replicas never both start it) and queued again, in its place, if the turn is refused.
-    async fn start_next_follow_up(&self, session_id: &str) -> Result<Option<(String, String)>> {
-        let Tip::Idle(last) = self.tip(session_id).await? else { return Ok(None) };
+    async fn start_next_follow_up(&self, session_id: &str, last: Option<String>) -> Result<Option<(String, String)>> {
         let mut queue = self.store().queued_messages(session_id, QueueKind::Steer).await?;
         if queue.is_empty() {
             queue = self.store().queued_messages(session_id, QueueKind::FollowUp).await?;
