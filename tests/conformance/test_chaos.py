@@ -356,11 +356,11 @@ def test_a_replica_paused_mid_write_cannot_commit_after_the_takeover(replicas: R
     turn_id = api_a.start_turn(session_id, "[tokens:60][delay:50] paused mid-write")["id"]
     api_b.read_until_delta(session_id, turn_id)
     lease = f"SELECT claims FROM turn_leases WHERE turn_id = '{turn_id}'"
-    claims_before = int(wire.wait_until(lambda: Psql(postgres_database).value(lease), what="A's claim"))
+    holder, watcher = Psql(postgres_database), Psql(postgres_database)
+    claims_before = int(wire.wait_until(lambda: watcher.value(lease), what="A's claim"))
     stored_last = f"SELECT coalesce(max(sequence), 0) FROM stream_events WHERE turn_id = '{turn_id}'"
     waiting = "SELECT count(*) FROM pg_stat_activity WHERE {pid} = ANY(pg_blocking_pids(pid))"
 
-    holder, watcher = Psql(postgres_database), Psql(postgres_database)
     assert a.process is not None and a.process.popen is not None
     pid = a.process.popen.pid
     paused = False

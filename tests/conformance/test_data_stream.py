@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import typing
 
 import pytest
@@ -312,7 +311,7 @@ def test_cancel_ends_with_finish_and_every_reading_agrees(api):
     reader = threading.Thread(target=lambda: results.append(api.stream("POST", turns_path(session_id), json=body)))
     reader.start()
     turn_id = wire.wait_until(lambda: newest_turn(api, session_id), what="the turn to exist")
-    time.sleep(0.5)
+    api.read_until_delta(session_id, turn_id)
     api.ok(api.post(f"/api/v1/sessions/{session_id}/cancel"))
     reader.join(timeout=30)
     (result,) = results
