@@ -15,6 +15,7 @@ mod params;
 mod prefix;
 mod routes;
 mod sse;
+mod streamed;
 mod ui_stream;
 
 use std::time::Duration;

@@ -16,11 +16,13 @@ use std::collections::HashMap;
 use serde_json::Value;
 use teamster_protocol::event::{
     FinishReason, ModelMessage, ModelMessageDelta, ThreadCreated, ThreadDone, ThreadState, ToolCallsPending, ToolInfo,
-    ToolResponse, fold,
+    ToolResponse,
 };
 use teamster_protocol::input::Approval;
 use teamster_protocol::{Event, MAIN_THREAD_ID, TurnInput, TurnMetrics, TurnState};
 use teamster_service::SUBMIT_PLAN;
+
+use crate::streamed::{Folded, Messages, call_input};
 
 pub use parts::Part;
 use parts::{AgentUsage, ApprovalDecision, ApprovalRequest, Outcome, PlanStatusChange, Usage};
@@ -59,8 +61,8 @@ enum PlanStatus {
 pub struct Translator {
     /// Tool calls by id, from every model message seen whole.
     calls: HashMap<String, Call>,
-    /// Model messages being streamed, folded so far, by id.
-    messages: HashMap<String, ModelMessage>,
+    /// Model messages being streamed.
+    messages: Messages,
     /// Sub-agent threads by thread id (threads started by a known tool call; a compaction
     /// thread is not one, and its events are not shown).
     agents: HashMap<String, AgentThread>,
@@ -157,19 +159,19 @@ impl Translator {
         // A message may arrive whole rather than as a placeholder and its deltas.
         let text = message.text();
         self.show_text(&message.thread_id, message.reasoning_content.as_deref(), [Some(text.as_str()), message.refusal.as_deref()], parts);
-        self.messages.insert(message.id.clone(), message.clone());
-        if message.finish_reason.is_some() || message.tool_calls.is_some() {
-            self.complete(&message.id, parts);
+        if let Folded::Whole(message) = self.messages.start(message) {
+            self.complete(message, parts);
         }
     }
 
     fn delta(&mut self, delta: &ModelMessageDelta, parts: &mut Vec<Part>) {
-        let Some(message) = self.messages.get_mut(&delta.id) else { return };
-        fold(message, delta);
+        let folded = self.messages.delta(delta);
+        if matches!(folded, Folded::Unknown) {
+            return;
+        }
         self.show_text(&delta.thread_id, delta.reasoning_content.as_deref(), [delta.content.as_deref(), delta.refusal.as_deref()], parts);
-        // A streamed message's last delta carries its finish reason: its calls are whole now.
-        if delta.finish_reason.is_some() {
-            self.complete(&delta.id, parts);
+        if let Folded::Whole(message) = folded {
+            self.complete(message, parts);
         }
     }
 
@@ -188,13 +190,12 @@ impl Translator {
     }
 
     /// A message is whole: its tool calls are known and each gets its `call` part.
-    fn complete(&mut self, message_id: &str, parts: &mut Vec<Part>) {
-        let Some(message) = self.messages.remove(message_id) else { return };
+    fn complete(&mut self, message: ModelMessage, parts: &mut Vec<Part>) {
         if message.thread_id == MAIN_THREAD_ID {
             self.last_finish = message.finish_reason;
         }
         for call in message.tool_calls.iter().flatten() {
-            let args = serde_json::from_str(&call.function.arguments).unwrap_or_else(|_| Value::String(call.function.arguments.clone()));
+            let args = call_input(call);
             let plan = call.function.name == SUBMIT_PLAN && matches!(call.tool_info, ToolInfo::System { .. });
             let known = Call { name: call.function.name.clone(), args, thread_id: message.thread_id.clone(), plan };
             parts.push(Part::invocation(&call.id, &known, None));

@@ -21,12 +21,13 @@ pub mod response;
 use std::collections::{HashMap, HashSet};
 
 use serde_json::{Value, json};
-use teamster_protocol::event::{FinishReason, ModelMessage, ModelMessageDelta, ThreadCreated, ThreadDone, ThreadState, ToolCallsPending, ToolResponse, fold};
+use teamster_protocol::event::{FinishReason, ModelMessage, ModelMessageDelta, ThreadCreated, ThreadDone, ThreadState, ToolCallsPending, ToolResponse};
 use teamster_protocol::input::Approval;
 use teamster_protocol::{Event, MAIN_THREAD_ID, TurnInput, TurnMetrics, TurnState};
 
 use crate::data_stream::prior::Fold;
 use crate::data_stream::result_value;
+use crate::streamed::{Folded, Messages, call_input};
 pub use chunks::Chunk;
 use chunks::{Metadata, Usage};
 
@@ -53,8 +54,8 @@ struct AgentThread {
 pub struct Translator {
     /// Main-thread tool calls by id, from every model message seen whole.
     calls: HashMap<String, Call>,
-    /// Model messages being streamed, folded so far, by id.
-    messages: HashMap<String, ModelMessage>,
+    /// Model messages being streamed.
+    messages: Messages,
     /// The ids of the text and reasoning parts open now.
     open_text: HashSet<String>,
     open_reasoning: HashSet<String>,
@@ -162,19 +163,19 @@ impl Translator {
         // A message may arrive whole rather than as a placeholder and its deltas.
         let text = message.text();
         self.show(&message.id, message.reasoning_content.as_deref(), [Some(text.as_str()), message.refusal.as_deref()], chunks);
-        self.messages.insert(message.id.clone(), message.clone());
-        if message.finish_reason.is_some() || message.tool_calls.is_some() {
-            self.complete(&message.id, chunks);
+        if let Folded::Whole(message) = self.messages.start(message) {
+            self.complete(message, chunks);
         }
     }
 
     fn delta(&mut self, delta: &ModelMessageDelta, chunks: &mut Vec<Chunk>) {
-        let Some(message) = self.messages.get_mut(&delta.id) else { return };
-        fold(message, delta);
+        let folded = self.messages.delta(delta);
+        if matches!(folded, Folded::Unknown) {
+            return;
+        }
         self.show(&delta.id, delta.reasoning_content.as_deref(), [delta.content.as_deref(), delta.refusal.as_deref()], chunks);
-        // A streamed message's last delta carries its finish reason: its calls are whole now.
-        if delta.finish_reason.is_some() {
-            self.complete(&delta.id, chunks);
+        if let Folded::Whole(message) = folded {
+            self.complete(message, chunks);
         }
     }
 
@@ -200,8 +201,8 @@ impl Translator {
     }
 
     /// A message is whole: its open parts end, and main-thread tool calls are announced.
-    fn complete(&mut self, message_id: &str, chunks: &mut Vec<Chunk>) {
-        let Some(message) = self.messages.remove(message_id) else { return };
+    fn complete(&mut self, message: ModelMessage, chunks: &mut Vec<Chunk>) {
+        let message_id = message.id.as_str();
         self.last_finish = message.finish_reason;
         let reasoning_id = format!("{message_id}-reasoning");
         if self.open_reasoning.remove(&reasoning_id) {
@@ -211,7 +212,7 @@ impl Translator {
             chunks.push(Chunk::TextEnd { id: message_id.to_owned() });
         }
         for call in message.tool_calls.iter().flatten() {
-            let input = serde_json::from_str(&call.function.arguments).unwrap_or_else(|_| Value::String(call.function.arguments.clone()));
+            let input = call_input(call);
             let known = Call { name: call.function.name.clone(), input };
             chunks.push(Chunk::ToolInputStart { tool_call_id: call.id.clone(), tool_name: known.name.clone() });
             chunks.push(Chunk::ToolInputAvailable { tool_call_id: call.id.clone(), tool_name: known.name.clone(), input: known.input.clone() });

@@ -1,0 +1,48 @@
+//! Model messages as a stream carries them: a placeholder (or the message whole) and its
+//! deltas, folded until the message is whole, when its tool calls are known. Both AI SDK
+//! dialects translate from this fold.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use teamster_protocol::event::{ModelMessage, ModelMessageDelta, ToolCall, fold};
+
+/// What a message's event left of it.
+pub(crate) enum Folded {
+    /// A delta of no message this fold knows (its placeholder was not shown).
+    Unknown,
+    /// Still streaming.
+    Partial,
+    /// Complete, with its tool calls.
+    Whole(ModelMessage),
+}
+
+/// The messages being streamed, folded so far, by id.
+#[derive(Debug, Default)]
+pub(crate) struct Messages(HashMap<String, ModelMessage>);
+
+impl Messages {
+    /// A message's first event: its placeholder, or the message whole.
+    pub(crate) fn start(&mut self, message: &ModelMessage) -> Folded {
+        if message.finish_reason.is_some() || message.tool_calls.is_some() {
+            return Folded::Whole(message.clone());
+        }
+        self.0.insert(message.id.clone(), message.clone());
+        Folded::Partial
+    }
+
+    /// A delta folded into its message; the last one (with the finish reason) completes it.
+    pub(crate) fn delta(&mut self, delta: &ModelMessageDelta) -> Folded {
+        let Some(message) = self.0.get_mut(&delta.id) else { return Folded::Unknown };
+        fold(message, delta);
+        if delta.finish_reason.is_none() {
+            return Folded::Partial;
+        }
+        self.0.remove(&delta.id).map_or(Folded::Unknown, Folded::Whole)
+    }
+}
+
+/// A tool call's arguments as JSON, or as their text when they are not JSON.
+pub(crate) fn call_input(call: &ToolCall) -> Value {
+    serde_json::from_str(&call.function.arguments).unwrap_or_else(|_| Value::String(call.function.arguments.clone()))
+}
