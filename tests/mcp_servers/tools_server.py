@@ -17,7 +17,8 @@ The tools cover what a client must handle: plain text (`echo`), structured outpu
 annotations (`write_note`, `delete_everything`), tool errors (`fail`), slow calls for timeouts and
 cancellation (`slow`, `cancelled_calls`), large results (`big`), per-process state (`counter`),
 request headers (`whoami`), mixed content blocks (`picture`), the process environment (`getenv`),
-a server that dies mid-call (`crash`) and a tool with a title and no hints (`lookup`).
+a server that dies mid-call (`crash`), progress reports (`phases`) and a tool with a title and no
+hints (`lookup`).
 """
 
 from __future__ import annotations
@@ -167,6 +168,15 @@ def crash() -> str:
 def getenv(name: str) -> str:
     """Returns an environment variable of the server process, or `<unset>`."""
     return os.environ.get(name, "<unset>")
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def phases(steps: int, ctx: Context) -> str:
+    """Works through its steps, reporting each as progress (`notifications/progress`)."""
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, steps, f"phase {step} of {steps}")
+        await anyio.sleep(0.01)
+    return f"{steps} phases done"
 
 
 @server.tool(title="Look up a word")

@@ -6,19 +6,21 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, Implementation,
-    PaginatedRequestParams, ProtocolVersion,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotification, CancelledNotificationParam,
+    ClientCapabilities, ClientConfig, ClientRequest, Implementation, PaginatedRequestParams, ProtocolVersion, RequestId,
+    ServerResult,
 };
-use rmcp::service::{ClientInitializeError, RunningService};
+use rmcp::service::{ClientInitializeError, PeerRequestOptions, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::{StreamableHttpClientTransportConfig, StreamableHttpError};
 use rmcp::{Peer, RoleClient, ServiceError, ServiceExt};
 use teamster_protocol::event::McpServerInit;
-use teamster_tools::{Tool, ToolOutput, ToolSource};
+use teamster_tools::{NoProgress, ProgressSink, Tool, ToolOutput, ToolSource};
 
 use crate::config::{Limits, McpServerConfig, Transport};
 use crate::http::HttpClient;
+use crate::progress::{Client, ProgressRoutes};
 use crate::sse::{OpenError, SseTransport};
 use crate::stdio::ServerProcess;
 use crate::{ListedTool, McpError, convert};
@@ -56,9 +58,11 @@ pub struct McpConnection {
     /// Set when a request failed in the transport (a dropped HTTP connection, a closed pipe):
     /// the session may be gone, so the caller should reconnect.
     broken: AtomicBool,
+    /// Where the handler sends running calls' progress reports.
+    progress: ProgressRoutes,
     // Invariant: `service` is declared before `process`, so on drop the transport (and with it
     // the server's stdin) closes before the process is asked to stop.
-    service: RunningService<RoleClient, ClientConfig>,
+    service: RunningService<RoleClient, Client>,
     process: Option<ServerProcess>,
 }
 
@@ -121,7 +125,8 @@ impl McpConnection {
     pub async fn connect(config: McpServerConfig) -> Result<McpConnection, McpError> {
         let McpServerConfig { id, name, transport, call_timeout, connect_timeout, limits } = config;
         let transport_type = transport.wire_type();
-        let handshake = client_config();
+        let progress = ProgressRoutes::default();
+        let handshake = Client { config: client_config(), progress: progress.clone() };
         let (service, process, http) = match &transport {
             Transport::Stdio(stdio) => {
                 let (process, stdout, stdin) = ServerProcess::spawn(&name, stdio)?;
@@ -171,6 +176,7 @@ impl McpConnection {
             server,
             session_id,
             broken: AtomicBool::new(false),
+            progress,
             service,
             process,
         })
@@ -246,9 +252,14 @@ impl ToolSource for McpConnection {
         Ok(self.list_entries().await?.into_iter().map(|listed| listed.tool).collect())
     }
 
-    /// Calls a tool. Dropping the returned future (the turn's cancellation) sends
-    /// `notifications/cancelled` for the request; so does the call timeout.
     async fn call(&self, name: &str, arguments: &str) -> ToolOutput {
+        self.call_reporting(name, arguments, &NoProgress).await
+    }
+
+    /// Calls a tool, handing the `notifications/progress` the server sends for the call to
+    /// `progress`. Dropping the returned future (the turn's cancellation) sends
+    /// `notifications/cancelled` for the request; so does the call timeout.
+    async fn call_reporting(&self, name: &str, arguments: &str, progress: &dyn ProgressSink) -> ToolOutput {
         let arguments = match parse_arguments(arguments) {
             Ok(arguments) => arguments,
             Err(message) => return ToolOutput::error(message),
@@ -258,9 +269,7 @@ impl ToolSource for McpConnection {
         }
         let mut request = CallToolRequestParams::new(name.to_owned());
         request.arguments = arguments;
-        // Invariant: rmcp's `call_tool_once` sends `notifications/cancelled` when it is dropped
-        // before the answer arrives, which covers both the timeout here and a dropped call.
-        let answer = tokio::time::timeout(self.call_timeout, self.peer().call_tool_once(request)).await;
+        let answer = tokio::time::timeout(self.call_timeout, self.call_tool(request, progress)).await;
         match answer {
             Err(_) => ToolOutput::error(format!(
                 "MCP tool {name} on server {} timed out after {} s and was cancelled",
@@ -279,6 +288,57 @@ impl ToolSource for McpConnection {
                 self.limits.max_result_bytes,
             )),
         }
+    }
+}
+
+impl McpConnection {
+    /// Sends one `tools/call` and waits for its answer, passing on the call's progress reports
+    /// as they arrive (all of them before the answer).
+    async fn call_tool(&self, params: CallToolRequestParams, progress: &dyn ProgressSink) -> Result<CallToolResponse, ServiceError> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = self.peer().send_request_with_option(request, PeerRequestOptions::no_options()).await?;
+        // Invariant: from here until the answer, dropping this future cancels the request on
+        // the server (the timeout above and a cancelled turn both drop it).
+        let mut abandoned = Abandoned { peer: self.peer().clone(), id: Some(handle.id.clone()) };
+        let mut reports = self.progress.subscribe(handle.progress_token.clone());
+        let answer = handle.await_response();
+        tokio::pin!(answer);
+        let result = loop {
+            tokio::select! {
+                biased;
+                Some(report) = reports.receiver.recv() => progress.report(report),
+                result = &mut answer => break result,
+            }
+        };
+        abandoned.id = None;
+        while let Ok(report) = reports.receiver.try_recv() {
+            progress.report(report);
+        }
+        match result? {
+            ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
+            ServerResult::InputRequiredResult(result) => Ok(CallToolResponse::InputRequired(result)),
+            ServerResult::CreateTaskResult(result) => Ok(CallToolResponse::Task(result)),
+            _ => Err(ServiceError::UnexpectedResponse),
+        }
+    }
+}
+
+/// A request the caller stopped waiting for: dropped while armed, it tells the server to
+/// cancel it.
+struct Abandoned {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        let (Some(id), Ok(runtime)) = (self.id.take(), tokio::runtime::Handle::try_current()) else { return };
+        let peer = self.peer.clone();
+        let reason = "the call was abandoned (timeout or a cancelled turn)".to_owned();
+        let notification = CancelledNotification::new(CancelledNotificationParam::new(Some(id), Some(reason)));
+        runtime.spawn(async move {
+            let _ = peer.send_notification(notification.into()).await;
+        });
     }
 }
 

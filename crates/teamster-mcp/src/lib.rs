@@ -6,7 +6,8 @@
 //! the HTTP client under the streamable HTTP transport (headers, bearer tokens, 401s, bounded
 //! bodies), `sse.rs` the legacy transport on the same client, `stdio.rs` runs a server process,
 //! and `convert.rs` maps MCP tools and results to the tool seam's (a listed tool also keeps its
-//! entry as given, [`ListedTool`]). Tool failures are data: every
+//! entry as given, [`ListedTool`]), and `progress.rs` routes a running call's
+//! `notifications/progress` to it. Tool failures are data: every
 //! failed call is a `ToolOutput` with `is_error`. [`oauth`] authorizes connections to servers
 //! that answer 401.
 
@@ -15,6 +16,7 @@ mod connection;
 mod convert;
 mod http;
 pub mod oauth;
+mod progress;
 mod sse;
 mod stdio;
 

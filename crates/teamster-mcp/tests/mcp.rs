@@ -15,7 +15,7 @@ use teamster_mcp::{
     BearerTokenProvider, HttpTransport, McpConnection, McpError, McpServerConfig, StdioTransport, Transport,
 };
 use teamster_protocol::ToolInfo;
-use teamster_tools::{ToolAnnotations, ToolOutput, ToolSource};
+use teamster_tools::{ProgressSink, ToolAnnotations, ToolOutput, ToolProgress, ToolSource};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -177,6 +177,7 @@ async fn listing_follows_cursors_and_maps_annotations() {
                 "picture",
                 "crash",
                 "getenv",
+                "phases",
                 "lookup"
             ],
             "{kind:?}"
@@ -320,6 +321,44 @@ async fn a_dropped_call_is_cancelled_and_the_connection_stays_usable() {
         assert!(connection.is_alive());
         assert_eq!(connection.call("echo", r#"{"text": "next"}"#).await, ToolOutput::ok("next"), "{kind:?}");
         wait_for_cancelled_calls(&connection, "1").await;
+    }
+}
+
+/// Keeps the progress reports of one call.
+#[derive(Default)]
+struct Reports(std::sync::Mutex<Vec<ToolProgress>>);
+
+impl ProgressSink for Reports {
+    fn report(&self, progress: ToolProgress) {
+        self.0.lock().unwrap().push(progress);
+    }
+}
+
+#[tokio::test]
+async fn each_call_hears_its_own_progress_in_order_before_its_answer() {
+    for kind in KINDS {
+        let server = TestServer::start(kind, &[]).await;
+        let connection = server.connect().await;
+        // Two calls at once on one connection: each hears only its own reports.
+        let (three, five) = (Reports::default(), Reports::default());
+        let (first, second) = tokio::join!(
+            connection.call_reporting("phases", r#"{"steps": 3}"#, &three),
+            connection.call_reporting("phases", r#"{"steps": 5}"#, &five),
+        );
+        assert_eq!(first, ToolOutput::ok("3 phases done"), "{kind:?}");
+        assert_eq!(second, ToolOutput::ok("5 phases done"), "{kind:?}");
+        for (reports, steps) in [(three, 3), (five, 5)] {
+            let expected: Vec<ToolProgress> = (1..=steps)
+                .map(|step| ToolProgress {
+                    progress: f64::from(step),
+                    total: Some(f64::from(steps)),
+                    message: Some(format!("phase {step} of {steps}")),
+                })
+                .collect();
+            assert_eq!(*reports.0.lock().unwrap(), expected, "{kind:?}");
+        }
+        // A call without a listener still answers.
+        assert_eq!(connection.call("phases", r#"{"steps": 2}"#).await, ToolOutput::ok("2 phases done"), "{kind:?}");
     }
 }
 

@@ -64,6 +64,28 @@ impl ToolOutput {
     }
 }
 
+/// How far a running call has come, as the tool reported it (MCP `notifications/progress`):
+/// `progress` grows with each report; `total` is known for some tools only.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolProgress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// Where a running call's progress reports go. Reporting must not block: the tool's
+/// connection calls it as reports arrive.
+pub trait ProgressSink: Send + Sync {
+    fn report(&self, progress: ToolProgress);
+}
+
+/// A [`ProgressSink`] that drops every report.
+pub struct NoProgress;
+
+impl ProgressSink for NoProgress {
+    fn report(&self, _progress: ToolProgress) {}
+}
+
 /// Errors listing a source's tools (a call's errors are [`ToolOutput`]s).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
@@ -77,4 +99,11 @@ pub trait ToolSource: Send + Sync {
     async fn list(&self) -> Result<Vec<Tool>, Error>;
     /// Calls a tool by name with JSON-text arguments.
     async fn call(&self, name: &str, arguments: &str) -> ToolOutput;
+
+    /// Calls a tool like [`ToolSource::call`], sending the progress it reports while it runs
+    /// to `progress`. Sources whose tools report none need not implement it.
+    async fn call_reporting(&self, name: &str, arguments: &str, progress: &dyn ProgressSink) -> ToolOutput {
+        let _ = progress;
+        self.call(name, arguments).await
+    }
 }
