@@ -24,10 +24,58 @@ export type ErrorBody = Schemas['RequestErrorResponse'];
 
 // -- agents ---------------------------------------------------------------------------------
 
-export type Agent = Schemas['Agent'];
-export type AgentSpec = Schemas['AgentSpec'];
-export type CreateAgentRequest = Schemas['CreateAgentRequest'];
-export type UpdateAgentRequest = Schemas['UpdateAgentRequest'];
+/** Teamster extension: one of an agent's modes, layering instructions, model and tools. */
+export interface ModeSpec {
+  /** 1-64 characters of a-z, 0-9, `_` and `-`, unique among the agent's modes. */
+  id: string;
+  name?: string;
+  description?: string;
+  /** Added after the agent's own instructions while the mode is in force. */
+  instructions?: string;
+  /** The mode's `provider/model`; the agent's when absent. */
+  model?: string;
+  /** The only tools (by name) offered in this mode; every tool when absent. */
+  tools?: string[];
+  /** MCP servers whose tools this mode offers on top of the agent's. */
+  additional_tools?: Schemas['MCPServer'][];
+  /** The mode an approved plan switches to (the mode then offers `submit_plan`). */
+  transitions_to?: string;
+  /** The mode a session starts in (the first one when none is marked). */
+  default?: boolean;
+}
+
+/** Teamster extension: a sub-agent declared up front. */
+export interface SubAgentSpec {
+  name: string;
+  description: string;
+  instructions?: string;
+  tools?: string[];
+  model?: string;
+  /** A saved agent whose instructions and model it takes where it declares none. */
+  agent?: string;
+}
+
+/** An agent's definition: the document's `AgentSpec` and Teamster's extensions of it. */
+export type AgentSpec = Omit<Schemas['AgentSpec'], 'config'> & {
+  /** The document's runtime config; Teamster reads more keys (`tasks`, ...). */
+  config?: Schemas['RuntimeConfig'] & { [extension: string]: unknown };
+  /** Teamster extension. */
+  modes?: ModeSpec[];
+  /** Teamster extension. */
+  sub_agents?: SubAgentSpec[];
+  /** Teamster extension: values of the instructions' `{{variables}}`. */
+  variables?: Record<string, string>;
+  /** Teamster extension: what the agent is for (the model never sees it). */
+  description?: string;
+  /** Teamster extension: what each variable means. */
+  variable_descriptions?: Record<string, string>;
+  /** Teamster extension: the JSON Schema of the session state. */
+  state_schema?: unknown;
+};
+
+export type Agent = Omit<Schemas['Agent'], 'manifest'> & { manifest: AgentSpec };
+export type CreateAgentRequest = Omit<Schemas['CreateAgentRequest'], 'manifest'> & { manifest: AgentSpec };
+export type UpdateAgentRequest = Omit<Schemas['UpdateAgentRequest'], 'manifest'> & { manifest: AgentSpec };
 
 // -- sessions -------------------------------------------------------------------------------
 
@@ -62,12 +110,18 @@ export interface SessionControl {
 
 export type Session = Schemas['Session'] & SessionControl;
 
-export type CreateSessionRequest = Schemas['CreateSessionRequest'] & {
+/** A session of a saved agent, by name, or of an inline spec. */
+export type CreateSessionAgent = Schemas['SessionAgentNameRef'] | { spec: AgentSpec };
+
+export type CreateSessionRequest = Omit<Schemas['CreateSessionRequest'], 'agent'> & {
+  agent: CreateSessionAgent;
   /** Teamster extension: the session's title. */
   title?: string;
 };
 
-export type UpdateSessionRequest = Schemas['UpdateSessionRequest'] & {
+export type UpdateSessionRequest = Omit<Schemas['UpdateSessionRequest'], 'agent'> & {
+  /** Replaces an inline session's spec. */
+  agent?: { spec: AgentSpec };
   /** Teamster extension: the session's title. */
   title?: string;
   /** Teamster extension: switches the session to one of its agent's modes. */

@@ -1,0 +1,84 @@
+// The pieces that need no server: the SSE parser over awkward chunking and line endings, the
+// delta fold, and the error's accessors.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { type ModelMessage, type ModelMessageDelta, SseParser, TeamsterError, type TurnEvent, foldDelta, foldEvents, parseSse } from '@teamster/client';
+
+test('the SSE parser joins data lines, keeps the last id and skips comments, however the bytes are cut', async () => {
+  const wire = '\uFEFFid: 1\r\ndata: {"a":\r\ndata: 1}\r\n\r\n: ping\n\nid: 2\rdata: two\r\rdata: no id\n\nevent: other\ndata: x\nretry: 50\n\ndata: unterminated';
+  const expected = [
+    { event: 'message', data: '{"a":\n1}', id: '1', retry: undefined },
+    { event: 'message', data: 'two', id: '2', retry: undefined },
+    { event: 'message', data: 'no id', id: '2', retry: undefined },
+    { event: 'other', data: 'x', id: '2', retry: 50 },
+  ];
+  // Every split of the text in two, and one character at a time.
+  for (let cut = 0; cut <= wire.length; cut++) {
+    const parser = new SseParser();
+    assert.deepEqual([...parser.push(wire.slice(0, cut)), ...parser.push(wire.slice(cut))], expected, `cut at ${cut}`);
+  }
+  const parser = new SseParser();
+  assert.deepEqual([...wire].flatMap((char) => parser.push(char)), expected);
+  // Bytes, with a multi-byte character split between chunks.
+  const bytes = new TextEncoder().encode('id: 7\ndata: "h\u00e9llo \u{1F600}"\n\n');
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      for (const byte of bytes) controller.enqueue(Uint8Array.of(byte));
+      controller.close();
+    },
+  });
+  const messages = [];
+  for await (const message of parseSse(body)) messages.push(message);
+  assert.deepEqual(messages, [{ event: 'message', data: '"h\u00e9llo \u{1F600}"', id: '7', retry: undefined }]);
+});
+
+test('deltas fold into their message as the server folds them', () => {
+  const message: ModelMessage = { type: 'model.message', id: 'm', thread_id: 'main', created_at: 'x' };
+  const usage = { input_tokens: 3, output_tokens: 2, input_tokens_breakdown: { harness: 0, skills: 0, instructions: 1, tool_definitions: 0, messages: 2 } };
+  const deltas = [
+    { content: 'Hel', reasoning_content: 'think' },
+    { thinking_blocks: [{ type: 'thinking', thinking: 'think', signature: 's1' }] },
+    { content: 'lo', tool_calls: [{ index: 1, id: 'c2', function: { name: 'b', arguments: '{"x"' } }] },
+    { content: '', tool_calls: [{ index: 1, function: { arguments: ':1}' } }, { index: 0, id: 'c1', function: { name: 'a', arguments: '{}' }, tool_info: { type: 'truefoundry-system', name: 'a' } }] },
+    { refusal: 'no', finish_reason: 'tool_calls', usage },
+  ] as Omit<ModelMessageDelta, 'type' | 'id' | 'thread_id'>[];
+  for (const delta of deltas) foldDelta(message, { type: 'model.message.delta', id: 'm', thread_id: 'main', ...delta });
+  assert.equal(message.content, 'Hello');
+  assert.equal(message.reasoning_content, 'think');
+  assert.equal(message.refusal, 'no');
+  assert.deepEqual(message.thinking_blocks, [{ type: 'thinking', thinking: 'think', signature: 's1' }]);
+  assert.deepEqual(message.tool_calls?.map((call) => [call.id, call.function.name, call.function.arguments, call.tool_info.name]), [
+    ['c1', 'a', '{}', 'a'],
+    ['c2', 'b', '{"x":1}', ''],
+  ]);
+  assert.equal(message.finish_reason, 'tool_calls');
+  assert.deepEqual(message.usage, usage);
+  // Content parts grow their last text part.
+  const parts: ModelMessage = { type: 'model.message', id: 'p', thread_id: 'main', created_at: 'x', content: [{ type: 'refusal', refusal: 'r' }] };
+  foldDelta(parts, { type: 'model.message.delta', id: 'p', thread_id: 'main', content: 'a' });
+  foldDelta(parts, { type: 'model.message.delta', id: 'p', thread_id: 'main', content: 'b' });
+  assert.deepEqual(parts.content, [{ type: 'refusal', refusal: 'r' }, { type: 'text', text: 'ab' }]);
+});
+
+test('a fold resumed after the placeholder starts the message from its deltas', () => {
+  const events: TurnEvent[] = [
+    { type: 'model.message.delta', id: 'm', thread_id: 'main', content: 'lo' },
+    { type: 'model.message.delta', id: 'm', thread_id: 'main', content: ' there' },
+  ];
+  const turn = foldEvents(events);
+  assert.equal(turn.text(), 'lo there');
+  assert.equal(turn.state, undefined);
+});
+
+test('TeamsterError reads the error body', async () => {
+  const body = { error: { message: 'no session "s"', type: 'not_found', code: 'not_found', param: null } };
+  const error = await TeamsterError.fromResponse(new Response(JSON.stringify(body), { status: 404 }), 'GET /api/v1/sessions/s');
+  assert.equal(error.status, 404);
+  assert.equal(error.code, 'not_found');
+  assert.equal(error.param, undefined);
+  assert.deepEqual(error.body, body);
+  assert.match(error.message, /^GET \/api\/v1\/sessions\/s: 404 no session "s"$/);
+  const plain = await TeamsterError.fromResponse(new Response('bad gateway', { status: 502 }), 'GET /x');
+  assert.equal(plain.body, undefined);
+  assert.match(plain.message, /502 bad gateway/);
+});
