@@ -39,19 +39,20 @@ async function main() {
   }
   const source = positional[0] ?? process.env.TEAMSTER_OPENAPI ?? defaultSource;
   const document = await readDocument(source);
+  const shown = /^https?:\/\//.test(source) ? source : path.relative(process.cwd(), path.resolve(source));
   const ast = await openapiTS(document, { silent: true, alphabetize: true, defaultNonNullable: false });
   const generated = HEADER + astToString(ast);
   if (!check) {
     await writeFile(target, generated);
-    console.log(`wrote ${path.relative(process.cwd(), target)} from ${source}`);
+    console.log(`wrote ${path.relative(process.cwd(), target)} from ${shown}`);
     return;
   }
   const current = await readFile(target, 'utf8').catch(() => '');
   if (current !== generated) {
-    console.error(`${path.relative(process.cwd(), target)} is not what ${source} generates: run \`npm run generate\``);
+    console.error(`${path.relative(process.cwd(), target)} is not what ${shown} generates: run \`npm run generate\``);
     process.exit(1);
   }
-  console.log(`${path.relative(process.cwd(), target)} is current with ${source}`);
+  console.log(`${path.relative(process.cwd(), target)} is current with ${shown}`);
 }
 
 main().catch((error) => {

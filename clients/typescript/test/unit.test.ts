@@ -1,6 +1,7 @@
 // The pieces that need no server: the SSE parser over awkward chunking and line endings, the
 // delta fold, and the error's accessors.
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { type ModelMessage, type ModelMessageDelta, SseParser, TeamsterError, type TurnEvent, foldDelta, foldEvents, parseSse } from '@teamster/client';
 
@@ -81,4 +82,11 @@ test('TeamsterError reads the error body', async () => {
   const plain = await TeamsterError.fromResponse(new Response('bad gateway', { status: 502 }), 'GET /x');
   assert.equal(plain.body, undefined);
   assert.match(plain.message, /502 bad gateway/);
+});
+
+test('the package has no runtime dependencies and exports its build', () => {
+  const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+  assert.equal(manifest.dependencies, undefined);
+  assert.equal(manifest.type, 'module');
+  assert.deepEqual(manifest.exports['.'], { types: './dist/index.d.ts', import: './dist/index.js' });
 });

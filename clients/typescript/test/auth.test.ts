@@ -1,0 +1,61 @@
+// A server with `--auth api-keys` whose first admin key was made with `teamster keys create`:
+// the client sends its key as `Authorization: Bearer`, manages keys as an admin, streams and
+// resumes a turn as a member, and gets typed 401s and 403s.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { TeamsterClient, TeamsterError, userMessage } from '@teamster/client';
+import { type Server, startServer } from './harness.js';
+
+let server: Server;
+
+before(async () => {
+  server = await startServer({ auth: 'api-keys' });
+});
+after(() => server?.close());
+
+async function status(promise: Promise<unknown>): Promise<number> {
+  try {
+    await promise;
+    return 200;
+  } catch (error) {
+    assert.ok(error instanceof TeamsterError, String(error));
+    return error.status;
+  }
+}
+
+test('keys: an admin makes, lists and revokes them; members use theirs; no key is a 401', async () => {
+  assert.match(server.adminKey ?? '', /^tsk_/);
+  const admin = server.client;
+  const made = await admin.keys.create({ subject: 'alice', tenant: 'acme' });
+  assert.equal(made.role, 'member');
+  assert.equal(made.subject.subject_slug, 'alice');
+  assert.match(made.secret, /^tsk_/);
+  assert.ok((await admin.keys.list()).some((key) => key.id === made.id && key.revoked_at === undefined));
+
+  const alice = new TeamsterClient({ baseUrl: server.url, apiKey: made.secret });
+  await admin.agents.create({ name: 'keyed', manifest: { model: { name: 'fake/fake-model' } } });
+  const session = await alice.sessions.create({ agent: { name: 'keyed' } });
+  const stream = alice.turns.stream(session.id, { input: [userMessage('[tokens:4]')] });
+  const turn = await stream.done();
+  assert.equal(turn.text(), 'tok1 tok2 tok3 tok4 ');
+  // Subscribing (the stream's resume path) carries the key too.
+  const replay = await alice.turns.subscribe(session.id, turn.turnId!, { after: 2 }).done();
+  assert.equal(replay.events.length, turn.events.length - 2);
+
+  // Another subject's session is missing to the caller; keys are for admins.
+  const bob = new TeamsterClient({ baseUrl: server.url, apiKey: (await admin.keys.create({ subject: 'bob', tenant: 'acme' })).secret });
+  assert.equal(await status(bob.sessions.get(session.id)), 404);
+  const forbidden = await bob.keys.list().catch((error: unknown) => error);
+  assert.ok(forbidden instanceof TeamsterError && forbidden.status === 403, String(forbidden));
+  assert.ok(forbidden.body?.error.message);
+
+  // No key, a wrong key, a revoked key: 401 with the server's error body.
+  const anonymous = new TeamsterClient({ baseUrl: server.url });
+  const unauthorized = await anonymous.agents.list().catch((error: unknown) => error);
+  assert.ok(unauthorized instanceof TeamsterError && unauthorized.status === 401, String(unauthorized));
+  assert.ok(unauthorized.body?.error.message);
+  assert.equal(await status(new TeamsterClient({ baseUrl: server.url, apiKey: 'tsk_nope_nope' }).agents.list()), 401);
+  const revoked = await admin.keys.revoke(made.id);
+  assert.ok(revoked.revoked_at);
+  assert.equal(await status(alice.sessions.get(session.id)), 401);
+});
