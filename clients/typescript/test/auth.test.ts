@@ -10,6 +10,7 @@ let server: Server;
 
 before(async () => {
   server = await startServer({ auth: 'api-keys' });
+  await server.client.agents.create({ name: 'keyed', manifest: { model: { name: 'fake/fake-model' } } });
 });
 after(() => server?.close());
 
@@ -33,7 +34,6 @@ test('keys: an admin makes, lists and revokes them; members use theirs; no key i
   assert.ok((await admin.keys.list()).some((key) => key.id === made.id && key.revoked_at === undefined));
 
   const alice = new TeamsterClient({ baseUrl: server.url, apiKey: made.secret });
-  await admin.agents.create({ name: 'keyed', manifest: { model: { name: 'fake/fake-model' } } });
   const session = await alice.sessions.create({ agent: { name: 'keyed' } });
   const stream = alice.turns.stream(session.id, { input: [userMessage('[tokens:4]')] });
   const turn = await stream.done();
@@ -58,4 +58,25 @@ test('keys: an admin makes, lists and revokes them; members use theirs; no key i
   const revoked = await admin.keys.revoke(made.id);
   assert.ok(revoked.revoked_at);
   assert.equal(await status(alice.sessions.get(session.id)), 401);
+});
+
+test('the useChat transport settings of the README reach /api/v1/chat with the key', async () => {
+  // The body and headers DefaultChatTransport({ api: base + '/api/v1/chat', headers, body: { agent } })
+  // sends for a first message.
+  const request = (headers: Record<string, string>) =>
+    fetch(`${server.url}/api/v1/chat`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({
+        id: `chat-${process.pid}`, trigger: 'submit-message', messageId: undefined, agent: 'keyed',
+        messages: [{ id: 'u1', role: 'user', parts: [{ type: 'text', text: '[tokens:2]' }] }],
+      }),
+    });
+  assert.equal((await request({})).status, 401);
+  const response = await request({ authorization: `Bearer ${server.adminKey}` });
+  assert.equal(response.status, 200);
+  assert.match(response.headers.get('content-type') ?? '', /^text\/event-stream/);
+  const text = await response.text();
+  assert.match(text, /"type":"text-delta"/);
+  assert.match(text, /data: \[DONE\]/);
 });
