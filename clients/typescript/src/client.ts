@@ -7,23 +7,31 @@ import { type ReconnectOptions, TurnStream } from './stream.js';
 import type {
   Agent,
   ApiKey,
+  AvailableModel,
+  Capabilities,
+  CloneSessionRequest,
   CreateAgentRequest,
   CreatedKey,
   CreateKeyRequest,
   CreateSessionRequest,
   CreateTurnRequest,
   Data,
+  Grant,
   ListSessionsQuery,
   Page,
   PageQuery,
+  Plan,
+  QueuedMessage,
   Session,
   SessionEvent,
   SessionEventItem,
   SessionEventsQuery,
+  TaskList,
   Turn,
   TurnEventsQuery,
   UpdateAgentRequest,
   UpdateSessionRequest,
+  UserMessageInput,
 } from './types.js';
 
 export interface TeamsterClientOptions {
@@ -80,10 +88,22 @@ export class TeamsterClient {
     this.keys = new KeysApi(this);
   }
 
+  /** What this server offers (sandboxes, skills, settings). */
+  async capabilities(): Promise<Capabilities> {
+    return (await this.json<Data<Capabilities>>('GET', '/capabilities')).data;
+  }
+
+  /** The models of the configured providers, as agents name them (`provider/model`). */
+  async models(): Promise<AvailableModel[]> {
+    return (await this.json<Data<AvailableModel[]>>('GET', '/models')).data;
+  }
+
   /** Sends a request under `/api/v1` and returns the response, which is 2xx: any other status
    * is thrown as a TeamsterError with the server's error body. @internal */
   async send(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
-    const url = new URL(`${this.baseUrl}/api/v1${path}`);
+    // A relative base (`''`, `/teamster`) is the page's own server, in a browser.
+    const page = typeof globalThis.location === 'undefined' ? undefined : globalThis.location.href;
+    const url = new URL(`${this.baseUrl}/api/v1${path}`, page);
     for (const [name, value] of Object.entries(options.query ?? {})) {
       if (value !== undefined) url.searchParams.set(name, String(value));
     }
@@ -120,7 +140,7 @@ export class TeamsterClient {
     const response = await this.send(method, path, { ...options, accept: 'text/event-stream' });
     const type = response.headers.get('content-type') ?? '';
     if (!type.startsWith('text/event-stream') || !response.body) {
-      const request = `${method} ${new URL(response.url || 'http://x').pathname}`;
+      const request = `${method} /api/v1${path}`;
       throw new TeamsterError(`${request}: expected an event stream, got ${type || 'no body'}`, response.status, undefined, request);
     }
     return response;
@@ -198,6 +218,59 @@ export class SessionsApi {
     await this.client.json('POST', `/sessions/${segment(sessionId)}/cancel`, { body: {} });
   }
 
+  /** Teamster extension: a new session with a copy of this one's turns, up to `turn_id`. */
+  async clone(sessionId: string, body: CloneSessionRequest = {}): Promise<Session> {
+    return (await this.client.json<Data<Session>>('POST', `/sessions/${segment(sessionId)}/clone`, { body })).data;
+  }
+
+  /** Teamster extension: queues a message that starts the session's next turn once the running
+   * one ends (at once when none runs: the answer then names the turn). */
+  async followUp(sessionId: string, content: UserMessageInput['content']): Promise<QueuedMessage> {
+    return (await this.client.json<Data<QueuedMessage>>('POST', `/sessions/${segment(sessionId)}/follow-ups`, { body: { content } })).data;
+  }
+
+  /** Teamster extension: the queued follow-ups, in order. */
+  async followUps(sessionId: string): Promise<QueuedMessage[]> {
+    return (await this.client.json<Data<QueuedMessage[]>>('GET', `/sessions/${segment(sessionId)}/follow-ups`)).data;
+  }
+
+  /** Teamster extension: drops a queued follow-up. */
+  async cancelFollowUp(sessionId: string, followUpId: string): Promise<void> {
+    await this.client.json('DELETE', `/sessions/${segment(sessionId)}/follow-ups/${segment(followUpId)}`);
+  }
+
+  /** Teamster extension: an instruction for the running turn, which the model sees before its
+   * next call (409 when no turn runs). */
+  async steer(sessionId: string, content: UserMessageInput['content']): Promise<QueuedMessage> {
+    return (await this.client.json<Data<QueuedMessage>>('POST', `/sessions/${segment(sessionId)}/steer`, { body: { content } })).data;
+  }
+
+  /** Teamster extension: the session's task list. */
+  async tasks(sessionId: string): Promise<TaskList> {
+    return (await this.client.json<Data<TaskList>>('GET', `/sessions/${segment(sessionId)}/tasks`)).data;
+  }
+
+  /** Teamster extension: the plans the agent submitted, oldest first. */
+  async plans(sessionId: string): Promise<Plan[]> {
+    return (await this.client.json<Data<Plan[]>>('GET', `/sessions/${segment(sessionId)}/plans`)).data;
+  }
+
+  /** Teamster extension: the session's "always allow" grants. */
+  async grants(sessionId: string): Promise<Grant[]> {
+    return (await this.client.json<Data<Grant[]>>('GET', `/sessions/${segment(sessionId)}/grants`)).data;
+  }
+
+  /** Teamster extension: revokes a grant; the tool asks again. */
+  async revokeGrant(sessionId: string, grantId: string): Promise<void> {
+    await this.client.json('DELETE', `/sessions/${segment(sessionId)}/grants/${segment(grantId)}`);
+  }
+
+  /** Teamster extension: the session state (agents with a `state_schema`); change it with
+   * `update(id, { state: mergePatch })`. */
+  async state(sessionId: string): Promise<unknown> {
+    return (await this.client.json<Data<unknown>>('GET', `/sessions/${segment(sessionId)}/state`)).data;
+  }
+
   /** A page of the session's events, newest first, each with its turn id. */
   async events(sessionId: string, query: SessionEventsQuery = {}): Promise<Page<SessionEventItem>> {
     return this.client.json<Page<SessionEventItem>>('GET', `/sessions/${segment(sessionId)}/events`, { query: { ...query } });
@@ -258,6 +331,13 @@ export class TurnsApi {
   async events(sessionId: string, turnId: string, query: TurnEventsQuery = {}): Promise<Page<SessionEvent>> {
     const path = `/sessions/${segment(sessionId)}/turns/${segment(turnId)}/events`;
     return this.client.json<Page<SessionEvent>>('GET', path, { query: { ...query } });
+  }
+
+  /** A file of the sandbox the turn ran in (`path` absolute, under `/workspace` or `/tmp`): the
+   * response, to read as a blob, a stream or text. */
+  async downloadFile(sessionId: string, turnId: string, path: string, options: { signal?: AbortSignal } = {}): Promise<Response> {
+    const route = `/sessions/${segment(sessionId)}/turns/${segment(turnId)}/download-sandbox-file`;
+    return this.client.send('GET', route, { query: { path }, accept: '*/*', signal: options.signal });
   }
 
   /** The subscription request; the cursor goes as `Last-Event-ID`, as an EventSource sends it. */

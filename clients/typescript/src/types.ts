@@ -134,6 +134,63 @@ export type UpdateSessionRequest = Omit<Schemas['UpdateSessionRequest'], 'agent'
   state?: unknown;
 };
 
+/** Teamster extension: `POST /api/v1/sessions/{id}/clone`. */
+export interface CloneSessionRequest {
+  /** The clone's title; the source's when absent. */
+  title?: string;
+  /** The last turn the clone copies; the source's last turn when absent. */
+  turn_id?: string;
+}
+
+/** Teamster extension: a message queued as a follow-up (the session's next turn) or to steer
+ * the running turn. */
+export interface QueuedMessage {
+  id: string;
+  content: UserMessageInput['content'];
+  created_at: string;
+  /** The turn a follow-up started, when posting it started one at once. */
+  turn_id?: string;
+}
+
+/** Teamster extension: a session's task list (agents with `config.tasks`). */
+export type TaskStatus = 'pending' | 'in_progress' | 'completed';
+
+export interface Task {
+  id: string;
+  title: string;
+  status: TaskStatus;
+  notes?: string;
+}
+
+export interface TaskList {
+  /** How many changes made the list: 0 for a session that never had one. */
+  version: number;
+  tasks: Task[];
+  summary: { total: number; pending: number; in_progress: number; completed: number };
+}
+
+/** Teamster extension: a plan the agent submitted with `submit_plan`. */
+export type PlanStatus = 'draft' | 'pending_approval' | 'approved' | 'executing' | 'executed' | 'failed';
+
+export interface Plan {
+  /** The id of the `submit_plan` call. */
+  id: string;
+  title: string;
+  /** The plan, as markdown. */
+  plan: string;
+  status: PlanStatus;
+  /** The mode it was submitted in, and the one its approval switches to. */
+  mode: string;
+  transitions_to: string;
+  /** The user's feedback on a rejected plan. */
+  feedback?: string;
+  turn_id: string;
+  created_at: string;
+}
+
+export type Capabilities = Schemas['CapabilitiesData'];
+export type AvailableModel = Schemas['AvailableModel'];
+
 export interface ListSessionsQuery {
   agent_id?: string;
   start_timestamp?: string;
@@ -207,10 +264,20 @@ export type ThinkingBlock = { type: 'thinking'; thinking: string; signature: str
 /** A complete tool call inside a model message. */
 export type ToolCall = Schemas['ToolCall'];
 
+/** Teamster extension: a user instruction that joined a running turn. */
+export interface Steer {
+  id: string;
+  content: UserMessageInput['content'];
+  created_at: string;
+}
+
 /** A model message: whole, or the placeholder that deltas grow. */
 export type ModelMessage = Schemas['ModelMessageEvent'] & {
   /** Teamster extension: the reasoning blocks as the provider sent them. */
   thinking_blocks?: ThinkingBlock[];
+  /** Teamster extension: the instructions sent with `steer` that the model saw right before
+   * this message. */
+  steering?: Steer[];
 };
 
 /** A turn's event as a stream delivers it: its per-turn sequence number (the SSE `id:`) and body. */

@@ -3,7 +3,7 @@
 // `teamster keys create` before it starts. The binaries are target/debug's unless
 // $TEAMSTER_BIN and $FAKE_MODEL_BIN name others.
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -52,6 +52,8 @@ export interface Server {
 
 export async function startServer(options: { auth?: 'api-keys' } = {}): Promise<Server> {
   const workdir = mkdtempSync(path.join(tmpdir(), 'teamster-ts-client-'));
+  // Sandboxes run as users of their own, who must be able to pass through to the sandbox root.
+  chmodSync(workdir, 0o711);
   const database = `sqlite://${workdir}/teamster.sqlite`;
   let adminKey: string | undefined;
   if (options.auth === 'api-keys') {
