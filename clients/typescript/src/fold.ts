@@ -4,6 +4,7 @@
 // a human, and the turn's state. The same fold works on a live stream, a resumed one and the
 // events a list returns (which carry messages already folded).
 import type {
+  McpAuthRequiredEvent,
   ModelMessage,
   ModelMessageDelta,
   ThreadCreatedEvent,
@@ -135,6 +136,7 @@ export class TurnAccumulator {
   /** Threads by id, `main` first, then in the order they appeared. */
   readonly threads = new Map<string, ThreadView>();
   private readonly required: PendingCall[] = [];
+  private readonly authorizations: McpAuthRequiredEvent['mcp_servers'] = [];
   private readonly decided = new Set<string>();
 
   constructor(turnId?: string) {
@@ -187,6 +189,9 @@ export class TurnAccumulator {
       }
       case 'thread.done':
         this.thread(event.thread_id).done = event;
+        break;
+      case 'mcp.auth_required':
+        this.authorizations.push(...event.mcp_servers);
         break;
       case 'tool.approval_required':
       case 'tool.response_required':
@@ -243,6 +248,12 @@ export class TurnAccumulator {
   /** The sub-agent threads, in the order they appeared. */
   subAgents(): ThreadView[] {
     return [...this.threads.values()].filter((thread) => thread.parent !== undefined);
+  }
+
+  /** The MCP servers that need the user to sign in (`mcp.auth_required`): open each `auth_url`,
+   * then start the next turn. */
+  authRequired(): McpAuthRequiredEvent['mcp_servers'] {
+    return [...this.authorizations];
   }
 
   /** The calls waiting for a person: asked for during the turn and not answered in it. */

@@ -24,6 +24,7 @@ export class TurnStream implements AsyncIterable<StreamedEvent> {
   /** The fold of every event read so far. */
   readonly turn: TurnAccumulator;
   private readonly controller = new AbortController();
+  private readonly reconnect: Required<ReconnectOptions>;
   private started = false;
 
   constructor(
@@ -33,7 +34,10 @@ export class TurnStream implements AsyncIterable<StreamedEvent> {
   ) {
     this.turn = new TurnAccumulator(options.turnId);
     this.turn.lastSequence = options.after ?? 0;
-    this.reconnect = options.reconnect === false ? { attempts: 0, delayMs: 0 } : { attempts: 5, delayMs: 250, ...options.reconnect };
+    this.reconnect =
+      options.reconnect === false
+        ? { attempts: 0, delayMs: 0 }
+        : { attempts: options.reconnect?.attempts ?? 5, delayMs: options.reconnect?.delayMs ?? 250 };
     const outer = options.signal;
     if (outer) {
       if (outer.aborted) this.controller.abort(outer.reason);
@@ -41,10 +45,8 @@ export class TurnStream implements AsyncIterable<StreamedEvent> {
     }
   }
 
-  private readonly reconnect: Required<ReconnectOptions>;
-
-  /** Stops reading (the request is dropped). The turn itself goes on: cancel it with
-   * `sessions.cancel`. */
+  /** Stops reading: the request is dropped and the iteration throws `reason`. The turn itself
+   * goes on: cancel it with `sessions.cancel`. */
   abort(reason?: unknown): void {
     this.controller.abort(reason);
   }

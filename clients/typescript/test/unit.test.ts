@@ -71,6 +71,23 @@ test('a fold resumed after the placeholder starts the message from its deltas', 
   assert.equal(turn.state, undefined);
 });
 
+test('the fold lists the calls and the sign-ins a paused turn waits for', () => {
+  const turn = foldEvents([
+    { type: 'model.message', id: 'm', thread_id: 'main', created_at: 'x', tool_calls: [
+      { id: 'c1', type: 'function', function: { name: 'delete', arguments: '{"path":"a"}' }, tool_info: { type: 'truefoundry-system', name: 'delete' } },
+      { id: 'c2', type: 'function', function: { name: 'ask_user_question', arguments: '{"question":"Why?"}' }, tool_info: { type: 'truefoundry-system', name: 'ask_user_question' } },
+    ] },
+    { type: 'tool.approval_required', id: 'a', created_at: 'x', thread_id: 'main', tool_calls: [{ id: 'c1', source_event_id: 'm' }] },
+    { type: 'tool.response_required', id: 'q', created_at: 'x', thread_id: 'main', tool_calls: [{ id: 'c2', source_event_id: 'm' }] },
+    { type: 'mcp.auth_required', id: 'o', created_at: 'x', thread_id: null, mcp_servers: [{ id: 's', name: 'github', auth_url: 'http://auth' }] },
+  ] as TurnEvent[]);
+  assert.deepEqual(turn.pending().map((call) => [call.kind, call.name, call.input, call.eventId]), [
+    ['approval', 'delete', { path: 'a' }, 'a'],
+    ['question', 'ask_user_question', { question: 'Why?' }, 'q'],
+  ]);
+  assert.deepEqual(turn.authRequired(), [{ id: 's', name: 'github', auth_url: 'http://auth' }]);
+});
+
 test('TeamsterError reads the error body', async () => {
   const body = { error: { message: 'no session "s"', type: 'not_found', code: 'not_found', param: null } };
   const error = await TeamsterError.fromResponse(new Response(JSON.stringify(body), { status: 404 }), 'GET /api/v1/sessions/s');
