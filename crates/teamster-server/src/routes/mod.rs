@@ -4,6 +4,7 @@ pub mod gateway;
 pub mod health;
 pub mod native;
 mod shared;
+pub mod web;
 
 use axum::http::StatusCode;
 

@@ -1,0 +1,156 @@
+// Saved agents (/api/v1/agents): the list, and an editor of one agent's manifest as JSON or
+// YAML. What the server refuses (4xx) is shown beside the editor, with the field it names.
+import { useEffect, useId, useState } from 'react';
+import YAML from 'yaml';
+import { api, listAll } from './api.js';
+import { href } from './route.js';
+
+const NEW_MANIFEST = { model: { name: '' }, instructions: 'You are a helpful assistant.' };
+
+export function Agents({ name, generation }) {
+  const [agents, setAgents] = useState(null);
+  const [error, setError] = useState(null);
+  const [reload, setReload] = useState(0);
+
+  useEffect(() => {
+    listAll('agents').then(setAgents, (failure) => setError(failure.message));
+  }, [generation, reload]);
+
+  const creating = name === 'new';
+  const selected = agents?.find((agent) => agent.name === name || agent.id === name);
+  return (
+    <div className="split">
+      <section className="list" aria-labelledby="agents-title">
+        <h2 id="agents-title">Agents</h2>
+        <a className="button primary" href={href({ view: 'agents', name: 'new' })}>New agent</a>
+        {error && <p className="error" role="alert">{error}</p>}
+        <ul>
+          {(agents ?? []).map((agent) => (
+            <li key={agent.id}>
+              <a href={href({ view: 'agents', name: agent.name })} aria-current={agent === selected ? 'page' : undefined}>
+                {agent.name} <span className="muted">v{agent.version}</span>
+              </a>
+            </li>
+          ))}
+        </ul>
+      </section>
+      <section className="editor-pane">
+        {creating && <AgentEditor key="new" onSaved={() => setReload(reload + 1)} />}
+        {selected && <AgentEditor key={`${selected.id}-${selected.version}`} agent={selected} onSaved={() => setReload(reload + 1)} />}
+        {!creating && !selected && agents && <p className="muted">{name ? `There is no agent ${name}.` : 'Pick an agent to edit, or make a new one.'}</p>}
+      </section>
+    </div>
+  );
+}
+
+function format(manifest, syntax) {
+  return syntax === 'yaml' ? YAML.stringify(manifest) : `${JSON.stringify(manifest, null, 2)}\n`;
+}
+
+function AgentEditor({ agent, onSaved }) {
+  const [syntax, setSyntax] = useState(() => localStorage.getItem('teamster.syntax') ?? 'yaml');
+  const [agentName, setAgentName] = useState(agent?.name ?? '');
+  const [text, setText] = useState(() => format(agent?.manifest ?? NEW_MANIFEST, syntax));
+  const [problem, setProblem] = useState(null);
+  const [notice, setNotice] = useState(null);
+  const [saving, setSaving] = useState(false);
+  const ids = { name: useId(), manifest: useId(), problem: useId() };
+
+  const parse = (source, from) => (from === 'yaml' ? YAML.parse(source) : JSON.parse(source));
+  const switchSyntax = (next) => {
+    if (next === syntax) return;
+    try {
+      setText(format(parse(text, syntax), next));
+      setProblem(null);
+    } catch (failure) {
+      setProblem({ message: `The manifest is not valid ${syntax.toUpperCase()}: ${failure.message}` });
+      return;
+    }
+    setSyntax(next);
+    localStorage.setItem('teamster.syntax', next);
+  };
+
+  const save = async (event) => {
+    event.preventDefault();
+    setNotice(null);
+    let manifest;
+    try {
+      manifest = parse(text, syntax);
+    } catch (failure) {
+      setProblem({ message: `The manifest is not valid ${syntax.toUpperCase()}: ${failure.message}` });
+      return;
+    }
+    setSaving(true);
+    try {
+      if (agent) {
+        const saved = await api('PUT', `agents/${encodeURIComponent(agent.id)}`, { manifest });
+        setNotice(`Saved version ${saved.data.version}.`);
+      } else {
+        await api('POST', 'agents', { name: agentName.trim(), manifest });
+        location.hash = href({ view: 'agents', name: agentName.trim() });
+      }
+      setProblem(null);
+      onSaved();
+    } catch (failure) {
+      setProblem({ message: failure.message, param: failure.param, status: failure.status });
+    } finally {
+      setSaving(false);
+    }
+  };
+
+  const remove = async () => {
+    if (!confirm(`Delete the agent ${agent.name}?`)) return;
+    try {
+      await api('DELETE', `agents/${encodeURIComponent(agent.id)}`);
+      location.hash = href({ view: 'agents' });
+      onSaved();
+    } catch (failure) {
+      setProblem({ message: failure.message, param: failure.param, status: failure.status });
+    }
+  };
+
+  return (
+    <form className="agent-editor" onSubmit={save} aria-labelledby="editor-title">
+      <h2 id="editor-title">{agent ? `Agent ${agent.name}` : 'New agent'}</h2>
+      {!agent && (
+        <div className="field">
+          <label htmlFor={ids.name}>Name</label>
+          <input id={ids.name} required value={agentName} onChange={(event) => setAgentName(event.target.value)} />
+        </div>
+      )}
+      <fieldset className="row syntax">
+        <legend>Format</legend>
+        {['yaml', 'json'].map((option) => (
+          <label key={option}>
+            <input type="radio" name="syntax" value={option} checked={syntax === option} onChange={() => switchSyntax(option)} /> {option.toUpperCase()}
+          </label>
+        ))}
+      </fieldset>
+      <div className="field">
+        <label htmlFor={ids.manifest}>Manifest</label>
+        <textarea
+          id={ids.manifest}
+          className="code"
+          spellCheck={false}
+          rows={18}
+          value={text}
+          aria-invalid={problem ? true : undefined}
+          aria-describedby={problem ? ids.problem : undefined}
+          onChange={(event) => setText(event.target.value)}
+        />
+      </div>
+      {problem && (
+        <div id={ids.problem} className="error" role="alert">
+          {problem.status ? `The server refused the manifest (${problem.status})` : 'Not saved'}
+          {problem.param && <> at <code>{problem.param}</code></>}: {problem.message}
+        </div>
+      )}
+      {notice && <p className="notice" role="status">{notice}</p>}
+      <div className="row">
+        <button type="submit" className="primary" disabled={saving}>{saving ? 'Saving…' : 'Save'}</button>
+        {agent && <a className="button" href={`#/`} onClick={() => localStorage.setItem('teamster.agent', agent.name)}>Chat with it</a>}
+        {agent && <button type="button" className="danger" onClick={remove}>Delete</button>}
+      </div>
+    </form>
+  );
+}

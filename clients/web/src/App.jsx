@@ -1,0 +1,102 @@
+// The page: a header (views, API key), the sessions sidebar and the current view.
+import { useCallback, useEffect, useRef, useState } from 'react';
+import { apiKey, newChatId, onUnauthorized, setApiKey } from './api.js';
+import { Agents } from './Agents.jsx';
+import { Chat } from './Chat.jsx';
+import { href, useRoute } from './route.js';
+import { Sessions } from './Sessions.jsx';
+import { Settings } from './Settings.jsx';
+
+export function App() {
+  const route = useRoute();
+  // A new chat's id, made here so that the chat keeps its component when its URL becomes
+  // #/chat/<id> after the first message.
+  const [draftId, setDraftId] = useState(newChatId);
+  const [needsKey, setNeedsKey] = useState(false);
+  const [keyDialog, setKeyDialog] = useState(false);
+  // Bumped when the key changes or a turn ends: lists load again.
+  const [generation, setGeneration] = useState(0);
+  // Bumped when the key changes: the chat loads again too.
+  const [keyGeneration, setKeyGeneration] = useState(0);
+  const [menuOpen, setMenuOpen] = useState(false);
+
+  useEffect(() => onUnauthorized(() => setNeedsKey(true)), []);
+  useEffect(() => setMenuOpen(false), [route.view, route.id]);
+
+  const chatId = route.view === 'chat' ? (route.id ?? draftId) : null;
+  const startNewChat = () => {
+    setDraftId(newChatId());
+    location.hash = '#/';
+  };
+  const refresh = useCallback(() => setGeneration((value) => value + 1), []);
+
+  return (
+    <div className="app">
+      <header className="topbar">
+        <button type="button" className="menu-toggle" aria-expanded={menuOpen} aria-controls="sidebar" onClick={() => setMenuOpen(!menuOpen)}>
+          Sessions
+        </button>
+        <a className="brand" href="#/">Teamster</a>
+        <nav aria-label="Views">
+          <a href={href({ view: 'chat', id: null })} aria-current={route.view === 'chat' ? 'page' : undefined}>Chat</a>
+          <a href={href({ view: 'agents' })} aria-current={route.view === 'agents' ? 'page' : undefined}>Agents</a>
+          <a href={href({ view: 'settings' })} aria-current={route.view === 'settings' ? 'page' : undefined}>Settings</a>
+        </nav>
+        <button type="button" className="secondary" onClick={() => setKeyDialog(true)}>
+          {apiKey() ? 'API key ✓' : 'API key'}
+        </button>
+      </header>
+      <div className="body">
+        <aside id="sidebar" className={menuOpen ? 'sidebar open' : 'sidebar'} aria-label="Sessions">
+          <button type="button" className="primary new-chat" onClick={startNewChat}>New chat</button>
+          <Sessions current={chatId} generation={generation} />
+        </aside>
+        <main className="main">
+          {route.view === 'chat' && <Chat key={`${chatId}:${keyGeneration}`} id={chatId} fresh={chatId === draftId} onTurnEnded={refresh} />}
+          {route.view === 'agents' && <Agents name={route.name} generation={generation} />}
+          {route.view === 'settings' && <Settings generation={generation} />}
+        </main>
+      </div>
+      {(needsKey || keyDialog) && (
+        <KeyDialog
+          required={needsKey}
+          onClose={() => setKeyDialog(false)}
+          onSaved={() => {
+            setNeedsKey(false);
+            setKeyDialog(false);
+            setKeyGeneration((value) => value + 1);
+            refresh();
+          }}
+        />
+      )}
+    </div>
+  );
+}
+
+// Asks for the API key (servers started with `--auth api-keys`); it is kept in localStorage.
+function KeyDialog({ required, onClose, onSaved }) {
+  const [value, setValue] = useState(apiKey());
+  const input = useRef(null);
+  useEffect(() => input.current?.focus(), []);
+  const save = (event) => {
+    event.preventDefault();
+    setApiKey(value.trim());
+    onSaved();
+  };
+  return (
+    <div className="dialog-backdrop">
+      <form className="dialog" role="dialog" aria-modal="true" aria-labelledby="key-title" onSubmit={save}
+        onKeyDown={(event) => event.key === 'Escape' && !required && onClose()}>
+        <h2 id="key-title">{required ? 'This server needs an API key' : 'API key'}</h2>
+        <p>The key is kept in this browser only and sent as <code>Authorization: Bearer</code>.</p>
+        <label htmlFor="api-key">API key</label>
+        <input id="api-key" ref={input} type="password" autoComplete="off" value={value} onChange={(event) => setValue(event.target.value)} />
+        <div className="row">
+          <button type="submit" className="primary">Save key</button>
+          {value && <button type="button" onClick={() => { setApiKey(''); setValue(''); onSaved(); }}>Forget key</button>}
+          {!required && <button type="button" onClick={onClose}>Cancel</button>}
+        </div>
+      </form>
+    </div>
+  );
+}

@@ -1,0 +1,255 @@
+// One chat: useChat against POST /api/v1/chat (the chat id is the session id), with the
+// session's history rebuilt from its events, a running turn resumed after a reload, a stop
+// button that cancels the turn, and a composer with file attachments.
+import { useChat } from '@ai-sdk/react';
+import {
+  DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+  lastAssistantMessageIsCompleteWithToolCalls,
+} from 'ai';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { api, apiBase, authHeaders, listAll } from './api.js';
+import { loadHistory } from './history.js';
+import { Message } from './Message.jsx';
+import { Panels } from './Panels.jsx';
+import { href } from './route.js';
+
+const AGENT_STORAGE = 'teamster.agent';
+
+export function Chat({ id, fresh, onTurnEnded }) {
+  const [agents, setAgents] = useState(null);
+  const [agent, setAgent] = useState(() => localStorage.getItem(AGENT_STORAGE) ?? '');
+  const [session, setSession] = useState(null);
+  const [loading, setLoading] = useState(!fresh);
+  const [loadError, setLoadError] = useState(null);
+  const [started, setStarted] = useState(!fresh);
+  // Set when the user answered a waiting call: the answers go out once every call has one.
+  const answered = useRef(false);
+  const agentRef = useRef(agent);
+  agentRef.current = agent;
+  // The message list follows new output while the user is at its end.
+  const list = useRef(null);
+  const atEnd = useRef(true);
+
+  const transport = useMemo(
+    () =>
+      new DefaultChatTransport({
+        api: `${apiBase}chat`,
+        headers: () => authHeaders(),
+        // keepRunning: the turn outlives this page, so a reload resumes it; stop cancels it.
+        body: () => ({ agent: agentRef.current || undefined, keepRunning: true }),
+      }),
+    [],
+  );
+  const sendAutomaticallyWhen = useCallback(({ messages }) => {
+    if (!answered.current) return false;
+    const complete = lastAssistantMessageIsCompleteWithApprovalResponses({ messages }) || lastAssistantMessageIsCompleteWithToolCalls({ messages });
+    if (complete) answered.current = false;
+    return complete;
+  }, []);
+  const chat = useChat({ id, transport, sendAutomaticallyWhen, onFinish: () => onTurnEnded?.() });
+  const { messages, status, error, setMessages, resumeStream, sendMessage, stop, clearError } = chat;
+
+  // Agents for the picker of a new chat.
+  useEffect(() => {
+    if (!fresh) return;
+    listAll('agents')
+      .then((found) => {
+        setAgents(found);
+        if (!found.some((item) => item.name === agentRef.current) && found[0]) setAgent(found[0].name);
+      })
+      .catch(() => setAgents([]));
+  }, [fresh]);
+
+  // An existing session: its history, then its running turn if any.
+  useEffect(() => {
+    if (fresh) return;
+    let live = true;
+    (async () => {
+      try {
+        const [found, history] = await Promise.all([api('GET', `sessions/${encodeURIComponent(id)}`), loadHistory(id)]);
+        if (!live) return;
+        setSession(found.data);
+        setMessages(history.messages);
+        setLoading(false);
+        await resumeStream();
+        if (live && history.running) {
+          // The resumed stream ended (or the turn ended before it was asked for): the stored
+          // events are the whole story now.
+          const settled = await loadHistory(id);
+          if (live && !settled.running) setMessages(settled.messages);
+        }
+      } catch (failure) {
+        if (live) {
+          setLoadError(failure.status === 404 ? 'There is no such session.' : failure.message);
+          setLoading(false);
+        }
+      }
+    })();
+    return () => {
+      live = false;
+    };
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [id, fresh]);
+
+  const busy = status === 'submitted' || status === 'streaming';
+  const send = async (text, files) => {
+    if (!started) {
+      setStarted(true);
+      localStorage.setItem(AGENT_STORAGE, agent);
+      history.replaceState(null, '', href({ view: 'chat', id }));
+    }
+    await sendMessage({ text, files });
+  };
+  const cancel = async () => {
+    stop();
+    await api('POST', `sessions/${encodeURIComponent(id)}/cancel`, {}).catch(() => {});
+  };
+  const answer = {
+    approve: (approvalId, approved, reason) => {
+      answered.current = true;
+      chat.addToolApprovalResponse({ id: approvalId, approved, reason: reason || undefined });
+    },
+    reply: (tool, toolCallId, output) => {
+      answered.current = true;
+      chat.addToolOutput({ tool, toolCallId, output });
+    },
+  };
+  const lastMessage = messages.at(-1);
+  useEffect(() => {
+    if (atEnd.current && list.current) list.current.scrollTop = list.current.scrollHeight;
+  }, [messages, status]);
+  const onScroll = () => {
+    const element = list.current;
+    atEnd.current = element.scrollHeight - element.scrollTop - element.clientHeight < 80;
+  };
+
+  if (loading) return <p className="muted center" role="status">Loading the session…</p>;
+  if (loadError) return <p className="error center" role="alert">{loadError}</p>;
+  return (
+    <div className="chat">
+      <div className="chat-head">
+        {fresh && !started ? (
+          <AgentPicker agents={agents} agent={agent} onChange={setAgent} />
+        ) : (
+          <p className="chat-title">
+            <span className="muted">Agent</span> <strong>{session?.agent_name ?? agent ?? 'inline agent'}</strong>
+            <span className="muted"> · {id}</span>
+          </p>
+        )}
+      </div>
+      <div className="messages" ref={list} onScroll={onScroll} aria-live="polite" aria-busy={busy}>
+        {messages.length === 0 && <p className="muted center">Send a message to start.</p>}
+        {messages.map((message) => (
+          <Message
+            key={message.id}
+            message={message}
+            sessionId={id}
+            waiting={message === lastMessage && !busy}
+            answer={answer}
+          />
+        ))}
+        {status === 'submitted' && <p className="muted spinner" role="status">Waiting for the agent…</p>}
+        {error && (
+          <div className="error" role="alert">
+            {error.message || 'The request failed.'}{' '}
+            <button type="button" onClick={clearError}>Dismiss</button>
+          </div>
+        )}
+      </div>
+      {started && <Panels sessionId={id} status={messages.some((message) => message.role === 'assistant') ? status : 'pending'} />}
+      <Composer busy={busy} disabled={fresh && !started && !agent} onSend={send} onStop={cancel} />
+    </div>
+  );
+}
+
+function AgentPicker({ agents, agent, onChange }) {
+  if (agents === null) return <p className="muted">Loading agents…</p>;
+  if (agents.length === 0) {
+    return (
+      <p className="muted">
+        No agents yet: <a href={href({ view: 'agents' })}>make one</a>.
+      </p>
+    );
+  }
+  return (
+    <div className="row">
+      <label htmlFor="agent-picker">Agent</label>
+      <select id="agent-picker" value={agent} onChange={(event) => onChange(event.target.value)}>
+        {agents.map((item) => (
+          <option key={item.id} value={item.name}>{item.name}</option>
+        ))}
+      </select>
+    </div>
+  );
+}
+
+// The message box: Enter sends, Shift+Enter is a new line; files are attached as data URLs.
+function Composer({ busy, disabled, onSend, onStop }) {
+  const [text, setText] = useState('');
+  const [files, setFiles] = useState([]);
+  const fileInput = useRef(null);
+
+  const submit = async (event) => {
+    event?.preventDefault();
+    if (busy || disabled || (!text.trim() && files.length === 0)) return;
+    const parts = await Promise.all(files.map(toFilePart));
+    setText('');
+    setFiles([]);
+    if (fileInput.current) fileInput.current.value = '';
+    await onSend(text, parts.length ? parts : undefined);
+  };
+
+  return (
+    <form className="composer" onSubmit={submit} aria-label="Send a message">
+      {files.length > 0 && (
+        <ul className="attachments" aria-label="Attached files">
+          {files.map((file, index) => (
+            <li key={`${file.name}-${index}`}>
+              {file.name} <span className="muted">({formatBytes(file.size)})</span>
+              <button type="button" aria-label={`Remove ${file.name}`} onClick={() => setFiles(files.filter((_, other) => other !== index))}>×</button>
+            </li>
+          ))}
+        </ul>
+      )}
+      <div className="composer-row">
+        <label htmlFor="attach" className="button" title="Attach files">
+          Attach
+          <input id="attach" ref={fileInput} type="file" multiple className="visually-hidden"
+            onChange={(event) => setFiles([...files, ...event.target.files])} />
+        </label>
+        <label htmlFor="message" className="visually-hidden">Message</label>
+        <textarea
+          id="message"
+          rows={2}
+          placeholder="Message the agent (Enter sends, Shift+Enter for a new line)"
+          value={text}
+          onChange={(event) => setText(event.target.value)}
+          onKeyDown={(event) => {
+            if (event.key === 'Enter' && !event.shiftKey && !event.nativeEvent.isComposing) submit(event);
+          }}
+        />
+        {busy ? (
+          <button type="button" className="danger" onClick={onStop}>Stop</button>
+        ) : (
+          <button type="submit" className="primary" disabled={disabled}>Send</button>
+        )}
+      </div>
+    </form>
+  );
+}
+
+function toFilePart(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve({ type: 'file', mediaType: file.type || 'application/octet-stream', filename: file.name, url: reader.result });
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+}
+
+export function formatBytes(bytes) {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`;
+  return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+}

@@ -1,0 +1,235 @@
+// One UI message and its parts: text, reasoning (collapsible), files, tool calls with their
+// results, approvals and questions waiting for the user, sub-agent threads, and sandbox files
+// the calls name, downloadable.
+import { useId, useState } from 'react';
+import { api, download } from './api.js';
+
+const QUESTION_TOOL = 'ask_user_question';
+
+export function Message({ message, sessionId, waiting, answer }) {
+  const user = message.role === 'user';
+  return (
+    <article className={`message ${message.role}`} aria-label={user ? 'You' : 'Agent'}>
+      <h3 className="visually-hidden">{user ? 'You' : 'Agent'}</h3>
+      {message.parts.map((part, index) => (
+        <Part key={partKey(part, index)} part={part} sessionId={sessionId} waiting={waiting} answer={answer} />
+      ))}
+      {!user && message.metadata?.usage && <Usage metadata={message.metadata} />}
+    </article>
+  );
+}
+
+function partKey(part, index) {
+  return part.toolCallId ?? (part.type.startsWith('data-') && part.id ? `${part.type}-${part.id}` : `${part.type}-${index}`);
+}
+
+function Part({ part, sessionId, waiting, answer }) {
+  if (part.type === 'text') return <div className="text">{part.text}</div>;
+  if (part.type === 'reasoning') {
+    const streaming = part.state === 'streaming';
+    return (
+      <details className="reasoning">
+        <summary>{streaming ? 'Thinking…' : 'Reasoning'}</summary>
+        <div className="text muted">{part.text}</div>
+      </details>
+    );
+  }
+  if (part.type === 'file') return <FilePart part={part} />;
+  if (part.type === 'data-agent') return <AgentThread data={part.data} />;
+  if (part.type === 'data-mcp-auth-required') return <McpAuth data={part.data} />;
+  if (part.type === 'data-turn-error') return <p className="error">The turn failed: {part.data.message}</p>;
+  if (part.type === 'data-turn-cancelled') return <p className="muted">Cancelled.</p>;
+  if (part.type.startsWith('tool-') || part.type === 'dynamic-tool') {
+    return <Tool part={part} sessionId={sessionId} waiting={waiting} answer={answer} />;
+  }
+  return null;
+}
+
+function FilePart({ part }) {
+  if (part.mediaType?.startsWith('image/') && part.url?.startsWith('data:')) {
+    return <img className="attachment-image" src={part.url} alt={part.filename ?? 'attached image'} />;
+  }
+  return <p className="file-chip"><span className="muted">Attached</span> {part.filename ?? 'file'} <span className="muted">({part.mediaType})</span></p>;
+}
+
+function Tool({ part, sessionId, waiting, answer }) {
+  const name = part.type === 'dynamic-tool' ? part.toolName : part.type.slice('tool-'.length);
+  if (name === QUESTION_TOOL) return <Question part={part} waiting={waiting} answer={answer} />;
+  const askingApproval = part.state === 'approval-requested';
+  const files = sandboxPaths([part.input, part.output]);
+  return (
+    <div className={`tool ${askingApproval ? 'attention' : ''}`}>
+      <details open={askingApproval}>
+        <summary>
+          <span className="tool-name">{name}</span> <span className={`badge ${part.state}`}>{stateLabel(part)}</span>
+        </summary>
+        <Json label="Input" value={part.input} />
+        {part.state === 'output-available' && <Json label="Result" value={part.output} />}
+        {part.state === 'output-error' && <p className="error">{part.errorText}</p>}
+        {part.approval?.reason && <p className="muted">Reason: {part.approval.reason}</p>}
+      </details>
+      {askingApproval && waiting && <Approval part={part} name={name} answer={answer} />}
+      {files.length > 0 && <Downloads sessionId={sessionId} paths={files} />}
+    </div>
+  );
+}
+
+function stateLabel(part) {
+  switch (part.state) {
+    case 'input-streaming': return 'preparing';
+    case 'input-available': return 'running';
+    case 'approval-requested': return 'needs approval';
+    case 'approval-responded': return part.approval?.approved ? 'approved' : 'denied';
+    case 'output-available': return 'done';
+    case 'output-error': return 'failed';
+    case 'output-denied': return 'denied';
+    default: return part.state;
+  }
+}
+
+function Json({ label, value }) {
+  if (value === undefined) return null;
+  const text = typeof value === 'string' ? value : JSON.stringify(value, null, 2);
+  return (
+    <div className="json">
+      <span className="muted">{label}</span>
+      <pre>{text}</pre>
+    </div>
+  );
+}
+
+function Approval({ part, name, answer }) {
+  const [reason, setReason] = useState('');
+  const reasonId = useId();
+  return (
+    <div className="approval" role="group" aria-label={`Approve ${name}?`}>
+      <p>The agent wants to run <strong>{name}</strong>. Allow it?</p>
+      <div className="row">
+        <button type="button" className="primary" onClick={() => answer.approve(part.approval.id, true)}>Approve</button>
+        <label htmlFor={reasonId} className="visually-hidden">Reason to deny</label>
+        <input id={reasonId} placeholder="Reason (optional)" value={reason} onChange={(event) => setReason(event.target.value)} />
+        <button type="button" className="danger" onClick={() => answer.approve(part.approval.id, false, reason)}>Deny</button>
+      </div>
+    </div>
+  );
+}
+
+// ask_user_question: the question, its options (one or several), or free text.
+function Question({ part, waiting, answer }) {
+  const input = part.input ?? {};
+  const options = Array.isArray(input.options) ? input.options : [];
+  const multi = Boolean(input.multi_select);
+  const [chosen, setChosen] = useState([]);
+  const [other, setOther] = useState('');
+  const groupId = useId();
+  const answered = part.state === 'output-available';
+
+  if (answered || !waiting || part.state !== 'input-available') {
+    return (
+      <div className="question">
+        <p><strong>{input.question ?? 'Question'}</strong></p>
+        {answered && <p>Your answer: {typeof part.output === 'string' ? part.output : JSON.stringify(part.output)}</p>}
+        {part.state === 'input-streaming' && <p className="muted">…</p>}
+      </div>
+    );
+  }
+  const toggle = (label) => setChosen(multi ? (chosen.includes(label) ? chosen.filter((item) => item !== label) : [...chosen, label]) : [label]);
+  const submit = (event) => {
+    event.preventDefault();
+    const picked = [...chosen, ...(other.trim() ? [other.trim()] : [])];
+    if (picked.length === 0) return;
+    answer.reply(QUESTION_TOOL, part.toolCallId, picked.join(', '));
+  };
+  return (
+    <form className="question attention" onSubmit={submit}>
+      <fieldset>
+        <legend id={groupId}>{input.question ?? 'The agent asks'}</legend>
+        {options.map((option) => (
+          <label key={option.label} className="option">
+            <input type={multi ? 'checkbox' : 'radio'} name={groupId} checked={chosen.includes(option.label)} onChange={() => toggle(option.label)} />
+            <span>{option.label}</span>
+            {option.description && <span className="muted"> — {option.description}</span>}
+          </label>
+        ))}
+        <label className="option">
+          <span>{options.length ? 'Other answer' : 'Your answer'}</span>
+          <input type="text" value={other} onChange={(event) => setOther(event.target.value)} />
+        </label>
+      </fieldset>
+      <button type="submit" className="primary">Answer</button>
+    </form>
+  );
+}
+
+function AgentThread({ data }) {
+  return (
+    <details className="thread">
+      <summary>
+        Sub-agent <strong>{data.agentName}</strong> <span className={`badge ${data.status}`}>{data.status}</span>
+      </summary>
+      {data.prompt && <p className="muted">Task: {data.prompt}</p>}
+      {data.result && <div className="text">{data.result}</div>}
+      {data.error && <p className="error">{data.error}</p>}
+    </details>
+  );
+}
+
+function McpAuth({ data }) {
+  return (
+    <div className="attention">
+      {(data.mcp_servers ?? []).map((server) => (
+        <p key={server.id ?? server.name}>
+          The MCP server <strong>{server.name}</strong> needs authorization:{' '}
+          <a href={server.auth_url} target="_blank" rel="noreferrer">authorize it</a>, then send your message again.
+        </p>
+      ))}
+    </div>
+  );
+}
+
+function Usage({ metadata }) {
+  const { usage, costUsd } = metadata;
+  return (
+    <p className="usage muted">
+      {usage.inputTokens} in · {usage.outputTokens} out tokens{costUsd ? ` · $${costUsd.toFixed(4)}` : ''}
+    </p>
+  );
+}
+
+// Sandbox paths a tool call's input or result names, such as /workspace/report.csv.
+export function sandboxPaths(values) {
+  const found = new Set();
+  const text = values.map((value) => (typeof value === 'string' ? value : JSON.stringify(value ?? ''))).join('\n');
+  for (const match of text.matchAll(/\/(?:workspace|tmp)\/[\w.\-/]*[\w-]/g)) {
+    if (!match[0].startsWith('/workspace/.tool-results')) found.add(match[0]);
+  }
+  return [...found];
+}
+
+export function Downloads({ sessionId, paths }) {
+  const [message, setMessage] = useState(null);
+  const save = async (path) => {
+    try {
+      setMessage(null);
+      const turns = await api('GET', `sessions/${encodeURIComponent(sessionId)}/turns?limit=1`);
+      const turnId = turns.data[0]?.id;
+      const name = await download(
+        `sessions/${encodeURIComponent(sessionId)}/turns/${encodeURIComponent(turnId)}/download-sandbox-file?path=${encodeURIComponent(path)}`,
+        path.split('/').at(-1),
+      );
+      setMessage(`Downloaded ${name}.`);
+    } catch (failure) {
+      setMessage(`Could not download ${path}: ${failure.message}`);
+    }
+  };
+  return (
+    <div className="downloads">
+      {paths.map((path) => (
+        <button key={path} type="button" className="link" onClick={() => save(path)}>
+          Download {path}
+        </button>
+      ))}
+      {message && <p className="muted" role="status">{message}</p>}
+    </div>
+  );
+}

@@ -1,0 +1,105 @@
+// The native API, relative to the page (so a tenant prefix in front of the page is kept), with
+// the API key the user pasted (kept in localStorage) as `Authorization: Bearer`.
+
+const KEY_STORAGE = 'teamster.apiKey';
+
+export const apiBase = new URL('api/v1/', document.baseURI).href;
+
+export function apiKey() {
+  return localStorage.getItem(KEY_STORAGE) ?? '';
+}
+
+export function setApiKey(key) {
+  if (key) localStorage.setItem(KEY_STORAGE, key);
+  else localStorage.removeItem(KEY_STORAGE);
+}
+
+export function authHeaders() {
+  const key = apiKey();
+  return key ? { Authorization: `Bearer ${key}` } : {};
+}
+
+// An API answer that is not 2xx: its status and the spec's error body.
+export class ApiError extends Error {
+  constructor(status, body) {
+    const error = body?.error ?? {};
+    super(error.message ?? `HTTP ${status}`);
+    this.status = status;
+    this.code = error.code;
+    this.param = error.param;
+  }
+}
+
+// Listeners told when the server answers 401 (the key is missing or wrong).
+const unauthorizedListeners = new Set();
+export function onUnauthorized(listener) {
+  unauthorizedListeners.add(listener);
+  return () => unauthorizedListeners.delete(listener);
+}
+
+// A fetch that adds the key and reports 401s; `path` is relative to /api/v1/.
+export async function apiFetch(path, init = {}) {
+  const response = await fetch(new URL(path, apiBase), { ...init, headers: { ...authHeaders(), ...init.headers } });
+  if (response.status === 401) unauthorizedListeners.forEach((listener) => listener());
+  return response;
+}
+
+// A JSON request; resolves with the parsed body, or rejects with an ApiError.
+export async function api(method, path, body) {
+  const init = { method };
+  if (body !== undefined) {
+    init.headers = { 'content-type': 'application/json' };
+    init.body = JSON.stringify(body);
+  }
+  const response = await apiFetch(path, init);
+  const text = await response.text();
+  let parsed = null;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch {
+    parsed = { error: { message: text } };
+  }
+  if (!response.ok) throw new ApiError(response.status, parsed);
+  return parsed;
+}
+
+// Every page of a list endpoint, up to `max` items.
+export async function listAll(path, max = 500) {
+  const items = [];
+  let token;
+  do {
+    const separator = path.includes('?') ? '&' : '?';
+    const page = await api('GET', token ? `${path}${separator}page_token=${encodeURIComponent(token)}` : path);
+    items.push(...page.data);
+    token = page.pagination?.next_page_token;
+  } while (token && items.length < max);
+  return items;
+}
+
+// Saves a response body as a file the browser downloads.
+export async function download(path, fallbackName) {
+  const response = await apiFetch(path);
+  if (!response.ok) {
+    const body = await response.json().catch(() => null);
+    throw new ApiError(response.status, body);
+  }
+  const disposition = response.headers.get('content-disposition') ?? '';
+  const utf8 = /filename\*=UTF-8''([^;]+)/i.exec(disposition);
+  const plain = /filename="([^"]+)"/i.exec(disposition);
+  const name = utf8 ? decodeURIComponent(utf8[1]) : plain ? plain[1] : fallbackName;
+  const url = URL.createObjectURL(await response.blob());
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = name;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  return name;
+}
+
+// A new chat id: also the id of the session the chat makes.
+export function newChatId() {
+  const random = crypto.getRandomValues(new Uint8Array(9));
+  return `chat-${Array.from(random, (byte) => byte.toString(16).padStart(2, '0')).join('')}`;
+}
