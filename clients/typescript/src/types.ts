@@ -1,9 +1,27 @@
 // The wire types of the native /api/v1 API, taken from the types generated from its OpenAPI
 // document (src/generated/api.ts), plus the Teamster extensions that document does not carry yet
-// (each marked as one). A change of the document that breaks the client fails `tsc`.
-import type { components } from './generated/api.js';
+// (each marked as one). Each type is read off the route that takes or answers it (`paths`), not
+// off a schema's name, so the client follows the document wherever it names its schemas; a
+// change of a route that breaks the client fails `tsc`.
+import type { paths } from './generated/api.js';
 
-type Schemas = components['schemas'];
+type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
+/** The body of a route's answer with status `S`, of content type `C`. */
+type Answer<P extends keyof paths, M extends Method, S extends number, C extends string = 'application/json'> = paths[P][M] extends {
+  responses: infer R;
+}
+  ? { [K in keyof R & S]: R[K] extends { content: infer Content } ? (C extends keyof Content ? Content[C] : never) : never }[keyof R & S]
+  : never;
+/** The body of a route's 200 or 201 answer, of content type `C`. */
+type Ok<P extends keyof paths, M extends Method, C extends string = 'application/json'> = Answer<P, M, 200 | 201, C>;
+/** The `data` of a route's answer. */
+type Single<P extends keyof paths, M extends Method> = Ok<P, M> extends { data: infer T } ? T : never;
+/** An item of the `data` list of a route's answer. */
+type Listed<P extends keyof paths, M extends Method> = Ok<P, M> extends { data: (infer T)[] } ? T : never;
+/** The JSON body a route takes. */
+type Body<P extends keyof paths, M extends Method> = paths[P][M] extends { requestBody?: { content: { 'application/json': infer B } } } ? B : never;
+/** The query parameters a route reads. */
+type Query<P extends keyof paths, M extends Method> = paths[P][M] extends { parameters: { query?: infer Q } } ? NonNullable<Q> : never;
 
 /** `{ data: T }`, the envelope of every single-resource response. */
 export interface Data<T> {
@@ -11,7 +29,7 @@ export interface Data<T> {
 }
 
 /** Token pagination: there is a next page iff `next_page_token` is a non-empty string. */
-export type Pagination = Schemas['TokenPagination'];
+export type Pagination = Ok<'/api/v1/sessions', 'get'>['pagination'];
 
 /** `{ data: [...], pagination }`, the envelope of every list response. */
 export interface Page<T> {
@@ -20,9 +38,11 @@ export interface Page<T> {
 }
 
 /** The error body of every non-2xx JSON response. */
-export type ErrorBody = Schemas['RequestErrorResponse'];
+export type ErrorBody = Answer<'/api/v1/sessions/{session_id}', 'get', 404>;
 
 // -- agents ---------------------------------------------------------------------------------
+
+type DocumentAgentSpec = Body<'/api/v1/agents', 'post'>['manifest'];
 
 /** Teamster extension: one of an agent's modes, layering instructions, model and tools. */
 export interface ModeSpec {
@@ -37,7 +57,7 @@ export interface ModeSpec {
   /** The only tools (by name) offered in this mode; every tool when absent. */
   tools?: string[];
   /** MCP servers whose tools this mode offers on top of the agent's. */
-  additional_tools?: Schemas['MCPServer'][];
+  additional_tools?: NonNullable<DocumentAgentSpec['mcp_servers']>;
   /** The mode an approved plan switches to (the mode then offers `submit_plan`). */
   transitions_to?: string;
   /** The mode a session starts in (the first one when none is marked). */
@@ -56,9 +76,9 @@ export interface SubAgentSpec {
 }
 
 /** An agent's definition: the document's `AgentSpec` and Teamster's extensions of it. */
-export type AgentSpec = Omit<Schemas['AgentSpec'], 'config'> & {
+export type AgentSpec = Omit<DocumentAgentSpec, 'config'> & {
   /** The document's runtime config; Teamster reads more keys (`tasks`, ...). */
-  config?: Schemas['RuntimeConfig'] & { [extension: string]: unknown };
+  config?: NonNullable<DocumentAgentSpec['config']> & { [extension: string]: unknown };
   /** Teamster extension. */
   modes?: ModeSpec[];
   /** Teamster extension. */
@@ -73,9 +93,9 @@ export type AgentSpec = Omit<Schemas['AgentSpec'], 'config'> & {
   state_schema?: unknown;
 };
 
-export type Agent = Omit<Schemas['Agent'], 'manifest'> & { manifest: AgentSpec };
-export type CreateAgentRequest = Omit<Schemas['CreateAgentRequest'], 'manifest'> & { manifest: AgentSpec };
-export type UpdateAgentRequest = Omit<Schemas['UpdateAgentRequest'], 'manifest'> & { manifest: AgentSpec };
+export type Agent = Omit<Single<'/api/v1/agents/{agent_id}', 'get'>, 'manifest'> & { manifest: AgentSpec };
+export type CreateAgentRequest = Omit<Body<'/api/v1/agents', 'post'>, 'manifest'> & { manifest: AgentSpec };
+export type UpdateAgentRequest = Omit<Body<'/api/v1/agents/{agent_id}', 'put'>, 'manifest'> & { manifest: AgentSpec };
 
 // -- sessions -------------------------------------------------------------------------------
 
@@ -108,18 +128,20 @@ export interface SessionControl {
   state?: unknown;
 }
 
-export type Session = Schemas['Session'] & SessionControl;
+export type Session = Single<'/api/v1/sessions/{session_id}', 'get'> & SessionControl;
 
 /** A session of a saved agent, by name, or of an inline spec. */
-export type CreateSessionAgent = Schemas['SessionAgentNameRef'] | { spec: AgentSpec };
+export type CreateSessionAgent = Exclude<DocumentCreateSession['agent'], { spec: unknown }> | { spec: AgentSpec };
 
-export type CreateSessionRequest = Omit<Schemas['CreateSessionRequest'], 'agent'> & {
+type DocumentCreateSession = Body<'/api/v1/sessions', 'post'>;
+
+export type CreateSessionRequest = Omit<DocumentCreateSession, 'agent'> & {
   agent: CreateSessionAgent;
   /** Teamster extension: the session's title. */
   title?: string;
 };
 
-export type UpdateSessionRequest = Omit<Schemas['UpdateSessionRequest'], 'agent'> & {
+export type UpdateSessionRequest = Omit<Body<'/api/v1/sessions/{session_id}', 'patch'>, 'agent'> & {
   /** Replaces an inline session's spec. */
   agent?: { spec: AgentSpec };
   /** Teamster extension: the session's title. */
@@ -188,81 +210,71 @@ export interface Plan {
   created_at: string;
 }
 
-export type Capabilities = Schemas['CapabilitiesData'];
-export type AvailableModel = Schemas['AvailableModel'];
+export type Capabilities = Single<'/api/v1/capabilities', 'get'>;
+export type AvailableModel = Listed<'/api/v1/models', 'get'>;
 
-export interface ListSessionsQuery {
-  agent_id?: string;
-  start_timestamp?: string;
-  end_timestamp?: string;
-  order?: 'asc' | 'desc';
-  limit?: number;
-  page_token?: string;
-}
+export type ListSessionsQuery = Query<'/api/v1/sessions', 'get'>;
 
 // -- turns ----------------------------------------------------------------------------------
 
-export type Turn = Schemas['Turn'] & SessionControl;
-export type TurnState = Schemas['TurnState'];
-export type TurnMetrics = Schemas['TurnMetrics'];
+export type Turn = Single<'/api/v1/sessions/{session_id}/turns/{turn_id}', 'get'> & SessionControl;
+export type TurnState = Turn['state'];
+export type TurnMetrics = NonNullable<Extract<TurnState, { status: 'done' }>['metrics']>;
+
+type DocumentCreateTurn = Body<'/api/v1/sessions/{session_id}/turns', 'post'>;
+type DocumentTurnInput = NonNullable<DocumentCreateTurn['input']>[number];
+type DocumentApproval = Extract<DocumentTurnInput, { type: 'user.tool_approval' }>;
 
 /** Teamster extension: "always allow" on an approval grants the tool, or its category. */
 export type GrantScope = 'tool' | 'category';
-export type ApprovalDecision = (Schemas['ApprovalAllow'] & { always?: GrantScope }) | Schemas['ApprovalDeny'];
+export type ApprovalDecision =
+  | (Extract<DocumentApproval['approval'], { status: 'allow' }> & { always?: GrantScope })
+  | Extract<DocumentApproval['approval'], { status: 'deny' }>;
 
-export type UserMessageInput = Schemas['UserMessage'];
-export type UserContentPart = Schemas['UserMessageContentItem'];
-export type ToolApprovalInput = Omit<Schemas['UserToolApprovalEvent'], 'approval'> & { approval: ApprovalDecision };
-export type ToolResponseInput = Schemas['UserToolResponseEvent'];
+export type UserMessageInput = Extract<DocumentTurnInput, { type: 'user.message' }>;
+export type UserContentPart = Exclude<UserMessageInput['content'], string>[number];
+export type ToolApprovalInput = Omit<DocumentApproval, 'approval'> & { approval: ApprovalDecision };
+export type ToolResponseInput = Extract<DocumentTurnInput, { type: 'user.tool_response' }>;
 /** One item of a turn's `input`. */
 export type TurnInput = UserMessageInput | ToolApprovalInput | ToolResponseInput;
 
-export type CreateTurnRequest = Omit<Schemas['CreateTurnRequest'], 'input' | 'stream'> & {
+export type CreateTurnRequest = Omit<DocumentCreateTurn, 'input' | 'stream'> & {
   input?: TurnInput[];
 };
 
-export interface PageQuery {
-  limit?: number;
-  page_token?: string;
-}
-
-export interface TurnEventsQuery extends PageQuery {
-  order?: 'asc' | 'desc';
-}
-
-export interface SessionEventsQuery extends PageQuery {
-  last_turn_id?: string;
-}
+export type PageQuery = Query<'/api/v1/sessions/{session_id}/turns', 'get'>;
+export type TurnEventsQuery = Query<'/api/v1/sessions/{session_id}/turns/{turn_id}/events', 'get'>;
+export type SessionEventsQuery = Query<'/api/v1/sessions/{session_id}/events', 'get'>;
 
 // -- events ---------------------------------------------------------------------------------
 
 /** Every event a turn's stream can carry, by `type`. */
-export type TurnEvent = Schemas['TurnStreamingEvent'];
+export type TurnEvent = Ok<'/api/v1/sessions/{session_id}/turns', 'post', 'text/event-stream'>;
 /** The events lists return (no deltas: messages come folded). */
-export type SessionEvent = Schemas['SessionEvent'];
-export type SessionEventItem = Schemas['SessionEventItem'];
+export type SessionEvent = Listed<'/api/v1/sessions/{session_id}/turns/{turn_id}/events', 'get'>;
+export type SessionEventItem = Listed<'/api/v1/sessions/{session_id}/events', 'get'>;
 export type TurnEventType = TurnEvent['type'];
 /** The event of one `type`. */
 export type EventOf<T extends TurnEventType> = Extract<TurnEvent, { type: T }>;
 
-export type TurnCreatedEvent = Schemas['TurnCreatedEvent'];
-export type TurnDoneEvent = Schemas['TurnDoneEvent'];
-export type ModelMessageDelta = Schemas['ModelMessageDeltaEvent'];
-export type ToolResponseEvent = Schemas['ToolResponseEvent'];
-export type ThreadCreatedEvent = Schemas['ThreadCreatedEvent'];
-export type ThreadDoneEvent = Schemas['ThreadDoneEvent'];
-export type ToolApprovalRequiredEvent = Schemas['ToolApprovalRequiredEvent'];
-export type ToolResponseRequiredEvent = Schemas['ToolResponseRequiredEvent'];
-export type McpAuthRequiredEvent = Schemas['MCPAuthRequiredEvent'];
-export type ToolCallRef = Schemas['ToolCallRef'];
-export type ToolInfo = Schemas['ToolInfo'];
-export type Usage = Schemas['ModelMessageUsage'];
+export type TurnCreatedEvent = EventOf<'turn.created'>;
+export type TurnDoneEvent = EventOf<'turn.done'>;
+export type ModelMessageDelta = EventOf<'model.message.delta'>;
+export type ToolResponseEvent = EventOf<'tool.response'>;
+export type ThreadCreatedEvent = EventOf<'thread.created'>;
+export type ThreadDoneEvent = EventOf<'thread.done'>;
+export type ToolApprovalRequiredEvent = EventOf<'tool.approval_required'>;
+export type ToolResponseRequiredEvent = EventOf<'tool.response_required'>;
+export type McpAuthRequiredEvent = EventOf<'mcp.auth_required'>;
+export type ToolCallRef = ToolApprovalRequiredEvent['tool_calls'][number];
+export type Usage = NonNullable<EventOf<'model.message'>['usage']>;
 
 /** Teamster extension: a provider's reasoning block, kept whole to be sent back. */
 export type ThinkingBlock = { type: 'thinking'; thinking: string; signature: string } | { type: 'redacted_thinking'; data: string };
 
 /** A complete tool call inside a model message. */
-export type ToolCall = Schemas['ToolCall'];
+export type ToolCall = NonNullable<EventOf<'model.message'>['tool_calls']>[number];
+export type ToolInfo = ToolCall['tool_info'];
 
 /** Teamster extension: a user instruction that joined a running turn. */
 export interface Steer {
@@ -272,7 +284,7 @@ export interface Steer {
 }
 
 /** A model message: whole, or the placeholder that deltas grow. */
-export type ModelMessage = Schemas['ModelMessageEvent'] & {
+export type ModelMessage = EventOf<'model.message'> & {
   /** Teamster extension: the reasoning blocks as the provider sent them. */
   thinking_blocks?: ThinkingBlock[];
   /** Teamster extension: the instructions sent with `steer` that the model saw right before

@@ -1,0 +1,71 @@
+// Compile-time checks that every type the client reads off the OpenAPI document's routes is there
+// (a route renamed or an answer reshaped makes it `never`, and this file fails to compile), and
+// that the unions have the members the client relies on.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type * as T from '@teamster/client';
+
+type NotNever<X> = [X] extends [never] ? false : true;
+type Equal<A, B> = (<V>() => V extends A ? 1 : 2) extends <V>() => V extends B ? 1 : 2 ? true : false;
+/** Compiles only when `X` is `true`. */
+type Check<X extends true> = X;
+
+export type Checks = [
+  Check<NotNever<T.Pagination>>,
+  Check<NotNever<T.ErrorBody>>,
+  Check<NotNever<T.AgentSpec>>,
+  Check<NotNever<T.Agent>>,
+  Check<NotNever<T.CreateAgentRequest>>,
+  Check<NotNever<T.UpdateAgentRequest>>,
+  Check<NotNever<T.Session>>,
+  Check<NotNever<T.CreateSessionAgent>>,
+  Check<NotNever<T.CreateSessionRequest>>,
+  Check<NotNever<T.UpdateSessionRequest>>,
+  Check<NotNever<T.ListSessionsQuery>>,
+  Check<NotNever<T.Capabilities>>,
+  Check<NotNever<T.AvailableModel>>,
+  Check<NotNever<T.Turn>>,
+  Check<NotNever<T.TurnState>>,
+  Check<NotNever<T.TurnMetrics>>,
+  Check<NotNever<T.ApprovalDecision>>,
+  Check<NotNever<T.UserMessageInput>>,
+  Check<NotNever<T.UserContentPart>>,
+  Check<NotNever<T.ToolApprovalInput>>,
+  Check<NotNever<T.ToolResponseInput>>,
+  Check<NotNever<T.CreateTurnRequest>>,
+  Check<NotNever<T.PageQuery>>,
+  Check<NotNever<T.TurnEventsQuery>>,
+  Check<NotNever<T.SessionEventsQuery>>,
+  Check<NotNever<T.TurnEvent>>,
+  Check<NotNever<T.SessionEvent>>,
+  Check<NotNever<T.SessionEventItem>>,
+  Check<NotNever<T.TurnCreatedEvent>>,
+  Check<NotNever<T.TurnDoneEvent>>,
+  Check<NotNever<T.ModelMessageDelta>>,
+  Check<NotNever<T.ToolResponseEvent>>,
+  Check<NotNever<T.ThreadCreatedEvent>>,
+  Check<NotNever<T.ThreadDoneEvent>>,
+  Check<NotNever<T.ToolApprovalRequiredEvent>>,
+  Check<NotNever<T.ToolResponseRequiredEvent>>,
+  Check<NotNever<T.McpAuthRequiredEvent>>,
+  Check<NotNever<T.ToolCallRef>>,
+  Check<NotNever<T.Usage>>,
+  Check<NotNever<T.ToolCall>>,
+  Check<NotNever<T.ToolInfo>>,
+  Check<NotNever<T.ModelMessage>>,
+  // The stream carries the twelve event types.
+  Check<Equal<
+    T.TurnEventType,
+    | 'turn.created' | 'turn.done' | 'model.message' | 'model.message.delta' | 'tool.response' | 'thread.created'
+    | 'thread.done' | 'mcp.initialize' | 'mcp.auth_required' | 'sandbox.created' | 'tool.approval_required' | 'tool.response_required'
+  >>,
+  // Lists carry the same but deltas.
+  Check<Equal<T.SessionEvent['type'], Exclude<T.TurnEventType, 'model.message.delta'>>>,
+  Check<Equal<T.TurnState['status'], 'running' | 'done' | 'cancelled' | 'error'>>,
+  Check<Equal<T.TurnInput['type'], 'user.message' | 'user.tool_approval' | 'user.tool_response'>>,
+];
+
+test('the types read off the OpenAPI document are all there (checked by tsc)', () => {
+  const compiled: Checks[number] = true;
+  assert.equal(compiled, true);
+});
