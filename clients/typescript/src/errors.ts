@@ -26,7 +26,7 @@ export class TeamsterError extends Error {
 
   /** The server's error category. */
   get type(): string | undefined {
-    return this.body?.error.type;
+    return this.body?.error.type ?? undefined;
   }
 
   /** The request field the error is about, when the server named one. */

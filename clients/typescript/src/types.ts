@@ -6,8 +6,8 @@
 import type { paths } from './generated/api.js';
 
 type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
-/** The body of a route's answer with status `S`, of content type `C`. */
-type Answer<P extends keyof paths, M extends Method, S extends number, C extends string = 'application/json'> = paths[P][M] extends {
+/** The body of a route's answer with status `S` (or `default`), of content type `C`. */
+type Answer<P extends keyof paths, M extends Method, S extends number | 'default', C extends string = 'application/json'> = paths[P][M] extends {
   responses: infer R;
 }
   ? { [K in keyof R & S]: R[K] extends { content: infer Content } ? (C extends keyof Content ? Content[C] : never) : never }[keyof R & S]
@@ -37,8 +37,8 @@ export interface Page<T> {
   pagination: Pagination;
 }
 
-/** The error body of every non-2xx JSON response. */
-export type ErrorBody = Answer<'/api/v1/sessions/{session_id}', 'get', 404>;
+/** The error body of every non-2xx JSON response (the document's 404, or its default answer). */
+export type ErrorBody = Answer<'/api/v1/sessions/{session_id}', 'get', 404 | 'default'>;
 
 // -- agents ---------------------------------------------------------------------------------
 

