@@ -22,6 +22,10 @@ pub enum Command {
     Run(RunArgs),
     /// List your sessions on a running server, newest first.
     Sessions(SessionsArgs),
+    /// Chat with an agent in the terminal: streamed answers, tool calls, approvals and
+    /// questions, sessions to resume. Without --server it runs the server in-process on the
+    /// default data directory.
+    Chat(ChatArgs),
     /// Manage API keys.
     Keys(KeysArgs),
 }
@@ -49,6 +53,26 @@ pub struct SessionsArgs {
     /// How many sessions to show.
     #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub limit: u32,
+}
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "In the chat, /help lists the commands. Enter sends; Ctrl-C cancels the running turn, a second \
+Ctrl-C exits; Ctrl-O shows or collapses reasoning; PgUp/PgDn scroll.")]
+pub struct ChatArgs {
+    /// The agent to chat with (default: `demo`, the example agent); not needed with --session.
+    pub agent: Option<String>,
+    /// Resume this session (see `teamster sessions`), its history shown.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// A running server to talk to, such as http://127.0.0.1:8790. Without it the chat starts
+    /// the server in-process, on the store below.
+    #[arg(long, env = "TEAMSTER_URL", value_name = "URL")]
+    pub server: Option<String>,
+    /// The API key for a server that authenticates (`--auth api-keys`).
+    #[arg(long, env = "TEAMSTER_API_KEY", hide_env_values = true, value_name = "KEY")]
+    pub api_key: Option<String>,
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// Where the store is.

@@ -1,10 +1,11 @@
-//! `teamster`: the server (`serve`), a terminal client for it (`agents`, `run`, `sessions`), and
-//! API key management (`keys`).
+//! `teamster`: the server (`serve`), terminal clients for it (`agents`, `run`, `sessions`, and
+//! the interactive `chat`), and API key management (`keys`).
 //!
 //! Thin by design: parse arguments, build configuration, wire the concrete adapters, run.
 
 mod allocator;
 mod args;
+mod chat;
 mod client;
 mod keys;
 mod serve;
@@ -32,6 +33,7 @@ fn main() -> ExitCode {
             args::Command::Agents(agents) => client::agents(&agents.client.server, agents.command).await,
             args::Command::Run(run) => client::run(run).await,
             args::Command::Sessions(sessions) => client::sessions(sessions).await,
+            args::Command::Chat(chat) => chat::run(chat).await,
             args::Command::Keys(keys) => keys::run(keys).await,
         }
     });

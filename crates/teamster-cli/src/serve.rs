@@ -30,7 +30,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         )
         .with_writer(std::io::stderr)
         .init();
+    serve(args, |address| println!("listening on http://{address}"), shutdown_signal()).await
+}
 
+/// Serves until `shutdown` completes, calling `listening` with the bound address once the
+/// service has started: `teamster serve`, and the runtime `teamster chat` embeds.
+pub async fn serve(
+    args: ServeArgs,
+    listening: impl FnOnce(std::net::SocketAddr),
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<ExitCode> {
     let data_dir = crate::store::data_dir(&args.store);
     // Checking that sandboxes work starts one; it overlaps opening the store.
     let sandboxes = tokio::spawn(start_sandboxes(
@@ -81,7 +90,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ensure_example_agent(&service).await?;
     }
 
-    println!("listening on http://{address}");
+    listening(address);
     tracing::info!(%address, database = %shown_database, "teamster is serving");
 
     let state = AppState::new(
@@ -98,7 +107,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             },
         },
     );
-    teamster_server::serve(listener, state, shutdown_signal()).await?;
+    teamster_server::serve(listener, state, shutdown).await?;
     service.shutdown(SHUTDOWN_GRACE).await;
     Ok(ExitCode::SUCCESS)
 }

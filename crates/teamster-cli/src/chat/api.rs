@@ -1,0 +1,232 @@
+//! The chat's client of the native `/api/v1` API: sessions, turns and their event streams,
+//! decisions, steering and follow-ups, modes, tasks and plans, sandbox downloads.
+
+use anyhow::{Context, bail};
+use futures_util::{Stream, StreamExt};
+use serde_json::{Value, json};
+use teamster_protocol::event::Event;
+use teamster_protocol::input::TurnInput;
+
+/// How many pages of a session's events a resume reads at most (100 events each).
+const MAX_HISTORY_PAGES: usize = 50;
+
+/// A server's native API, with the caller's key if it needs one.
+#[derive(Clone, Debug)]
+pub struct ChatApi {
+    base: String,
+    api_key: Option<String>,
+    http: reqwest::Client,
+}
+
+impl ChatApi {
+    pub fn new(server: &str, api_key: Option<String>) -> ChatApi {
+        ChatApi { base: format!("{}/api/v1", server.trim_end_matches('/')), api_key, http: reqwest::Client::new() }
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let request = self.http.request(method, format!("{}{path}", self.base));
+        match &self.api_key {
+            Some(key) => request.bearer_auth(key),
+            None => request,
+        }
+    }
+
+    /// Sends a request; a response that is not a success becomes the server's error message.
+    async fn send(&self, request: reqwest::RequestBuilder) -> anyhow::Result<reqwest::Response> {
+        let response = request.send().await.with_context(|| format!("cannot reach the server at {}", self.base))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        let message = body["error"]["message"].as_str().unwrap_or("no error message");
+        bail!("the server answered {status}: {message}")
+    }
+
+    async fn json(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+        let mut request = self.request(method, path);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = self.send(request).await?;
+        if response.status() == reqwest::StatusCode::NO_CONTENT {
+            return Ok(Value::Null);
+        }
+        response.json().await.context("the server's answer is not JSON")
+    }
+
+    async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        self.json(reqwest::Method::GET, path, None).await
+    }
+
+    /// Whether the server has an agent of this name (it lists them all: there are few).
+    pub async fn agent_names(&self) -> anyhow::Result<Vec<String>> {
+        let agents = self.get("/agents?limit=100").await?;
+        Ok(agents["data"].as_array().into_iter().flatten().filter_map(|agent| agent["name"].as_str().map(str::to_owned)).collect())
+    }
+
+    /// Makes a session of the agent; returns its id and mode.
+    pub async fn create_session(&self, agent: &str) -> anyhow::Result<(String, Option<String>)> {
+        let session = self.json(reqwest::Method::POST, "/sessions", Some(json!({ "agent": { "name": agent } }))).await?;
+        let id = session["data"]["id"].as_str().context("the server returned no session id")?.to_owned();
+        Ok((id, session["data"]["mode"].as_str().map(str::to_owned)))
+    }
+
+    /// A session: its agent's name and its mode.
+    pub async fn session(&self, session: &str) -> anyhow::Result<(Option<String>, Option<String>)> {
+        let session = self.get(&format!("/sessions/{session}")).await?;
+        let data = &session["data"];
+        Ok((data["agent_name"].as_str().map(str::to_owned), data["mode"].as_str().map(str::to_owned)))
+    }
+
+    /// The session's events, oldest first, as `(turn id, event)`.
+    pub async fn session_events(&self, session: &str) -> anyhow::Result<Vec<(String, Event)>> {
+        let mut events = Vec::new();
+        let mut page_token: Option<String> = None;
+        for _ in 0..MAX_HISTORY_PAGES {
+            let mut path = format!("/sessions/{session}/events?limit=100");
+            if let Some(token) = &page_token {
+                path.push_str(&format!("&page_token={token}"));
+            }
+            let page = self.get(&path).await?;
+            for item in page["data"].as_array().into_iter().flatten() {
+                // An event of a kind this build does not know is skipped, not fatal.
+                if let Ok(event) = serde_json::from_value::<Event>(item["event"].clone()) {
+                    events.push((item["turn_id"].as_str().unwrap_or_default().to_owned(), event));
+                }
+            }
+            page_token = page["pagination"]["next_page_token"].as_str().map(str::to_owned);
+            if page_token.is_none() {
+                break;
+            }
+        }
+        events.reverse();
+        Ok(events)
+    }
+
+    /// The id of the session's newest turn, if it has any.
+    pub async fn latest_turn(&self, session: &str) -> anyhow::Result<Option<String>> {
+        let turns = self.get(&format!("/sessions/{session}/turns?limit=1")).await?;
+        Ok(turns["data"][0]["id"].as_str().map(str::to_owned))
+    }
+
+    /// Starts a turn and returns its event stream.
+    pub async fn start_turn(&self, session: &str, input: &[TurnInput]) -> anyhow::Result<impl Stream<Item = anyhow::Result<Event>> + use<>> {
+        let request = self.request(reqwest::Method::POST, &format!("/sessions/{session}/turns")).json(&json!({ "input": input, "stream": true }));
+        Ok(events(self.send(request).await?))
+    }
+
+    /// The event stream of a turn, from its start.
+    pub async fn subscribe(&self, session: &str, turn: &str) -> anyhow::Result<impl Stream<Item = anyhow::Result<Event>> + use<>> {
+        let request = self.request(reqwest::Method::GET, &format!("/sessions/{session}/turns/{turn}/subscribe"));
+        Ok(events(self.send(request).await?))
+    }
+
+    pub async fn cancel(&self, session: &str) -> anyhow::Result<()> {
+        self.json(reqwest::Method::POST, &format!("/sessions/{session}/cancel"), Some(json!({}))).await.map(drop)
+    }
+
+    pub async fn steer(&self, session: &str, text: &str) -> anyhow::Result<()> {
+        self.json(reqwest::Method::POST, &format!("/sessions/{session}/steer"), Some(json!({ "content": text }))).await.map(drop)
+    }
+
+    pub async fn follow_up(&self, session: &str, text: &str) -> anyhow::Result<()> {
+        self.json(reqwest::Method::POST, &format!("/sessions/{session}/follow-ups"), Some(json!({ "content": text }))).await.map(drop)
+    }
+
+    /// Switches the session's mode; returns the mode it is in now.
+    pub async fn set_mode(&self, session: &str, mode: &str) -> anyhow::Result<Option<String>> {
+        let session = self.json(reqwest::Method::PATCH, &format!("/sessions/{session}"), Some(json!({ "mode": mode }))).await?;
+        Ok(session["data"]["mode"].as_str().map(str::to_owned))
+    }
+
+    pub async fn tasks(&self, session: &str) -> anyhow::Result<Value> {
+        Ok(self.get(&format!("/sessions/{session}/tasks")).await?["data"].take())
+    }
+
+    pub async fn plans(&self, session: &str) -> anyhow::Result<Value> {
+        Ok(self.get(&format!("/sessions/{session}/plans")).await?["data"].take())
+    }
+
+    /// The caller's recent sessions, newest first.
+    pub async fn sessions(&self, limit: u32) -> anyhow::Result<Vec<Value>> {
+        Ok(self.get(&format!("/sessions?limit={limit}")).await?["data"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// A file of the sandbox a turn ran in.
+    pub async fn download(&self, session: &str, turn: &str, path: &str) -> anyhow::Result<Vec<u8>> {
+        let request = self
+            .request(reqwest::Method::GET, &format!("/sessions/{session}/turns/{turn}/download-sandbox-file"))
+            .query(&[("path", path)]);
+        let response = self.send(request).await?;
+        Ok(response.bytes().await.context("the download broke off")?.to_vec())
+    }
+}
+
+/// The events of an SSE response (heartbeats and frames of unknown events skipped).
+fn events(response: reqwest::Response) -> impl Stream<Item = anyhow::Result<Event>> {
+    let mut frames = SseFrames::default();
+    response.bytes_stream().flat_map(move |chunk| {
+        let decoded: Vec<anyhow::Result<Event>> = match chunk {
+            Err(error) => vec![Err(anyhow::Error::new(error).context("the event stream broke"))],
+            Ok(bytes) => frames.push(&bytes).into_iter().filter_map(|data| serde_json::from_str::<Event>(&data).ok()).map(Ok).collect(),
+        };
+        futures_util::stream::iter(decoded)
+    })
+}
+
+/// Splits a server-sent event stream into the `data` of each event: its `data:` lines joined
+/// by newlines (a long event comes as several, split between JSON tokens).
+#[derive(Debug, Default)]
+pub struct SseFrames {
+    buffer: Vec<u8>,
+}
+
+impl SseFrames {
+    /// Takes more bytes; returns the data of every event they complete.
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
+        self.buffer.extend_from_slice(bytes);
+        let mut found = Vec::new();
+        while let Some((end, separator)) = frame_end(&self.buffer) {
+            let frame: Vec<u8> = self.buffer.drain(..end + separator).collect();
+            let text = String::from_utf8_lossy(&frame[..end]);
+            let data: Vec<&str> = text
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .map(|data| data.strip_prefix(' ').unwrap_or(data))
+                .collect();
+            if !data.is_empty() {
+                found.push(data.join("\n"));
+            }
+        }
+        found
+    }
+}
+
+/// Where the first event of `buffer` ends, and how long its blank-line separator is.
+fn frame_end(buffer: &[u8]) -> Option<(usize, usize)> {
+    let lf = buffer.windows(2).position(|pair| pair == b"\n\n").map(|at| (at, 2));
+    let crlf = buffer.windows(4).position(|quad| quad == b"\r\n\r\n").map(|at| (at, 4));
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_split_at_blank_lines_whatever_the_chunks() {
+        let stream = b"id: 1\ndata: {\"a\":\ndata: 1}\n\n: heartbeat\n\nid: 2\r\ndata: {}\r\n\r\ndata:x\n\n";
+        for chunk_size in [1, 3, 7, stream.len()] {
+            let mut frames = SseFrames::default();
+            let mut found = Vec::new();
+            for chunk in stream.chunks(chunk_size) {
+                found.extend(frames.push(chunk));
+            }
+            assert_eq!(found, vec!["{\"a\":\n1}".to_owned(), "{}".to_owned(), "x".to_owned()], "chunks of {chunk_size}");
+        }
+    }
+}

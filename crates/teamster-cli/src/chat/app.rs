@@ -1,0 +1,621 @@
+//! The chat's state and how it changes: keys and server news come in as [`Incoming`], what the
+//! chat must do goes out as [`Action`]s. Pure: no I/O, no clock, so it is tested by feeding it.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use teamster_protocol::event::Event;
+use teamster_protocol::input::TurnInput;
+
+use super::commands::{self, Command};
+use super::prompt::Prompt;
+use super::transcript::{Tone, Transcript};
+
+/// What happens to the chat: a key, pasted text, or news from the server.
+#[derive(Debug)]
+pub enum Incoming {
+    Key(KeyEvent),
+    Paste(String),
+    /// The chat is in this session now (made for the first message, or resumed).
+    Session { id: String, agent: Option<String>, mode: Option<String> },
+    /// A resumed session's events, oldest first; `live` when its latest turn still runs (its
+    /// events follow as they happen).
+    History { events: Vec<Event>, live: bool },
+    Event(Box<Event>),
+    /// A turn's event stream ended.
+    StreamEnded,
+    /// The session's mode, as the server has it.
+    Mode(Option<String>),
+    /// Recent sessions: id and a line describing each.
+    Sessions(Vec<(String, String)>),
+    Note(Tone, String),
+    /// A request failed; the chat is idle again.
+    Failed(String),
+}
+
+/// What the chat asks its runner to do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Send a message (and files), making the session first when there is none.
+    Send { session: Option<String>, agent: String, text: String, attachments: Vec<PathBuf> },
+    /// Resume the paused turn with these decisions (empty: after an MCP authorization).
+    Decide { session: String, input: Vec<TurnInput> },
+    Cancel { session: String },
+    Steer { session: String, text: String },
+    FollowUp { session: String, text: String },
+    /// Stream the turn a queued follow-up starts, once it starts after `after`.
+    WatchNextTurn { session: String, after: Option<String> },
+    ListSessions,
+    Resume { session: String },
+    SetMode { session: String, mode: String },
+    Tasks { session: String },
+    Plans { session: String },
+    Download { session: String, turn: String, path: String, to: Option<String> },
+    Quit,
+}
+
+/// What the chat is waiting for, if anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Busy {
+    Idle,
+    /// A request went out; its turn has not started yet.
+    Starting,
+    Running,
+    Cancelling,
+    Loading,
+}
+
+/// The chat.
+#[derive(Debug)]
+pub struct App {
+    pub transcript: Transcript,
+    /// The line being typed.
+    pub input: String,
+    pub busy: Busy,
+    pub agent: String,
+    pub session_id: Option<String>,
+    pub mode: Option<String>,
+    /// The prompt being answered, and those after it.
+    pub prompts: VecDeque<Prompt>,
+    /// Answers given so far to the paused turn's prompts.
+    decisions: Vec<TurnInput>,
+    pub attachments: Vec<PathBuf>,
+    /// Follow-ups queued while a turn ran, not yet started.
+    follow_ups: usize,
+    /// Ids of the last `/sessions` list, for `/resume N`.
+    listed_sessions: Vec<String>,
+    pub show_reasoning: bool,
+    /// How many rows up from the bottom the view is (0 follows the conversation).
+    pub scroll_back: usize,
+    /// A Ctrl-C was pressed and nothing since: another one exits.
+    pub exit_armed: bool,
+    /// Advances while waiting, for the spinner.
+    pub tick: usize,
+    pub quit: bool,
+}
+
+impl App {
+    pub fn new(agent: String) -> App {
+        let mut transcript = Transcript::default();
+        transcript.note(Tone::Note, format!("chatting with {agent} — /help lists commands, Ctrl-C cancels, Ctrl-C twice exits"));
+        App {
+            transcript,
+            input: String::new(),
+            busy: Busy::Idle,
+            agent,
+            session_id: None,
+            mode: None,
+            prompts: VecDeque::new(),
+            decisions: Vec::new(),
+            attachments: Vec::new(),
+            follow_ups: 0,
+            listed_sessions: Vec::new(),
+            show_reasoning: false,
+            scroll_back: 0,
+            exit_armed: false,
+            tick: 0,
+            quit: false,
+        }
+    }
+
+    /// Whether a turn is under way (or about to be).
+    pub fn waiting(&self) -> bool {
+        self.busy != Busy::Idle
+    }
+
+    /// Advances the spinner.
+    pub fn on_tick(&mut self) {
+        if self.waiting() {
+            self.tick = self.tick.wrapping_add(1);
+        }
+    }
+
+    pub fn update(&mut self, incoming: Incoming) -> Vec<Action> {
+        match incoming {
+            Incoming::Key(key) => self.on_key(key),
+            Incoming::Paste(text) => {
+                self.input.push_str(&text.replace(['\r', '\n'], " "));
+                Vec::new()
+            }
+            Incoming::Session { id, agent, mode } => {
+                self.session_id = Some(id);
+                if let Some(agent) = agent {
+                    self.agent = agent;
+                }
+                self.mode = mode;
+                Vec::new()
+            }
+            Incoming::History { events, live } => {
+                self.transcript = Transcript::default();
+                for event in &events {
+                    self.transcript.apply(event);
+                }
+                let session = self.session_id.clone().unwrap_or_default();
+                self.transcript.note(Tone::Note, format!("resumed session {session} with {}", self.agent));
+                self.scroll_back = 0;
+                if live {
+                    self.busy = Busy::Running;
+                    Vec::new()
+                } else {
+                    self.busy = Busy::Idle;
+                    self.ask_pending()
+                }
+            }
+            Incoming::Event(event) => {
+                if matches!(*event, Event::TurnCreated(_)) && self.busy != Busy::Cancelling {
+                    self.busy = Busy::Running;
+                }
+                self.transcript.apply(&event);
+                Vec::new()
+            }
+            Incoming::StreamEnded => self.on_stream_end(),
+            Incoming::Mode(mode) => {
+                self.transcript.note(Tone::Note, format!("mode: {}", mode.as_deref().unwrap_or("(the agent's default)")));
+                self.mode = mode;
+                Vec::new()
+            }
+            Incoming::Sessions(sessions) => {
+                if sessions.is_empty() {
+                    self.transcript.note(Tone::Note, "no sessions yet");
+                }
+                for (index, (_, line)) in sessions.iter().enumerate() {
+                    self.transcript.note(Tone::Note, format!("{:>3}. {line}", index + 1));
+                }
+                self.listed_sessions = sessions.into_iter().map(|(id, _)| id).collect();
+                Vec::new()
+            }
+            Incoming::Note(tone, text) => {
+                self.transcript.note(tone, text);
+                Vec::new()
+            }
+            Incoming::Failed(message) => {
+                self.transcript.note(Tone::Error, message);
+                self.busy = Busy::Idle;
+                Vec::new()
+            }
+        }
+    }
+
+    fn on_stream_end(&mut self) -> Vec<Action> {
+        if self.transcript.running {
+            self.transcript.running = false;
+            self.transcript.note(Tone::Error, "the event stream ended before the turn did");
+        }
+        self.busy = Busy::Idle;
+        let actions = self.ask_pending();
+        if !actions.is_empty() || !self.prompts.is_empty() {
+            return actions;
+        }
+        match (&self.session_id, self.follow_ups) {
+            (Some(session), 1..) => {
+                self.follow_ups -= 1;
+                self.busy = Busy::Starting;
+                vec![Action::WatchNextTurn { session: session.clone(), after: self.transcript.last_turn_id.clone() }]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Turns the latest turn's required actions into prompts.
+    fn ask_pending(&mut self) -> Vec<Action> {
+        self.prompts = Prompt::from_pending(&self.transcript).into();
+        self.decisions.clear();
+        if let Some(prompt) = self.prompts.front() {
+            let hint = match prompt {
+                Prompt::Approval { .. } => "approval needed: y allows, n denies (with a reason), a always allows",
+                Prompt::Question { .. } => "a question for you: ↑/↓ choose, space ticks, Enter answers (or type an answer)",
+                Prompt::Authorize { .. } => "authorization needed: open the link, then press Enter to resume",
+            };
+            self.transcript.note(Tone::Note, hint);
+        }
+        Vec::new()
+    }
+
+    fn on_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        if key.kind == KeyEventKind::Release {
+            return Vec::new();
+        }
+        let control = key.modifiers.contains(KeyModifiers::CONTROL);
+        if control && key.code == KeyCode::Char('c') {
+            return self.on_interrupt();
+        }
+        self.exit_armed = false;
+        match key.code {
+            KeyCode::Char('d') if control && self.input.is_empty() => {
+                self.quit = true;
+                return vec![Action::Quit];
+            }
+            KeyCode::Char('o') if control => {
+                self.show_reasoning = !self.show_reasoning;
+                return Vec::new();
+            }
+            KeyCode::Char('u') if control => {
+                self.input.clear();
+                return Vec::new();
+            }
+            KeyCode::PageUp => {
+                self.scroll_back += 10;
+                return Vec::new();
+            }
+            KeyCode::PageDown => {
+                self.scroll_back = self.scroll_back.saturating_sub(10);
+                return Vec::new();
+            }
+            _ => {}
+        }
+        if !self.prompts.is_empty() {
+            return self.on_prompt_key(key);
+        }
+        match key.code {
+            KeyCode::Enter => {
+                let line = std::mem::take(&mut self.input);
+                self.submit(&line)
+            }
+            KeyCode::Backspace => {
+                self.input.pop();
+                Vec::new()
+            }
+            KeyCode::Char(character) if !control => {
+                self.input.push(character);
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Ctrl-C: cancels the running turn (or drops the prompts, or clears the line); a second
+    /// one in a row exits.
+    fn on_interrupt(&mut self) -> Vec<Action> {
+        if self.exit_armed {
+            self.quit = true;
+            return vec![Action::Quit];
+        }
+        self.exit_armed = true;
+        if matches!(self.busy, Busy::Running | Busy::Starting)
+            && let Some(session) = self.session_id.clone()
+        {
+            self.busy = Busy::Cancelling;
+            self.transcript.note(Tone::Note, "cancelling the turn… (Ctrl-C again exits)");
+            return vec![Action::Cancel { session }];
+        }
+        if !self.prompts.is_empty() {
+            self.prompts.clear();
+            self.decisions.clear();
+            self.transcript.note(Tone::Note, "left the questions unanswered; your next message goes on without them (Ctrl-C again exits)");
+        } else {
+            self.input.clear();
+            self.transcript.note(Tone::Note, "press Ctrl-C again to exit");
+        }
+        Vec::new()
+    }
+
+    fn on_prompt_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        let Some(prompt) = self.prompts.front_mut() else { return Vec::new() };
+        let decision = match (&*prompt, key.code) {
+            (Prompt::Approval { denying: false, .. }, KeyCode::Char('y')) => prompt.decide(true, false, ""),
+            (Prompt::Approval { denying: false, .. }, KeyCode::Char('a')) => prompt.decide(true, true, ""),
+            (Prompt::Approval { denying: false, .. }, KeyCode::Char('n')) => {
+                if let Prompt::Approval { denying, .. } = prompt {
+                    *denying = true;
+                }
+                self.input.clear();
+                return Vec::new();
+            }
+            (Prompt::Approval { denying: true, .. }, KeyCode::Enter) => {
+                let reason = std::mem::take(&mut self.input);
+                prompt.decide(false, false, &reason)
+            }
+            (Prompt::Approval { denying: true, .. }, KeyCode::Esc) => {
+                if let Prompt::Approval { denying, .. } = prompt {
+                    *denying = false;
+                }
+                return Vec::new();
+            }
+            (Prompt::Question { .. }, KeyCode::Up) => {
+                prompt.move_cursor(-1);
+                return Vec::new();
+            }
+            (Prompt::Question { .. }, KeyCode::Down | KeyCode::Tab) => {
+                prompt.move_cursor(1);
+                return Vec::new();
+            }
+            (Prompt::Question { multi_select: true, .. }, KeyCode::Char(' ')) if self.input.is_empty() => {
+                prompt.toggle();
+                return Vec::new();
+            }
+            (Prompt::Question { .. }, KeyCode::Enter) => match prompt.answer(&self.input) {
+                Some(answer) => {
+                    self.input.clear();
+                    Some(answer)
+                }
+                None => return Vec::new(),
+            },
+            (Prompt::Authorize { .. }, KeyCode::Enter) => None,
+            (prompt, KeyCode::Backspace) if prompt.takes_text() => {
+                self.input.pop();
+                return Vec::new();
+            }
+            (prompt, KeyCode::Char(character)) if prompt.takes_text() => {
+                self.input.push(character);
+                return Vec::new();
+            }
+            _ => return Vec::new(),
+        };
+        self.prompts.pop_front();
+        self.decisions.extend(decision);
+        if !self.prompts.is_empty() {
+            return Vec::new();
+        }
+        let Some(session) = self.session_id.clone() else { return Vec::new() };
+        self.busy = Busy::Starting;
+        self.scroll_back = 0;
+        vec![Action::Decide { session, input: std::mem::take(&mut self.decisions) }]
+    }
+
+    /// Enter on the input line: a command, or a message (a follow-up while a turn runs).
+    fn submit(&mut self, line: &str) -> Vec<Action> {
+        if line.trim().is_empty() {
+            return Vec::new();
+        }
+        match commands::parse(line) {
+            Err(message) => {
+                self.transcript.note(Tone::Error, message);
+                Vec::new()
+            }
+            Ok(Some(command)) => self.run_command(command),
+            Ok(None) => {
+                let text = line.strip_prefix('/').filter(|rest| rest.starts_with('/')).unwrap_or(line).trim().to_owned();
+                if self.waiting() {
+                    return self.run_command(Command::FollowUp(text));
+                }
+                self.busy = Busy::Starting;
+                self.scroll_back = 0;
+                self.prompts.clear();
+                vec![Action::Send {
+                    session: self.session_id.clone(),
+                    agent: self.agent.clone(),
+                    text,
+                    attachments: std::mem::take(&mut self.attachments),
+                }]
+            }
+        }
+    }
+
+    fn run_command(&mut self, command: Command) -> Vec<Action> {
+        let session = self.session_id.clone();
+        let needs_session = |app: &mut App| {
+            app.transcript.note(Tone::Error, "no session yet: send a message first");
+            Vec::new()
+        };
+        match command {
+            Command::Help => {
+                for (usage, what) in commands::HELP {
+                    self.transcript.note(Tone::Note, format!("{usage:<22} {what}"));
+                }
+                self.transcript.note(Tone::Note, "keys: Enter sends · Ctrl-C cancels, twice exits · Ctrl-O reasoning · PgUp/PgDn scroll");
+                Vec::new()
+            }
+            Command::Quit => {
+                self.quit = true;
+                vec![Action::Quit]
+            }
+            Command::Cancel => match session {
+                Some(session) if self.waiting() => {
+                    self.busy = Busy::Cancelling;
+                    vec![Action::Cancel { session }]
+                }
+                _ => {
+                    self.transcript.note(Tone::Note, "no turn is running");
+                    Vec::new()
+                }
+            },
+            Command::New(agent) => {
+                if let Some(agent) = agent {
+                    self.agent = agent;
+                }
+                *self = App { agent: self.agent.clone(), show_reasoning: self.show_reasoning, ..App::new(self.agent.clone()) };
+                Vec::new()
+            }
+            Command::Sessions => vec![Action::ListSessions],
+            Command::Resume(which) => {
+                let session = match which.parse::<usize>() {
+                    Ok(number) if number >= 1 && number <= self.listed_sessions.len() => self.listed_sessions[number - 1].clone(),
+                    _ => which,
+                };
+                self.busy = Busy::Loading;
+                self.prompts.clear();
+                self.follow_ups = 0;
+                vec![Action::Resume { session }]
+            }
+            Command::Mode(None) => {
+                self.transcript.note(Tone::Note, format!("mode: {}", self.mode.as_deref().unwrap_or("(the agent's default)")));
+                Vec::new()
+            }
+            Command::Mode(Some(mode)) => match session {
+                Some(session) => vec![Action::SetMode { session, mode }],
+                None => needs_session(self),
+            },
+            Command::Tasks => match session {
+                Some(session) => vec![Action::Tasks { session }],
+                None => needs_session(self),
+            },
+            Command::Plans => match session {
+                Some(session) => vec![Action::Plans { session }],
+                None => needs_session(self),
+            },
+            Command::Steer(text) => match session {
+                Some(session) if self.waiting() => {
+                    self.transcript.note(Tone::User, format!("› (steer) {text}"));
+                    vec![Action::Steer { session, text }]
+                }
+                _ => {
+                    self.transcript.note(Tone::Error, "no turn is running: just send the message");
+                    Vec::new()
+                }
+            },
+            Command::FollowUp(text) => match session {
+                Some(session) if self.waiting() => {
+                    self.follow_ups += 1;
+                    self.transcript.note(Tone::User, format!("› (queued) {text}"));
+                    vec![Action::FollowUp { session, text }]
+                }
+                // With no turn running, a follow-up is just the next message.
+                _ => self.submit(&text),
+            },
+            Command::Attach(None) if self.attachments.is_empty() => {
+                self.transcript.note(Tone::Note, "no attachments: /attach PATH adds one");
+                Vec::new()
+            }
+            Command::Attach(None) => {
+                let names: Vec<String> = self.attachments.iter().map(|path| path.display().to_string()).collect();
+                self.transcript.note(Tone::Note, format!("attached to your next message: {}", names.join(", ")));
+                Vec::new()
+            }
+            Command::Attach(Some(path)) => {
+                let path = PathBuf::from(path);
+                self.transcript.note(Tone::Note, format!("will attach {} to your next message", path.display()));
+                self.attachments.push(path);
+                Vec::new()
+            }
+            Command::Detach => {
+                self.attachments.clear();
+                self.transcript.note(Tone::Note, "attachments dropped");
+                Vec::new()
+            }
+            Command::Download { path, to } => match (session, self.transcript.last_turn_id.clone()) {
+                (Some(session), Some(turn)) => vec![Action::Download { session, turn, path, to }],
+                _ => needs_session(self),
+            },
+            Command::Reasoning => {
+                self.show_reasoning = !self.show_reasoning;
+                Vec::new()
+            }
+            Command::Usage => {
+                let totals = &self.transcript.totals;
+                let cost = totals.cost_usd.map_or_else(|| "no price configured".to_owned(), |cost| format!("${cost:.4}"));
+                self.transcript.note(Tone::Usage, format!("this chat: {} in · {} out tokens · {cost}", totals.input_tokens, totals.output_tokens));
+                Vec::new()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(code: KeyCode) -> Incoming {
+        Incoming::Key(KeyEvent::new(code, KeyModifiers::NONE))
+    }
+
+    fn ctrl(character: char) -> Incoming {
+        Incoming::Key(KeyEvent::new(KeyCode::Char(character), KeyModifiers::CONTROL))
+    }
+
+    fn typed(app: &mut App, text: &str) -> Vec<Action> {
+        for character in text.chars() {
+            app.update(key(KeyCode::Char(character)));
+        }
+        app.update(key(KeyCode::Enter))
+    }
+
+    fn event(json: &str) -> Incoming {
+        Incoming::Event(Box::new(serde_json::from_str(json).unwrap()))
+    }
+
+    #[test]
+    fn a_message_starts_a_turn_and_ctrl_c_cancels_then_exits() {
+        let mut app = App::new("demo".into());
+        let actions = typed(&mut app, "hello");
+        assert_eq!(actions, vec![Action::Send { session: None, agent: "demo".into(), text: "hello".into(), attachments: vec![] }]);
+        app.update(Incoming::Session { id: "s1".into(), agent: None, mode: None });
+        assert_eq!(app.update(ctrl('c')), vec![Action::Cancel { session: "s1".into() }]);
+        assert_eq!(app.busy, Busy::Cancelling);
+        assert_eq!(app.update(ctrl('c')), vec![Action::Quit]);
+        assert!(app.quit);
+    }
+
+    #[test]
+    fn ctrl_c_when_idle_warns_first_and_a_key_in_between_disarms_it() {
+        let mut app = App::new("demo".into());
+        assert_eq!(app.update(ctrl('c')), vec![]);
+        app.update(key(KeyCode::Char('x')));
+        assert_eq!(app.update(ctrl('c')), vec![]);
+        assert_eq!(app.update(ctrl('c')), vec![Action::Quit]);
+    }
+
+    #[test]
+    fn while_a_turn_runs_enter_queues_a_follow_up_and_the_next_turn_is_watched() {
+        let mut app = App::new("demo".into());
+        app.update(Incoming::Session { id: "s1".into(), agent: None, mode: None });
+        typed(&mut app, "first");
+        assert_eq!(typed(&mut app, "second"), vec![Action::FollowUp { session: "s1".into(), text: "second".into() }]);
+        assert_eq!(typed(&mut app, "/steer faster"), vec![Action::Steer { session: "s1".into(), text: "faster".into() }]);
+        assert_eq!(app.update(Incoming::StreamEnded), vec![Action::WatchNextTurn { session: "s1".into(), after: None }]);
+    }
+
+    #[test]
+    fn a_paused_turn_is_answered_prompt_by_prompt() {
+        let mut app = App::new("demo".into());
+        app.update(Incoming::Session { id: "s1".into(), agent: None, mode: None });
+        typed(&mut app, "go");
+        app.update(event(r#"{"type":"model.message","id":"m1","thread_id":"main","created_at":"x","tool_calls":[
+            {"id":"c1","function":{"name":"echo","arguments":"{}"},"tool_info":{"type":"truefoundry-system","name":"echo"}},
+            {"id":"c2","function":{"name":"ask_user_question","arguments":"{\"question\":\"Colour?\",\"options\":[{\"label\":\"Blue\"},{\"label\":\"Red\"}]}"},"tool_info":{"type":"truefoundry-system","name":"ask_user_question"}}]}"#));
+        app.update(event(r#"{"type":"turn.done","id":"d","created_at":"x","thread_id":null,"state":{"status":"done","output":null,"completed_at":"x","required_actions":[
+            {"type":"tool.approval_required","id":"p1","created_at":"x","thread_id":"main","tool_calls":[{"id":"c1","source_event_id":"m1"}]},
+            {"type":"tool.response_required","id":"p2","created_at":"x","thread_id":"main","tool_calls":[{"id":"c2","source_event_id":"m1"}]}]}}"#));
+        assert_eq!(app.update(Incoming::StreamEnded), vec![]);
+        assert_eq!(app.prompts.len(), 2);
+        app.update(key(KeyCode::Char('n')));
+        assert_eq!(typed(&mut app, "not now"), vec![]);
+        app.update(key(KeyCode::Down));
+        let actions = app.update(key(KeyCode::Enter));
+        let Some(Action::Decide { session, input }) = actions.first() else { panic!("{actions:?}") };
+        assert_eq!(session, "s1");
+        assert_eq!(
+            serde_json::to_value(input).unwrap(),
+            serde_json::json!([
+                {"type": "user.tool_approval", "thread_id": "main", "tool_call_id": "c1", "approval": {"status": "deny", "reason": "not now"}},
+                {"type": "user.tool_response", "thread_id": "main", "tool_call_id": "c2", "content": "Red"}
+            ])
+        );
+    }
+
+    #[test]
+    fn commands_need_a_session_where_they_act_on_one() {
+        let mut app = App::new("demo".into());
+        assert_eq!(typed(&mut app, "/tasks"), vec![]);
+        assert_eq!(typed(&mut app, "/sessions"), vec![Action::ListSessions]);
+        app.update(Incoming::Sessions(vec![("s9".into(), "s9 demo".into())]));
+        assert_eq!(typed(&mut app, "/resume 1"), vec![Action::Resume { session: "s9".into() }]);
+        app.update(Incoming::Session { id: "s9".into(), agent: Some("helper".into()), mode: Some("plan".into()) });
+        app.update(Incoming::History { events: vec![], live: false });
+        assert_eq!(app.busy, Busy::Idle);
+        assert_eq!(typed(&mut app, "/mode build"), vec![Action::SetMode { session: "s9".into(), mode: "build".into() }]);
+        typed(&mut app, "/attach notes.txt");
+        let actions = typed(&mut app, "read it");
+        assert_eq!(actions, vec![Action::Send { session: Some("s9".into()), agent: "helper".into(), text: "read it".into(), attachments: vec!["notes.txt".into()] }]);
+    }
+}
