@@ -1,0 +1,191 @@
+"""`teamster chat`, the terminal client, driven through tmux against a live server with the
+fake model: a chat, a gated tool approved, a question answered, a long turn cancelled with
+Ctrl-C (a second Ctrl-C exits), and the session resumed in a new `teamster chat` with its history
+rebuilt. Every wait polls `capture-pane` with a deadline; nothing sleeps a fixed time.
+
+Needs `tmux` on PATH (Debian's `tmux` package)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+import typing
+
+import pytest
+
+import conftest
+import wire
+from test_mcp import McpHttpServer, call, registry, remote
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None and not os.environ.get("CI"),
+                                reason="tmux is not installed (CI installs it and fails without it)")
+
+# The longest any one step may take on a busy machine.
+STEP_TIMEOUT = 30.0
+WIDTH, HEIGHT = 160, 50
+
+
+class Tmux:
+    """A tmux server of the test's own (its own socket), running one command in one pane that
+    stays open after the command exits, so what it printed last can still be read."""
+
+    def __init__(self, name: str) -> None:
+        self.socket = wire.unique(name)
+        self.sessions: list[str] = []
+
+    def tmux(self, *args: str) -> str:
+        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, timeout=10)
+        assert done.returncode == 0, f"tmux {args}: {done.stderr.decode(errors='replace')}"
+        return done.stdout.decode(errors="replace")
+
+    def start(self, session: str, argv: list[str]) -> None:
+        environment = {"TERM": "xterm-256color", "TEAMSTER_LOG": "warn"}
+        command = " ".join(shlex.quote(word) for word in argv)
+        self.tmux("new-session", "-d", "-s", session, "-x", str(WIDTH), "-y", str(HEIGHT),
+                  *[option for key, value in environment.items() for option in ("-e", f"{key}={value}")],
+                  f"{command}; echo; echo \"[chat exited $?]\"; sleep 600")
+        self.sessions.append(session)
+
+    def screen(self, session: str) -> str:
+        # -J joins wrapped lines, so a long line is found whole.
+        return self.tmux("capture-pane", "-p", "-J", "-t", session)
+
+    def wait_for(self, session: str, text: str, timeout: float = STEP_TIMEOUT) -> str:
+        """Polls the pane until it shows `text`; returns the screen."""
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen(session)
+            if text in screen:
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"the chat never showed {text!r}; its screen:\n{screen}")
+
+    def type(self, session: str, text: str) -> None:
+        """Types a line and presses Enter."""
+        self.tmux("send-keys", "-t", session, "-l", text)
+        self.tmux("send-keys", "-t", session, "Enter")
+
+    def keys(self, session: str, *keys: str) -> None:
+        self.tmux("send-keys", "-t", session, *keys)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
+
+
+@pytest.fixture
+def tmux() -> typing.Iterator[Tmux]:
+    instance = Tmux("chat")
+    try:
+        yield instance
+    finally:
+        instance.close()
+
+
+@pytest.fixture(scope="module")
+def gated_agent(server: conftest.TeamsterServer, workdir) -> typing.Iterator[str]:
+    """An agent on the fake model whose MCP tools each wait for approval."""
+    mcp = McpHttpServer(workdir)
+    try:
+        api = server.require_api()
+        tools = wire.unique("chat-tools")
+        api.ok(api.post("/api/v1/settings/mcp-servers", json={"manifest": remote(tools, mcp.url)}), 201)
+        agent = wire.unique("chat-agent")
+        manifest = {"model": {"name": "fake/fake-model"},
+                    "mcp_servers": [registry(tools, preload=True, enable_tools=["echo"],
+                                             require_approval_for_tools=["@all"])]}
+        api.ok(api.post("/api/v1/agents", json={"name": agent, "manifest": manifest}), 201)
+        yield agent
+    finally:
+        mcp.close()
+
+
+def chat_argv(server: conftest.TeamsterServer, *args: str) -> list[str]:
+    return [str(conftest.binary("TEAMSTER_BIN", "target/debug/teamster")), "chat", "--server", server.url, *args]
+
+
+def test_chat_approve_answer_cancel_and_resume(tmux, server, gated_agent):
+    tmux.start("first", chat_argv(server, gated_agent))
+    tmux.wait_for("first", f"chatting with {gated_agent}")
+
+    # A plain message: the answer streams in.
+    marker = wire.unique("hello")
+    tmux.type("first", f"say {marker}")
+    tmux.wait_for("first", f"You said: say {marker}")
+    screen = tmux.wait_for("first", "out tokens")
+    assert re.search(r"sess_\w+", screen), screen
+
+    # A gated tool: the chat asks, `y` allows it, the call and its result show inline.
+    tmux.type("first", call("echo", {"text": "ping-from-chat"}))
+    screen = tmux.wait_for("first", "Run echo?")
+    assert "ping-from-chat" in screen
+    tmux.keys("first", "y")
+    screen = tmux.wait_for("first", "Tool result: ping-from-chat")
+    assert "✓ you allowed echo" in screen and "→ echo(" in screen
+
+    # A question: ↓ picks the second option, Enter answers it.
+    question = {"question": "Which colour suits?", "options": [{"label": "Blue"}, {"label": "Red"}]}
+    tmux.type("first", call("ask_user_question", question))
+    tmux.wait_for("first", "Which colour suits?")
+    tmux.wait_for("first", "▶ Blue")
+    tmux.keys("first", "Down")
+    tmux.wait_for("first", "▶ Red")
+    tmux.keys("first", "Enter")
+    tmux.wait_for("first", "Tool result: Red")
+
+    # A long turn: Ctrl-C cancels it while it streams, a second Ctrl-C leaves.
+    tmux.type("first", "[tokens:400][delay:50] long one")
+    tmux.wait_for("first", "tok5 ")
+    tmux.wait_for("first", "working (Ctrl-C cancels)")
+    tmux.keys("first", "C-c")
+    screen = tmux.wait_for("first", "turn cancelled (client-cancelled)")
+    assert "tok400" not in screen
+    tmux.keys("first", "C-c")
+    screen = tmux.wait_for("first", "[chat exited 0]")
+    session = re.search(r"teamster chat --session (sess_\w+)", screen)
+    assert session, screen
+    session_id = session.group(1)
+
+    # The server agrees: four turns, the last cancelled.
+    api = server.require_api()
+    turns = api.ok(api.get(f"/api/v1/sessions/{session_id}/turns"))["data"]
+    assert turns[0]["state"]["status"] == "cancelled"
+
+    # A new chat on the session shows its history, rebuilt from the events, and goes on.
+    tmux.start("second", chat_argv(server, "--session", session_id))
+    screen = tmux.wait_for("second", f"resumed session {session_id} with {gated_agent}")
+    for shown in (f"You said: say {marker}", "→ echo(", "Tool result: ping-from-chat",
+                  "→ ask_user_question(", "← Red", "Tool result: Red", "turn cancelled (client-cancelled)"):
+        assert shown in screen, f"{shown!r} missing from the resumed history:\n{screen}"
+    tmux.type("second", "[history] once more")
+    tmux.wait_for("second", "History: ")
+    tmux.wait_for("second", "once more")
+    tmux.keys("second", "C-c")
+    tmux.keys("second", "C-c")
+    tmux.wait_for("second", "[chat exited 0]")
+
+
+def test_chat_help_and_a_missing_agent(tmux, server):
+    done = subprocess.run([*chat_argv(server)[:2], "--help"], capture_output=True, timeout=30)
+    assert done.returncode == 0
+    help_text = done.stdout.decode()
+    for words in ("--session <ID>", "--server <URL>", "--api-key <KEY>", "in-process", "/help"):
+        assert words in help_text, help_text
+
+    missing = subprocess.run(chat_argv(server, wire.unique("nobody")), capture_output=True, timeout=30,
+                             stdin=subprocess.DEVNULL)
+    assert missing.returncode != 0
+    assert b"no agent named" in missing.stderr
+
+    tmux.start("help", chat_argv(server, conftest.DEMO_AGENT))
+    tmux.wait_for("help", "chatting with demo")
+    tmux.type("help", "/help")
+    tmux.wait_for("help", "/steer TEXT")
+    tmux.type("help", "/bogus")
+    tmux.wait_for("help", "unknown command /bogus")
+    tmux.type("help", "/quit")
+    tmux.wait_for("help", "[chat exited 0]")
