@@ -3,7 +3,17 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { type ModelMessage, type ModelMessageDelta, SseParser, TeamsterError, type TurnEvent, foldDelta, foldEvents, parseSse } from '@teamster/client';
+import {
+  type ModelMessage,
+  type ModelMessageDelta,
+  SseParser,
+  TeamsterClient,
+  TeamsterError,
+  type TurnEvent,
+  foldDelta,
+  foldEvents,
+  parseSse,
+} from '@teamster/client';
 
 test('the SSE parser joins data lines, keeps the last id and skips comments, however the bytes are cut', async () => {
   const wire = '\uFEFFid: 1\r\ndata: {"a":\r\ndata: 1}\r\n\r\n: ping\n\nid: 2\rdata: two\r\rdata: no id\n\nevent: other\ndata: x\nretry: 50\n\ndata: unterminated';
@@ -106,4 +116,39 @@ test('the package has no runtime dependencies and exports its build', () => {
   assert.equal(manifest.dependencies, undefined);
   assert.equal(manifest.type, 'module');
   assert.deepEqual(manifest.exports['.'], { types: './dist/index.d.ts', import: './dist/index.js' });
+});
+
+test('a stream that keeps breaking off gives up after its attempts with a TeamsterError', async () => {
+  const created = { type: 'turn.created', id: 'e1', turn_id: 'turn_1', previous_turn_id: null, state: { status: 'running' }, created_at: 'x', thread_id: null };
+  const requests: string[] = [];
+  // Every answer is the turn's first event, then the end of the body: never turn.done.
+  const fake: typeof fetch = async (input, init) => {
+    const headers = new Headers(init?.headers);
+    requests.push(`${init?.method} ${new URL(String(input)).pathname} ${headers.get('last-event-id') ?? '-'}`);
+    const body = requests.length === 1 ? `id: 1\ndata: ${JSON.stringify(created)}\n\n` : '';
+    return new Response(body, { headers: { 'content-type': 'text/event-stream' } });
+  };
+  const client = new TeamsterClient({ baseUrl: 'http://teamster.test/prefix', fetch: fake, reconnect: { attempts: 2, delayMs: 1 } });
+  const stream = client.turns.stream('sess_1', { input: [] });
+  const error = await stream.done().then(() => undefined, (error: unknown) => error);
+  assert.ok(error instanceof TeamsterError, String(error));
+  assert.equal(error.status, 0);
+  assert.match(error.message, /turn turn_1 ended after sequence 1 without turn.done/);
+  assert.deepEqual(requests, [
+    'POST /prefix/api/v1/sessions/sess_1/turns -',
+    'GET /prefix/api/v1/sessions/sess_1/turns/turn_1/subscribe 1',
+    'GET /prefix/api/v1/sessions/sess_1/turns/turn_1/subscribe 1',
+  ]);
+  // A refusal on the way (the turn gone) ends it at once, with that status.
+  const gone: typeof fetch = async (_input, init) =>
+    init?.method === 'POST'
+      ? new Response(`id: 1\ndata: ${JSON.stringify(created)}\n\n`, { headers: { 'content-type': 'text/event-stream' } })
+      : new Response(JSON.stringify({ error: { message: 'no turn' } }), { status: 404 });
+  const refused = await new TeamsterClient({ baseUrl: 'http://teamster.test', fetch: gone, reconnect: { delayMs: 1 } })
+    .turns.stream('sess_1', {}).done().then(() => undefined, (error: unknown) => error);
+  assert.ok(refused instanceof TeamsterError && refused.status === 404, String(refused));
+  // An answer that is not an event stream is refused before any event.
+  const html: typeof fetch = async () => new Response('<html>', { headers: { 'content-type': 'text/html' } });
+  const wrong = await new TeamsterClient({ baseUrl: 'http://teamster.test', fetch: html }).turns.stream('s', {}).done().then(() => undefined, (error: unknown) => error);
+  assert.ok(wrong instanceof TeamsterError && /expected an event stream/.test(wrong.message), String(wrong));
 });
