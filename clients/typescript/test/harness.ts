@@ -73,6 +73,12 @@ export async function startServer(options: { auth?: 'api-keys' } = {}): Promise<
     fake.child.kill();
     throw error;
   }
+  // A test file that dies without its after() hook leaves no server behind.
+  const stop = () => {
+    teamster.child.kill();
+    fake.child.kill();
+  };
+  process.once('exit', stop);
   const client = new TeamsterClient({ baseUrl: teamster.url, apiKey: adminKey });
   const provider = {
     type: 'custom', name: 'fake', base_url: `${fake.url}/v1`, auth: { api_key: 'sk-fake-0123456789abcdef' },
@@ -90,8 +96,8 @@ export async function startServer(options: { auth?: 'api-keys' } = {}): Promise<
     client,
     adminKey,
     close() {
-      teamster.child.kill();
-      fake.child.kill();
+      stop();
+      process.removeListener('exit', stop);
       rmSync(workdir, { recursive: true, force: true });
     },
   };
