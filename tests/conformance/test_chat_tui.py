@@ -189,3 +189,45 @@ def test_chat_help_and_a_missing_agent(tmux, server):
     tmux.wait_for("help", "unknown command /bogus")
     tmux.type("help", "/quit")
     tmux.wait_for("help", "[chat exited 0]")
+
+
+def test_chat_reasoning_follow_ups_denials_and_grants(tmux, server, gated_agent):
+    tmux.start("more", chat_argv(server, gated_agent))
+    tmux.wait_for("more", f"chatting with {gated_agent}")
+
+    # Reasoning comes collapsed; Ctrl-O shows it.
+    tmux.type("more", "[reasoning] think first")
+    tmux.wait_for("more", "▸ thought for 3 words")
+    tmux.keys("more", "C-o")
+    tmux.wait_for("more", "thinking: Let me think.")
+
+    # Enter while a turn runs queues a follow-up, which runs once the turn ends.
+    tmux.type("more", "[tokens:40][delay:50] slow")
+    tmux.wait_for("more", "tok3 ")
+    tmux.type("more", "and after that")
+    tmux.wait_for("more", "› (queued) and after that")
+    tmux.wait_for("more", "tok40")
+    tmux.wait_for("more", "You said: and after that")
+
+    # Denied with a reason: the model is told.
+    tmux.type("more", call("echo", {"text": "first"}))
+    tmux.wait_for("more", "Run echo?")
+    tmux.keys("more", "n")
+    tmux.wait_for("more", "why deny?")
+    tmux.type("more", "not today")
+    tmux.wait_for("more", "✗ you denied echo: not today")
+
+    # Always allowed: the next call of the tool runs without asking.
+    tmux.type("more", call("echo", {"text": "second"}))
+    tmux.wait_for("more", "Run echo?")
+    tmux.keys("more", "a")
+    tmux.wait_for("more", "Tool result: second")
+    tmux.type("more", call("echo", {"text": "third"}))
+    screen = tmux.wait_for("more", "Tool result: third")
+    assert screen.count("✓ you always allow echo") == 1, screen
+    assert screen.count("Run echo?") == 0, screen
+
+    tmux.type("more", "/usage")
+    tmux.wait_for("more", "this chat: ")
+    tmux.keys("more", "C-d")
+    tmux.wait_for("more", "[chat exited 0]")

@@ -27,6 +27,8 @@ pub enum Incoming {
     StreamEnded,
     /// The session's mode, as the server has it.
     Mode(Option<String>),
+    /// The session's mode and task list (status and title of each), read after a turn.
+    Status { mode: Option<String>, tasks: Vec<(String, String)> },
     /// Recent sessions: id and a line describing each.
     Sessions(Vec<(String, String)>),
     Note(Tone, String),
@@ -44,6 +46,8 @@ pub enum Action {
     Cancel { session: String },
     Steer { session: String, text: String },
     FollowUp { session: String, text: String },
+    /// Read the session's mode and task list again.
+    Refresh { session: String },
     /// Stream the turn a queued follow-up starts, once it starts after `after`.
     WatchNextTurn { session: String, after: Option<String> },
     ListSessions,
@@ -76,6 +80,8 @@ pub struct App {
     pub agent: String,
     pub session_id: Option<String>,
     pub mode: Option<String>,
+    /// The session's task list: status and title of each task.
+    pub tasks: Vec<(String, String)>,
     /// The prompt being answered, and those after it.
     pub prompts: VecDeque<Prompt>,
     /// Answers given so far to the paused turn's prompts.
@@ -106,6 +112,7 @@ impl App {
             agent,
             session_id: None,
             mode: None,
+            tasks: Vec::new(),
             prompts: VecDeque::new(),
             decisions: Vec::new(),
             attachments: Vec::new(),
@@ -154,12 +161,14 @@ impl App {
                 let session = self.session_id.clone().unwrap_or_default();
                 self.transcript.note(Tone::Note, format!("resumed session {session} with {}", self.agent));
                 self.scroll_back = 0;
+                let refresh = self.session_id.clone().map(|session| Action::Refresh { session });
                 if live {
                     self.busy = Busy::Running;
-                    Vec::new()
+                    refresh.into_iter().collect()
                 } else {
                     self.busy = Busy::Idle;
-                    self.ask_pending()
+                    self.ask_pending();
+                    refresh.into_iter().collect()
                 }
             }
             Incoming::Event(event) => {
@@ -170,6 +179,11 @@ impl App {
                 Vec::new()
             }
             Incoming::StreamEnded => self.on_stream_end(),
+            Incoming::Status { mode, tasks } => {
+                self.mode = mode;
+                self.tasks = tasks;
+                Vec::new()
+            }
             Incoming::Mode(mode) => {
                 self.transcript.note(Tone::Note, format!("mode: {}", mode.as_deref().unwrap_or("(the agent's default)")));
                 self.mode = mode;
@@ -191,7 +205,11 @@ impl App {
             }
             Incoming::Failed(message) => {
                 self.transcript.note(Tone::Error, message);
-                self.busy = Busy::Idle;
+                // A turn that did not start, or a session that did not load; a failed steer or
+                // cancel leaves the running turn as it is.
+                if matches!(self.busy, Busy::Starting | Busy::Loading) {
+                    self.busy = Busy::Idle;
+                }
                 Vec::new()
             }
         }
@@ -203,22 +221,19 @@ impl App {
             self.transcript.note(Tone::Error, "the event stream ended before the turn did");
         }
         self.busy = Busy::Idle;
-        let actions = self.ask_pending();
-        if !actions.is_empty() || !self.prompts.is_empty() {
-            return actions;
+        self.ask_pending();
+        let Some(session) = self.session_id.clone() else { return Vec::new() };
+        let mut actions = vec![Action::Refresh { session: session.clone() }];
+        if self.prompts.is_empty() && self.follow_ups > 0 {
+            self.follow_ups -= 1;
+            self.busy = Busy::Starting;
+            actions.push(Action::WatchNextTurn { session, after: self.transcript.last_turn_id.clone() });
         }
-        match (&self.session_id, self.follow_ups) {
-            (Some(session), 1..) => {
-                self.follow_ups -= 1;
-                self.busy = Busy::Starting;
-                vec![Action::WatchNextTurn { session: session.clone(), after: self.transcript.last_turn_id.clone() }]
-            }
-            _ => Vec::new(),
-        }
+        actions
     }
 
     /// Turns the latest turn's required actions into prompts.
-    fn ask_pending(&mut self) -> Vec<Action> {
+    fn ask_pending(&mut self) {
         self.prompts = Prompt::from_pending(&self.transcript).into();
         self.decisions.clear();
         if let Some(prompt) = self.prompts.front() {
@@ -229,7 +244,6 @@ impl App {
             };
             self.transcript.note(Tone::Note, hint);
         }
-        Vec::new()
     }
 
     fn on_key(&mut self, key: KeyEvent) -> Vec<Action> {
@@ -572,7 +586,10 @@ mod tests {
         typed(&mut app, "first");
         assert_eq!(typed(&mut app, "second"), vec![Action::FollowUp { session: "s1".into(), text: "second".into() }]);
         assert_eq!(typed(&mut app, "/steer faster"), vec![Action::Steer { session: "s1".into(), text: "faster".into() }]);
-        assert_eq!(app.update(Incoming::StreamEnded), vec![Action::WatchNextTurn { session: "s1".into(), after: None }]);
+        assert_eq!(
+            app.update(Incoming::StreamEnded),
+            vec![Action::Refresh { session: "s1".into() }, Action::WatchNextTurn { session: "s1".into(), after: None }]
+        );
     }
 
     #[test]
@@ -586,7 +603,7 @@ mod tests {
         app.update(event(r#"{"type":"turn.done","id":"d","created_at":"x","thread_id":null,"state":{"status":"done","output":null,"completed_at":"x","required_actions":[
             {"type":"tool.approval_required","id":"p1","created_at":"x","thread_id":"main","tool_calls":[{"id":"c1","source_event_id":"m1"}]},
             {"type":"tool.response_required","id":"p2","created_at":"x","thread_id":"main","tool_calls":[{"id":"c2","source_event_id":"m1"}]}]}}"#));
-        assert_eq!(app.update(Incoming::StreamEnded), vec![]);
+        assert_eq!(app.update(Incoming::StreamEnded), vec![Action::Refresh { session: "s1".into() }]);
         assert_eq!(app.prompts.len(), 2);
         app.update(key(KeyCode::Char('n')));
         assert_eq!(typed(&mut app, "not now"), vec![]);

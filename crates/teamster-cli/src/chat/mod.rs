@@ -226,6 +226,19 @@ impl Runner {
                     Ok(())
                 }
                 Action::Resume { session } => resume(&api, &session, &news).await,
+                Action::Refresh { session } => {
+                    // Best effort: a status that cannot be read leaves the old one shown.
+                    if let (Ok((_, mode)), Ok(list)) = (api.session(&session).await, api.tasks(&session).await) {
+                        let tasks = list["tasks"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .map(|task| (task["status"].as_str().unwrap_or("pending").to_owned(), task["title"].as_str().unwrap_or("?").to_owned()))
+                            .collect();
+                        let _ = news.send(Incoming::Status { mode, tasks });
+                    }
+                    Ok(())
+                }
                 Action::SetMode { session, mode } => {
                     let mode = api.set_mode(&session, &mode).await?;
                     let _ = news.send(Incoming::Mode(mode));

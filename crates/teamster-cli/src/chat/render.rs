@@ -14,19 +14,29 @@ use super::transcript::{Tone, elide};
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 /// The most lines a prompt's detail (a tool's arguments, a plan) takes on screen.
 const MAX_DETAIL_LINES: usize = 12;
+/// The most tasks the task panel lists.
+const MAX_TASK_LINES: usize = 6;
 
 /// Draws the whole chat; `waited` is how long the current wait has lasted, in seconds.
 pub fn draw(frame: &mut Frame<'_>, app: &App, waited: u64) {
     let prompt = app.prompts.front().map(prompt_text);
     let prompt_height = prompt.as_ref().map_or(0, |text| (text.lines.len() as u16 + 2).min(frame.area().height / 2));
-    let [transcript_area, prompt_area, status_area, input_area] = Layout::vertical([
+    let tasks = task_text(app);
+    let tasks_height = if tasks.lines.is_empty() { 0 } else { tasks.lines.len() as u16 + 2 };
+    let [transcript_area, tasks_area, prompt_area, status_area, input_area] = Layout::vertical([
         Constraint::Min(1),
+        Constraint::Length(tasks_height),
         Constraint::Length(prompt_height),
         Constraint::Length(1),
         Constraint::Length(3),
     ])
     .areas(frame.area());
     draw_transcript(frame, app, transcript_area);
+    if tasks_height > 0 {
+        let done = app.tasks.iter().filter(|(status, _)| status == "completed").count();
+        let title = format!(" tasks {done}/{} ", app.tasks.len());
+        frame.render_widget(Paragraph::new(tasks).block(Block::default().borders(Borders::ALL).title(title)), tasks_area);
+    }
     if let Some(text) = prompt {
         let title = match app.prompts.front() {
             Some(prompt) if prompt.is_plan() => " plan for approval ",
@@ -112,6 +122,25 @@ fn status_line(app: &App, waited: u64) -> Line<'static> {
     }
     spans.push(Span::styled(facts.join(" · "), Style::default().fg(Color::DarkGray)));
     Line::from(spans)
+}
+
+/// The task list panel: the unfinished tasks first, at most [`MAX_TASK_LINES`] lines.
+fn task_text(app: &App) -> Text<'static> {
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    let open = app.tasks.iter().filter(|(status, _)| status != "completed");
+    let done = app.tasks.iter().filter(|(status, _)| status == "completed");
+    for (status, title) in open.chain(done).take(MAX_TASK_LINES) {
+        let (mark, style) = match status.as_str() {
+            "completed" => ("[x]", Style::default().fg(Color::DarkGray)),
+            "in_progress" => ("[~]", Style::default().fg(Color::Yellow)),
+            _ => ("[ ]", Style::default()),
+        };
+        lines.push(Line::styled(format!("{mark} {title}"), style));
+    }
+    if app.tasks.len() > MAX_TASK_LINES {
+        lines.push(Line::styled(format!("… {} more (/tasks)", app.tasks.len() - MAX_TASK_LINES), Style::default().fg(Color::DarkGray)));
+    }
+    Text::from(lines)
 }
 
 /// The prompt panel's text.

@@ -70,6 +70,8 @@ pub struct Transcript {
     results: HashMap<String, String>,
     /// Sub-agent nesting by thread id (the main thread is 0).
     depths: HashMap<String, usize>,
+    /// Sub-agent threads' titles, which label their messages.
+    titles: HashMap<String, String>,
     /// The required actions of the latest turn: what the user must answer before it goes on.
     pub pending: Vec<Event>,
     pub totals: Totals,
@@ -112,6 +114,7 @@ impl Transcript {
             Event::ThreadCreated(created) => {
                 let depth = self.depth(&created.parent.thread_id) + 1;
                 self.depths.insert(created.thread_id.clone(), depth);
+                self.titles.insert(created.thread_id.clone(), created.title.clone());
                 self.entries.push(Entry::ThreadStarted {
                     thread_id: created.thread_id.clone(),
                     title: created.title.clone(),
@@ -173,7 +176,13 @@ impl Transcript {
         let mut rows = Vec::new();
         for entry in &self.entries {
             match entry {
-                Entry::User(text) => push_lines(&mut rows, Tone::User, 0, "› ", text),
+                Entry::User(text) => {
+                    // A blank line before each message of the user's sets the turns apart.
+                    if !rows.is_empty() {
+                        rows.push(Row { tone: Tone::Note, depth: 0, text: String::new() });
+                    }
+                    push_lines(&mut rows, Tone::User, 0, "› ", text);
+                }
                 Entry::Message(id) => {
                     if let Some(message) = self.messages.get(id) {
                         self.message_rows(&mut rows, message, show_reasoning);
@@ -215,7 +224,9 @@ impl Transcript {
         }
         let text = message.text();
         if !text.is_empty() {
-            push_lines(rows, Tone::Assistant, depth, "", &text);
+            // Parallel sub-agents interleave: each message says whose it is.
+            let label = self.titles.get(&message.thread_id).map(|title| format!("[{title}] ")).unwrap_or_default();
+            push_lines(rows, Tone::Assistant, depth, &label, &text);
         }
         if let Some(refusal) = message.refusal.as_deref().filter(|text| !text.is_empty()) {
             push_lines(rows, Tone::Error, depth, "refused: ", refusal);
@@ -399,7 +410,7 @@ mod tests {
                     {{\"type\":\"thread.done\",\"id\":\"h2\",\"created_at\":\"x\",\"thread_id\":\"th1\",\"title\":\"left\",\"state\":{{\"status\":\"done\",\"output\":{{\"id\":\"m3\",\"thread_id\":\"th1\",\"created_at\":\"x\"}}}}}}"
                 ),
                 false,
-                "User|› hi\nThread|┌ sub-agent helper: left\nAssistant  |inside\nThread|└ left done",
+                "User|› hi\nThread|┌ sub-agent helper: left\nAssistant  |[left] inside\nThread|└ left done",
             ),
             (
                 "a question waits, and the answer resumes it",
@@ -420,6 +431,18 @@ mod tests {
                     .to_owned(),
                 false,
                 "User|✗ you denied the tool: no\nLink|authorize docs at http://auth/x\nError|turn cancelled (client-cancelled)",
+            ),
+            (
+                "turns are set apart, and steering shows where the model took it",
+                format!(
+                    "{CREATED}
+                    {{\"type\":\"model.message\",\"id\":\"m1\",\"thread_id\":\"main\",\"created_at\":\"x\",\"content\":\"One\"}}
+                    {{\"type\":\"model.message\",\"id\":\"m2\",\"thread_id\":\"main\",\"created_at\":\"x\",\"content\":\"Two\",\"steering\":[{{\"id\":\"q\",\"content\":\"shorter\",\"created_at\":\"x\"}}]}}
+                    {}",
+                    CREATED.replace("\"t1\"", "\"t2\"").replace("hi", "again")
+                ),
+                false,
+                "User|› hi\nAssistant|One\nUser|› (steer) shorter\nAssistant|Two\nNote|\nUser|› again",
             ),
         ];
         for (name, script, show_reasoning, expected) in cases {
