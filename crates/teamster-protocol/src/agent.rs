@@ -10,6 +10,7 @@ use crate::lenient;
 
 /// What a session runs: model, instructions, tools and runtime configuration.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentSpec {
     pub model: ModelRef,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -49,6 +50,7 @@ pub struct AgentSpec {
 
 /// One mode of an agent (`plan`, `build`, ...): what it changes of the agent it is part of.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModeSpec {
     /// Unique among the agent's modes: 1-64 characters of a-z, 0-9, `_` and `-`.
     pub id: String,
@@ -79,6 +81,7 @@ pub struct ModeSpec {
 
 /// A model named `provider/model`, with optional sampling parameters.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelRef {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,6 +97,7 @@ impl ModelRef {
 
 /// Sampling parameters. Unknown keys are kept and passed through to providers that accept them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelParams {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
     pub max_tokens: Option<u64>,
@@ -114,6 +118,7 @@ pub struct ModelParams {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CacheControl {
     #[serde(rename = "type")]
     pub kind: String,
@@ -121,6 +126,7 @@ pub struct CacheControl {
 
 /// An MCP server the agent may use, with its tool and approval selectors.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpServer {
     #[serde(flatten)]
     pub source: McpServerSource,
@@ -240,7 +246,37 @@ impl Serialize for McpServerSource {
     }
 }
 
+/// The schema of what [`McpServerSource`]'s own `Serialize` writes (and its `Deserialize` reads).
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for McpServerSource {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        let string = || ObjectBuilder::new().schema_type(Type::String);
+        ObjectBuilder::new()
+            .property(
+                "type",
+                string()
+                    .enum_values(Some([McpServerSource::REGISTRY, McpServerSource::INLINE]))
+                    .description(Some("Where the server comes from; the settings registry when absent.")),
+            )
+            .property("name", string().description(Some("The registry's name of the server, or the agent's label for an inline one.")))
+            .required("name")
+            .property("url", string().description(Some("An inline server's URL (required for `inline`).")))
+            .property(
+                "transport",
+                string()
+                    .enum_values(Some(["streamable-http", "sse"]))
+                    .description(Some("Teamster extension: an inline server's transport; by the URL when absent.")),
+            )
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for McpServerSource {}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type")]
 pub enum ResponseFormat {
     #[serde(rename = "text")]
@@ -252,6 +288,7 @@ pub enum ResponseFormat {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JsonSchemaFormat {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -264,6 +301,7 @@ pub struct JsonSchemaFormat {
 
 /// A skill mounted into the agent's sandbox (or, by name, from the settings registry).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(untagged)]
 pub enum SkillMount {
     Tagged(TaggedSkill),
@@ -272,6 +310,7 @@ pub enum SkillMount {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type")]
 pub enum TaggedSkill {
     #[serde(rename = "git")]
@@ -293,6 +332,7 @@ pub enum TaggedSkill {
 
 /// Runtime limits and features of an agent. Absent sub-objects take the spec's defaults.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RuntimeConfig {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
     pub iteration_limit: Option<u64>,
@@ -329,6 +369,7 @@ impl RuntimeConfig {
 /// `{ "enabled": bool }` for dynamic sub-agents, plus Teamster's `max_depth` (how deep
 /// sub-agents may nest; 1, the default, means a sub-agent cannot start sub-agents).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SubAgentsConfig {
     #[serde(default = "default_true", deserialize_with = "lenient::null_as_true")]
     pub enabled: bool,
@@ -344,6 +385,7 @@ impl SubAgentsConfig {
 /// A sub-agent declared in an agent spec (a Teamster extension): the model picks among these
 /// by name. It either describes itself or points at another saved agent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SubAgentSpec {
     pub name: String,
     /// What it is good for, shown to the model.
@@ -364,6 +406,7 @@ pub struct SubAgentSpec {
 
 /// `{ "enabled": bool }`, enabled when absent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Toggle {
     #[serde(default = "default_true", deserialize_with = "lenient::null_as_true")]
     pub enabled: bool,
@@ -374,6 +417,7 @@ fn default_true() -> bool {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SandboxConfig {
     #[serde(default, deserialize_with = "lenient::null_as_default")]
     pub enabled: bool,
@@ -387,12 +431,14 @@ pub struct SandboxConfig {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NetworkPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_inject: Option<Vec<AuthInject>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AuthInject {
     #[serde(rename = "type")]
     pub kind: String,
@@ -402,11 +448,13 @@ pub struct AuthInject {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HostMatch {
     pub hosts: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BasicAuth {
     #[serde(rename = "type")]
     pub kind: String,
@@ -415,6 +463,7 @@ pub struct BasicAuth {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ContextManagementConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<CompactionConfig>,
@@ -423,6 +472,7 @@ pub struct ContextManagementConfig {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CompactionConfig {
     #[serde(default = "default_true", deserialize_with = "lenient::null_as_true")]
     pub enabled: bool,
@@ -530,6 +580,7 @@ pub struct SampleInput {
 
 /// A saved agent as the native API shows it: the latest version's spec under `manifest`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Agent {
     pub id: String,
     pub name: String,

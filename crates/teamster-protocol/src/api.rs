@@ -9,12 +9,14 @@ use crate::lenient;
 
 /// `{ "data": ... }`, the envelope of every single-resource response.
 #[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Data<T> {
     pub data: T,
 }
 
 /// `{ "data": [...], "pagination": ... }`, the envelope of every list response.
 #[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Page<T> {
     pub data: Vec<T>,
     pub pagination: Pagination,
@@ -22,6 +24,8 @@ pub struct Page<T> {
 
 /// Token pagination: there is a next page iff `next_page_token` is a non-empty string.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = TokenPagination))]
 pub struct Pagination {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_page_token: Option<String>,
@@ -32,11 +36,14 @@ pub struct Pagination {
 
 /// The error body of every 4xx and 5xx response.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = RequestErrorResponse))]
 pub struct ErrorResponse {
     pub error: ErrorDetail,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorDetail {
     pub message: String,
     #[serde(rename = "type")]
@@ -48,6 +55,7 @@ pub struct ErrorDetail {
 
 /// `POST .../turns` in both dialects.
 #[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreateTurnRequest {
     #[serde(default)]
     pub input: Option<Vec<TurnInput>>,
@@ -89,6 +97,7 @@ pub struct UpdateDraftSessionRequest {
 
 /// Native `POST /sessions`: `agent` is `{ name }` or `{ spec }`.
 #[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreateSessionRequest {
     pub agent: SessionAgentInput,
     #[serde(default)]
@@ -96,6 +105,7 @@ pub struct CreateSessionRequest {
 }
 
 #[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionAgentInput {
     #[serde(default)]
     pub name: Option<String>,
@@ -105,6 +115,7 @@ pub struct SessionAgentInput {
 
 /// Native `PATCH /sessions/{id}`.
 #[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UpdateSessionRequest {
     #[serde(default)]
     pub agent: Option<SessionAgentInput>,
@@ -127,6 +138,7 @@ pub struct UpdateSessionRequest {
 
 /// Teamster extension: `POST /api/v1/sessions/{id}/clone`.
 #[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CloneSessionRequest {
     /// The clone's title; the source's when absent.
@@ -139,6 +151,7 @@ pub struct CloneSessionRequest {
 
 /// Native `POST /agents`.
 #[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreateAgentRequest {
     pub name: String,
     pub manifest: AgentSpec,
@@ -146,24 +159,28 @@ pub struct CreateAgentRequest {
 
 /// Native `PUT /agents/{id}`: a new immutable version.
 #[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UpdateAgentRequest {
     pub manifest: AgentSpec,
 }
 
 /// `POST|PUT /settings/model-providers`.
 #[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelProviderRequest {
     pub manifest: crate::settings::ModelProviderManifest,
 }
 
 /// `POST|PUT /settings/mcp-servers`.
 #[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpServerRequest {
     pub manifest: crate::settings::McpServerManifest,
 }
 
 /// The body of `POST`/`PUT /settings/skills` (`CreateSkillRequest`, `UpdateSkillRequest`).
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SkillRequest {
     pub manifest: crate::settings::SkillManifest,
@@ -171,13 +188,16 @@ pub struct SkillRequest {
 
 /// One item of a session's event list.
 #[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionEventItem {
     pub turn_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::event::Event))]
     pub event: Box<RawValue>,
 }
 
 /// `GET /capabilities`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Capabilities {
     pub sandbox: Enabled,
     pub skill: SkillCapability,
@@ -185,11 +205,13 @@ pub struct Capabilities {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Enabled {
     pub enabled: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SkillCapability {
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -198,4 +220,5 @@ pub struct SkillCapability {
 
 /// An empty JSON object, the body of cancel and delete responses.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Empty {}

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// Where a task stands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
     #[default]
@@ -17,6 +18,7 @@ pub enum TaskStatus {
 
 /// One task of a session's list.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Task {
     /// Unique within the list: the agent's own, or `task-<n>` when it gave none.
     pub id: String,
@@ -28,6 +30,7 @@ pub struct Task {
 
 /// How many tasks are in each state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskSummary {
     pub total: usize,
     pub pending: usize,
@@ -39,6 +42,7 @@ pub struct TaskSummary {
 /// every task tool's result). `version` counts the changes: 0 for a session that never had a
 /// list.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskList {
     pub version: u64,
     pub tasks: Vec<Task>,
@@ -64,6 +68,7 @@ impl TaskList {
 /// keep these for their next turns, and each turn records the ones it ran with. Empty for
 /// sessions that changed none of their agent's defaults.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionControl {
     /// The id of one of the agent's modes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -93,6 +98,7 @@ impl SessionControl {
 /// What a tool does, for permissions: from MCP annotations and what the harness knows of its
 /// own tools, or as the agent's spec says (`config.tool_categories`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ToolCategory {
     Read,
@@ -105,6 +111,7 @@ pub enum ToolCategory {
 /// Whether a tool runs at once, waits for the user's approval, or never runs (its call gets an
 /// error result).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Permission {
     Allow,
@@ -115,6 +122,7 @@ pub enum Permission {
 /// A session's permissions: by tool name, then by category, over the spec's
 /// `require_approval_for_tools` (which decides what neither names).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PermissionPolicy {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub categories: BTreeMap<ToolCategory, Permission>,
@@ -130,6 +138,7 @@ impl PermissionPolicy {
 
 /// What an "always allow" answer allows from then on: the tool, or every tool of its category.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum GrantScope {
     Tool,
@@ -139,6 +148,7 @@ pub enum GrantScope {
 /// A session grant (`GET /api/v1/sessions/{id}/grants`): one tool, or one category, allowed
 /// without asking for the rest of the session, until revoked.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Grant {
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -151,6 +161,7 @@ pub struct Grant {
 /// Where a plan stands. A rejected plan goes back to `draft` with the user's feedback; the
 /// agent revises it and submits a new one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PlanStatus {
     Draft,
@@ -163,6 +174,7 @@ pub enum PlanStatus {
 
 /// A plan the agent submitted with `submit_plan` (`GET /api/v1/sessions/{id}/plans`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Plan {
     /// The id of the `submit_plan` call.
     pub id: String,
@@ -184,6 +196,7 @@ pub struct Plan {
 /// A message queued to start a session's next turn once the running one ends
 /// (`/api/v1/sessions/{id}/follow-ups`), or to join the running turn (`.../steer`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QueuedMessage {
     pub id: String,
     pub content: crate::UserContent,
@@ -195,6 +208,7 @@ pub struct QueuedMessage {
 
 /// `POST /api/v1/sessions/{id}/follow-ups` and `.../steer`.
 #[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct QueueMessageRequest {
     pub content: crate::UserContent,

@@ -11,6 +11,7 @@ use crate::turn::{Subject, TurnState};
 
 /// One event of a turn, by `type`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type")]
 pub enum Event {
     #[serde(rename = "turn.created")]
@@ -91,6 +92,7 @@ impl Event {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TurnCreated {
     pub id: String,
     pub turn_id: String,
@@ -104,6 +106,7 @@ pub struct TurnCreated {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TurnDone {
     pub id: String,
     pub state: TurnState,
@@ -113,6 +116,7 @@ pub struct TurnDone {
 
 /// A complete model message, also the placeholder that starts a streamed one.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelMessage {
     pub id: String,
     pub thread_id: String,
@@ -144,6 +148,7 @@ pub struct ModelMessage {
 
 /// A user instruction sent while a turn ran (`POST /api/v1/sessions/{id}/steer`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Steer {
     pub id: String,
     pub content: crate::UserContent,
@@ -170,6 +175,7 @@ impl ModelMessage {
 /// A reasoning block of an Anthropic answer, kept whole: a provider checks its signature (or the
 /// redacted data) when the block is sent back, byte for byte.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type")]
 pub enum ThinkingBlock {
     #[serde(rename = "thinking")]
@@ -179,6 +185,7 @@ pub enum ThinkingBlock {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(untagged)]
 pub enum MessageContent {
     Text(String),
@@ -186,6 +193,7 @@ pub enum MessageContent {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type")]
 pub enum ContentPart {
     #[serde(rename = "text")]
@@ -195,6 +203,7 @@ pub enum ContentPart {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FinishReason {
     Stop,
@@ -206,6 +215,7 @@ pub enum FinishReason {
 
 /// A tool call inside a complete model message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolCall {
     pub id: String,
     #[serde(rename = "type", default = "function_type")]
@@ -221,6 +231,7 @@ fn function_type() -> String {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FunctionCall {
     pub name: String,
     /// The arguments as JSON text, exactly as the model produced them.
@@ -229,6 +240,7 @@ pub struct FunctionCall {
 
 /// Where a tool comes from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type")]
 pub enum ToolInfo {
     #[serde(rename = "truefoundry-system")]
@@ -239,6 +251,7 @@ pub enum ToolInfo {
 
 /// Token usage of one model call.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
@@ -254,6 +267,7 @@ pub struct Usage {
 
 /// Where a call's input tokens went.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InputTokensBreakdown {
     pub harness: u64,
     pub skills: u64,
@@ -264,6 +278,7 @@ pub struct InputTokensBreakdown {
 
 /// A fragment of a streamed model message.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelMessageDelta {
     pub id: String,
     pub thread_id: String,
@@ -287,6 +302,7 @@ pub struct ModelMessageDelta {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DeltaToolCall {
     pub index: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -302,6 +318,7 @@ pub struct DeltaToolCall {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DeltaFunction {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -310,6 +327,7 @@ pub struct DeltaFunction {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolResponse {
     pub id: String,
     pub thread_id: String,
@@ -319,6 +337,7 @@ pub struct ToolResponse {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ThreadCreated {
     pub id: String,
     pub created_at: String,
@@ -329,6 +348,7 @@ pub struct ThreadCreated {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentInfo {
     #[serde(rename = "type", default = "dynamic_type")]
     pub kind: String,
@@ -343,12 +363,14 @@ fn dynamic_type() -> String {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentParent {
     pub thread_id: String,
     pub tool_call_id: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ThreadDone {
     pub id: String,
     pub created_at: String,
@@ -370,6 +392,7 @@ pub struct ThreadDone {
 /// What a context compaction replaced: the summary in the thread's output stands for the first
 /// `replaced_messages` messages of the parent thread's history (seed messages not counted).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Compaction {
     #[serde(deserialize_with = "crate::lenient::u64")]
     pub replaced_messages: u64,
@@ -379,6 +402,7 @@ pub struct Compaction {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "status")]
 pub enum ThreadState {
     #[serde(rename = "done")]
@@ -395,6 +419,7 @@ pub enum ThreadState {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpInitialize {
     pub id: String,
     pub created_at: String,
@@ -403,6 +428,7 @@ pub struct McpInitialize {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpServerInit {
     pub id: String,
     pub name: String,
@@ -417,6 +443,7 @@ pub struct McpServerInit {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpAuthRequired {
     pub id: String,
     pub created_at: String,
@@ -425,6 +452,7 @@ pub struct McpAuthRequired {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpServerAuth {
     pub id: String,
     pub name: String,
@@ -432,6 +460,7 @@ pub struct McpServerAuth {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SandboxCreated {
     pub id: String,
     pub created_at: String,
@@ -441,6 +470,7 @@ pub struct SandboxCreated {
 
 /// `tool.approval_required` and `tool.response_required`: calls waiting for a human.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolCallsPending {
     pub id: String,
     pub created_at: String,
@@ -449,6 +479,7 @@ pub struct ToolCallsPending {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolCallRef {
     /// The tool call id.
     pub id: String,

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// One item of a turn's `input`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type")]
 pub enum TurnInput {
     #[serde(rename = "user.message")]
@@ -35,6 +36,7 @@ impl TurnInput {
 
 /// A user message body: plain text or an array of text and file parts.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(untagged)]
 pub enum UserContent {
     Text(String),
@@ -70,6 +72,7 @@ impl UserContent {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type")]
 pub enum UserContentPart {
     #[serde(rename = "text")]
@@ -81,6 +84,7 @@ pub enum UserContentPart {
 
 /// A human decision on a gated tool call.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "status")]
 pub enum Approval {
     #[serde(rename = "allow")]
@@ -106,6 +110,7 @@ impl Approval {
 
 /// A seed message of an agent spec (text only).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InitialUserMessage {
     #[serde(rename = "type", default = "user_message_type")]
     pub kind: String,

@@ -12,6 +12,7 @@ use crate::control::SessionControl;
 use crate::turn::Subject;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Session {
     #[serde(rename = "type")]
     pub kind: SessionKind,
@@ -33,6 +34,7 @@ pub struct Session {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum SessionKind {
     #[serde(rename = "session")]
     Saved,
@@ -61,6 +63,7 @@ impl SessionKind {
 // An inline spec is the common case for drafts; boxing it would only add an allocation.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type")]
 pub enum SessionAgent {
     #[serde(rename = "reference")]

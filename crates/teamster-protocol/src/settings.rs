@@ -13,6 +13,7 @@ pub const REDACTED: &str = "********";
 /// Well-known types (`openai`, `anthropic`, ...) are named by their type; `custom` providers
 /// (any OpenAI-compatible endpoint) carry their own `name` and a `base_url`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelProviderManifest {
     #[serde(rename = "type")]
     pub kind: String,
@@ -69,6 +70,7 @@ impl ModelProviderManifest {
 }
 
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProviderAuth {
     pub api_key: String,
 }
@@ -81,6 +83,7 @@ impl std::fmt::Debug for ProviderAuth {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ConfiguredModel {
     /// The name agents use after `provider/`.
     pub name: String,
@@ -91,6 +94,7 @@ pub struct ConfiguredModel {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelProperties {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::lenient::opt_u64")]
     pub context_length: Option<u64>,
@@ -110,6 +114,7 @@ pub struct ModelProperties {
 /// discount the provider may not give, so set the cache prices to get the cheaper cache reads
 /// (and the dearer cache writes) most providers charge.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelPricing {
     pub input_per_million: f64,
     pub output_per_million: f64,
@@ -121,6 +126,7 @@ pub struct ModelPricing {
 
 /// A configured provider as listed: `{ name, manifest }` with the key redacted.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ConfiguredModelProvider {
     pub name: String,
     pub manifest: ModelProviderManifest,
@@ -133,6 +139,7 @@ pub struct ConfiguredModelProvider {
 /// extension: a command this server starts (`command`, `args`, `env`), which only an operator
 /// can configure, never an agent spec.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpServerManifest {
     #[serde(rename = "type")]
     pub kind: String,
@@ -179,6 +186,7 @@ impl McpServerManifest {
 
 /// How this server authenticates to an MCP server (`MCPServerManifestAuth`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type")]
 pub enum McpServerAuth {
     /// Static headers sent with every request; their values are secrets.
@@ -201,6 +209,7 @@ impl McpServerAuth {
 
 /// Whether an MCP server can be used as configured (`MCPAuthStatus`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpAuthStatus {
     /// `authenticated`, `auth_required` or `not_required`.
     pub status: String,
@@ -210,6 +219,7 @@ pub struct McpAuthStatus {
 
 /// A configured MCP server, secrets redacted (`ConfiguredMCPServer`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ConfiguredMcpServer {
     pub name: String,
     pub manifest: McpServerManifest,
@@ -218,6 +228,7 @@ pub struct ConfiguredMcpServer {
 
 /// An MCP server agents can name, without its configuration (`AvailableMCPServer`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AvailableMcpServer {
     pub name: String,
     /// The server's URL; `stdio:<name>` for a stdio server.
@@ -229,6 +240,7 @@ pub struct AvailableMcpServer {
 
 /// The kind of authentication a server uses, without secrets (`MCPServerAuthPublic`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpServerAuthPublic {
     #[serde(rename = "type")]
     pub kind: String,
@@ -236,6 +248,7 @@ pub struct McpServerAuthPublic {
 
 /// A skill kept in a git repository (`SkillManifest`; `type` is always `git`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SkillManifest {
     #[serde(rename = "type")]
@@ -255,6 +268,7 @@ pub struct SkillManifest {
 
 /// The kinds of skill sources (`SkillType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum SkillType {
     #[serde(rename = "git")]
     Git,
@@ -262,6 +276,7 @@ pub enum SkillType {
 
 /// A configured skill (`ConfiguredSkill`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ConfiguredSkill {
     pub name: String,
     pub manifest: SkillManifest,
@@ -269,6 +284,7 @@ pub struct ConfiguredSkill {
 
 /// A skill agents can name, as a chat lists it (`AvailableSkill`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AvailableSkill {
     pub name: String,
     pub description: String,

@@ -8,6 +8,7 @@ use crate::input::TurnInput;
 
 /// Who made a request. Kept on sessions and turns; filled by authentication.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Subject {
     pub subject_id: String,
     pub subject_type: String,
@@ -27,6 +28,7 @@ impl Subject {
 
 /// A turn as both dialects show it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Turn {
     pub id: String,
     pub session_id: String,
@@ -44,6 +46,7 @@ pub struct Turn {
 
 /// The state of a turn, by `status`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "status")]
 pub enum TurnState {
     #[serde(rename = "running")]
@@ -55,6 +58,8 @@ pub enum TurnState {
         output: Option<Box<ModelMessage>>,
         /// Pending human actions (`tool.approval_required`, `tool.response_required`,
         /// `mcp.auth_required`); the next turn's input resumes them.
+        // The events hold turn states again: the schema walk stops here.
+        #[cfg_attr(feature = "openapi", schema(no_recursion))]
         required_actions: Vec<Event>,
         completed_at: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,6 +99,7 @@ impl TurnState {
 
 /// Why a turn was cancelled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum CancelReason {
     #[serde(rename = "server-execution-timeout")]
     ServerExecutionTimeout,
@@ -107,6 +113,7 @@ pub enum CancelReason {
 
 /// Token and cost totals of every model call of every thread of a turn.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TurnMetrics {
     pub total_input_tokens: u64,
     pub total_output_tokens: u64,

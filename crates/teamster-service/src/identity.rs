@@ -24,6 +24,7 @@ const MAX_NAME_BYTES: usize = 128;
 
 /// What a caller may do beyond its own sessions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// Settings and keys too.
@@ -35,6 +36,7 @@ pub enum Role {
 
 /// An API key as listed: everything but its secret.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ApiKey {
     pub id: String,
     pub subject: Subject,
