@@ -39,8 +39,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Authenticated {
 }
 
 /// Paths any client may reach without a key (a key, when sent, is still checked).
-fn is_public(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz" | "/api/v1/mcp-servers/oauth/callback")
+pub(crate) fn is_public(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz" | "/api/v1/mcp-servers/oauth/callback" | "/api/v1/openapi.json" | "/api/v1/docs")
         || path
             .strip_prefix("/api/v1/mcp-servers/")
             .and_then(|rest| rest.strip_suffix("/authorize"))
@@ -57,7 +57,7 @@ impl<S: Send + Sync> OptionalFromRequestParts<S> for Authenticated {
 
 /// Paths only admins reach: settings (providers and their keys, MCP servers, skills), API keys
 /// and the metrics.
-fn is_admin_only(path: &str) -> bool {
+pub(crate) fn is_admin_only(path: &str) -> bool {
     path == "/metrics" || ["/api/v1/settings/", "/api/v1/keys"].iter().any(|prefix| path.starts_with(prefix))
 }
 
@@ -108,7 +108,7 @@ mod tests {
 
     #[test]
     fn only_health_checks_and_the_oauth_pages_are_public() {
-        for path in ["/healthz", "/readyz", "/api/v1/mcp-servers/oauth/callback", "/api/v1/mcp-servers/github/authorize"] {
+        for path in ["/healthz", "/readyz", "/api/v1/mcp-servers/oauth/callback", "/api/v1/mcp-servers/github/authorize", "/api/v1/openapi.json", "/api/v1/docs"] {
             assert!(is_public(path), "{path}");
         }
         for path in ["/api/v1/sessions", "/api/v1/mcp-servers/a/b/authorize", "/api/v1/mcp-servers//authorize", "/v1/agents/sessions"] {

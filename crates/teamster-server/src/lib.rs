@@ -11,6 +11,7 @@ mod extract;
 mod guard;
 mod links;
 mod listen;
+mod openapi;
 mod params;
 mod prefix;
 mod routes;
@@ -81,9 +82,10 @@ impl AppState {
 /// The routes of both dialects, at the root.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config.max_body_bytes;
+    // The health checks and `/api/v1`, each route where its `#[utoipa::path]` says (see `openapi`).
+    let (documented, _) = openapi::router().split_for_parts();
     Router::new()
-        .merge(routes::health::routes())
-        .nest("/api/v1", routes::native::routes())
+        .merge(documented)
         .nest("/v1", routes::gateway::routes())
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)

@@ -2,34 +2,44 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use teamster_protocol::agent::Agent;
-use teamster_protocol::api::{CreateAgentRequest, Data, Empty, UpdateAgentRequest};
+use teamster_protocol::api::{CreateAgentRequest, Data, Empty, ErrorResponse, UpdateAgentRequest};
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::error::ApiResult;
 use crate::extract::JsonBody;
+use crate::routes::ApiRouter;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/agents", get(list).post(create))
-        .route("/agents/{agent_id}", get(fetch).put(update).delete(remove))
+pub fn routes() -> ApiRouter {
+    ApiRouter::new().routes(routes!(list, create)).routes(routes!(fetch, update, remove))
 }
 
+#[utoipa::path(get, path = "/agents", operation_id = "listAgents", tag = "Agents", summary = "List agents",
+    responses((status = 200, description = "Every saved agent, its latest version.", body = Data<Vec<Agent>>)))]
 async fn list(State(state): State<AppState>) -> ApiResult<Json<Data<Vec<Agent>>>> {
     Ok(Json(Data { data: state.service.catalog().list_agents().await? }))
 }
 
+#[utoipa::path(post, path = "/agents", operation_id = "createAgent", tag = "Agents", summary = "Create an agent", request_body = CreateAgentRequest,
+    description = "Creates an agent (version 1). Fails if `name` is already taken; the name cannot change later.",
+    responses((status = 201, description = "The created agent.", body = Data<Agent>),
+        (status = 409, description = "An agent with this name already exists.", body = ErrorResponse)))]
 async fn create(State(state): State<AppState>, JsonBody(body): JsonBody<CreateAgentRequest>) -> ApiResult<(StatusCode, Json<Data<Agent>>)> {
     let agent = state.service.catalog().create_agent(&body.name, body.manifest).await?;
     Ok((StatusCode::CREATED, Json(Data { data: agent })))
 }
 
+#[utoipa::path(get, path = "/agents/{agent_id}", operation_id = "getAgent", tag = "Agents", summary = "Get an agent", params(("agent_id" = String, Path, description = "The agent's id.")),
+    responses((status = 200, description = "The agent, its latest version.", body = Data<Agent>)))]
 async fn fetch(State(state): State<AppState>, Path(agent_id): Path<String>) -> ApiResult<Json<Data<Agent>>> {
     Ok(Json(Data { data: state.service.catalog().get_agent(&agent_id).await? }))
 }
 
+#[utoipa::path(put, path = "/agents/{agent_id}", operation_id = "updateAgent", tag = "Agents", summary = "Update an agent", params(("agent_id" = String, Path, description = "The agent's id.")),
+    request_body = UpdateAgentRequest, description = "Stores the manifest as a new immutable version.",
+    responses((status = 200, description = "The agent at its new version.", body = Data<Agent>)))]
 async fn update(
     State(state): State<AppState>,
     Path(agent_id): Path<String>,
@@ -38,6 +48,8 @@ async fn update(
     Ok(Json(Data { data: state.service.catalog().update_agent(&agent_id, body.manifest).await? }))
 }
 
+#[utoipa::path(delete, path = "/agents/{agent_id}", operation_id = "deleteAgent", tag = "Agents", summary = "Delete an agent", params(("agent_id" = String, Path, description = "The agent's id.")),
+    responses((status = 200, description = "Deleted.", body = Empty)))]
 async fn remove(State(state): State<AppState>, Path(agent_id): Path<String>) -> ApiResult<Json<Empty>> {
     state.service.catalog().delete_agent(&agent_id).await?;
     Ok(Json(Empty {}))

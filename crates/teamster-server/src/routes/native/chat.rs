@@ -6,12 +6,11 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::Router;
 use serde_json::Value;
 use teamster_protocol::input::{InputKind, TurnInput};
 use teamster_protocol::{Turn, TurnState};
 use teamster_service::{Caller, CreateTurn, Service, ServiceError, TurnListQuery};
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::auth::Authenticated;
@@ -19,13 +18,19 @@ use crate::data_stream::prior;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::JsonBody;
 use crate::params::Params;
+use crate::routes::ApiRouter;
 use crate::ui_stream::request::{self, ChatRequest, Trigger};
 use crate::ui_stream::response::chat_response;
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/chat", post(create)).route("/chat/{chat_id}/stream", get(resume))
+pub fn routes() -> ApiRouter {
+    ApiRouter::new().routes(routes!(create)).routes(routes!(resume))
 }
 
+#[utoipa::path(post, path = "/chat", operation_id = "chat", tag = "Chat", summary = "Chat (AI SDK `useChat`)",
+    params(("agent" = Option<String>, Query, description = "The agent of a new chat, when the body does not name it.")),
+    request_body(content = Object, description = "`DefaultChatTransport`'s body: `id` (the chat, which is the session), `messages` (only the last counts), `trigger` (`submit-message` or `regenerate-message`), `messageId`, and `agent` and `keepRunning` (Teamster's)."),
+    description = "Starts a turn of the session whose id is the chat id (made with the named agent on first use) and answers with the turn's AI SDK UI message stream. A client that goes away cancels the turn unless `keepRunning`.",
+    responses((status = 200, description = "The AI SDK UI message stream (Server-Sent Events of UI message chunks, then `[DONE]`).", content_type = "text/event-stream", body = String)))]
 async fn create(
     State(state): State<AppState>,
     Authenticated(caller): Authenticated,
@@ -56,6 +61,10 @@ async fn create(
     Ok(chat_response(&state, &caller, &chat.id, events, translator, !chat.keep_running))
 }
 
+#[utoipa::path(get, path = "/chat/{chat_id}/stream", operation_id = "resumeChatStream", tag = "Chat", summary = "Resume a chat's stream",
+    params(("chat_id" = String, Path, description = "The chat's id (its session's).")),
+    responses((status = 200, description = "The running turn's UI message stream from its start.", content_type = "text/event-stream", body = String),
+        (status = 204, description = "No turn is running.")))]
 async fn resume(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(chat_id): Path<String>) -> ApiResult<Response> {
     let latest = match latest_turn(&state.service, &caller, &chat_id).await {
         Err(ServiceError::NotFound(_)) => None,

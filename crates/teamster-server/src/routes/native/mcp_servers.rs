@@ -12,17 +12,19 @@
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use teamster_protocol::api::{Data, McpServerRequest};
 use teamster_protocol::settings::{AvailableMcpServer, ConfiguredMcpServer, McpAuthStatus};
 use teamster_service::{McpServerWrite, OAuthCallback};
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::auth::Authenticated;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::JsonBody;
 use crate::params::Params;
+use crate::openapi::JsonObject;
+use crate::routes::ApiRouter;
 
 /// The longest callback query string read; authorization responses are far smaller.
 const MAX_CALLBACK_QUERY_BYTES: usize = 16 * 1024;
@@ -32,24 +34,30 @@ const AUTHORIZED_PAGE: &str = "<!doctype html>\n<html lang=\"en\"><head><meta ch
 <title>Authorized</title></head><body><p>The MCP server is authorized. You can close this page \
 and return to the chat.</p></body></html>\n";
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/settings/mcp-servers", get(list_settings).post(create).put(upsert))
-        .route("/settings/mcp-servers/{name}", get(fetch_setting))
-        .route("/mcp-servers", get(list_available))
-        .route("/mcp-servers/oauth/callback", get(callback))
-        .route("/mcp-servers/{name}/tools", get(list_tools))
-        .route("/mcp-servers/{name}/authorize", get(authorize).delete(disconnect))
+pub fn routes() -> ApiRouter {
+    ApiRouter::new()
+        .routes(routes!(list_settings, create, upsert))
+        .routes(routes!(fetch_setting))
+        .routes(routes!(list_available))
+        .routes(routes!(callback))
+        .routes(routes!(list_tools))
+        .routes(routes!(authorize, disconnect))
 }
 
+#[utoipa::path(get, path = "/settings/mcp-servers", operation_id = "listMcpServerSettings", tag = "MCP Servers", summary = "List MCP servers",
+    responses((status = 200, description = "The configured servers, header and environment secrets redacted.", body = Data<Vec<ConfiguredMcpServer>>)))]
 async fn list_settings(State(state): State<AppState>, Authenticated(caller): Authenticated) -> ApiResult<Json<Data<Vec<ConfiguredMcpServer>>>> {
     Ok(Json(Data { data: state.service.mcp().list_mcp_server_settings(&caller).await? }))
 }
 
+#[utoipa::path(get, path = "/settings/mcp-servers/{name}", operation_id = "getMcpServerSetting", tag = "MCP Servers", summary = "Get a single MCP server by name", params(("name" = String, Path, description = "The MCP server's name.")),
+    responses((status = 200, description = "The server, secrets redacted.", body = Data<ConfiguredMcpServer>)))]
 async fn fetch_setting(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(name): Path<String>) -> ApiResult<Json<Data<ConfiguredMcpServer>>> {
     Ok(Json(Data { data: state.service.mcp().get_mcp_server_setting(&caller, &name).await? }))
 }
 
+#[utoipa::path(post, path = "/settings/mcp-servers", operation_id = "createMcpServer", tag = "MCP Servers", summary = "Create an MCP server", request_body = McpServerRequest,
+    responses((status = 201, description = "The server, secrets redacted.", body = Data<ConfiguredMcpServer>)))]
 async fn create(
     State(state): State<AppState>,
     Authenticated(caller): Authenticated,
@@ -59,6 +67,9 @@ async fn create(
     Ok((StatusCode::CREATED, Json(Data { data: server })))
 }
 
+#[utoipa::path(put, path = "/settings/mcp-servers", operation_id = "putMcpServer", tag = "MCP Servers", summary = "Create or replace an MCP server", request_body = McpServerRequest,
+    description = "A redacted value sent back keeps the stored one.",
+    responses((status = 200, description = "The server, secrets redacted.", body = Data<ConfiguredMcpServer>)))]
 async fn upsert(
     State(state): State<AppState>,
     Authenticated(caller): Authenticated,
@@ -68,14 +79,25 @@ async fn upsert(
     Ok(Json(Data { data: server }))
 }
 
+#[utoipa::path(get, path = "/mcp-servers", operation_id = "listMcpServers", tag = "MCP Servers", summary = "List MCP servers for chat",
+    responses((status = 200, description = "The servers agents can name.", body = Data<Vec<AvailableMcpServer>>)))]
 async fn list_available(State(state): State<AppState>, Authenticated(caller): Authenticated) -> ApiResult<Json<Data<Vec<AvailableMcpServer>>>> {
     Ok(Json(Data { data: state.service.mcp().list_available_mcp_servers(&caller).await? }))
 }
 
+#[utoipa::path(get, path = "/mcp-servers/{name}/tools", operation_id = "listMcpServerTools", tag = "MCP Servers", summary = "List tools of an MCP server", params(("name" = String, Path, description = "The MCP server's name.")),
+    responses((status = 200, description = "The server's tools as it lists them (`tools/list` entries).", body = Data<Vec<JsonObject>>),
+        (status = 422, description = "The server wants authorization.", body = teamster_protocol::api::ErrorResponse),
+        (status = 502, description = "The server cannot be reached.", body = teamster_protocol::api::ErrorResponse)))]
 async fn list_tools(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(name): Path<String>) -> ApiResult<Json<Data<Vec<serde_json::Value>>>> {
     Ok(Json(Data { data: state.service.mcp().list_mcp_server_tools(&caller, &name).await? }))
 }
 
+#[utoipa::path(get, path = "/mcp-servers/{name}/authorize", operation_id = "authorizeMcpServer", tag = "MCP Servers", summary = "Start (or short-circuit) the auth flow for an MCP server",
+    params(("name" = String, Path, description = "The MCP server's name."), ("ticket" = Option<String>, Query, description = "The ticket of an `mcp.auth_required` event's `auth_url`."),
+        ("return_to" = Option<String>, Query, description = "Where the browser goes once authorized.")),
+    responses((status = 200, description = "Without a ticket: the caller's authorization status.", body = McpAuthStatus),
+        (status = 302, description = "With a ticket: to the authorization server.")))]
 /// With a `ticket` (the `auth_url` of an `mcp.auth_required` event, opened in a browser): a
 /// 302 to the authorization server. Without: the caller's status as JSON, with an
 /// authorization URL when the caller must authorize.
@@ -97,10 +119,17 @@ async fn authorize(State(state): State<AppState>, caller: Option<Authenticated>,
     }
 }
 
+#[utoipa::path(delete, path = "/mcp-servers/{name}/authorize", operation_id = "disconnectMcpServer", tag = "MCP Servers", summary = "Disconnect OAuth for an MCP server", params(("name" = String, Path, description = "The MCP server's name.")),
+    responses((status = 200, description = "The server; the caller's tokens are forgotten.", body = Data<ConfiguredMcpServer>)))]
 async fn disconnect(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(name): Path<String>) -> ApiResult<Json<Data<ConfiguredMcpServer>>> {
     Ok(Json(Data { data: state.service.mcp().disconnect_mcp_server(&caller, &name).await? }))
 }
 
+#[utoipa::path(get, path = "/mcp-servers/oauth/callback", operation_id = "mcpOAuthCallback", tag = "MCP Servers", summary = "OAuth callback for MCP authorization",
+    params(("state" = Option<String>, Query), ("code" = Option<String>, Query), ("iss" = Option<String>, Query),
+        ("error" = Option<String>, Query), ("error_description" = Option<String>, Query)),
+    responses((status = 200, description = "`{\"success\": true}`, or a short HTML page for a browser.", body = Object, example = json!({"success": true})),
+        (status = 302, description = "To the `return_to` given at authorize time.")))]
 /// The authorization server's redirect back: `{"success": true}` (a short HTML page for a
 /// browser that asks for HTML), or a 302 to the `return_to` given at authorize time.
 async fn callback(State(state): State<AppState>, headers: HeaderMap, RawQuery(query): RawQuery) -> ApiResult<Response> {

@@ -11,10 +11,8 @@ mod settings;
 mod skills;
 mod turns;
 
-use axum::Router;
+use crate::routes::ApiRouter;
 
-use crate::AppState;
-
-pub fn routes() -> Router<AppState> {
-    Router::new().merge(agents::routes()).merge(sessions::routes()).merge(files::routes()).merge(turns::routes()).merge(settings::routes()).merge(mcp_servers::routes()).merge(skills::routes()).merge(meta::routes()).merge(chat::routes()).merge(keys::routes())
+pub fn routes() -> ApiRouter {
+    ApiRouter::new().merge(agents::routes()).merge(sessions::routes()).merge(files::routes()).merge(turns::routes()).merge(settings::routes()).merge(mcp_servers::routes()).merge(skills::routes()).merge(meta::routes()).merge(chat::routes()).merge(keys::routes())
 }

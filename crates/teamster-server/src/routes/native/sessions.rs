@@ -3,36 +3,41 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{delete, get, post};
-use axum::{Json, Router};
+use axum::Json;
 use teamster_protocol::api::{CloneSessionRequest, CreateSessionRequest, Data, Empty, Page, SessionEventItem, UpdateSessionRequest};
 use teamster_protocol::control::{Grant, Plan, QueueMessageRequest, QueuedMessage, TaskList};
 use teamster_protocol::session::Session;
 use teamster_service::{CloneSession, SessionListQuery, SessionOrder, SessionUpdate};
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::auth::Authenticated;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::JsonBody;
+use crate::openapi::JsonObject;
 use crate::params::Params;
+use crate::routes::ApiRouter;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/sessions", get(list).post(create))
-        .route("/sessions/{session_id}", get(fetch).patch(update).delete(remove))
-        .route("/sessions/{session_id}/cancel", post(cancel))
-        .route("/sessions/{session_id}/events", get(events))
-        .route("/sessions/{session_id}/tasks", get(tasks))
-        .route("/sessions/{session_id}/plans", get(plans))
-        .route("/sessions/{session_id}/grants", get(grants))
-        .route("/sessions/{session_id}/state", get(session_state))
-        .route("/sessions/{session_id}/clone", post(clone))
-        .route("/sessions/{session_id}/follow-ups", get(follow_ups).post(queue_follow_up))
-        .route("/sessions/{session_id}/steer", post(steer))
-        .route("/sessions/{session_id}/follow-ups/{follow_up_id}", delete(cancel_follow_up))
-        .route("/sessions/{session_id}/grants/{grant_id}", delete(revoke_grant))
+pub fn routes() -> ApiRouter {
+    ApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(fetch, update, remove))
+        .routes(routes!(cancel))
+        .routes(routes!(events))
+        .routes(routes!(tasks))
+        .routes(routes!(plans))
+        .routes(routes!(grants))
+        .routes(routes!(session_state))
+        .routes(routes!(clone))
+        .routes(routes!(follow_ups, queue_follow_up))
+        .routes(routes!(steer))
+        .routes(routes!(cancel_follow_up))
+        .routes(routes!(revoke_grant))
 }
 
+#[utoipa::path(post, path = "/sessions", operation_id = "createSession", tag = "Agent Sessions", summary = "Create a session", request_body = CreateSessionRequest,
+    description = "A session of a saved agent (`agent: {\"name\": ...}`) or with its own spec (`agent: {\"spec\": ...}`).",
+    responses((status = 201, description = "The created session.", body = Data<Session>)))]
 async fn create(State(state): State<AppState>, Authenticated(caller): Authenticated, JsonBody(body): JsonBody<CreateSessionRequest>) -> ApiResult<(StatusCode, Json<Data<Session>>)> {
     let session = match (body.agent.name, body.agent.spec) {
         (Some(name), None) => state.service.catalog().create_session(&caller, &name, body.title).await?,
@@ -45,6 +50,14 @@ async fn create(State(state): State<AppState>, Authenticated(caller): Authentica
     Ok((StatusCode::CREATED, Json(Data { data: session })))
 }
 
+#[utoipa::path(get, path = "/sessions", operation_id = "listSessions", tag = "Agent Sessions", summary = "List sessions",
+    params(("limit" = Option<u32>, Query, description = "Page size (at most 25, the default)."),
+        ("order" = Option<String>, Query, description = "`asc` or `desc` (the default) by last update."),
+        ("page_token" = Option<String>, Query, description = "The `next_page_token` of the previous page."),
+        ("start_timestamp" = Option<String>, Query, description = "Sessions created at or after this RFC 3339 time."),
+        ("end_timestamp" = Option<String>, Query, description = "Sessions created at or before this RFC 3339 time."),
+        ("agent_id" = Option<String>, Query, description = "Only sessions of this agent.")),
+    responses((status = 200, description = "A page of the caller's sessions, most recently updated first.", body = Page<Session>)))]
 async fn list(State(state): State<AppState>, Authenticated(caller): Authenticated, params: Params) -> ApiResult<Json<Page<Session>>> {
     let limit = params.limit(25, 25)?;
     let query = SessionListQuery {
@@ -61,10 +74,15 @@ async fn list(State(state): State<AppState>, Authenticated(caller): Authenticate
     Ok(crate::routes::page(sessions, next, limit))
 }
 
+#[utoipa::path(get, path = "/sessions/{session_id}", operation_id = "getSession", tag = "Agent Sessions", summary = "Get a session", params(("session_id" = String, Path, description = "The session's id.")),
+    responses((status = 200, description = "The session.", body = Data<Session>)))]
 async fn fetch(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>) -> ApiResult<Json<Data<Session>>> {
     Ok(Json(Data { data: state.service.catalog().get_session(&caller, &session_id).await? }))
 }
 
+#[utoipa::path(patch, path = "/sessions/{session_id}", operation_id = "updateSession", tag = "Agent Sessions", summary = "Update a session", params(("session_id" = String, Path, description = "The session's id.")), request_body = UpdateSessionRequest,
+    description = "Changes the title, an inline session's spec, and (Teamster extensions) its mode, model, permissions and state.",
+    responses((status = 200, description = "The updated session.", body = Data<Session>)))]
 async fn update(
     State(state): State<AppState>,
     Authenticated(caller): Authenticated,
@@ -81,16 +99,22 @@ async fn update(
     Ok(Json(Data { data: state.service.catalog().update_session(&caller, &session_id, SessionUpdate { spec, title: body.title, mode: body.mode, model: body.model, permissions: body.permissions, state: body.state }).await? }))
 }
 
+#[utoipa::path(get, path = "/sessions/{session_id}/tasks", operation_id = "getSessionTasks", tag = "Agent Sessions", summary = "The session's task list", params(("session_id" = String, Path, description = "The session's id.")),
+    responses((status = 200, description = "The task list (agents with `config.tasks`).", body = Data<TaskList>)))]
 /// The session's task list (agents with `config.tasks` keep one).
 async fn tasks(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>) -> ApiResult<Json<Data<TaskList>>> {
     Ok(Json(Data { data: state.service.session_tasks(&caller, &session_id).await? }))
 }
 
+#[utoipa::path(get, path = "/sessions/{session_id}/plans", operation_id = "listSessionPlans", tag = "Agent Sessions", summary = "The session's plans", params(("session_id" = String, Path, description = "The session's id.")),
+    responses((status = 200, description = "The plans the agent submitted, oldest first.", body = Data<Vec<Plan>>)))]
 /// The plans the session's agent submitted (agents with modes that lead to others).
 async fn plans(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>) -> ApiResult<Json<Data<Vec<Plan>>>> {
     Ok(Json(Data { data: state.service.session_plans(&caller, &session_id).await? }))
 }
 
+#[utoipa::path(post, path = "/sessions/{session_id}/clone", operation_id = "cloneSession", tag = "Agent Sessions", summary = "Clone a session", params(("session_id" = String, Path, description = "The session's id.")), request_body = CloneSessionRequest,
+    responses((status = 201, description = "The new session, with a copy of the history up to the turn.", body = Data<Session>)))]
 /// A new session with a copy of this one's history, up to a turn.
 async fn clone(
     State(state): State<AppState>,
@@ -103,21 +127,30 @@ async fn clone(
     Ok((StatusCode::CREATED, Json(Data { data: clone })))
 }
 
+#[utoipa::path(get, path = "/sessions/{session_id}/state", operation_id = "getSessionState", tag = "Agent Sessions", summary = "The session state", params(("session_id" = String, Path, description = "The session's id.")),
+    responses((status = 200, description = "The state object (agents with a `state_schema`).", body = Data<JsonObject>)))]
 /// The session state (agents with a `state_schema`).
 async fn session_state(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>) -> ApiResult<Json<Data<serde_json::Value>>> {
     Ok(Json(Data { data: state.service.catalog().session_state(&caller, &session_id).await? }))
 }
 
+#[utoipa::path(get, path = "/sessions/{session_id}/grants", operation_id = "listSessionGrants", tag = "Agent Sessions", summary = "The session's grants", params(("session_id" = String, Path, description = "The session's id.")),
+    responses((status = 200, description = "The \"always allow\" answers in force.", body = Data<Vec<Grant>>)))]
 /// The session's grants ("always allow" answers).
 async fn grants(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>) -> ApiResult<Json<Data<Vec<Grant>>>> {
     Ok(Json(Data { data: state.service.catalog().session_grants(&caller, &session_id).await? }))
 }
 
+#[utoipa::path(delete, path = "/sessions/{session_id}/grants/{grant_id}", operation_id = "revokeSessionGrant", tag = "Agent Sessions", summary = "Revoke a grant",
+    params(("session_id" = String, Path, description = "The session's id."), ("grant_id" = String, Path, description = "The grant's id.")),
+    responses((status = 204, description = "Revoked.")))]
 async fn revoke_grant(State(state): State<AppState>, Authenticated(caller): Authenticated, Path((session_id, grant_id)): Path<(String, String)>) -> ApiResult<StatusCode> {
     state.service.catalog().revoke_grant(&caller, &session_id, &grant_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(post, path = "/sessions/{session_id}/follow-ups", operation_id = "queueFollowUp", tag = "Agent Sessions", summary = "Queue a follow-up", params(("session_id" = String, Path, description = "The session's id.")), request_body = QueueMessageRequest,
+    responses((status = 201, description = "The queued message.", body = Data<QueuedMessage>)))]
 /// Queues a message that starts the session's next turn once the running one ends (at once
 /// when none runs).
 async fn queue_follow_up(
@@ -130,6 +163,8 @@ async fn queue_follow_up(
     Ok((StatusCode::CREATED, Json(Data { data: queued })))
 }
 
+#[utoipa::path(post, path = "/sessions/{session_id}/steer", operation_id = "steerSession", tag = "Agent Sessions", summary = "Steer the running turn", params(("session_id" = String, Path, description = "The session's id.")), request_body = QueueMessageRequest,
+    responses((status = 202, description = "The instruction, taken before the turn's next model call.", body = Data<QueuedMessage>)))]
 /// Queues an instruction for the running turn, which takes it before its next model call.
 async fn steer(
     State(state): State<AppState>,
@@ -141,10 +176,15 @@ async fn steer(
     Ok((StatusCode::ACCEPTED, Json(Data { data: queued })))
 }
 
+#[utoipa::path(get, path = "/sessions/{session_id}/follow-ups", operation_id = "listFollowUps", tag = "Agent Sessions", summary = "List queued follow-ups", params(("session_id" = String, Path, description = "The session's id.")),
+    responses((status = 200, description = "The messages waiting to start the next turns, in order.", body = Data<Vec<QueuedMessage>>)))]
 async fn follow_ups(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>) -> ApiResult<Json<Data<Vec<QueuedMessage>>>> {
     Ok(Json(Data { data: state.service.follow_ups(&caller, &session_id).await? }))
 }
 
+#[utoipa::path(delete, path = "/sessions/{session_id}/follow-ups/{follow_up_id}", operation_id = "cancelFollowUp", tag = "Agent Sessions", summary = "Cancel a queued follow-up",
+    params(("session_id" = String, Path, description = "The session's id."), ("follow_up_id" = String, Path, description = "The queued message's id.")),
+    responses((status = 204, description = "Cancelled.")))]
 async fn cancel_follow_up(
     State(state): State<AppState>,
     Authenticated(caller): Authenticated,
@@ -154,16 +194,25 @@ async fn cancel_follow_up(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(delete, path = "/sessions/{session_id}", operation_id = "deleteSession", tag = "Agent Sessions", summary = "Delete a session", params(("session_id" = String, Path, description = "The session's id.")),
+    responses((status = 204, description = "Deleted, with its turns and events.")))]
 async fn remove(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>) -> ApiResult<StatusCode> {
     state.service.delete_session(&caller, &session_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(post, path = "/sessions/{session_id}/cancel", operation_id = "cancelSession", tag = "Agent Sessions", summary = "Cancel a running turn in a session", params(("session_id" = String, Path, description = "The session's id.")),
+    request_body = Empty, responses((status = 200, description = "Cancelled (or nothing ran).", body = Empty)))]
 async fn cancel(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>, JsonBody(_): JsonBody<Empty>) -> ApiResult<Json<Empty>> {
     state.service.cancel_session(&caller, &session_id).await?;
     Ok(Json(Empty {}))
 }
 
+#[utoipa::path(get, path = "/sessions/{session_id}/events", operation_id = "listSessionEvents", tag = "Agent Sessions", summary = "List session events", params(("session_id" = String, Path, description = "The session's id."),
+        ("page_token" = Option<String>, Query, description = "The `next_page_token` of the previous page."),
+        ("last_turn_id" = Option<String>, Query, description = "The turn whose chain to list; the session's last turn when absent."),
+        ("limit" = Option<u32>, Query, description = "Page size (at most 100, the default).")),
+    responses((status = 200, description = "A page of the events of the turn chain, newest first, model messages folded.", body = Page<SessionEventItem>)))]
 async fn events(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>, params: Params) -> ApiResult<Json<Page<SessionEventItem>>> {
     crate::routes::shared::session_events(&state, &caller, &session_id, &params, true).await
 }
