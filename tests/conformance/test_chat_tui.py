@@ -231,3 +231,72 @@ def test_chat_reasoning_follow_ups_denials_and_grants(tmux, server, gated_agent)
     tmux.wait_for("more", "this chat: ")
     tmux.keys("more", "C-d")
     tmux.wait_for("more", "[chat exited 0]")
+
+
+def test_chat_shows_tasks_plans_modes_and_sub_agents(tmux, server):
+    api = server.require_api()
+    agent = wire.unique("chat-modes")
+    manifest = {
+        "model": {"name": "fake/fake-model"},
+        "config": {"tasks": {"enabled": True}},
+        "modes": [
+            {"id": "plan", "name": "Plan", "instructions": "Plan first.", "transitions_to": "build", "default": True},
+            {"id": "build", "name": "Build", "instructions": "Carry the plan out."},
+        ],
+    }
+    api.ok(api.post("/api/v1/agents", json={"name": agent, "manifest": manifest}), 201)
+    tmux.start("modes", chat_argv(server, agent))
+    tmux.wait_for("modes", f"chatting with {agent}")
+
+    # The task list the agent writes shows in its panel after the turn.
+    tmux.type("modes", call("task_write", {"tasks": [{"title": "Read the code"}, {"title": "Fix the bug"}]}))
+    screen = tmux.wait_for("modes", " tasks 0/2 ")
+    assert "[ ] Read the code" in screen and "[ ] Fix the bug" in screen
+
+    # A submitted plan asks for approval; approving it switches the mode.
+    tmux.type("modes", call("submit_plan", {"title": "Fix it", "plan": "1. read\n2. fix"}))
+    screen = tmux.wait_for("modes", " plan for approval ")
+    assert "The agent submits Fix it:" in screen and "2. fix" in screen
+    tmux.keys("modes", "y")
+    tmux.wait_for("modes", "mode build")
+    tmux.type("modes", "/plans")
+    tmux.wait_for("modes", "plan \"Fix it\" (executed): plan → build")
+    tmux.type("modes", "/mode plan")
+    tmux.wait_for("modes", "mode: plan")
+    tmux.type("modes", "/tasks")
+    tmux.wait_for("modes", "tasks: 0 of 2 done")
+    tmux.type("modes", "/quit")
+    tmux.wait_for("modes", "[chat exited 0]")
+
+    # Sub-agents' threads are shown apart, each message labelled with its thread.
+    spawn = lambda name, task: call("run_sub_agent", {"name": name, "task": task})  # noqa: E731
+    tmux.start("threads", chat_argv(server, conftest.DEMO_AGENT))
+    tmux.wait_for("threads", "chatting with demo")
+    tmux.type("threads", spawn("left", "go west") + spawn("right", "go east"))
+    screen = tmux.wait_for("threads", "└ right done")
+    screen = tmux.wait_for("threads", "└ left done")
+    assert "┌ sub-agent" in screen and "[left] You said: go west" in screen and "[right] You said: go east" in screen, screen
+
+
+def test_chat_without_a_server_embeds_one(tmux, tmp_path):
+    """No --server: the chat runs the server in-process on the data directory, with the
+    example agent and its offline model."""
+    data_dir = tmp_path / "data"
+    binary = str(conftest.binary("TEAMSTER_BIN", "target/debug/teamster"))
+    tmux.start("embedded", [binary, "chat", "--data-dir", str(data_dir), "--database", f"sqlite://{data_dir}/t.db"])
+    tmux.wait_for("embedded", "chatting with demo")
+    tmux.type("embedded", "hello from inside")
+    tmux.wait_for("embedded", 'You said: "hello from inside"')
+    tmux.keys("embedded", "C-c")
+    tmux.keys("embedded", "C-c")
+    screen = tmux.wait_for("embedded", "[chat exited 0]")
+    session = re.search(r"--session (sess_\w+)", screen)
+    assert session, screen
+    assert (data_dir / "chat.log").exists()
+
+    # The session is in the data directory: a new chat there resumes it.
+    tmux.start("again", [binary, "chat", "--data-dir", str(data_dir), "--database", f"sqlite://{data_dir}/t.db",
+                         "--session", session.group(1)])
+    tmux.wait_for("again", 'You said: "hello from inside"')
+    tmux.type("again", "/quit")
+    tmux.wait_for("again", "[chat exited 0]")
