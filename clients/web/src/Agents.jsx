@@ -36,7 +36,7 @@ export function Agents({ name, generation }) {
       </section>
       <section className="editor-pane">
         {creating && <AgentEditor key="new" onSaved={() => setReload(reload + 1)} />}
-        {selected && <AgentEditor key={`${selected.id}-${selected.version}`} agent={selected} onSaved={() => setReload(reload + 1)} />}
+        {selected && <AgentEditor key={selected.id} agent={selected} onSaved={() => setReload(reload + 1)} />}
         {!creating && !selected && agents && <p className="muted">{name ? `There is no agent ${name}.` : 'Pick an agent to edit, or make a new one.'}</p>}
       </section>
     </div>

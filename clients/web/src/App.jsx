@@ -29,6 +29,12 @@ export function App() {
     location.hash = '#/';
   };
   const refresh = useCallback(() => setGeneration((value) => value + 1), []);
+  // A new chat's first message makes its session: the URL names it, and the next new chat
+  // gets another id.
+  const started = useCallback((id) => location.replace(href({ view: 'chat', id })), []);
+  useEffect(() => {
+    if (route.id === draftId) setDraftId(newChatId());
+  }, [route.id, draftId]);
 
   return (
     <div className="app">
@@ -47,12 +53,14 @@ export function App() {
         </button>
       </header>
       <div className="body">
-        <aside id="sidebar" className={menuOpen ? 'sidebar open' : 'sidebar'} aria-label="Sessions">
+        <aside id="sidebar" className={menuOpen ? 'sidebar open' : 'sidebar'} aria-label="Sessions"
+          onKeyDown={(event) => event.key === 'Escape' && setMenuOpen(false)}>
+          <button type="button" className="close-sidebar" onClick={() => setMenuOpen(false)}>Close</button>
           <button type="button" className="primary new-chat" onClick={startNewChat}>New chat</button>
           <Sessions current={chatId} generation={generation} />
         </aside>
         <main className="main">
-          {route.view === 'chat' && <Chat key={`${chatId}:${keyGeneration}`} id={chatId} fresh={chatId === draftId} onTurnEnded={refresh} />}
+          {route.view === 'chat' && <Chat key={`${chatId}:${keyGeneration}`} id={chatId} fresh={chatId === draftId} onStarted={started} onTurnEnded={refresh} />}
           {route.view === 'agents' && <Agents name={route.name} generation={generation} />}
           {route.view === 'settings' && <Settings generation={generation} />}
         </main>

@@ -8,7 +8,7 @@ import {
   lastAssistantMessageIsCompleteWithToolCalls,
 } from 'ai';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
-import { api, apiBase, authHeaders, listAll } from './api.js';
+import { api, apiBase, authHeaders, errorMessage, listAll, reportingFetch } from './api.js';
 import { loadHistory } from './history.js';
 import { Message } from './Message.jsx';
 import { Panels } from './Panels.jsx';
@@ -16,7 +16,10 @@ import { href } from './route.js';
 
 const AGENT_STORAGE = 'teamster.agent';
 
-export function Chat({ id, fresh, onTurnEnded }) {
+export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
+  // Whether the chat began here, new: kept for the component's life (its first message moves
+  // the URL to #/chat/<id>, which makes the prop false).
+  const [fresh] = useState(freshAtFirst);
   const [agents, setAgents] = useState(null);
   const [agent, setAgent] = useState(() => localStorage.getItem(AGENT_STORAGE) ?? '');
   const [session, setSession] = useState(null);
@@ -36,6 +39,7 @@ export function Chat({ id, fresh, onTurnEnded }) {
       new DefaultChatTransport({
         api: `${apiBase}chat`,
         headers: () => authHeaders(),
+        fetch: reportingFetch,
         // keepRunning: the turn outlives this page, so a reload resumes it; stop cancels it.
         body: () => ({ agent: agentRef.current || undefined, keepRunning: true }),
       }),
@@ -94,12 +98,18 @@ export function Chat({ id, fresh, onTurnEnded }) {
 
   const busy = status === 'submitted' || status === 'streaming';
   const send = async (text, files) => {
+    const first = !started && messages.length === 0;
     if (!started) {
       setStarted(true);
       localStorage.setItem(AGENT_STORAGE, agent);
-      history.replaceState(null, '', href({ view: 'chat', id }));
+      onStarted?.(id);
     }
     await sendMessage({ text, files });
+    // A new session is titled after its first message, for the list and its search.
+    const title = text.trim().split('\n')[0].slice(0, 80) || files?.[0]?.filename;
+    if (first && title) {
+      await api('PATCH', `sessions/${encodeURIComponent(id)}`, { title }).then(() => onTurnEnded?.(), () => {});
+    }
   };
   const cancel = async () => {
     stop();
@@ -152,7 +162,7 @@ export function Chat({ id, fresh, onTurnEnded }) {
         {status === 'submitted' && <p className="muted spinner" role="status">Waiting for the agent…</p>}
         {error && (
           <div className="error" role="alert">
-            {error.message || 'The request failed.'}{' '}
+            {errorMessage(error)}{' '}
             <button type="button" onClick={clearError}>Dismiss</button>
           </div>
         )}

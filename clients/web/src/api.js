@@ -37,11 +37,25 @@ export function onUnauthorized(listener) {
   return () => unauthorizedListeners.delete(listener);
 }
 
-// A fetch that adds the key and reports 401s; `path` is relative to /api/v1/.
-export async function apiFetch(path, init = {}) {
-  const response = await fetch(new URL(path, apiBase), { ...init, headers: { ...authHeaders(), ...init.headers } });
+// fetch, reporting 401s (the chat transport's fetch too).
+export async function reportingFetch(input, init) {
+  const response = await fetch(input, init);
   if (response.status === 401) unauthorizedListeners.forEach((listener) => listener());
   return response;
+}
+
+// A fetch that adds the key and reports 401s; `path` is relative to /api/v1/.
+export function apiFetch(path, init = {}) {
+  return reportingFetch(new URL(path, apiBase), { ...init, headers: { ...authHeaders(), ...init.headers } });
+}
+
+// The message of a failed chat request: the AI SDK gives the response body as the error's text.
+export function errorMessage(error) {
+  try {
+    return JSON.parse(error.message).error.message ?? error.message;
+  } catch {
+    return error.message || 'The request failed.';
+  }
 }
 
 // A JSON request; resolves with the parsed body, or rejects with an ApiError.

@@ -1,0 +1,256 @@
+// The web chat UI served by `teamster serve` at /, driven in headless Chromium against a live
+// server on the fake model: each test keeps a screenshot of its steps in test-results/.
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { after, before, test } from 'node:test';
+import { expectStatus, launchBrowser, newPage, screenshot, startServer, waitFor } from './harness.js';
+
+const AGENT = 'helper';
+let server;
+let browser;
+
+before(async () => {
+  server = await startServer();
+  const manifest = {
+    model: { name: 'fake/fake-model' },
+    instructions: 'Help.',
+    config: { ask_user_questions: { enabled: true }, sandbox: { enabled: true } },
+  };
+  await expectStatus(server.api('POST', '/api/v1/agents', { name: AGENT, manifest }), 201);
+  const planner = { model: { name: 'fake/fake-model' }, instructions: 'Plan.', config: { tasks: { enabled: true } } };
+  await expectStatus(server.api('POST', '/api/v1/agents', { name: 'planner', manifest: planner }), 201);
+  browser = await launchBrowser();
+});
+after(async () => {
+  await browser?.close();
+  server?.close();
+});
+
+// A page on a new chat with the agent picked.
+async function openChat(options, agent = AGENT) {
+  const page = await newPage(browser, options);
+  await page.goto(server.url);
+  await page.getByLabel('Agent').selectOption(agent);
+  return page;
+}
+
+async function send(page, text) {
+  await page.getByRole('textbox', { name: 'Message' }).fill(text);
+  await page.getByRole('textbox', { name: 'Message' }).press('Enter');
+}
+
+// The chat (session) id the page shows in its URL.
+function chatId(page) {
+  return decodeURIComponent(new URL(page.url()).hash.replace('#/chat/', ''));
+}
+
+async function latestTurn(id) {
+  const { body } = await server.api('GET', `/api/v1/sessions/${id}/turns?limit=1`);
+  return body.data[0];
+}
+
+function noProblems(page) {
+  assert.deepEqual(page.problems, [], 'the page logged no errors');
+}
+
+test('the page is served at / with its assets, public, and API paths stay the API', async () => {
+  const page = await fetch(server.url, { headers: { accept: 'text/html' } });
+  assert.equal(page.status, 200);
+  assert.match(page.headers.get('content-type'), /^text\/html/);
+  assert.equal(page.headers.get('cache-control'), 'no-cache');
+  assert.match(page.headers.get('content-security-policy'), /default-src 'self'/);
+  const html = await page.text();
+  const script = /src="\.\/(assets\/[^"]+\.js)"/.exec(html)[1];
+  const asset = await fetch(`${server.url}/${script}`);
+  assert.equal(asset.status, 200);
+  assert.match(asset.headers.get('content-type'), /^text\/javascript/);
+  assert.match(asset.headers.get('cache-control'), /immutable/);
+  const again = await fetch(`${server.url}/${script}`, { headers: { 'if-none-match': asset.headers.get('etag') } });
+  assert.equal(again.status, 304);
+  // A browser navigating to a path of the UI gets the page; API paths are never the page.
+  assert.equal((await fetch(`${server.url}/some/where`, { headers: { accept: 'text/html' } })).status, 200);
+  const api = await fetch(`${server.url}/api/v1/nothing-here`, { headers: { accept: 'text/html' } });
+  assert.equal(api.status, 404);
+  assert.match(api.headers.get('content-type'), /json/);
+});
+
+test('send a message and see the text stream in, with reasoning collapsed', async () => {
+  const page = await openChat();
+  await screenshot(page, '01-new-chat');
+  await send(page, '[reasoning] [delay:60][tokens:25]');
+  // Part of the answer shows while the turn still runs (the stop button is up).
+  await page.locator('.messages').getByText('tok3', { exact: false }).waitFor();
+  assert.equal(await page.getByRole('button', { name: 'Stop' }).isVisible(), true, 'streaming: the stop button shows');
+  assert.equal(await page.locator('.messages').getByText('tok25').count(), 0, 'not the whole answer yet');
+  await screenshot(page, '02-streaming');
+  await page.locator('.messages').getByText('tok25', { exact: false }).waitFor();
+  await page.getByRole('button', { name: 'Send' }).waitFor();
+  const reasoning = page.locator('details.reasoning');
+  assert.equal(await reasoning.getAttribute('open'), null, 'reasoning starts collapsed');
+  await reasoning.locator('summary').click();
+  await page.locator('.messages').getByText('Let me think.').waitFor();
+  await screenshot(page, '03-streamed');
+  // The session is listed, titled after its first message, and found by a search.
+  const sessions = page.getByRole('list', { name: 'Sessions list' });
+  await sessions.getByRole('link', { name: /\[reasoning\] \[delay:60\]\[tokens:25\]/ }).waitFor();
+  await page.getByRole('searchbox', { name: 'Search sessions' }).fill('REASONING tokens:25');
+  await waitFor(async () => (await sessions.getByRole('link').count()) === 1);
+  assert.equal(await sessions.getByRole('link').getAttribute('href'), `#/chat/${chatId(page)}`);
+  await page.getByRole('searchbox', { name: 'Search sessions' }).fill('no such words');
+  await page.getByText('No session matches.').waitFor();
+  noProblems(page);
+});
+
+test('approve a gated tool', async () => {
+  const page = await openChat();
+  await send(page, 'hi');
+  await page.locator('.messages').getByText('You said: hi').waitFor();
+  await expectStatus(server.api('PATCH', `/api/v1/sessions/${chatId(page)}`, { permissions: { tools: { get_current_datetime: 'ask' } } }), 200);
+  await send(page, '[tool:get_current_datetime]');
+  await page.getByRole('group', { name: 'Approve get_current_datetime?' }).waitFor();
+  await screenshot(page, '04-approval-asked');
+  await page.getByRole('button', { name: 'Approve' }).click();
+  await page.locator('.messages').getByText(/^Tool result: /).waitFor();
+  await screenshot(page, '05-approved');
+  assert.equal((await latestTurn(chatId(page))).state.status, 'done');
+  noProblems(page);
+});
+
+test('answer a question', async () => {
+  const page = await openChat();
+  const question = { question: 'Which colour?', options: [{ label: 'Blue' }, { label: 'Red', description: 'warm' }] };
+  await send(page, `[tool:ask_user_question ${JSON.stringify(question)}]`);
+  await page.getByRole('group', { name: 'Which colour?' }).waitFor();
+  await screenshot(page, '06-question');
+  await page.getByRole('radio', { name: 'Red' }).check();
+  await page.getByRole('button', { name: 'Answer' }).click();
+  await page.locator('.messages').getByText('Tool result: Red').waitFor();
+  await screenshot(page, '07-answered');
+  noProblems(page);
+});
+
+test('attach a file: the agent reads it in its sandbox', async () => {
+  const page = await openChat();
+  await page.getByLabel('Attach').setInputFiles({ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('seven apples\n') });
+  await page.getByRole('list', { name: 'Attached files' }).getByText('notes.txt').waitFor();
+  await screenshot(page, '08-attached');
+  await send(page, '[tool:exec {"command": "cat /workspace/attachments/notes.txt"}]');
+  await page.locator('.file-chip', { hasText: 'notes.txt' }).waitFor();
+  await page.locator('.messages').getByText(/Tool result: .*seven apples/).waitFor();
+  await screenshot(page, '09-attachment-read');
+  noProblems(page);
+});
+
+test('download a file the agent made', async () => {
+  const page = await openChat();
+  await send(page, '[tool:exec {"command": "printf \'made in the sandbox\' > /workspace/report.txt"}]');
+  const button = page.getByRole('button', { name: 'Download /workspace/report.txt' });
+  await button.waitFor();
+  await page.locator('.messages').getByText(/^Tool result: /).waitFor();
+  await screenshot(page, '10-download-offered');
+  const [download] = await Promise.all([page.waitForEvent('download'), button.click()]);
+  assert.equal(download.suggestedFilename(), 'report.txt');
+  assert.equal(await readFile(await download.path(), 'utf8'), 'made in the sandbox');
+  await page.getByText('Downloaded report.txt.').waitFor();
+  await screenshot(page, '11-downloaded');
+  noProblems(page);
+});
+
+test('reload mid-stream: the turn goes on and the page resumes it to the end', async () => {
+  const page = await openChat();
+  await send(page, '[delay:100][tokens:30]');
+  await page.locator('.messages').getByText('tok3', { exact: false }).waitFor();
+  const id = chatId(page);
+  await screenshot(page, '12-before-reload');
+  await page.reload();
+  // The history comes back and the resumed stream goes on to the end.
+  await page.locator('.messages').getByText('[delay:100][tokens:30]').waitFor();
+  await page.locator('.messages').getByText('tok30', { exact: false }).waitFor({ timeout: 20_000 });
+  await screenshot(page, '13-resumed');
+  await waitFor(async () => (await latestTurn(id)).state.status === 'done');
+  const text = await page.locator('article.assistant .text').allTextContents();
+  assert.equal(text.join(''), Array.from({ length: 30 }, (_, index) => `tok${index + 1} `).join(''), 'each token once');
+  noProblems(page);
+});
+
+test('stop cancels the running turn', async () => {
+  const page = await openChat();
+  await send(page, '[delay:200][tokens:50]');
+  await page.locator('.messages').getByText('tok2', { exact: false }).waitFor();
+  await page.getByRole('button', { name: 'Stop' }).click();
+  await page.getByRole('button', { name: 'Send' }).waitFor();
+  await waitFor(async () => (await latestTurn(chatId(page))).state.status === 'cancelled');
+  await screenshot(page, '14-stopped');
+});
+
+test('a session opens with its history rebuilt', async () => {
+  const first = await openChat();
+  await send(first, '[tool:get_current_datetime]');
+  await first.locator('.messages').getByText(/^Tool result: /).waitFor();
+  const id = chatId(first);
+  const page = await newPage(browser);
+  await page.goto(`${server.url}/#/chat/${id}`);
+  const chat = page.locator('.messages');
+  await chat.getByText('[tool:get_current_datetime]').waitFor();
+  await chat.getByText('get_current_datetime', { exact: true }).waitFor();
+  await chat.getByText(/^Tool result: /).waitFor();
+  await screenshot(page, '15-history');
+  noProblems(page);
+});
+
+test('a sub-agent thread and the task list show, live and after a reload', async () => {
+  const page = await openChat({}, 'planner');
+  const tasks = { tasks: [{ title: 'Read the file', status: 'completed' }, { title: 'Write the report', status: 'in_progress' }] };
+  await send(page, `[tool:task_write ${JSON.stringify(tasks)}] [tool:run_sub_agent {"name": "scout", "task": "look around"}]`);
+  await page.locator('.messages').getByText(/^Tool result: /).waitFor();
+  await page.getByText('Tasks (1/2 done)').waitFor();
+  const thread = page.locator('details.thread');
+  await thread.locator('summary').click();
+  await thread.getByText('You said: look around').waitFor();
+  await screenshot(page, '20-sub-agent-and-tasks');
+  await page.reload();
+  await page.locator('details.thread summary').click();
+  await page.locator('details.thread').getByText('You said: look around').waitFor();
+  await page.getByText('Tasks (1/2 done)').waitFor();
+  noProblems(page);
+});
+
+test('edit an agent: the server refuses a bad manifest and the error shows', async () => {
+  const page = await newPage(browser);
+  await page.goto(`${server.url}/#/agents/${AGENT}`);
+  await page.getByRole('radio', { name: 'JSON' }).check();
+  const editor = page.getByRole('textbox', { name: 'Manifest' });
+  const manifest = JSON.parse(await editor.inputValue());
+  await editor.fill(JSON.stringify({ ...manifest, instructions: 5 }, null, 2));
+  await page.getByRole('button', { name: 'Save' }).click();
+  const alert = page.getByRole('alert');
+  await alert.waitFor();
+  assert.match(await alert.textContent(), /manifest\.instructions/);
+  assert.equal(await editor.getAttribute('aria-invalid'), 'true');
+  await screenshot(page, '16-agent-invalid');
+  // YAML works too, and a good manifest saves a new version.
+  await page.getByRole('radio', { name: 'JSON' }).check();
+  await editor.fill(JSON.stringify({ ...manifest, instructions: 'Help briefly.' }, null, 2));
+  await page.getByRole('radio', { name: 'YAML' }).check();
+  assert.match(await editor.inputValue(), /^instructions: Help briefly\.$/m);
+  await page.getByRole('button', { name: 'Save' }).click();
+  await page.getByText(/Saved version \d+\./).waitFor();
+  await screenshot(page, '17-agent-saved');
+  const saved = await server.api('GET', `/api/v1/agents/${AGENT}`);
+  assert.equal(saved.body.data.manifest.instructions, 'Help briefly.');
+  noProblems(page);
+});
+
+test('at phone width the chat works and the sessions open from a button', async () => {
+  const page = await openChat({ phone: true });
+  await send(page, 'small screen');
+  await page.locator('.messages').getByText('You said: small screen').waitFor();
+  await screenshot(page, '18-phone-chat');
+  await page.getByRole('button', { name: 'Sessions' }).click();
+  await page.getByRole('searchbox', { name: 'Search sessions' }).waitFor();
+  await screenshot(page, '19-phone-sessions');
+  await page.getByRole('button', { name: 'Close' }).click();
+  await page.getByRole('textbox', { name: 'Message' }).waitFor();
+  assert.equal(await page.getByRole('searchbox', { name: 'Search sessions' }).isVisible(), false);
+  noProblems(page);
+});
