@@ -1,6 +1,6 @@
 """The AI SDK data stream dialect (`?stream_format=data-stream` on turn creation and subscribe),
 table-driven over the suite's scenarios: text only, tools, approvals, questions, plans, parallel
-sub-agents, provider error, cancel, iteration limit. Each scenario is one or more turns (later
+sub-agents, tool progress, provider error, cancel, iteration limit. Each scenario is one or more turns (later
 ones answer what the one before left waiting); for every turn it checks the parts against the
 seed's ordering guarantees (over the scenario's turns in order, since a call and its approval
 sit in one turn and the decision and result in the next), `finish` at most once and only
@@ -77,11 +77,16 @@ def check_one_stream(stream: list[Part]) -> None:
 
 def check_order(streams: list[list[Part]]) -> None:
     """The seed's partial order over a scenario's streams in turn order: a call before its
-    approval request before its decision before its result; a sub-agent's call before its result."""
+    progress and its approval request, before its decision, before its result; a sub-agent's
+    call before its result."""
     position: dict[tuple[str, str], int] = {}
+    progress: list[tuple[str, int]] = []
     flat = [part for stream in streams for part in stream]
     for index, part in enumerate(flat):
         kind = part["type"]
+        if kind == "tool-progress":
+            progress.append((part["toolCallId"], index))
+            continue
         if kind == "tool-invocation":
             key = (f"invocation-{part['state']}", part["toolInvocationId"])
         elif kind == "tool-agent":
@@ -103,6 +108,9 @@ def check_order(streams: list[list[Part]]) -> None:
             if earlier == "approval-decision" and ("approval-required", call_id) not in position:
                 continue
             assert position.get((earlier, call_id), len(flat)) < index, f"{earlier} of {call_id} must precede its {kind}"
+    for call_id, index in progress:
+        assert position[("invocation-call", call_id)] < index < position[("invocation-result", call_id)], \
+            f"the progress of {call_id} must come between its call and its result"
 
 
 def check_replays(api: wire.Api, session_id: str, turn_id: str, live: list[Frame]) -> None:
@@ -237,6 +245,16 @@ def expect_sub_agents(streams: list[list[Part]]) -> None:
     assert text_of(stream).startswith("Tool result:")
 
 
+def expect_progress(streams: list[list[Part]]) -> None:
+    (stream,) = streams
+    progress = [part for part in stream if part["type"] == "tool-progress"]
+    assert [(part["toolName"], part["label"], part["phaseIndex"], part["totalPhases"]) for part in progress] == [
+        ("phases", f"phase {step} of 3", step, 3) for step in (1, 2, 3)], progress
+    assert progress[0]["milestone"] == {"progress": 1, "total": 3}
+    (result,) = [part for part in stream if part["type"] == "tool-invocation" and part["state"] == "result"]
+    assert result["result"] == "3 phases done" and result["toolInvocationId"] == progress[0]["toolCallId"]
+
+
 def expect_error(streams: list[list[Part]]) -> None:
     (stream,) = streams
     assert "fake error 400" in stream[-1]["error"]["message"]
@@ -269,6 +287,9 @@ SCENARIOS = [
     Scenario("questions", lambda _: None, f"[tool:ask_user_question {json.dumps(QUESTION)}]", 1, expect_question),
     Scenario("plans", lambda _: PLAN_SPEC, call("submit_plan", {"title": "Fix it", "plan": "1. fix"}), 1, expect_plan),
     Scenario("parallel sub-agents", lambda _: None, spawn("left", "one") + spawn("right", "two"), 0, expect_sub_agents),
+    Scenario("tool progress", lambda tools: {"model": {"name": "fake/fake-model"},
+                                             "mcp_servers": [registry(tools, preload=True, enable_tools=["phases"])]},
+             call("phases", {"steps": 3}), 0, expect_progress),
     Scenario("provider error", lambda _: None, "[error:400]", 0, expect_error),
     Scenario("iteration limit", lambda _: {"model": {"name": "fake/fake-model"}, "config": {"iteration_limit": 1}},
              "[tool:get_current_datetime]", 0, expect_iteration_limit),

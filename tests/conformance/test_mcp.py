@@ -364,6 +364,46 @@ def test_a_deferred_tool_called_before_loading_is_an_error_for_the_model(api, re
 # --------------------------------------------------------------------------------------------
 
 
+def test_progress_is_in_the_native_stream_only_for_clients_that_ask(api, registered):
+    session = session_with(api, registry(registered, preload=True, enable_tools=["phases"]))
+    asked = api.stream("POST", f"/api/v1/sessions/{session}/turns?include=tool.progress",
+                       json={"input": [{"type": "user.message", "content": call("phases", {"steps": 4})}]})
+    wire.assert_sse_framing(asked)
+    events = asked.events
+    turn_id = events[0].json["turn_id"]
+    kinds = [event.type for event in events]
+    progress = [event for event in events if event.type == "tool.progress"]
+    assert [(event.json["progress"], event.json["total"], event.json["message"]) for event in progress] == [
+        (step, 4, f"phase {step} of 4") for step in (1, 2, 3, 4)]
+    (call_id,) = {event.json["tool_call_id"] for event in progress}
+    assert {(event.json["tool_name"], event.json["thread_id"]) for event in progress} == {("phases", "main")}
+    # After the message that made the call has ended, before its result.
+    (message,) = [event for event in wire.fold_stream(asked.payloads) if event["type"] == "model.message"
+                  and any(tool_call["id"] == call_id for tool_call in event.get("tool_calls") or [])]
+    ended = max(index for index, event in enumerate(events) if event.json.get("id") == message["id"])
+    assert ended < kinds.index("tool.progress") and kinds.index("tool.progress") + 3 < kinds.index("tool.response")
+    assert api.stream("GET", f"/api/v1/sessions/{session}/turns/{turn_id}/subscribe",
+                      params={"include": "tool.progress"}).body == asked.body, "a replay is the same bytes"
+
+    # A native client that did not ask sees every other event, with its own sequence numbers.
+    plain = api.subscribe(session, turn_id).events
+    assert [(event.seq, event.json) for event in plain] == [(event.seq, event.json) for event in events
+                                                            if event.type != "tool.progress"]
+    # Never listed; the gateway dialect streams them (its client skips an unknown type, and its
+    # ids stay contiguous) but never lists them.
+    listed = api.ok(api.get(f"/api/v1/sessions/{session}/turns/{turn_id}/events"))["data"]
+    assert "tool.progress" not in [event["type"] for event in listed]
+    gateway = api.stream("POST", api.gw(f"sessions/{session}/turns/{turn_id}/subscribe"), json={})
+    assert gateway.body == asked.body
+    gateway_listed = api.ok(api.get(api.gw(f"sessions/{session}/turns/{turn_id}/events")))["data"]
+    assert "tool.progress" not in [event["type"] for event in gateway_listed]
+
+    refused = api.get(f"/api/v1/sessions/{session}/turns/{turn_id}/subscribe",
+                      params={"include": "tool.progress,tool.everything"})
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["param"] == "include" and "tool.progress" in refused.json()["error"]["message"]
+
+
 def test_cancel_stops_a_running_mcp_call(api, registered):
     session = session_with(api, registry(registered, preload=True, require_approval_for_tools=[]))
     baseline = int(responses(run_done(api, session, call("cancelled_calls")))[0])
@@ -426,6 +466,19 @@ def test_the_gateway_sdk_sees_mcp_tool_info(api, private, client, registered, mc
         {"type": "mcp", "server_id": f"mcp:{registered}", "server_name": registered, "name": "echo"}]
     listed = [event for event in prepared.list_events() if event.type == "tool.response"]
     assert [event.content for event in listed] == ["via the sdk"]
+
+    # A tool that reports progress: the SDK skips the extension events it does not know, and
+    # every event it yields keeps the sequence number it has on the wire.
+    progress_agent = wire.unique("progress-agent")
+    manifest = {"model": {"name": "fake/fake-model"},
+                "mcp_servers": [registry(registered, preload=True, enable_tools=["phases"])]}
+    api.ok(api.post("/api/v1/agents", json={"name": progress_agent, "manifest": manifest}), 201)
+    prepared = client.create_session(agent_name=progress_agent).prepare_turn(
+        input=[UserMessage(content=call("phases", {"steps": 3}))])
+    items = list(prepared.execute())
+    assert prepared.state.status == "done" and prepared.state.output.content == "Tool result: 3 phases done"
+    numbers = [item.sequence_number for item in items]
+    assert numbers == sorted(numbers) and len(numbers) + 3 == numbers[-1], "three progress events skipped"
 
     # A draft session built with the SDK's own types (which always send `preload` and `type`).
     spec = AgentSpec(model=Model(name="fake/fake-model"),

@@ -67,6 +67,29 @@ export async function startServer() {
   return server;
 }
 
+// The suite's test MCP server (tests/mcp_servers/tools_server.py, on the official Python SDK)
+// over streamable HTTP, from the Python that scripts/test names in TEAMSTER_TEST_PYTHON.
+export async function startMcpServer() {
+  const python = process.env.TEAMSTER_TEST_PYTHON;
+  if (!python) throw new Error('TEAMSTER_TEST_PYTHON must name a Python with the mcp package (scripts/test sets it)');
+  const script = path.join(root, 'tests/mcp_servers/tools_server.py');
+  const child = spawn(python, [script, '--transport', 'streamable-http', '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('the MCP test server did not start within 30 s')), 30_000);
+    let output = '';
+    child.stdout.on('data', (data) => {
+      output += data;
+      const match = /^LISTENING (\d+)$/m.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`the MCP test server exited (${code})`)));
+  });
+  return { url: `http://127.0.0.1:${port}/mcp`, close: () => child.kill() };
+}
+
 export async function expectStatus(pending, status) {
   const response = await pending;
   if (response.status !== status) {

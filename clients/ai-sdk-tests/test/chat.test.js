@@ -7,7 +7,7 @@ import {
   lastAssistantMessageIsCompleteWithApprovalResponses,
   lastAssistantMessageIsCompleteWithToolCalls,
 } from 'ai';
-import { Chat, expectStatus, startServer } from '../lib/harness.js';
+import { Chat, expectStatus, startMcpServer, startServer } from '../lib/harness.js';
 
 let server;
 const AGENT = 'helper';
@@ -106,6 +106,31 @@ test('ask_user_question is a client-side tool answered with addToolOutput', asyn
     { type: 'tool-ask_user_question', state: 'output-available', input: question.input, output: 'Blue' },
     { type: 'text', text: 'Tool result: Blue' },
   ]);
+});
+
+test('an MCP tool\'s progress shows as its data-tool-progress part, phase by phase', async (t) => {
+  const tools = await startMcpServer();
+  t.after(() => tools.close());
+  const mcp = { type: 'remote', name: 'progress-tools', description: 'Test tools.', url: tools.url };
+  await expectStatus(server.api('POST', '/api/v1/settings/mcp-servers', { manifest: mcp }), 201);
+  const manifest = {
+    model: { name: 'fake/fake-model' },
+    mcp_servers: [{ type: 'truefoundry-mcp-registry', name: 'progress-tools', preload: true, enable_tools: ['phases'] }],
+  };
+  await expectStatus(server.api('POST', '/api/v1/agents', { name: 'progress', manifest }), 201);
+  const seen = [];
+  const chat = new Chat({ server, agent: 'progress', id: newChatId(), onData: (part) => seen.push(structuredClone(part)) });
+  const message = await send(chat, '[tool:phases {"steps": 3}]');
+  const [tool] = message.parts.filter((part) => part.type === 'tool-phases');
+  assert.equal(tool.state, 'output-available');
+  assert.equal(tool.output, '3 phases done');
+  const progress = seen.filter((part) => part.type === 'data-tool-progress');
+  assert.deepEqual(progress.map((part) => [part.data.progress, part.data.total, part.data.message]),
+    [[1, 3, 'phase 1 of 3'], [2, 3, 'phase 2 of 3'], [3, 3, 'phase 3 of 3']]);
+  assert.ok(progress.every((part) => part.id === `${tool.toolCallId}-progress` && part.data.toolName === 'phases'));
+  // One part per call, updated in place: the message keeps the last phase.
+  const kept = message.parts.filter((part) => part.type === 'data-tool-progress');
+  assert.deepEqual(kept.map((part) => part.data.message), ['phase 3 of 3']);
 });
 
 test('regenerate runs the last answer again from the turn before it', async () => {

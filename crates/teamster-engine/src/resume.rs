@@ -29,6 +29,7 @@ use teamster_tools::ToolGate;
 use tokio_util::sync::CancellationToken;
 
 use crate::gates::{ASK_USER_QUESTION, Decision, Resolution, Split};
+use crate::progress::CallProgress;
 use crate::run::{TurnOutcome, TurnPlan};
 use crate::sink::EventSink;
 use crate::structured::OutputCheck;
@@ -157,10 +158,11 @@ pub async fn resume_turn(
                     return Resumed::Finished(TurnOutcome::Interrupted);
                 }
                 let call = &resolution.call.function;
+                let progress = CallProgress::new(sink, &thread_id, &resolution.call.id, &call.name);
                 let output = tokio::select! {
                     biased;
                     () = cancel.cancelled() => return Resumed::Finished(TurnOutcome::Interrupted),
-                    output = plan.toolbox.call(&call.name, &call.arguments) => output,
+                    output = plan.toolbox.call_reporting(&call.name, &call.arguments, &progress) => output,
                 };
                 sink.tool_called(&call.name, output.is_error);
                 if output.is_error { format!("Error: {}", output.content) } else { output.content }

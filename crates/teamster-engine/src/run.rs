@@ -19,6 +19,7 @@ use crate::context::{ContextPolicy, Conversation};
 use crate::gates::{Decision, Resolution, Split, UserQuestions};
 use crate::history::assistant_message;
 use crate::large_results::{LargeResults, ResultFiles};
+use crate::progress::CallProgress;
 use crate::sink::EventSink;
 use crate::skills::{SkillNote, skills_section};
 use crate::step::{StepEnd, model_step};
@@ -476,10 +477,11 @@ async fn run_tools(
             if call.function.name == RUN_SUB_AGENT {
                 return (index, Some(run_sub_agent(call, thread, shared).await));
             }
+            let progress = CallProgress::new(shared.sink, &thread.id, &call.id, &call.function.name);
             let output = tokio::select! {
                 biased;
                 () = shared.cancel.cancelled() => return (index, None),
-                output = thread.toolbox.call(&call.function.name, &call.function.arguments) => output,
+                output = thread.toolbox.call_reporting(&call.function.name, &call.function.arguments, &progress) => output,
             };
             shared.sink.tool_called(&call.function.name, output.is_error);
             let content = if output.is_error { format!("Error: {}", output.content) } else { output.content };

@@ -20,7 +20,7 @@ use teamster_tools::{NoProgress, ProgressSink, Tool, ToolOutput, ToolSource};
 
 use crate::config::{Limits, McpServerConfig, Transport};
 use crate::http::HttpClient;
-use crate::progress::{Client, ProgressRoutes};
+use crate::progress::{Observed, ProgressRoutes};
 use crate::sse::{OpenError, SseTransport};
 use crate::stdio::ServerProcess;
 use crate::{ListedTool, McpError, convert};
@@ -62,7 +62,7 @@ pub struct McpConnection {
     progress: ProgressRoutes,
     // Invariant: `service` is declared before `process`, so on drop the transport (and with it
     // the server's stdin) closes before the process is asked to stop.
-    service: RunningService<RoleClient, Client>,
+    service: RunningService<RoleClient, ClientConfig>,
     process: Option<ServerProcess>,
 }
 
@@ -126,20 +126,20 @@ impl McpConnection {
         let McpServerConfig { id, name, transport, call_timeout, connect_timeout, limits } = config;
         let transport_type = transport.wire_type();
         let progress = ProgressRoutes::default();
-        let handshake = Client { config: client_config(), progress: progress.clone() };
+        let handshake = client_config();
         let (service, process, http) = match &transport {
             Transport::Stdio(stdio) => {
                 let (process, stdout, stdin) = ServerProcess::spawn(&name, stdio)?;
                 let rw = AsyncRwTransport::<RoleClient, _, _>::new(stdout, stdin)
                     .with_max_line_length(limits.max_message_bytes);
-                let service = bounded(connect_timeout, handshake.serve(rw)).await?;
+                let service = bounded(connect_timeout, handshake.serve(Observed::new(rw, &progress))).await?;
                 (service, Some(process), None)
             }
             Transport::Sse(endpoint) => {
                 let client = HttpClient::new(endpoint, &limits)?;
                 let session = async {
                     let sse = SseTransport::open(client, &endpoint.url).await.map_err(open_error)?;
-                    handshake.serve(sse).await.map_err(handshake_error)
+                    handshake.serve(Observed::new(sse, &progress)).await.map_err(handshake_error)
                 };
                 let service = match tokio::time::timeout(connect_timeout, session).await {
                     Ok(service) => service?,
@@ -152,7 +152,7 @@ impl McpConnection {
                 let mut settings = StreamableHttpClientTransportConfig::with_uri(endpoint.url.as_str());
                 settings.max_sse_event_size = limits.max_message_bytes;
                 let http = StreamableHttpClientTransport::with_client(client.clone(), settings);
-                let service = bounded(connect_timeout, handshake.serve(http)).await?;
+                let service = bounded(connect_timeout, handshake.serve(Observed::new(http, &progress))).await?;
                 (service, None, Some(client))
             }
         };

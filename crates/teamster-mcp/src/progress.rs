@@ -1,12 +1,14 @@
-//! Progress of running calls: the client's handler hears `notifications/progress` and
+//! Progress of running calls: the transport ([`Observed`]) hears `notifications/progress` and
 //! [`ProgressRoutes`] hands each report to the call whose request carried its token.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use rmcp::model::{ClientConfig, ProgressNotificationParam, ProgressToken};
-use rmcp::service::{MaybeSendFuture, NotificationContext};
-use rmcp::{ClientHandler, RoleClient};
+use rmcp::RoleClient;
+use rmcp::model::{JsonRpcMessage, JsonRpcNotification, ProgressNotificationParam, ProgressToken, ServerNotification};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
 use teamster_tools::ToolProgress;
 use tokio::sync::mpsc;
 
@@ -49,8 +51,8 @@ impl ProgressRoutes {
     }
 
     /// Hands a report to its call, or keeps it a little while for a call about to subscribe.
-    fn dispatch(&self, param: ProgressNotificationParam) {
-        let Some(report) = report_of(&param) else { return };
+    fn dispatch(&self, param: &ProgressNotificationParam) {
+        let Some(report) = report_of(param) else { return };
         let mut routes = self.lock();
         match routes.calls.get(&param.progress_token) {
             // A full queue drops the report: the call is busy and later ones supersede it.
@@ -61,7 +63,7 @@ impl ProgressRoutes {
                 if routes.early.len() == EARLY_REPORTS {
                     routes.early.pop_front();
                 }
-                routes.early.push_back((param.progress_token, report));
+                routes.early.push_back((param.progress_token.clone(), report));
             }
         }
     }
@@ -97,25 +99,47 @@ fn report_of(param: &ProgressNotificationParam) -> Option<ToolProgress> {
     })
 }
 
-/// The client's handler: its side of the handshake, and progress routed to running calls.
-#[derive(Clone)]
-pub(crate) struct Client {
-    pub(crate) config: ClientConfig,
-    pub(crate) progress: ProgressRoutes,
+/// A transport that routes `notifications/progress` as they arrive, before the service sees
+/// them: the service handles notifications on tasks of their own, so only here do reports keep
+/// their order, and come before the answer that follows them on the wire.
+pub(crate) struct Observed<T> {
+    inner: T,
+    progress: ProgressRoutes,
 }
 
-impl ClientHandler for Client {
-    fn get_info(&self) -> ClientConfig {
-        self.config.clone()
+impl<T> Observed<T> {
+    pub(crate) fn new(inner: T, progress: &ProgressRoutes) -> Observed<T> {
+        Observed { inner, progress: progress.clone() }
+    }
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for Observed<T> {
+    type Error = T::Error;
+
+    fn name() -> Cow<'static, str> {
+        T::name()
     }
 
-    fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
-        self.progress.dispatch(params);
-        std::future::ready(())
+    fn send(&mut self, item: TxJsonRpcMessage<RoleClient>) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        async move {
+            let message = self.inner.receive().await;
+            if let Some(JsonRpcMessage::Notification(JsonRpcNotification {
+                notification: ServerNotification::ProgressNotification(progress),
+                ..
+            })) = &message
+            {
+                self.progress.dispatch(&progress.params);
+            }
+            message
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
     }
 }
 
@@ -134,11 +158,11 @@ mod tests {
     #[tokio::test]
     async fn reports_reach_their_call_including_those_that_came_first() {
         let routes = ProgressRoutes::default();
-        routes.dispatch(param(1, 1.0, Some("early")));
-        routes.dispatch(param(2, 1.0, Some("someone else's")));
+        routes.dispatch(&param(1, 1.0, Some("early")));
+        routes.dispatch(&param(2, 1.0, Some("someone else's")));
         let mut first = routes.subscribe(ProgressToken(NumberOrString::Number(1)));
-        routes.dispatch(param(1, 2.0, None));
-        routes.dispatch(param(1, f64::NAN, None));
+        routes.dispatch(&param(1, 2.0, None));
+        routes.dispatch(&param(1, f64::NAN, None));
         assert_eq!(first.receiver.recv().await.unwrap().message.as_deref(), Some("early"));
         assert_eq!(first.receiver.recv().await.unwrap().progress, 2.0);
         assert!(first.receiver.try_recv().is_err(), "a report that is not a number is dropped");
@@ -151,7 +175,7 @@ mod tests {
     fn unclaimed_and_oversized_reports_are_bounded() {
         let routes = ProgressRoutes::default();
         for token in 0..100 {
-            routes.dispatch(param(token, 1.0, Some(&"x".repeat(5_000))));
+            routes.dispatch(&param(token, 1.0, Some(&"x".repeat(5_000))));
         }
         let routes = routes.lock();
         assert_eq!(routes.early.len(), EARLY_REPORTS);

@@ -1,4 +1,5 @@
-//! The twelve event types of a turn's stream, and the pieces they are made of.
+//! The twelve event types of a turn's stream, one extension (`tool.progress`), and the pieces
+//! they are made of.
 //!
 //! An event is serialised once, when it happens, and those bytes are what every stream, replay
 //! and list returns. `model.message` is first sent as a placeholder, then grows through
@@ -38,6 +39,10 @@ pub enum Event {
     ToolApprovalRequired(ToolCallsPending),
     #[serde(rename = "tool.response_required")]
     ToolResponseRequired(ToolCallsPending),
+    /// A Teamster extension, in the stream only (never listed) and shown to native clients
+    /// that ask for it: the gateway dialect has no such event.
+    #[serde(rename = "tool.progress")]
+    ToolProgress(ToolProgress),
 }
 
 impl Event {
@@ -56,6 +61,7 @@ impl Event {
             Event::SandboxCreated(_) => "sandbox.created",
             Event::ToolApprovalRequired(_) => "tool.approval_required",
             Event::ToolResponseRequired(_) => "tool.response_required",
+            Event::ToolProgress(_) => "tool.progress",
         }
     }
 
@@ -73,13 +79,20 @@ impl Event {
             Event::McpAuthRequired(e) => &e.id,
             Event::SandboxCreated(e) => &e.id,
             Event::ToolApprovalRequired(e) | Event::ToolResponseRequired(e) => &e.id,
+            Event::ToolProgress(e) => &e.id,
         }
     }
 
     /// Whether the event is listed by the turn-events endpoint: content events only, never
-    /// `turn.created`, `turn.done` or deltas.
+    /// `turn.created`, `turn.done`, deltas or progress.
     pub fn is_turn_content(kind: &str) -> bool {
-        !matches!(kind, "turn.created" | "turn.done" | "model.message.delta")
+        !matches!(kind, "turn.created" | "turn.done" | "model.message.delta" | "tool.progress")
+    }
+
+    /// Whether an event's stored JSON is a `tool.progress` (read without parsing it: the
+    /// `type` tag is always serialised first).
+    pub fn is_progress_json(json: &str) -> bool {
+        json.starts_with(r#"{"type":"tool.progress""#)
     }
 
     /// Whether the event is an action a human must take before the turn can go on.
@@ -334,6 +347,23 @@ pub struct ToolResponse {
     pub created_at: String,
     pub tool_call_id: String,
     pub content: String,
+}
+
+/// How far a running tool call has come, as the tool reported it (MCP
+/// `notifications/progress`): `progress` grows with each report of the call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ToolProgress {
+    pub id: String,
+    pub thread_id: String,
+    pub created_at: String,
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub progress: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -64,10 +64,20 @@ impl Params {
         }
     }
 
-    /// The `stream_format` of a turn's stream: `native` when absent.
+    /// The `stream_format` of a turn's stream: `native` when absent. A native stream carries
+    /// the `tool.progress` extension events only when `include` names them.
     pub fn stream_format(&self) -> Result<StreamFormat, ApiError> {
+        let mut progress = false;
+        for name in self.string("include").iter().flat_map(|list| list.split(',')).map(str::trim) {
+            match name {
+                "tool.progress" => progress = true,
+                other => {
+                    return Err(invalid("include", format!("include may only name \"tool.progress\", not {other:?}")));
+                }
+            }
+        }
         match self.string("stream_format").as_deref() {
-            None | Some("native") => Ok(StreamFormat::Native),
+            None | Some("native") => Ok(StreamFormat::Native { progress }),
             Some("data-stream") => Ok(StreamFormat::DataStream),
             Some(other) => Err(invalid(
                 "stream_format",
@@ -89,11 +99,12 @@ impl Params {
 }
 
 /// The dialect a turn's event stream is sent in.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StreamFormat {
-    /// The events as stored (both TrueFoundry dialects).
-    #[default]
-    Native,
+    /// The events as stored (both TrueFoundry dialects); `tool.progress` events only with
+    /// `progress`. The gateway dialect always sends them: its ids must be contiguous, and its
+    /// client skips an event type it does not know (lists never carry them).
+    Native { progress: bool },
     /// The AI SDK data stream (`crate::data_stream`).
     DataStream,
 }

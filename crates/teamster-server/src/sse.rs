@@ -21,9 +21,12 @@ use crate::data_stream::{Part, Translator};
 
 const HEARTBEAT: &[u8] = b": ping\n\n";
 
-/// The native response: every event as stored.
-pub fn sse_response(events: EventStream, state: &AppState) -> Response {
-    let frames = events.map(|event| Bytes::from(teamster_protocol::sse::frame(event.sequence, &event.json)));
+/// The native response: every event as stored, `tool.progress` only with `progress`.
+pub fn sse_response(events: EventStream, progress: bool, state: &AppState) -> Response {
+    let frames = events.filter_map(move |event| {
+        let shown = progress || !Event::is_progress_json(&event.json);
+        std::future::ready(shown.then(|| Bytes::from(teamster_protocol::sse::frame(event.sequence, &event.json))))
+    });
     framed_response(frames, state)
 }
 

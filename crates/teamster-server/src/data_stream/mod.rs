@@ -1,5 +1,5 @@
 //! The AI SDK data stream dialect (flowai's harness events): a turn's events translated into
-//! camelCase parts (`step-start`, `text`, `reasoning`, `tool-invocation`, `tool-agent`,
+//! camelCase parts (`step-start`, `text`, `reasoning`, `tool-invocation`, `tool-progress`, `tool-agent`,
 //! `data-tool-agent`, `approval-required`, `approval-decision`, `plan-status-change`, `custom`,
 //! `finish` then `data-cost-summary` and `data-latency-summary`, or `error`).
 //!
@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 use teamster_protocol::event::{
     FinishReason, ModelMessage, ModelMessageDelta, ThreadCreated, ThreadDone, ThreadState, ToolCallsPending, ToolInfo,
-    ToolResponse,
+    ToolProgress, ToolResponse,
 };
 use teamster_protocol::input::Approval;
 use teamster_protocol::{Event, MAIN_THREAD_ID, TurnInput, TurnMetrics, TurnState};
@@ -110,6 +110,7 @@ impl Translator {
             Event::ModelMessage(message) => self.message(message, parts),
             Event::ModelMessageDelta(delta) => self.delta(delta, parts),
             Event::ToolResponse(response) => self.response(response, parts),
+            Event::ToolProgress(progress) => self.progress(progress, parts),
             Event::ThreadCreated(created) => self.thread_created(created, parts),
             Event::ThreadDone(done) => self.thread_done(done, parts),
             Event::ToolApprovalRequired(pending) => self.pending(pending, "tool", parts),
@@ -218,6 +219,14 @@ impl Translator {
                 parts.push(Part::invocation(&response.tool_call_id, &unknown, Some(result)));
             }
         }
+    }
+
+    /// A running call's progress, after its `call` part (a call the stream never saw shows none).
+    fn progress(&self, progress: &ToolProgress, parts: &mut Vec<Part>) {
+        if !self.shown(&progress.thread_id) || !self.calls.contains_key(&progress.tool_call_id) {
+            return;
+        }
+        parts.push(Part::progress(progress));
     }
 
     fn thread_created(&mut self, created: &ThreadCreated, parts: &mut Vec<Part>) {

@@ -33,6 +33,22 @@ pub enum Part {
         #[serde(skip_serializing_if = "Option::is_none")]
         thread_id: Option<String>,
     },
+    /// A milestone of a running call: `phaseIndex` is the tool's progress so far (it grows),
+    /// `totalPhases` its total when the tool knows it, `label` its message.
+    #[serde(rename_all = "camelCase")]
+    ToolProgress {
+        tool_name: String,
+        tool_call_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        label: Option<String>,
+        phase_index: f64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        total_phases: Option<f64>,
+        milestone: Value,
+        /// The sub-agent thread whose call it is; absent for the main thread.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        thread_id: Option<String>,
+    },
     #[serde(rename_all = "camelCase")]
     ToolAgent {
         agent_name: String,
@@ -91,6 +107,19 @@ impl Part {
             state: if result.is_some() { "result" } else { "call" },
             result,
             thread_id: (call.thread_id != teamster_protocol::MAIN_THREAD_ID).then(|| call.thread_id.clone()),
+        }
+    }
+
+    /// A `tool-progress` part; its milestone is the report's figures.
+    pub(super) fn progress(progress: &teamster_protocol::event::ToolProgress) -> Part {
+        Part::ToolProgress {
+            tool_name: progress.tool_name.clone(),
+            tool_call_id: progress.tool_call_id.clone(),
+            label: progress.message.clone(),
+            phase_index: progress.progress,
+            total_phases: progress.total,
+            milestone: serde_json::json!({ "progress": progress.progress, "total": progress.total }),
+            thread_id: (progress.thread_id != teamster_protocol::MAIN_THREAD_ID).then(|| progress.thread_id.clone()),
         }
     }
 

@@ -33,7 +33,7 @@ pub async fn create_turn(
     }
     let events = state.service.follow(log, 0);
     match format {
-        StreamFormat::Native => Ok(sse_response(events, state)),
+        StreamFormat::Native { progress } => Ok(sse_response(events, progress, state)),
         StreamFormat::DataStream => {
             // The turn runs already: a failure to read its earlier turns ends this stream only.
             let translator = data_stream::prior::translator(&state.service, caller, session_id, &turn).await?;
@@ -45,9 +45,9 @@ pub async fn create_turn(
 /// Streams a turn's events after `after`, in `format`.
 pub async fn subscribe(state: &AppState, caller: &Caller, session_id: &str, turn_id: &str, after: u64, format: StreamFormat) -> ApiResult<Response> {
     match format {
-        StreamFormat::Native => {
+        StreamFormat::Native { progress } => {
             let events = state.service.subscribe(caller, session_id, turn_id, after).await?;
-            Ok(sse_response(events, state))
+            Ok(sse_response(events, progress, state))
         }
         StreamFormat::DataStream => {
             // The parts of an event depend on the ones before it: the stream folds from the start.

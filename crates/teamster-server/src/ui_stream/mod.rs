@@ -3,7 +3,8 @@
 //! the message that made them). `start` carries the turn id as the message id; each main-thread model call is a step (`start-step` … `finish-step`) with its
 //! `reasoning-*` and `text-*` parts and its tool calls (`tool-input-start`,
 //! `tool-input-available`, then `tool-output-available`, or `tool-approval-request` for a gated
-//! call); sub-agent threads are `data-agent` parts updated in place; the turn ends with
+//! call), with a running call's progress as its `data-tool-progress` part updated in place;
+//! sub-agent threads are `data-agent` parts updated in place; the turn ends with
 //! `message-metadata` (usage and cost) and `finish`, with `abort` when it was cancelled, or
 //! with `error`.
 //!
@@ -21,7 +22,9 @@ pub mod response;
 use std::collections::{HashMap, HashSet};
 
 use serde_json::{Value, json};
-use teamster_protocol::event::{FinishReason, ModelMessage, ModelMessageDelta, ThreadCreated, ThreadDone, ThreadState, ToolCallsPending, ToolResponse};
+use teamster_protocol::event::{
+    FinishReason, ModelMessage, ModelMessageDelta, ThreadCreated, ThreadDone, ThreadState, ToolCallsPending, ToolProgress, ToolResponse,
+};
 use teamster_protocol::input::Approval;
 use teamster_protocol::{Event, MAIN_THREAD_ID, TurnInput, TurnMetrics, TurnState};
 
@@ -114,6 +117,7 @@ impl Translator {
             Event::ModelMessage(message) => self.message(message, chunks),
             Event::ModelMessageDelta(delta) => self.delta(delta, chunks),
             Event::ToolResponse(response) => self.response(response, chunks),
+            Event::ToolProgress(progress) => self.progress(progress, chunks),
             Event::ThreadCreated(created) => self.thread_created(created, chunks),
             Event::ThreadDone(done) => self.thread_done(done, chunks),
             Event::ToolApprovalRequired(pending) => self.approvals(pending, chunks),
@@ -230,6 +234,21 @@ impl Translator {
         } else {
             chunks.push(Chunk::ToolOutputAvailable { tool_call_id, output: result_value(&response.content) });
         }
+    }
+
+    /// A main-thread call's latest progress, one part per call.
+    fn progress(&self, progress: &ToolProgress, chunks: &mut Vec<Chunk>) {
+        if progress.thread_id != MAIN_THREAD_ID || !self.calls.contains_key(&progress.tool_call_id) {
+            return;
+        }
+        let data = json!({
+            "toolCallId": progress.tool_call_id,
+            "toolName": progress.tool_name,
+            "progress": progress.progress,
+            "total": progress.total,
+            "message": progress.message,
+        });
+        chunks.push(Chunk::data("tool-progress", &format!("{}-progress", progress.tool_call_id), data));
     }
 
     fn approvals(&mut self, pending: &ToolCallsPending, chunks: &mut Vec<Chunk>) {

@@ -22,7 +22,7 @@ use teamster_protocol::settings::McpServerAuth as ManifestAuth;
 use teamster_protocol::{Event, MAIN_THREAD_ID, Subject, ids, timestamp};
 use teamster_store::TurnRecord;
 use teamster_tools::selector::Selectors;
-use teamster_tools::{Tool, ToolOutput, ToolSource};
+use teamster_tools::{NoProgress, ProgressSink, Tool, ToolOutput, ToolSource};
 use tokio_util::sync::CancellationToken;
 
 use super::McpHost;
@@ -315,8 +315,12 @@ impl ToolSource for ServerTools {
     }
 
     async fn call(&self, name: &str, arguments: &str) -> ToolOutput {
+        self.call_reporting(name, arguments, &NoProgress).await
+    }
+
+    async fn call_reporting(&self, name: &str, arguments: &str, progress: &dyn ProgressSink) -> ToolOutput {
         match self.server_names.get(name) {
-            Some(own) => self.connection.call(own, arguments).await,
+            Some(own) => self.connection.call_reporting(own, arguments, progress).await,
             None => ToolOutput::error(format!("There is no tool named {name:?}.")),
         }
     }
