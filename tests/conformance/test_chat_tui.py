@@ -300,3 +300,65 @@ def test_chat_without_a_server_embeds_one(tmux, tmp_path):
     tmux.wait_for("again", 'You said: "hello from inside"')
     tmux.type("again", "/quit")
     tmux.wait_for("again", "[chat exited 0]")
+
+
+def test_chat_attaches_files_and_downloads_sandbox_files(tmux, server, tmp_path):
+    api = server.require_api()
+    agent = wire.unique("chat-sandbox")
+    manifest = {"model": {"name": "fake/fake-model"}, "config": {"sandbox": {"enabled": True}}}
+    api.ok(api.post("/api/v1/agents", json={"name": agent, "manifest": manifest}), 201)
+    sales = tmp_path / "sales.csv"
+    sales.write_bytes(b"name,amount\nA1,10\nB2,32\n")
+    tmux.start("files", chat_argv(server, agent))
+    tmux.wait_for("files", f"chatting with {agent}")
+
+    tmux.type("files", f"/attach {sales}")
+    tmux.wait_for("files", "(+1 attached)")
+    command = "awk -F, 'NR>1 {s+=$2} END {print s}' attachments/sales.csv > total.txt; cat total.txt"
+    tmux.type("files", call("exec", {"command": command}))
+    screen = tmux.wait_for("files", 'Tool result: {"exit_code":0,"stderr":"","stdout":"42\\n"}')
+    assert "[attached file: sales.csv]" in screen
+    assert "(+1 attached)" not in screen, "attachments go with one message"
+
+    saved = tmp_path / "total-copy.txt"
+    tmux.type("files", f"/download /workspace/total.txt {saved}")
+    tmux.wait_for("files", f"saved /workspace/total.txt to {saved} (3 bytes)")
+    assert saved.read_bytes() == b"42\n"
+    tmux.type("files", "/download /workspace/missing.txt")
+    tmux.wait_for("files", "the server answered 404")
+    tmux.type("files", "/quit")
+    tmux.wait_for("files", "[chat exited 0]")
+
+
+def test_a_resumed_chat_follows_a_running_turn_and_asks_what_a_paused_one_waits_for(tmux, server):
+    # Left with /quit while a turn runs: the turn goes on, and a new chat follows it live.
+    tmux.start("leave", chat_argv(server, conftest.DEMO_AGENT))
+    tmux.wait_for("leave", "chatting with demo")
+    tmux.type("leave", "[tokens:60][delay:60] keep going")
+    tmux.wait_for("leave", "tok2 ")
+    tmux.type("leave", "/quit")
+    screen = tmux.wait_for("leave", "[chat exited 0]")
+    session_id = re.search(r"--session (sess_\w+)", screen).group(1)
+    tmux.start("follow", chat_argv(server, "--session", session_id))
+    screen = tmux.wait_for("follow", "tok60")
+    assert "› [tokens:60][delay:60] keep going" in screen
+    tmux.wait_for("follow", "out tokens")
+
+    # A question left unanswered is asked again by the resumed chat.
+    question = {"question": "Pick a size", "options": [{"label": "S"}, {"label": "M"}, {"label": "L"}],
+                "multi_select": True}
+    tmux.type("follow", call("ask_user_question", question))
+    tmux.wait_for("follow", "[ ] M")
+    tmux.type("follow", "/quit")
+    tmux.wait_for("follow", "[chat exited 0]")
+    tmux.start("answer", chat_argv(server, "--session", session_id))
+    tmux.wait_for("answer", "Pick a size")
+    tmux.keys("answer", "Space")
+    tmux.keys("answer", "Down")
+    tmux.keys("answer", "Down")
+    tmux.keys("answer", "Space")
+    tmux.wait_for("answer", "[x] L")
+    tmux.keys("answer", "Enter")
+    tmux.wait_for("answer", "Tool result: S, L")
+    tmux.type("answer", "/quit")
+    tmux.wait_for("answer", "[chat exited 0]")

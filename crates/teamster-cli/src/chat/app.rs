@@ -325,6 +325,11 @@ impl App {
     }
 
     fn on_prompt_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        // A line starting with `/` is a command, whatever the prompt (`//` answers with a `/`).
+        let typing_command = self.input.starts_with('/') && !self.input.starts_with("//");
+        if typing_command || (key.code == KeyCode::Char('/') && self.input.is_empty()) {
+            return self.on_command_key(key);
+        }
         let Some(prompt) = self.prompts.front_mut() else { return Vec::new() };
         let decision = match (&*prompt, key.code) {
             (Prompt::Approval { denying: false, .. }, KeyCode::Char('y')) => prompt.decide(true, false, ""),
@@ -358,7 +363,7 @@ impl App {
                 prompt.toggle();
                 return Vec::new();
             }
-            (Prompt::Question { .. }, KeyCode::Enter) => match prompt.answer(&self.input) {
+            (Prompt::Question { .. }, KeyCode::Enter) => match prompt.answer(self.input.strip_prefix('/').unwrap_or(&self.input)) {
                 Some(answer) => {
                     self.input.clear();
                     Some(answer)
@@ -385,6 +390,36 @@ impl App {
         self.busy = Busy::Starting;
         self.scroll_back = 0;
         vec![Action::Decide { session, input: std::mem::take(&mut self.decisions) }]
+    }
+
+    /// A key while a command is typed over a prompt: Enter runs it, the prompt stays.
+    fn on_command_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        match key.code {
+            KeyCode::Enter => {
+                let line = std::mem::take(&mut self.input);
+                match commands::parse(&line) {
+                    Ok(Some(command)) => self.run_command(command),
+                    Ok(None) => Vec::new(),
+                    Err(message) => {
+                        self.transcript.note(Tone::Error, message);
+                        Vec::new()
+                    }
+                }
+            }
+            KeyCode::Backspace => {
+                self.input.pop();
+                Vec::new()
+            }
+            KeyCode::Esc => {
+                self.input.clear();
+                Vec::new()
+            }
+            KeyCode::Char(character) => {
+                self.input.push(character);
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// Enter on the input line: a command, or a message (a follow-up while a turn runs).
@@ -618,6 +653,33 @@ mod tests {
                 {"type": "user.tool_response", "thread_id": "main", "tool_call_id": "c2", "content": "Red"}
             ])
         );
+    }
+
+    #[test]
+    fn over_a_prompt_a_slash_line_is_a_command_and_a_double_slash_an_answer() {
+        let mut app = App::new("demo".into());
+        app.update(Incoming::Session { id: "s1".into(), agent: None, mode: None });
+        app.prompts.push_back(Prompt::Approval { thread_id: "main".into(), call_id: "c1".into(), tool: "echo".into(), arguments: "{}".into(), denying: false });
+        assert_eq!(typed(&mut app, "/sessions"), vec![Action::ListSessions]);
+        assert_eq!(app.prompts.len(), 1, "the prompt stays");
+        app.prompts.clear();
+        app.update(event(r#"{"type":"model.message","id":"m1","thread_id":"main","created_at":"x","tool_calls":[
+            {"id":"c2","function":{"name":"ask_user_question","arguments":"{\"question\":\"Path?\"}"},"tool_info":{"type":"truefoundry-system","name":"ask_user_question"}}]}"#));
+        app.update(event(r#"{"type":"tool.response_required","id":"p2","created_at":"x","thread_id":"main","tool_calls":[{"id":"c2","source_event_id":"m1"}]}"#));
+        app.update(Incoming::StreamEnded);
+        let actions = typed(&mut app, "//tmp");
+        let Some(Action::Decide { input, .. }) = actions.first() else { panic!("{actions:?}") };
+        assert!(matches!(&input[0], TurnInput::ToolResponse { content, .. } if content == "/tmp"), "{input:?}");
+    }
+
+    #[test]
+    fn an_authorization_resumes_the_turn_with_an_empty_input() {
+        let mut app = App::new("demo".into());
+        app.update(Incoming::Session { id: "s1".into(), agent: None, mode: None });
+        app.update(event(r#"{"type":"mcp.auth_required","id":"a1","created_at":"x","thread_id":"main","mcp_servers":[{"id":"s","name":"docs","auth_url":"http://auth/x"}]}"#));
+        app.update(Incoming::StreamEnded);
+        assert!(matches!(app.prompts.front(), Some(Prompt::Authorize { links }) if links[0].1 == "http://auth/x"));
+        assert_eq!(app.update(key(KeyCode::Enter)), vec![Action::Decide { session: "s1".into(), input: vec![] }]);
     }
 
     #[test]
