@@ -89,6 +89,9 @@ pub struct App {
     pub attachments: Vec<PathBuf>,
     /// Follow-ups queued while a turn ran, not yet started.
     follow_ups: usize,
+    /// Steering sent to the running turn and not yet taken by a model call: what the turn
+    /// ends without taking starts the next turn.
+    steers: usize,
     /// Ids of the last `/sessions` list, for `/resume N`.
     listed_sessions: Vec<String>,
     pub show_reasoning: bool,
@@ -117,6 +120,7 @@ impl App {
             decisions: Vec::new(),
             attachments: Vec::new(),
             follow_ups: 0,
+            steers: 0,
             listed_sessions: Vec::new(),
             show_reasoning: false,
             scroll_back: 0,
@@ -175,6 +179,9 @@ impl App {
                 if matches!(*event, Event::TurnCreated(_)) && self.busy != Busy::Cancelling {
                     self.busy = Busy::Running;
                 }
+                if let Event::ModelMessage(message) = &*event {
+                    self.steers = self.steers.saturating_sub(message.steering.as_ref().map_or(0, Vec::len));
+                }
                 self.transcript.apply(&event);
                 Vec::new()
             }
@@ -222,6 +229,11 @@ impl App {
         }
         self.busy = Busy::Idle;
         self.ask_pending();
+        if self.steers > 0 {
+            // The server starts a turn with the instructions this one did not take.
+            self.steers = 0;
+            self.follow_ups += 1;
+        }
         let Some(session) = self.session_id.clone() else { return Vec::new() };
         let mut actions = vec![Action::Refresh { session: session.clone() }];
         if self.prompts.is_empty() && self.follow_ups > 0 {
@@ -495,6 +507,7 @@ impl App {
                 self.busy = Busy::Loading;
                 self.prompts.clear();
                 self.follow_ups = 0;
+                self.steers = 0;
                 vec![Action::Resume { session }]
             }
             Command::Mode(None) => {
@@ -515,7 +528,8 @@ impl App {
             },
             Command::Steer(text) => match session {
                 Some(session) if self.waiting() => {
-                    self.transcript.note(Tone::User, format!("› (steer) {text}"));
+                    self.steers += 1;
+                    self.transcript.note(Tone::Note, format!("steering sent; it joins before the next model call: {text}"));
                     vec![Action::Steer { session, text }]
                 }
                 _ => {
@@ -625,6 +639,12 @@ mod tests {
             app.update(Incoming::StreamEnded),
             vec![Action::Refresh { session: "s1".into() }, Action::WatchNextTurn { session: "s1".into(), after: None }]
         );
+        // The follow-up's turn, then the turn of the steering the first turn did not take.
+        assert_eq!(
+            app.update(Incoming::StreamEnded),
+            vec![Action::Refresh { session: "s1".into() }, Action::WatchNextTurn { session: "s1".into(), after: None }]
+        );
+        assert_eq!(app.update(Incoming::StreamEnded), vec![Action::Refresh { session: "s1".into() }]);
     }
 
     #[test]
