@@ -97,6 +97,17 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
   }, [id, fresh]);
 
   const busy = status === 'submitted' || status === 'streaming';
+  // The session as the server has it (its mode changes when a plan is approved), read again
+  // after each turn once it exists.
+  const hasAnswer = messages.some((message) => message.role === 'assistant');
+  useEffect(() => {
+    if (!started || status !== 'ready' || !hasAnswer) return;
+    let live = true;
+    api('GET', `sessions/${encodeURIComponent(id)}`).then((found) => live && setSession(found.data), () => {});
+    return () => {
+      live = false;
+    };
+  }, [id, started, status, hasAnswer]);
   const send = async (text, files) => {
     const first = !started && messages.length === 0;
     if (!started) {
@@ -142,10 +153,13 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
         {fresh && !started ? (
           <AgentPicker agents={agents} agent={agent} onChange={setAgent} />
         ) : (
-          <p className="chat-title">
-            <span className="muted">Agent</span> <strong>{session?.agent_name ?? agent ?? 'inline agent'}</strong>
-            <span className="muted"> · {id}</span>
-          </p>
+          <div className="row">
+            <p className="chat-title">
+              <span className="muted">Agent</span> <strong>{session?.agent_name ?? agent ?? 'inline agent'}</strong>
+              <span className="muted"> · {session?.title || id}</span>
+            </p>
+            {session && <ModePicker session={session} busy={busy} onChange={setSession} />}
+          </div>
         )}
       </div>
       <div className="messages" ref={list} onScroll={onScroll} aria-live="polite" aria-busy={busy}>
@@ -167,8 +181,39 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
           </div>
         )}
       </div>
-      {started && <Panels sessionId={id} status={messages.some((message) => message.role === 'assistant') ? status : 'pending'} />}
+      {started && <Panels sessionId={id} status={hasAnswer ? status : 'pending'} />}
       <Composer busy={busy} disabled={fresh && !started && !agent} onSend={send} onStop={cancel} />
+    </div>
+  );
+}
+
+// The session's mode, for agents that have modes (a plan approved in one switches to another).
+function ModePicker({ session, busy, onChange }) {
+  const [modes, setModes] = useState([]);
+  const [problem, setProblem] = useState(null);
+  useEffect(() => {
+    if (!session.agent_name) return;
+    api('GET', `agents/${encodeURIComponent(session.agent_name)}`).then((found) => setModes(found.data.manifest.modes ?? []), () => {});
+  }, [session.agent_name]);
+  if (modes.length === 0) return null;
+  const current = session.mode ?? (modes.find((mode) => mode.default) ?? modes[0]).id;
+  const change = async (mode) => {
+    try {
+      setProblem(null);
+      onChange((await api('PATCH', `sessions/${encodeURIComponent(session.id)}`, { mode })).data);
+    } catch (failure) {
+      setProblem(failure.message);
+    }
+  };
+  return (
+    <div className="row">
+      <label htmlFor="mode-picker">Mode</label>
+      <select id="mode-picker" value={current} disabled={busy} onChange={(event) => change(event.target.value)}>
+        {modes.map((mode) => (
+          <option key={mode.id} value={mode.id}>{mode.name ?? mode.id}</option>
+        ))}
+      </select>
+      {problem && <span className="error" role="alert">{problem}</span>}
     </div>
   );
 }

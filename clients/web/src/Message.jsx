@@ -5,6 +5,8 @@ import { useId, useState } from 'react';
 import { api, download } from './api.js';
 
 const QUESTION_TOOL = 'ask_user_question';
+// Submitting a plan is gated like an approval: approving it switches the session's mode.
+const PLAN_TOOL = 'submit_plan';
 
 export function Message({ message, sessionId, waiting, answer }) {
   const user = message.role === 'user';
@@ -57,8 +59,15 @@ function Tool({ part, sessionId, waiting, answer }) {
   if (name === QUESTION_TOOL) return <Question part={part} waiting={waiting} answer={answer} />;
   const askingApproval = part.state === 'approval-requested';
   const files = sandboxPaths([part.input, part.output]);
+  const plan = name === PLAN_TOOL && part.input && typeof part.input === 'object' ? part.input : null;
   return (
     <div className={`tool ${askingApproval ? 'attention' : ''}`}>
+      {plan && (
+        <div className="plan">
+          <p><span className="muted">Plan</span> <strong>{plan.title}</strong></p>
+          <div className="text">{plan.plan}</div>
+        </div>
+      )}
       <details open={askingApproval}>
         <summary>
           <span className="tool-name">{name}</span> <span className={`badge ${part.state}`}>{stateLabel(part)}</span>
@@ -101,14 +110,15 @@ function Json({ label, value }) {
 function Approval({ part, name, answer }) {
   const [reason, setReason] = useState('');
   const reasonId = useId();
+  const plan = name === PLAN_TOOL;
   return (
-    <div className="approval" role="group" aria-label={`Approve ${name}?`}>
-      <p>The agent wants to run <strong>{name}</strong>. Allow it?</p>
+    <div className="approval" role="group" aria-label={plan ? 'Approve the plan?' : `Approve ${name}?`}>
+      <p>{plan ? 'Approve this plan? The agent then carries it out.' : <>The agent wants to run <strong>{name}</strong>. Allow it?</>}</p>
       <div className="row">
-        <button type="button" className="primary" onClick={() => answer.approve(part.approval.id, true)}>Approve</button>
-        <label htmlFor={reasonId} className="visually-hidden">Reason to deny</label>
-        <input id={reasonId} placeholder="Reason (optional)" value={reason} onChange={(event) => setReason(event.target.value)} />
-        <button type="button" className="danger" onClick={() => answer.approve(part.approval.id, false, reason)}>Deny</button>
+        <button type="button" className="primary" onClick={() => answer.approve(part.approval.id, true)}>{plan ? 'Approve plan' : 'Approve'}</button>
+        <label htmlFor={reasonId} className="visually-hidden">{plan ? 'Feedback on the plan' : 'Reason to deny'}</label>
+        <input id={reasonId} placeholder={plan ? 'Feedback (optional)' : 'Reason (optional)'} value={reason} onChange={(event) => setReason(event.target.value)} />
+        <button type="button" className="danger" onClick={() => answer.approve(part.approval.id, false, reason)}>{plan ? 'Reject plan' : 'Deny'}</button>
       </div>
     </div>
   );

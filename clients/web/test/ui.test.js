@@ -19,6 +19,16 @@ before(async () => {
   await expectStatus(server.api('POST', '/api/v1/agents', { name: AGENT, manifest }), 201);
   const planner = { model: { name: 'fake/fake-model' }, instructions: 'Plan.', config: { tasks: { enabled: true } } };
   await expectStatus(server.api('POST', '/api/v1/agents', { name: 'planner', manifest: planner }), 201);
+  const modal = {
+    model: { name: 'fake/fake-model' },
+    instructions: 'Code.',
+    config: { tasks: { enabled: true } },
+    modes: [
+      { id: 'plan', name: 'Plan', instructions: 'Plan first.', tools: ['task_check'], transitions_to: 'build', default: true },
+      { id: 'build', name: 'Build', instructions: 'Build it.' },
+    ],
+  };
+  await expectStatus(server.api('POST', '/api/v1/agents', { name: 'modal', manifest: modal }), 201);
   browser = await launchBrowser();
 });
 after(async () => {
@@ -212,6 +222,27 @@ test('a sub-agent thread and the task list show, live and after a reload', async
   await page.locator('details.thread summary').click();
   await page.locator('details.thread').getByText('You said: look around').waitFor();
   await page.getByText('Tasks (1/2 done)').waitFor();
+  noProblems(page);
+});
+
+test('a plan: rejected with feedback, then approved, switches the mode; the plans panel lists both', async () => {
+  const page = await openChat({}, 'modal');
+  const chat = page.locator('.messages');
+  await send(page, '[tool:submit_plan {"title": "Fix the bug", "plan": "1. read\\n2. fix"}]');
+  await page.getByRole('group', { name: 'Approve the plan?' }).waitFor();
+  await chat.getByText('Fix the bug', { exact: true }).waitFor();
+  assert.equal(await page.getByLabel('Mode').inputValue(), 'plan');
+  await screenshot(page, '21-plan-asked');
+  await page.getByRole('textbox', { name: 'Feedback on the plan' }).fill('add a test');
+  await page.getByRole('button', { name: 'Reject plan' }).click();
+  await chat.getByText(/^Tool result: .*add a test/).waitFor();
+  await send(page, '[tool:submit_plan {"title": "Fix the bug, tested", "plan": "1. test\\n2. fix"}]');
+  await page.getByRole('button', { name: 'Approve plan' }).click();
+  await chat.getByText(/^Tool result: The user approved the plan/).waitFor();
+  await waitFor(async () => (await page.getByLabel('Mode').inputValue()) === 'build');
+  await page.getByText('Plans (2)').click();
+  await page.locator('.plan', { hasText: 'Fix the bug, tested' }).getByText('executed').waitFor();
+  await screenshot(page, '22-plan-approved');
   noProblems(page);
 });
 
