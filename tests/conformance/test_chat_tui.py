@@ -20,6 +20,8 @@ import pytest
 import conftest
 import wire
 from test_mcp import McpHttpServer, call, registry, remote
+from test_mcp_oauth import browser, oauth, register, whoami  # noqa: F401 (fixtures)
+from test_mcp_oauth import registry as oauth_registry
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None and not os.environ.get("CI"),
                                 reason="tmux is not installed (CI installs it and fails without it)")
@@ -376,3 +378,29 @@ def test_a_resumed_chat_follows_a_running_turn_and_asks_what_a_paused_one_waits_
     tmux.wait_for("answer", "Tool result: S, L")
     tmux.type("answer", "/quit")
     tmux.wait_for("answer", "[chat exited 0]")
+
+
+def test_chat_shows_an_mcp_authorization_link_and_resumes_after_it(tmux, server, oauth, browser):  # noqa: F811
+    api = server.require_api()
+    name = register(api, oauth)
+    agent = wire.unique("chat-oauth")
+    manifest = {"model": {"name": "fake/fake-model"}, "mcp_servers": [oauth_registry(name)]}
+    api.ok(api.post("/api/v1/agents", json={"name": agent, "manifest": manifest}), 201)
+    tmux.start("oauth", chat_argv(server, agent))
+    tmux.wait_for("oauth", f"chatting with {agent}")
+    tmux.type("oauth", whoami())
+    screen = tmux.wait_for("oauth", " authorization ")
+    session_id = re.search(r"(sess_\w+)", screen).group(1)
+    (turn,) = api.ok(api.get(f"/api/v1/sessions/{session_id}/turns"))["data"]
+    (action,) = turn["state"]["required_actions"]
+    auth_url = action["mcp_servers"][0]["auth_url"]
+    # The link is shown (a long one wraps; its start is on one line).
+    assert f"authorize {name} at" in screen and auth_url[:100] in screen, screen
+    assert f"{name} needs your authorization" in screen
+
+    callback = browser.authorize(auth_url)
+    assert callback.status_code == 200, callback.text
+    tmux.keys("oauth", "Enter")
+    tmux.wait_for("oauth", "Tool result: alice")
+    tmux.type("oauth", "/quit")
+    tmux.wait_for("oauth", "[chat exited 0]")

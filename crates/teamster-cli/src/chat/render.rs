@@ -20,7 +20,10 @@ const MAX_TASK_LINES: usize = 6;
 /// Draws the whole chat; `waited` is how long the current wait has lasted, in seconds.
 pub fn draw(frame: &mut Frame<'_>, app: &App, waited: u64) {
     let prompt = app.prompts.front().map(prompt_text);
-    let prompt_height = prompt.as_ref().map_or(0, |text| (text.lines.len() as u16 + 2).min(frame.area().height / 2));
+    let prompt_height = prompt.as_ref().map_or(0, |text| {
+        let rows = Paragraph::new(text.clone()).wrap(Wrap { trim: false }).line_count(frame.area().width.saturating_sub(2));
+        (u16::try_from(rows).unwrap_or(u16::MAX).saturating_add(2)).min(frame.area().height / 2)
+    });
     let tasks = task_text(app);
     let tasks_height = if tasks.lines.is_empty() { 0 } else { tasks.lines.len() as u16 + 2 };
     let [transcript_area, tasks_area, prompt_area, status_area, input_area] = Layout::vertical([

@@ -308,7 +308,8 @@ impl Transcript {
                 metrics.as_ref()
             }
         };
-        if let Some(metrics) = metrics {
+        // A turn that paused before any model call has nothing to count.
+        if let Some(metrics) = metrics.filter(|metrics| metrics.total_input_tokens + metrics.total_output_tokens > 0) {
             self.totals.input_tokens += metrics.total_input_tokens;
             self.totals.output_tokens += metrics.total_output_tokens;
             if let Some(cost) = metrics.total_cost_in_usd {
