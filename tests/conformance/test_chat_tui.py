@@ -22,6 +22,7 @@ import wire
 from test_mcp import McpHttpServer, call, registry, remote
 from test_mcp_oauth import browser, oauth, register, whoami  # noqa: F401 (fixtures)
 from test_mcp_oauth import registry as oauth_registry
+from test_context_and_usage import priced_provider
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None and not os.environ.get("CI"),
                                 reason="tmux is not installed (CI installs it and fails without it)")
@@ -404,3 +405,27 @@ def test_chat_shows_an_mcp_authorization_link_and_resumes_after_it(tmux, server,
     tmux.wait_for("oauth", "Tool result: alice")
     tmux.type("oauth", "/quit")
     tmux.wait_for("oauth", "[chat exited 0]")
+
+
+def test_chat_shows_usage_and_cost(tmux, server, fake_model):
+    api = server.require_api()
+    provider = wire.unique("priced").replace("_", "-")
+    api.ok(api.put("/api/v1/settings/model-providers", json={"manifest": priced_provider(fake_model.url, provider)}))
+    agent = wire.unique("chat-priced")
+    api.ok(api.post("/api/v1/agents", json={"name": agent, "manifest": {"model": {"name": f"{provider}/priced"}}}), 201)
+    tmux.start("cost", chat_argv(server, agent))
+    tmux.wait_for("cost", f"chatting with {agent}")
+    tmux.type("cost", "[tokens:50] count for me")
+    screen = tmux.wait_for("cost", "tok50")
+    screen = tmux.wait_for("cost", "out tokens · $")
+    session_id = re.search(r"(sess_\w+)", screen).group(1)
+    (turn,) = api.ok(api.get(f"/api/v1/sessions/{session_id}/turns"))["data"]
+    metrics = turn["state"]["metrics"]
+    cost = f"${metrics['total_cost_in_usd']:.4f}"
+    assert f"{metrics['total_input_tokens']} in · {metrics['total_output_tokens']} out tokens · {cost}" in screen, screen
+    # The status line keeps the chat's totals.
+    assert f"{metrics['total_input_tokens']}↑ {metrics['total_output_tokens']}↓ tokens · {cost}" in screen, screen
+    tmux.type("cost", "/usage")
+    tmux.wait_for("cost", f"this chat: {metrics['total_input_tokens']} in · {metrics['total_output_tokens']} out tokens · {cost}")
+    tmux.type("cost", "/quit")
+    tmux.wait_for("cost", "[chat exited 0]")
