@@ -122,6 +122,15 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
       await api('PATCH', `sessions/${encodeURIComponent(id)}`, { title }).then(() => onTurnEnded?.(), () => {});
     }
   };
+  // Instructions for the running turn, taken before its next model call.
+  const [steers, setSteers] = useState([]);
+  useEffect(() => {
+    if (!busy) setSteers([]);
+  }, [busy]);
+  const steer = async (text) => {
+    await api('POST', `sessions/${encodeURIComponent(id)}/steer`, { content: text });
+    setSteers((notes) => [...notes, text]);
+  };
   const cancel = async () => {
     stop();
     await api('POST', `sessions/${encodeURIComponent(id)}/cancel`, {}).catch(() => {});
@@ -162,7 +171,8 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
           </div>
         )}
       </div>
-      <div className="messages" ref={list} onScroll={onScroll} aria-live="polite" aria-busy={busy}>
+      <p className="visually-hidden" role="status">{busy ? 'The agent is answering.' : hasAnswer && status === 'ready' ? 'The agent has answered.' : ''}</p>
+      <div className="messages" ref={list} onScroll={onScroll} aria-busy={busy}>
         {messages.length === 0 && <p className="muted center">Send a message to start.</p>}
         {messages.map((message) => (
           <Message
@@ -173,7 +183,15 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
             answer={answer}
           />
         ))}
-        {status === 'submitted' && <p className="muted spinner" role="status">Waiting for the agent…</p>}
+        {steers.map((note, index) => (
+          <p key={index} className="muted steer">Sent to the running turn: {note}</p>
+        ))}
+        {status === 'submitted' && <p className="muted spinner">Waiting for the agent…</p>}
+        {!busy && lastMessage?.role === 'assistant' && (
+          <div className="retry">
+            <button type="button" onClick={() => chat.regenerate()}>Retry</button>
+          </div>
+        )}
         {error && (
           <div className="error" role="alert">
             {errorMessage(error)}{' '}
@@ -182,7 +200,7 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
         )}
       </div>
       {started && <Panels sessionId={id} status={hasAnswer ? status : 'pending'} />}
-      <Composer busy={busy} disabled={fresh && !started && !agent} onSend={send} onStop={cancel} />
+      <Composer busy={busy} disabled={fresh && !started && !agent} onSend={send} onSteer={steer} onStop={cancel} />
     </div>
   );
 }
@@ -240,13 +258,25 @@ function AgentPicker({ agents, agent, onChange }) {
 }
 
 // The message box: Enter sends, Shift+Enter is a new line; files are attached as data URLs.
-function Composer({ busy, disabled, onSend, onStop }) {
+// While a turn runs, Enter steers it instead.
+function Composer({ busy, disabled, onSend, onSteer, onStop }) {
   const [text, setText] = useState('');
   const [files, setFiles] = useState([]);
+  const [problem, setProblem] = useState(null);
   const fileInput = useRef(null);
 
   const submit = async (event) => {
     event?.preventDefault();
+    if (busy && text.trim()) {
+      try {
+        setProblem(null);
+        await onSteer(text.trim());
+        setText('');
+      } catch (failure) {
+        setProblem(failure.message);
+      }
+      return;
+    }
     if (busy || disabled || (!text.trim() && files.length === 0)) return;
     const parts = await Promise.all(files.map(toFilePart));
     setText('');
@@ -267,6 +297,7 @@ function Composer({ busy, disabled, onSend, onStop }) {
           ))}
         </ul>
       )}
+      {problem && <p className="error" role="alert">{problem}</p>}
       <div className="composer-row">
         <label htmlFor="attach" className="button" title="Attach files">
           Attach
@@ -277,13 +308,14 @@ function Composer({ busy, disabled, onSend, onStop }) {
         <textarea
           id="message"
           rows={2}
-          placeholder="Message the agent (Enter sends, Shift+Enter for a new line)"
+          placeholder={busy ? 'Steer the running turn (Enter sends)' : 'Message the agent (Enter sends, Shift+Enter for a new line)'}
           value={text}
           onChange={(event) => setText(event.target.value)}
           onKeyDown={(event) => {
             if (event.key === 'Enter' && !event.shiftKey && !event.nativeEvent.isComposing) submit(event);
           }}
         />
+        {busy && text.trim() && <button type="submit">Steer</button>}
         {busy ? (
           <button type="button" className="danger" onClick={onStop}>Stop</button>
         ) : (

@@ -9,7 +9,7 @@ const PROVIDER_EXAMPLE = {
   type: 'openai', name: 'openai', base_url: 'https://api.openai.com/v1', auth: { api_key: 'sk-...' },
   models: [{ name: 'gpt-4o', model_id: 'gpt-4o', properties: {} }],
 };
-const MCP_EXAMPLE = { type: 'remote', name: 'docs', url: 'https://example.com/mcp' };
+const MCP_EXAMPLE = { type: 'remote', name: 'docs', description: 'What the server offers, for agents.', url: 'https://example.com/mcp' };
 
 export function Settings({ generation }) {
   return (

@@ -272,6 +272,44 @@ test('edit an agent: the server refuses a bad manifest and the error shows', asy
   noProblems(page);
 });
 
+test('retry runs the last answer again; while a turn runs, a message steers it', async () => {
+  const page = await openChat();
+  const chat = page.locator('.messages');
+  await send(page, 'once more');
+  await chat.getByText('You said: once more').waitFor();
+  const id = chatId(page);
+  const before = (await latestTurn(id)).id;
+  await page.getByRole('button', { name: 'Retry' }).click();
+  await waitFor(async () => (await latestTurn(id)).id !== before && (await latestTurn(id)).state.status === 'done');
+  await chat.getByText('You said: once more').waitFor();
+  assert.equal(await page.locator('article.assistant').count(), 1, 'the answer is replaced, not added');
+  await send(page, '[delay:150][tokens:20]');
+  await chat.getByText('tok2', { exact: false }).waitFor();
+  await send(page, 'shorter, please');
+  await chat.getByText('Sent to the running turn: shorter, please').waitFor();
+  await screenshot(page, '23-steered');
+  await page.getByRole('button', { name: 'Send' }).waitFor({ timeout: 30_000 });
+  noProblems(page);
+});
+
+test('settings: providers are listed and a refused MCP server shows why', async () => {
+  const page = await newPage(browser);
+  await page.goto(`${server.url}/#/settings`);
+  const providers = page.getByRole('region', { name: 'Model providers' });
+  await providers.getByRole('button', { name: 'fake' }).waitFor();
+  const mcp = page.getByRole('region', { name: 'MCP servers' });
+  await mcp.getByRole('button', { name: 'Add' }).click();
+  const editor = mcp.getByRole('textbox', { name: 'Manifest (YAML or JSON)' });
+  await editor.fill((await editor.inputValue()).replace('name: docs', 'name: "bad name!"'));
+  await mcp.getByRole('button', { name: 'Save' }).click();
+  await mcp.getByRole('alert').getByText(/manifest\.name: MCP server name/).waitFor();
+  await screenshot(page, '24-settings-refused');
+  await editor.fill((await editor.inputValue()).replace('name: "bad name!"', 'name: docs'));
+  await mcp.getByRole('button', { name: 'Save' }).click();
+  await mcp.getByRole('button', { name: 'docs' }).waitFor();
+  noProblems(page);
+});
+
 test('at phone width the chat works and the sessions open from a button', async () => {
   const page = await openChat({ phone: true });
   await send(page, 'small screen');
