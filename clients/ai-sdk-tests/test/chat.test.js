@@ -93,6 +93,30 @@ test('a gated tool asks for approval; the approval runs it in the same message',
   assert.match(answered.parts.findLast((part) => part.type === 'text').text, /^Tool result: /);
 });
 
+test('a sub-agent\'s gated call is a tool part to approve, and the approval resumes the sub-agent', async () => {
+  const id = newChatId();
+  const chat = new Chat({ server, agent: AGENT, id, sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses });
+  await send(chat, 'hi');
+  await expectStatus(server.api('PATCH', `/api/v1/sessions/${id}`, { permissions: { tools: { get_current_datetime: 'ask' } } }), 200);
+  const asked = await send(chat, '[tool:run_sub_agent {"name": "clock", "task": "[tool:get_current_datetime]"}]');
+  const [agent] = asked.parts.filter((part) => part.type === 'data-agent');
+  assert.equal(agent.data.agentName, 'clock');
+  assert.equal(agent.data.status, 'running');
+  assert.deepEqual(asked.parts.filter((part) => part.type === 'tool-run_sub_agent'), [], 'the thread is its data part');
+  const [tool] = asked.parts.filter((part) => part.type === 'tool-get_current_datetime');
+  assert.equal(tool?.state, 'approval-requested', JSON.stringify(asked.parts));
+  await chat.addToolApprovalResponse({ id: tool.approval.id, approved: true });
+  await waitFor(() => chat.status === 'ready' && chat.messages.at(-1).parts.some((part) => part.type === 'text'));
+  const answered = chat.messages.at(-1);
+  const [done] = answered.parts.filter((part) => part.type === 'tool-get_current_datetime');
+  assert.equal(done.state, 'output-available');
+  assert.equal(done.approval.approved, true);
+  const [finished] = answered.parts.filter((part) => part.type === 'data-agent');
+  assert.equal(finished.data.status, 'done');
+  assert.match(finished.data.result, /^Tool result: /);
+  assert.match(answered.parts.findLast((part) => part.type === 'text').text, /^Tool result: Tool result: /);
+});
+
 test('ask_user_question is a client-side tool answered with addToolOutput', async () => {
   const chat = new Chat({ server, agent: AGENT, id: newChatId(), sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls });
   const asked = await send(chat, '[tool:ask_user_question {"question": "Which colour?"}]');

@@ -57,6 +57,8 @@ pub use teamster_store::SessionOrder;
 pub use clones::CloneSession;
 /// The plan tool's name (the stream dialects show its calls as plans).
 pub use teamster_control::SUBMIT_PLAN;
+/// The sub-agent tool's name (the UI message stream shows its calls as the threads they start).
+pub use teamster_engine::RUN_SUB_AGENT;
 pub use identity::{ApiKey, ApiKeys, CreatedKey, NewKey, Role};
 pub use telemetry::StreamGuard;
 pub use turns::{CreateTurn, TurnListQuery};

@@ -4,7 +4,8 @@
 //! `reasoning-*` and `text-*` parts and its tool calls (`tool-input-start`,
 //! `tool-input-available`, then `tool-output-available`, or `tool-approval-request` for a gated
 //! call), with a running call's progress as its `data-tool-progress` part updated in place;
-//! sub-agent threads are `data-agent` parts updated in place; the turn ends with
+//! sub-agent threads are `data-agent` parts updated in place (a sub-agent's call that waits
+//! for approval or an answer is a tool part like the main thread's); the turn ends with
 //! `message-metadata` (usage and cost) and `finish`, with `abort` when it was cancelled, or
 //! with `error`.
 //!
@@ -23,7 +24,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Value, json};
 use teamster_protocol::event::{
-    FinishReason, ModelMessage, ModelMessageDelta, ThreadCreated, ThreadDone, ThreadState, ToolCallsPending, ToolProgress, ToolResponse,
+    FinishReason, ModelMessage, ModelMessageDelta, ThreadCreated, ThreadDone, ThreadState, ToolCallsPending, ToolInfo, ToolProgress,
+    ToolResponse,
 };
 use teamster_protocol::input::Approval;
 use teamster_protocol::{Event, MAIN_THREAD_ID, TurnInput, TurnMetrics, TurnState};
@@ -31,11 +33,12 @@ use teamster_protocol::{Event, MAIN_THREAD_ID, TurnInput, TurnMetrics, TurnState
 use crate::data_stream::prior::Fold;
 use crate::data_stream::result_value;
 use crate::streamed::{Folded, Messages, call_input};
+use teamster_service::RUN_SUB_AGENT;
 pub use chunks::Chunk;
 use chunks::{Metadata, Usage};
 
 
-/// A tool call of the main thread the stream has seen whole.
+/// A tool call the stream has seen whole.
 #[derive(Clone, Debug)]
 struct Call {
     name: String,
@@ -55,8 +58,11 @@ struct AgentThread {
 /// [`Translator::translate`].
 #[derive(Debug, Default)]
 pub struct Translator {
-    /// Main-thread tool calls by id, from every model message seen whole.
+    /// The tool calls shown as parts, by id: every main-thread call, and the calls of
+    /// sub-agents that wait for the user (approvals and questions).
     calls: HashMap<String, Call>,
+    /// Sub-agents' calls, by id, in case one waits for the user.
+    sub_agent_calls: HashMap<String, Call>,
     /// Model messages being streamed.
     messages: Messages,
     /// The ids of the text and reasoning parts open now.
@@ -66,8 +72,6 @@ pub struct Translator {
     agents: HashMap<String, AgentThread>,
     /// Calls the user denied: their results are the denial, shown as `output-denied`.
     denied: HashSet<String>,
-    /// Calls whose sub-agent thread failed: their results are errors (`output-error`).
-    failed: HashSet<String>,
     /// Whether a step is open (a `start-step` without its `finish-step`).
     in_step: bool,
     /// The finish reason of the main thread's latest model message.
@@ -84,10 +88,17 @@ impl Fold for Translator {
             match event {
                 Event::ModelMessage(message) => self.message(message, &mut ignored),
                 Event::ThreadCreated(created) => self.thread_created(created, &mut ignored),
+                Event::ToolApprovalRequired(pending) => self.approvals(pending, &mut ignored),
+                Event::ToolResponseRequired(pending) => self.questions(pending, &mut ignored),
                 _ => {}
             }
         }
-        *self = Translator { calls: std::mem::take(&mut self.calls), agents: std::mem::take(&mut self.agents), ..Translator::default() };
+        *self = Translator {
+            calls: std::mem::take(&mut self.calls),
+            sub_agent_calls: std::mem::take(&mut self.sub_agent_calls),
+            agents: std::mem::take(&mut self.agents),
+            ..Translator::default()
+        };
     }
 }
 
@@ -123,7 +134,7 @@ impl Translator {
             Event::ToolApprovalRequired(pending) => self.approvals(pending, chunks),
             // A question is a client-side call: its part waits as `input-available` for
             // `addToolOutput`.
-            Event::ToolResponseRequired(_) => {}
+            Event::ToolResponseRequired(pending) => self.questions(pending, chunks),
             Event::McpAuthRequired(auth) => {
                 chunks.push(Chunk::data("mcp-auth-required", &auth.id, serde_json::to_value(auth).unwrap_or_default()));
             }
@@ -137,9 +148,10 @@ impl Translator {
         for item in input {
             let (id, approval) = match item {
                 TurnInput::Message { .. } => continue,
-                TurnInput::ToolApproval { tool_call_id, approval, .. } => (tool_call_id, Some(approval)),
-                TurnInput::ToolResponse { tool_call_id, .. } => (tool_call_id, None),
+                TurnInput::ToolApproval { thread_id, tool_call_id, approval } => (part_call_id(thread_id, tool_call_id), Some(approval)),
+                TurnInput::ToolResponse { thread_id, tool_call_id, .. } => (part_call_id(thread_id, tool_call_id), None),
             };
+            let id = &id;
             let Some(call) = self.calls.get(id) else { continue };
             chunks.push(Chunk::ToolInputAvailable { tool_call_id: id.clone(), tool_name: call.name.clone(), input: call.input.clone() });
             let Some(approval) = approval else { continue };
@@ -157,8 +169,12 @@ impl Translator {
     }
 
     fn message(&mut self, message: &ModelMessage, chunks: &mut Vec<Chunk>) {
-        // Sub-agents' messages are their own; their thread's `data-agent` part shows them.
+        // Sub-agents' messages are their own; their thread's `data-agent` part shows them, and
+        // only their calls that wait for the user become parts.
         if message.thread_id != MAIN_THREAD_ID {
+            if let Folded::Whole(message) = self.messages.start(message) {
+                self.keep_sub_agent_calls(&message);
+            }
             return;
         }
         self.end_step(chunks);
@@ -175,6 +191,12 @@ impl Translator {
     fn delta(&mut self, delta: &ModelMessageDelta, chunks: &mut Vec<Chunk>) {
         let folded = self.messages.delta(delta);
         if matches!(folded, Folded::Unknown) {
+            return;
+        }
+        if delta.thread_id != MAIN_THREAD_ID {
+            if let Folded::Whole(message) = folded {
+                self.keep_sub_agent_calls(&message);
+            }
             return;
         }
         self.show(&delta.id, delta.reasoning_content.as_deref(), [delta.content.as_deref(), delta.refusal.as_deref()], chunks);
@@ -216,6 +238,11 @@ impl Translator {
             chunks.push(Chunk::TextEnd { id: message_id.to_owned() });
         }
         for call in message.tool_calls.iter().flatten() {
+            // A sub-agent is shown by its thread's `data-agent` part, not as a tool part that
+            // would stay unfinished while the sub-agent waits for the user.
+            if call.function.name == RUN_SUB_AGENT && matches!(call.tool_info, ToolInfo::System { .. }) {
+                continue;
+            }
             let input = call_input(call);
             let known = Call { name: call.function.name.clone(), input };
             chunks.push(Chunk::ToolInputStart { tool_call_id: call.id.clone(), tool_name: known.name.clone() });
@@ -224,15 +251,35 @@ impl Translator {
         }
     }
 
+    /// A sub-agent's message is whole: its calls are kept in case one waits for the user.
+    fn keep_sub_agent_calls(&mut self, message: &ModelMessage) {
+        for call in message.tool_calls.iter().flatten() {
+            let id = part_call_id(&message.thread_id, &call.id);
+            self.sub_agent_calls.insert(id, Call { name: call.function.name.clone(), input: call_input(call) });
+        }
+    }
+
+    /// A sub-agent's call that waits for the user becomes a part, as a main-thread call is.
+    fn surface(&mut self, tool_call_id: &str, chunks: &mut Vec<Chunk>) -> bool {
+        if self.calls.contains_key(tool_call_id) {
+            return true;
+        }
+        let Some(call) = self.sub_agent_calls.remove(tool_call_id) else { return false };
+        chunks.push(Chunk::ToolInputStart { tool_call_id: tool_call_id.to_owned(), tool_name: call.name.clone() });
+        chunks.push(Chunk::ToolInputAvailable { tool_call_id: tool_call_id.to_owned(), tool_name: call.name.clone(), input: call.input.clone() });
+        self.calls.insert(tool_call_id.to_owned(), call);
+        true
+    }
+
     fn response(&mut self, response: &ToolResponse, chunks: &mut Vec<Chunk>) {
-        if response.thread_id != MAIN_THREAD_ID || !self.calls.contains_key(&response.tool_call_id) || self.denied.contains(&response.tool_call_id) {
+        let tool_call_id = part_call_id(&response.thread_id, &response.tool_call_id);
+        if !self.calls.contains_key(&tool_call_id) || self.denied.contains(&tool_call_id) {
             return;
         }
-        let tool_call_id = response.tool_call_id.clone();
-        if self.failed.contains(&tool_call_id) {
-            chunks.push(Chunk::ToolOutputError { tool_call_id, error_text: response.content.clone() });
-        } else {
-            chunks.push(Chunk::ToolOutputAvailable { tool_call_id, output: result_value(&response.content) });
+        // The engine gives the model a failed call's result as `Error: <why>`.
+        match response.content.strip_prefix("Error: ") {
+            Some(error) => chunks.push(Chunk::ToolOutputError { tool_call_id, error_text: error.to_owned() }),
+            None => chunks.push(Chunk::ToolOutputAvailable { tool_call_id, output: result_value(&response.content) }),
         }
     }
 
@@ -252,8 +299,18 @@ impl Translator {
     }
 
     fn approvals(&mut self, pending: &ToolCallsPending, chunks: &mut Vec<Chunk>) {
-        for reference in pending.tool_calls.iter().filter(|reference| self.calls.contains_key(&reference.id)) {
-            chunks.push(Chunk::ToolApprovalRequest { approval_id: reference.id.clone(), tool_call_id: reference.id.clone() });
+        for reference in &pending.tool_calls {
+            let id = part_call_id(&pending.thread_id, &reference.id);
+            if self.surface(&id, chunks) {
+                chunks.push(Chunk::ToolApprovalRequest { approval_id: id.clone(), tool_call_id: id });
+            }
+        }
+    }
+
+    /// Questions wait as `input-available` parts; a sub-agent's question becomes one here.
+    fn questions(&mut self, pending: &ToolCallsPending, chunks: &mut Vec<Chunk>) {
+        for reference in &pending.tool_calls {
+            self.surface(&part_call_id(&pending.thread_id, &reference.id), chunks);
         }
     }
 
@@ -273,10 +330,7 @@ impl Translator {
         let usage = Usage::of(done.metrics.as_ref());
         let outcome = match &done.state {
             ThreadState::Done { output } => json!({ "status": "done", "result": output.text(), "usage": usage }),
-            ThreadState::Error { error, .. } => {
-                self.failed.insert(agent.tool_call_id.clone());
-                json!({ "status": "error", "error": error, "usage": usage })
-            }
+            ThreadState::Error { error, .. } => json!({ "status": "error", "error": error, "usage": usage }),
         };
         chunks.push(agent_part(&done.thread_id, &agent, outcome));
     }
@@ -313,6 +367,12 @@ impl Translator {
         }
         self.ended = true;
     }
+}
+
+/// The `toolCallId` of a call's part: its id on the main thread; a sub-agent's call ids are
+/// only unique in their thread, so theirs is `<thread id>.<call id>`.
+pub fn part_call_id(thread_id: &str, tool_call_id: &str) -> String {
+    if thread_id == MAIN_THREAD_ID { tool_call_id.to_owned() } else { format!("{thread_id}.{tool_call_id}") }
 }
 
 /// The `data-agent` part of a sub-agent thread: who it is, and `status` with what it has.

@@ -112,6 +112,7 @@ pub fn user_content(message: &Value) -> Result<UserContent, ApiError> {
 /// A call the session's last turn left waiting.
 struct Waiting<'a> {
     thread_id: &'a str,
+    tool_call_id: &'a str,
     approval: bool,
 }
 
@@ -128,7 +129,8 @@ pub fn decisions(message: &Value, state: &TurnState) -> Result<Vec<TurnInput>, A
                 _ => continue,
             };
             for call in &pending.tool_calls {
-                waiting.insert(call.id.as_str(), Waiting { thread_id: &pending.thread_id, approval });
+                let waits = Waiting { thread_id: &pending.thread_id, tool_call_id: &call.id, approval };
+                waiting.insert(super::part_call_id(&pending.thread_id, &call.id), waits);
             }
         }
     }
@@ -138,20 +140,20 @@ pub fn decisions(message: &Value, state: &TurnState) -> Result<Vec<TurnInput>, A
         if !kind.starts_with("tool-") && kind != "dynamic-tool" {
             continue;
         }
-        let tool_call_id = string(part, "toolCallId");
-        let call = waiting.get(tool_call_id);
+        let part_id = string(part, "toolCallId");
+        let call = waiting.get(part_id);
         match part.get("state").and_then(Value::as_str) {
             Some("approval-responded") => {
                 let Some(call) = call.filter(|call| call.approval) else {
-                    return Err(invalid("messages", &format!("tool call {tool_call_id:?} is not waiting for an approval")));
+                    return Err(invalid("messages", &format!("tool call {part_id:?} is not waiting for an approval")));
                 };
                 let response = part.get("approval").cloned().unwrap_or_default();
                 let approval = match response.get("approved").and_then(Value::as_bool) {
                     Some(true) => Approval::allow(),
                     Some(false) => Approval::Deny { reason: response.get("reason").and_then(Value::as_str).map(str::to_owned) },
-                    None => return Err(invalid("messages", &format!("the approval of tool call {tool_call_id:?} has no approved"))),
+                    None => return Err(invalid("messages", &format!("the approval of tool call {part_id:?} has no approved"))),
                 };
-                input.push(TurnInput::ToolApproval { thread_id: call.thread_id.to_owned(), tool_call_id: tool_call_id.to_owned(), approval });
+                input.push(TurnInput::ToolApproval { thread_id: call.thread_id.to_owned(), tool_call_id: call.tool_call_id.to_owned(), approval });
             }
             Some(state @ ("output-available" | "output-error")) => {
                 let Some(call) = call.filter(|call| !call.approval) else { continue };
@@ -161,7 +163,7 @@ pub fn decisions(message: &Value, state: &TurnState) -> Result<Vec<TurnInput>, A
                     (_, Some(output)) => output.to_string(),
                     (_, None) => String::new(),
                 };
-                input.push(TurnInput::ToolResponse { thread_id: call.thread_id.to_owned(), tool_call_id: tool_call_id.to_owned(), content });
+                input.push(TurnInput::ToolResponse { thread_id: call.thread_id.to_owned(), tool_call_id: call.tool_call_id.to_owned(), content });
             }
             _ => {}
         }
