@@ -139,6 +139,30 @@ test('answer a question', async () => {
   noProblems(page);
 });
 
+test('after a reload, a waiting approval and a waiting question are still answerable', async () => {
+  const page = await openChat();
+  const chat = page.locator('.messages');
+  await send(page, 'hi');
+  await chat.getByText('You said: hi').waitFor();
+  await expectStatus(server.api('PATCH', `/api/v1/sessions/${chatId(page)}`, { permissions: { tools: { get_current_datetime: 'ask' } } }), 200);
+  await send(page, '[tool:get_current_datetime]');
+  await page.getByRole('group', { name: 'Approve get_current_datetime?' }).waitFor();
+  await page.reload();
+  await page.getByRole('textbox', { name: 'Reason to deny' }).fill('not now');
+  await page.getByRole('button', { name: 'Deny' }).click();
+  await chat.getByText(/^Tool result: .*not now/).waitFor();
+  await chat.locator('.badge', { hasText: 'denied' }).waitFor();
+  await send(page, '[tool:ask_user_question {"question": "Your name?"}]');
+  await page.getByRole('group', { name: 'Your name?' }).waitFor();
+  await page.reload();
+  await page.getByRole('textbox', { name: 'Your answer' }).fill('Ada');
+  await page.getByRole('button', { name: 'Answer' }).click();
+  await chat.getByText('Tool result: Ada').waitFor();
+  await screenshot(page, '08a-answered-after-reload');
+  assert.equal((await latestTurn(chatId(page))).state.status, 'done');
+  noProblems(page);
+});
+
 test('attach a file: the agent reads it in its sandbox', async () => {
   const page = await openChat();
   await page.getByLabel('Attach').setInputFiles({ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('seven apples\n') });
@@ -307,6 +331,19 @@ test('settings: providers are listed and a refused MCP server shows why', async 
   await editor.fill((await editor.inputValue()).replace('name: "bad name!"', 'name: docs'));
   await mcp.getByRole('button', { name: 'Save' }).click();
   await mcp.getByRole('button', { name: 'docs' }).waitFor();
+  noProblems(page);
+});
+
+test('under a path prefix the page and its API calls keep the prefix', async () => {
+  const page = await newPage(browser);
+  const requests = [];
+  page.on('request', (request) => requests.push(new URL(request.url()).pathname));
+  await page.goto(`${server.url}/tenant-a/`);
+  await page.getByLabel('Agent').selectOption(AGENT);
+  await send(page, 'prefixed');
+  await page.locator('.messages').getByText('You said: prefixed').waitFor();
+  assert.ok(requests.includes('/tenant-a/api/v1/chat'), requests.join(' '));
+  assert.ok(requests.some((path) => /^\/tenant-a\/assets\/index-.*\.js$/.test(path)), requests.join(' '));
   noProblems(page);
 });
 
