@@ -190,6 +190,12 @@ def test_chat_help_and_a_missing_agent(tmux, server):
     tmux.wait_for("help", "/steer TEXT")
     tmux.type("help", "/bogus")
     tmux.wait_for("help", "unknown command /bogus")
+    # ↑ brings the last line back; the cursor moves and edits in place.
+    tmux.keys("help", "Up")
+    tmux.wait_for("help", "/bogus▏")
+    tmux.keys("help", "Left", "Left", "BSpace")
+    tmux.wait_for("help", "/bogs▏us")
+    tmux.keys("help", "C-u")
     tmux.type("help", "/quit")
     tmux.wait_for("help", "[chat exited 0]")
 

@@ -9,6 +9,7 @@ use teamster_protocol::event::Event;
 use teamster_protocol::input::TurnInput;
 
 use super::commands::{self, Command};
+use super::editor::LineEditor;
 use super::prompt::Prompt;
 use super::transcript::{Tone, Transcript};
 
@@ -75,7 +76,7 @@ pub enum Busy {
 pub struct App {
     pub transcript: Transcript,
     /// The line being typed.
-    pub input: String,
+    pub input: LineEditor,
     pub busy: Busy,
     pub agent: String,
     pub session_id: Option<String>,
@@ -110,7 +111,7 @@ impl App {
         transcript.note(Tone::Note, format!("chatting with {agent} — /help lists commands, Ctrl-C cancels, Ctrl-C twice exits"));
         App {
             transcript,
-            input: String::new(),
+            input: LineEditor::default(),
             busy: Busy::Idle,
             agent,
             session_id: None,
@@ -146,7 +147,7 @@ impl App {
         match incoming {
             Incoming::Key(key) => self.on_key(key),
             Incoming::Paste(text) => {
-                self.input.push_str(&text.replace(['\r', '\n'], " "));
+                self.input.insert_str(&text.replace(['\r', '\n'], " "));
                 Vec::new()
             }
             Incoming::Session { id, agent, mode } => {
@@ -272,38 +273,43 @@ impl App {
                 self.quit = true;
                 return vec![Action::Quit];
             }
-            KeyCode::Char('o') if control => {
-                self.show_reasoning = !self.show_reasoning;
-                return Vec::new();
+            KeyCode::Char('o') if control => self.show_reasoning = !self.show_reasoning,
+            KeyCode::Char('u') if control => self.input.clear(),
+            KeyCode::PageUp => self.scroll_back += 10,
+            KeyCode::PageDown => self.scroll_back = self.scroll_back.saturating_sub(10),
+            KeyCode::Left => self.input.left(),
+            KeyCode::Right => self.input.right(),
+            KeyCode::Home => self.input.home(),
+            KeyCode::End => self.input.end(),
+            KeyCode::Delete => self.input.delete(),
+            KeyCode::Char('a') if control => self.input.home(),
+            KeyCode::Char('e') if control => self.input.end(),
+            KeyCode::Char('w') if control => self.input.delete_word(),
+            KeyCode::Up if self.prompts.is_empty() => self.input.previous(),
+            KeyCode::Down if self.prompts.is_empty() => self.input.next(),
+            _ => {
+                if !self.prompts.is_empty() {
+                    return self.on_prompt_key(key);
+                }
+                return self.on_line_key(key, control);
             }
-            KeyCode::Char('u') if control => {
-                self.input.clear();
-                return Vec::new();
-            }
-            KeyCode::PageUp => {
-                self.scroll_back += 10;
-                return Vec::new();
-            }
-            KeyCode::PageDown => {
-                self.scroll_back = self.scroll_back.saturating_sub(10);
-                return Vec::new();
-            }
-            _ => {}
         }
-        if !self.prompts.is_empty() {
-            return self.on_prompt_key(key);
-        }
+        Vec::new()
+    }
+
+    /// A key of the input line when no prompt waits.
+    fn on_line_key(&mut self, key: KeyEvent, control: bool) -> Vec<Action> {
         match key.code {
             KeyCode::Enter => {
-                let line = std::mem::take(&mut self.input);
+                let line = self.input.take();
                 self.submit(&line)
             }
             KeyCode::Backspace => {
-                self.input.pop();
+                self.input.backspace();
                 Vec::new()
             }
             KeyCode::Char(character) if !control => {
-                self.input.push(character);
+                self.input.insert(character);
                 Vec::new()
             }
             _ => Vec::new(),
@@ -338,7 +344,7 @@ impl App {
 
     fn on_prompt_key(&mut self, key: KeyEvent) -> Vec<Action> {
         // A line starting with `/` is a command, whatever the prompt (`//` answers with a `/`).
-        let typing_command = self.input.starts_with('/') && !self.input.starts_with("//");
+        let typing_command = self.input.as_str().starts_with('/') && !self.input.as_str().starts_with("//");
         if typing_command || (key.code == KeyCode::Char('/') && self.input.is_empty()) {
             return self.on_command_key(key);
         }
@@ -354,7 +360,7 @@ impl App {
                 return Vec::new();
             }
             (Prompt::Approval { denying: true, .. }, KeyCode::Enter) => {
-                let reason = std::mem::take(&mut self.input);
+                let reason = self.input.take();
                 prompt.decide(false, false, &reason)
             }
             (Prompt::Approval { denying: true, .. }, KeyCode::Esc) => {
@@ -375,7 +381,7 @@ impl App {
                 prompt.toggle();
                 return Vec::new();
             }
-            (Prompt::Question { .. }, KeyCode::Enter) => match prompt.answer(self.input.strip_prefix('/').unwrap_or(&self.input)) {
+            (Prompt::Question { .. }, KeyCode::Enter) => match prompt.answer(self.input.as_str().strip_prefix('/').unwrap_or(self.input.as_str())) {
                 Some(answer) => {
                     self.input.clear();
                     Some(answer)
@@ -384,11 +390,11 @@ impl App {
             },
             (Prompt::Authorize { .. }, KeyCode::Enter) => None,
             (prompt, KeyCode::Backspace) if prompt.takes_text() => {
-                self.input.pop();
+                self.input.backspace();
                 return Vec::new();
             }
             (prompt, KeyCode::Char(character)) if prompt.takes_text() => {
-                self.input.push(character);
+                self.input.insert(character);
                 return Vec::new();
             }
             _ => return Vec::new(),
@@ -408,7 +414,7 @@ impl App {
     fn on_command_key(&mut self, key: KeyEvent) -> Vec<Action> {
         match key.code {
             KeyCode::Enter => {
-                let line = std::mem::take(&mut self.input);
+                let line = self.input.take();
                 match commands::parse(&line) {
                     Ok(Some(command)) => self.run_command(command),
                     Ok(None) => Vec::new(),
@@ -419,7 +425,7 @@ impl App {
                 }
             }
             KeyCode::Backspace => {
-                self.input.pop();
+                self.input.backspace();
                 Vec::new()
             }
             KeyCode::Esc => {
@@ -427,7 +433,7 @@ impl App {
                 Vec::new()
             }
             KeyCode::Char(character) => {
-                self.input.push(character);
+                self.input.insert(character);
                 Vec::new()
             }
             _ => Vec::new(),

@@ -7,6 +7,7 @@
 mod api;
 mod app;
 mod commands;
+mod editor;
 mod embedded;
 mod prompt;
 mod render;

@@ -60,7 +60,9 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, waited: u64) {
         None if !app.attachments.is_empty() => format!(" message (+{} attached) ", app.attachments.len()),
         None => " message ".to_owned(),
     };
-    let input = Paragraph::new(format!("{}▏", tail(&app.input, input_area.width.saturating_sub(4) as usize)))
+    let (before, after) = app.input.split();
+    let shown = format!("{}▏{after}", tail(before, input_area.width.saturating_sub(4) as usize));
+    let input = Paragraph::new(shown)
         .block(Block::default().borders(Borders::ALL).title(title));
     frame.render_widget(input, input_area);
 }
