@@ -194,7 +194,7 @@ def test_chat_help_and_a_missing_agent(tmux, server):
     tmux.keys("help", "Up")
     tmux.wait_for("help", "/bogus▏")
     tmux.keys("help", "Left", "Left", "BSpace")
-    tmux.wait_for("help", "/bogs▏us")
+    tmux.wait_for("help", "/bo▏us")
     tmux.keys("help", "C-u")
     tmux.type("help", "/quit")
     tmux.wait_for("help", "[chat exited 0]")
