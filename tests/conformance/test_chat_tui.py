@@ -23,6 +23,7 @@ from test_mcp import McpHttpServer, call, registry, remote
 from test_mcp_oauth import browser, oauth, register, whoami  # noqa: F401 (fixtures)
 from test_mcp_oauth import registry as oauth_registry
 from test_context_and_usage import priced_provider
+from test_identity import key_for, keyed  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None and not os.environ.get("CI"),
                                 reason="tmux is not installed (CI installs it and fails without it)")
@@ -45,8 +46,8 @@ class Tmux:
         assert done.returncode == 0, f"tmux {args}: {done.stderr.decode(errors='replace')}"
         return done.stdout.decode(errors="replace")
 
-    def start(self, session: str, argv: list[str]) -> None:
-        environment = {"TERM": "xterm-256color", "TEAMSTER_LOG": "warn"}
+    def start(self, session: str, argv: list[str], env: typing.Optional[dict[str, str]] = None) -> None:
+        environment = {"TERM": "xterm-256color", "TEAMSTER_LOG": "warn", **(env or {})}
         command = " ".join(shlex.quote(word) for word in argv)
         self.tmux("new-session", "-d", "-s", session, "-x", str(WIDTH), "-y", str(HEIGHT),
                   *[option for key, value in environment.items() for option in ("-e", f"{key}={value}")],
@@ -435,3 +436,18 @@ def test_chat_shows_usage_and_cost(tmux, server, fake_model):
     tmux.wait_for("cost", f"this chat: {metrics['total_input_tokens']} in · {metrics['total_output_tokens']} out tokens · {cost}")
     tmux.type("cost", "/quit")
     tmux.wait_for("cost", "[chat exited 0]")
+
+
+def test_chat_with_an_api_key(tmux, keyed):  # noqa: F811
+    server, admin = keyed
+    member = key_for(wire.Api(server.url, key=admin), wire.unique("member"), "ops")
+    refused = subprocess.run(chat_argv(server, conftest.DEMO_AGENT), capture_output=True, timeout=30,
+                             stdin=subprocess.DEVNULL, env={**os.environ, "TEAMSTER_API_KEY": ""})
+    assert refused.returncode != 0 and b"401" in refused.stderr, refused.stderr
+
+    tmux.start("keyed", chat_argv(server, conftest.DEMO_AGENT), env={"TEAMSTER_API_KEY": member})
+    tmux.wait_for("keyed", "chatting with demo")
+    tmux.type("keyed", "hello with a key")
+    tmux.wait_for("keyed", "You said: hello with a key")
+    tmux.type("keyed", "/quit")
+    tmux.wait_for("keyed", "[chat exited 0]")

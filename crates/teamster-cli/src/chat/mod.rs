@@ -51,7 +51,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
         (None, Some(embedded)) => embedded.url.clone(),
         (None, None) => unreachable!("a chat without --server embeds one"),
     };
-    let api = ChatApi::new(&url, args.api_key.clone());
+    let api = ChatApi::new(&url, args.api_key.clone().filter(|key| !key.is_empty()));
     let result = match check(&api, &args).await {
         Ok(agent) => chat(api, App::new(agent), args.session.clone()).await,
         Err(error) => Err(error),
