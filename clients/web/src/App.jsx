@@ -1,11 +1,13 @@
 // The page: a header (views, API key), the sessions sidebar and the current view.
-import { useCallback, useEffect, useRef, useState } from 'react';
+import { Suspense, lazy, useCallback, useEffect, useRef, useState } from 'react';
 import { apiKey, newChatId, onUnauthorized, setApiKey } from './api.js';
-import { Agents } from './Agents.jsx';
 import { Chat } from './Chat.jsx';
 import { href, useRoute } from './route.js';
 import { Sessions } from './Sessions.jsx';
-import { Settings } from './Settings.jsx';
+
+// The editors (and their YAML parser) load when first opened: the chat does not wait for them.
+const Agents = lazy(() => import('./Agents.jsx').then((module) => ({ default: module.Agents })));
+const Settings = lazy(() => import('./Settings.jsx').then((module) => ({ default: module.Settings })));
 
 export function App() {
   const route = useRoute();
@@ -61,8 +63,10 @@ export function App() {
         </aside>
         <main className="main">
           {route.view === 'chat' && <Chat key={`${chatId}:${keyGeneration}`} id={chatId} fresh={chatId === draftId} onStarted={started} onTurnEnded={refresh} />}
-          {route.view === 'agents' && <Agents name={route.name} generation={generation} />}
-          {route.view === 'settings' && <Settings generation={generation} />}
+          <Suspense fallback={<p className="muted center" role="status">Loading…</p>}>
+            {route.view === 'agents' && <Agents name={route.name} generation={generation} />}
+            {route.view === 'settings' && <Settings generation={generation} />}
+          </Suspense>
         </main>
       </div>
       {(needsKey || keyDialog) && (
