@@ -347,6 +347,34 @@ test('under a path prefix the page and its API calls keep the prefix', async () 
   noProblems(page);
 });
 
+// The controls of the page without an accessible name (a label, aria-label or labelledby).
+function unlabelled(page) {
+  return page.locator('input, textarea, select, button').evaluateAll((controls) =>
+    controls
+      .filter((control) => control.offsetParent !== null || control.type === 'file')
+      .filter((control) => !(control.labels?.length || control.getAttribute('aria-label') || control.getAttribute('aria-labelledby') || control.textContent.trim()))
+      .map((control) => control.outerHTML.slice(0, 120)));
+}
+
+test('every control is labelled, and a chat works from the keyboard alone', async () => {
+  const page = await openChat();
+  assert.deepEqual(await unlabelled(page), [], 'chat');
+  // Tab to the message box, type, Enter sends; the answer arrives.
+  await page.getByRole('textbox', { name: 'Message' }).focus();
+  await page.keyboard.type('typed by keyboard');
+  await page.keyboard.press('Enter');
+  await page.locator('.messages').getByText('You said: typed by keyboard').waitFor();
+  await page.keyboard.press('Shift+Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.id), 'attach', 'the attach control is reachable');
+  for (const view of ['#/agents/helper', '#/settings']) {
+    await page.goto(`${server.url}/${view}`);
+    await page.getByRole('heading', { level: 2 }).first().waitFor();
+    await page.locator('textarea, .settings-section li').first().waitFor();
+    assert.deepEqual(await unlabelled(page), [], view);
+  }
+  noProblems(page);
+});
+
 test('at phone width the chat works and the sessions open from a button', async () => {
   const page = await openChat({ phone: true });
   await send(page, 'small screen');
