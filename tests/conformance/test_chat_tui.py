@@ -11,7 +11,9 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
+import threading
 import time
 import typing
 
@@ -451,3 +453,74 @@ def test_chat_with_an_api_key(tmux, keyed):  # noqa: F811
     tmux.wait_for("keyed", "You said: hello with a key")
     tmux.type("keyed", "/quit")
     tmux.wait_for("keyed", "[chat exited 0]")
+
+
+class CuttableProxy:
+    """A TCP proxy in front of a server whose open connections can be cut at once."""
+
+    def __init__(self, upstream: str) -> None:
+        host, port = upstream.removeprefix("http://").rsplit(":", 1)
+        self.upstream = (host, int(port))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.open: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            with self.lock:
+                self.open += [client, server]
+            for source, target in ((client, server), (server, client)):
+                threading.Thread(target=self.pipe, args=(source, target), daemon=True).start()
+
+    @staticmethod
+    def pipe(source: socket.socket, target: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                target.sendall(data)
+        except OSError:
+            pass
+        for end in (source, target):
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        with self.lock:
+            cut, self.open = self.open, []
+        for end in cut:
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.listener.close()
+        self.cut()
+
+
+def test_a_broken_stream_is_taken_up_where_it_broke(tmux, server):
+    proxy = CuttableProxy(server.url)
+    try:
+        tmux.start("cut", [str(conftest.binary("TEAMSTER_BIN", "target/debug/teamster")), "chat", "--server", proxy.url,
+                           conftest.DEMO_AGENT])
+        tmux.wait_for("cut", "chatting with demo")
+        tmux.type("cut", "[tokens:80][delay:40] stream on")
+        tmux.wait_for("cut", "tok5 ")
+        proxy.cut()
+        tmux.wait_for("cut", "reconnecting…")
+        screen = tmux.wait_for("cut", "out tokens")
+        tokens = [int(number) for number in re.findall(r"\btok(\d+)\b", screen)]
+        assert tokens == list(range(1, 81)), f"each token once, in order:\n{screen}"
+        assert screen.count("› [tokens:80][delay:40] stream on") == 1, screen
+        tmux.type("cut", "/quit")
+        tmux.wait_for("cut", "[chat exited 0]")
+    finally:
+        proxy.close()

@@ -111,14 +111,17 @@ impl ChatApi {
     }
 
     /// Starts a turn and returns its event stream.
-    pub async fn start_turn(&self, session: &str, input: &[TurnInput]) -> anyhow::Result<impl Stream<Item = anyhow::Result<Event>> + use<>> {
+    pub async fn start_turn(&self, session: &str, input: &[TurnInput]) -> anyhow::Result<impl Stream<Item = anyhow::Result<Sequenced>> + use<>> {
         let request = self.request(reqwest::Method::POST, &format!("/sessions/{session}/turns")).json(&json!({ "input": input, "stream": true }));
         Ok(events(self.send(request).await?))
     }
 
-    /// The event stream of a turn, from its start.
-    pub async fn subscribe(&self, session: &str, turn: &str) -> anyhow::Result<impl Stream<Item = anyhow::Result<Event>> + use<>> {
-        let request = self.request(reqwest::Method::GET, &format!("/sessions/{session}/turns/{turn}/subscribe"));
+    /// The event stream of a turn, from its start or after the event numbered `after`.
+    pub async fn subscribe(&self, session: &str, turn: &str, after: Option<u64>) -> anyhow::Result<impl Stream<Item = anyhow::Result<Sequenced>> + use<>> {
+        let mut request = self.request(reqwest::Method::GET, &format!("/sessions/{session}/turns/{turn}/subscribe"));
+        if let Some(after) = after {
+            request = request.query(&[("after_sequence_number", after)]);
+        }
         Ok(events(self.send(request).await?))
     }
 
@@ -163,40 +166,61 @@ impl ChatApi {
     }
 }
 
+/// An event of a stream with its sequence number (the SSE `id`), from which a broken stream
+/// is taken up again.
+#[derive(Debug)]
+pub struct Sequenced {
+    pub sequence: Option<u64>,
+    pub event: Event,
+}
+
 /// The events of an SSE response (heartbeats and frames of unknown events skipped).
-fn events(response: reqwest::Response) -> impl Stream<Item = anyhow::Result<Event>> {
+fn events(response: reqwest::Response) -> impl Stream<Item = anyhow::Result<Sequenced>> {
     let mut frames = SseFrames::default();
     response.bytes_stream().flat_map(move |chunk| {
-        let decoded: Vec<anyhow::Result<Event>> = match chunk {
+        let decoded: Vec<anyhow::Result<Sequenced>> = match chunk {
             Err(error) => vec![Err(anyhow::Error::new(error).context("the event stream broke"))],
-            Ok(bytes) => frames.push(&bytes).into_iter().filter_map(|data| serde_json::from_str::<Event>(&data).ok()).map(Ok).collect(),
+            Ok(bytes) => frames
+                .push(&bytes)
+                .into_iter()
+                .filter_map(|frame| {
+                    let event = serde_json::from_str::<Event>(&frame.data).ok()?;
+                    Some(Ok(Sequenced { sequence: frame.id.and_then(|id| id.parse().ok()), event }))
+                })
+                .collect(),
         };
         futures_util::stream::iter(decoded)
     })
 }
 
-/// Splits a server-sent event stream into the `data` of each event: its `data:` lines joined
-/// by newlines (a long event comes as several, split between JSON tokens).
+/// One event of a server-sent event stream: its `id`, and its `data:` lines joined by newlines
+/// (a long event comes as several, split between JSON tokens).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub id: Option<String>,
+    pub data: String,
+}
+
+/// Splits a server-sent event stream into its events.
 #[derive(Debug, Default)]
 pub struct SseFrames {
     buffer: Vec<u8>,
 }
 
 impl SseFrames {
-    /// Takes more bytes; returns the data of every event they complete.
-    pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
+    /// Takes more bytes; returns every event they complete.
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<Frame> {
         self.buffer.extend_from_slice(bytes);
         let mut found = Vec::new();
         while let Some((end, separator)) = frame_end(&self.buffer) {
             let frame: Vec<u8> = self.buffer.drain(..end + separator).collect();
             let text = String::from_utf8_lossy(&frame[..end]);
-            let data: Vec<&str> = text
-                .lines()
-                .filter_map(|line| line.strip_prefix("data:"))
-                .map(|data| data.strip_prefix(' ').unwrap_or(data))
-                .collect();
+            let field = |name: &'static str| {
+                text.lines().filter_map(move |line| line.strip_prefix(name)).map(|value| value.strip_prefix(' ').unwrap_or(value))
+            };
+            let data: Vec<&str> = field("data:").collect();
             if !data.is_empty() {
-                found.push(data.join("\n"));
+                found.push(Frame { id: field("id:").next_back().map(str::to_owned), data: data.join("\n") });
             }
         }
         found
@@ -226,7 +250,8 @@ mod tests {
             for chunk in stream.chunks(chunk_size) {
                 found.extend(frames.push(chunk));
             }
-            assert_eq!(found, vec!["{\"a\":\n1}".to_owned(), "{}".to_owned(), "x".to_owned()], "chunks of {chunk_size}");
+            let frame = |id: Option<&str>, data: &str| Frame { id: id.map(str::to_owned), data: data.to_owned() };
+            assert_eq!(found, vec![frame(Some("1"), "{\"a\":\n1}"), frame(Some("2"), "{}"), frame(None, "x")], "chunks of {chunk_size}");
         }
     }
 }

@@ -23,9 +23,10 @@ pub enum Incoming {
     /// A resumed session's events, oldest first; `live` when its latest turn still runs (its
     /// events follow as they happen).
     History { events: Vec<Event>, live: bool },
-    Event(Box<Event>),
-    /// A turn's event stream ended.
-    StreamEnded,
+    /// An event of a turn of `session` (news of a session the chat has left is dropped).
+    Event { session: String, event: Box<Event> },
+    /// The event stream of a turn of `session` ended.
+    StreamEnded { session: String },
     /// The session's mode, as the server has it.
     Mode(Option<String>),
     /// The session's mode and task list (status and title of each), read after a turn.
@@ -176,7 +177,10 @@ impl App {
                     refresh.into_iter().collect()
                 }
             }
-            Incoming::Event(event) => {
+            Incoming::Event { session, .. } | Incoming::StreamEnded { session } if self.session_id.as_ref() != Some(&session) => {
+                Vec::new()
+            }
+            Incoming::Event { event, .. } => {
                 if matches!(*event, Event::TurnCreated(_)) && self.busy != Busy::Cancelling {
                     self.busy = Busy::Running;
                 }
@@ -186,7 +190,7 @@ impl App {
                 self.transcript.apply(&event);
                 Vec::new()
             }
-            Incoming::StreamEnded => self.on_stream_end(),
+            Incoming::StreamEnded { .. } => self.on_stream_end(),
             Incoming::Status { mode, tasks } => {
                 self.mode = mode;
                 self.tasks = tasks;
@@ -609,8 +613,12 @@ mod tests {
         app.update(key(KeyCode::Enter))
     }
 
+    fn ended() -> Incoming {
+        Incoming::StreamEnded { session: "s1".into() }
+    }
+
     fn event(json: &str) -> Incoming {
-        Incoming::Event(Box::new(serde_json::from_str(json).unwrap()))
+        Incoming::Event { session: "s1".into(), event: Box::new(serde_json::from_str(json).unwrap()) }
     }
 
     #[test]
@@ -642,15 +650,15 @@ mod tests {
         assert_eq!(typed(&mut app, "second"), vec![Action::FollowUp { session: "s1".into(), text: "second".into() }]);
         assert_eq!(typed(&mut app, "/steer faster"), vec![Action::Steer { session: "s1".into(), text: "faster".into() }]);
         assert_eq!(
-            app.update(Incoming::StreamEnded),
+            app.update(ended()),
             vec![Action::Refresh { session: "s1".into() }, Action::WatchNextTurn { session: "s1".into(), after: None }]
         );
         // The follow-up's turn, then the turn of the steering the first turn did not take.
         assert_eq!(
-            app.update(Incoming::StreamEnded),
+            app.update(ended()),
             vec![Action::Refresh { session: "s1".into() }, Action::WatchNextTurn { session: "s1".into(), after: None }]
         );
-        assert_eq!(app.update(Incoming::StreamEnded), vec![Action::Refresh { session: "s1".into() }]);
+        assert_eq!(app.update(ended()), vec![Action::Refresh { session: "s1".into() }]);
     }
 
     #[test]
@@ -664,7 +672,7 @@ mod tests {
         app.update(event(r#"{"type":"turn.done","id":"d","created_at":"x","thread_id":null,"state":{"status":"done","output":null,"completed_at":"x","required_actions":[
             {"type":"tool.approval_required","id":"p1","created_at":"x","thread_id":"main","tool_calls":[{"id":"c1","source_event_id":"m1"}]},
             {"type":"tool.response_required","id":"p2","created_at":"x","thread_id":"main","tool_calls":[{"id":"c2","source_event_id":"m1"}]}]}}"#));
-        assert_eq!(app.update(Incoming::StreamEnded), vec![Action::Refresh { session: "s1".into() }]);
+        assert_eq!(app.update(ended()), vec![Action::Refresh { session: "s1".into() }]);
         assert_eq!(app.prompts.len(), 2);
         app.update(key(KeyCode::Char('n')));
         assert_eq!(typed(&mut app, "not now"), vec![]);
@@ -692,7 +700,7 @@ mod tests {
         app.update(event(r#"{"type":"model.message","id":"m1","thread_id":"main","created_at":"x","tool_calls":[
             {"id":"c2","function":{"name":"ask_user_question","arguments":"{\"question\":\"Path?\"}"},"tool_info":{"type":"truefoundry-system","name":"ask_user_question"}}]}"#));
         app.update(event(r#"{"type":"tool.response_required","id":"p2","created_at":"x","thread_id":"main","tool_calls":[{"id":"c2","source_event_id":"m1"}]}"#));
-        app.update(Incoming::StreamEnded);
+        app.update(ended());
         let actions = typed(&mut app, "//tmp");
         let Some(Action::Decide { input, .. }) = actions.first() else { panic!("{actions:?}") };
         assert!(matches!(&input[0], TurnInput::ToolResponse { content, .. } if content == "/tmp"), "{input:?}");
@@ -703,7 +711,7 @@ mod tests {
         let mut app = App::new("demo".into());
         app.update(Incoming::Session { id: "s1".into(), agent: None, mode: None });
         app.update(event(r#"{"type":"mcp.auth_required","id":"a1","created_at":"x","thread_id":"main","mcp_servers":[{"id":"s","name":"docs","auth_url":"http://auth/x"}]}"#));
-        app.update(Incoming::StreamEnded);
+        app.update(ended());
         assert!(matches!(app.prompts.front(), Some(Prompt::Authorize { links }) if links[0].1 == "http://auth/x"));
         assert_eq!(app.update(key(KeyCode::Enter)), vec![Action::Decide { session: "s1".into(), input: vec![] }]);
     }

@@ -27,7 +27,7 @@ use teamster_protocol::event::Event;
 use teamster_protocol::input::{TurnInput, UserContent, UserContentPart};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
-use self::api::ChatApi;
+use self::api::{ChatApi, Sequenced};
 use self::app::{Action, App, Incoming};
 use self::transcript::Tone;
 use crate::args::ChatArgs;
@@ -38,6 +38,10 @@ const DEFAULT_AGENT: &str = "demo";
 const TICK: Duration = Duration::from_millis(100);
 /// How long a queued follow-up may take to start its turn.
 const FOLLOW_UP_WAIT: Duration = Duration::from_secs(15);
+/// How often a broken event stream is taken up again before the chat gives up on it, and the
+/// pause before the first try (it grows with each).
+const MAX_RECONNECTS: u32 = 5;
+const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 /// The largest file `/attach` sends.
 const MAX_ATTACHMENT_BYTES: u64 = 8 * 1024 * 1024;
 
@@ -183,12 +187,12 @@ impl Runner {
                     };
                     let content = message_content(text, &attachments).await?;
                     let stream = api.start_turn(&session, &[TurnInput::Message { content }]).await?;
-                    pump(stream, &news).await;
+                    follow(&api, &session, None, stream, &news).await;
                     Ok(())
                 }
                 Action::Decide { session, input } => {
                     let stream = api.start_turn(&session, &input).await?;
-                    pump(stream, &news).await;
+                    follow(&api, &session, None, stream, &news).await;
                     Ok(())
                 }
                 Action::Cancel { session } => api.cancel(&session).await,
@@ -199,7 +203,8 @@ impl Runner {
                     loop {
                         let latest = api.latest_turn(&session).await?;
                         if let Some(turn) = latest.filter(|turn| Some(turn) != after.as_ref()) {
-                            pump(api.subscribe(&session, &turn).await?, &news).await;
+                            let stream = api.subscribe(&session, &turn, None).await?;
+                            follow(&api, &session, Some(turn), stream, &news).await;
                             break Ok(());
                         }
                         if Instant::now() > deadline {
@@ -292,30 +297,57 @@ async fn resume(api: &ChatApi, session: &str, news: &UnboundedSender<Incoming>) 
     let _ = news.send(Incoming::Session { id: session.to_owned(), agent, mode });
     let _ = news.send(Incoming::History { events: events.into_iter().map(|(_, event)| event).collect(), live: live.is_some() });
     if let Some(turn) = live {
-        pump(api.subscribe(session, &turn).await?, news).await;
+        let stream = api.subscribe(session, &turn, None).await?;
+        follow(api, session, Some(turn), stream, news).await;
     }
     Ok(())
 }
 
-/// Forwards a turn's events until its `turn.done`, then says the stream ended.
-async fn pump(stream: impl Stream<Item = anyhow::Result<Event>>, news: &UnboundedSender<Incoming>) {
-    let mut stream = std::pin::pin!(stream);
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(event) => {
-                let done = matches!(event, Event::TurnDone(_));
-                let _ = news.send(Incoming::Event(Box::new(event)));
-                if done {
-                    break;
+/// Forwards a turn's events until its `turn.done`, then says the stream ended. A stream that
+/// breaks is taken up again after the last event it gave (a few times, while the turn is known).
+async fn follow(
+    api: &ChatApi,
+    session: &str,
+    mut turn: Option<String>,
+    stream: impl Stream<Item = anyhow::Result<Sequenced>> + Send + 'static,
+    news: &UnboundedSender<Incoming>,
+) {
+    let mut last: Option<u64> = None;
+    let mut retries = 0;
+    let mut stream: std::pin::Pin<Box<dyn Stream<Item = anyhow::Result<Sequenced>> + Send>> = Box::pin(stream);
+    loop {
+        let broken = loop {
+            match stream.next().await {
+                None => break "the event stream ended before the turn did".to_owned(),
+                Some(Err(error)) => break format!("{error:#}"),
+                Some(Ok(Sequenced { sequence, event })) => {
+                    last = sequence.or(last);
+                    retries = 0;
+                    if let Event::TurnCreated(created) = &event {
+                        turn = Some(created.turn_id.clone());
+                    }
+                    let done = matches!(event, Event::TurnDone(_));
+                    let _ = news.send(Incoming::Event { session: session.to_owned(), event: Box::new(event) });
+                    if done {
+                        let _ = news.send(Incoming::StreamEnded { session: session.to_owned() });
+                        return;
+                    }
                 }
             }
-            Err(error) => {
-                let _ = news.send(Incoming::Note(Tone::Error, format!("{error:#}")));
-                break;
-            }
+        };
+        let Some(turn) = turn.as_deref().filter(|_| retries < MAX_RECONNECTS) else {
+            let _ = news.send(Incoming::Note(Tone::Error, broken));
+            let _ = news.send(Incoming::StreamEnded { session: session.to_owned() });
+            return;
+        };
+        retries += 1;
+        let _ = news.send(Incoming::Note(Tone::Note, format!("{broken}; reconnecting…")));
+        tokio::time::sleep(RECONNECT_PAUSE * retries).await;
+        match api.subscribe(session, turn, last).await {
+            Ok(again) => stream = Box::pin(again),
+            Err(error) => stream = Box::pin(futures_util::stream::iter([Err(error)])),
         }
     }
-    let _ = news.send(Incoming::StreamEnded);
 }
 
 /// A message's content: the text alone, or the text and each attached file as a data URL.

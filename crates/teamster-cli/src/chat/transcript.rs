@@ -84,6 +84,8 @@ impl Transcript {
     /// Folds one event in.
     pub fn apply(&mut self, event: &Event) {
         match event {
+            // A stream taken up again from its start repeats it: its input is shown once.
+            Event::TurnCreated(created) if self.last_turn_id.as_ref() == Some(&created.turn_id) => self.running = true,
             Event::TurnCreated(created) => {
                 self.last_turn_id = Some(created.turn_id.clone());
                 self.running = true;
@@ -444,6 +446,20 @@ mod tests {
                 ),
                 false,
                 "User|› hi\nAssistant|One\nUser|› (steer) shorter\nAssistant|Two\nNote|\nUser|› again",
+            ),
+            (
+                "a stream taken up again from its start shows its input once and its text whole",
+                format!(
+                    "{CREATED}
+                    {{\"type\":\"model.message\",\"id\":\"m1\",\"thread_id\":\"main\",\"created_at\":\"x\"}}
+                    {{\"type\":\"model.message.delta\",\"id\":\"m1\",\"thread_id\":\"main\",\"content\":\"Hel\"}}
+                    {CREATED}
+                    {{\"type\":\"model.message\",\"id\":\"m1\",\"thread_id\":\"main\",\"created_at\":\"x\"}}
+                    {{\"type\":\"model.message.delta\",\"id\":\"m1\",\"thread_id\":\"main\",\"content\":\"Hel\"}}
+                    {{\"type\":\"model.message.delta\",\"id\":\"m1\",\"thread_id\":\"main\",\"content\":\"lo\"}}"
+                ),
+                false,
+                "User|› hi\nAssistant|Hello",
             ),
         ];
         for (name, script, show_reasoning, expected) in cases {
