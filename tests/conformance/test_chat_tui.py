@@ -199,6 +199,17 @@ def test_chat_help_and_a_missing_agent(tmux, server):
     tmux.keys("help", "Left", "Left", "BSpace")
     tmux.wait_for("help", "/bo▏us")
     tmux.keys("help", "C-u")
+    # /sessions lists this user's sessions, newest first; /resume N opens one of them.
+    tmux.type("help", "hello sessions")
+    screen = tmux.wait_for("help", "You said: hello sessions")
+    session_id = re.search(r"(sess_\w+)", screen).group(1)
+    tmux.type("help", "/new")
+    tmux.wait_for("help", "demo · new session")
+    tmux.type("help", "/sessions")
+    screen = tmux.wait_for("help", f"  1. {session_id}  demo")
+    tmux.type("help", "/resume 1")
+    tmux.wait_for("help", f"resumed session {session_id} with demo")
+    tmux.wait_for("help", "You said: hello sessions")
     tmux.type("help", "/quit")
     tmux.wait_for("help", "[chat exited 0]")
 
@@ -238,6 +249,12 @@ def test_chat_reasoning_follow_ups_denials_and_grants(tmux, server, gated_agent)
     screen = tmux.wait_for("more", "Tool result: third")
     assert screen.count("✓ you always allow echo") == 1, screen
     assert screen.count("Run echo?") == 0, screen
+
+    # A question without options is answered in free text.
+    tmux.type("more", call("ask_user_question", {"question": "Your name?"}))
+    tmux.wait_for("more", "type your answer, then Enter")
+    tmux.type("more", "Ada Lovelace")
+    tmux.wait_for("more", "Tool result: Ada Lovelace")
 
     tmux.type("more", "/usage")
     tmux.wait_for("more", "this chat: ")
