@@ -37,7 +37,7 @@ pub struct Pagination {
 /// The error body of every 4xx and 5xx response.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[cfg_attr(feature = "openapi", schema(as = RequestErrorResponse))]
+#[cfg_attr(feature = "openapi", schema(as = RequestErrorResponse, example = json!({"error": {"message": "session \"ses_0123\" not found", "type": "not_found_error", "code": "not_found", "param": null}})))]
 pub struct ErrorResponse {
     pub error: ErrorDetail,
 }
@@ -56,6 +56,7 @@ pub struct ErrorDetail {
 /// `POST .../turns` in both dialects.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(example = json!({"input": [{"type": "user.message", "content": "What is on my calendar today?"}], "stream": true})))]
 pub struct CreateTurnRequest {
     #[serde(default)]
     pub input: Option<Vec<TurnInput>>,
@@ -98,6 +99,7 @@ pub struct UpdateDraftSessionRequest {
 /// Native `POST /sessions`: `agent` is `{ name }` or `{ spec }`.
 #[derive(Clone, Debug, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(example = json!({"agent": {"name": "support"}, "title": "Order 1234"})))]
 pub struct CreateSessionRequest {
     pub agent: SessionAgentInput,
     #[serde(default)]
@@ -152,6 +154,7 @@ pub struct CloneSessionRequest {
 /// Native `POST /agents`.
 #[derive(Clone, Debug, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(example = json!({"name": "support", "manifest": {"model": {"name": "openai/gpt-4o"}, "instructions": "You help customers with their orders."}})))]
 pub struct CreateAgentRequest {
     pub name: String,
     pub manifest: AgentSpec,

@@ -209,6 +209,7 @@ pub struct QueuedMessage {
 /// `POST /api/v1/sessions/{id}/follow-ups` and `.../steer`.
 #[derive(Clone, Debug, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(example = json!({"content": "Also check the refund policy."})))]
 #[serde(deny_unknown_fields)]
 pub struct QueueMessageRequest {
     pub content: crate::UserContent,
