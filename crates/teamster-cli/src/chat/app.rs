@@ -167,15 +167,13 @@ impl App {
                 let session = self.session_id.clone().unwrap_or_default();
                 self.transcript.note(Tone::Note, format!("resumed session {session} with {}", self.agent));
                 self.scroll_back = 0;
-                let refresh = self.session_id.clone().map(|session| Action::Refresh { session });
                 if live {
                     self.busy = Busy::Running;
-                    refresh.into_iter().collect()
                 } else {
                     self.busy = Busy::Idle;
                     self.ask_pending();
-                    refresh.into_iter().collect()
                 }
+                self.session_id.clone().map(|session| Action::Refresh { session }).into_iter().collect()
             }
             Incoming::Event { session, .. } | Incoming::StreamEnded { session } if self.session_id.as_ref() != Some(&session) => {
                 Vec::new()

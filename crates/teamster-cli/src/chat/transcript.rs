@@ -294,6 +294,8 @@ impl Transcript {
     }
 
     fn finish(&mut self, state: &TurnState) {
+        // Only a turn done waiting for the user leaves anything to answer.
+        self.pending.clear();
         let metrics = match state {
             TurnState::Running => None,
             TurnState::Done { metrics, required_actions, .. } => {
