@@ -225,11 +225,11 @@ def test_chat_reasoning_follow_ups_denials_and_grants(tmux, server, gated_agent)
     tmux.wait_for("more", "thinking: Let me think.")
 
     # Enter while a turn runs queues a follow-up, which runs once the turn ends.
-    tmux.type("more", "[tokens:40][delay:50] slow")
+    tmux.type("more", "[tokens:120][delay:50] slow")
     tmux.wait_for("more", "tok3 ")
     tmux.type("more", "and after that")
     tmux.wait_for("more", "› (queued) and after that")
-    tmux.wait_for("more", "tok40")
+    tmux.wait_for("more", "tok120")
     tmux.wait_for("more", "You said: and after that")
 
     # Denied with a reason: the model is told.
@@ -350,8 +350,8 @@ def test_chat_attaches_files_and_downloads_sandbox_files(tmux, server, tmp_path)
     assert "(+1 attached)" not in screen, "attachments go with one message"
 
     # Steering sent while a command runs joins the turn's next model call.
-    tmux.type("files", call("exec", {"command": "sleep 3; echo slept"}))
-    tmux.wait_for("files", "→ exec({\"command\": \"sleep 3")
+    tmux.type("files", call("exec", {"command": "sleep 6; echo slept"}))
+    tmux.wait_for("files", "→ exec({\"command\": \"sleep 6")
     tmux.wait_for("files", "working (Ctrl-C cancels)")
     tmux.type("files", "/steer mind the logs")
     tmux.wait_for("files", "steering sent")
@@ -529,14 +529,14 @@ def test_a_broken_stream_is_taken_up_where_it_broke(tmux, server):
         tmux.start("cut", [str(conftest.binary("TEAMSTER_BIN", "target/debug/teamster")), "chat", "--server", proxy.url,
                            conftest.DEMO_AGENT])
         tmux.wait_for("cut", "chatting with demo")
-        tmux.type("cut", "[tokens:80][delay:40] stream on")
+        tmux.type("cut", "[tokens:150][delay:40] stream on")
         tmux.wait_for("cut", "tok5 ")
         proxy.cut()
         tmux.wait_for("cut", "reconnecting…")
         screen = tmux.wait_for("cut", "out tokens")
         tokens = [int(number) for number in re.findall(r"\btok(\d+)\b", screen)]
-        assert tokens == list(range(1, 81)), f"each token once, in order:\n{screen}"
-        assert screen.count("› [tokens:80][delay:40] stream on") == 1, screen
+        assert tokens == list(range(1, 151)), f"each token once, in order:\n{screen}"
+        assert screen.count("› [tokens:150][delay:40] stream on") == 1, screen
         tmux.type("cut", "/quit")
         tmux.wait_for("cut", "[chat exited 0]")
     finally:
