@@ -1,6 +1,6 @@
 """The AI SDK data stream dialect (`?stream_format=data-stream` on turn creation and subscribe),
 table-driven over the suite's scenarios: text only, tools, approvals, questions, plans, parallel
-sub-agents, tool progress, provider error, cancel, iteration limit. Each scenario is one or more turns (later
+sub-agents, tool progress, sandbox files, provider error, cancel, iteration limit. Each scenario is one or more turns (later
 ones answer what the one before left waiting); for every turn it checks the parts against the
 seed's ordering guarantees (over the scenario's turns in order, since a call and its approval
 sit in one turn and the decision and result in the next), `finish` at most once and only
@@ -255,6 +255,18 @@ def expect_progress(streams: list[list[Part]]) -> None:
     assert result["result"] == "3 phases done" and result["toolInvocationId"] == progress[0]["toolCallId"]
 
 
+def expect_files(streams: list[list[Part]]) -> None:
+    (stream,) = streams
+    kinds = kinds_of(stream)
+    files = [part["data"] for part in stream if part["type"] == "data-file-registered"]
+    (result,) = [part for part in stream if part["type"] == "tool-invocation" and part["state"] == "result"]
+    assert sorted((file["path"], file["size"]) for file in files) == [("/workspace/out/b.txt", 2), ("/workspace/report.csv", 8)]
+    assert {file["toolCallId"] for file in files} == {result["toolInvocationId"]} and "threadId" not in files[0]
+    # Registered with the call's result, before the next step.
+    assert kinds.index("tool-invocation", kinds.index("tool-invocation") + 1) < kinds.index("data-file-registered")
+    assert max(i for i, kind in enumerate(kinds) if kind == "data-file-registered") < len(kinds) - kinds[::-1].index("step-start") - 1
+
+
 def expect_error(streams: list[list[Part]]) -> None:
     (stream,) = streams
     assert "fake error 400" in stream[-1]["error"]["message"]
@@ -290,6 +302,9 @@ SCENARIOS = [
     Scenario("tool progress", lambda tools: {"model": {"name": "fake/fake-model"},
                                              "mcp_servers": [registry(tools, preload=True, enable_tools=["phases"])]},
              call("phases", {"steps": 3}), 0, expect_progress),
+    Scenario("sandbox files", lambda _: {"model": {"name": "fake/fake-model"}, "config": {"sandbox": {"enabled": True}}},
+             call("exec", {"command": "printf 'a,b\\n1,2\\n' > report.csv && mkdir -p out && echo b > out/b.txt && cat report.csv"}),
+             0, expect_files),
     Scenario("provider error", lambda _: None, "[error:400]", 0, expect_error),
     Scenario("iteration limit", lambda _: {"model": {"name": "fake/fake-model"}, "config": {"iteration_limit": 1}},
              "[tool:get_current_datetime]", 0, expect_iteration_limit),

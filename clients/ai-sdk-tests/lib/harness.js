@@ -2,7 +2,7 @@
 // Chat on the AI SDK's own AbstractChat and DefaultChatTransport (what @ai-sdk/react's useChat
 // wraps), kept in memory.
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { chmodSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { AbstractChat, DefaultChatTransport } from 'ai';
@@ -32,6 +32,8 @@ function start(program, args, cwd) {
 
 export async function startServer() {
   const workdir = mkdtempSync(path.join(tmpdir(), 'teamster-ai-sdk-'));
+  // Sandboxes run as users of their own, who must be able to pass through to the sandbox root.
+  chmodSync(workdir, 0o711);
   const fake = await start(binary('FAKE_MODEL_BIN', 'fake-model'), ['--listen', '127.0.0.1:0'], workdir);
   let teamster;
   try {

@@ -157,6 +157,22 @@ test('an MCP tool\'s progress shows as its data-tool-progress part, phase by pha
   assert.deepEqual(kept.map((part) => part.data.message), ['phase 3 of 3']);
 });
 
+test('a file a sandbox command makes is a data-file part, and downloads', async () => {
+  const manifest = { model: { name: 'fake/fake-model' }, config: { sandbox: { enabled: true } } };
+  await expectStatus(server.api('POST', '/api/v1/agents', { name: 'builder', manifest }), 201);
+  const id = newChatId();
+  const chat = new Chat({ server, agent: 'builder', id });
+  const message = await send(chat, '[tool:exec {"command": "echo hi > hello.txt"}]');
+  const [exec] = message.parts.filter((part) => part.type === 'tool-exec');
+  assert.equal(exec.state, 'output-available');
+  const files = message.parts.filter((part) => part.type === 'data-file');
+  assert.deepEqual(files.map((part) => ({ id: part.id, ...part.data })),
+    [{ id: '/workspace/hello.txt', path: '/workspace/hello.txt', size: 3, toolCallId: exec.toolCallId }]);
+  const download = await fetch(`${server.url}/api/v1/sessions/${id}/turns/${message.id}/download-sandbox-file?path=${encodeURIComponent(files[0].data.path)}`);
+  assert.equal(download.status, 200);
+  assert.equal(await download.text(), 'hi\n');
+});
+
 test('regenerate runs the last answer again from the turn before it', async () => {
   const chat = new Chat({ server, agent: AGENT, id: newChatId() });
   await send(chat, 'first');

@@ -21,7 +21,7 @@ use tokio::process::Command;
 use crate::command::SandboxCommand;
 use crate::output::capture;
 use crate::programs::find_program;
-use crate::provider::{ExecOutput, ExecRequest, OpenedFile, Provisioned, SandboxProvider};
+use crate::provider::{ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, OpenedFile, Provisioned, SandboxProvider};
 use crate::quota::{Ledger, Usage};
 use crate::seccomp;
 use crate::skills::{SKILLS_MOUNT_DIR, is_skill_name};
@@ -266,6 +266,11 @@ impl SandboxProvider for Bubblewrap {
         // The start directory is made and entered inside the sandbox: any path is harmless there.
         let cwd = PathBuf::from(request.cwd.as_deref().map(str::trim).filter(|cwd| !cwd.is_empty()).unwrap_or("."));
         touch(&dir.join("last_used")).await?;
+        // Files stamped after this mark changed while the command ran (or with it: commands in
+        // one sandbox may overlap). The mark and the files are stamped by the kernel's coarse
+        // file clock: a file written in the mark's tick would be missed, but starting the
+        // sandbox takes longer than a tick, and a command's writes come after that.
+        let since = tokio::fs::metadata(dir.join("last_used")).await.and_then(|meta| meta.modified()).unwrap_or_else(|_| SystemTime::now());
         let timeout = self.limits.timeout(request.timeout_seconds);
         let skills = mounted_skills(&dir).await;
         // The usage the command starts from: the last measurement, once those of the commands
@@ -319,6 +324,12 @@ impl SandboxProvider for Bubblewrap {
             }
         };
         let (stdout, stderr) = (drained(stdout).await, drained(stderr).await);
+        let files = self.ledger.changed_files(&dir, since, MAX_CHANGED_FILES).await;
+        let inside = Area::Workspace.inside();
+        let files = files
+            .into_iter()
+            .map(|(relative, size)| ChangedFile { path: format!("{inside}/{}", relative.to_string_lossy()), size })
+            .collect();
         use std::os::unix::process::ExitStatusExt;
         Ok(ExecOutput {
             exit_code: status.code(),
@@ -330,6 +341,7 @@ impl SandboxProvider for Bubblewrap {
             stderr_dropped: stderr.dropped,
             duration,
             over_quota,
+            files,
         })
     }
 

@@ -46,7 +46,8 @@ impl ExecTool {
             description: "Runs a shell command (`/bin/sh -c`) in this session's sandbox, a Linux machine of its \
                 own: /workspace (the working directory, kept for the whole session, where attached files are) \
                 and /tmp are writable, the rest of the system is read-only, and the network is off unless \
-                the agent allows it. Returns the exit code, stdout and stderr."
+                the agent allows it. Returns the exit code, stdout and stderr, and the files in /workspace the \
+                command made or changed, which the user can download."
                 .to_owned(),
             input_schema: serde_json::json!({
                 "type": "object",
@@ -95,8 +96,8 @@ impl ToolSource for ExecTool {
 }
 
 /// The result as the model reads it: JSON with the exit code and both streams, each saying
-/// when it was cut, and an `error` when the command timed out or the sandbox is over its disk
-/// quota. A command that fails is a failed call.
+/// when it was cut, the `files` the command made or changed (which the user can download), and
+/// an `error` when the command timed out or the sandbox is over its disk quota. A command that fails is a failed call.
 fn render(output: &ExecOutput) -> ToolOutput {
     let stream = |text: &str, dropped: u64| {
         if dropped == 0 {
@@ -118,6 +119,10 @@ fn render(output: &ExecOutput) -> ToolOutput {
         && !output.over_quota.is_some_and(|over| over.killed)
     {
         result["signal"] = signal.into();
+    }
+    if !output.files.is_empty() {
+        let files: Vec<_> = output.files.iter().map(|file| serde_json::json!({"path": file.path, "size": file.size})).collect();
+        result["files"] = files.into();
     }
     if let Some(over) = &output.over_quota {
         result["over_quota"] = true.into();
@@ -177,6 +182,15 @@ mod tests {
                 ExecOutput { signal: Some(9), over_quota: Some(OverQuota { killed: true, ..over }), ..ExecOutput::default() },
                 true,
                 "killed: it took the sandbox past its disk quota of 8 MiB and 1000 files (it holds 9.5 MiB in 12 files); delete files",
+            ),
+            (
+                ExecOutput {
+                    exit_code: Some(0),
+                    files: vec![crate::ChangedFile { path: "/workspace/a.csv".into(), size: 3 }],
+                    ..ExecOutput::default()
+                },
+                false,
+                r#""files":[{"path":"/workspace/a.csv","size":3}]"#,
             ),
             (
                 ExecOutput { exit_code: Some(0), over_quota: Some(over), ..ExecOutput::default() },

@@ -49,7 +49,7 @@ mod workspace;
 pub use bubblewrap::Bubblewrap;
 pub use exec_tool::{EXEC_TOOL, ExecTool};
 pub use limits::Limits;
-pub use provider::{ExecOutput, ExecRequest, OpenedFile, OverQuota, Provisioned, SandboxProvider};
+pub use provider::{ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, OpenedFile, OverQuota, Provisioned, SandboxProvider};
 pub use skills::{
     GitAuth, GitSource, MAX_SKILL_BYTES, MAX_SKILL_FILES, MAX_SKILL_MD_BYTES, SKILLS_DIR, Skill, SkillCache, SkillDocument,
     SkillError, is_skill_name, parse_skill_md,

@@ -57,6 +57,21 @@ pub struct ExecOutput {
     /// Set when the sandbox was over its disk quota: when the command started (it could not
     /// write to files), or while it ran (it was killed).
     pub over_quota: Option<OverQuota>,
+    /// The workspace's regular files the command made or changed (at most
+    /// [`MAX_CHANGED_FILES`]), which can now be downloaded.
+    pub files: Vec<ChangedFile>,
+}
+
+/// The most changed files an [`ExecOutput`] lists.
+pub const MAX_CHANGED_FILES: usize = 20;
+
+/// A file a command made or changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChangedFile {
+    /// Its path in the sandbox (`/workspace/...`).
+    pub path: String,
+    /// Its size in bytes when the command ended.
+    pub size: u64,
 }
 
 /// A file of a sandbox, opened for reading.

@@ -25,7 +25,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -103,7 +103,7 @@ impl Quota {
 /// leads nowhere. With `open_up` (a harness that is not root), a directory its owner cannot
 /// read or enter, and that belongs to the owner of the area, is given `u+rwx` to be entered.
 pub(crate) fn measure(areas: &[PathBuf], open_up: bool, max_entries: u64) -> std::io::Result<Usage> {
-    let mut walk = Walk { usage: Usage::EMPTY, open_up, owner: 0, max_entries, stopped: false };
+    let mut walk = Walk { usage: Usage::EMPTY, open_up, owner: 0, max_entries, stopped: false, changed: None };
     for area in areas {
         if walk.stopped {
             break;
@@ -112,6 +112,26 @@ pub(crate) fn measure(areas: &[PathBuf], open_up: bool, max_entries: u64) -> std
         walk.area(area)?;
     }
     Ok(walk.usage)
+}
+
+/// The regular files of `area` (a canonical directory on the host) modified after `since`,
+/// by path relative to it, at most `max_listed` of them (the first the walk meets),
+/// walked as safely as [`measure`] walks; nothing when the area is gone.
+pub(crate) fn changed_since(area: &Path, since: SystemTime, open_up: bool, max_entries: u64, max_listed: usize) -> Vec<(PathBuf, u64)> {
+    let changed = Changed { since, area: area.to_path_buf(), files: Vec::new(), max_listed };
+    let mut walk = Walk { usage: Usage::EMPTY, open_up, owner: 0, max_entries, stopped: false, changed: Some(changed) };
+    let Ok(meta) = std::fs::symlink_metadata(area) else { return Vec::new() };
+    walk.owner = meta.uid();
+    let _ = walk.area(area);
+    walk.changed.map(|changed| changed.files).unwrap_or_default()
+}
+
+/// What a walk looking for changed files has found.
+struct Changed {
+    since: SystemTime,
+    area: PathBuf,
+    files: Vec<(PathBuf, u64)>,
+    max_listed: usize,
 }
 
 /// A walk in progress.
@@ -123,6 +143,8 @@ struct Walk {
     max_entries: u64,
     /// Whether it counted `max_entries` and stopped.
     stopped: bool,
+    /// Set when the walk also lists the files changed since a moment.
+    changed: Option<Changed>,
 }
 
 /// What came of entering a directory.
@@ -213,6 +235,13 @@ impl Walk {
             }
             if meta.is_dir() {
                 pending.push((dir.clone(), entry.file_name()));
+            } else if let Some(changed) = self.changed.as_mut()
+                && meta.is_file()
+                && changed.files.len() < changed.max_listed
+                && meta.modified().is_ok_and(|modified| modified > changed.since)
+                && let Ok(relative) = dir.join(entry.file_name()).strip_prefix(&changed.area).map(Path::to_path_buf)
+            {
+                changed.files.push((relative, meta.len()));
             }
         }
     }
@@ -330,6 +359,14 @@ impl Ledger {
     /// when its future is dropped), its sandbox is measured afterwards.
     pub(crate) fn measure_after(self: &Arc<Self>, sandbox_id: &str, dir: &Path) -> MeasureAfter {
         MeasureAfter { ledger: self.clone(), sandbox_id: sandbox_id.to_owned(), dir: dir.to_path_buf() }
+    }
+
+    /// The files of the workspace of the sandbox whose directory is `dir` that changed after
+    /// `since` (see [`changed_since`]), walked on the blocking pool.
+    pub(crate) async fn changed_files(&self, dir: &Path, since: SystemTime, max_listed: usize) -> Vec<(PathBuf, u64)> {
+        let area = dir.join(Area::Workspace.dir_name());
+        let (open_up, max_entries) = (self.open_up, self.quota.max_entries());
+        tokio::task::spawn_blocking(move || changed_since(&area, since, open_up, max_entries, max_listed)).await.unwrap_or_default()
     }
 
     /// Measures the sandbox every [`WATCH_EVERY`] while a command runs, and returns the usage
@@ -480,7 +517,7 @@ mod tests {
         check(&areas, !running_as_root());
         // A directory reached through a link (one a command swapped in as the walk passed) is
         // not entered.
-        let walk = Walk { usage: Usage::EMPTY, open_up: false, owner: 0, max_entries: 1000, stopped: false };
+        let walk = Walk { usage: Usage::EMPTY, open_up: false, owner: 0, max_entries: 1000, stopped: false, changed: None };
         assert!(matches!(walk.enter(&areas[0].join("link")), Entered::Vanished));
         assert!(matches!(walk.enter(&areas[0].join("link/..").join("workspace")), Entered::Vanished));
         assert!(matches!(walk.enter(&areas[0].join("a")), Entered::Listed(..)));

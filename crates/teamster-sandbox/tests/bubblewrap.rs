@@ -106,6 +106,31 @@ async fn a_session_keeps_one_workspace_across_commands() {
 }
 
 #[tokio::test]
+async fn a_command_reports_the_workspace_files_it_made_or_changed() {
+    let root = Root::new("changed");
+    let sandboxes = provider(&root, Limits::default()).await;
+    let id = &sandboxes.provision("ses_changed").await.unwrap().sandbox_id;
+    let files = |output: &ExecOutput| {
+        let mut files: Vec<(String, u64)> = output.files.iter().map(|file| (file.path.clone(), file.size)).collect();
+        files.sort();
+        files
+    };
+    let made = sandboxes
+        .exec(id, run("printf abc > out.txt && mkdir -p d/e && printf 12345 > d/e/x.csv && echo t > /tmp/t && ln -s /etc/passwd link"))
+        .await
+        .unwrap();
+    ok(&made);
+    // Workspace files only: not /tmp, not a link, not a directory.
+    assert_eq!(files(&made), [("/workspace/d/e/x.csv".to_owned(), 5), ("/workspace/out.txt".to_owned(), 3)]);
+    assert_eq!(files(&sandboxes.exec(id, run("cat out.txt d/e/x.csv")).await.unwrap()), [], "reading changes nothing");
+    let changed = sandboxes.exec(id, run("echo more >> out.txt; exit 1")).await.unwrap();
+    assert_eq!(changed.exit_code, Some(1));
+    assert_eq!(files(&changed), [("/workspace/out.txt".to_owned(), 8)], "a failed command's files count too");
+    let many = sandboxes.exec(id, run("for i in $(seq 1 50); do echo $i > f$i; done")).await.unwrap();
+    assert_eq!(many.files.len(), teamster_sandbox::MAX_CHANGED_FILES);
+}
+
+#[tokio::test]
 async fn commands_cannot_see_or_change_the_host() {
     let root = Root::new("escape");
     let sandboxes = provider(&root, Limits::default()).await;

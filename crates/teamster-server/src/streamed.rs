@@ -4,8 +4,11 @@
 
 use std::collections::HashMap;
 
+use serde::Deserialize;
 use serde_json::Value;
+use teamster_protocol::ToolInfo;
 use teamster_protocol::event::{ModelMessage, ModelMessageDelta, ToolCall, fold};
+use teamster_service::EXEC_TOOL;
 
 /// What a message's event left of it.
 pub(crate) enum Folded {
@@ -40,6 +43,30 @@ impl Messages {
         }
         self.0.remove(&delta.id).map_or(Folded::Unknown, Folded::Whole)
     }
+}
+
+/// Whether a call is of the sandbox's `exec` tool, whose results list the files it made.
+pub(crate) fn is_exec(call: &ToolCall) -> bool {
+    call.function.name == EXEC_TOOL && matches!(call.tool_info, ToolInfo::System { .. })
+}
+
+/// A file an `exec` call made or changed in the sandbox's workspace, as its result lists it.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ProducedFile {
+    pub path: String,
+    pub size: u64,
+}
+
+/// The files an `exec` call's result lists (none when it lists none or is not its JSON); a
+/// failed call's result is `Error: ` and the JSON.
+pub(crate) fn produced_files(result: &str) -> Vec<ProducedFile> {
+    #[derive(Deserialize)]
+    struct ExecResult {
+        #[serde(default)]
+        files: Vec<ProducedFile>,
+    }
+    let json = result.strip_prefix("Error: ").unwrap_or(result);
+    serde_json::from_str::<ExecResult>(json).map(|result| result.files).unwrap_or_default()
 }
 
 /// A tool call's arguments as JSON, or as their text when they are not JSON.

@@ -59,6 +59,8 @@ pub use clones::CloneSession;
 pub use teamster_control::SUBMIT_PLAN;
 /// The sub-agent tool's name (the UI message stream shows its calls as the threads they start).
 pub use teamster_engine::RUN_SUB_AGENT;
+/// The sandbox's command tool (the stream dialects announce the files its calls make).
+pub use teamster_sandbox::EXEC_TOOL;
 pub use identity::{ApiKey, ApiKeys, CreatedKey, NewKey, Role};
 pub use telemetry::StreamGuard;
 pub use turns::{CreateTurn, TurnListQuery};

@@ -1,6 +1,7 @@
 //! The AI SDK data stream dialect (flowai's harness events): a turn's events translated into
 //! camelCase parts (`step-start`, `text`, `reasoning`, `tool-invocation`, `tool-progress`, `tool-agent`,
-//! `data-tool-agent`, `approval-required`, `approval-decision`, `plan-status-change`, `custom`,
+//! `data-tool-agent`, `approval-required`, `approval-decision`, `plan-status-change`,
+//! `data-file-registered`, `custom`,
 //! `finish` then `data-cost-summary` and `data-latency-summary`, or `error`).
 //!
 //! The translation is a pure function of the event log: [`Translator`] is a fold over a turn's
@@ -22,7 +23,7 @@ use teamster_protocol::input::Approval;
 use teamster_protocol::{Event, MAIN_THREAD_ID, TurnInput, TurnMetrics, TurnState};
 use teamster_service::SUBMIT_PLAN;
 
-use crate::streamed::{Folded, Messages, call_input};
+use crate::streamed::{Folded, Messages, call_input, is_exec, produced_files};
 
 pub use parts::Part;
 use parts::{AgentUsage, ApprovalDecision, ApprovalRequest, Outcome, PlanStatusChange, Usage};
@@ -35,6 +36,8 @@ struct Call {
     thread_id: String,
     /// Whether it is a `submit_plan` call, so a plan.
     plan: bool,
+    /// Whether it is an `exec` call, whose result lists the files it made.
+    exec: bool,
 }
 
 /// A sub-agent thread, shown as `tool-agent` parts.
@@ -198,7 +201,7 @@ impl Translator {
         for call in message.tool_calls.iter().flatten() {
             let args = call_input(call);
             let plan = call.function.name == SUBMIT_PLAN && matches!(call.tool_info, ToolInfo::System { .. });
-            let known = Call { name: call.function.name.clone(), args, thread_id: message.thread_id.clone(), plan };
+            let known = Call { name: call.function.name.clone(), args, thread_id: message.thread_id.clone(), plan, exec: is_exec(call) };
             parts.push(Part::invocation(&call.id, &known, None));
             self.calls.insert(call.id.clone(), known);
         }
@@ -213,9 +216,17 @@ impl Translator {
         }
         let result = result_value(&response.content);
         match self.calls.get(&response.tool_call_id) {
-            Some(call) => parts.push(Part::invocation(&response.tool_call_id, call, Some(result))),
+            Some(call) => {
+                parts.push(Part::invocation(&response.tool_call_id, call, Some(result)));
+                if call.exec {
+                    for file in produced_files(&response.content) {
+                        parts.push(Part::file_registered(file, &response.tool_call_id, &response.thread_id));
+                    }
+                }
+            }
             None => {
-                let unknown = Call { name: String::new(), args: Value::Null, thread_id: response.thread_id.clone(), plan: false };
+                let unknown =
+                    Call { name: String::new(), args: Value::Null, thread_id: response.thread_id.clone(), plan: false, exec: false };
                 parts.push(Part::invocation(&response.tool_call_id, &unknown, Some(result)));
             }
         }

@@ -65,6 +65,9 @@ pub enum Part {
     DataToolAgent {
         data: AgentUsage,
     },
+    DataFileRegistered {
+        data: FileRegistered,
+    },
     ApprovalRequired {
         data: ApprovalRequest,
     },
@@ -123,6 +126,18 @@ impl Part {
         }
     }
 
+    /// A file an `exec` call made in the sandbox, now available for download.
+    pub(super) fn file_registered(file: crate::streamed::ProducedFile, tool_call_id: &str, thread_id: &str) -> Part {
+        Part::DataFileRegistered {
+            data: FileRegistered {
+                path: file.path,
+                size: file.size,
+                tool_call_id: tool_call_id.to_owned(),
+                thread_id: (thread_id != teamster_protocol::MAIN_THREAD_ID).then(|| thread_id.to_owned()),
+            },
+        }
+    }
+
     /// A product event that has no part of its own, with the native event as its data.
     pub(super) fn custom(event_type: &'static str, event: &impl Serialize) -> Part {
         Part::Custom { event_type, data: serde_json::to_value(event).unwrap_or(Value::Null) }
@@ -171,6 +186,18 @@ impl Usage {
             total_tokens: metrics.total_input_tokens + metrics.total_output_tokens,
         }
     }
+}
+
+/// A file the sandbox made available: its `path` in the sandbox (what the download routes
+/// take), its `size`, and the call that made it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileRegistered {
+    pub path: String,
+    pub size: u64,
+    pub tool_call_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -32,7 +32,7 @@ use teamster_protocol::{Event, MAIN_THREAD_ID, TurnInput, TurnMetrics, TurnState
 
 use crate::data_stream::prior::Fold;
 use crate::data_stream::result_value;
-use crate::streamed::{Folded, Messages, call_input};
+use crate::streamed::{Folded, Messages, call_input, is_exec, produced_files};
 use teamster_service::RUN_SUB_AGENT;
 pub use chunks::Chunk;
 use chunks::{Metadata, Usage};
@@ -43,6 +43,8 @@ use chunks::{Metadata, Usage};
 struct Call {
     name: String,
     input: Value,
+    /// Whether it is an `exec` call, whose result lists the files it made.
+    exec: bool,
 }
 
 /// A sub-agent thread, shown as a `data-agent` part.
@@ -244,7 +246,7 @@ impl Translator {
                 continue;
             }
             let input = call_input(call);
-            let known = Call { name: call.function.name.clone(), input };
+            let known = Call { name: call.function.name.clone(), input, exec: is_exec(call) };
             chunks.push(Chunk::ToolInputStart { tool_call_id: call.id.clone(), tool_name: known.name.clone() });
             chunks.push(Chunk::ToolInputAvailable { tool_call_id: call.id.clone(), tool_name: known.name.clone(), input: known.input.clone() });
             self.calls.insert(call.id.clone(), known);
@@ -255,7 +257,7 @@ impl Translator {
     fn keep_sub_agent_calls(&mut self, message: &ModelMessage) {
         for call in message.tool_calls.iter().flatten() {
             let id = part_call_id(&message.thread_id, &call.id);
-            self.sub_agent_calls.insert(id, Call { name: call.function.name.clone(), input: call_input(call) });
+            self.sub_agent_calls.insert(id, Call { name: call.function.name.clone(), input: call_input(call), exec: is_exec(call) });
         }
     }
 
@@ -276,10 +278,20 @@ impl Translator {
         if !self.calls.contains_key(&tool_call_id) || self.denied.contains(&tool_call_id) {
             return;
         }
+        let files = match self.calls.get(&tool_call_id) {
+            Some(call) if call.exec => produced_files(&response.content),
+            _ => Vec::new(),
+        };
         // The engine gives the model a failed call's result as `Error: <why>`.
         match response.content.strip_prefix("Error: ") {
-            Some(error) => chunks.push(Chunk::ToolOutputError { tool_call_id, error_text: error.to_owned() }),
-            None => chunks.push(Chunk::ToolOutputAvailable { tool_call_id, output: result_value(&response.content) }),
+            Some(error) => chunks.push(Chunk::ToolOutputError { tool_call_id: tool_call_id.clone(), error_text: error.to_owned() }),
+            None => chunks.push(Chunk::ToolOutputAvailable { tool_call_id: tool_call_id.clone(), output: result_value(&response.content) }),
+        }
+        // Each file the call made, now available for download; the latest of a path replaces
+        // the part of an earlier call.
+        for file in files {
+            let data = json!({ "path": file.path, "size": file.size, "toolCallId": tool_call_id });
+            chunks.push(Chunk::data("file", &file.path, data));
         }
     }
 
