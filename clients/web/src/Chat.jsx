@@ -108,6 +108,19 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
       live = false;
     };
   }, [id, started, status, hasAnswer]);
+  // The saved agent's manifest: its modes and whether it has a sandbox.
+  const [manifest, setManifest] = useState(null);
+  useEffect(() => {
+    if (!session?.agent_name) return;
+    api('GET', `agents/${encodeURIComponent(session.agent_name)}`).then((found) => setManifest(found.data.manifest), () => {});
+  }, [session?.agent_name]);
+  const remove = async () => {
+    if (!confirm('Delete this session and its sandbox?')) return;
+    await api('DELETE', `sessions/${encodeURIComponent(id)}`).then(() => {
+      onTurnEnded?.();
+      location.hash = href({ view: 'chat', id: null });
+    }, (failure) => alert(failure.message));
+  };
   const send = async (text, files) => {
     const first = !started && messages.length === 0;
     if (!started) {
@@ -167,7 +180,8 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
               <span className="muted">Agent</span> <strong>{session?.agent_name ?? agent ?? 'inline agent'}</strong>
               <span className="muted"> · {session?.title || id}</span>
             </p>
-            {session && <ModePicker session={session} busy={busy} onChange={setSession} />}
+            {session && manifest?.modes?.length > 0 && <ModePicker session={session} modes={manifest.modes} busy={busy} onChange={setSession} />}
+            {session && <button type="button" className="link" onClick={remove} disabled={busy}>Delete session</button>}
           </div>
         )}
       </div>
@@ -199,21 +213,15 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
           </div>
         )}
       </div>
-      {started && <Panels sessionId={id} status={hasAnswer ? status : 'pending'} />}
+      {started && <Panels sessionId={id} status={hasAnswer ? status : 'pending'} sandbox={manifest ? Boolean(manifest.config?.sandbox?.enabled) : Boolean(session && !session.agent_name)} />}
       <Composer busy={busy} disabled={fresh && !started && !agent} onSend={send} onSteer={steer} onStop={cancel} />
     </div>
   );
 }
 
 // The session's mode, for agents that have modes (a plan approved in one switches to another).
-function ModePicker({ session, busy, onChange }) {
-  const [modes, setModes] = useState([]);
+function ModePicker({ session, modes, busy, onChange }) {
   const [problem, setProblem] = useState(null);
-  useEffect(() => {
-    if (!session.agent_name) return;
-    api('GET', `agents/${encodeURIComponent(session.agent_name)}`).then((found) => setModes(found.data.manifest.modes ?? []), () => {});
-  }, [session.agent_name]);
-  if (modes.length === 0) return null;
   const current = session.mode ?? (modes.find((mode) => mode.default) ?? modes[0]).id;
   const change = async (mode) => {
     try {

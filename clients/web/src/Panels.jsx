@@ -1,10 +1,10 @@
 // Beside a chat: the session's task list and submitted plans (agents that keep them), loaded
-// again whenever a turn ends, and a box to download any file of the session's sandbox.
+// again whenever a turn ends, and (for agents with a sandbox) a box to download any file of it.
 import { useEffect, useId, useState } from 'react';
 import { api } from './api.js';
 import { Downloads } from './Message.jsx';
 
-export function Panels({ sessionId, status }) {
+export function Panels({ sessionId, status, sandbox }) {
   const [tasks, setTasks] = useState(null);
   const [plans, setPlans] = useState([]);
 
@@ -47,7 +47,7 @@ export function Panels({ sessionId, status }) {
           ))}
         </details>
       )}
-      <SandboxDownload sessionId={sessionId} />
+      {sandbox && <SandboxDownload sessionId={sessionId} />}
     </div>
   );
 }

@@ -54,6 +54,12 @@ function chatId(page) {
   return decodeURIComponent(new URL(page.url()).hash.replace('#/chat/', ''));
 }
 
+// Waits until the UI has titled the session after its first message: a PATCH of the test's
+// own made meanwhile could be lost (the server's session update is read, modify, write).
+async function titled(page) {
+  await waitFor(async () => Boolean((await server.api('GET', `/api/v1/sessions/${chatId(page)}`)).body.data?.title));
+}
+
 async function latestTurn(id) {
   const { body } = await server.api('GET', `/api/v1/sessions/${id}/turns?limit=1`);
   return body.data[0];
@@ -115,6 +121,7 @@ test('approve a gated tool', async () => {
   const page = await openChat();
   await send(page, 'hi');
   await page.locator('.messages').getByText('You said: hi').waitFor();
+  await titled(page);
   await expectStatus(server.api('PATCH', `/api/v1/sessions/${chatId(page)}`, { permissions: { tools: { get_current_datetime: 'ask' } } }), 200);
   await send(page, '[tool:get_current_datetime]');
   await page.getByRole('group', { name: 'Approve get_current_datetime?' }).waitFor();
@@ -144,6 +151,7 @@ test('after a reload, a waiting approval and a waiting question are still answer
   const chat = page.locator('.messages');
   await send(page, 'hi');
   await chat.getByText('You said: hi').waitFor();
+  await titled(page);
   await expectStatus(server.api('PATCH', `/api/v1/sessions/${chatId(page)}`, { permissions: { tools: { get_current_datetime: 'ask' } } }), 200);
   await send(page, '[tool:get_current_datetime]');
   await page.getByRole('group', { name: 'Approve get_current_datetime?' }).waitFor();
@@ -229,6 +237,12 @@ test('a session opens with its history rebuilt', async () => {
   await chat.getByText('get_current_datetime', { exact: true }).waitFor();
   await chat.getByText(/^Tool result: /).waitFor();
   await screenshot(page, '15-history');
+  // Deleting it (after the confirmation) leaves a new chat, and the session is gone.
+  page.once('dialog', (dialog) => dialog.accept());
+  await page.getByRole('button', { name: 'Delete session' }).click();
+  await page.getByLabel('Agent').waitFor();
+  assert.equal((await server.api('GET', `/api/v1/sessions/${id}`)).status, 404);
+  await waitFor(async () => (await page.locator(`a[href="#/chat/${id}"]`).count()) === 0);
   noProblems(page);
 });
 
