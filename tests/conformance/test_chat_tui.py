@@ -232,6 +232,14 @@ def test_chat_reasoning_follow_ups_denials_and_grants(tmux, server, gated_agent)
     tmux.wait_for("more", "tok120")
     tmux.wait_for("more", "You said: and after that")
 
+    # A sub-agent's gated call is asked about naming the sub-agent, and its thread goes on.
+    tmux.type("more", call("run_sub_agent", {"name": "helper", "task": call("echo", {"text": "deep"})}))
+    screen = tmux.wait_for("more", "from the sub-agent helper:")
+    assert "Run echo?" in screen
+    tmux.keys("more", "y")
+    screen = tmux.wait_for("more", "└ helper done")
+    assert "│ [helper] Tool result: deep" in screen, screen
+
     # Denied with a reason: the model is told.
     tmux.type("more", call("echo", {"text": "first"}))
     tmux.wait_for("more", "Run echo?")

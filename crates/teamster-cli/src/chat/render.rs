@@ -19,7 +19,7 @@ const MAX_TASK_LINES: usize = 6;
 
 /// Draws the whole chat; `waited` is how long the current wait has lasted, in seconds.
 pub fn draw(frame: &mut Frame<'_>, app: &App, waited: u64) {
-    let prompt = app.prompts.front().map(prompt_text);
+    let prompt = app.prompts.front().map(|prompt| prompt_text(prompt, app));
     let prompt_height = prompt.as_ref().map_or(0, |text| {
         let rows = Paragraph::new(text.clone()).wrap(Wrap { trim: false }).line_count(frame.area().width.saturating_sub(2));
         (u16::try_from(rows).unwrap_or(u16::MAX).saturating_add(2)).min(frame.area().height / 2)
@@ -111,7 +111,7 @@ fn status_line(app: &App, waited: u64) -> Line<'static> {
         Busy::Loading => Some("loading the session".to_owned()),
     };
     if let Some(what) = what {
-        let spinner = if app.waiting() { SPINNER[app.tick % SPINNER.len()] } else { "?" };
+        let spinner = if app.waiting() { SPINNER[app.tick % SPINNER.len()] } else { "…" };
         spans.push(Span::styled(format!("{spinner} {what} {waited}s  "), Style::default().fg(Color::Yellow)));
     } else if app.exit_armed {
         spans.push(Span::styled("Ctrl-C again exits  ".to_owned(), Style::default().fg(Color::Yellow)));
@@ -149,8 +149,15 @@ fn task_text(app: &App) -> Text<'static> {
 }
 
 /// The prompt panel's text.
-fn prompt_text(prompt: &Prompt) -> Text<'static> {
+fn prompt_text(prompt: &Prompt, app: &App) -> Text<'static> {
     let mut lines = Vec::new();
+    let thread = match prompt {
+        Prompt::Approval { thread_id, .. } | Prompt::Question { thread_id, .. } => app.transcript.thread_title(thread_id),
+        Prompt::Authorize { .. } => None,
+    };
+    if let Some(title) = thread {
+        lines.push(Line::styled(format!("from the sub-agent {title}:"), style(Tone::Thread)));
+    }
     match prompt {
         Prompt::Approval { tool, arguments, denying, .. } => {
             if prompt.is_plan() {

@@ -172,6 +172,11 @@ impl Transcript {
             .or_else(|| self.messages.values().find_map(|message| in_message(message, call_id)))
     }
 
+    /// The title of a sub-agent thread (`None` for the main thread and threads not seen).
+    pub fn thread_title(&self, thread_id: &str) -> Option<&str> {
+        self.titles.get(thread_id).map(String::as_str)
+    }
+
     /// The transcript as rows; reasoning is shown whole when `show_reasoning`, else as one
     /// dimmed line.
     pub fn rows(&self, show_reasoning: bool) -> Vec<Row> {
