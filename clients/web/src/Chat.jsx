@@ -51,7 +51,13 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
     if (complete) answered.current = false;
     return complete;
   }, []);
-  const chat = useChat({ id, transport, sendAutomaticallyWhen, onFinish: () => onTurnEnded?.() });
+  // Answers whose turn was cancelled (stopped here, or elsewhere) are marked so.
+  const [cancelled, setCancelled] = useState(() => new Set());
+  const onFinish = useCallback(({ message, isAbort }) => {
+    if (isAbort && message?.role === 'assistant') setCancelled((ids) => new Set(ids).add(message.id));
+    onTurnEnded?.();
+  }, [onTurnEnded]);
+  const chat = useChat({ id, transport, sendAutomaticallyWhen, onFinish });
   const { messages, status, error, setMessages, resumeStream, sendMessage, stop, clearError } = chat;
 
   // Agents for the picker of a new chat.
@@ -194,6 +200,7 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
             message={message}
             sessionId={id}
             waiting={message === lastMessage && !busy}
+            cancelled={cancelled.has(message.id)}
             answer={answer}
           />
         ))}

@@ -8,7 +8,7 @@ const QUESTION_TOOL = 'ask_user_question';
 // Submitting a plan is gated like an approval: approving it switches the session's mode.
 const PLAN_TOOL = 'submit_plan';
 
-export function Message({ message, sessionId, waiting, answer }) {
+export function Message({ message, sessionId, waiting, cancelled, answer }) {
   const user = message.role === 'user';
   return (
     <article className={`message ${message.role}`} aria-label={user ? 'You' : 'Agent'}>
@@ -16,6 +16,7 @@ export function Message({ message, sessionId, waiting, answer }) {
       {message.parts.map((part, index) => (
         <Part key={partKey(part, index)} part={part} sessionId={sessionId} waiting={waiting} answer={answer} />
       ))}
+      {cancelled && !message.parts.some((part) => part.type === 'data-turn-cancelled') && <p className="muted">Cancelled.</p>}
       {!user && message.metadata?.usage && <Usage metadata={message.metadata} />}
     </article>
   );

@@ -221,7 +221,11 @@ test('stop cancels the running turn', async () => {
   await page.locator('.messages').getByText('tok2', { exact: false }).waitFor();
   await page.getByRole('button', { name: 'Stop' }).click();
   await page.getByRole('button', { name: 'Send' }).waitFor();
+  await page.locator('.messages').getByText('Cancelled.').waitFor();
   await waitFor(async () => (await latestTurn(chatId(page))).state.status === 'cancelled');
+  // After a reload the history says so too.
+  await page.reload();
+  await page.locator('.messages').getByText('Cancelled.').waitFor();
   await screenshot(page, '14-stopped');
 });
 
