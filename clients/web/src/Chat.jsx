@@ -9,6 +9,7 @@ import {
 } from 'ai';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { api, apiBase, authHeaders, errorMessage, listAll, reportingFetch } from './api.js';
+import { formatBytes } from './format.js';
 import { loadHistory } from './history.js';
 import { Message } from './Message.jsx';
 import { Panels } from './Panels.jsx';
@@ -348,10 +349,4 @@ function toFilePart(file) {
     reader.onerror = () => reject(reader.error);
     reader.readAsDataURL(file);
   });
-}
-
-export function formatBytes(bytes) {
-  if (bytes < 1024) return `${bytes} B`;
-  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`;
-  return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 }

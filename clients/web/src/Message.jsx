@@ -3,6 +3,7 @@
 // the calls name, downloadable.
 import { useId, useState } from 'react';
 import { api, download } from './api.js';
+import { formatBytes } from './format.js';
 
 const QUESTION_TOOL = 'ask_user_question';
 // Submitting a plan is gated like an approval: approving it switches the session's mode.
@@ -39,6 +40,9 @@ function Part({ part, sessionId, waiting, answer }) {
   }
   if (part.type === 'file') return <FilePart part={part} />;
   if (part.type === 'data-agent') return <AgentThread data={part.data} />;
+  if (part.type === 'data-file') {
+    return <Downloads sessionId={sessionId} paths={[part.data.path]} sizes={{ [part.data.path]: part.data.size }} />;
+  }
   if (part.type === 'data-mcp-auth-required') return <McpAuth data={part.data} />;
   if (part.type === 'data-turn-error') return <p className="error">The turn failed: {part.data.message}</p>;
   if (part.type === 'data-turn-cancelled') return <p className="muted">Cancelled.</p>;
@@ -59,7 +63,10 @@ function Tool({ part, sessionId, waiting, answer }) {
   const name = part.type === 'dynamic-tool' ? part.toolName : part.type.slice('tool-'.length);
   if (name === QUESTION_TOOL) return <Question part={part} waiting={waiting} answer={answer} />;
   const askingApproval = part.state === 'approval-requested';
-  const files = sandboxPaths([part.input, part.output]);
+  // Files an exec call made come as data-file parts of their own; other paths it names are
+  // offered here.
+  const listed = new Set((Array.isArray(part.output?.files) ? part.output.files : []).map((file) => file.path));
+  const files = sandboxPaths([part.input, part.output]).filter((path) => !listed.has(path));
   const plan = name === PLAN_TOOL && part.input && typeof part.input === 'object' ? part.input : null;
   return (
     <div className={`tool ${askingApproval ? 'attention' : ''}`}>
@@ -217,7 +224,7 @@ export function sandboxPaths(values) {
   return [...found];
 }
 
-export function Downloads({ sessionId, paths }) {
+export function Downloads({ sessionId, paths, sizes = {} }) {
   const [message, setMessage] = useState(null);
   const save = async (path) => {
     try {
@@ -236,9 +243,10 @@ export function Downloads({ sessionId, paths }) {
   return (
     <div className="downloads">
       {paths.map((path) => (
-        <button key={path} type="button" className="link" onClick={() => save(path)}>
-          Download {path}
-        </button>
+        <span key={path}>
+          <button type="button" className="link" onClick={() => save(path)}>Download {path}</button>
+          {sizes[path] !== undefined && <span className="muted"> ({formatBytes(sizes[path])})</span>}
+        </span>
       ))}
       {message && <p className="muted" role="status">{message}</p>}
     </div>

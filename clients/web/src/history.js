@@ -126,6 +126,15 @@ export function foldHistory(items) {
           part.state = 'output-available';
           part.output = resultValue(event.content);
         }
+        // The files an exec call made, as the stream's data-file parts (one per path, the
+        // latest replacing the earlier).
+        const made = part.type === 'tool-exec' ? resultValue((event.content ?? '').replace(/^Error: /, '')).files : null;
+        for (const file of Array.isArray(made) ? made : []) {
+          const data = { path: file.path, size: file.size, toolCallId: event.tool_call_id };
+          const earlier = assistant.parts.find((other) => other.type === 'data-file' && other.id === file.path);
+          if (earlier) earlier.data = data;
+          else assistant.parts.push({ type: 'data-file', id: file.path, data });
+        }
         break;
       }
       case 'tool.approval_required':

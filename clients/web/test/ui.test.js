@@ -194,7 +194,11 @@ test('download a file the agent made', async () => {
   assert.equal(download.suggestedFilename(), 'report.txt');
   assert.equal(await readFile(await download.path(), 'utf8'), 'made in the sandbox');
   await page.getByText('Downloaded report.txt.').waitFor();
+  await page.getByText('(19 B)').waitFor();
   await screenshot(page, '11-downloaded');
+  // The rebuilt history offers it too.
+  await page.reload();
+  await page.getByRole('button', { name: 'Download /workspace/report.txt' }).waitFor();
   noProblems(page);
 });
 
