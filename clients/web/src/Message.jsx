@@ -11,12 +11,16 @@ const PLAN_TOOL = 'submit_plan';
 
 export function Message({ message, sessionId, waiting, cancelled, answer }) {
   const user = message.role === 'user';
+  // A call's progress shows until the call has its result.
+  const finished = new Set(message.parts.filter((part) => part.toolCallId && part.state?.startsWith('output-')).map((part) => part.toolCallId));
   return (
     <article className={`message ${message.role}`} aria-label={user ? 'You' : 'Agent'}>
       <h3 className="visually-hidden">{user ? 'You' : 'Agent'}</h3>
-      {message.parts.map((part, index) => (
-        <Part key={partKey(part, index)} part={part} sessionId={sessionId} waiting={waiting} answer={answer} />
-      ))}
+      {message.parts
+        .filter((part) => part.type !== 'data-tool-progress' || !finished.has(part.data?.toolCallId))
+        .map((part, index) => (
+          <Part key={partKey(part, index)} part={part} sessionId={sessionId} waiting={waiting} answer={answer} />
+        ))}
       {cancelled && !message.parts.some((part) => part.type === 'data-turn-cancelled') && <p className="muted">Cancelled.</p>}
       {!user && message.metadata?.usage && <Usage metadata={message.metadata} />}
     </article>
@@ -40,6 +44,7 @@ function Part({ part, sessionId, waiting, answer }) {
   }
   if (part.type === 'file') return <FilePart part={part} />;
   if (part.type === 'data-agent') return <AgentThread data={part.data} />;
+  if (part.type === 'data-tool-progress') return <ToolProgress data={part.data} />;
   if (part.type === 'data-file') {
     return <Downloads sessionId={sessionId} paths={[part.data.path]} sizes={{ [part.data.path]: part.data.size }} />;
   }
@@ -176,6 +181,19 @@ function Question({ part, waiting, answer }) {
       </fieldset>
       <button type="submit" className="primary">Answer</button>
     </form>
+  );
+}
+
+// A running call's latest progress report (MCP notifications/progress).
+function ToolProgress({ data }) {
+  const known = typeof data.total === 'number' && data.total > 0;
+  return (
+    <div className="progress">
+      <label>
+        <span className="muted">{data.toolName}: {data.message ?? 'working'}</span>{' '}
+        <progress value={known ? data.progress : undefined} max={known ? data.total : undefined} />
+      </label>
+    </div>
   );
 }
 
