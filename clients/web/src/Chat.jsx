@@ -2,11 +2,7 @@
 // session's history rebuilt from its events, a running turn resumed after a reload, a stop
 // button that cancels the turn, and a composer with file attachments.
 import { useChat } from '@ai-sdk/react';
-import {
-  DefaultChatTransport,
-  lastAssistantMessageIsCompleteWithApprovalResponses,
-  lastAssistantMessageIsCompleteWithToolCalls,
-} from 'ai';
+import { DefaultChatTransport } from 'ai';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { api, apiBase, authHeaders, errorMessage, listAll, reportingFetch } from './api.js';
 import { formatBytes } from './format.js';
@@ -16,6 +12,13 @@ import { Panels } from './Panels.jsx';
 import { href } from './route.js';
 
 const AGENT_STORAGE = 'teamster.agent';
+const QUESTION_TOOL = 'ask_user_question';
+
+// Whether a part is a call the user has yet to answer: an approval, or a question.
+function waitsForUser(part) {
+  const name = part.type === 'dynamic-tool' ? part.toolName : part.type.startsWith('tool-') ? part.type.slice(5) : null;
+  return name !== null && (part.state === 'approval-requested' || (name === QUESTION_TOOL && part.state === 'input-available'));
+}
 
 export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
   // Whether the chat began here, new: kept for the component's life (its first message moves
@@ -46,9 +49,12 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
       }),
     [],
   );
+  // The answers go out once no call of the last message waits for the user any more: a call
+  // still running (a sub-agent's, waiting on its own gated call) does not hold them back.
   const sendAutomaticallyWhen = useCallback(({ messages }) => {
-    if (!answered.current) return false;
-    const complete = lastAssistantMessageIsCompleteWithApprovalResponses({ messages }) || lastAssistantMessageIsCompleteWithToolCalls({ messages });
+    const last = messages.at(-1);
+    if (!answered.current || last?.role !== 'assistant') return false;
+    const complete = !last.parts.some(waitsForUser);
     if (complete) answered.current = false;
     return complete;
   }, []);

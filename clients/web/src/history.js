@@ -2,7 +2,8 @@
 // (GET /api/v1/sessions/{id}/events) the way the server's UI message stream folds them: a user
 // message per turn started by one, one assistant message per such turn (continued by the turns
 // that answer its waiting calls), a step per main-thread model message, tool parts with their
-// approval, output or denial, and `data-agent` parts for sub-agent threads.
+// approval, output or denial (a sub-agent's call once it waits for the user), and `data-agent`
+// parts for sub-agent threads.
 //
 // A turn still running is left out but for its user message: the chat resumes its stream
 // (GET /api/v1/chat/{id}/stream), which replays it from the start.
@@ -13,6 +14,11 @@ export async function loadHistory(sessionId) {
   const items = await listAll(`sessions/${encodeURIComponent(sessionId)}/events?limit=100`, 20_000);
   items.reverse();
   return foldHistory(items);
+}
+
+// A call's part id, as the stream names it: a sub-agent's calls are `<thread>.<call>`.
+function partCallId(threadId, toolCallId) {
+  return !threadId || threadId === 'main' ? toolCallId : `${threadId}.${toolCallId}`;
 }
 
 // The tool output as the stream sends it: JSON objects and arrays parsed, anything else text.
@@ -59,8 +65,19 @@ export function foldHistory(items) {
   let running = null;
   const tools = new Map();
   const agents = new Map();
+  // Sub-agents' calls: one becomes a tool part (as the stream makes it) once it waits for the user.
+  const subCalls = new Map();
 
   const toolPart = (id) => tools.get(id);
+  const surface = (id) => {
+    if (tools.has(id)) return tools.get(id);
+    const call = subCalls.get(id);
+    if (!call || !assistant) return null;
+    const part = { type: `tool-${call.name}`, toolCallId: id, state: 'input-available', input: call.input };
+    tools.set(id, part);
+    assistant.parts.push(part);
+    return part;
+  };
   for (const { turn_id: turnId, event } of items) {
     if (event.type === 'turn.created') {
       const decisions = (event.input ?? []).filter((item) => item.type !== 'user.message');
@@ -79,7 +96,7 @@ export function foldHistory(items) {
         messages.push(assistant);
       }
       for (const decision of decisions) {
-        const part = toolPart(decision.tool_call_id);
+        const part = toolPart(partCallId(decision.thread_id, decision.tool_call_id));
         if (!part) continue;
         if (decision.type === 'user.tool_approval') {
           const approved = decision.approval?.status === 'allow';
@@ -95,7 +112,12 @@ export function foldHistory(items) {
     if (!finished.has(turnId) || !assistant) continue;
     switch (event.type) {
       case 'model.message': {
-        if (event.thread_id !== 'main') break;
+        if (event.thread_id !== 'main') {
+          for (const call of event.tool_calls ?? []) {
+            subCalls.set(partCallId(event.thread_id, call.id), { name: call.function.name, input: parseArguments(call.function.arguments) });
+          }
+          break;
+        }
         assistant.parts.push({ type: 'step-start' });
         if (event.reasoning_content) assistant.parts.push({ type: 'reasoning', text: event.reasoning_content, state: 'done' });
         const text = typeof event.content === 'string'
@@ -116,7 +138,7 @@ export function foldHistory(items) {
         break;
       }
       case 'tool.response': {
-        const part = event.thread_id === 'main' && toolPart(event.tool_call_id);
+        const part = toolPart(partCallId(event.thread_id, event.tool_call_id));
         if (!part || part.state === 'output-denied') break;
         const agent = [...agents.values()].find((thread) => thread.data.toolCallId === event.tool_call_id);
         if (agent?.data.status === 'error') {
@@ -139,12 +161,16 @@ export function foldHistory(items) {
       }
       case 'tool.approval_required':
         for (const call of event.tool_calls ?? []) {
-          const part = toolPart(call.id);
+          const id = partCallId(event.thread_id, call.id);
+          const part = surface(id);
           if (part) {
             part.state = 'approval-requested';
-            part.approval = { id: call.id };
+            part.approval = { id };
           }
         }
+        break;
+      case 'tool.response_required':
+        for (const call of event.tool_calls ?? []) surface(partCallId(event.thread_id, call.id));
         break;
       case 'thread.created': {
         const data = {

@@ -171,6 +171,30 @@ test('after a reload, a waiting approval and a waiting question are still answer
   noProblems(page);
 });
 
+test('a sub-agent\'s gated call is approved in the chat, also after a reload', async () => {
+  const page = await openChat();
+  const chat = page.locator('.messages');
+  await send(page, 'hi');
+  await chat.getByText('You said: hi').waitFor();
+  await titled(page);
+  await expectStatus(server.api('PATCH', `/api/v1/sessions/${chatId(page)}`, { permissions: { tools: { get_current_datetime: 'ask' } } }), 200);
+  const spawn = (name) => `[tool:run_sub_agent {"name": "${name}", "task": "[tool:get_current_datetime]"}]`;
+  await send(page, spawn('clock'));
+  await page.getByRole('group', { name: 'Approve get_current_datetime?' }).waitFor();
+  await screenshot(page, '08b-sub-agent-approval');
+  await page.getByRole('button', { name: 'Approve' }).click();
+  await chat.locator('details.thread', { hasText: 'clock' }).locator('.badge', { hasText: 'done' }).waitFor();
+  await chat.getByText(/^Tool result: Tool result: /).waitFor();
+  // Asked again, then reloaded: the rebuilt history asks too.
+  await send(page, spawn('watch'));
+  await page.getByRole('group', { name: 'Approve get_current_datetime?' }).waitFor();
+  await page.reload();
+  await page.getByRole('button', { name: 'Approve' }).click();
+  await chat.locator('details.thread', { hasText: 'watch' }).locator('.badge', { hasText: 'done' }).waitFor();
+  assert.equal((await latestTurn(chatId(page))).state.status, 'done');
+  noProblems(page);
+});
+
 test('attach a file: the agent reads it in its sandbox', async () => {
   const page = await openChat();
   await page.getByLabel('Attach').setInputFiles({ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('seven apples\n') });
