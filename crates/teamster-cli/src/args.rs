@@ -236,6 +236,27 @@ pub struct ServeArgs {
     /// reserve for the database and MCP servers); more wait to be accepted.
     #[arg(long, env = "TEAMSTER_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(16..=1_000_000))]
     pub max_connections: u64,
+    /// Requests per minute each subject (API key's subject; without --auth, the local user)
+    /// may send, in a burst of as many; beyond it 429 with Retry-After. Counted per server
+    /// process. Default: no limit.
+    #[arg(long, env = "TEAMSTER_RATE_LIMIT_PER_MINUTE", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub rate_limit_per_minute: Option<u32>,
+    /// The most turns one subject may have running at once (counted per server process); a
+    /// turn beyond it is refused with 429 and Retry-After. Default: no limit.
+    #[arg(long, env = "TEAMSTER_MAX_CONCURRENT_TURNS_PER_SUBJECT", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_concurrent_turns_per_subject: Option<u32>,
+    /// The model tokens (input plus output) each tenant's turns may spend per budget window;
+    /// a turn that finds it spent ends in error before its next model call. Default: none.
+    #[arg(long, env = "TEAMSTER_TENANT_TOKEN_BUDGET", value_parser = clap::value_parser!(u64).range(1..))]
+    pub tenant_token_budget: Option<u64>,
+    /// The model cost in US dollars (models with known prices) each tenant's turns may spend
+    /// per budget window. Default: none.
+    #[arg(long, env = "TEAMSTER_TENANT_COST_BUDGET_USD", value_parser = positive_dollars)]
+    pub tenant_cost_budget_usd: Option<f64>,
+    /// The tenant budget's window in hours, aligned on the Unix epoch (24: each UTC day);
+    /// spending counts from zero again in each window.
+    #[arg(long, env = "TEAMSTER_TENANT_BUDGET_WINDOW_HOURS", default_value_t = 24, value_parser = clap::value_parser!(u64).range(1..=8_784))]
+    pub tenant_budget_window_hours: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -267,4 +288,12 @@ pub struct RunArgs {
     /// new session.
     #[arg(long)]
     pub session: Option<String>,
+}
+
+/// A positive, finite amount of US dollars.
+fn positive_dollars(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(amount) if amount.is_finite() && amount > 0.0 => Ok(amount),
+        _ => Err(format!("{text:?} is not a positive amount of US dollars")),
+    }
 }

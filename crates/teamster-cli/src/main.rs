@@ -8,6 +8,7 @@ mod args;
 mod chat;
 mod client;
 mod keys;
+mod limits;
 mod serve;
 mod store;
 

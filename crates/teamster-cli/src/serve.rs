@@ -84,6 +84,7 @@ pub async fn serve(
         stream_retention: Duration::from_secs(args.stream_retention_secs.unwrap_or(args.stream_retention_hours * 3600)),
         allow_stdio_mcp: args.allow_stdio_mcp,
         sandboxes: sandboxes.await.context("checking the sandbox provider")?,
+        limits: crate::limits::service_limits(&args),
     };
     let service = Service::start(store, config).await.context("starting the service")?;
     if !args.no_example {
@@ -105,6 +106,7 @@ pub async fn serve(
                 AuthArg::None => AuthMode::None,
                 AuthArg::ApiKeys => AuthMode::ApiKeys,
             },
+            rate_limit_per_minute: args.rate_limit_per_minute,
         },
     );
     teamster_server::serve(listener, state, shutdown).await?;

@@ -127,6 +127,7 @@ impl Agent {
             resolutions: Vec::new(),
             result_files: None,
             steering: None,
+            spend_limit: None,
         }
     }
 }

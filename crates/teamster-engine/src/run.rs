@@ -23,6 +23,7 @@ use crate::progress::CallProgress;
 use crate::sink::EventSink;
 use crate::skills::{SkillNote, skills_section};
 use crate::step::{StepEnd, model_step};
+use crate::spend_limit::SpendLimit;
 use crate::steering::Steering;
 use crate::structured::{CORRECTIONS, OutputCheck};
 use crate::sub_agents::{self, NamedSubAgent, RUN_SUB_AGENT, SubAgentPolicy, SubAgentRequest, SubAgentTool};
@@ -70,6 +71,9 @@ pub struct TurnPlan {
     pub events: Vec<Event>,
     /// Where large tool results are also kept as files (the session's sandbox), if anywhere.
     pub result_files: Option<Arc<dyn ResultFiles>>,
+    /// The budget the turn's model calls spend from, checked before each of them; `None` for
+    /// none.
+    pub spend_limit: Option<Arc<dyn SpendLimit>>,
 }
 
 /// How a turn ended, before the caller turns it into a `turn.done` state.
@@ -138,6 +142,7 @@ pub async fn run_turn(
         events,
         result_files,
         steering,
+        spend_limit,
     } = plan;
     let large_results = Arc::new(LargeResults::with_files(result_files));
     if context.large_result_tokens.is_some() {
@@ -156,6 +161,7 @@ pub async fn run_turn(
         sub_agents: sub_agents.as_ref(),
         events: &events,
         steering: steering.as_deref(),
+        spend_limit: spend_limit.as_deref(),
     };
     let main = Thread {
         id: thread_id,
@@ -180,6 +186,9 @@ pub async fn run_turn(
     };
     let (outcome, _) = run_thread(main, resolutions, &shared).await;
     let totals = metrics.lock().unwrap_or_else(std::sync::PoisonError::into_inner).metrics();
+    if let Some(limit) = &spend_limit {
+        limit.settle(&totals);
+    }
     (outcome, totals)
 }
 
@@ -193,6 +202,8 @@ struct Shared<'a> {
     events: &'a [Event],
     /// Instructions the user sends while the turn runs (for the main thread).
     steering: Option<&'a dyn Steering>,
+    /// The budget every thread's model calls spend from.
+    spend_limit: Option<&'a dyn SpendLimit>,
 }
 
 /// One thread of a turn: the main agent or a sub-agent.
@@ -262,6 +273,12 @@ async fn thread_loop(mut thread: Thread, resolutions: Vec<Resolution>, shared: &
                     thread.iteration_limit
                 ),
             };
+        }
+        if let Some(limit) = shared.spend_limit {
+            let spent = shared.metrics.lock().unwrap_or_else(std::sync::PoisonError::into_inner).metrics();
+            if let Some(message) = limit.exhausted(&spent) {
+                return TurnOutcome::Failed { message };
+            }
         }
         iterations += 1;
         let steered = match shared.steering.filter(|_| thread.depth == 0) {

@@ -248,6 +248,7 @@ async fn check(case: Case) -> (Vec<String>, TurnOutcome, u64, Vec<ModelRequest>,
         events: case.events,
         result_files: None,
         steering: case.steering,
+        spend_limit: None,
     };
     let sink = Arc::new(Transcript::default());
     let cancel = CancellationToken::new();
@@ -859,6 +860,7 @@ async fn run_with_sub_agents(
         events,
         result_files: None,
         steering: None,
+        spend_limit: None,
     };
     let sink = Arc::new(Recorder::default());
     let cancel = CancellationToken::new();
@@ -1053,6 +1055,7 @@ async fn one_sub_agent(
         events: Vec::new(),
         result_files: None,
         steering: None,
+        spend_limit: None,
     };
     let sink = Arc::new(Recorder::default());
     let (outcome, _) = run_turn(plan, sink.as_ref(), &CancellationToken::new()).await;

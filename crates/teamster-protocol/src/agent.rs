@@ -358,6 +358,22 @@ pub struct RuntimeConfig {
     /// own (MCP annotations, built-in knowledge) is not what the agent's author wants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_categories: Option<BTreeMap<String, crate::control::ToolCategory>>,
+    /// Teamster extension: what one session of this agent may spend on model calls, over all
+    /// its turns; a turn that reaches it ends, before its next model call, in error naming the
+    /// budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+}
+
+/// A spending limit: model tokens (input plus output, as `total_tokens` counts them) and cost
+/// in US dollars (counted only for models with known prices). Either may be absent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Budget {
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
+    pub max_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
 }
 
 impl RuntimeConfig {

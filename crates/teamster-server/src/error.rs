@@ -50,6 +50,7 @@ fn error_type(status: StatusCode) -> &'static str {
         410 => "not_found_error",
         412 => "precondition_failed_error",
         424 => "failed_dependency_error",
+        429 => "rate_limit_error",
         _ => "server_error",
     }
 }
@@ -74,7 +75,11 @@ impl IntoResponse for ApiError {
         if self.status.is_server_error() {
             tracing::error!(status = %self.status, message = %self.message, "request failed");
         }
-        let retry_after = (self.status == StatusCode::CONFLICT && self.code == "turn_running").then_some(RETRY_RUNNING_TURN);
+        let retry_after = match (self.status, self.code) {
+            (StatusCode::CONFLICT, "turn_running") => Some(RETRY_RUNNING_TURN),
+            (StatusCode::TOO_MANY_REQUESTS, _) => Some(RETRY_TOO_MANY),
+            _ => None,
+        };
         let body = ErrorResponse {
             error: ErrorDetail {
                 message: capped(self.message, MAX_MESSAGE_CHARS),
@@ -94,6 +99,10 @@ impl IntoResponse for ApiError {
 /// When to try again after a 409 `turn_running`: turns that are cancelled or finishing end
 /// within about a second.
 const RETRY_RUNNING_TURN: &str = "1";
+
+/// When to try again after a 429 that names no time of its own (a quota of running turns,
+/// queued follow-ups): the rate limiter sets its own.
+const RETRY_TOO_MANY: &str = "1";
 
 impl From<ServiceError> for ApiError {
     fn from(error: ServiceError) -> ApiError {

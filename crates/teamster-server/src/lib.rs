@@ -14,6 +14,7 @@ mod listen;
 mod openapi;
 mod params;
 mod prefix;
+mod rate_limit;
 mod routes;
 mod sse;
 mod streamed;
@@ -49,6 +50,8 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// How requests are authenticated.
     pub auth: AuthMode,
+    /// Requests per minute each subject may send (see `rate_limit`); `None`: no limit.
+    pub rate_limit_per_minute: Option<u32>,
 }
 
 impl Default for ServerConfig {
@@ -60,6 +63,7 @@ impl Default for ServerConfig {
             header_timeout: Duration::from_secs(15),
             max_connections: 10_000,
             auth: AuthMode::None,
+            rate_limit_per_minute: None,
         }
     }
 }
@@ -71,11 +75,14 @@ pub struct AppState {
     pub config: ServerConfig,
     /// Fires when the server shuts down: live event streams end at once (see `listen`).
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Each subject's request budget, when the configuration sets a rate limit.
+    pub rate_limiter: Option<std::sync::Arc<rate_limit::RateLimiter>>,
 }
 
 impl AppState {
     pub fn new(service: Service, config: ServerConfig) -> AppState {
-        AppState { service, config, shutdown: tokio_util::sync::CancellationToken::new() }
+        let rate_limiter = config.rate_limit_per_minute.map(|per_minute| std::sync::Arc::new(rate_limit::RateLimiter::new(per_minute)));
+        AppState { service, config, shutdown: tokio_util::sync::CancellationToken::new(), rate_limiter }
     }
 }
 
@@ -90,6 +97,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), rate_limit::limit))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::authenticate))
         .layer(axum::middleware::from_fn(routes::web::serve))
         .layer(axum::middleware::from_fn(close_after_rejected_body))

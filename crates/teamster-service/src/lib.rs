@@ -12,6 +12,7 @@
 //! [`ServiceError`]s that the server maps to statuses.
 
 mod attachments;
+mod budgets;
 pub mod catalog;
 mod clones;
 mod cluster;
@@ -22,6 +23,7 @@ mod events;
 mod follow_ups;
 mod identity;
 mod input_files;
+mod limits;
 pub mod mcp;
 mod planner;
 mod plans;
@@ -64,6 +66,8 @@ pub use teamster_sandbox::EXEC_TOOL;
 pub use identity::{ApiKey, ApiKeys, CreatedKey, NewKey, Role};
 pub use telemetry::StreamGuard;
 pub use turns::{CreateTurn, TurnListQuery};
+pub use limits::{Limits, QuotaExceeded};
+pub use budgets::TenantBudget;
 
 /// How long a readiness check waits for the store.
 pub const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -124,6 +128,8 @@ pub struct ServiceConfig {
     pub allow_stdio_mcp: bool,
     /// Whether agents may have sandboxes, and who runs them.
     pub sandboxes: Sandboxes,
+    /// The operator's limits on subjects' running turns and tenants' spending.
+    pub limits: Limits,
 }
 
 impl Default for ServiceConfig {
@@ -138,6 +144,7 @@ impl Default for ServiceConfig {
             stream_retention: Duration::from_secs(24 * 3600),
             allow_stdio_mcp: false,
             sandboxes: Sandboxes::default(),
+            limits: Limits::default(),
         }
     }
 }
@@ -160,6 +167,8 @@ struct Inner {
     follow_up_watchers: follow_ups::Watched,
     /// The process's metrics.
     telemetry: Arc<telemetry::Telemetry>,
+    /// Each subject's running turns, against the operator's quota.
+    turn_quota: limits::TurnQuota,
 }
 
 impl Service {
@@ -196,6 +205,7 @@ impl Service {
             mcp: mcp.clone(),
             tools: vec![Arc::new(teamster_tools::builtin::Builtins)],
             sandboxes: config.sandboxes.clone(),
+            tenant_ledger: Arc::new(budgets::TenantLedger::new(config.limits.tenant_budget.clone())),
         };
         let runtime_config = runtime::RuntimeConfig {
             turn_timeout: config.turn_timeout,
@@ -213,6 +223,7 @@ impl Service {
             sandboxes: config.sandboxes,
             follow_up_watchers: follow_ups::Watched::default(),
             telemetry,
+            turn_quota: limits::TurnQuota::new(config.limits.max_concurrent_turns_per_subject),
         });
         if let (Some(feed), Some(cluster)) = (feed, cluster) {
             let member: std::sync::Weak<dyn cluster::ClusterMember> = Arc::downgrade(&inner) as _;

@@ -34,6 +34,8 @@ pub(crate) struct Planner {
     pub tools: Vec<Arc<dyn ToolSource>>,
     /// The sandboxes of sessions whose agent has one.
     pub sandboxes: Sandboxes,
+    /// What each tenant spent, for the tenant budget.
+    pub tenant_ledger: Arc<crate::budgets::TenantLedger>,
 }
 
 #[async_trait]
@@ -101,6 +103,8 @@ impl PlanTurns for Planner {
         plan.result_files = sandbox.as_ref().map(TurnSandbox::result_files);
         plan.steering = Some(Arc::new(QueuedSteering { store: self.store.clone(), log: sink.log.clone() }));
         plan.skills = skills;
+        let session_budget = spec.config.as_ref().and_then(|config| config.budget.as_ref());
+        plan.spend_limit = crate::budgets::for_turn(&self.tenant_ledger, session_budget, &turn.created_by, &history);
         Ok(TurnStart::Run(Box::new(plan)))
     }
 }

@@ -189,6 +189,7 @@ impl Service {
                 .map_err(|error| ServiceError::invalid_param("input", error.0))?;
         }
         let running = self.runtime().running_in_session(session_id);
+        self.inner.turn_quota.check(&caller.subject.subject_id, session_id)?;
         // With several replicas, the session's turn may run on another one.
         let remote = match running {
             None if self.runtime().is_clustered() => self.runtime().remote_running_turn(&session).await?,
@@ -327,6 +328,7 @@ impl Service {
             }
         }
         let log = self.runtime().begin(session, record.clone(), data, ending_previous);
+        self.inner.turn_quota.started(&caller.subject.subject_id, &log);
         Ok(Some((turn_view(record), log)))
     }
 

@@ -43,6 +43,9 @@ fn validate_spec(spec: &AgentSpec) -> Result<()> {
                 format!("iteration_limit must be between 1 and {}", RuntimeConfig::MAX_ITERATION_LIMIT),
             ));
         }
+    if let Some(budget) = spec.config.as_ref().and_then(|config| config.budget.as_ref()) {
+        check_budget(budget)?;
+    }
     if let Some(servers) = &spec.mcp_servers {
         crate::mcp::validate_agent_servers(servers)?;
     }
@@ -203,4 +206,17 @@ fn not_found_agent(error: teamster_store::Error, agent_id: &str) -> ServiceError
         teamster_store::Error::NotFound(_) => ServiceError::NotFound(format!("no agent has the id or name {agent_id:?}")),
         other => other.into(),
     }
+}
+
+/// A session budget spends something: a positive token count, a positive finite cost.
+fn check_budget(budget: &teamster_protocol::agent::Budget) -> Result<()> {
+    if budget.max_tokens == Some(0) {
+        return Err(ServiceError::invalid_param("config.budget.max_tokens", "max_tokens must be at least 1"));
+    }
+    if let Some(cost) = budget.max_cost_usd
+        && !(cost.is_finite() && cost > 0.0)
+    {
+        return Err(ServiceError::invalid_param("config.budget.max_cost_usd", "max_cost_usd must be a positive number of US dollars"));
+    }
+    Ok(())
 }
