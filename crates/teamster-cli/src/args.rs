@@ -88,6 +88,16 @@ pub struct StoreArgs {
     pub data_dir: Option<PathBuf>,
 }
 
+/// How `teamster serve` writes its log.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Lines for people.
+    Text,
+    /// One JSON object per line, with the fields of the turn it belongs to (`session_id`,
+    /// `turn_id`), for log collectors.
+    Json,
+}
+
 /// How `teamster serve` authenticates requests.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AuthArg {
@@ -149,6 +159,14 @@ pub struct ServeArgs {
     /// acts as the local admin.
     #[arg(long, env = "TEAMSTER_INSECURE_NO_AUTH")]
     pub insecure_no_auth: bool,
+    /// Export a trace of every turn over OTLP/HTTP (protobuf) to this collector, e.g.
+    /// `http://localhost:4318` (the spans go to `<URL>/v1/traces`); a request's `traceparent`
+    /// header makes its turns part of the caller's trace.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+    /// The log's format on standard error; `TEAMSTER_LOG` filters it (default `info`).
+    #[arg(long, env = "TEAMSTER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// Seconds of silence on an event stream before a heartbeat comment.
     #[arg(long, env = "TEAMSTER_HEARTBEAT_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=300))]
     pub heartbeat_secs: u64,

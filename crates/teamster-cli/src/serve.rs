@@ -12,10 +12,18 @@ use teamster_server::{AppState, AuthMode, ServerConfig};
 use teamster_llm::registry::RegistryOptions;
 use teamster_llm::retry::RetryPolicy;
 use teamster_sandbox::{Bubblewrap, Limits as SandboxLimits};
-use teamster_service::{LeaseConfig, Sandboxes, Service, ServiceConfig, SkillCache, SkillSources, TokenKey};
+use teamster_service::{LeaseConfig, OtlpExporter, Sandboxes, Service, ServiceConfig, SkillCache, SkillSources, TokenKey};
 
-use crate::args::{AuthArg, ServeArgs};
+use crate::args::{AuthArg, LogFormat, ServeArgs};
 use crate::store::OpenStore;
+
+/// The exporter of turns' traces, when the operator names a collector.
+fn trace_exporter(endpoint: Option<&str>) -> anyhow::Result<Option<OtlpExporter>> {
+    let Some(endpoint) = endpoint.filter(|endpoint| !endpoint.trim().is_empty()) else { return Ok(None) };
+    let exporter = OtlpExporter::start(endpoint).map_err(|message| anyhow::anyhow!("--otlp-endpoint: {message}"))?;
+    tracing::info!(endpoint, "exporting turns' traces over OTLP/HTTP");
+    Ok(Some(exporter))
+}
 
 /// The example agent created on first start.
 const EXAMPLE_AGENT: &str = include_str!("../../../examples/agents/demo.yaml");
@@ -24,12 +32,13 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TEAMSTER_LOG").unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TEAMSTER_LOG").unwrap_or_else(|_| "info".into());
+    let log = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Text => log.init(),
+        // One object per line: the event's fields at the top level, and the turn's span.
+        LogFormat::Json => log.json().flatten_event(true).with_current_span(true).with_span_list(false).init(),
+    }
     serve(args, |address| println!("listening on http://{address}"), shutdown_signal()).await
 }
 
@@ -84,6 +93,7 @@ pub async fn serve(
         stream_retention: Duration::from_secs(args.stream_retention_secs.unwrap_or(args.stream_retention_hours * 3600)),
         allow_stdio_mcp: args.allow_stdio_mcp,
         sandboxes: sandboxes.await.context("checking the sandbox provider")?,
+        traces: trace_exporter(args.otlp_endpoint.as_deref())?,
         limits: crate::limits::service_limits(&args),
     };
     let service = Service::start(store, config).await.context("starting the service")?;

@@ -124,18 +124,16 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Observed<T> {
         self.inner.send(item)
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        async move {
-            let message = self.inner.receive().await;
-            if let Some(JsonRpcMessage::Notification(JsonRpcNotification {
-                notification: ServerNotification::ProgressNotification(progress),
-                ..
-            })) = &message
-            {
-                self.progress.dispatch(&progress.params);
-            }
-            message
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let message = self.inner.receive().await;
+        if let Some(JsonRpcMessage::Notification(JsonRpcNotification {
+            notification: ServerNotification::ProgressNotification(progress),
+            ..
+        })) = &message
+        {
+            self.progress.dispatch(&progress.params);
         }
+        message
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {

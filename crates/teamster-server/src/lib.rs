@@ -18,6 +18,7 @@ mod rate_limit;
 mod routes;
 mod sse;
 mod streamed;
+mod trace_context;
 mod ui_stream;
 
 use std::time::Duration;
@@ -101,6 +102,7 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::authenticate))
         .layer(axum::middleware::from_fn(routes::web::serve))
         .layer(axum::middleware::from_fn(close_after_rejected_body))
+        .layer(axum::middleware::from_fn(trace_context::continue_trace))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
         .with_state(state)
 }

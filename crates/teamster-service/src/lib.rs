@@ -65,6 +65,8 @@ pub use teamster_engine::RUN_SUB_AGENT;
 pub use teamster_sandbox::EXEC_TOOL;
 pub use identity::{ApiKey, ApiKeys, CreatedKey, NewKey, Role};
 pub use telemetry::StreamGuard;
+pub use telemetry::otlp::OtlpExporter;
+pub use telemetry::traces::{TraceParent, with_caller_trace};
 pub use turns::{CreateTurn, TurnListQuery};
 pub use limits::{Limits, QuotaExceeded};
 pub use budgets::TenantBudget;
@@ -128,6 +130,8 @@ pub struct ServiceConfig {
     pub allow_stdio_mcp: bool,
     /// Whether agents may have sandboxes, and who runs them.
     pub sandboxes: Sandboxes,
+    /// Where turns' traces are exported (OTLP/HTTP); `None` records none.
+    pub traces: Option<OtlpExporter>,
     /// The operator's limits on subjects' running turns and tenants' spending.
     pub limits: Limits,
 }
@@ -144,6 +148,7 @@ impl Default for ServiceConfig {
             stream_retention: Duration::from_secs(24 * 3600),
             allow_stdio_mcp: false,
             sandboxes: Sandboxes::default(),
+            traces: None,
             limits: Limits::default(),
         }
     }
@@ -212,7 +217,7 @@ impl Service {
             stream_retention: config.stream_retention,
             leases: config.leases,
         };
-        let telemetry = Arc::new(telemetry::Telemetry::default());
+        let telemetry = Arc::new(telemetry::Telemetry::with_traces(config.traces.clone()));
         let runtime =
             runtime::TurnRuntime::start(store.clone(), cluster.clone(), Arc::new(planner), runtime_config, telemetry.clone());
         let inner = Arc::new(Inner {

@@ -8,6 +8,7 @@ use teamster_engine::{EventSink, TurnOutcome, run_turn};
 use teamster_protocol::event::TurnDone;
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, TurnMetrics, TurnState, ids, timestamp};
 use teamster_store::{LogWrite, SessionRecord, TurnRecord};
+use tracing::Instrument;
 
 use super::TurnRuntime;
 use super::leases::Hold;
@@ -56,8 +57,14 @@ pub(crate) fn spawn_resumed(
 }
 
 fn start(runtime: TurnRuntime, log: Arc<TurnLog>, hold: Arc<Hold>, session: SessionRecord, turn: TurnRecord, how: Start) {
-    let sink = Arc::new(TurnSink::new(log.clone(), runtime.inner.writer.clone(), Some(hold), runtime.inner.telemetry.clone()));
-    let task = tokio::spawn(run(runtime.clone(), sink.clone(), session, turn, how));
+    let trace = runtime.inner.telemetry.start_trace(&session, &turn, crate::telemetry::traces::caller_parent());
+    // Every log line of the turn's task carries its ids, and its trace's when it is traced.
+    let span = tracing::info_span!("turn", session_id = %session.id, turn_id = %turn.id, trace_id = tracing::field::Empty);
+    if let Some(trace) = &trace {
+        span.record("trace_id", trace.trace_id_hex());
+    }
+    let sink = Arc::new(TurnSink::new(log.clone(), runtime.inner.writer.clone(), Some(hold), runtime.inner.telemetry.clone()).traced(trace));
+    let task = tokio::spawn(run(runtime.clone(), sink.clone(), session, turn, how).instrument(span));
     tokio::spawn(async move {
         if let Err(error) = task.await {
             tracing::error!(turn_id = %log.turn_id, %error, "turn task failed");
@@ -162,6 +169,13 @@ async fn finish(runtime: &TurnRuntime, sink: &TurnSink, state: TurnState, histor
         return;
     }
     sink.telemetry.turn_ended(&state, sink.started.elapsed());
+    let status = match &state {
+        TurnState::Running => "running",
+        TurnState::Done { .. } => "done",
+        TurnState::Cancelled { .. } => "cancelled",
+        TurnState::Error { .. } => "error",
+    };
+    tracing::info!(status, "turn ended");
     log.set_final_state(state.clone());
     let at = timestamp::now();
     let done = Event::TurnDone(TurnDone {

@@ -2,8 +2,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use teamster_engine::EventSink;
@@ -13,7 +13,8 @@ use teamster_store::LogWrite;
 use super::leases::Hold;
 use super::live::TurnLog;
 use super::writer::EventWriter;
-use crate::telemetry::Telemetry;
+use crate::telemetry::traces::TurnTrace;
+use crate::telemetry::{Telemetry, unix_nanos};
 
 pub struct TurnSink {
     pub log: Arc<TurnLog>,
@@ -27,17 +28,38 @@ pub struct TurnSink {
     pub(crate) started: Instant,
     /// Whether a model delta of the turn has been streamed yet.
     pub(crate) streamed: AtomicBool,
+    /// The turn's trace, built from its events, when traces are exported (taken at its end).
+    trace: Option<Mutex<Option<TurnTrace>>>,
 }
 
 impl TurnSink {
     pub(crate) fn new(log: Arc<TurnLog>, writer: EventWriter, hold: Option<Arc<Hold>>, telemetry: Arc<Telemetry>) -> TurnSink {
-        TurnSink { log, writer, hold, telemetry, started: Instant::now(), streamed: AtomicBool::new(false) }
+        TurnSink { log, writer, hold, telemetry, started: Instant::now(), streamed: AtomicBool::new(false), trace: None }
+    }
+
+    /// The sink, building `trace` from the turn's events.
+    pub(crate) fn traced(mut self, trace: Option<TurnTrace>) -> TurnSink {
+        self.trace = trace.map(|trace| Mutex::new(Some(trace)));
+        self
+    }
+
+    /// Hands an event to the turn's trace, if it has one.
+    fn trace(&self, event: &Event) {
+        if let Some(trace) = &self.trace
+            && let Some(trace) = trace.lock().unwrap_or_else(PoisonError::into_inner).as_mut()
+        {
+            trace.observe(event, unix_nanos());
+        }
     }
 
     /// Emits `turn.done` (streamed and recorded) and queues `state`, the turn's final state, to
     /// be committed with it: a client that has seen `turn.done`, on any replica, finds the turn
     /// ended.
     pub(crate) fn emit_done(&self, done: &Event, state: LogWrite) {
+        self.trace(done);
+        if let Some(trace) = self.trace.as_ref().and_then(|trace| trace.lock().unwrap_or_else(PoisonError::into_inner).take()) {
+            self.telemetry.export_trace(trace);
+        }
         let data = to_json(done);
         self.log.append(&data, true, |sequence| {
             let turn_id = self.log.turn_id.clone();
@@ -77,6 +99,7 @@ impl EventSink for TurnSink {
         {
             self.telemetry.first_token(self.started.elapsed());
         }
+        self.trace(event);
         let data = to_json(event);
         let is_done = matches!(event, Event::TurnDone(_));
         self.log.append(&data, is_done, |sequence| {

@@ -7,13 +7,16 @@
 //! tool names (`tools`, at most 256 of them); never a session, turn or user, nor any content.
 
 mod exposition;
+pub mod otlp;
 mod tools;
+pub mod traces;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use teamster_protocol::{TurnMetrics, TurnState};
+use teamster_store::{SessionAgentRecord, SessionRecord, TurnRecord};
 
 use exposition::{Histogram, Page};
 use tools::ToolCounts;
@@ -49,6 +52,8 @@ pub(crate) struct Telemetry {
     store_write_seconds: Histogram,
     /// How long each readiness check of the store took.
     store_ready_seconds: Histogram,
+    /// Where turns' traces go, when they are exported.
+    traces: Option<otlp::OtlpExporter>,
 }
 
 impl Default for Telemetry {
@@ -63,11 +68,35 @@ impl Default for Telemetry {
             streams: AtomicU64::new(0),
             store_write_seconds: Histogram::new(STORE_BOUNDS),
             store_ready_seconds: Histogram::new(STORE_BOUNDS),
+            traces: None,
         }
     }
 }
 
 impl Telemetry {
+    /// Metrics, and traces exported to `traces` when set.
+    pub(crate) fn with_traces(traces: Option<otlp::OtlpExporter>) -> Telemetry {
+        Telemetry { traces, ..Telemetry::default() }
+    }
+
+    /// A trace for a turn starting now, when traces are exported; `parent` is the caller's.
+    pub(crate) fn start_trace(&self, session: &SessionRecord, turn: &TurnRecord, parent: Option<traces::TraceParent>) -> Option<traces::TurnTrace> {
+        self.traces.as_ref()?;
+        let model = turn.control.model.as_deref().or(match &session.agent {
+            SessionAgentRecord::Draft { spec, .. } => Some(spec.model.name.as_str()),
+            SessionAgentRecord::Saved { .. } => None,
+        });
+        Some(traces::TurnTrace::new(parent, &session.id, &turn.id, model, random_ids(), unix_nanos()))
+    }
+
+    /// Sends a finished turn's trace.
+    pub(crate) fn export_trace(&self, trace: traces::TurnTrace) {
+        if let Some(exporter) = &self.traces {
+            let trace_id = trace.trace_id;
+            exporter.export(trace_id, &trace.finish(unix_nanos()));
+        }
+    }
+
     /// Counts a turn that ended here in `state` after running `elapsed`, with its usage.
     pub(crate) fn turn_ended(&self, state: &TurnState, elapsed: Duration) {
         let (status, metrics) = match state {
@@ -174,4 +203,19 @@ impl Drop for StreamGuard {
     fn drop(&mut self) {
         self.telemetry.streams.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// Now, in nanoseconds since the Unix epoch.
+pub(crate) fn unix_nanos() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Sixteen random bytes: a trace id, and the seed of its span ids.
+fn random_ids() -> [u8; 16] {
+    use ring::rand::SecureRandom;
+    let mut ids = [0u8; 16];
+    // The system's generator does not fail on Linux; a zero id would only be a poor trace id.
+    let _ = ring::rand::SystemRandom::new().fill(&mut ids);
+    ids
 }
