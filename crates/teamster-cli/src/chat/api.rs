@@ -9,6 +9,8 @@ use teamster_protocol::input::TurnInput;
 
 /// How many pages of a session's events a resume reads at most (100 events each).
 const MAX_HISTORY_PAGES: usize = 50;
+/// How many pages of agents (100 each) the chat looks through for the one it was given.
+const MAX_AGENT_PAGES: usize = 20;
 
 /// A server's native API, with the caller's key if it needs one.
 #[derive(Clone, Debug)]
@@ -59,10 +61,23 @@ impl ChatApi {
         self.json(reqwest::Method::GET, path, None).await
     }
 
-    /// Whether the server has an agent of this name (it lists them all: there are few).
+    /// The names of the server's agents (up to [`MAX_AGENT_PAGES`] pages of them).
     pub async fn agent_names(&self) -> anyhow::Result<Vec<String>> {
-        let agents = self.get("/agents?limit=100").await?;
-        Ok(agents["data"].as_array().into_iter().flatten().filter_map(|agent| agent["name"].as_str().map(str::to_owned)).collect())
+        let mut names = Vec::new();
+        let mut page_token: Option<String> = None;
+        for _ in 0..MAX_AGENT_PAGES {
+            let path = match &page_token {
+                Some(token) => format!("/agents?limit=100&page_token={token}"),
+                None => "/agents?limit=100".to_owned(),
+            };
+            let page = self.get(&path).await?;
+            names.extend(page["data"].as_array().into_iter().flatten().filter_map(|agent| agent["name"].as_str().map(str::to_owned)));
+            page_token = page["pagination"]["next_page_token"].as_str().map(str::to_owned);
+            if page_token.is_none() {
+                break;
+            }
+        }
+        Ok(names)
     }
 
     /// Makes a session of the agent; returns its id and mode.
