@@ -16,7 +16,7 @@ before(async () => {
 });
 after(async () => {
   await browser?.close();
-  server?.close();
+  await server?.close();
 });
 
 test('the page loads without a key; the API asks for one, and the chat works with it', async () => {

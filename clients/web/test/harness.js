@@ -2,7 +2,7 @@
 // fake model as its provider, and headless Chromium (Debian's, never a downloaded one) driven by
 // playwright-core. Screenshots go to test-results/.
 import { execFileSync, spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
@@ -68,9 +68,14 @@ export async function startServer({ auth = false } = {}) {
       const text = await response.text();
       return { status: response.status, body: text ? JSON.parse(text) : null };
     },
-    close() {
+    // Stops both programs, then removes their files (the database, the sandboxes).
+    async close() {
+      const exited = (child) => (child.exitCode !== null ? null : new Promise((resolve) => child.once('exit', resolve)));
+      const waiting = [exited(teamster.child), exited(fake.child)];
       teamster.child.kill();
       fake.child.kill();
+      await Promise.all(waiting);
+      rmSync(workdir, { recursive: true, force: true });
     },
   };
   const provider = {

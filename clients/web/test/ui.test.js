@@ -33,7 +33,7 @@ before(async () => {
 });
 after(async () => {
   await browser?.close();
-  server?.close();
+  await server?.close();
 });
 
 // A page on a new chat with the agent picked.
