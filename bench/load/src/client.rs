@@ -151,13 +151,13 @@ impl Target {
 
 /// Splits an SSE byte stream into frames (the text between blank lines).
 #[derive(Default)]
-struct FrameBuffer {
+pub struct FrameBuffer {
     /// Bytes received but not yet part of a complete frame.
     pending: Vec<u8>,
 }
 
 impl FrameBuffer {
-    fn push(&mut self, chunk: &[u8], mut on_frame: impl FnMut(&[u8])) {
+    pub fn push(&mut self, chunk: &[u8], mut on_frame: impl FnMut(&[u8])) {
         self.pending.extend_from_slice(chunk);
         let mut start = 0;
         while let Some(offset) = find_blank_line(&self.pending[start..]) {

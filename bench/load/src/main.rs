@@ -10,6 +10,7 @@
 //! wait and loop is bounded, and a watchdog ends the whole run.
 
 mod client;
+mod dialects;
 mod library;
 mod phases;
 mod process;
@@ -97,6 +98,15 @@ struct Args {
     /// spawning `/bin/sh -c true` directly (`--warmup`, `--turns` apply).
     #[arg(long, conflicts_with = "library")]
     sandbox: bool,
+    /// Instead of the server table: one turn read natively, as the AI SDK data stream and as
+    /// the UI message stream (`POST /api/v1/chat`), the server's CPU per turn and per event of
+    /// each (`--warmup`, `--turns` of each kind, `--tokens`, `--rounds` apply).
+    #[arg(long, conflicts_with_all = ["library", "sandbox"])]
+    dialects: bool,
+    /// With `--dialects`: the measured turns are run in this many rounds, each a block of every
+    /// kind in a rotating order, so background load falls on all kinds alike.
+    #[arg(long, default_value_t = 10)]
+    rounds: usize,
 }
 
 impl Args {
@@ -167,6 +177,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.library {
         return library::run(&args).await;
+    }
+    if args.dialects {
+        return dialects::run(&args).await;
     }
 
     let proc = ProcReader::new();
