@@ -17,7 +17,7 @@ pub(crate) enum Folded {
     /// Still streaming.
     Partial,
     /// Complete, with its tool calls.
-    Whole(ModelMessage),
+    Whole(Box<ModelMessage>),
 }
 
 /// The messages being streamed, folded so far, by id.
@@ -28,7 +28,7 @@ impl Messages {
     /// A message's first event: its placeholder, or the message whole.
     pub(crate) fn start(&mut self, message: &ModelMessage) -> Folded {
         if message.finish_reason.is_some() || message.tool_calls.is_some() {
-            return Folded::Whole(message.clone());
+            return Folded::Whole(Box::new(message.clone()));
         }
         self.0.insert(message.id.clone(), message.clone());
         Folded::Partial
@@ -41,7 +41,7 @@ impl Messages {
         if delta.finish_reason.is_none() {
             return Folded::Partial;
         }
-        self.0.remove(&delta.id).map_or(Folded::Unknown, Folded::Whole)
+        self.0.remove(&delta.id).map_or(Folded::Unknown, |message| Folded::Whole(Box::new(message)))
     }
 }
 

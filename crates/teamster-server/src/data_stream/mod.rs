@@ -164,7 +164,7 @@ impl Translator {
         let text = message.text();
         self.show_text(&message.thread_id, message.reasoning_content.as_deref(), [Some(text.as_str()), message.refusal.as_deref()], parts);
         if let Folded::Whole(message) = self.messages.start(message) {
-            self.complete(message, parts);
+            self.complete(*message, parts);
         }
     }
 
@@ -175,7 +175,7 @@ impl Translator {
         }
         self.show_text(&delta.thread_id, delta.reasoning_content.as_deref(), [delta.content.as_deref(), delta.refusal.as_deref()], parts);
         if let Folded::Whole(message) = folded {
-            self.complete(message, parts);
+            self.complete(*message, parts);
         }
     }
 

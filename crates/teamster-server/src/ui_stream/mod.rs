@@ -186,7 +186,7 @@ impl Translator {
         let text = message.text();
         self.show(&message.id, message.reasoning_content.as_deref(), [Some(text.as_str()), message.refusal.as_deref()], chunks);
         if let Folded::Whole(message) = self.messages.start(message) {
-            self.complete(message, chunks);
+            self.complete(*message, chunks);
         }
     }
 
@@ -203,7 +203,7 @@ impl Translator {
         }
         self.show(&delta.id, delta.reasoning_content.as_deref(), [delta.content.as_deref(), delta.refusal.as_deref()], chunks);
         if let Folded::Whole(message) = folded {
-            self.complete(message, chunks);
+            self.complete(*message, chunks);
         }
     }
 
