@@ -277,7 +277,8 @@ impl App {
             }
             KeyCode::Char('o') if control => self.show_reasoning = !self.show_reasoning,
             KeyCode::Char('u') if control => self.input.clear(),
-            KeyCode::PageUp => self.scroll_back += 10,
+            // Each row is at least one line on screen: scrolling stops at the top.
+            KeyCode::PageUp => self.scroll_back = (self.scroll_back + 10).min(self.transcript.rows(self.show_reasoning).len()),
             KeyCode::PageDown => self.scroll_back = self.scroll_back.saturating_sub(10),
             KeyCode::Left => self.input.left(),
             KeyCode::Right => self.input.right(),

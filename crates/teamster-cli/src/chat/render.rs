@@ -113,6 +113,8 @@ fn status_line(app: &App, waited: u64) -> Line<'static> {
     if let Some(what) = what {
         let spinner = if app.waiting() { SPINNER[app.tick % SPINNER.len()] } else { "…" };
         spans.push(Span::styled(format!("{spinner} {what} {waited}s  "), Style::default().fg(Color::Yellow)));
+    } else if app.scroll_back > 0 {
+        spans.push(Span::styled("scrolled back (PgDn returns)  ".to_owned(), Style::default().fg(Color::Yellow)));
     } else if app.exit_armed {
         spans.push(Span::styled("Ctrl-C again exits  ".to_owned(), Style::default().fg(Color::Yellow)));
     }
