@@ -4,9 +4,12 @@ and accept again once there is room; a session budget (`config.budget`) and a te
 (`--tenant-token-budget`) end a turn cleanly, before its next model call, in `error` naming the
 budget, with every earlier event still listed; an oversize request body is a 413."""
 
+import subprocess
 import time
 
+import conftest
 import wire
+from conftest import TeamsterServer
 
 
 def assert_error_shape(response, status: int) -> dict:
@@ -43,6 +46,37 @@ def test_request_rate_limit_then_recovery(server_factory):
     assert api.get("/api/v1/agents").status_code == 200
     # That was the one request the wait bought.
     assert api.get("/api/v1/agents").status_code == 429
+
+
+def test_rate_limit_is_per_subject(workdir, fake_model):
+    """With API keys, each subject has its own bucket: one limited subject leaves another
+    subject (of the same tenant) served."""
+    server = TeamsterServer(workdir, fake_model, ["--auth", "api-keys", "--rate-limit-per-minute", "5"])
+    program = str(conftest.binary("TEAMSTER_BIN", "target/debug/teamster"))
+    made = subprocess.run([program, "keys", "create", "--subject", "root", "--tenant", "acme", "--role", "admin",
+                           "--database", server.database, "--data-dir", str(workdir)],
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=60, text=True)
+    assert made.returncode == 0, made.stderr
+    try:
+        server.start()
+        admin = wire.Api(server.url, key=made.stdout.strip())
+        created = admin.ok(admin.post("/api/v1/keys", json={"subject": "ann", "tenant": "acme", "role": "member"}), 201)
+        ann = wire.Api(server.url, key=created["data"]["secret"])
+        # The admin spent one of its five on the key; four more pass, then 429.
+        statuses = [admin.get("/api/v1/agents").status_code for _ in range(5)]
+        assert statuses == [200, 200, 200, 200, 429], statuses
+        assert int(admin.get("/api/v1/agents").headers["retry-after"]) >= 1
+        # Another subject is served all the while.
+        assert [ann.get("/api/v1/agents").status_code for _ in range(5)] == [200] * 5
+        assert ann.get("/api/v1/agents").status_code == 429
+        # A request with a key that is not valid is refused (401), never counted as a 429.
+        unknown = wire.Api(server.url, key="tsk_unknown_key")
+        assert [unknown.get("/api/v1/agents").status_code for _ in range(6)] == [401] * 6
+        unknown.close()
+        admin.close()
+        ann.close()
+    finally:
+        server.close()
 
 
 def test_concurrent_turn_quota(server_factory):
@@ -133,3 +167,11 @@ def test_oversize_request_body_is_413(server_factory):
     assert_error_shape(refused, 413)
     # A body under the limit is served.
     assert api.start_turn(session["id"], "small")["state"]["status"] in ("running", "done")
+    # Events are bounded too: a message text longer than an event may carry is a 413 even
+    # within the body limit.
+    server = server_factory()
+    api = server.require_api()
+    session = api.create_session("demo")
+    refused = api.post(f"/api/v1/sessions/{session['id']}/turns",
+                       json={"input": [{"type": "user.message", "content": "y" * (600 * 1024)}], "stream": False})
+    assert "a message may carry" in assert_error_shape(refused, 413)["message"]
