@@ -154,6 +154,35 @@ def test_tenant_budget_across_sessions(server_factory, fake):
     assert [item["event"]["type"] for item in listed].count("model.message") == 1
 
 
+def test_cost_budgets(server_factory, fake_model, fake):
+    """Cost budgets count the priced model's dollars: a session's ends a multi-step turn after
+    its first call, a tenant's ends a turn in another session before any call."""
+    server = server_factory(extra_args=["--tenant-cost-budget-usd", "0.0005"])
+    api = server.require_api()
+    manifest = {"type": "custom", "name": "pricedfake", "base_url": f"{fake_model.url}/v1",
+                "auth": {"api_key": wire.API_KEY_SECRET},
+                "models": [{"name": "priced", "model_id": "fake-model",
+                            "properties": {"pricing": {"input_per_million": 3.0, "output_per_million": 15.0}}}]}
+    api.ok(api.put("/api/v1/settings/model-providers", json={"manifest": manifest}))
+    spec = {"model": {"name": "pricedfake/priced"}, "instructions": "You are a test agent."}
+    capped = api.create_session(spec={**spec, "config": {"budget": {"max_cost_usd": 0.00005}}})
+    marker = wire.unique("cost")
+    started = api.start_turn(capped["id"], f"[tool:get_current_datetime {{}}] {marker} what time is it?")
+    state = api.wait_terminal(capped["id"], started["id"])["state"]
+    assert state["status"] == "error" and "session's cost budget" in state["message"], state
+    assert state["metrics"]["total_cost_in_usd"] >= 0.00005
+    assert len(fake.requests_for(marker)) == 1
+    # 50 output tokens cost $0.00075, more than the tenant's $0.0005; that turn may finish.
+    spender = api.create_session(spec=spec)
+    assert api.run_turn(spender["id"], "[tokens:50] spend").done["state"]["status"] == "done"
+    other = api.create_session(spec=spec)
+    marker = wire.unique("tenant-cost")
+    started = api.start_turn(other["id"], f"{marker} hello")
+    state = api.wait_terminal(other["id"], started["id"])["state"]
+    assert state["status"] == "error" and "tenant \"local\"'s cost budget of $0.0005" in state["message"], state
+    assert fake.requests_for(marker) == []
+
+
 def test_oversize_request_body_is_413(server_factory):
     server = server_factory(extra_args=["--max-body-bytes", "4096"])
     api = server.require_api()
