@@ -521,7 +521,7 @@ impl From<&UsageJson> for TokenUsage {
         let cache_read_tokens = usage.cache_read_input_tokens.unwrap_or(0);
         let cache_write_tokens = usage.cache_creation_input_tokens.unwrap_or(0);
         TokenUsage {
-            input_tokens: usage.input_tokens.unwrap_or(0) + cache_read_tokens + cache_write_tokens,
+            input_tokens: usage.input_tokens.unwrap_or(0).saturating_add(cache_read_tokens).saturating_add(cache_write_tokens),
             output_tokens: usage.output_tokens.unwrap_or(0),
             cache_read_tokens,
             cache_write_tokens,
@@ -552,7 +552,7 @@ impl From<ErrorJson> for Error {
 
 /// The state of one answer.
 #[derive(Default)]
-struct MessagesDecoder {
+pub(super) struct MessagesDecoder {
     /// The tool calls so far, in order: their position is their `index`.
     tool_calls: Vec<ToolCallState>,
     /// The thinking blocks not yet ended, with their content block index.

@@ -191,8 +191,12 @@ impl<D: Decoder> Reader<D> {
         let mut payloads = std::mem::take(&mut self.payloads);
         let flow = match self.sse.feed(bytes, &mut payloads) {
             Ok(()) => self.take_payloads(&mut payloads),
+            // The events the chunk completed before its bad line count, as they would had the
+            // network cut the chunk there; an answer already complete ignores what follows.
             Err(error) => {
-                self.error = Some(error);
+                if let Flow::Continue = self.take_payloads(&mut payloads) {
+                    self.error = Some(error);
+                }
                 Flow::Done
             }
         };
@@ -236,6 +240,25 @@ impl<D: Decoder> Reader<D> {
                 Some(Error::Transport("the provider's stream ended before the answer was complete".to_owned()));
         }
     }
+}
+
+/// Reads a whole event-stream body, cut into `chunks` as the network might deliver it, the way
+/// [`stream_answer`] reads a response: the events in order, then the error that ended them.
+#[cfg(test)]
+pub(crate) fn decode_body<D: Decoder>(decoder: D, chunks: &[&[u8]]) -> (Vec<ModelEvent>, Option<Error>) {
+    let mut reader =
+        Reader { phase: Phase::Done, sse: SseDecoder::default(), decoder, events: VecDeque::new(), error: None, payloads: Vec::new() };
+    let mut ended = false;
+    for chunk in chunks {
+        if let Flow::Done = reader.take_bytes(chunk) {
+            ended = true;
+            break;
+        }
+    }
+    if !ended {
+        reader.take_end_of_body();
+    }
+    (reader.events.into_iter().collect(), reader.error)
 }
 
 /// What a successful response turned out to carry.

@@ -2,6 +2,8 @@
 //! provider's stream back into [`crate::ModelEvent`]s. Only these modules know provider JSON.
 
 pub mod anthropic;
+#[cfg(test)]
+mod fuzz;
 mod http;
 pub mod offline;
 pub mod openai;

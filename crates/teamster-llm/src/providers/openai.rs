@@ -455,7 +455,7 @@ impl From<UsageJson> for TokenUsage {
 
 /// The state of one answer: what the chunks said so far.
 #[derive(Default)]
-struct ChatDecoder {
+pub(super) struct ChatDecoder {
     /// Whether any tool call fragment arrived, to report `tool_calls` even when a provider says
     /// `stop` after calling tools.
     saw_tool_call: bool,
