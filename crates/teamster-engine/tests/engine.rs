@@ -141,6 +141,7 @@ struct Case {
     recorded: Option<Vec<Event>>,
     skills: Vec<teamster_engine::SkillNote>,
     steering: Option<Arc<dyn teamster_engine::Steering>>,
+    spend_limit: Option<Arc<dyn teamster_engine::SpendLimit>>,
 }
 
 impl Default for Case {
@@ -161,6 +162,7 @@ impl Default for Case {
             recorded: None,
             skills: Vec::new(),
             steering: None,
+            spend_limit: None,
         }
     }
 }
@@ -248,7 +250,7 @@ async fn check(case: Case) -> (Vec<String>, TurnOutcome, u64, Vec<ModelRequest>,
         events: case.events,
         result_files: None,
         steering: case.steering,
-        spend_limit: None,
+        spend_limit: case.spend_limit,
     };
     let sink = Arc::new(Transcript::default());
     let cancel = CancellationToken::new();
@@ -371,6 +373,42 @@ async fn tool_calls_run_and_their_results_feed_the_next_step() {
     assert!(matches!(&second[2], Message::Assistant { tool_calls, .. } if tool_calls.len() == 2));
     assert!(matches!(&second[3], Message::Tool { tool_call_id, .. } if tool_call_id == "c1"));
     assert!(matches!(&second[4], Message::Tool { tool_call_id, .. } if tool_call_id == "c2"));
+}
+
+/// A budget of tokens per turn that remembers what the turn settled.
+struct TokenCap {
+    max: u64,
+    settled: Mutex<Option<u64>>,
+}
+
+impl teamster_engine::SpendLimit for TokenCap {
+    fn exhausted(&self, spent: &teamster_protocol::TurnMetrics) -> Option<String> {
+        (spent.total_tokens >= self.max).then(|| format!("budget of {} tokens spent", self.max))
+    }
+
+    fn settle(&self, spent: &teamster_protocol::TurnMetrics) {
+        *self.settled.lock().unwrap() = Some(spent.total_tokens);
+    }
+}
+
+#[tokio::test]
+async fn a_spent_budget_ends_the_turn_before_its_next_model_call() {
+    let cap = Arc::new(TokenCap { max: 25, settled: Mutex::default() });
+    let (lines, outcome, tokens, requests, _) = check(Case {
+        replies: vec![
+            vec![call(0, Some("c1"), Some("get_current_datetime"), "{}"), ModelEvent::Finish(FinishReason::ToolCalls), usage(20, 5)],
+            vec![text("never asked"), usage(30, 3)],
+        ],
+        spend_limit: Some(cap.clone()),
+        ..Case::default()
+    })
+    .await;
+    // The first call and its tool ran whole; the second call was never made.
+    assert_eq!(requests.len(), 1);
+    assert_eq!(lines.last().map(String::as_str), Some("tool.response c1 <datetime>"));
+    assert!(matches!(&outcome, TurnOutcome::Failed { message } if message == "budget of 25 tokens spent"), "{outcome:?}");
+    assert_eq!(tokens, 25);
+    assert_eq!(*cap.settled.lock().unwrap(), Some(25));
 }
 
 #[tokio::test]
