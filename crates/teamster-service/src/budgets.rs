@@ -10,10 +10,11 @@
 //!
 //! A session's spend is read from its history (the `turn.done` metrics of the turns it chains
 //! to), so every replica sees it. A tenant's spend is kept in this process: the turns that
-//! ended here in the current window, plus the turn being checked; turns running at the same
-//! time in other sessions count once they end, and each replica counts its own turns.
+//! ended here in the current window, plus what the tenant's running turns here have spent so
+//! far (as of their last check); each replica counts its own turns.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -34,8 +35,12 @@ pub struct TenantBudget {
 #[derive(Debug, Default)]
 pub(crate) struct TenantLedger {
     budget: Option<TenantBudget>,
-    /// Tenant to its window's number and spend.
+    /// Tenant to its window's number and the spend of its turns that ended.
     spent: Mutex<HashMap<String, (u64, Spend)>>,
+    /// The running turns' spend so far, by their budget's number.
+    running: Mutex<HashMap<u64, (String, Spend)>>,
+    /// The number of the next turn's budget.
+    next_turn: AtomicU64,
 }
 
 /// Tokens and cost spent.
@@ -74,7 +79,12 @@ impl Spend {
 
 impl TenantLedger {
     pub(crate) fn new(budget: Option<TenantBudget>) -> TenantLedger {
-        TenantLedger { budget: budget.filter(|budget| !budget.window.is_zero()), spent: Mutex::default() }
+        TenantLedger {
+            budget: budget.filter(|budget| !budget.window.is_zero()),
+            spent: Mutex::default(),
+            running: Mutex::default(),
+            next_turn: AtomicU64::new(0),
+        }
     }
 
     /// The number of the window `now` falls in.
@@ -83,12 +93,25 @@ impl TenantLedger {
         (since_epoch.as_secs_f64() / window.as_secs_f64()) as u64
     }
 
-    /// What `tenant` spent in the current window.
+    /// What `tenant`'s turns that ended spent in the current window.
     fn spent(&self, tenant: &str, now: SystemTime) -> Spend {
         let Some(budget) = &self.budget else { return Spend::default() };
         let current = self.window_at(budget.window, now);
         let spent = self.spent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         spent.get(tenant).filter(|(window, _)| *window == current).map(|(_, spend)| *spend).unwrap_or_default()
+    }
+
+    /// Notes what running turn `turn` of `tenant` has spent so far; answers what the tenant's
+    /// running turns have spent together, this one included.
+    fn running(&self, turn: u64, tenant: &str, spend: Spend) -> Spend {
+        let mut running = self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        running.insert(turn, (tenant.to_owned(), spend));
+        running.values().filter(|(of, _)| of == tenant).fold(Spend::default(), |total, (_, spend)| total.plus(*spend))
+    }
+
+    /// Forgets a running turn (it ended, or its budget was dropped).
+    fn stopped(&self, turn: u64) {
+        self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&turn);
     }
 
     /// Adds a finished turn's spend to `tenant`'s window; other tenants' past windows go.
@@ -127,6 +150,7 @@ pub(crate) fn for_turn(
         })
         .fold(Spend::default(), |total, metrics| total.plus(Spend::of(metrics)));
     Some(Arc::new(TurnBudget {
+        turn: ledger.next_turn.fetch_add(1, Ordering::Relaxed),
         ledger: ledger.clone(),
         tenant: tenant_of(created_by).to_owned(),
         session_budget: session_budget.cloned(),
@@ -145,6 +169,8 @@ fn metrics_of(state: &TurnState) -> Option<&TurnMetrics> {
 
 /// One turn's budgets: the session's and its tenant's.
 struct TurnBudget {
+    /// This turn's number in the ledger's running turns.
+    turn: u64,
     ledger: Arc<TenantLedger>,
     tenant: String,
     session_budget: Option<Budget>,
@@ -161,12 +187,20 @@ impl SpendLimit for TurnBudget {
             return Some(message);
         }
         let tenant = self.ledger.budget.as_ref()?;
-        let tenant_spent = self.ledger.spent(&self.tenant, SystemTime::now()).plus(this_turn);
+        let running = self.ledger.running(self.turn, &self.tenant, this_turn);
+        let tenant_spent = self.ledger.spent(&self.tenant, SystemTime::now()).plus(running);
         tenant_spent.exhausted(&tenant.budget, &format!("tenant {:?}'s", self.tenant))
     }
 
     fn settle(&self, spent: &TurnMetrics) {
+        self.ledger.stopped(self.turn);
         self.ledger.record(&self.tenant, Spend::of(spent), SystemTime::now());
+    }
+}
+
+impl Drop for TurnBudget {
+    fn drop(&mut self) {
+        self.ledger.stopped(self.turn);
     }
 }
 
@@ -216,5 +250,24 @@ mod tests {
         // The next window starts again at zero.
         let later = SystemTime::now() + Duration::from_secs(3600);
         assert_eq!(ledger.spent("acme", later), Spend::default());
+    }
+
+    #[test]
+    fn a_tenants_running_turns_count_together() {
+        let ledger = Arc::new(TenantLedger::new(Some(TenantBudget {
+            budget: Budget { max_tokens: Some(100), max_cost_usd: None },
+            window: Duration::from_secs(3600),
+        })));
+        let subject = Subject { subject_id: "acme:ann".into(), subject_type: "user".into(), subject_slug: "ann".into() };
+        let (first, second) = (for_turn(&ledger, None, &subject, &[]).unwrap(), for_turn(&ledger, None, &subject, &[]).unwrap());
+        assert_eq!(first.exhausted(&metrics(60, None)), None);
+        // Each as of its last check: 60 + 40.
+        assert!(second.exhausted(&metrics(40, None)).is_some());
+        // A turn that ended without settling (dropped) no longer counts.
+        drop(first);
+        assert_eq!(second.exhausted(&metrics(40, None)), None);
+        second.settle(&metrics(40, None));
+        assert_eq!(ledger.spent("acme", SystemTime::now()).tokens, 40);
+        assert!(ledger.running.lock().unwrap().is_empty());
     }
 }
