@@ -189,7 +189,9 @@ impl Service {
                 .map_err(|error| ServiceError::invalid_param("input", error.0))?;
         }
         let running = self.runtime().running_in_session(session_id);
-        self.inner.turn_quota.check(&caller.subject.subject_id, session_id)?;
+        // Held until the turn is stored and running (or this attempt fails), so turns created
+        // at the same time cannot all pass the quota.
+        let reservation = self.inner.turn_quota.reserve(&caller.subject.subject_id, session_id)?;
         // With several replicas, the session's turn may run on another one.
         let remote = match running {
             None if self.runtime().is_clustered() => self.runtime().remote_running_turn(&session).await?,
@@ -222,7 +224,11 @@ impl Service {
         };
         input_files::store_files(self.store(), session_id, files).await?;
         let control = self.turn_control(&session, &spec, previous.as_deref(), &request.input).await?;
-        self.start_turn(caller, session, previous, input, control, ending).await
+        let started = self.start_turn(caller, session, previous, input, control, ending).await?;
+        if let Some((_, log)) = &started {
+            reservation.started(log);
+        }
+        Ok(started)
     }
 
     /// What a new turn runs with: the session's mode, model, permissions and grants, with
@@ -328,7 +334,6 @@ impl Service {
             }
         }
         let log = self.runtime().begin(session, record.clone(), data, ending_previous);
-        self.inner.turn_quota.started(&caller.subject.subject_id, &log);
         Ok(Some((turn_view(record), log)))
     }
 
