@@ -4,6 +4,7 @@ and accept again once there is room; a session budget (`config.budget`) and a te
 (`--tenant-token-budget`) end a turn cleanly, before its next model call, in `error` naming the
 budget, with every earlier event still listed; an oversize request body is a 413."""
 
+import concurrent.futures
 import subprocess
 import time
 
@@ -95,6 +96,16 @@ def test_concurrent_turn_quota(server_factory):
     assert api.wait_terminal(first["id"], slow["id"])["state"]["status"] == "done"
     accepted = api.start_turn(second["id"], "hello")
     assert api.wait_terminal(second["id"], accepted["id"])["state"]["status"] == "done"
+
+    # Turns created at the same instant in three sessions: exactly one gets the place.
+    sessions = [api.create_session("demo")["id"] for _ in range(3)]
+    body = {"input": [{"type": "user.message", "content": "[delay:100][tokens:20] race"}], "stream": False}
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        answers = list(pool.map(lambda sid: wire.Api(server.url).post(f"/api/v1/sessions/{sid}/turns", json=body), sessions))
+    assert sorted(answer.status_code for answer in answers) == [200, 429, 429], [a.text[:200] for a in answers]
+    for session_id, answer in zip(sessions, answers):
+        if answer.status_code == 200:
+            api.wait_terminal(session_id, answer.json()["data"]["id"])
 
 
 def test_session_budget_ends_a_multi_step_turn_cleanly(server_factory, fake):
