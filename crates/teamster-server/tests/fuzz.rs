@@ -7,8 +7,9 @@
 //! JSON values, its valid body with one to three parts changed (missing, extra and wrong-typed
 //! fields, extreme numbers, long strings, nesting), and bytes that are not JSON (cut or flipped
 //! valid bodies, invalid UTF-8, nesting past the parser's limit, a body over the size limit).
-//! Whatever arrives, the answer comes within a bound, is never a 5xx, and every 4xx carries the
-//! spec's error body, `{"error": {"message", "type", "code", "param"}}`.
+//! Whatever arrives, the answer comes within a bound, nothing panics (on the request's task or a
+//! turn's), the answer is never a 5xx, and every 4xx carries the spec's error body,
+//! `{"error": {"message", "type", "code", "param"}}`.
 //!
 //! Each property runs a fixed number of cases; failures are kept in `proptest-regressions/fuzz.txt`
 //! and replayed first.
@@ -67,8 +68,17 @@ struct Ids {
     draft: String,
 }
 
+/// Whether anything panicked: a handler's panic reaches the test, but a turn's runs on a task of
+/// its own and would only be logged.
+static PANICKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 impl Fixture {
     fn new() -> Fixture {
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICKED.store(true, std::sync::atomic::Ordering::SeqCst);
+            report(info);
+        }));
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let (state, routes) = runtime.block_on(async {
             let store = Arc::new(teamster_store_sqlite::SqliteStore::connect("sqlite::memory:").await.unwrap());
@@ -93,6 +103,7 @@ impl Fixture {
             return Err(TestCaseError::fail(format!("{} {} took over {REQUEST_BOUND:?} with {shown}", route.method, route.path)));
         };
         let answer_text = String::from_utf8_lossy(&answer[..answer.len().min(600)]).into_owned();
+        prop_assert!(!PANICKED.load(std::sync::atomic::Ordering::SeqCst), "a panic while {} {} answered {status} to {shown}", route.method, route.path);
         prop_assert!(!status.is_server_error(), "{} {} answered {status}: {answer_text}\nto {shown}", route.method, route.path);
         if status.is_client_error() {
             let error = serde_json::from_slice::<Value>(&answer).ok();
