@@ -4,7 +4,8 @@
 //! Three kinds of input: arbitrary bytes built from SSE and JSON fragments; the recorded
 //! cassettes (`tests/fixtures/<provider>/*.sse`) cut at arbitrary byte positions; and those
 //! cassettes with one event's JSON mutated (a value replaced by one of another type, a huge
-//! number, a long or odd string, a key removed or added) or with bytes flipped. Whatever the
+//! number, a long or odd string, a key removed or added) or with bytes flipped. Whole JSON
+//! answers (what a server that ignores `stream` sends) get arbitrary bytes and mutations too. Whatever the
 //! input, decoding ends without a panic in events and at most one error, and how the body is cut
 //! into chunks never changes the result. Each property runs a fixed number of cases; failures
 //! proptest shrinks are kept in `proptest-regressions/providers/fuzz.txt` and replayed first.
@@ -334,6 +335,79 @@ proptest! {
             body[position % length] ^= byte;
         }
         prop_assert_eq!(provider.decode(&body, &cuts), provider.decode(&body, &[]));
+    }
+}
+
+/// Whole (non-streamed) answers, which some servers send even when asked to stream.
+fn whole_answer(provider: Provider) -> serde_json::Value {
+    match provider {
+        Provider::OpenAi => serde_json::json!({
+            "choices": [{"message": {"content": "hi", "reasoning_content": "thought", "refusal": null,
+                "tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 2},
+                "completion_tokens_details": {"reasoning_tokens": 1}}
+        }),
+        Provider::Anthropic => serde_json::json!({
+            "content": [{"type": "thinking", "thinking": "hmm", "signature": "sig"}, {"type": "redacted_thinking", "data": "x"},
+                {"type": "text", "text": "hi"}, {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": 1}}],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 2, "cache_creation_input_tokens": 1}
+        }),
+    }
+}
+
+/// Decodes a whole JSON answer as the read loop does: its events, then the usage.
+fn decode_whole(provider: Provider, body: &[u8]) -> (Vec<ModelEvent>, Option<Error>) {
+    fn run<D: Decoder>(mut decoder: D, body: &[u8]) -> (Vec<ModelEvent>, Option<Error>) {
+        let mut events = std::collections::VecDeque::new();
+        let error = match decoder.take_json(body, &mut events) {
+            Ok(()) => {
+                decoder.finish(&mut events);
+                None
+            }
+            Err(error) => Some(error),
+        };
+        (events.into_iter().collect(), error)
+    }
+    match provider {
+        Provider::OpenAi => run(ChatDecoder::default(), body),
+        Provider::Anthropic => run(MessagesDecoder::default(), body),
+    }
+}
+
+proptest! {
+    #![proptest_config(Config { cases: CASES, ..Config::default() })]
+
+    /// Whole answers, arbitrary or mutated, give events or one decoder error, never a panic.
+    #[test]
+    fn whole_answers_never_panic(
+        provider in provider(),
+        mutations in prop::collection::vec(mutation(), 0..3),
+        bytes in prop::option::of(prop::collection::vec(any::<u8>(), 0..64)),
+    ) {
+        let body = match bytes {
+            Some(bytes) => bytes,
+            None => {
+                let mut answer = whole_answer(provider);
+                for mutation in &mutations {
+                    mutation.apply(&mut answer);
+                }
+                answer.to_string().into_bytes()
+            }
+        };
+        let (_, error) = decode_whole(provider, &body);
+        if let Some(error) = error {
+            prop_assert!(matches!(error, Error::Decode(_) | Error::Provider { .. }), "{error:?}");
+        }
+    }
+}
+
+#[test]
+fn whole_answers_decode() {
+    for provider in [Provider::OpenAi, Provider::Anthropic] {
+        let (events, error) = decode_whole(provider, whole_answer(provider).to_string().as_bytes());
+        assert!(error.is_none() && events.len() >= 4, "{provider:?}: {events:?} {error:?}");
     }
 }
 
