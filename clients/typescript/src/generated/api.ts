@@ -9,95 +9,14 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List agents
-         * @description All configured agents for the tenant.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description All configured agents. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ListAgentsResponse"];
-                    };
-                };
-                /** @description OIDC is configured and the request has no valid session cookie. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        /** List agents */
+        get: operations["listAgents"];
         put?: never;
         /**
          * Create an agent
-         * @description Creates an agent and allocates an immutable id. Fails if `name` is already taken. Name cannot be changed later.
+         * @description Creates an agent (version 1). Fails if `name` is already taken; the name cannot change later.
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CreateAgentRequest"];
-                };
-            };
-            responses: {
-                /** @description The created agent. */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetAgentResponse"];
-                    };
-                };
-                /** @description Invalid request body or unknown model/MCP/skill refs. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description An agent with this name already exists. */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description The agent spec is valid but requires a capability this server does not provide (e.g. sandbox or skills). */
-                422: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        post: operations["createAgent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -111,308 +30,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * Get an agent
-         * @description Fetch a configured agent by immutable id.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    /** @description Immutable agent identifier. */
-                    agent_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The agent. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetAgentResponse"];
-                    };
-                };
-                /** @description Agent not found. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        /** Get an agent */
+        get: operations["getAgent"];
         /**
          * Update an agent
-         * @description Replaces the manifest for an existing agent keyed by immutable `agent_id`.
+         * @description Stores the manifest as a new immutable version.
          */
-        put: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    /** @description Immutable agent identifier. */
-                    agent_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["UpdateAgentRequest"];
-                };
-            };
-            responses: {
-                /** @description The saved agent. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetAgentResponse"];
-                    };
-                };
-                /** @description Invalid request body or unknown model/MCP/skill refs. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Agent not found. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description The agent spec is valid but requires a capability this server does not provide (e.g. sandbox or skills). */
-                422: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        put: operations["updateAgent"];
         post?: never;
-        /**
-         * Delete an agent
-         * @description Delete a configured agent by immutable id. Idempotent if already gone.
-         */
-        delete: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    /** @description Immutable agent identifier. */
-                    agent_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Agent deleted. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["DeleteAgentResponse"];
-                    };
-                };
-                /** @description OIDC is configured and the request has no valid session cookie. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/auth/callback": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Login callback
-         * @description Browser-redirect target hit by the identity provider after login, never called directly by SDK consumers. In local/single-binary mode, redirects straight back into the app.
-         */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Authorization code, present when the user granted consent. */
-                    code?: string;
-                    /** @description Error code from the identity provider, present instead of `code` if the user denied consent. */
-                    error?: string;
-                    /** @description Human-readable error detail from the identity provider when `error` is set. */
-                    error_description?: string;
-                    /** @description Opaque token; correlates this callback to its pending login. Always present, success or error. */
-                    state: string;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Redirect back into the app on success, or to /?error=<reason> on failure. */
-                302: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/auth/login": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Start the login flow
-         * @description Redirects the browser to the configured identity provider. In local/single-binary mode, redirects straight back into the app — there is nothing to log into.
-         */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Path to return to after login. Must be a same-origin relative path; anything else falls back to "/". */
-                    return_to?: string;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Redirect to the IdP authorization endpoint. */
-                302: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/auth/logout": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Clear the local session
-         * @description Ends the local harness session only — does not hit the IdP end-session endpoint. A no-op in local/single-binary mode, since there is no real session to clear.
-         */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Session cookie cleared. */
-                204: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/auth/me": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Current session
-         * @description Returns the authenticated caller identity. When auth is enabled this requires a valid `id_token` cookie or `Authorization: Bearer` ID token (401 otherwise). When auth is disabled, returns the default identity.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Session type and identity for the current request. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetMeResponse"];
-                    };
-                };
-                /** @description Auth is enabled and the request has no valid cookie or Bearer ID token. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
+        /** Delete an agent */
+        delete: operations["deleteAgent"];
         options?: never;
         head?: never;
         patch?: never;
@@ -425,183 +52,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * Get server capabilities
-         * @description Report optional runtime capabilities available for this tenant.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Server capabilities. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetCapabilitiesResponse"];
-                    };
-                };
-                /** @description OIDC is configured and the request has no valid session cookie. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/catalogs/mcp-servers": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Get the MCP catalog
-         * @description Shipped MCP server presets (discovery-only). Copy into PUT /settings/mcp-servers to configure.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Shipped MCP server presets. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetMCPServerCatalogResponse"];
-                    };
-                };
-                /** @description Not authenticated. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/catalogs/model-providers": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Get the model catalog
-         * @description Shipped model-provider presets (discovery-only). Copy into PUT /settings/model-providers to configure. Includes a `custom` sentinel with `supported_reasoning_efforts`.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Shipped model-provider presets. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetModelProviderCatalogResponse"];
-                    };
-                };
-                /** @description Not authenticated. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/catalogs/sandbox-providers": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Get the sandbox provider catalog
-         * @description Shipped sandbox-provider presets (discovery-only). Copy into PUT /settings/sandbox-providers to configure.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Shipped sandbox-provider presets. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetSandboxProviderCatalogResponse"];
-                    };
-                };
-                /** @description Not authenticated. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        /** Get server capabilities */
+        get: operations["getCapabilities"];
         put?: never;
         post?: never;
         delete?: never;
@@ -617,42 +69,109 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * Get the skill catalog
-         * @description Shipped skill presets (discovery-only). Copy into PUT /settings/skills to configure.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Shipped skill presets. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetSkillCatalogResponse"];
-                    };
-                };
-                /** @description Not authenticated. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        /** Get the skill catalog */
+        get: operations["getSkillCatalog"];
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/chat": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Chat (AI SDK `useChat`)
+         * @description Starts a turn of the session whose id is the chat id (made with the named agent on first use) and answers with the turn's AI SDK UI message stream. A client that goes away cancels the turn unless `keepRunning`.
+         */
+        post: operations["chat"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/chat/{chat_id}/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Resume a chat's stream */
+        get: operations["resumeChatStream"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/docs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The API docs page */
+        get: operations["getDocsPage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List API keys
+         * @description Admins only when the server has API keys (403 for members).
+         */
+        get: operations["listKeys"];
+        put?: never;
+        /**
+         * Create an API key
+         * @description Admins only when the server has API keys (403 for members).
+         */
+        post: operations["createKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/keys/{key_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an API key
+         * @description Admins only when the server has API keys (403 for members).
+         */
+        delete: operations["revokeKey"];
         options?: never;
         head?: never;
         patch?: never;
@@ -665,39 +184,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List MCP servers for chat
-         * @description MCP servers as a slim name/url list for the composer. No auth or auth_status.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description All MCP servers (chat projection). */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ListAvailableMCPServersResponse"];
-                    };
-                };
-                /** @description OIDC is configured and the request has no valid session cookie. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        /** List MCP servers for chat */
+        get: operations["listMcpServers"];
         put?: never;
         post?: never;
         delete?: never;
@@ -713,119 +201,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * Start (or short-circuit) the auth flow for an MCP server
-         * @description For servers without auth returns not_required, and for header credentials returns authenticated (no browser flow). For auth.type dcr, returns authenticated when a usable (or refreshable) token exists; otherwise runs DCR if needed and returns auth_required with an authorization URL. Optional return_to is where the OAuth callback then redirects the browser; without it the callback returns JSON.
-         */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Optional path to return to after OAuth. Must be a same-origin relative path; the OAuth callback redirects here with `isSuccess`/`reason` appended. */
-                    return_to?: string;
-                };
-                header?: never;
-                path: {
-                    /** @description MCP server name. */
-                    name: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Either already authenticated, or an authorization URL to redirect to. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["MCPAuthStatus"];
-                    };
-                };
-                /** @description Invalid return_to. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description MCP server not found. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description DCR could not be completed for this server (e.g. it lacks a registration_endpoint). */
-                422: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description The authorization server failed dynamic client registration or authorization startup. */
-                424: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Server misconfiguration (e.g. PUBLIC_BASE_URL unset). */
-                500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        /** Start (or short-circuit) the auth flow for an MCP server */
+        get: operations["authorizeMcpServer"];
         put?: never;
         post?: never;
-        /**
-         * Disconnect OAuth for an MCP server
-         * @description For auth.type dcr, deletes the stored OAuth token and returns the server with auth_status auth_required, keeping the dynamically registered OAuth client so the next authorize can reuse it. No-op for header or no-auth servers (returns the server unchanged).
-         */
-        delete: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    /** @description MCP server name. */
-                    name: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The MCP server after disconnect (auth_required for dcr). */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetMCPServerResponse"];
-                    };
-                };
-                /** @description MCP server not found. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        /** Disconnect OAuth for an MCP server */
+        delete: operations["disconnectMcpServer"];
         options?: never;
         head?: never;
         patch?: never;
@@ -838,69 +219,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List tools of an MCP server
-         * @description All tools exposed by the given MCP server (non-paginated), as returned by the MCP `tools/list` call.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    /** @description MCP server name. */
-                    name: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description All tools of the MCP server. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ListMCPServerToolsResponse"];
-                    };
-                };
-                /** @description OIDC is configured and the request has no valid session cookie. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description MCP server not found. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description The MCP server requires authentication (does not trigger browser OIDC login). */
-                422: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description The MCP server could not be reached or returned an error. */
-                502: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        /** List tools of an MCP server */
+        get: operations["listMcpServerTools"];
         put?: never;
         post?: never;
         delete?: never;
@@ -916,70 +236,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * OAuth callback for MCP authorization
-         * @description Browser redirect target for MCP server OAuth. The authorization server redirects here with `code`/`state` (or `error`). Exchanges the code for tokens, then either returns JSON or redirects to the `return_to` path supplied at authorize time. Not called by the SDK — browsers hit this URL directly.
-         */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Authorization code, present when the user granted consent. */
-                    code?: string;
-                    /** @description Error code from the identity provider, present instead of `code` if the user denied consent. */
-                    error?: string;
-                    /** @description Human-readable error detail from the identity provider when `error` is set. */
-                    error_description?: string;
-                    /** @description Opaque token; correlates this callback to its pending login. Always present, success or error. */
-                    state: string;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Token exchanged successfully and no `return_to` was given at authorize time. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /**
-                             * @description Present when the OAuth callback completed without a return_to.
-                             * @enum {boolean}
-                             */
-                            success: true;
-                        };
-                    };
-                };
-                /** @description Redirect to the `return_to` path given at authorize time, with `isSuccess` (and `reason` when it failed) appended to its existing query params. */
-                302: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description IdP `error`, unknown/expired `state`, token exchange failure, or `code`/`error` both missing. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Unexpected failure during token exchange. */
-                500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        /** OAuth callback for MCP authorization */
+        get: operations["mcpOAuthCallback"];
         put?: never;
         post?: never;
         delete?: never;
@@ -995,39 +253,25 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List models for chat
-         * @description Configured models as a slim FQN list for the composer.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description All configured models (chat projection). */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ListAvailableModelsResponse"];
-                    };
-                };
-                /** @description OIDC is configured and the request has no valid session cookie. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
+        /** List models for chat */
+        get: operations["listModels"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/openapi.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
         };
+        /** The OpenAPI document */
+        get: operations["getOpenApiDocument"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1043,108 +287,14 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List sessions
-         * @description List the caller's sessions (newest first by default), token-paginated. Results are scoped to the authenticated identity via the session store's `created_by` filter (not a client query param). Optional `agent_id` filters to sessions bound to that named agent. Pass `page_token` to fetch the next page, keeping the other query params constant.
-         */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description When set, only sessions bound to this agent id are returned. */
-                    agent_id?: string;
-                    /** @description Inclusive upper bound on `created_at` (ISO-8601 / RFC 3339). */
-                    end_timestamp?: string;
-                    /** @description Page size. Defaults to 25, max 25. */
-                    limit?: number;
-                    /** @description Sort sessions by `updated_at`. Defaults to "desc". */
-                    order?: components["schemas"]["ListSessionsOrder"];
-                    /** @description Opaque keyset cursor from a previous response `next_page_token`. */
-                    page_token?: string;
-                    /** @description Inclusive lower bound on `created_at` (ISO-8601 / RFC 3339). */
-                    start_timestamp?: string;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Paginated sessions. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ListSessionsResponse"];
-                    };
-                };
-                /** @description Invalid query parameters or page token. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        /** List sessions */
+        get: operations["listSessions"];
         put?: never;
         /**
          * Create a session
-         * @description Create a session with `agent` as either `{ name }` (named registry binding) or `{ spec: AgentSpec }` (inline). Named sessions snapshot the agent name at create and resolve the live agent on each turn. Responses use `{ type: "reference", name, id }` or `{ type: "inline", spec }`.
+         * @description A session of a saved agent (`agent: {"name": ...}`) or with its own spec (`agent: {"spec": ...}`).
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CreateSessionRequest"];
-                };
-            };
-            responses: {
-                /** @description Session created. */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetSessionResponse"];
-                    };
-                };
-                /** @description Invalid request body. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Named agent not found. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description The agent spec is valid but references a resource this server does not provide (e.g. model, MCP server, skill, or sandbox). */
-                422: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        post: operations["createSession"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1158,156 +308,19 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * Get a session
-         * @description Fetch a session by ID. Only the session creator (`created_by`) may fetch it.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    /** @description Session identifier. */
-                    session_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Session data. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetSessionResponse"];
-                    };
-                };
-                /** @description Caller is not the session creator. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Session not found. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        /** Get a session */
+        get: operations["getSession"];
         put?: never;
         post?: never;
-        /**
-         * Delete a session
-         * @description Delete a session and all related turns, events, and internal state. Only the session creator (`created_by`) may delete it. Idempotent if already gone.
-         */
-        delete: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    /** @description Session identifier. */
-                    session_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Session and all related data deleted. */
-                204: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description Caller is not the session creator. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        /** Delete a session */
+        delete: operations["deleteSession"];
         options?: never;
         head?: never;
         /**
          * Update a session
-         * @description Update a session by replacing `agent` with `{ spec: AgentSpec }`. Named (reference) sessions reject agent updates. An empty body is a valid no-op that refreshes `updated_at`. Only the session creator (`created_by`) may update it.
+         * @description Changes the title, an inline session's spec, and (Teamster extensions) its mode, model, permissions and state.
          */
-        patch: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    /** @description Session identifier. */
-                    session_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["UpdateSessionRequest"];
-                };
-            };
-            responses: {
-                /** @description Session updated. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetSessionResponse"];
-                    };
-                };
-                /** @description Invalid request body. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Caller is not the session creator. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Session not found. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Named session rejected an agent update, or the agent spec references a resource this server does not provide (e.g. model, MCP server, skill, or sandbox). */
-                422: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        patch: operations["updateSession"];
         trace?: never;
     };
     "/api/v1/sessions/{session_id}/cancel": {
@@ -1319,64 +332,25 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Cancel a running turn in a session
-         * @description Cancel the running last turn for a session. Only the session creator (`created_by`) may cancel.
-         */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    /** @description Session identifier. */
-                    session_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: {
-                content: {
-                    "application/json": components["schemas"]["CancelSessionRequest"];
-                };
-            };
-            responses: {
-                /** @description Turn cancelled. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["CancelSessionResponse"];
-                    };
-                };
-                /** @description Caller is not the session creator. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Session not found. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Requested action cannot be performed on the session because it is no longer usable, or the executor owning the running turn is unreachable. */
-                412: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
+        /** Cancel a running turn in a session */
+        post: operations["cancelSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sessions/{session_id}/clone": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
         };
+        get?: never;
+        put?: never;
+        /** Clone a session */
+        post: operations["cloneSession"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1390,67 +364,162 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List session events
-         * @description List session events as `{ turn_id, event }` across the active turn branch (newest first), including persisted events from a running tip. Each turn contributes turn.created, content events (model.message, tool.call, …), and turn.done when terminal; streaming deltas are not included. Use `page_token` to paginate backward toward older events while retaining the original branch anchor. Only the session creator (`created_by`) may list events.
-         */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Newest turn in the listing window (initial load only; ignored when `page_token` is set). Lists that turn and its ancestors, newest events first. Omit to use the session last turn. */
-                    last_turn_id?: string;
-                    /** @description Page size. Defaults to 100, max 100. */
-                    limit?: number;
-                    /** @description Pagination cursor from `pagination.next_page_token`. It retains the branch anchor turn and returns older events toward the session start. */
-                    page_token?: string;
-                };
-                header?: never;
-                path: {
-                    /** @description Session identifier. */
-                    session_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Paginated session events. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ListSessionEventsResponse"];
-                    };
-                };
-                /** @description Invalid page token. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Caller is not the session creator. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Session not found. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
+        /** List session events */
+        get: operations["listSessionEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sessions/{session_id}/files/{digest}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
         };
+        /** Download a session file */
+        get: operations["downloadSessionFile"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sessions/{session_id}/follow-ups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List queued follow-ups */
+        get: operations["listFollowUps"];
+        put?: never;
+        /** Queue a follow-up */
+        post: operations["queueFollowUp"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sessions/{session_id}/follow-ups/{follow_up_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Cancel a queued follow-up */
+        delete: operations["cancelFollowUp"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sessions/{session_id}/grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The session's grants */
+        get: operations["listSessionGrants"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sessions/{session_id}/grants/{grant_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke a grant */
+        delete: operations["revokeSessionGrant"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sessions/{session_id}/plans": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The session's plans */
+        get: operations["listSessionPlans"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sessions/{session_id}/state": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The session state */
+        get: operations["getSessionState"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sessions/{session_id}/steer": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Steer the running turn */
+        post: operations["steerSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sessions/{session_id}/tasks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The session's task list */
+        get: operations["getSessionTasks"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1466,156 +535,14 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List turns in a session
-         * @description List turns for a session (newest first by default), token-paginated. Only the session creator (`created_by`) may list turns.
-         */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Page size. Defaults to 25, max 25. */
-                    limit?: number;
-                    /** @description Opaque token from a previous response `next_page_token`. */
-                    page_token?: string;
-                };
-                header?: never;
-                path: {
-                    /** @description Session identifier. */
-                    session_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Paginated turns. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ListTurnsResponse"];
-                    };
-                };
-                /** @description Invalid page token. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Caller is not the session creator. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Session not found. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        /** List turns in a session */
+        get: operations["listTurns"];
         put?: never;
         /**
          * Create and execute a turn in a session
-         * @description Create a turn within a session and execute it.
-         *     Only the session creator (`created_by`) may create turns.
-         *     When `stream` is true (default), respond with a Server-Sent Events stream of turn events.
-         *     When `stream` is false, return the turn immediately with `state.status: "running"` while execution continues in the background; use get turn or subscribe to observe completion.
-         *     Use `previous_turn_id` to chain to the session's last turn (defaults to `auto`); use `none` for a new root.
+         * @description Starts a turn. With `stream` true (the default) the answer is the turn's events as Server-Sent Events; with `stream` false, the running turn at once. `previous_turn_id` chains to a turn (`auto`, the default: the session's last; `none`: a new root).
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    /** @description Session identifier. */
-                    session_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CreateTurnRequest"];
-                };
-            };
-            responses: {
-                /** @description When stream is false: the running turn. When stream is true: Server-Sent Events stream of turn events. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetTurnResponse"];
-                        "text/event-stream": components["schemas"]["TurnStreamingEvent"];
-                    };
-                };
-                /** @description Invalid request body. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Caller is not the session creator. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Session or prior turn not found. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Requested action cannot be performed on the session because it is no longer usable. */
-                412: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Request body exceeds the configured maximum size (MAX_REQUEST_BODY_BYTES). */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description The request is well-formed but cannot be processed: a referenced resource is missing (named agent, model, MCP server, skill, or sandbox provider), sandbox is required but unavailable (e.g. file uploads), or the turn input conflicts with current state (e.g. unresolved tool calls or approvals, tool name collision). */
-                422: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        post: operations["createTurn"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1629,53 +556,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * Get a turn
-         * @description Fetch a single turn by ID. Only the session creator (`created_by`) may fetch it.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    /** @description Session identifier. */
-                    session_id: string;
-                    /** @description Turn identifier. */
-                    turn_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Turn data. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetTurnResponse"];
-                    };
-                };
-                /** @description Caller is not the session creator. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Session or turn not found. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        /** Get a turn */
+        get: operations["getTurn"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1691,101 +573,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * Download a file from the turn sandbox
-         * @description Download a file from the sandbox this turn ran in. Paths come from the assistant's `sandbox_artifacts` block. Only the session creator (`created_by`) may download.
-         */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Absolute path of the file inside the sandbox, as listed in the assistant's `sandbox_artifacts` block. */
-                    path: string;
-                };
-                header?: never;
-                path: {
-                    /** @description Session identifier. */
-                    session_id: string;
-                    /** @description Turn identifier. */
-                    turn_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description File contents. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/octet-stream": string;
-                    };
-                };
-                /** @description Invalid path, or the path is a directory. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Caller is not the session creator. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Session, turn, or file not found. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Sandbox no longer exists. */
-                410: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Turn has no sandbox, or no sandbox provider is configured. */
-                412: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description File exceeds the maximum download size. */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Sandbox infrastructure error. */
-                424: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        /** Download a file from the turn sandbox */
+        get: operations["downloadSandboxFile"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1801,69 +590,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List turn events
-         * @description Paginated persisted events for a turn (insertion order by default). Only the session creator (`created_by`) may list events.
-         */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Page size. Defaults to 100, max 100. */
-                    limit?: number;
-                    /** @description Sort events by insertion order. Defaults to "asc". */
-                    order?: components["schemas"]["ListTurnEventsOrder"];
-                    /** @description Opaque token from a previous response `next_page_token`. */
-                    page_token?: string;
-                };
-                header?: never;
-                path: {
-                    /** @description Session identifier. */
-                    session_id: string;
-                    /** @description Turn identifier. */
-                    turn_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Paginated turn events. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ListTurnEventsResponse"];
-                    };
-                };
-                /** @description Invalid page token. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Caller is not the session creator. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Session or turn not found. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        /** List turn events */
+        get: operations["listTurnEvents"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1879,74 +607,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * Subscribe to a running turn
-         * @description Subscribe to the live SSE stream for a turn. Only the session creator (`created_by`) may subscribe. Pass `after_sequence_number` to resume after a disconnect (exclusive — events after this sequence number are replayed).
-         */
-        get: {
-            parameters: {
-                query?: {
-                    /** @description Exclusive resume cursor: replay only events with a sequence number greater than this value. Omit to start from the beginning of the live buffer. */
-                    after_sequence_number?: number | null;
-                };
-                header?: never;
-                path: {
-                    /** @description Session identifier. */
-                    session_id: string;
-                    /** @description Turn identifier. */
-                    turn_id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Server-Sent Events stream of turn events (deltas and lifecycle). */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "text/event-stream": components["schemas"]["TurnStreamingEvent"];
-                    };
-                };
-                /** @description Invalid query parameters. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Caller is not the session creator. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Turn not found. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Cannot subscribe — the live stream no longer exists. */
-                412: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        /** Subscribe to a running turn */
+        get: operations["subscribeTurn"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1964,147 +626,21 @@ export interface paths {
         };
         /**
          * List MCP servers
-         * @description All MCP servers with nested auth_status (settings / admin projection). Header auth values are redacted.
+         * @description Admins only when the server has API keys (403 for members).
          */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description All MCP servers */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ListMCPServersResponse"];
-                    };
-                };
-                /** @description OIDC is configured and the request has no valid session cookie. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description OIDC is configured and the caller is authenticated but not an admin. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        get: operations["listMcpServerSettings"];
         /**
          * Create or replace an MCP server
-         * @description Create or replace by `name`. Does not start DCR or change oauth client columns. Header secrets: real value sets/rotates; redacted keeps existing (400 if none).
+         * @description A redacted value sent back keeps the stored one.
+         *
+         *     Admins only when the server has API keys (403 for members).
          */
-        put: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["UpdateMCPServerRequest"];
-                };
-            };
-            responses: {
-                /** @description The saved MCP server with auth_status */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetMCPServerResponse"];
-                    };
-                };
-                /** @description Invalid request body, or redacted header secret with no stored value to keep. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description The server cannot satisfy `auth.type: dcr` (e.g. it advertises no registration_endpoint). */
-                422: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        put: operations["putMcpServer"];
         /**
          * Create an MCP server
-         * @description Creates an MCP server by `name`. Fails if `name` is already taken. Runs DCR registration when `auth.type` is `dcr`. Header secrets: real value required; redacted with no stored value returns 400.
+         * @description Admins only when the server has API keys (403 for members).
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CreateMCPServerRequest"];
-                };
-            };
-            responses: {
-                /** @description The created MCP server with auth_status */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetMCPServerResponse"];
-                    };
-                };
-                /** @description Invalid request body, or redacted header secret with no stored value to keep. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description An MCP server with this name already exists. */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description The server cannot satisfy `auth.type: dcr` (e.g. it advertises no registration_endpoint). */
-                422: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        post: operations["createMcpServer"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2120,40 +656,9 @@ export interface paths {
         };
         /**
          * Get a single MCP server by name
-         * @description A single MCP server by name, with nested auth_status (settings / admin projection). Header auth values are redacted.
+         * @description Admins only when the server has API keys (403 for members).
          */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path: {
-                    /** @description MCP server name. */
-                    name: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The MCP server */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetMCPServerResponse"];
-                    };
-                };
-                /** @description MCP server not found. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        get: operations["getMcpServerSetting"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2171,222 +676,21 @@ export interface paths {
         };
         /**
          * List configured model providers
-         * @description All configured providers with nested manifests.
+         * @description Admins only when the server has API keys (403 for members).
          */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description All configured model providers */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ListModelProvidersResponse"];
-                    };
-                };
-                /** @description OIDC is configured and the request has no valid session cookie. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description OIDC is configured and the caller is authenticated but not an admin. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        get: operations["listModelProviders"];
         /**
          * Create or replace a model provider
-         * @description Create or replace a provider (models included). Well-known types use `type` as `name` (one each); `custom` is named by the caller. `auth.api_key`: real value sets/rotates; redacted keeps existing (400 if none).
+         * @description A redacted API key sent back keeps the stored one.
+         *
+         *     Admins only when the server has API keys (403 for members).
          */
-        put: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["UpdateModelProviderRequest"];
-                };
-            };
-            responses: {
-                /** @description The saved provider */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetModelProviderResponse"];
-                    };
-                };
-                /** @description Invalid request body, or redacted API key with no stored secret to keep. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        put: operations["putModelProvider"];
         /**
          * Create a model provider
-         * @description Creates a provider (models included). Fails if `name` is already taken. Well-known types use `type` as `name` (one each); `custom` is named by the caller. `auth.api_key`: real value required; redacted with no stored secret returns 400.
+         * @description Admins only when the server has API keys (403 for members).
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CreateModelProviderRequest"];
-                };
-            };
-            responses: {
-                /** @description The created provider */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetModelProviderResponse"];
-                    };
-                };
-                /** @description Invalid request body, or redacted API key with no stored secret to keep. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description A model provider with this name already exists. */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/settings/sandbox-providers": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Get the configured sandbox provider
-         * @description The single configured sandbox provider for this tenant. `auth.api_key` is redacted.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The configured sandbox provider. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetSandboxProviderResponse"];
-                    };
-                };
-                /** @description No sandbox provider configured. */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
-        /**
-         * Create or replace the sandbox provider
-         * @description Upserts the single sandbox provider for this tenant: creates it or replaces its entire configuration. `auth.api_key`: real value sets/rotates; redacted keeps existing (400 if none).
-         */
-        put: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["UpdateSandboxProviderRequest"];
-                };
-            };
-            responses: {
-                /** @description The saved sandbox provider. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetSandboxProviderResponse"];
-                    };
-                };
-                /** @description Invalid request body, or redacted API key with no stored secret to keep. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description Daytona rejected the provided API key. */
-                422: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
-        post?: never;
+        post: operations["createModelProvider"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2402,129 +706,19 @@ export interface paths {
         };
         /**
          * List configured skills
-         * @description All configured skills with nested manifests (settings / admin projection).
+         * @description Admins only when the server has API keys (403 for members).
          */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description All configured skills. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ListSkillsResponse"];
-                    };
-                };
-                /** @description OIDC is configured and the request has no valid session cookie. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description OIDC is configured and the caller is authenticated but not an admin. */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        get: operations["listSkillSettings"];
         /**
          * Create or replace a skill
-         * @description Full upsert keyed by `name`: creates the skill or replaces its entire manifest.
+         * @description Admins only when the server has API keys (403 for members).
          */
-        put: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["UpdateSkillRequest"];
-                };
-            };
-            responses: {
-                /** @description The saved skill. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetSkillResponse"];
-                    };
-                };
-                /** @description Invalid request body. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        put: operations["putSkill"];
         /**
          * Create a skill
-         * @description Creates a skill keyed by `name`. Fails if `name` is already taken.
+         * @description Admins only when the server has API keys (403 for members).
          */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["CreateSkillRequest"];
-                };
-            };
-            responses: {
-                /** @description The created skill. */
-                201: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["GetSkillResponse"];
-                    };
-                };
-                /** @description Invalid request body. */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-                /** @description A skill with this name already exists. */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
-        };
+        post: operations["createSkill"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2538,39 +732,64 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List skills for chat
-         * @description Configured skills as a slim name/description list for the composer.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description All configured skills (chat projection). */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["ListAvailableSkillsResponse"];
-                    };
-                };
-                /** @description OIDC is configured and the request has no valid session cookie. */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["RequestErrorResponse"];
-                    };
-                };
-            };
+        /** List skills for chat */
+        get: operations["listSkills"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/healthz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
         };
+        /** Liveness */
+        get: operations["healthz"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Metrics
+         * @description Counters and histograms of turns, tokens, cost, tool calls, streams and the store, in the Prometheus text exposition format.
+         *
+         *     Admins only when the server has API keys (403 for members).
+         */
+        get: operations["metrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Readiness */
+        get: operations["readyz"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2583,1447 +802,1504 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
-        ActionRequiredEvent: components["schemas"]["ToolApprovalRequiredEvent"] | components["schemas"]["ToolResponseRequiredEvent"] | components["schemas"]["MCPAuthRequiredEvent"];
+        /** @description A saved agent as the native API shows it: the latest version's spec under `manifest`. */
         Agent: {
-            /** @description Immutable server-generated agent identifier. */
+            created_at: string;
             id: string;
             manifest: components["schemas"]["AgentSpec"];
-            name: components["schemas"]["ResourceName"];
+            name: string;
+            updated_at: string;
+            /**
+             * Format: int64
+             * @description The immutable version number the manifest belongs to (1, 2, ...).
+             */
+            version: number;
         };
         AgentInfo: {
-            /** @description Input prompt passed to the subagent. */
             input: string;
-            /** @description Optional model override for the subagent. */
-            model?: string;
-            /** @description Display name of the dynamic subagent. */
+            model?: string | null;
             name: string;
-            /**
-             * @description Subagent kind.
-             * @enum {string}
-             */
-            type: "dynamic";
+            type?: string;
         };
         AgentParent: {
-            /** @description Parent thread that spawned the child agent. */
             thread_id: string;
-            /** @description Tool call on the parent thread that created the child. */
             tool_call_id: string;
         };
-        /** @description Complete agent definition used inline on a session or saved as a named agent. */
+        /** @description What a session runs: model, instructions, tools and runtime configuration. */
         AgentSpec: {
-            config?: components["schemas"]["RuntimeConfig"];
-            /** @description Optional system prompt — the agent's role, behavior, and constraints. */
-            instructions?: string;
-            /** @description Optional MCP servers attached by configured name. */
-            mcp_servers?: components["schemas"]["MCPServer"][];
-            /** @description Optional initial user messages injected at the start of every session. */
-            messages?: components["schemas"]["InitialUserMessage"][];
-            model: components["schemas"]["Model"];
-            response_format?: components["schemas"]["ResponseFormat"];
-            /** @description Optional name-only skill references. Requires `config.sandbox.enabled: true`. */
-            skills?: components["schemas"]["Skill"][];
+            config?: null | components["schemas"]["RuntimeConfig"];
+            /** @description What the agent is for, from its manifest (a Teamster extension; the model never sees it). */
+            description?: string | null;
+            instructions?: string | null;
+            mcp_servers?: components["schemas"]["McpServer"][] | null;
+            /** @description Seed user messages sent before the first turn's input. */
+            messages?: components["schemas"]["InitialUserMessage"][] | null;
+            model: components["schemas"]["ModelRef"];
+            /**
+             * @description The agent's modes (a Teamster extension): each layers its instructions, model and tools
+             *     onto this agent, and a session is in one of them at a time.
+             */
+            modes?: components["schemas"]["ModeSpec"][] | null;
+            response_format?: null | components["schemas"]["ResponseFormat"];
+            skills?: components["schemas"]["SkillMount"][] | null;
+            /**
+             * @description The JSON Schema of the session state (a Teamster extension): an object, starting from
+             *     the schema's defaults, that clients and (with `config.state_tool`) the agent change.
+             */
+            state_schema?: unknown;
+            /** @description Sub-agents declared up front (a Teamster extension). */
+            sub_agents?: components["schemas"]["SubAgentSpec"][] | null;
+            /** @description What each variable means, from its manifest (a Teamster extension, for people and UIs). */
+            variable_descriptions?: {
+                [key: string]: string;
+            } | null;
+            /** @description Values for `{{name}}` placeholders in instructions and seed messages. */
+            variables?: {
+                [key: string]: string;
+            } | null;
         };
-        AlibabaModelProvider: {
-            auth: components["schemas"]["ModelProviderAuth"];
-            /**
-             * Format: uri
-             * @description Override of the provider's default API base URL.
-             * @default https://dashscope-intl.aliyuncs.com/compatible-mode/v1
-             */
-            base_url?: string;
-            /** @description Models exposed by this provider (at least one). */
-            models: components["schemas"]["ConfiguredModel"][];
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "alibaba";
+        /** @description An API key as listed: everything but its secret. */
+        ApiKey: {
+            created_at: string;
+            id: string;
+            revoked_at?: string | null;
+            role: components["schemas"]["Role"];
+            subject: components["schemas"]["Subject"];
+            tenant: string;
         };
-        AnthropicModelProvider: {
-            auth: components["schemas"]["ModelProviderAuth"];
-            /**
-             * Format: uri
-             * @description Override of the provider's default API base URL.
-             * @default https://api.anthropic.com/v1
-             */
-            base_url?: string;
-            /** @description Models exposed by this provider (at least one). */
-            models: components["schemas"]["ConfiguredModel"][];
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "anthropic";
-        };
-        ApprovalAllow: {
-            /**
-             * @description Allow the pending tool call(s). (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
+        /** @description A human decision on a gated tool call. */
+        Approval: {
+            always?: null | components["schemas"]["GrantScope"];
+            /** @enum {string} */
             status: "allow";
-        };
-        ApprovalDecision: components["schemas"]["ApprovalAllow"] | components["schemas"]["ApprovalDeny"];
-        ApprovalDeny: {
-            /** @description Optional reason shown to the agent when denied. */
-            reason?: string;
-            /**
-             * @description Deny the pending tool call(s). (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
+        } | {
+            reason?: string | null;
+            /** @enum {string} */
             status: "deny";
         };
-        /**
-         * @default {
-         *       "enabled": true
-         *     }
-         */
-        AskUserQuestionsConfig: {
-            /**
-             * @description Enable the `ask_user_question` tool. Default: true.
-             * @default true
-             */
-            enabled?: boolean;
+        AuthInject: {
+            auth_data: components["schemas"]["BasicAuth"];
+            match: components["schemas"]["HostMatch"];
+            type: string;
         };
-        AvailableMCPServer: {
-            auth?: components["schemas"]["MCPServerAuthPublic"];
-            auth_status: components["schemas"]["MCPAuthStatus"];
-            name: components["schemas"]["ResourceName"];
-            /**
-             * Format: uri
-             * @description URL of the remote MCP server.
-             */
+        /** @description An MCP server agents can name, without its configuration (`AvailableMCPServer`). */
+        AvailableMcpServer: {
+            auth?: null | components["schemas"]["McpServerAuthPublic"];
+            auth_status: components["schemas"]["McpAuthStatus"];
+            name: string;
+            /** @description The server's URL; `stdio:<name>` for a stdio server. */
             url: string;
         };
+        /** @description A model agents can name. */
         AvailableModel: {
-            /** @description Upstream, provider-specific identifier sent to the provider API. */
+            /** @description The id sent to the provider. */
             model_id: string;
-            /** @description Fully qualified name `provider_name/model_name`, e.g. "openai/gpt-5-6-sol". Unique within a tenant. */
+            /** @description `provider/model`. */
             name: string;
             properties: components["schemas"]["ModelProperties"];
             provider: components["schemas"]["AvailableModelProvider"];
         };
-        /** @description Owning configured provider. */
         AvailableModelProvider: {
-            /** @description Configured provider resource name; matches the FQN prefix of `name`. */
             name: string;
         };
+        /** @description A skill agents can name, as a chat lists it (`AvailableSkill`). */
         AvailableSkill: {
-            /** @description Concise guidance for when the agent should use the skill. */
             description: string;
-            name: components["schemas"]["ResourceName"];
-        };
-        BaseMCPAuthRequiredEvent: {
-            /** @description ISO 8601 event timestamp. */
-            created_at: string;
-            /** @description Unique identifier for the event (monotonic ULID). */
-            id: string;
-            /** @description Always null — this is a run-level event. */
-            thread_id: string | null;
-        };
-        BaseThreadDoneEvent: {
-            parent?: components["schemas"]["AgentParent"];
-            /** @description Thread that finished. */
-            thread_id: string;
-            /** @description Human-readable thread title. */
-            title: string;
-        };
-        /** @description Empty request body. Cancel identifies the session via the path only. */
-        CancelSessionRequest: Record<string, never>;
-        /** @description Empty success body. HTTP 200 means the cancel request was accepted (or nothing was running). */
-        CancelSessionResponse: Record<string, never>;
-        CapabilitiesData: {
-            sandbox: components["schemas"]["SandboxCapability"];
-            settings: components["schemas"]["SettingsCapability"];
-            skill: components["schemas"]["SkillCapability"];
-        };
-        CatalogCustomModelProvider: {
-            /** @description Supported reasoning-effort values for this provider */
-            supported_reasoning_efforts: components["schemas"]["ReasoningEffort"][];
-            /** @enum {string} */
-            type: "custom";
-        };
-        CatalogMCPServer: {
-            auth?: components["schemas"]["MCPServerManifestAuth"];
-            /** @description Concise summary of what this MCP server provides. */
-            description: string;
-            /**
-             * Format: uri
-             * @description URL of the MCP server logo asset.
-             */
-            logo?: string;
-            name: components["schemas"]["ResourceName"];
-            type: components["schemas"]["MCPServerType"];
-            /**
-             * Format: uri
-             * @description URL of the remote MCP server.
-             */
-            url: string;
-        };
-        CatalogModel: {
-            /** @description Upstream, provider-specific identifier sent to the provider API. */
-            model_id: string;
-            name: components["schemas"]["ResourceName"];
-            properties: components["schemas"]["ModelProperties"];
-        };
-        CatalogModelProvider: components["schemas"]["CatalogWellKnownModelProvider"] | components["schemas"]["CatalogCustomModelProvider"];
-        CatalogSandboxProvider: {
-            /** @description Minutes before Daytona auto-archives the sandbox (0 disables). */
-            auto_archive_interval_in_minutes: number;
-            /** @description Minutes before Daytona auto-deletes the sandbox (0 disables). */
-            auto_delete_interval_in_minutes: number;
-            /** @description Minutes of idle time before Daytona auto-stops the sandbox (0 disables). */
-            auto_stop_interval_in_minutes: number;
-            /** @description Default sandbox command exec timeout in milliseconds. */
-            exec_timeout_ms: number;
-            /**
-             * @description Daytona sandbox provider.
-             * @enum {string}
-             */
-            type: "daytona";
-        };
-        CatalogSkill: {
-            /** @description Concise guidance for when the agent should use the skill. */
-            description: string;
-            name: components["schemas"]["ResourceName"];
-            /** @description Path to the skill directory within the repository. Omit to use the repository root. */
-            path?: string;
-            /** @description Git ref — branch name, tag, or commit SHA. */
-            ref: string;
-            type: components["schemas"]["SkillType"];
-            /** @description Full HTTPS URL of a GitHub or GitLab repository. */
-            url: string;
-        };
-        CatalogWellKnownModelProvider: {
-            /**
-             * Format: uri
-             * @description URL of the provider logo asset
-             */
-            logo?: string;
-            /** @description Preset models */
-            models: components["schemas"]["CatalogModel"][];
-            type: components["schemas"]["CatalogWellKnownModelProviderType"];
-        };
-        /** @enum {string} */
-        CatalogWellKnownModelProviderType: "openai" | "anthropic" | "google-gemini" | "fireworks" | "zai" | "moonshot" | "alibaba" | "together";
-        ChatCompletionChunkDeltaToolCall: {
-            function?: {
-                /** @description Partial or complete JSON arguments string. */
-                arguments?: string;
-                /** @description Partial or complete function name. */
-                name?: string;
-            };
-            /** @description Tool call id (may arrive across multiple deltas). */
-            id?: string;
-            /** @description Index of this tool call in the streaming delta array. */
-            index: number;
-            /**
-             * @description Tool call type when present on this delta.
-             * @enum {string}
-             */
-            type?: "function";
-        };
-        ChatCompletionContentPartRefusal: {
-            /** @description Refusal message text. */
-            refusal: string;
-            /**
-             * @description Model refusal content part.
-             * @enum {string}
-             */
-            type: "refusal";
-        };
-        ChatCompletionContentPartText: {
-            /** @description Plain-text content. */
-            text: string;
-            /**
-             * @description Text content part.
-             * @enum {string}
-             */
-            type: "text";
-        };
-        ChatCompletionMessageToolCall: {
-            function: {
-                /** @description JSON-encoded function arguments string. */
-                arguments: string;
-                /** @description Function/tool name. */
-                name: string;
-            };
-            /** @description Tool call id. */
-            id: string;
-            /**
-             * @description Tool call type.
-             * @enum {string}
-             */
-            type: "function";
-        };
-        /**
-         * @default {
-         *       "enabled": true
-         *     }
-         */
-        CompactionConfig: {
-            /** @description Context size in tokens that triggers compaction. Default: 50000. */
-            compaction_threshold_tokens?: number;
-            /**
-             * @description Summarize older history when context grows too large. Default: true.
-             * @default true
-             */
-            enabled?: boolean;
-        };
-        ConfiguredMCPServer: {
-            auth_status: components["schemas"]["MCPAuthStatus"];
-            manifest: components["schemas"]["MCPServerManifest"];
-            name: components["schemas"]["ResourceName"];
-        };
-        ConfiguredModel: {
-            /** @description Upstream, provider-specific identifier sent to the provider API. */
-            model_id: string;
-            name: components["schemas"]["ResourceName"];
-            properties: components["schemas"]["ModelProperties"];
-        };
-        ConfiguredModelProvider: {
-            manifest: components["schemas"]["ModelProviderManifest"];
-            name: components["schemas"]["ResourceName"];
-        };
-        ConfiguredSandboxProvider: {
-            manifest: components["schemas"]["SandboxProviderManifest"];
-            status: components["schemas"]["SandboxBuildStatus"];
-            /** @description Human-readable detail for the current status; null when ready. */
-            status_reason: string | null;
-        };
-        ConfiguredSkill: {
-            manifest: components["schemas"]["SkillManifest"];
-            name: components["schemas"]["ResourceName"];
-        };
-        /**
-         * @default {
-         *       "compaction": {
-         *         "enabled": true
-         *       },
-         *       "large_tool_response": {
-         *         "enabled": true
-         *       }
-         *     }
-         */
-        ContextManagementConfig: {
-            compaction?: components["schemas"]["CompactionConfig"];
-            large_tool_response?: components["schemas"]["LargeToolResponseConfig"];
-        };
-        CreateAgentRequest: {
-            manifest: components["schemas"]["AgentSpec"];
-            name: components["schemas"]["ResourceName"];
-        };
-        CreateMCPServerRequest: {
-            manifest: components["schemas"]["MCPServerManifest"];
-        };
-        CreateModelProviderRequest: {
-            manifest: components["schemas"]["ModelProviderManifest"];
-        };
-        CreateSessionAgent: components["schemas"]["SessionAgentNameRef"] | components["schemas"]["SessionAgentSpecBody"];
-        CreateSessionRequest: {
-            agent: components["schemas"]["CreateSessionAgent"];
-        };
-        CreateSkillRequest: {
-            manifest: components["schemas"]["SkillManifest"];
-        };
-        CreateTurnRequest: {
-            /** @description Turn input items: user messages and/or approval/tool-response resumes. Do not mix user messages with approval or tool-response items. */
-            input?: components["schemas"]["TurnInputItem"][];
-            previous_turn_id?: components["schemas"]["PreviousTurnIdInput"];
-            /**
-             * @description When true (default), stream turn events as SSE. When false, return the running turn immediately.
-             * @default true
-             */
-            stream?: boolean;
-        };
-        CustomModelProvider: {
-            auth?: components["schemas"]["ModelProviderAuth"];
-            /**
-             * Format: uri
-             * @description Base URL of the provider's API.
-             */
-            base_url: string;
-            /** @description Models exposed by this provider (at least one). */
-            models: components["schemas"]["ConfiguredModel"][];
-            name: components["schemas"]["ResourceName"];
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "custom";
-        };
-        /** @description Daytona authentication credentials. */
-        DaytonaSandboxProviderAuth: {
-            /** @description Daytona API key. Responses are redacted; on PUT, a real value sets/rotates and a redacted value keeps the stored key. */
-            api_key: string;
-        };
-        DeleteAgentResponse: Record<string, never>;
-        /**
-         * @default {
-         *       "enabled": true
-         *     }
-         */
-        DynamicSubAgentsConfig: {
-            /**
-             * @description Allow the agent to spawn dynamic subagents. Default: true.
-             * @default true
-             */
-            enabled?: boolean;
-        };
-        ExtendedChunkDeltaToolCall: components["schemas"]["ChatCompletionChunkDeltaToolCall"] & {
-            provider_specific_fields?: {
-                [key: string]: unknown;
-            };
-            tool_info?: components["schemas"]["ToolInfo"];
-        };
-        FileContent: {
-            /** @description Data URI: `data:<mime>;base64,<payload>`. MIME type is parsed from the URI. */
-            data: string;
-            /** @description Filename presented to the agent. */
             name: string;
-            /**
-             * @description File attachment content part. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "file";
+        };
+        BasicAuth: {
+            password: string;
+            type: string;
+            username: string;
         };
         /**
-         * @description Why the model stopped generating.
+         * @description A spending limit: model tokens (input plus output, as `total_tokens` counts them) and cost
+         *     in US dollars (counted only for models with known prices). Either may be absent.
+         */
+        Budget: {
+            /** Format: double */
+            max_cost_usd?: number | null;
+            /** Format: int64 */
+            max_tokens?: number | null;
+        };
+        CacheControl: {
+            type: string;
+        };
+        /**
+         * @description Why a turn was cancelled.
          * @enum {string}
          */
-        FinishReason: "stop" | "length" | "tool_calls" | "content_filter" | "function_call";
-        FireworksModelProvider: {
-            auth: components["schemas"]["ModelProviderAuth"];
-            /**
-             * Format: uri
-             * @description Override of the provider's default API base URL.
-             * @default https://api.fireworks.ai/inference/v1
-             */
-            base_url?: string;
-            /** @description Models exposed by this provider (at least one). */
-            models: components["schemas"]["ConfiguredModel"][];
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "fireworks";
+        CancelReason: "server-execution-timeout" | "client-cancelled" | "cancelled-for-next-turn" | "abandoned";
+        /** @description `GET /capabilities`. */
+        Capabilities: {
+            sandbox: components["schemas"]["Enabled"];
+            settings: components["schemas"]["Enabled"];
+            skill: components["schemas"]["SkillCapability"];
+        };
+        /** @description Teamster extension: `POST /api/v1/sessions/{id}/clone`. */
+        CloneSessionRequest: {
+            /** @description The clone's title; the source's when absent. */
+            title?: string | null;
+            /** @description The last turn the clone copies; the source's last turn when absent. */
+            turn_id?: string | null;
         };
         /**
-         * @default {
-         *       "enabled": true
-         *     }
+         * @description What a context compaction replaced: the summary in the thread's output stands for the first
+         *     `replaced_messages` messages of the parent thread's history (seed messages not counted).
          */
-        GenerativeUIConfig: {
+        Compaction: {
+            /** Format: int64 */
+            replaced_messages: number;
             /**
-             * @description Enable Generative UI (OpenUI blocks). Default: true.
-             * @default true
+             * Format: int64
+             * @description The estimated size of the replaced messages, in tokens.
              */
+            replaced_tokens?: number;
+        };
+        CompactionConfig: {
+            /** Format: int64 */
+            compaction_threshold_tokens?: number | null;
             enabled?: boolean;
         };
-        GetAgentResponse: {
-            data: components["schemas"]["Agent"];
+        /** @description A configured MCP server, secrets redacted (`ConfiguredMCPServer`). */
+        ConfiguredMcpServer: {
+            auth_status: components["schemas"]["McpAuthStatus"];
+            manifest: components["schemas"]["McpServerManifest"];
+            name: string;
         };
-        GetCapabilitiesResponse: {
-            data: components["schemas"]["CapabilitiesData"];
+        ConfiguredModel: {
+            /** @description The id sent to the provider. */
+            model_id: string;
+            /** @description The name agents use after `provider/`. */
+            name: string;
+            properties?: components["schemas"]["ModelProperties"];
         };
-        GetMCPServerCatalogResponse: {
-            data: components["schemas"]["CatalogMCPServer"][];
+        /** @description A configured provider as listed: `{ name, manifest }` with the key redacted. */
+        ConfiguredModelProvider: {
+            manifest: components["schemas"]["ModelProviderManifest"];
+            name: string;
         };
-        GetMCPServerResponse: {
-            data: components["schemas"]["ConfiguredMCPServer"];
+        /** @description A configured skill (`ConfiguredSkill`). */
+        ConfiguredSkill: {
+            manifest: components["schemas"]["SkillManifest"];
+            name: string;
         };
-        GetMeResponse: {
-            /** @description User email from the ID token when connected; `"default"` when anonymous. */
-            email: string;
-            /** @description Caller role. */
-            role: string;
-            /**
-             * @description Session kind: `default` when no valid OIDC session; `oidc-connected` after a successful browser login.
-             * @enum {string}
-             */
-            type: "default" | "oidc-connected";
+        ContentPart: {
+            text: string;
+            /** @enum {string} */
+            type: "text";
+        } | {
+            refusal: string;
+            /** @enum {string} */
+            type: "refusal";
         };
-        GetModelProviderCatalogResponse: {
-            data: components["schemas"]["CatalogModelProvider"][];
-        };
-        GetModelProviderResponse: {
-            data: components["schemas"]["ConfiguredModelProvider"];
-        };
-        GetSandboxProviderCatalogResponse: {
-            data: components["schemas"]["CatalogSandboxProvider"][];
-        };
-        GetSandboxProviderResponse: {
-            data: components["schemas"]["ConfiguredSandboxProvider"];
-        };
-        GetSessionResponse: {
-            data: components["schemas"]["Session"];
-        };
-        GetSkillCatalogResponse: {
-            data: components["schemas"]["CatalogSkill"][];
-        };
-        GetSkillResponse: {
-            data: components["schemas"]["ConfiguredSkill"];
-        };
-        GetTurnResponse: {
-            data: components["schemas"]["Turn"];
-        };
-        GoogleGeminiModelProvider: {
-            auth: components["schemas"]["ModelProviderAuth"];
-            /**
-             * Format: uri
-             * @description Override of the provider's default API base URL.
-             * @default https://generativelanguage.googleapis.com/v1beta
-             */
-            base_url?: string;
-            /** @description Models exposed by this provider (at least one). */
-            models: components["schemas"]["ConfiguredModel"][];
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "google-gemini";
-        };
-        InitialUserMessage: {
-            /** @description Initial user message content injected at the start of every session. */
-            content: string;
-            /**
-             * @description Initial message type.
-             * @enum {string}
-             */
-            type: "user.message";
+        ContextManagementConfig: {
+            compaction?: null | components["schemas"]["CompactionConfig"];
+            large_tool_response?: null | components["schemas"]["Toggle"];
         };
         /**
-         * @default {
-         *       "enabled": true
+         * @description Native `POST /agents`.
+         * @example {
+         *       "manifest": {
+         *         "instructions": "You help customers with their orders.",
+         *         "model": {
+         *           "name": "openai/gpt-4o"
+         *         }
+         *       },
+         *       "name": "support"
          *     }
          */
-        LargeToolResponseConfig: {
+        CreateAgentRequest: {
+            manifest: components["schemas"]["AgentSpec"];
+            name: string;
+        };
+        /** @description A created key: its record and the key itself, shown this once. */
+        CreatedKeyResponse: components["schemas"]["ApiKey"] & {
+            secret: string;
+        };
+        /** @description `POST /api/v1/keys`. */
+        CreateKeyRequest: {
+            role?: components["schemas"]["Role"];
+            service_account?: boolean;
+            subject: string;
+            /** @description The subject's tenant (`default` when absent). */
+            tenant?: string | null;
+        };
+        /**
+         * @description Native `POST /sessions`: `agent` is `{ name }` or `{ spec }`.
+         * @example {
+         *       "agent": {
+         *         "name": "support"
+         *       },
+         *       "title": "Order 1234"
+         *     }
+         */
+        CreateSessionRequest: {
+            agent: components["schemas"]["SessionAgentInput"];
+            title?: string | null;
+        };
+        /**
+         * @description `POST .../turns` in both dialects.
+         * @example {
+         *       "input": [
+         *         {
+         *           "content": "What is on my calendar today?",
+         *           "type": "user.message"
+         *         }
+         *       ],
+         *       "stream": true
+         *     }
+         */
+        CreateTurnRequest: {
+            input?: components["schemas"]["TurnInput"][] | null;
+            /** @description `auto` (the default), `none`, or a turn id to chain to. */
+            previous_turn_id?: string | null;
+            /** @description Absent means `true` on the native API; the gateway client always sends it. */
+            stream?: boolean | null;
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Agent: {
+            /** @description A saved agent as the native API shows it: the latest version's spec under `manifest`. */
+            data: {
+                created_at: string;
+                id: string;
+                manifest: components["schemas"]["AgentSpec"];
+                name: string;
+                updated_at: string;
+                /**
+                 * Format: int64
+                 * @description The immutable version number the manifest belongs to (1, 2, ...).
+                 */
+                version: number;
+            };
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_ApiKey: {
+            /** @description An API key as listed: everything but its secret. */
+            data: {
+                created_at: string;
+                id: string;
+                revoked_at?: string | null;
+                role: components["schemas"]["Role"];
+                subject: components["schemas"]["Subject"];
+                tenant: string;
+            };
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Capabilities: {
+            /** @description `GET /capabilities`. */
+            data: {
+                sandbox: components["schemas"]["Enabled"];
+                settings: components["schemas"]["Enabled"];
+                skill: components["schemas"]["SkillCapability"];
+            };
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_ConfiguredMcpServer: {
+            /** @description A configured MCP server, secrets redacted (`ConfiguredMCPServer`). */
+            data: {
+                auth_status: components["schemas"]["McpAuthStatus"];
+                manifest: components["schemas"]["McpServerManifest"];
+                name: string;
+            };
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_ConfiguredModelProvider: {
+            /** @description A configured provider as listed: `{ name, manifest }` with the key redacted. */
+            data: {
+                manifest: components["schemas"]["ModelProviderManifest"];
+                name: string;
+            };
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_ConfiguredSkill: {
+            /** @description A configured skill (`ConfiguredSkill`). */
+            data: {
+                manifest: components["schemas"]["SkillManifest"];
+                name: string;
+            };
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_CreatedKeyResponse: {
+            /** @description A created key: its record and the key itself, shown this once. */
+            data: components["schemas"]["ApiKey"] & {
+                secret: string;
+            };
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_JsonObject: {
+            /** @description A JSON object the server passes on as it is (an MCP server's tool entries, a session state). */
+            data: {
+                [key: string]: unknown;
+            };
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_QueuedMessage: {
             /**
-             * @description Offload oversized tool responses to a sandbox file. Default: true.
-             * @default true
+             * @description A message queued to start a session's next turn once the running one ends
+             *     (`/api/v1/sessions/{id}/follow-ups`), or to join the running turn (`.../steer`).
              */
-            enabled?: boolean;
+            data: {
+                content: components["schemas"]["UserContent"];
+                created_at: string;
+                id: string;
+                /** @description The turn the follow-up started, when posting it started one at once. */
+                turn_id?: string | null;
+            };
         };
-        ListAgentsResponse: {
-            data: components["schemas"]["Agent"][];
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Session: {
+            data: components["schemas"]["SessionControl"] & {
+                agent: components["schemas"]["SessionAgent"];
+                agent_name?: string | null;
+                agent_spec?: null | components["schemas"]["AgentSpec"];
+                created_at: string;
+                created_by: string;
+                created_by_subject: components["schemas"]["Subject"];
+                id: string;
+                title?: string | null;
+                type: components["schemas"]["SessionKind"];
+                updated_at: string;
+            };
         };
-        ListAvailableMCPServersResponse: {
-            data: components["schemas"]["AvailableMCPServer"][];
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_TaskList: {
+            /**
+             * @description A session's task list as its last change left it (`GET /api/v1/sessions/{id}/tasks`, and
+             *     every task tool's result). `version` counts the changes: 0 for a session that never had a
+             *     list.
+             */
+            data: {
+                summary: components["schemas"]["TaskSummary"];
+                tasks: components["schemas"]["Task"][];
+                /** Format: int64 */
+                version: number;
+            };
         };
-        ListAvailableModelsResponse: {
-            data: components["schemas"]["AvailableModel"][];
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Turn: {
+            /** @description A turn as both dialects show it. */
+            data: components["schemas"]["SessionControl"] & {
+                created_at: string;
+                created_by_subject: components["schemas"]["Subject"];
+                id: string;
+                input?: components["schemas"]["TurnInput"][];
+                previous_turn_id?: string | null;
+                session_id: string;
+                state: components["schemas"]["TurnState"];
+            };
         };
-        ListAvailableSkillsResponse: {
-            data: components["schemas"]["AvailableSkill"][];
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Vec_Agent: {
+            data: {
+                created_at: string;
+                id: string;
+                manifest: components["schemas"]["AgentSpec"];
+                name: string;
+                updated_at: string;
+                /**
+                 * Format: int64
+                 * @description The immutable version number the manifest belongs to (1, 2, ...).
+                 */
+                version: number;
+            }[];
         };
-        ListMCPServersResponse: {
-            data: components["schemas"]["ConfiguredMCPServer"][];
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Vec_ApiKey: {
+            data: {
+                created_at: string;
+                id: string;
+                revoked_at?: string | null;
+                role: components["schemas"]["Role"];
+                subject: components["schemas"]["Subject"];
+                tenant: string;
+            }[];
         };
-        ListMCPServerToolsResponse: {
-            /** @description MCP `tools/list` entries, passed through verbatim from the MCP server. */
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Vec_AvailableMcpServer: {
+            data: {
+                auth?: null | components["schemas"]["McpServerAuthPublic"];
+                auth_status: components["schemas"]["McpAuthStatus"];
+                name: string;
+                /** @description The server's URL; `stdio:<name>` for a stdio server. */
+                url: string;
+            }[];
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Vec_AvailableModel: {
+            data: {
+                /** @description The id sent to the provider. */
+                model_id: string;
+                /** @description `provider/model`. */
+                name: string;
+                properties: components["schemas"]["ModelProperties"];
+                provider: components["schemas"]["AvailableModelProvider"];
+            }[];
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Vec_AvailableSkill: {
+            data: {
+                description: string;
+                name: string;
+            }[];
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Vec_ConfiguredMcpServer: {
+            data: {
+                auth_status: components["schemas"]["McpAuthStatus"];
+                manifest: components["schemas"]["McpServerManifest"];
+                name: string;
+            }[];
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Vec_ConfiguredModelProvider: {
+            data: {
+                manifest: components["schemas"]["ModelProviderManifest"];
+                name: string;
+            }[];
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Vec_ConfiguredSkill: {
+            data: {
+                manifest: components["schemas"]["SkillManifest"];
+                name: string;
+            }[];
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Vec_Grant: {
+            data: {
+                category?: null | components["schemas"]["ToolCategory"];
+                created_at: string;
+                id: string;
+                tool?: string | null;
+            }[];
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Vec_JsonObject: {
             data: {
                 [key: string]: unknown;
             }[];
         };
-        ListModelProvidersResponse: {
-            data: components["schemas"]["ConfiguredModelProvider"][];
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Vec_Plan: {
+            data: {
+                created_at: string;
+                /** @description The user's feedback on a rejected plan. */
+                feedback?: string | null;
+                /** @description The id of the `submit_plan` call. */
+                id: string;
+                /** @description The mode it was submitted in, and the one its approval switches to. */
+                mode: string;
+                /** @description The plan, as markdown. */
+                plan: string;
+                status: components["schemas"]["PlanStatus"];
+                title: string;
+                transitions_to: string;
+                /** @description The turn that submitted it. */
+                turn_id: string;
+            }[];
         };
-        ListSessionEventsResponse: {
-            data: components["schemas"]["SessionEventItem"][];
-            pagination: components["schemas"]["TokenPagination"];
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Vec_QueuedMessage: {
+            data: {
+                content: components["schemas"]["UserContent"];
+                created_at: string;
+                id: string;
+                /** @description The turn the follow-up started, when posting it started one at once. */
+                turn_id?: string | null;
+            }[];
         };
-        /**
-         * @description Sort sessions by `updated_at`. Defaults to "desc".
-         * @default desc
-         * @enum {string}
-         */
-        ListSessionsOrder: "asc" | "desc";
-        ListSessionsResponse: {
-            data: components["schemas"]["Session"][];
-            pagination: components["schemas"]["TokenPagination"];
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Vec_SkillManifest: {
+            data: {
+                /** @description Concise guidance for when the agent should use the skill. */
+                description: string;
+                name: string;
+                /** @description The skill's directory within the repository; its root when absent. */
+                path?: string | null;
+                /** @description A branch, tag or commit SHA. */
+                ref: string;
+                type: components["schemas"]["SkillType"];
+                /** @description The repository: an `https://` URL (Teamster also takes `http://` and `git://`). */
+                url: string;
+            }[];
         };
-        ListSkillsResponse: {
-            data: components["schemas"]["ConfiguredSkill"][];
+        DeltaFunction: {
+            arguments?: string | null;
+            name?: string | null;
         };
-        /**
-         * @description Sort events by insertion order. Defaults to "asc".
-         * @default asc
-         * @enum {string}
-         */
-        ListTurnEventsOrder: "asc" | "desc";
-        ListTurnEventsResponse: {
-            data: components["schemas"]["SessionEvent"][];
-            pagination: components["schemas"]["TokenPagination"];
-        };
-        ListTurnsResponse: {
-            data: components["schemas"]["Turn"][];
-            pagination: components["schemas"]["TokenPagination"];
-        };
-        MCPAuthRequiredEvent: components["schemas"]["BaseMCPAuthRequiredEvent"] & {
-            /** @description Servers that need authorization, each with an auth_url. */
-            mcp_servers: components["schemas"]["MCPServerAuthInfo"][];
-            /**
-             * @description One or more MCP servers need OAuth before tools can run.
-             * @enum {string}
-             */
-            type: "mcp.auth_required";
-        } & {
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "mcp.auth_required";
-        };
-        /** @description Current auth state. */
-        MCPAuthStatus: {
-            /**
-             * Format: uri
-             * @description When auth is required, this contains the URL to redirect the user to for authorization.
-             */
-            authorization_url?: string;
-            /**
-             * @description Current auth state for this MCP server.
-             * @enum {string}
-             */
-            status: "authenticated" | "auth_required" | "not_required";
-        };
-        MCPInitializeEvent: {
-            /** @description ISO 8601 event timestamp. */
-            created_at: string;
-            /** @description Unique identifier for the event (monotonic ULID). */
-            id: string;
-            /** @description Servers that were initialized. */
-            mcp_servers: components["schemas"]["MCPServerInitInfo"][];
-            /** @description Thread that triggered initialization. */
-            thread_id: string;
-            /**
-             * @description MCP server(s) initialized for this turn. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "mcp.initialize";
-        };
-        MCPServer: {
-            /**
-             * @description Tools subtracted from the enabled set. Default: none.
-             * @default []
-             */
-            disable_tools?: components["schemas"]["MCPServerToolSelector"][];
-            /**
-             * @description Tools exposed to the agent: `@all`, `@read-only`, or literal tool names. Default: `["@all"]`.
-             * @default [
-             *       "@all"
-             *     ]
-             */
-            enable_tools?: components["schemas"]["MCPServerToolSelector"][];
-            /** @description Name of a configured MCP server (Settings → Connectors). */
-            name: string;
-            /**
-             * @description When true, load all tool schemas upfront. Default: false (deferred discovery).
-             * @default false
-             */
-            preload?: boolean;
-            /**
-             * @description Tools loaded eagerly into context while the rest stay deferred. A non-empty list implies `preload: false`.
-             * @default []
-             */
-            preload_tools?: components["schemas"]["MCPServerToolSelector"][];
-            /**
-             * @description Tools that pause for human approval: `@all`, `@write`, `@destructive`, or literal names. Default: `["@write", "@destructive"]`.
-             * @default [
-             *       "@write",
-             *       "@destructive"
-             *     ]
-             */
-            require_approval_for_tools?: components["schemas"]["MCPServerApprovalToolSelector"][];
-        };
-        MCPServerApprovalToolSelector: ("@all" | "@write" | "@destructive") | string;
-        MCPServerAuthInfo: {
-            /** @description URL the user must visit to complete OAuth for this server. */
-            auth_url: string;
-            /** @description Internal MCP server id. */
-            id: string;
-            /** @description Configured MCP server name. */
-            name: string;
-        };
-        /** @description Auth mechanism when configured (no secrets). Omit when the server needs no credentials. */
-        MCPServerAuthPublic: {
-            /** @enum {string} */
-            type: "dcr";
-        } | {
-            /** @enum {string} */
-            type: "header";
-        };
-        MCPServerDcrAuth: {
-            /**
-             * @description Authenticate via OAuth Dynamic Client Registration. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "dcr";
-        };
-        MCPServerHeaderAuth: {
-            /** @description Request headers for this MCP server. Responses are redacted; on PUT, a real value sets/rotates and a redacted value keeps the stored secret for that header name. */
-            headers: {
-                [key: string]: string;
-            };
-            /**
-             * @description Authenticate with static HTTP headers. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "header";
-        };
-        MCPServerInitInfo: {
-            /** @description Internal MCP server id. */
-            id: string;
-            /** @description Configured MCP server name. */
-            name: string;
-            /** @description Optional MCP session id from the transport. */
-            session_id?: string;
-            /**
-             * @description Transport used to connect to the MCP server.
-             * @enum {string}
-             */
-            transport_type?: "streamable-http" | "sse";
-        };
-        MCPServerManifest: {
-            auth?: components["schemas"]["MCPServerManifestAuth"];
-            /** @description Concise summary of what this MCP server provides. */
-            description: string;
-            name: components["schemas"]["ResourceName"];
-            type: components["schemas"]["MCPServerType"];
-            /**
-             * Format: uri
-             * @description URL of the remote MCP server.
-             */
-            url: string;
-        };
-        /** @description Optional auth settings. Omit when the server needs no credentials. */
-        MCPServerManifestAuth: components["schemas"]["MCPServerHeaderAuth"] | components["schemas"]["MCPServerDcrAuth"];
-        MCPServerToolSelector: ("@all" | "@read-only") | string;
-        /** @enum {string} */
-        MCPServerType: "remote";
-        MCPToolInfo: {
-            /** @description Tool name on the MCP server. */
-            name: string;
-            /** @description Internal MCP server id. */
-            server_id: string;
-            /** @description Configured MCP server name. */
-            server_name: string;
-            /**
-             * @description Tool hosted on an MCP server. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "mcp";
-        };
-        Model: {
-            /** @description Model FQN: `provider/model`, e.g. `openai/gpt-5.2`. */
-            name: string;
-            params?: components["schemas"]["ModelParams"];
-        };
-        ModelMessageDeltaEvent: {
-            /** @description Incremental assistant text content. */
-            content?: string | null;
-            /** @description Optional ISO 8601 event timestamp. */
-            created_at?: string;
-            /** @description Finish reason when this delta completes the stream. */
-            finish_reason?: components["schemas"]["FinishReason"] | null;
-            /** @description Unique identifier for the event (monotonic ULID). */
-            id: string;
-            reasoning_content?: string;
-            /** @description Incremental refusal text when present. */
-            refusal?: string | null;
-            /** @description Thread that emitted this delta. */
-            thread_id: string;
-            tool_calls?: components["schemas"]["ExtendedChunkDeltaToolCall"][];
-            /**
-             * @description Streaming delta for a model.message. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "model.message.delta";
-            usage?: components["schemas"]["ModelMessageUsage"];
-        };
-        ModelMessageEvent: {
-            /** @description Assistant message content as text or content parts. */
-            content?: string | (components["schemas"]["ChatCompletionContentPartText"] | components["schemas"]["ChatCompletionContentPartRefusal"])[] | null;
-            /** @description ISO 8601 event timestamp. */
-            created_at: string;
-            /** @description Model finish reason; null when the provider omitted it. */
-            finish_reason?: components["schemas"]["FinishReason"] | null;
-            /** @description Unique identifier for the event (monotonic ULID). */
-            id: string;
-            /** @description Optional participant name. */
-            name?: string;
-            reasoning_content?: string;
-            /** @description Optional refusal text. */
-            refusal?: string | null;
-            /** @description Thread that emitted this message (`main` for the root agent). */
-            thread_id: string;
-            tool_calls?: components["schemas"]["ToolCall"][];
-            /**
-             * @description Complete assistant model message. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "model.message";
-            usage?: components["schemas"]["ModelMessageUsage"];
-        };
-        ModelMessageUsage: {
-            /** @description Optional cache-read tokens. */
-            cache_read_tokens?: number;
-            /** @description Optional cache-write tokens. */
-            cache_write_tokens?: number;
-            /** @description Input tokens for this model call. */
-            input_tokens: number;
-            input_tokens_breakdown: {
-                /** @description Tokens attributed to harness system framing. */
-                harness: number;
-                /** @description Tokens attributed to agent instructions. */
-                instructions: number;
-                /** @description Tokens attributed to conversation messages. */
-                messages: number;
-                /** @description Tokens attributed to skill instructions. */
-                skills: number;
-                /** @description Tokens attributed to tool schemas. */
-                tool_definitions: number;
-            };
-            /** @description Output tokens for this model call. */
-            output_tokens: number;
-        };
-        /** @description Model call parameters passed through to the provider. Known keys are documented; extra keys are allowed and forwarded as-is. */
-        ModelParams: {
-            /** @description Maximum tokens to generate in the model response. */
-            max_tokens?: number;
-            /** @description Whether the model may emit multiple tool calls in one response. */
-            parallel_tool_calls?: boolean;
-            /** @description Provider-specific reasoning effort (e.g. low/medium/high). */
-            reasoning_effort?: string;
-            /** @description Sampling temperature; higher values increase randomness. */
-            temperature?: number;
-            /** @description Top-k sampling; keep only the k highest-probability tokens. */
-            top_k?: number;
-            /** @description Nucleus sampling probability mass. */
-            top_p?: number;
-        } & {
-            [key: string]: unknown;
-        };
-        /** @description Optional model capability metadata. */
-        ModelProperties: {
-            /** @description Maximum context window size in tokens. */
-            context_length?: number;
-            /** @description Maximum output tokens the model can generate. */
-            max_output_tokens?: number;
-            /** @description Supported reasoning-effort values for this model. */
-            reasoning_efforts?: components["schemas"]["ReasoningEffort"][];
-        };
-        /** @description Provider authentication credentials. */
-        ModelProviderAuth: {
-            /** @description Provider API key. Responses are redacted; on PUT, a real value sets/rotates and a redacted value keeps the stored key. */
-            api_key: string;
-        };
-        ModelProviderManifest: components["schemas"]["OpenAIModelProvider"] | components["schemas"]["AnthropicModelProvider"] | components["schemas"]["GoogleGeminiModelProvider"] | components["schemas"]["FireworksModelProvider"] | components["schemas"]["ZaiModelProvider"] | components["schemas"]["MoonshotModelProvider"] | components["schemas"]["TogetherAIModelProvider"] | components["schemas"]["AlibabaModelProvider"] | components["schemas"]["CustomModelProvider"];
-        MoonshotModelProvider: {
-            auth: components["schemas"]["ModelProviderAuth"];
-            /**
-             * Format: uri
-             * @description Override of the provider's default API base URL.
-             * @default https://api.moonshot.ai/v1
-             */
-            base_url?: string;
-            /** @description Models exposed by this provider (at least one). */
-            models: components["schemas"]["ConfiguredModel"][];
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "moonshot";
-        };
-        OpenAIModelProvider: {
-            auth: components["schemas"]["ModelProviderAuth"];
-            /**
-             * Format: uri
-             * @description Override of the provider's default API base URL.
-             * @default https://api.openai.com/v1
-             */
-            base_url?: string;
-            /** @description Models exposed by this provider (at least one). */
-            models: components["schemas"]["ConfiguredModel"][];
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "openai";
-        };
-        /**
-         * @description Defaults to 'auto' (chain to session last turn). Use 'none' for a new root turn.
-         * @default auto
-         */
-        PreviousTurnIdInput: "auto" | "none" | string;
-        RawToolCall: components["schemas"]["ChatCompletionMessageToolCall"] & {
+        DeltaToolCall: {
+            function?: null | components["schemas"]["DeltaFunction"];
+            id?: string | null;
+            /** Format: int32 */
+            index: number;
             provider_specific_fields?: {
                 [key: string]: unknown;
-            };
+            } | null;
+            tool_info?: null | components["schemas"]["ToolInfo"];
+            type?: string | null;
         };
+        /** @description An empty JSON object, the body of cancel and delete responses. */
+        Empty: Record<string, never>;
+        Enabled: {
+            enabled: boolean;
+        };
+        ErrorDetail: {
+            /** @description Always a string when present: clients fail on any other type. */
+            code?: string | null;
+            message: string;
+            param?: string | null;
+            type?: string | null;
+        };
+        /** @description One event of a turn, by `type`. */
+        Event: (components["schemas"]["TurnCreated"] & {
+            /** @enum {string} */
+            type: "turn.created";
+        }) | (components["schemas"]["TurnDone"] & {
+            /** @enum {string} */
+            type: "turn.done";
+        }) | (components["schemas"]["ModelMessage"] & {
+            /** @enum {string} */
+            type: "model.message";
+        }) | (components["schemas"]["ModelMessageDelta"] & {
+            /** @enum {string} */
+            type: "model.message.delta";
+        }) | (components["schemas"]["ToolResponse"] & {
+            /** @enum {string} */
+            type: "tool.response";
+        }) | (components["schemas"]["ThreadCreated"] & {
+            /** @enum {string} */
+            type: "thread.created";
+        }) | (components["schemas"]["ThreadDone"] & {
+            /** @enum {string} */
+            type: "thread.done";
+        }) | (components["schemas"]["McpInitialize"] & {
+            /** @enum {string} */
+            type: "mcp.initialize";
+        }) | (components["schemas"]["McpAuthRequired"] & {
+            /** @enum {string} */
+            type: "mcp.auth_required";
+        }) | (components["schemas"]["SandboxCreated"] & {
+            /** @enum {string} */
+            type: "sandbox.created";
+        }) | (components["schemas"]["ToolCallsPending"] & {
+            /** @enum {string} */
+            type: "tool.approval_required";
+        }) | (components["schemas"]["ToolCallsPending"] & {
+            /** @enum {string} */
+            type: "tool.response_required";
+        }) | (components["schemas"]["ToolProgress"] & {
+            /** @enum {string} */
+            type: "tool.progress";
+        });
         /** @enum {string} */
-        ReasoningEffort: "none" | "minimal" | "low" | "medium" | "high" | "xhigh" | "max";
-        RequestErrorResponse: {
-            error: {
-                /** @description Optional machine-readable error code; null when not applicable. */
-                code?: string | null;
-                /** @description Human-readable explanation of the failure. */
-                message: string;
-                /** @description Optional request field that caused the error; null when not field-specific. */
-                param?: string | null;
-                /** @description Optional error category (e.g. validation vs conflict). */
-                type?: string;
-            };
+        FinishReason: "stop" | "length" | "tool_calls" | "content_filter" | "function_call";
+        FunctionCall: {
+            /** @description The arguments as JSON text, exactly as the model produced them. */
+            arguments: string;
+            name: string;
         };
-        ResourceName: string;
-        ResponseFormat: components["schemas"]["ResponseFormatText"] | components["schemas"]["ResponseFormatJsonObject"] | components["schemas"]["ResponseFormatJsonSchema"];
-        /** @description JSON object response format. Extra provider fields are allowed. */
-        ResponseFormatJsonObject: {
-            /**
-             * @description Model must return a JSON object. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "json_object";
-        } & {
+        /**
+         * @description A session grant (`GET /api/v1/sessions/{id}/grants`): one tool, or one category, allowed
+         *     without asking for the rest of the session, until revoked.
+         */
+        Grant: {
+            category?: null | components["schemas"]["ToolCategory"];
+            created_at: string;
+            id: string;
+            tool?: string | null;
+        };
+        /**
+         * @description What an "always allow" answer allows from then on: the tool, or every tool of its category.
+         * @enum {string}
+         */
+        GrantScope: "tool" | "category";
+        HostMatch: {
+            hosts: string[];
+        };
+        /** @description A seed message of an agent spec (text only). */
+        InitialUserMessage: {
+            content: string;
+            type?: string;
+        };
+        /** @description Where a call's input tokens went. */
+        InputTokensBreakdown: {
+            /** Format: int64 */
+            harness: number;
+            /** Format: int64 */
+            instructions: number;
+            /** Format: int64 */
+            messages: number;
+            /** Format: int64 */
+            skills: number;
+            /** Format: int64 */
+            tool_definitions: number;
+        };
+        /** @description A JSON object the server passes on as it is (an MCP server's tool entries, a session state). */
+        JsonObject: {
             [key: string]: unknown;
         };
-        /** @description JSON Schema response format. Extra provider fields are allowed. */
-        ResponseFormatJsonSchema: {
-            /** @description JSON Schema payload. Extra provider fields are allowed. */
-            json_schema: {
-                /** @description Optional schema description for the model. */
-                description?: string;
-                /** @description Schema name sent to the provider. */
-                name: string;
-                /** @description JSON Schema object for the response. */
-                schema?: {
-                    [key: string]: unknown;
-                };
-                /** @description When true, ask the provider to enforce the schema strictly. */
-                strict?: boolean | null;
-            } & {
-                [key: string]: unknown;
-            };
-            /**
-             * @description Model must return JSON matching a schema. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "json_schema";
-        } & {
-            [key: string]: unknown;
+        JsonSchemaFormat: {
+            description?: string | null;
+            name: string;
+            schema?: unknown;
+            strict?: boolean | null;
         };
-        /** @description Default text response format. Extra provider fields are allowed. */
-        ResponseFormatText: {
+        McpAuthRequired: {
+            created_at: string;
+            id: string;
+            mcp_servers: components["schemas"]["McpServerAuth"][];
+            thread_id?: string | null;
+        };
+        /** @description Whether an MCP server can be used as configured (`MCPAuthStatus`). */
+        McpAuthStatus: {
+            authorization_url?: string | null;
+            /** @description `authenticated`, `auth_required` or `not_required`. */
+            status: string;
+        };
+        McpInitialize: {
+            created_at: string;
+            id: string;
+            mcp_servers: components["schemas"]["McpServerInit"][];
+            thread_id: string;
+        };
+        /** @description An MCP server the agent may use, with its tool and approval selectors. */
+        McpServer: components["schemas"]["McpServerSource"] & {
+            disable_tools?: string[] | null;
+            enable_tools?: string[] | null;
+            preload?: boolean | null;
+            preload_tools?: string[] | null;
+            require_approval_for_tools?: string[] | null;
+        };
+        McpServerAuth: {
+            auth_url: string;
+            id: string;
+            name: string;
+        };
+        /** @description The kind of authentication a server uses, without secrets (`MCPServerAuthPublic`). */
+        McpServerAuthPublic: {
+            type: string;
+        };
+        McpServerInit: {
             /**
-             * @description Unconstrained text output. (enum property replaced by openapi-typescript)
+             * @description Teamster extension: why the server could not be initialized; the turn goes on without
+             *     its tools. Absent when it was.
+             */
+            error?: string | null;
+            id: string;
+            name: string;
+            session_id?: string | null;
+            transport_type?: string | null;
+        };
+        /**
+         * @description An MCP server configured through the settings API (`MCPServerManifest`).
+         *
+         *     `type: "remote"` is the spec's: a server at `url`, over streamable HTTP, or the legacy SSE
+         *     transport with the Teamster extension `transport: "sse"`. `type: "stdio"` is a Teamster
+         *     extension: a command this server starts (`command`, `args`, `env`), which only an operator
+         *     can configure, never an agent spec.
+         */
+        McpServerManifest: {
+            /** @description Teamster extension for stdio servers: the program's arguments. */
+            args?: string[] | null;
+            auth?: null | components["schemas"]["McpServerAuth"];
+            /** @description Teamster extension for stdio servers: the program to start. */
+            command?: string | null;
+            description?: string | null;
+            /**
+             * @description Teamster extension for stdio servers: variables set for the program, which does not
+             *     inherit this server's environment. Values are redacted like header secrets.
+             */
+            env?: {
+                [key: string]: string;
+            } | null;
+            name: string;
+            /** @description Teamster extension for remote servers: `streamable-http` (the default) or `sse`. */
+            transport?: string | null;
+            type: string;
+            url?: string | null;
+        };
+        /** @description `POST|PUT /settings/mcp-servers`. */
+        McpServerRequest: {
+            manifest: components["schemas"]["McpServerManifest"];
+        };
+        McpServerSource: {
+            /** @description The registry's name of the server, or the agent's label for an inline one. */
+            name: string;
+            /**
+             * @description Teamster extension: an inline server's transport; by the URL when absent.
              * @enum {string}
              */
-            type: "text";
+            transport?: "streamable-http" | "sse";
+            /**
+             * @description Where the server comes from; the settings registry when absent.
+             * @enum {string}
+             */
+            type?: "truefoundry-mcp-registry" | "inline";
+            /** @description An inline server's URL (required for `inline`). */
+            url?: string;
+        };
+        MessageContent: string | components["schemas"]["ContentPart"][];
+        /** @description A complete model message, also the placeholder that starts a streamed one. */
+        ModelMessage: {
+            content?: null | components["schemas"]["MessageContent"];
+            created_at: string;
+            finish_reason?: null | components["schemas"]["FinishReason"];
+            id: string;
+            name?: string | null;
+            reasoning_content?: string | null;
+            refusal?: string | null;
+            /**
+             * @description The user's instructions that joined the running turn right before this message (a
+             *     Teamster extension, absent when there are none): the model saw them as user messages
+             *     after the turn's earlier steps, and a rebuilt history puts them there again.
+             */
+            steering?: components["schemas"]["Steer"][] | null;
+            /**
+             * @description The provider's reasoning blocks exactly as received, signatures included (a Teamster
+             *     extension, absent when there are none): they go back to the provider with the message.
+             */
+            thinking_blocks?: components["schemas"]["ThinkingBlock"][] | null;
+            thread_id: string;
+            tool_calls?: components["schemas"]["ToolCall"][] | null;
+            usage?: null | components["schemas"]["Usage"];
+        };
+        /** @description A fragment of a streamed model message. */
+        ModelMessageDelta: {
+            content?: string | null;
+            created_at?: string | null;
+            finish_reason?: null | components["schemas"]["FinishReason"];
+            id: string;
+            reasoning_content?: string | null;
+            refusal?: string | null;
+            /** @description Complete reasoning blocks, appended in order (the Teamster extension of [`ModelMessage`]). */
+            thinking_blocks?: components["schemas"]["ThinkingBlock"][] | null;
+            thread_id: string;
+            tool_calls?: components["schemas"]["DeltaToolCall"][] | null;
+            usage?: null | components["schemas"]["Usage"];
+        };
+        /** @description Sampling parameters. Unknown keys are kept and passed through to providers that accept them. */
+        ModelParams: {
+            cache_control?: null | components["schemas"]["CacheControl"];
+            /** Format: int64 */
+            max_tokens?: number | null;
+            parallel_tool_calls?: boolean | null;
+            reasoning_effort?: string | null;
+            /** Format: double */
+            temperature?: number | null;
+            /** Format: int64 */
+            top_k?: number | null;
+            /** Format: double */
+            top_p?: number | null;
         } & {
             [key: string]: unknown;
         };
         /**
-         * @default {
-         *       "ask_user_questions": {
-         *         "enabled": true
-         *       },
-         *       "context_management": {
-         *         "compaction": {
-         *           "enabled": true
-         *         },
-         *         "large_tool_response": {
-         *           "enabled": true
-         *         }
-         *       },
-         *       "dynamic_sub_agents": {
-         *         "enabled": true
-         *       },
-         *       "generative_ui": {
-         *         "enabled": true
-         *       },
-         *       "iteration_limit": 100,
-         *       "sandbox": {
-         *         "enabled": false,
-         *         "file_downloads": true
+         * @description A model's prices in US dollars per million tokens.
+         *
+         *     The input price applies to prompt tokens that were neither read from nor written to the
+         *     provider's prompt cache. An absent cache price means the input price: that never assumes a
+         *     discount the provider may not give, so set the cache prices to get the cheaper cache reads
+         *     (and the dearer cache writes) most providers charge.
+         */
+        ModelPricing: {
+            /** Format: double */
+            cache_read_per_million?: number | null;
+            /** Format: double */
+            cache_write_per_million?: number | null;
+            /** Format: double */
+            input_per_million: number;
+            /** Format: double */
+            output_per_million: number;
+        };
+        ModelProperties: {
+            /** Format: int64 */
+            context_length?: number | null;
+            /** Format: int64 */
+            max_output_tokens?: number | null;
+            pricing?: null | components["schemas"]["ModelPricing"];
+            reasoning_efforts?: string[] | null;
+        };
+        /**
+         * @description A model provider and the models it serves (`ModelProviderManifest`).
+         *
+         *     Well-known types (`openai`, `anthropic`, ...) are named by their type; `custom` providers
+         *     (any OpenAI-compatible endpoint) carry their own `name` and a `base_url`.
+         */
+        ModelProviderManifest: {
+            auth?: null | components["schemas"]["ProviderAuth"];
+            base_url?: string | null;
+            /**
+             * Format: int64
+             * @description The most requests this server sends the provider at once (1 to 10,000); more wait for a
+             *     free slot. Absent means the server's default (64).
+             */
+            max_concurrent_requests?: number | null;
+            models: components["schemas"]["ConfiguredModel"][];
+            name?: string | null;
+            type: string;
+        };
+        /** @description `POST|PUT /settings/model-providers`. */
+        ModelProviderRequest: {
+            manifest: components["schemas"]["ModelProviderManifest"];
+        };
+        /** @description A model named `provider/model`, with optional sampling parameters. */
+        ModelRef: {
+            name: string;
+            params?: null | components["schemas"]["ModelParams"];
+        };
+        /** @description One mode of an agent (`plan`, `build`, ...): what it changes of the agent it is part of. */
+        ModeSpec: {
+            /** @description MCP servers whose tools are offered in this mode on top of the agent's. */
+            additional_tools?: components["schemas"]["McpServer"][] | null;
+            /** @description The mode a session starts in (the first mode when none is marked). */
+            default?: boolean;
+            description?: string | null;
+            /** @description Unique among the agent's modes: 1-64 characters of a-z, 0-9, `_` and `-`. */
+            id: string;
+            /** @description Added after the agent's own instructions while the mode is in force. */
+            instructions?: string | null;
+            /** @description The model of the mode (`provider/model`); the agent's when absent. */
+            model?: string | null;
+            /** @description For mode pickers; the id when absent. */
+            name?: string | null;
+            /** @description The only tools (by name) the model is offered in this mode; every tool when absent. */
+            tools?: string[] | null;
+            /** @description The mode an approved plan switches to: a mode with it offers `submit_plan`. */
+            transitions_to?: string | null;
+        };
+        NetworkPolicy: {
+            auth_inject?: components["schemas"]["AuthInject"][] | null;
+        };
+        /** @description `{ "data": [...], "pagination": ... }`, the envelope of every list response. */
+        Page_Event: {
+            data: ((components["schemas"]["TurnCreated"] & {
+                /** @enum {string} */
+                type: "turn.created";
+            }) | (components["schemas"]["TurnDone"] & {
+                /** @enum {string} */
+                type: "turn.done";
+            }) | (components["schemas"]["ModelMessage"] & {
+                /** @enum {string} */
+                type: "model.message";
+            }) | (components["schemas"]["ModelMessageDelta"] & {
+                /** @enum {string} */
+                type: "model.message.delta";
+            }) | (components["schemas"]["ToolResponse"] & {
+                /** @enum {string} */
+                type: "tool.response";
+            }) | (components["schemas"]["ThreadCreated"] & {
+                /** @enum {string} */
+                type: "thread.created";
+            }) | (components["schemas"]["ThreadDone"] & {
+                /** @enum {string} */
+                type: "thread.done";
+            }) | (components["schemas"]["McpInitialize"] & {
+                /** @enum {string} */
+                type: "mcp.initialize";
+            }) | (components["schemas"]["McpAuthRequired"] & {
+                /** @enum {string} */
+                type: "mcp.auth_required";
+            }) | (components["schemas"]["SandboxCreated"] & {
+                /** @enum {string} */
+                type: "sandbox.created";
+            }) | (components["schemas"]["ToolCallsPending"] & {
+                /** @enum {string} */
+                type: "tool.approval_required";
+            }) | (components["schemas"]["ToolCallsPending"] & {
+                /** @enum {string} */
+                type: "tool.response_required";
+            }) | (components["schemas"]["ToolProgress"] & {
+                /** @enum {string} */
+                type: "tool.progress";
+            }))[];
+            pagination: components["schemas"]["TokenPagination"];
+        };
+        /** @description `{ "data": [...], "pagination": ... }`, the envelope of every list response. */
+        Page_Session: {
+            data: (components["schemas"]["SessionControl"] & {
+                agent: components["schemas"]["SessionAgent"];
+                agent_name?: string | null;
+                agent_spec?: null | components["schemas"]["AgentSpec"];
+                created_at: string;
+                created_by: string;
+                created_by_subject: components["schemas"]["Subject"];
+                id: string;
+                title?: string | null;
+                type: components["schemas"]["SessionKind"];
+                updated_at: string;
+            })[];
+            pagination: components["schemas"]["TokenPagination"];
+        };
+        /** @description `{ "data": [...], "pagination": ... }`, the envelope of every list response. */
+        Page_SessionEventItem: {
+            data: {
+                event: components["schemas"]["Event"];
+                turn_id: string;
+            }[];
+            pagination: components["schemas"]["TokenPagination"];
+        };
+        /** @description `{ "data": [...], "pagination": ... }`, the envelope of every list response. */
+        Page_Turn: {
+            data: (components["schemas"]["SessionControl"] & {
+                created_at: string;
+                created_by_subject: components["schemas"]["Subject"];
+                id: string;
+                input?: components["schemas"]["TurnInput"][];
+                previous_turn_id?: string | null;
+                session_id: string;
+                state: components["schemas"]["TurnState"];
+            })[];
+            pagination: components["schemas"]["TokenPagination"];
+        };
+        /**
+         * @description Whether a tool runs at once, waits for the user's approval, or never runs (its call gets an
+         *     error result).
+         * @enum {string}
+         */
+        Permission: "allow" | "ask" | "deny";
+        /**
+         * @description A session's permissions: by tool name, then by category, over the spec's
+         *     `require_approval_for_tools` (which decides what neither names).
+         */
+        PermissionPolicy: {
+            categories?: {
+                [key: string]: components["schemas"]["Permission"];
+            };
+            tools?: {
+                [key: string]: components["schemas"]["Permission"];
+            };
+        };
+        /** @description A plan the agent submitted with `submit_plan` (`GET /api/v1/sessions/{id}/plans`). */
+        Plan: {
+            created_at: string;
+            /** @description The user's feedback on a rejected plan. */
+            feedback?: string | null;
+            /** @description The id of the `submit_plan` call. */
+            id: string;
+            /** @description The mode it was submitted in, and the one its approval switches to. */
+            mode: string;
+            /** @description The plan, as markdown. */
+            plan: string;
+            status: components["schemas"]["PlanStatus"];
+            title: string;
+            transitions_to: string;
+            /** @description The turn that submitted it. */
+            turn_id: string;
+        };
+        /**
+         * @description Where a plan stands. A rejected plan goes back to `draft` with the user's feedback; the
+         *     agent revises it and submits a new one.
+         * @enum {string}
+         */
+        PlanStatus: "draft" | "pending_approval" | "approved" | "executing" | "executed" | "failed";
+        ProviderAuth: {
+            api_key: string;
+        };
+        /**
+         * @description A message queued to start a session's next turn once the running one ends
+         *     (`/api/v1/sessions/{id}/follow-ups`), or to join the running turn (`.../steer`).
+         */
+        QueuedMessage: {
+            content: components["schemas"]["UserContent"];
+            created_at: string;
+            id: string;
+            /** @description The turn the follow-up started, when posting it started one at once. */
+            turn_id?: string | null;
+        };
+        /**
+         * @description `POST /api/v1/sessions/{id}/follow-ups` and `.../steer`.
+         * @example {
+         *       "content": "Also check the refund policy."
+         *     }
+         */
+        QueueMessageRequest: {
+            content: components["schemas"]["UserContent"];
+        };
+        /**
+         * @description The error body of every 4xx and 5xx response.
+         * @example {
+         *       "error": {
+         *         "code": "not_found",
+         *         "message": "session \"ses_0123\" not found",
+         *         "param": null,
+         *         "type": "not_found_error"
          *       }
          *     }
          */
-        RuntimeConfig: {
-            ask_user_questions?: components["schemas"]["AskUserQuestionsConfig"];
-            context_management?: components["schemas"]["ContextManagementConfig"];
-            dynamic_sub_agents?: components["schemas"]["DynamicSubAgentsConfig"];
-            generative_ui?: components["schemas"]["GenerativeUIConfig"];
-            /**
-             * @description Max agent-loop iterations per turn (1–1024). Default: 100.
-             * @default 100
-             */
-            iteration_limit?: number;
-            sandbox?: components["schemas"]["SandboxConfig"];
+        RequestErrorResponse: {
+            error: components["schemas"]["ErrorDetail"];
+        };
+        ResponseFormat: {
+            /** @enum {string} */
+            type: "text";
+        } | {
+            /** @enum {string} */
+            type: "json_object";
+        } | {
+            json_schema: components["schemas"]["JsonSchemaFormat"];
+            /** @enum {string} */
+            type: "json_schema";
         };
         /**
-         * @description Current build status.
+         * @description What a caller may do beyond its own sessions.
          * @enum {string}
          */
-        SandboxBuildStatus: "pending" | "ready" | "failed";
-        SandboxCapability: {
-            /** @description Whether a sandbox provider is configured for this tenant. */
-            enabled: boolean;
+        Role: "admin" | "member";
+        /** @description Runtime limits and features of an agent. Absent sub-objects take the spec's defaults. */
+        RuntimeConfig: {
+            ask_user_questions?: null | components["schemas"]["Toggle"];
+            budget?: null | components["schemas"]["Budget"];
+            context_management?: null | components["schemas"]["ContextManagementConfig"];
+            dynamic_sub_agents?: null | components["schemas"]["SubAgentsConfig"];
+            generative_ui?: null | components["schemas"]["Toggle"];
+            /** Format: int64 */
+            iteration_limit?: number | null;
+            sandbox?: null | components["schemas"]["SandboxConfig"];
+            state_tool?: null | components["schemas"]["Toggle"];
+            tasks?: null | components["schemas"]["Toggle"];
+            /**
+             * @description Teamster extension: the permission category of tools by name, where the harness's
+             *     own (MCP annotations, built-in knowledge) is not what the agent's author wants.
+             */
+            tool_categories?: {
+                [key: string]: components["schemas"]["ToolCategory"];
+            } | null;
         };
-        /**
-         * @default {
-         *       "enabled": false,
-         *       "file_downloads": true
-         *     }
-         */
         SandboxConfig: {
-            /** @description Give the agent a sandbox. Required for skills and Code Mode. */
-            enabled: boolean;
-            /**
-             * @description Allow downloading agent-produced files via the turn download endpoint. Default: true.
-             * @default true
-             */
-            file_downloads?: boolean;
+            enabled?: boolean;
+            file_downloads?: boolean | null;
+            /** @description Teamster extension: whether sandboxed commands may reach the network (off by default). */
+            network?: boolean | null;
+            network_policy?: null | components["schemas"]["NetworkPolicy"];
         };
-        SandboxCreatedEvent: {
-            /** @description ISO 8601 event timestamp. */
+        SandboxCreated: {
             created_at: string;
-            /** @description Unique identifier for the event (monotonic ULID). */
             id: string;
-            /** @description Provider sandbox id. */
             sandbox_id: string;
-            /** @description Always null — sandbox is session-scoped. */
-            thread_id: string | null;
-            /**
-             * @description A sandbox was created for this session. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "sandbox.created";
+            thread_id?: string | null;
         };
-        SandboxProviderManifest: {
-            auth: components["schemas"]["DaytonaSandboxProviderAuth"];
-            /** @description Minutes before Daytona auto-archives the sandbox (0 disables). */
-            auto_archive_interval_in_minutes: number;
-            /** @description Minutes before Daytona auto-deletes the sandbox (0 disables). */
-            auto_delete_interval_in_minutes: number;
-            /** @description Minutes of idle time before Daytona auto-stops the sandbox (0 disables). */
-            auto_stop_interval_in_minutes: number;
-            /** @description Default sandbox command exec timeout in milliseconds. */
-            exec_timeout_ms: number;
-            /**
-             * @description Daytona sandbox provider.
-             * @enum {string}
-             */
-            type: "daytona";
-        };
-        Session: {
+        Session: components["schemas"]["SessionControl"] & {
             agent: components["schemas"]["SessionAgent"];
-            /** @description ISO 8601 creation timestamp. */
+            agent_name?: string | null;
+            agent_spec?: null | components["schemas"]["AgentSpec"];
             created_at: string;
-            /** @description Caller identity that created the session (immutable). */
             created_by: string;
-            /** @description Unique session id. */
+            created_by_subject: components["schemas"]["Subject"];
             id: string;
-            /** @description Optional human-readable title; null until set. */
-            title: string | null;
-            /** @description ISO 8601 last-update timestamp. */
+            title?: string | null;
+            type: components["schemas"]["SessionKind"];
             updated_at: string;
         };
-        SessionAgent: components["schemas"]["SessionAgentReference"] | components["schemas"]["SessionAgentInline"];
-        SessionAgentInline: {
+        /** @description The native API's view of what a session runs. */
+        SessionAgent: {
+            id: string;
+            name?: string | null;
+            /** @enum {string} */
+            type: "reference";
+            /** Format: int64 */
+            version: number;
+        } | {
             spec: components["schemas"]["AgentSpec"];
-            /**
-             * @description Bind the session to an inline AgentSpec (not a registry id). (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
+            /** @enum {string} */
             type: "inline";
         };
-        SessionAgentNameRef: {
-            name: components["schemas"]["ResourceName"];
+        SessionAgentInput: {
+            name?: string | null;
+            spec?: null | components["schemas"]["AgentSpec"];
         };
-        SessionAgentReference: {
-            /** @description Registry agent id. */
-            id: string;
-            /** @description Create-time snapshot of the registry agent name; null for legacy or orphan rows. */
-            name: string | null;
+        /**
+         * @description What a session runs with besides its agent: the mode and the model a client chose (or an
+         *     approved plan switched to), its permission policy and the grants its user gave. Sessions
+         *     keep these for their next turns, and each turn records the ones it ran with. Empty for
+         *     sessions that changed none of their agent's defaults.
+         */
+        SessionControl: {
+            /** @description Tools and categories the user allowed for the rest of the session ("always allow"). */
+            grants?: components["schemas"]["Grant"][];
+            /** @description The id of one of the agent's modes. */
+            mode?: string | null;
+            /** @description A `provider/model` that replaces the agent's (and the mode's) model. */
+            model?: string | null;
+            /** @description What the session's tools may do without asking. */
+            permissions?: components["schemas"]["PermissionPolicy"];
             /**
-             * @description Bind the session to a named registry agent. (enum property replaced by openapi-typescript)
-             * @enum {string}
+             * @description The session state, for agents with a `state_schema` (the schema's defaults until it
+             *     is first changed). Sessions keep it; turns do not record it.
              */
-            type: "reference";
+            state?: unknown;
         };
-        SessionAgentSpecBody: {
-            spec: components["schemas"]["AgentSpec"];
-        };
-        SessionEvent: components["schemas"]["TurnCreatedEvent"] | components["schemas"]["TurnDoneEvent"] | components["schemas"]["ModelMessageEvent"] | components["schemas"]["ToolResponseEvent"] | components["schemas"]["ThreadCreatedEvent"] | components["schemas"]["ThreadDoneEvent"] | components["schemas"]["MCPAuthRequiredEvent"] | components["schemas"]["MCPInitializeEvent"] | components["schemas"]["SandboxCreatedEvent"] | components["schemas"]["ToolApprovalRequiredEvent"] | components["schemas"]["ToolResponseRequiredEvent"];
+        /** @description One item of a session's event list. */
         SessionEventItem: {
-            event: components["schemas"]["SessionEvent"];
-            /** @description Turn that emitted this event. */
+            event: components["schemas"]["Event"];
             turn_id: string;
         };
-        SettingsCapability: {
-            /** @description Whether the settings UI/API is enabled. */
-            enabled: boolean;
-        };
-        Skill: {
-            /** @description Name of a configured skill (also used as the skill directory name in the sandbox). */
-            name: string;
-        };
+        /** @enum {string} */
+        SessionKind: "session" | "session/draft";
         SkillCapability: {
-            /** @description Whether skills are available. False when sandbox is not enabled (skills require a sandbox). */
             enabled: boolean;
-            /** @description Present when skills are disabled. Explains why. */
-            reason?: string;
+            reason?: string | null;
         };
+        /** @description A skill kept in a git repository (`SkillManifest`; `type` is always `git`). */
         SkillManifest: {
             /** @description Concise guidance for when the agent should use the skill. */
             description: string;
-            name: components["schemas"]["ResourceName"];
-            /** @description Path to the skill directory within the repository. Omit to use the repository root. */
-            path?: string;
-            /** @description Git ref — branch name, tag, or commit SHA. */
+            name: string;
+            /** @description The skill's directory within the repository; its root when absent. */
+            path?: string | null;
+            /** @description A branch, tag or commit SHA. */
             ref: string;
             type: components["schemas"]["SkillType"];
-            /** @description Full HTTPS URL of a GitHub or GitLab repository. */
+            /** @description The repository: an `https://` URL (Teamster also takes `http://` and `git://`). */
             url: string;
         };
-        /** @enum {string} */
-        SkillType: "git";
-        TextContent: {
-            /** @description Plain-text content. */
-            text: string;
-            /**
-             * @description Text content part. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "text";
+        /** @description A skill mounted into the agent's sandbox (or, by name, from the settings registry). */
+        SkillMount: components["schemas"]["TaggedSkill"] | {
+            name: string;
         };
-        ThreadCreatedEvent: {
-            agent_info: components["schemas"]["AgentInfo"];
-            /** @description ISO 8601 event timestamp. */
+        /** @description The body of `POST`/`PUT /settings/skills` (`CreateSkillRequest`, `UpdateSkillRequest`). */
+        SkillRequest: {
+            manifest: components["schemas"]["SkillManifest"];
+        };
+        /**
+         * @description The kinds of skill sources (`SkillType`).
+         * @enum {string}
+         */
+        SkillType: "git";
+        /** @description A user instruction sent while a turn ran (`POST /api/v1/sessions/{id}/steer`). */
+        Steer: {
+            content: components["schemas"]["UserContent"];
             created_at: string;
-            /** @description Unique identifier for the event (monotonic ULID). */
+            id: string;
+        };
+        /**
+         * @description `{ "enabled": bool }` for dynamic sub-agents, plus Teamster's `max_depth` (how deep
+         *     sub-agents may nest; 1, the default, means a sub-agent cannot start sub-agents).
+         */
+        SubAgentsConfig: {
+            enabled?: boolean;
+            /** Format: int64 */
+            max_depth?: number | null;
+        };
+        /**
+         * @description A sub-agent declared in an agent spec (a Teamster extension): the model picks among these
+         *     by name. It either describes itself or points at another saved agent.
+         */
+        SubAgentSpec: {
+            /** @description A saved agent whose instructions and model it uses. */
+            agent?: string | null;
+            /** @description What it is good for, shown to the model. */
+            description?: string;
+            instructions?: string | null;
+            /** @description `provider/model`; the parent's model when absent. */
+            model?: string | null;
+            name: string;
+            /** @description The parent's tools it may use, by name; all of them when absent. */
+            tools?: string[] | null;
+        };
+        /** @description Who made a request. Kept on sessions and turns; filled by authentication. */
+        Subject: {
+            subject_id: string;
+            subject_slug: string;
+            subject_type: string;
+        };
+        TaggedSkill: {
+            name: string;
+            path?: string | null;
+            ref: string;
+            /** @enum {string} */
+            type: "git";
+            url: string;
+        } | {
+            fqn: string;
+            preload?: boolean | null;
+            /** @enum {string} */
+            type: "truefoundry-skills-registry";
+        };
+        /** @description One task of a session's list. */
+        Task: {
+            /** @description Unique within the list: the agent's own, or `task-<n>` when it gave none. */
+            id: string;
+            notes?: string | null;
+            status: components["schemas"]["TaskStatus"];
+            title: string;
+        };
+        /**
+         * @description A session's task list as its last change left it (`GET /api/v1/sessions/{id}/tasks`, and
+         *     every task tool's result). `version` counts the changes: 0 for a session that never had a
+         *     list.
+         */
+        TaskList: {
+            summary: components["schemas"]["TaskSummary"];
+            tasks: components["schemas"]["Task"][];
+            /** Format: int64 */
+            version: number;
+        };
+        /**
+         * @description Where a task stands.
+         * @enum {string}
+         */
+        TaskStatus: "pending" | "in_progress" | "completed";
+        /** @description How many tasks are in each state. */
+        TaskSummary: {
+            completed: number;
+            in_progress: number;
+            pending: number;
+            total: number;
+        };
+        /**
+         * @description A reasoning block of an Anthropic answer, kept whole: a provider checks its signature (or the
+         *     redacted data) when the block is sent back, byte for byte.
+         */
+        ThinkingBlock: {
+            signature: string;
+            thinking: string;
+            /** @enum {string} */
+            type: "thinking";
+        } | {
+            data: string;
+            /** @enum {string} */
+            type: "redacted_thinking";
+        };
+        ThreadCreated: {
+            agent_info: components["schemas"]["AgentInfo"];
+            created_at: string;
             id: string;
             parent: components["schemas"]["AgentParent"];
-            /** @description Id of the new thread. */
             thread_id: string;
-            /** @description Human-readable thread title. */
             title: string;
-            /**
-             * @description A dynamic subagent thread was created. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "thread.created";
         };
-        ThreadDoneEvent: components["schemas"]["BaseThreadDoneEvent"] & {
-            /** @description ISO 8601 event timestamp. */
+        ThreadDone: {
+            compaction?: null | components["schemas"]["Compaction"];
             created_at: string;
-            /** @description Unique identifier for the event (monotonic ULID). */
             id: string;
+            metrics?: null | components["schemas"]["TurnMetrics"];
+            parent?: null | components["schemas"]["AgentParent"];
             state: components["schemas"]["ThreadState"];
-            /**
-             * @description A thread reached a terminal state.
-             * @enum {string}
-             */
-            type: "thread.done";
-        } & {
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "thread.done";
+            thread_id: string;
+            title: string;
         };
-        ThreadState: components["schemas"]["ThreadStateDone"] | components["schemas"]["ThreadStateError"];
-        ThreadStateDone: {
-            output: components["schemas"]["ModelMessageEvent"];
-            /**
-             * @description Thread completed successfully. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
+        ThreadState: {
+            output: components["schemas"]["ModelMessage"];
+            /** @enum {string} */
             status: "done";
-        };
-        ThreadStateError: {
-            /** @description Human-readable error message. */
+        } | {
             error: string;
-            output?: components["schemas"]["ModelMessageEvent"];
-            /**
-             * @description Thread ended with an error. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
+            output?: null | components["schemas"]["ModelMessage"];
+            /** @enum {string} */
             status: "error";
         };
-        TogetherAIModelProvider: {
-            auth: components["schemas"]["ModelProviderAuth"];
-            /**
-             * Format: uri
-             * @description Override of the provider's default API base URL.
-             * @default https://api.together.xyz/v1
-             */
-            base_url?: string;
-            /** @description Models exposed by this provider (at least one). */
-            models: components["schemas"]["ConfiguredModel"][];
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "together";
+        /** @description `{ "enabled": bool }`, enabled when absent. */
+        Toggle: {
+            enabled?: boolean;
         };
+        /** @description Token pagination: there is a next page iff `next_page_token` is a non-empty string. */
         TokenPagination: {
-            /** @description Page size used for this response. */
+            /** Format: int32 */
             limit: number;
-            /** @description Opaque token for the next page. Omit or absent when there is no next page. */
-            next_page_token?: string;
-            /** @description Opaque token for the previous page. Omit or absent when there is no previous page. */
-            previous_page_token?: string;
+            next_page_token?: string | null;
+            previous_page_token?: string | null;
         };
-        ToolApprovalRequiredEvent: {
-            /** @description ISO 8601 event timestamp. */
-            created_at: string;
-            /** @description Unique identifier for the event (monotonic ULID). */
+        /** @description A tool call inside a complete model message. */
+        ToolCall: {
+            function: components["schemas"]["FunctionCall"];
             id: string;
-            /** @description Thread that owns the pending tool calls. */
-            thread_id: string;
-            /** @description Tool calls waiting for approval. */
-            tool_calls: components["schemas"]["ToolCallRef"][];
-            /**
-             * @description One or more tool calls need human approval. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "tool.approval_required";
-        };
-        ToolCall: components["schemas"]["RawToolCall"] & {
+            provider_specific_fields?: {
+                [key: string]: unknown;
+            } | null;
             tool_info: components["schemas"]["ToolInfo"];
+            type?: string;
         };
         ToolCallRef: {
-            /** @description Tool call id awaiting action. */
+            /** @description The tool call id. */
             id: string;
-            /** @description Event id of the model.message that requested the tool call. */
+            /** @description The id of the `model.message` that holds the call. */
             source_event_id: string;
         };
-        ToolInfo: components["schemas"]["TrueFoundrySystemToolInfo"] | components["schemas"]["MCPToolInfo"];
-        ToolResponseEvent: {
-            content: string;
-            /** @description ISO 8601 event timestamp. */
+        /** @description `tool.approval_required` and `tool.response_required`: calls waiting for a human. */
+        ToolCallsPending: {
             created_at: string;
-            /** @description Unique identifier for the event (monotonic ULID). */
             id: string;
-            /** @description Thread that owns the tool call. */
             thread_id: string;
-            /** @description Id of the tool call this message responds to. */
-            tool_call_id: string;
-            /**
-             * @description Result of a tool execution. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "tool.response";
-        };
-        ToolResponseRequiredEvent: {
-            /** @description ISO 8601 event timestamp. */
-            created_at: string;
-            /** @description Unique identifier for the event (monotonic ULID). */
-            id: string;
-            /** @description Thread that owns the pending tool calls. */
-            thread_id: string;
-            /** @description Tool calls waiting for a client response. */
             tool_calls: components["schemas"]["ToolCallRef"][];
-            /**
-             * @description One or more client-side tool calls need a user/tool response. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "tool.response_required";
         };
-        TrueFoundrySystemToolInfo: {
-            /** @description System tool name. */
+        /**
+         * @description What a tool does, for permissions: from MCP annotations and what the harness knows of its
+         *     own tools, or as the agent's spec says (`config.tool_categories`).
+         * @enum {string}
+         */
+        ToolCategory: "read" | "edit" | "execute" | "mcp" | "other";
+        /** @description Where a tool comes from. */
+        ToolInfo: {
             name: string;
-            /**
-             * @description Built-in harness system tool. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
+            /** @enum {string} */
             type: "truefoundry-system";
+        } | {
+            name: string;
+            server_id: string;
+            server_name: string;
+            /** @enum {string} */
+            type: "mcp";
         };
-        Turn: {
-            /** @description ISO 8601 creation timestamp. */
+        /**
+         * @description How far a running tool call has come, as the tool reported it (MCP
+         *     `notifications/progress`): `progress` grows with each report of the call.
+         */
+        ToolProgress: {
             created_at: string;
-            /** @description Unique turn id. */
             id: string;
-            /** @description Input items supplied when the turn was created. */
-            input?: components["schemas"]["TurnInputItem"][];
-            /** @description Prior turn this turn chains from; null for a root turn. */
-            previous_turn_id: string | null;
-            /** @description Session that owns this turn. */
+            message?: string | null;
+            /** Format: double */
+            progress: number;
+            thread_id: string;
+            tool_call_id: string;
+            tool_name: string;
+            /** Format: double */
+            total?: number | null;
+        };
+        ToolResponse: {
+            content: string;
+            created_at: string;
+            id: string;
+            thread_id: string;
+            tool_call_id: string;
+        };
+        /** @description A turn as both dialects show it. */
+        Turn: components["schemas"]["SessionControl"] & {
+            created_at: string;
+            created_by_subject: components["schemas"]["Subject"];
+            id: string;
+            input?: components["schemas"]["TurnInput"][];
+            previous_turn_id?: string | null;
             session_id: string;
             state: components["schemas"]["TurnState"];
         };
-        TurnCreatedEvent: {
-            /** @description ISO 8601 event timestamp. */
+        TurnCreated: {
             created_at: string;
-            /** @description Unique identifier for the event (monotonic ULID). */
+            created_by: components["schemas"]["Subject"];
             id: string;
-            /** @description Input items supplied when the turn was created. */
-            input?: components["schemas"]["TurnInputItem"][];
-            /** @description Prior turn this turn chains from; null for a root turn. */
-            previous_turn_id: string | null;
-            state: components["schemas"]["TurnStateRunning"];
-            /** @description Thread that owns the event; null for turn-level lifecycle events. */
-            thread_id: string | null;
-            /** @description Id of the newly created turn. */
+            input?: components["schemas"]["TurnInput"][];
+            previous_turn_id?: string | null;
+            state: components["schemas"]["TurnState"];
+            thread_id?: string | null;
             turn_id: string;
-            /**
-             * @description Emitted when a turn starts. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "turn.created";
         };
-        TurnDoneEvent: {
-            /** @description ISO 8601 event timestamp. */
+        TurnDone: {
             created_at: string;
-            /** @description Unique identifier for the event (monotonic ULID). */
             id: string;
-            /** @description Terminal turn state (done, cancelled, or error). */
-            state: components["schemas"]["TurnStateDone"] | components["schemas"]["TurnStateCancelled"] | components["schemas"]["TurnStateError"];
-            /** @description Thread that owns the event; null for turn-level lifecycle events. */
-            thread_id: string | null;
-            /**
-             * @description Emitted when a turn reaches a terminal state. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "turn.done";
+            state: components["schemas"]["TurnState"];
+            thread_id?: string | null;
         };
-        TurnInputItem: components["schemas"]["UserMessage"] | components["schemas"]["UserToolApprovalEvent"] | components["schemas"]["UserToolResponseEvent"];
-        /** @description Optional billable aggregate for the whole turn. */
+        /** @description One item of a turn's `input`. */
+        TurnInput: {
+            content: components["schemas"]["UserContent"];
+            /** @enum {string} */
+            type: "user.message";
+        } | {
+            approval: components["schemas"]["Approval"];
+            thread_id: string;
+            tool_call_id: string;
+            /** @enum {string} */
+            type: "user.tool_approval";
+        } | {
+            content: string;
+            thread_id: string;
+            tool_call_id: string;
+            /** @enum {string} */
+            type: "user.tool_response";
+        };
+        /** @description Token and cost totals of every model call of every thread of a turn. */
         TurnMetrics: {
-            /** @description Total cache-read tokens across model calls in this turn. */
-            total_cache_read_tokens?: number;
-            /** @description Total cache-write tokens across model calls in this turn. */
-            total_cache_write_tokens?: number;
-            /** @description Estimated total cost in USD for this turn. */
-            total_cost_in_usd?: number;
-            /** @description Total input tokens across model calls in this turn. */
-            total_input_tokens?: number;
-            /** @description Total output tokens across model calls in this turn. */
-            total_output_tokens?: number;
-            /** @description Total reasoning tokens across model calls in this turn. */
-            total_reasoning_tokens?: number;
-            /** @description Total tokens (input + output) across model calls in this turn. */
-            total_tokens?: number;
+            /** Format: int64 */
+            total_cache_read_tokens?: number | null;
+            /** Format: int64 */
+            total_cache_write_tokens?: number | null;
+            /** Format: double */
+            total_cost_in_usd?: number | null;
+            /** Format: int64 */
+            total_input_tokens: number;
+            /** Format: int64 */
+            total_output_tokens: number;
+            /** Format: int64 */
+            total_reasoning_tokens?: number | null;
+            /** Format: int64 */
+            total_tokens: number;
         };
-        TurnState: components["schemas"]["TurnStateRunning"] | components["schemas"]["TurnStateDone"] | components["schemas"]["TurnStateCancelled"] | components["schemas"]["TurnStateError"];
-        TurnStateCancelled: {
-            /** @description ISO 8601 time when cancellation completed. */
+        /** @description The state of a turn, by `status`. */
+        TurnState: {
+            /** @enum {string} */
+            status: "running";
+        } | {
             completed_at: string;
-            metrics?: components["schemas"]["TurnMetrics"] & unknown;
-            reason: components["schemas"]["TurnStateCancelledReason"];
+            metrics?: null | components["schemas"]["TurnMetrics"];
+            output?: null | components["schemas"]["ModelMessage"];
             /**
-             * @description Turn was cancelled before completion. (enum property replaced by openapi-typescript)
-             * @enum {string}
+             * @description Pending human actions (`tool.approval_required`, `tool.response_required`,
+             *     `mcp.auth_required`); the next turn's input resumes them.
              */
-            status: "cancelled";
-        };
-        /**
-         * @description Reason for the cancellation.
-         * @enum {string}
-         */
-        TurnStateCancelledReason: "server-execution-timeout" | "client-cancelled" | "cancelled-for-next-turn" | "abandoned";
-        TurnStateDone: {
-            /** @description ISO 8601 time when the turn reached a terminal state. */
-            completed_at: string;
-            metrics?: components["schemas"]["TurnMetrics"];
-            /** @description Final `model.message` for the turn, or null when the turn ended paused without a final message. */
-            output: components["schemas"]["ModelMessageEvent"] | null;
-            /** @description Pending actions (`tool.approval_required`, `tool.response_required`, `mcp.auth_required`); empty when none. */
-            required_actions: components["schemas"]["ActionRequiredEvent"][];
-            /**
-             * @description Turn finished (possibly paused for required actions). (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
+            required_actions: components["schemas"]["Event"][];
+            /** @enum {string} */
             status: "done";
-        };
-        TurnStateError: {
-            /** @description ISO 8601 time when the error state was recorded. */
+        } | {
             completed_at: string;
-            /** @description Human-readable error message. */
+            metrics?: null | components["schemas"]["TurnMetrics"];
+            reason: components["schemas"]["CancelReason"];
+            /** @enum {string} */
+            status: "cancelled";
+        } | {
+            completed_at: string;
             message: string;
-            metrics?: components["schemas"]["TurnMetrics"] & unknown;
-            /**
-             * @description Turn ended with an error. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
+            metrics?: null | components["schemas"]["TurnMetrics"];
+            /** @enum {string} */
             status: "error";
         };
-        TurnStateRunning: {
-            /**
-             * @description Turn is still executing. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            status: "running";
-        };
-        TurnStreamingEvent: components["schemas"]["ModelMessageEvent"] | components["schemas"]["ModelMessageDeltaEvent"] | components["schemas"]["ToolResponseEvent"] | components["schemas"]["ThreadCreatedEvent"] | components["schemas"]["ThreadDoneEvent"] | components["schemas"]["MCPAuthRequiredEvent"] | components["schemas"]["MCPInitializeEvent"] | components["schemas"]["SandboxCreatedEvent"] | components["schemas"]["ToolApprovalRequiredEvent"] | components["schemas"]["ToolResponseRequiredEvent"] | components["schemas"]["TurnCreatedEvent"] | components["schemas"]["TurnDoneEvent"];
+        /** @description Native `PUT /agents/{id}`: a new immutable version. */
         UpdateAgentRequest: {
             manifest: components["schemas"]["AgentSpec"];
         };
-        UpdateMCPServerRequest: {
-            manifest: components["schemas"]["MCPServerManifest"];
-        };
-        UpdateModelProviderRequest: {
-            manifest: components["schemas"]["ModelProviderManifest"];
-        };
-        UpdateSandboxProviderRequest: {
-            manifest: components["schemas"]["SandboxProviderManifest"];
-        };
+        /** @description Native `PATCH /sessions/{id}`. */
         UpdateSessionRequest: {
-            agent?: components["schemas"]["SessionAgentSpecBody"];
-        };
-        UpdateSkillRequest: {
-            manifest: components["schemas"]["SkillManifest"];
-        };
-        UserMessage: {
-            /** @description Plain string or structured text/file content parts. */
-            content: string | components["schemas"]["UserMessageContentItem"][];
+            agent?: null | components["schemas"]["SessionAgentInput"];
+            /** @description Teamster extension: switches the session to one of its agent's modes. */
+            mode?: string | null;
             /**
-             * @description User message input item. (enum property replaced by openapi-typescript)
-             * @enum {string}
+             * @description Teamster extension: the `provider/model` of the following turns; an empty string goes
+             *     back to the agent's (or the mode's) model.
              */
-            type: "user.message";
+            model?: string | null;
+            permissions?: null | components["schemas"]["PermissionPolicy"];
+            /** @description Teamster extension: a JSON merge patch of the session state. */
+            state?: unknown;
+            title?: string | null;
         };
-        UserMessageContentItem: components["schemas"]["TextContent"] | components["schemas"]["FileContent"];
-        UserToolApprovalEvent: {
-            approval: components["schemas"]["ApprovalDecision"];
-            /** @description Thread that owns the pending tool call. */
-            thread_id: string;
-            /** @description Tool call id being approved or denied. */
-            tool_call_id: string;
+        /** @description Token usage of one model call. */
+        Usage: {
+            /** Format: int64 */
+            cache_read_tokens?: number | null;
+            /** Format: int64 */
+            cache_write_tokens?: number | null;
+            /** Format: int64 */
+            input_tokens: number;
+            input_tokens_breakdown: components["schemas"]["InputTokensBreakdown"];
+            /** Format: int64 */
+            output_tokens: number;
             /**
-             * @description Client resume after tool.approval_required. (enum property replaced by openapi-typescript)
-             * @enum {string}
+             * Format: int64
+             * @description Output tokens spent on reasoning (an extension: clients ignore unknown keys).
              */
-            type: "user.tool_approval";
+            reasoning_tokens?: number | null;
         };
-        UserToolResponseEvent: {
-            /** @description Client-side tool result content. */
-            content: string;
-            /** @description Thread that owns the pending tool call. */
-            thread_id: string;
-            /** @description Tool call id receiving the client response. */
-            tool_call_id: string;
-            /**
-             * @description Client resume after tool.response_required. (enum property replaced by openapi-typescript)
-             * @enum {string}
-             */
-            type: "user.tool_response";
-        };
-        ZaiModelProvider: {
-            auth: components["schemas"]["ModelProviderAuth"];
-            /**
-             * Format: uri
-             * @description Override of the provider's default API base URL.
-             * @default https://api.z.ai/api/paas/v4
-             */
-            base_url?: string;
-            /** @description Models exposed by this provider (at least one). */
-            models: components["schemas"]["ConfiguredModel"][];
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "zai";
+        /** @description A user message body: plain text or an array of text and file parts. */
+        UserContent: string | components["schemas"]["UserContentPart"][];
+        UserContentPart: {
+            text: string;
+            /** @enum {string} */
+            type: "text";
+        } | {
+            data: string;
+            name: string;
+            /** @enum {string} */
+            type: "file";
         };
     };
     responses: never;
@@ -4033,4 +2309,1996 @@ export interface components {
     pathItems: never;
 }
 export type $defs = Record<string, never>;
-export type operations = Record<string, never>;
+export interface operations {
+    listAgents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every saved agent, its latest version. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Vec_Agent"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    createAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateAgentRequest"];
+            };
+        };
+        responses: {
+            /** @description The created agent. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Agent"];
+                };
+            };
+            /** @description An agent with this name already exists. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    getAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id. */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agent, its latest version. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Agent"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    updateAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id. */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateAgentRequest"];
+            };
+        };
+        responses: {
+            /** @description The agent at its new version. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Agent"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    deleteAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id. */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Empty"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    getCapabilities: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What this server offers. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Capabilities"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    getSkillCatalog: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The presets this server ships (none). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Vec_SkillManifest"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    chat: {
+        parameters: {
+            query?: {
+                /** @description The agent of a new chat, when the body does not name it. */
+                agent?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description `DefaultChatTransport`'s body: `id` (the chat, which is the session), `messages` (only the last counts), `trigger` (`submit-message` or `regenerate-message`), `messageId`, and `agent` and `keepRunning` (Teamster's). */
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The AI SDK UI message stream (Server-Sent Events of UI message chunks, then `[DONE]`). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    resumeChatStream: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The chat's id (its session's). */
+                chat_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The running turn's UI message stream from its start. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description No turn is running. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    getDocsPage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description An HTML page that renders this document. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    listKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every key, revoked ones included, without secrets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Vec_ApiKey"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    createKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateKeyRequest"];
+            };
+        };
+        responses: {
+            /** @description The key's record and the key itself, shown this once. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_CreatedKeyResponse"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    revokeKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key's id. */
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The revoked key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_ApiKey"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    listMcpServers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The servers agents can name. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Vec_AvailableMcpServer"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    authorizeMcpServer: {
+        parameters: {
+            query?: {
+                /** @description Where the browser goes once authorized. */
+                return_to?: string;
+                /** @description The ticket of an `mcp.auth_required` event's `auth_url`. */
+                ticket?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The MCP server's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Without a ticket: the caller's authorization status. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpAuthStatus"];
+                };
+            };
+            /** @description With a ticket: to the authorization server. */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    disconnectMcpServer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The MCP server's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The server; the caller's tokens are forgotten. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_ConfiguredMcpServer"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    listMcpServerTools: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The MCP server's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The server's tools as it lists them (`tools/list` entries). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Vec_JsonObject"];
+                };
+            };
+            /** @description The server wants authorization. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+            /** @description The server cannot be reached. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    mcpOAuthCallback: {
+        parameters: {
+            query?: {
+                code?: string;
+                error?: string;
+                error_description?: string;
+                iss?: string;
+                state?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description `{"success": true}`, or a short HTML page for a browser. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true
+                     *     }
+                     */
+                    "application/json": Record<string, never>;
+                };
+            };
+            /** @description To the `return_to` given at authorize time. */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    listModels: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every configured model as `{name, model_id, provider: {name}, properties}`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Vec_AvailableModel"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    getOpenApiDocument: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description This document. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    listSessions: {
+        parameters: {
+            query?: {
+                /** @description Only sessions of this agent. */
+                agent_id?: string;
+                /** @description Sessions created at or before this RFC 3339 time. */
+                end_timestamp?: string;
+                /** @description Page size (at most 25, the default). */
+                limit?: number;
+                /** @description `asc` or `desc` (the default) by last update. */
+                order?: string;
+                /** @description The `next_page_token` of the previous page. */
+                page_token?: string;
+                /** @description Sessions created at or after this RFC 3339 time. */
+                start_timestamp?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the caller's sessions, most recently updated first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_Session"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    createSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateSessionRequest"];
+            };
+        };
+        responses: {
+            /** @description The created session. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Session"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    getSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Session"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    deleteSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted, with its turns and events. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    updateSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateSessionRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated session. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Session"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    cancelSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Empty"];
+            };
+        };
+        responses: {
+            /** @description Cancelled (or nothing ran). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Empty"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    cloneSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CloneSessionRequest"];
+            };
+        };
+        responses: {
+            /** @description The new session, with a copy of the history up to the turn. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Session"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    listSessionEvents: {
+        parameters: {
+            query?: {
+                /** @description The turn whose chain to list; the session's last turn when absent. */
+                last_turn_id?: string;
+                /** @description Page size (at most 100, the default). */
+                limit?: number;
+                /** @description The `next_page_token` of the previous page. */
+                page_token?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the events of the turn chain, newest first, model messages folded. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_SessionEventItem"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    downloadSessionFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The SHA-256 digest of the file's `teamster-file:` reference. */
+                digest: string;
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file's bytes with its media type, as an attachment. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    listFollowUps: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The messages waiting to start the next turns, in order. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Vec_QueuedMessage"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    queueFollowUp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["QueueMessageRequest"];
+            };
+        };
+        responses: {
+            /** @description The queued message. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_QueuedMessage"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    cancelFollowUp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The queued message's id. */
+                follow_up_id: string;
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Cancelled. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    listSessionGrants: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The "always allow" answers in force. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Vec_Grant"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    revokeSessionGrant: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The grant's id. */
+                grant_id: string;
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    listSessionPlans: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The plans the agent submitted, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Vec_Plan"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    getSessionState: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The state object (agents with a `state_schema`). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_JsonObject"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    steerSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["QueueMessageRequest"];
+            };
+        };
+        responses: {
+            /** @description The instruction, taken before the turn's next model call. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_QueuedMessage"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    getSessionTasks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The task list (agents with `config.tasks`). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_TaskList"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    listTurns: {
+        parameters: {
+            query?: {
+                /** @description Page size (at most 25, the default). */
+                limit?: number;
+                /** @description The `next_page_token` of the previous page. */
+                page_token?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the session's turns, newest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_Turn"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    createTurn: {
+        parameters: {
+            query?: {
+                /** @description `tool.progress`: a native stream also carries the `tool.progress` events (a Teamster extension). */
+                include?: string;
+                /** @description `native` (the default: turn events) or `data-stream` (the AI SDK data stream). */
+                stream_format?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateTurnRequest"];
+            };
+        };
+        responses: {
+            /** @description When `stream` is false: the running turn. Otherwise the turn's events as Server-Sent Events. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Turn"];
+                    "text/event-stream": components["schemas"]["Event"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    getTurn: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+                /** @description The turn's id. */
+                turn_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The turn. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Turn"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    downloadSandboxFile: {
+        parameters: {
+            query: {
+                /** @description The file's path in the sandbox (relative to `/workspace`, or absolute under it or `/tmp`). */
+                path: string;
+            };
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+                /** @description The turn's id. */
+                turn_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file's bytes, as an attachment (the media type from its name). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The sandbox failed. */
+            424: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    listTurnEvents: {
+        parameters: {
+            query?: {
+                /** @description Page size (at most 100, the default). */
+                limit?: number;
+                /** @description `asc` (the default) or `desc`. */
+                order?: string;
+                /** @description The `next_page_token` of the previous page. */
+                page_token?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+                /** @description The turn's id. */
+                turn_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the turn's content events (no `turn.created`, `turn.done` or deltas), model messages folded. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_Event"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    subscribeTurn: {
+        parameters: {
+            query?: {
+                /** @description Replay from after this event (the `Last-Event-ID` header wins). */
+                after_sequence_number?: number;
+                /** @description `tool.progress`: a native stream also carries the `tool.progress` events (a Teamster extension). */
+                include?: string;
+                /** @description `native` (the default: turn events) or `data-stream` (the AI SDK data stream). */
+                stream_format?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+                /** @description The turn's id. */
+                turn_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The turn's events as Server-Sent Events, from the cursor to `turn.done`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["Event"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    listMcpServerSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The configured servers, header and environment secrets redacted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Vec_ConfiguredMcpServer"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    putMcpServer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["McpServerRequest"];
+            };
+        };
+        responses: {
+            /** @description The server, secrets redacted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_ConfiguredMcpServer"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    createMcpServer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["McpServerRequest"];
+            };
+        };
+        responses: {
+            /** @description The server, secrets redacted. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_ConfiguredMcpServer"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    getMcpServerSetting: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The MCP server's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The server, secrets redacted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_ConfiguredMcpServer"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    listModelProviders: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The providers, API keys redacted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Vec_ConfiguredModelProvider"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    putModelProvider: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ModelProviderRequest"];
+            };
+        };
+        responses: {
+            /** @description The provider, its API key redacted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_ConfiguredModelProvider"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    createModelProvider: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ModelProviderRequest"];
+            };
+        };
+        responses: {
+            /** @description The provider, its API key redacted. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_ConfiguredModelProvider"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    listSkillSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The configured skills. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Vec_ConfiguredSkill"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    putSkill: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SkillRequest"];
+            };
+        };
+        responses: {
+            /** @description The skill. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_ConfiguredSkill"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    createSkill: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SkillRequest"];
+            };
+        };
+        responses: {
+            /** @description The skill. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_ConfiguredSkill"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    listSkills: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The skills agents can name. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Vec_AvailableSkill"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    healthz: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The process is up. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "status": "ok"
+                     *     }
+                     */
+                    "application/json": Record<string, never>;
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    metrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metrics. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain; version=0.0.4; charset=utf-8": string;
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    readyz: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The store answers. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "status": "ready"
+                     *     }
+                     */
+                    "application/json": Record<string, never>;
+                };
+            };
+            /** @description The store did not answer a one-row read within 2 s. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+}
