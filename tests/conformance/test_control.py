@@ -4,6 +4,7 @@ clients and by approved plans, and its plans answered through the real gateway c
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import typing
 
@@ -468,3 +469,18 @@ def test_follow_ups_queued_before_a_crash_run_after_the_restart(server_factory, 
     assert first["state"]["status"] in wire.TERMINAL
     assert second["input"] == [{"type": "user.message", "content": after}] and second["previous_turn_id"] == first["id"]
     assert second["state"]["output"]["content"] == f"You said: {after}"
+
+
+def test_a_title_and_the_permissions_patched_at_once_are_both_kept(api):
+    """A title change and a control change racing each other: neither reverts the other (the
+    store writes a session's fields and its control apart)."""
+    session = api.create_session("demo")["id"]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        for round_ in range(15):
+            title = pool.submit(api.patch, f"/api/v1/sessions/{session}", json={"title": f"title {round_}"})
+            permissions = {"tools": {f"tool_{round_}": "ask"}}
+            control = pool.submit(api.patch, f"/api/v1/sessions/{session}", json={"permissions": permissions})
+            assert title.result().status_code == 200 and control.result().status_code == 200
+            stored = api.ok(api.get(f"/api/v1/sessions/{session}"))["data"]
+            assert stored["title"] == f"title {round_}", stored
+            assert stored["permissions"] == permissions, stored

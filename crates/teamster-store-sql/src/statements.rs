@@ -199,7 +199,7 @@ where
             SessionAgentRecord::Saved { .. } => (None, None),
         };
         let updated: Option<(String,)> = sqlx::query_as(
-            "UPDATE sessions SET title = $1, updated_at = $2, control = $6, \
+            "UPDATE sessions SET title = $1, updated_at = $2, \
              draft_spec = CASE WHEN kind = 'session/draft' AND CAST($3 AS TEXT) IS NOT NULL THEN $3 ELSE draft_spec END, \
              agent_name = CASE WHEN kind = 'session/draft' AND CAST($3 AS TEXT) IS NOT NULL THEN $4 ELSE agent_name END \
              WHERE id = $5 RETURNING id",
@@ -209,7 +209,6 @@ where
         .bind(draft_spec)
         .bind(draft_agent_name)
         .bind(session.id.as_str())
-        .bind(codec::control_column(&session.control, "session control")?)
         .fetch_optional(executor)
         .await
         .map_err(error::backend)?;

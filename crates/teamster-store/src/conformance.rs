@@ -306,7 +306,8 @@ pub async fn session_update_replaces_mutable_fields_only(store: Arc<dyn Store>) 
         ..stale_draft.clone()
     };
     store.update_session(&renamed).await.expect("update_session");
-    let expected = SessionRecord { last_turn_id: Some("turn_1".into()), ..renamed.clone() };
+    // The control is not written by update_session: the stored one stays.
+    let expected = SessionRecord { last_turn_id: Some("turn_1".into()), control: stale_draft.control.clone(), ..renamed.clone() };
     assert_eq!(store.get_session("ses_draft").await.expect("get_session"), expected);
 
     // Creation fields are not mutable.
@@ -329,7 +330,7 @@ pub async fn session_update_replaces_mutable_fields_only(store: Arc<dyn Store>) 
         ..expected.clone()
     };
     store.update_session(&cleared).await.expect("update_session");
-    assert_eq!(store.get_session("ses_draft").await.expect("get_session"), cleared);
+    assert_eq!(store.get_session("ses_draft").await.expect("get_session"), SessionRecord { control: stale_draft.control.clone(), ..cleared });
 
     // A saved session stays pinned to the version it started with.
     let v2 = store.add_agent_version("agt_1", &simple_spec("v2"), &at(60)).await.expect("add_agent_version");

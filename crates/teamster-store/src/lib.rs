@@ -85,7 +85,9 @@ pub trait SessionStore: Send + Sync {
 
     async fn get_session(&self, session_id: &str) -> Result<SessionRecord>;
 
-    /// Replaces the mutable fields of a session: `agent` (drafts only), `title`, `updated_at`.
+    /// Replaces the mutable fields of a session: `agent` (drafts only), `title`, `updated_at`;
+    /// never its control (see [`SessionStore::update_session_control`]), so a title written from
+    /// a copy read earlier cannot revert a mode or permissions changed meanwhile.
     async fn update_session(&self, session: &SessionRecord) -> Result<()>;
 
     /// Replaces a session's control (mode, model, permissions, grants, state) and sets its

@@ -176,6 +176,10 @@ impl Catalog {
     pub async fn update_session(&self, caller: &Caller, session_id: &str, update: SessionUpdate) -> Result<Session> {
         let SessionUpdate { spec, title, mode, model, permissions, state } = update;
         validate_title(&title)?;
+        // The control is written on its own, so a title or spec change never reverts a control
+        // change made meanwhile from another request (nor the other way round).
+        let controls = mode.is_some() || model.is_some() || state.is_some() || permissions.is_some();
+        let fields = spec.is_some() || title.is_some() || !controls;
         let mut record = self.owned_session(caller, session_id).await?;
         if let Some(spec) = spec {
             self.check_spec(&spec)?;
@@ -229,7 +233,12 @@ impl Catalog {
             record.control.permissions = permissions;
         }
         record.updated_at = timestamp::now();
-        self.store().update_session(&record).await?;
+        if fields {
+            self.store().update_session(&record).await?;
+        }
+        if controls {
+            self.store().update_session_control(&record.id, &record.control, &record.updated_at).await?;
+        }
         Ok(session_view(record))
     }
 
