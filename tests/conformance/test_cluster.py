@@ -370,7 +370,9 @@ def test_a_file_written_on_a_is_read_and_downloaded_on_b(cluster):
     session = on_a.create_session(spec=sandbox_spec())
     marker = wire.unique("shared")
     first = on_a.run_turn(session["id"], exec_call(f"echo {marker} > from-a.txt") + " " + wire.unique("sbx"))
-    assert tool_results(first) == [{"exit_code": 0, "stdout": "", "stderr": ""}]
+    size = len(marker) + 1
+    assert tool_results(first) == [{"exit_code": 0, "stdout": "", "stderr": "",
+                                     "files": [{"path": "/workspace/from-a.txt", "size": size}]}]
     (sandbox_id,) = sandboxes_created(first)
 
     second = on_b.run_turn(session["id"], exec_call("cat from-a.txt") + " " + wire.unique("sbx"))

@@ -97,7 +97,8 @@ def test_sub_agents_share_the_session_sandbox(api):
     assert len(created) == 1, first.stream.payloads
     # The sub-agent's own thread ran the command.
     assert tool_results(first, thread=lambda thread_id: thread_id != "main") == \
-        [{"exit_code": 0, "stdout": "written\n", "stderr": ""}]
+        [{"exit_code": 0, "stdout": "written\n", "stderr": "",
+          "files": [{"path": "/workspace/shared.txt", "size": len(marker) + 1}]}]
 
     # The parent's exec, in the next turn, reads what the sub-agent wrote; nothing new is made.
     second = api.run_turn(session["id"], exec_call("cat shared.txt") + " " + wire.unique("sbx"))
