@@ -23,7 +23,7 @@
 use std::collections::HashSet;
 
 use teamster_llm::Message;
-use teamster_protocol::event::{ModelMessage, ToolCall, ToolResponse};
+use teamster_protocol::event::{ModelMessage, TOOL_ERROR_PREFIX, ToolCall, ToolResponse};
 use teamster_protocol::{Event, ids, timestamp};
 use teamster_tools::ToolGate;
 use tokio_util::sync::CancellationToken;
@@ -165,7 +165,7 @@ pub async fn resume_turn(
                     output = plan.toolbox.call_reporting(&call.name, &call.arguments, &progress) => output,
                 };
                 sink.tool_called(&call.name, output.is_error);
-                if output.is_error { format!("Error: {}", output.content) } else { output.content }
+                if output.is_error { format!("{TOOL_ERROR_PREFIX}{}", output.content) } else { output.content }
             }
         };
         sink.emit_content(&Event::ToolResponse(ToolResponse {

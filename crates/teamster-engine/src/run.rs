@@ -9,7 +9,7 @@ use futures_util::stream::FuturesUnordered;
 use teamster_llm::{Message, ModelClient, ModelRequest};
 use teamster_protocol::agent::{ModelParams, ResponseFormat};
 use teamster_protocol::settings::ModelPricing;
-use teamster_protocol::event::{AgentParent, ModelMessage, ThreadState, ToolCall, ToolResponse};
+use teamster_protocol::event::{AgentParent, ModelMessage, ThreadState, TOOL_ERROR_PREFIX, ToolCall, ToolResponse};
 use teamster_tools::ToolGate;
 use teamster_protocol::{Event, TurnMetrics, ids, timestamp};
 use tokio_util::sync::CancellationToken;
@@ -483,7 +483,7 @@ async fn run_tools(
     }
     let mut results: Vec<(String, CallResult)> = Vec::with_capacity(calls.len() + refused.len());
     for (call, reason) in refused {
-        let content = format!("Error: {reason}");
+        let content = format!("{TOOL_ERROR_PREFIX}{reason}");
         record_response(shared.sink, &thread.id, &call.id, &content);
         results.push((call.id.clone(), CallResult::Done(content)));
     }
@@ -501,7 +501,7 @@ async fn run_tools(
                 output = thread.toolbox.call_reporting(&call.function.name, &call.function.arguments, &progress) => output,
             };
             shared.sink.tool_called(&call.function.name, output.is_error);
-            let content = if output.is_error { format!("Error: {}", output.content) } else { output.content };
+            let content = if output.is_error { format!("{TOOL_ERROR_PREFIX}{}", output.content) } else { output.content };
             thread.conversation.large_results.keep_file(&call.id, &content, thread.conversation.policy.large_result_tokens).await;
             record_response(shared.sink, &thread.id, &call.id, &content);
             (index, Some(CallResult::Done(content)))
@@ -525,7 +525,7 @@ async fn run_tools(
 /// sub-agent finishes or cannot start.
 async fn run_sub_agent(call: &ToolCall, parent: &Thread, shared: &Shared<'_>) -> CallResult {
     let refuse = |message: String| {
-        let content = format!("Error: {message}");
+        let content = format!("{TOOL_ERROR_PREFIX}{message}");
         record_response(shared.sink, &parent.id, &call.id, &content);
         CallResult::Done(content)
     };
@@ -566,14 +566,14 @@ fn close_sub_agent(
         }
         TurnOutcome::Done { output: None, .. } => {
             let message = "The sub-agent finished without an answer.".to_owned();
-            (ThreadState::Error { error: message.clone(), output: None }, format!("Error: {message}"))
+            (ThreadState::Error { error: message.clone(), output: None }, format!("{TOOL_ERROR_PREFIX}{message}"))
         }
         TurnOutcome::Interrupted => {
             let message = "The sub-agent was stopped: the turn was cancelled.".to_owned();
-            (ThreadState::Error { error: message.clone(), output: None }, format!("Error: {message}"))
+            (ThreadState::Error { error: message.clone(), output: None }, format!("{TOOL_ERROR_PREFIX}{message}"))
         }
         TurnOutcome::Failed { message } => {
-            let content = format!("Error: The sub-agent failed: {message}");
+            let content = format!("{TOOL_ERROR_PREFIX}The sub-agent failed: {message}");
             (ThreadState::Error { error: message, output: None }, content)
         }
     };
@@ -726,7 +726,7 @@ async fn resume_sub_agent(
     let child = match child_thread(&request, parent, policy, Some((thread_id.to_owned(), messages))) {
         Ok(child) => child,
         Err(message) => {
-            let content = format!("Error: {message}");
+            let content = format!("{TOOL_ERROR_PREFIX}{message}");
             record_response(shared.sink, &parent_ref.thread_id, &parent_ref.tool_call_id, &content);
             return Some((parent_ref.tool_call_id, CallResult::Done(content)));
         }

@@ -349,6 +349,16 @@ pub struct ToolResponse {
     pub content: String,
 }
 
+/// How a failed call's result reads, to the model and in its `tool.response`: this, then why.
+pub const TOOL_ERROR_PREFIX: &str = "Error: ";
+
+impl ToolResponse {
+    /// Why the call failed, when its result says it did (see [`TOOL_ERROR_PREFIX`]).
+    pub fn failure(&self) -> Option<&str> {
+        self.content.strip_prefix(TOOL_ERROR_PREFIX)
+    }
+}
+
 /// How far a running tool call has come, as the tool reported it (MCP
 /// `notifications/progress`): `progress` grows with each report of the call.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::Value;
 use teamster_protocol::ToolInfo;
-use teamster_protocol::event::{ModelMessage, ModelMessageDelta, ToolCall, fold};
+use teamster_protocol::event::{ModelMessage, ModelMessageDelta, ToolCall, ToolResponse, fold};
 use teamster_service::EXEC_TOOL;
 
 /// What a message's event left of it.
@@ -58,14 +58,14 @@ pub(crate) struct ProducedFile {
 }
 
 /// The files an `exec` call's result lists (none when it lists none or is not its JSON); a
-/// failed call's result is `Error: ` and the JSON.
-pub(crate) fn produced_files(result: &str) -> Vec<ProducedFile> {
+/// failed call's result is the JSON after the failure prefix.
+pub(crate) fn produced_files(response: &ToolResponse) -> Vec<ProducedFile> {
     #[derive(Deserialize)]
     struct ExecResult {
         #[serde(default)]
         files: Vec<ProducedFile>,
     }
-    let json = result.strip_prefix("Error: ").unwrap_or(result);
+    let json = response.failure().unwrap_or(&response.content);
     serde_json::from_str::<ExecResult>(json).map(|result| result.files).unwrap_or_default()
 }
 

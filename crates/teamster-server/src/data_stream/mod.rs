@@ -219,7 +219,7 @@ impl Translator {
             Some(call) => {
                 parts.push(Part::invocation(&response.tool_call_id, call, Some(result)));
                 if call.exec {
-                    for file in produced_files(&response.content) {
+                    for file in produced_files(response) {
                         parts.push(Part::file_registered(file, &response.tool_call_id, &response.thread_id));
                     }
                 }

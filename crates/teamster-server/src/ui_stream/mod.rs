@@ -279,11 +279,10 @@ impl Translator {
             return;
         }
         let files = match self.calls.get(&tool_call_id) {
-            Some(call) if call.exec => produced_files(&response.content),
+            Some(call) if call.exec => produced_files(response),
             _ => Vec::new(),
         };
-        // The engine gives the model a failed call's result as `Error: <why>`.
-        match response.content.strip_prefix("Error: ") {
+        match response.failure() {
             Some(error) => chunks.push(Chunk::ToolOutputError { tool_call_id: tool_call_id.clone(), error_text: error.to_owned() }),
             None => chunks.push(Chunk::ToolOutputAvailable { tool_call_id: tool_call_id.clone(), output: result_value(&response.content) }),
         }

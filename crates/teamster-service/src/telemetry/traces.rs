@@ -187,7 +187,7 @@ impl TurnTrace {
             }
             Event::ToolResponse(response) => {
                 if let Some(index) = self.tools.remove(&(response.thread_id.clone(), response.tool_call_id.clone())) {
-                    if let Some(error) = response.content.strip_prefix("Error: ") {
+                    if let Some(error) = response.failure() {
                         self.spans[index].span.error = Some(error.chars().take(200).collect());
                     }
                     self.end(index, now_ns);
