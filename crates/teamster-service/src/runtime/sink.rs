@@ -43,8 +43,11 @@ impl TurnSink {
         self
     }
 
-    /// Hands an event to the turn's trace, if it has one.
+    /// Hands an event to the turn's trace, if it has one; deltas never (see `traces`).
     fn trace(&self, event: &Event) {
+        if matches!(event, Event::ModelMessageDelta(_)) {
+            return;
+        }
         if let Some(trace) = &self.trace
             && let Some(trace) = trace.lock().unwrap_or_else(PoisonError::into_inner).as_mut()
         {
@@ -111,6 +114,11 @@ impl EventSink for TurnSink {
     }
 
     fn record(&self, sequence: u64, event: &Event) {
+        if let (Event::ModelMessage(message), Some(trace)) = (event, &self.trace)
+            && let Some(trace) = trace.lock().unwrap_or_else(PoisonError::into_inner).as_mut()
+        {
+            trace.message_recorded(message, unix_nanos());
+        }
         self.writer.write(
             LogWrite::Content {
                 turn_id: self.log.turn_id.clone(),

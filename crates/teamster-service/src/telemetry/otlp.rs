@@ -20,7 +20,22 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 pub struct OtlpExporter {
     sender: mpsc::Sender<Vec<u8>>,
-    dropped: Arc<AtomicU64>,
+    lost: Arc<Lost>,
+}
+
+/// Traces that never reached the collector: counted, and said in the log once per hundred, so
+/// a collector that is down does not flood it.
+struct Lost {
+    url: String,
+    count: AtomicU64,
+}
+
+impl Lost {
+    fn note(&self, reason: &str) {
+        if self.count.fetch_add(1, Ordering::Relaxed).is_multiple_of(100) {
+            tracing::warn!(url = %self.url, reason, "traces could not be exported; dropped");
+        }
+    }
 }
 
 impl OtlpExporter {
@@ -34,31 +49,25 @@ impl OtlpExporter {
         let url = format!("{base}/v1/traces");
         let client = reqwest::Client::builder().timeout(EXPORT_TIMEOUT).build().map_err(|error| error.to_string())?;
         let (sender, mut receiver) = mpsc::channel::<Vec<u8>>(QUEUE);
-        let dropped = Arc::new(AtomicU64::new(0));
-        let failures = dropped.clone();
+        let lost = Arc::new(Lost { url, count: AtomicU64::new(0) });
+        let task_lost = lost.clone();
         tokio::spawn(async move {
             while let Some(body) = receiver.recv().await {
-                let sent = client.post(&url).header("content-type", "application/x-protobuf").body(body).send().await;
-                let failed = match sent {
-                    Ok(response) if response.status().is_success() => None,
-                    Ok(response) => Some(format!("the collector answered {}", response.status())),
-                    Err(error) => Some(error.to_string()),
-                };
-                if let Some(reason) = failed {
-                    // One line per hundred lost exports, so a collector that is down does not flood the log.
-                    if failures.fetch_add(1, Ordering::Relaxed).is_multiple_of(100) {
-                        tracing::warn!(%url, reason, "traces could not be exported; dropped");
-                    }
+                let sent = client.post(&task_lost.url).header("content-type", "application/x-protobuf").body(body).send().await;
+                match sent {
+                    Ok(response) if response.status().is_success() => {}
+                    Ok(response) => task_lost.note(&format!("the collector answered {}", response.status())),
+                    Err(error) => task_lost.note(&error.to_string()),
                 }
             }
         });
-        Ok(OtlpExporter { sender, dropped })
+        Ok(OtlpExporter { sender, lost })
     }
 
     /// Queues a turn's spans; drops them when the queue is full.
     pub fn export(&self, trace_id: [u8; 16], spans: &[Span]) {
         if self.sender.try_send(encode(trace_id, spans)).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.lost.note("the export queue is full");
         }
     }
 }

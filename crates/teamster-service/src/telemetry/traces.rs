@@ -1,11 +1,12 @@
 //! Traces of turns, following the OpenTelemetry GenAI conventions: a span per turn
 //! (`invoke_agent`), per model call (`chat`), per tool call (`execute_tool`) and per sub-agent
 //! thread (`invoke_agent`), made from the turn's events as the sink sees them, so the engine
-//! knows nothing of tracing. A turn's spans go out together when it ends (`otlp.rs`).
+//! knows nothing of tracing. Deltas are never looked at: a model call's span starts with its
+//! placeholder and ends when the sink records the whole message. A turn's spans go out together when it ends (`otlp.rs`).
 
 use std::collections::HashMap;
 
-use teamster_protocol::event::{ModelMessage, ThreadState, fold};
+use teamster_protocol::event::{ModelMessage, ThreadState};
 use teamster_protocol::{Event, MAIN_THREAD_ID, TurnState};
 
 tokio::task_local! {
@@ -95,8 +96,8 @@ pub struct TurnTrace {
     spans: Vec<Open>,
     /// A thread's span, by thread id (the main thread's is the turn's).
     threads: HashMap<String, usize>,
-    /// Model calls streaming, by message id: their span and the message folded so far.
-    calls: HashMap<String, (usize, ModelMessage)>,
+    /// Model calls streaming, by message id: their span.
+    calls: HashMap<String, usize>,
     /// Tool calls running, by thread and call id.
     tools: HashMap<(String, String), usize>,
     model: Option<String>,
@@ -169,20 +170,8 @@ impl TurnTrace {
                 if let Some(model) = &self.model {
                     attributes.push(("gen_ai.request.model", Value::Text(model.clone())));
                 }
-                let Some(index) = self.open(name, 3, parent, now_ns, attributes) else { return };
-                if message.finish_reason.is_some() || message.tool_calls.is_some() {
-                    self.model_done(index, message.clone(), now_ns);
-                } else {
-                    self.calls.insert(message.id.clone(), (index, message.clone()));
-                }
-            }
-            Event::ModelMessageDelta(delta) => {
-                let Some((_, message)) = self.calls.get_mut(&delta.id) else { return };
-                fold(message, delta);
-                if delta.finish_reason.is_some()
-                    && let Some((index, message)) = self.calls.remove(&delta.id)
-                {
-                    self.model_done(index, message, now_ns);
+                if let Some(index) = self.open(name, 3, parent, now_ns, attributes) {
+                    self.calls.insert(message.id.clone(), index);
                 }
             }
             Event::ToolResponse(response) => {
@@ -220,8 +209,9 @@ impl TurnTrace {
         }
     }
 
-    /// A model call ended: its usage, and a span for each tool call it made.
-    fn model_done(&mut self, index: usize, message: ModelMessage, now_ns: u64) {
+    /// A model call ended, `message` whole: its usage, and a span for each tool call it made.
+    pub fn message_recorded(&mut self, message: &ModelMessage, now_ns: u64) {
+        let Some(index) = self.calls.remove(&message.id) else { return };
         let span = &mut self.spans[index].span;
         if let Some(usage) = &message.usage {
             span.attributes.push(("gen_ai.usage.input_tokens", Value::Int(saturating(usage.input_tokens))));
