@@ -10,7 +10,7 @@ use crate::sink::EventSink;
 
 /// The most progress events one call records; later reports are dropped, so a chatty tool
 /// cannot grow the log without bound.
-pub const MAX_PROGRESS_EVENTS: usize = 200;
+const MAX_PROGRESS_EVENTS: usize = 200;
 
 /// Records one call's reports in the turn's stream (streamed and durable, never listed).
 pub(crate) struct CallProgress<'a> {
