@@ -10,6 +10,7 @@ use teamster_protocol::AgentManifest;
 use teamster_protocol::event::{Event, ModelMessage, fold};
 
 use crate::args::{AgentsCommand, RunArgs, SessionsArgs};
+use crate::sse::SseFrames;
 
 struct Api {
     base: String,
@@ -150,28 +151,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         bail!("the server answered {status}: {}", body["error"]["message"].as_str().unwrap_or("no error message"));
     }
     let mut bytes = response.bytes_stream();
-    let mut buffer = Vec::new();
+    let mut frames = SseFrames::default();
     let mut printer = Printer::default();
     while let Some(chunk) = bytes.next().await {
-        buffer.extend_from_slice(&chunk.context("the event stream broke")?);
-        while let Some(end) = find_blank_line(&buffer) {
-            let frame: Vec<u8> = buffer.drain(..end + 2).collect();
-            let text = String::from_utf8_lossy(&frame);
-            let data: String = text.lines().filter_map(|line| line.strip_prefix("data: ")).collect::<Vec<_>>().join("\n");
-            if data.is_empty() {
-                continue;
+        for frame in frames.push(&chunk.context("the event stream broke")?) {
+            if let Ok(event) = serde_json::from_str::<Event>(&frame.data)
+                && let Some(code) = printer.show(event)
+            {
+                return Ok(code);
             }
-            if let Ok(event) = serde_json::from_str::<Event>(&data)
-                && let Some(code) = printer.show(event) {
-                    return Ok(code);
-                }
         }
     }
     bail!("the event stream ended before the turn did")
-}
-
-fn find_blank_line(buffer: &[u8]) -> Option<usize> {
-    buffer.windows(2).position(|pair| pair == b"\n\n")
 }
 
 #[derive(Default)]

@@ -10,6 +10,7 @@ mod client;
 mod keys;
 mod limits;
 mod serve;
+mod sse;
 mod store;
 
 use std::process::ExitCode;
