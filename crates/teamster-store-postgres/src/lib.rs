@@ -19,6 +19,7 @@
 mod event_log;
 mod leases;
 mod feed;
+mod usage;
 
 use std::str::FromStr;
 use std::sync::Arc;

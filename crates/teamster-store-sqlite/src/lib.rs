@@ -15,6 +15,7 @@
 mod connections;
 mod event_log;
 mod leases;
+mod usage;
 
 use std::path::Path;
 use std::str::FromStr;

@@ -89,6 +89,9 @@ macro_rules! conformance_tests {
             settings_put_list_and_delete,
             cancel_requests_are_recorded_for_running_turns,
             change_feed_announces_commits,
+            request_buckets_take_refill_and_forget,
+            turn_places_count_reservations_and_running_turns,
+            tenant_spend_adds_up_per_window,
         }
     };
     (@names; $($check:ident),* $(,)?) => {
@@ -1592,6 +1595,120 @@ pub async fn next_change(feed: &mut ChangeFeed) -> Change {
         }
     };
     tokio::time::timeout(std::time::Duration::from_secs(10), wait).await.expect("a change within ten seconds")
+}
+
+// Usage counters.
+
+/// A subject's bucket holds `per_minute` requests, refuses the next without taking anything,
+/// refills with time, and is forgotten once idle; subjects have buckets of their own, and
+/// concurrent requests take exactly what the bucket holds.
+pub async fn request_buckets_take_refill_and_forget(store: Arc<dyn Store>) {
+    for _ in 0..3 {
+        assert!(store.take_request("ann", 3).await.expect("take_request").granted);
+    }
+    let refused = store.take_request("ann", 3).await.expect("take_request");
+    assert!(!refused.granted && refused.tokens_left < 1.0, "{refused:?}");
+    assert!(store.take_request("bob", 3).await.expect("take_request").granted, "another subject has its own bucket");
+    // At 600,000 a minute a millisecond brings ten requests back.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let refilled = store.take_request("ann", 600_000).await.expect("take_request");
+    assert!(refilled.granted && refilled.tokens_left >= 1.0, "{refilled:?}");
+
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(store.forget_idle_requests(Duration::from_millis(10)).await.expect("forget_idle_requests"), 2);
+    assert_eq!(store.forget_idle_requests(Duration::from_millis(10)).await.expect("forget_idle_requests"), 0);
+    let fresh = store.take_request("ann", 3).await.expect("take_request");
+    assert_eq!(fresh, crate::RequestTaken { granted: true, tokens_left: 2.0 }, "a forgotten bucket starts full");
+
+    let takes = (0..12).map(|_| {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move { store.take_request("carol", 5).await.expect("take_request").granted })
+    });
+    let mut granted = 0;
+    for take in takes.collect::<Vec<_>>() {
+        granted += usize::from(take.await.expect("a take"));
+    }
+    assert_eq!(granted, 5, "concurrent requests take exactly the bucket");
+}
+
+/// A subject's places count while reserved or while their turn runs under a live lease; a
+/// session's own places do not count against its new turn; reservations are serialised.
+pub async fn turn_places_count_reservations_and_running_turns(store: Arc<dyn Store>) {
+    const LONG: Duration = Duration::from_secs(600);
+    let place = |id: &str, subject: &str, session: &str| crate::TurnPlace {
+        id: id.to_owned(),
+        subject_id: subject.to_owned(),
+        session_id: session.to_owned(),
+    };
+    let reserve = |place: crate::TurnPlace, max: u32, ttl: Duration| {
+        let store = Arc::clone(&store);
+        async move { store.reserve_turn_place(&place, max, ttl).await.expect("reserve_turn_place") }
+    };
+    create_draft_sessions(&store, &["ses_1", "ses_2", "ses_3", "ses_4"]).await;
+
+    assert_eq!(reserve(place("p1", "ann", "ses_1"), 2, LONG).await, None);
+    assert_eq!(reserve(place("p2", "ann", "ses_2"), 2, LONG).await, None);
+    assert_eq!(reserve(place("p3", "ann", "ses_3"), 2, LONG).await, Some(2), "two places count");
+    assert_eq!(reserve(place("q1", "bob", "ses_3"), 2, LONG).await, None, "another subject has its own");
+    assert_eq!(reserve(place("p3", "ann", "ses_1"), 2, LONG).await, None, "the session's own place does not count");
+    assert!(store.release_turn_place("p3").await.expect("release_turn_place"));
+    assert!(!store.release_turn_place("p3").await.expect("release_turn_place"), "given back once");
+
+    // A bound place counts while its turn runs, and no more once it has ended.
+    create_plain_turn(&store, "ses_1", "turn_1", None, &at(1)).await;
+    assert!(store.bind_turn_place("p1", "turn_1").await.expect("bind_turn_place"));
+    assert!(!store.bind_turn_place("p_unknown", "turn_1").await.expect("bind_turn_place"));
+    assert_eq!(reserve(place("p5", "ann", "ses_3"), 2, LONG).await, Some(2), "a running turn counts");
+    let done = LogWrite::TurnState { turn_id: "turn_1".into(), state: done_state(&at(2)), at: at(2) };
+    store.write(&[done]).await.expect("write");
+    assert_eq!(reserve(place("p5", "ann", "ses_3"), 2, LONG).await, None, "an ended turn does not");
+    assert!(!store.bind_turn_place("p1", "turn_1").await.expect("bind_turn_place"), "and its place was deleted");
+
+    // A running turn whose lease expired (its replica stopped) counts no more.
+    create_plain_turn(&store, "ses_2", "turn_2", None, &at(3)).await;
+    assert!(store.bind_turn_place("p2", "turn_2").await.expect("bind_turn_place"));
+    assert_eq!(reserve(place("p6", "ann", "ses_4"), 2, LONG).await, Some(2));
+    let lease = TurnLease { turn_id: "turn_2".into(), claims: 1 };
+    store.renew_leases("r1", &[lease], Duration::from_millis(1)).await.expect("renew_leases");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(reserve(place("p6", "ann", "ses_4"), 2, LONG).await, None, "an expired lease frees the place");
+    assert_eq!(reserve(place("p7", "ann", "ses_1"), 2, LONG).await, Some(2));
+
+    // A reservation that was never bound expires.
+    assert_eq!(reserve(place("r1", "carol", "ses_1"), 1, Duration::from_millis(1)).await, None);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(reserve(place("r2", "carol", "ses_2"), 1, LONG).await, None, "an expired reservation frees the place");
+
+    // Concurrent reservations of one subject: exactly as many as allowed pass.
+    let racing = (0..8).map(|n| tokio::spawn(reserve(place(&format!("d{n}"), "dave", &format!("ses_race_{n}")), 3, LONG)));
+    let mut reserved = 0;
+    for outcome in racing.collect::<Vec<_>>() {
+        reserved += usize::from(outcome.await.expect("a reservation").is_none());
+    }
+    assert_eq!(reserved, 3);
+}
+
+/// A tenant's spend adds up within its window, concurrent additions included; windows before
+/// the one added to are forgotten, and tenants are apart.
+pub async fn tenant_spend_adds_up_per_window(store: Arc<dyn Store>) {
+    let spend = |tokens: u64, cost_usd: f64| crate::Spend { tokens, cost_usd };
+    let add = |tenant: &'static str, window: u64, added: crate::Spend| {
+        let store = Arc::clone(&store);
+        async move { store.add_tenant_spend(tenant, window, added).await.expect("add_tenant_spend") }
+    };
+    assert_eq!(add("acme", 5, spend(10, 0.5)).await, spend(10, 0.5));
+    assert_eq!(add("acme", 5, spend(5, 0.25)).await, spend(15, 0.75));
+    assert_eq!(add("acme", 5, spend(0, 0.0)).await, spend(15, 0.75), "adding nothing reads the total");
+    assert_eq!(add("beta", 5, spend(1, 0.0)).await, spend(1, 0.0));
+    assert_eq!(add("acme", 6, spend(2, 0.0)).await, spend(2, 0.0), "a new window starts at zero");
+    assert_eq!(add("acme", 5, spend(0, 0.0)).await, spend(0, 0.0), "the window before was forgotten");
+    assert_eq!(add("beta", 5, spend(0, 0.0)).await, spend(1, 0.0), "another tenant's is kept");
+
+    let adding = (0..16).map(|_| tokio::spawn(add("gamma", 1, spend(1, 0.5))));
+    for added in adding.collect::<Vec<_>>() {
+        added.await.expect("an addition");
+    }
+    assert_eq!(add("gamma", 1, spend(0, 0.0)).await, spend(16, 8.0));
 }
 
 // Fixtures.

@@ -12,9 +12,9 @@
 //! announces what it committed on a [`ChangeFeed`], and records cancel requests for the replica
 //! that runs a turn ([`CoordinationStore::request_cancel`]).
 //!
-//! [`Store`] is the sum of five parts, each a trait of its own, so a caller can ask for only the
-//! part it needs: [`AgentStore`], [`SessionStore`], [`EventLog`], [`CoordinationStore`] and
-//! [`SettingsStore`].
+//! [`Store`] is the sum of six parts, each a trait of its own, so a caller can ask for only the
+//! part it needs: [`AgentStore`], [`SessionStore`], [`EventLog`], [`CoordinationStore`],
+//! [`SettingsStore`] and [`UsageStore`] (the counters of the operator's limits).
 //!
 //! The event log has two parts:
 //! - the *stream*: every event of a turn, deltas included, as the exact JSON bytes that were
@@ -29,6 +29,7 @@ pub mod conformance;
 mod error;
 mod feed;
 mod records;
+mod usage;
 
 use async_trait::async_trait;
 pub use teamster_protocol::control::SessionControl;
@@ -36,13 +37,14 @@ pub use teamster_protocol::control::SessionControl;
 pub use error::Error;
 pub use feed::{Change, ChangeFeed, ChangeSender};
 pub use records::*;
+pub use usage::{RequestTaken, Spend, TurnPlace, UsageStore};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The store's traits, for callers of a `dyn Store`: `use teamster_store::prelude::*;` brings
 /// every part's methods into scope.
 pub mod prelude {
-    pub use crate::{AgentStore, CoordinationStore, EventLog, SessionStore, SettingsStore, Store};
+    pub use crate::{AgentStore, CoordinationStore, EventLog, SessionStore, SettingsStore, Store, UsageStore};
 }
 
 /// Saved agents and their immutable versions.
@@ -259,6 +261,6 @@ pub trait SettingsStore: Send + Sync {
 /// Everything Teamster persists: every part above, as one object that is cheap to share
 /// (`Arc<dyn Store>`). Implement the parts; `Store` follows. Callers that need one part can
 /// take just that part.
-pub trait Store: AgentStore + SessionStore + EventLog + CoordinationStore + SettingsStore + 'static {}
+pub trait Store: AgentStore + SessionStore + EventLog + CoordinationStore + SettingsStore + UsageStore + 'static {}
 
-impl<T: AgentStore + SessionStore + EventLog + CoordinationStore + SettingsStore + 'static> Store for T {}
+impl<T: AgentStore + SessionStore + EventLog + CoordinationStore + SettingsStore + UsageStore + 'static> Store for T {}
