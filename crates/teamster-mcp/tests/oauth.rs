@@ -290,6 +290,30 @@ async fn expiring_tokens_are_refreshed_once_for_concurrent_requests_and_calls_ke
 }
 
 #[tokio::test]
+async fn tokens_changed_elsewhere_are_read_again_when_the_provider_is_told() {
+    let server = OAuthServer::start(&[]).await;
+    let client = server.client().await;
+    let first = authorize(&client, "frank").await;
+    let store = MemoryStore::holding(first.clone());
+    let provider = OAuthTokenProvider::new(client.clone(), store.clone());
+    assert_eq!(provider.access_token().await.unwrap(), first.access_token);
+
+    // Another process replaces the stored tokens: the ones in memory are answered until the
+    // provider hears of it, then the stored ones.
+    let second = authorize(&client, "frank").await;
+    *store.tokens.lock().unwrap() = Some(second.clone());
+    assert_eq!(provider.access_token().await.unwrap(), first.access_token);
+    provider.reload_from_store();
+    assert_eq!(provider.access_token().await.unwrap(), second.access_token);
+
+    // The user disconnected elsewhere: no tokens, so no bearer at all.
+    *store.tokens.lock().unwrap() = None;
+    provider.reload_from_store();
+    assert!(matches!(provider.access_token().await, Err(OAuthError::NotAuthorized)));
+    assert_eq!(store.saves.load(Ordering::SeqCst), 0, "reading again refreshes nothing");
+}
+
+#[tokio::test]
 async fn a_failed_refresh_keeps_a_token_that_still_works() {
     let server = OAuthServer::start(&[]).await;
     let client = server.client().await;

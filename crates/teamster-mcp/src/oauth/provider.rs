@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
@@ -40,6 +41,9 @@ pub struct OAuthTokenProvider {
     /// The tokens last loaded or refreshed. Its lock is held across a refresh, which makes
     /// refreshes single-flight.
     state: Mutex<State>,
+    /// Set when the stored tokens changed elsewhere (another process refreshed or replaced
+    /// them): the next request reads them again instead of answering the ones in memory.
+    stale: AtomicBool,
 }
 
 #[derive(Default)]
@@ -54,7 +58,7 @@ impl OAuthTokenProvider {
     /// A provider over `store` that refreshes through `client`, [`DEFAULT_REFRESH_SKEW`]
     /// before expiry.
     pub fn new(client: OAuthClient, store: Arc<dyn TokenStore>) -> OAuthTokenProvider {
-        OAuthTokenProvider { client, store, skew: DEFAULT_REFRESH_SKEW, state: Mutex::default() }
+        OAuthTokenProvider { client, store, skew: DEFAULT_REFRESH_SKEW, state: Mutex::default(), stale: AtomicBool::new(false) }
     }
 
     /// Refreshes this long before expiry instead.
@@ -63,15 +67,22 @@ impl OAuthTokenProvider {
         self
     }
 
-    /// A usable access token: the one in memory while it does not expire within the skew, else
-    /// the stored one (which another process may have refreshed) if it does not, else a
-    /// refreshed one. If refreshing fails while the token has not yet expired, it is answered,
-    /// and the refresh is retried ten seconds later at the earliest.
+    /// Makes the next request read the stored tokens again: another process changed them.
+    pub fn reload_from_store(&self) {
+        self.stale.store(true, Ordering::Release);
+    }
+
+    /// A usable access token: the one in memory while it does not expire within the skew (and
+    /// nobody said the stored ones changed), else the stored one (which another process may
+    /// have refreshed) if it does not, else a refreshed one. If refreshing fails while the
+    /// token has not yet expired, it is answered, and the refresh is retried ten seconds later
+    /// at the earliest.
     pub async fn access_token(&self) -> Result<String, OAuthError> {
         let mut guard = self.state.lock().await;
         let state = &mut *guard;
         let now = SystemTime::now();
-        if let Some(tokens) = state.tokens.as_ref().filter(|tokens| !tokens.expires_within(self.skew, now)) {
+        let stale = self.stale.swap(false, Ordering::AcqRel);
+        if let Some(tokens) = state.tokens.as_ref().filter(|tokens| !stale && !tokens.expires_within(self.skew, now)) {
             return Ok(tokens.access_token.clone());
         }
         // The store is the truth: another process may have refreshed the tokens meanwhile, or
