@@ -10,6 +10,7 @@ the native API:
   the answers are the specs' (`auto` cancels the running turn with `cancelled-for-next-turn` and
   runs after it; `none` while a turn runs is a 409 `turn_running`);
 - settings and agents written through one replica are used by the other;
+- an MCP server's OAuth grant replaced through B is what A's open connection uses next;
 - a session's sandbox, on the `--sandbox-root` both share, is the same on both: a file written by
   a command on A is read by a command on B and downloaded through B, and it is announced once.
 
@@ -27,6 +28,7 @@ import typing
 import httpx
 import pytest
 
+import test_mcp_oauth
 import wire
 from conftest import DEMO_AGENT, FakeModelServer, Recorder, TeamsterServer
 from test_sandbox import download, exec_call, gateway_download, sandbox_spec, sandboxes_created, tool_results
@@ -392,3 +394,39 @@ def test_follow_ups_queued_on_b_run_in_order_after_a_turn_running_on_a(cluster: 
 def test_steering_sent_to_b_joins_a_turn_running_on_a(cluster: Cluster, fake) -> None:
     from test_control import steer_joins_the_running_turn
     steer_joins_the_running_turn(cluster.a.require_api(), cluster.b.require_api(), fake)
+
+
+@pytest.fixture(scope="module")
+def oauth_server(workdir) -> typing.Iterator["test_mcp_oauth.OAuthServer"]:
+    instance = test_mcp_oauth.OAuthServer(workdir)
+    try:
+        yield instance
+    finally:
+        instance.close()
+
+
+def test_an_authorization_replaced_through_b_reaches_the_connection_a_holds(cluster, oauth_server):
+    # A keeps an open connection to the MCP server with the user's access token in memory. The
+    # user authorizes again through B, as someone else; B registers a client of its own (its
+    # redirect URI is its own) and replaces the grant. A hears of both through the change feed:
+    # it drops its cached client and closes the connection of the replaced grant, so its next
+    # turn uses the new grant, not the token it held.
+    api_a, api_b = cluster.a.require_api(), cluster.b.require_api()
+    name = test_mcp_oauth.register(api_a, oauth_server)
+    browser_a = test_mcp_oauth.Browser(cluster.a, oauth_server)
+    browser_b = test_mcp_oauth.Browser(cluster.b, oauth_server)
+    try:
+        test_mcp_oauth.authorize_directly(api_a, browser_a, name, "alice")
+        session = test_mcp_oauth.session_with(api_a, test_mcp_oauth.registry(name))
+        who = test_mcp_oauth.whoami
+        assert test_mcp_oauth.tool_results(api_a.run_turn(session, who())) == ["alice"]
+
+        api_b.ok(api_b.delete(f"/api/v1/mcp-servers/{name}/authorize"))
+        test_mcp_oauth.authorize_directly(api_b, browser_b, name, "bob")
+        assert test_mcp_oauth.tool_results(api_b.run_turn(session, who())) == ["bob"]
+        wire.wait_until(lambda: test_mcp_oauth.tool_results(api_a.run_turn(session, who())) == ["bob"],
+                        timeout=15, what="A's turns to use the grant made through B")
+        assert oauth_server.grants()["registrations"] == 2, "one client per replica's redirect URI"
+    finally:
+        browser_a.close()
+        browser_b.close()

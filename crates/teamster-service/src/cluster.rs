@@ -5,7 +5,8 @@
 //! - a write to a turn wakes this replica's readers of that turn ([`TurnWatch`]): subscribers
 //!   following a turn that runs elsewhere, and waits for such a turn to end;
 //! - a cancel request stops the turn if it runs here;
-//! - a setting written anywhere reloads that kind of settings here;
+//! - a setting written anywhere reloads that kind of settings here, and an OAuth client or
+//!   grant written anywhere drops what this replica keeps of it in memory;
 //! - [`Change::Missed`] does all of that for everything, since anything may have changed.
 //!
 //! The feed is a wake-up, never the data, and readers also re-check on a slow timer, so a lost
@@ -111,6 +112,9 @@ pub(crate) trait ClusterMember: Send + Sync + 'static {
     /// Reloads the settings of `kind` (every kind for `None`) that another replica may have
     /// changed; failures are logged, and the next change or miss reloads again.
     async fn reload_settings(&self, kind: Option<&str>);
+    /// Forgets the OAuth clients and tokens this replica keeps in memory that another replica
+    /// changed (settings of `kind`; every kind for `None`).
+    async fn oauth_changed(&self, kind: Option<&str>);
 }
 
 impl Cluster {
@@ -154,6 +158,9 @@ fn apply(cluster: &Arc<Cluster>, member: Arc<dyn ClusterMember>, change: Change)
             let cluster = cluster.clone();
             tokio::spawn(async move { cluster.reload(member.as_ref(), Some(&kind)).await });
         }
+        Change::Setting { kind } if crate::mcp::is_oauth_kind(&kind) => {
+            tokio::spawn(async move { member.oauth_changed(Some(&kind)).await });
+        }
         // Other kinds are read from the store on every use.
         Change::Setting { .. } => {}
         Change::Missed => {
@@ -162,6 +169,7 @@ fn apply(cluster: &Arc<Cluster>, member: Arc<dyn ClusterMember>, change: Change)
             tokio::spawn(async move {
                 member.apply_cancel_requests().await;
                 cluster.reload(member.as_ref(), None).await;
+                member.oauth_changed(None).await;
             });
         }
     }

@@ -332,4 +332,8 @@ impl cluster::ClusterMember for Inner {
             tracing::warn!(%error, "could not reload MCP servers");
         }
     }
+
+    async fn oauth_changed(&self, kind: Option<&str>) {
+        self.mcp.oauth_changed_elsewhere(kind).await;
+    }
 }

@@ -20,6 +20,7 @@ use crate::sealed::SealedSettings;
 
 pub use links::{McpLinks, OAuthCallback};
 pub use servers::McpServerWrite;
+pub(crate) use oauth::is_oauth_kind;
 pub(crate) use servers::{SETTING_KIND, validate_agent_servers};
 pub(crate) use toolbox::TurnTools;
 

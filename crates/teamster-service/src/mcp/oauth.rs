@@ -98,9 +98,10 @@ pub(crate) struct McpOAuth {
     providers: Mutex<HashMap<(String, String), SharedProvider>>,
 }
 
-/// A token provider that connections hold, and the client it refreshes with.
+/// A token provider that connections hold, whose it is, and the client it refreshes with.
 struct SharedProvider {
     provider: Weak<OAuthTokenProvider>,
+    subject: Subject,
     client_id: String,
 }
 
@@ -404,7 +405,10 @@ impl McpHost {
         };
         let provider = Arc::new(OAuthTokenProvider::new(client, Arc::new(store)));
         providers.retain(|_, shared| shared.provider.strong_count() > 0);
-        providers.insert(key, SharedProvider { provider: Arc::downgrade(&provider), client_id: client_id.clone() });
+        providers.insert(
+            key,
+            SharedProvider { provider: Arc::downgrade(&provider), subject: subject.clone(), client_id: client_id.clone() },
+        );
         Some((provider, client_id))
     }
 
@@ -542,6 +546,49 @@ impl McpHost {
         self.oauth.forget_provider(subject, server);
         self.pool.remove_user_server(&subject_key(subject), server);
     }
+
+    /// Another replica changed OAuth settings of `kind` (any kind for `None`): registered
+    /// clients are read from the store again; for the users whose grants changed, connections
+    /// to a server whose grant was removed or replaced by another client's are closed (the next
+    /// turn connects with the current grant or asks for authorization), and the token providers
+    /// of the others read their tokens again (another replica refreshed them).
+    pub(crate) async fn oauth_changed_elsewhere(&self, kind: Option<&str>) {
+        if kind.is_none_or(|kind| kind == CLIENT_KIND) {
+            self.oauth.clients.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        }
+        let changed_user = match kind {
+            None => None,
+            Some(kind) => match kind.strip_prefix(GRANTS_KIND_PREFIX) {
+                Some(user) => Some(user),
+                None => return,
+            },
+        };
+        let held: Vec<(Subject, String, String, Weak<OAuthTokenProvider>)> = {
+            let providers = self.oauth.providers.lock().unwrap_or_else(PoisonError::into_inner);
+            providers
+                .iter()
+                .filter(|((user, _), _)| changed_user.is_none_or(|changed| changed == user))
+                .map(|((_, server), shared)| {
+                    (shared.subject.clone(), server.clone(), shared.client_id.clone(), shared.provider.clone())
+                })
+                .collect()
+        };
+        for (subject, server, client_id, provider) in held {
+            let stored = read_grant(self.store(), &self.oauth.cipher, &subject, &server).await;
+            match stored {
+                Ok(Some(grant)) if grant.client.credentials.client_id == client_id => {
+                    if let Some(provider) = provider.upgrade() {
+                        provider.reload_from_store();
+                    }
+                }
+                Ok(_) => self.forget_connections(&subject, &server),
+                Err(error) => {
+                    tracing::warn!(%server, %error, "cannot read an OAuth grant another replica changed; closing its connections");
+                    self.forget_connections(&subject, &server);
+                }
+            }
+        }
+    }
 }
 
 /// A [`TokenStore`] over one user's sealed grant row for one server. Tokens of another client
@@ -625,6 +672,12 @@ async fn write_grant(
         .map_err(|error| ServiceError::Unprocessable(error.to_string()))?;
     store.put_setting(&grants_kind(subject), server, &sealed, &timestamp::now()).await?;
     Ok(())
+}
+
+/// Whether another replica's change to settings of `kind` concerns the OAuth state replicas
+/// keep in memory: registered clients, and the token providers of users' grants.
+pub(crate) fn is_oauth_kind(kind: &str) -> bool {
+    kind == CLIENT_KIND || kind.starts_with(GRANTS_KIND_PREFIX)
 }
 
 /// A user as one string: type and id.
