@@ -407,3 +407,68 @@ def test_a_replica_paused_mid_write_cannot_commit_after_the_takeover(replicas: R
             assert event["id"] in placeholders, f"a delta of a message never announced: {event}"
     replay_a = api_a.subscribe(session_id, turn_id)
     assert [event.raw for event in replay_a.events] == [event.raw for event in replay.events]
+
+
+def test_subscribers_of_a_turn_taken_over_go_on_without_re_subscribing(replicas: Replicas):
+    # A's own streams of a turn (the request that started it, and a subscriber) outlive A's hold
+    # on it: A is paused past its lease, B takes the turn over and ends it, and when A wakes
+    # both streams go on from the store, after the last event they sent, to `turn.done`, on the
+    # same connection: no gap, no duplicate, the same events as B's replay.
+    a, b = replicas.servers
+    api_a, api_b = a.require_api(), b.require_api()
+    session_id = api_a.create_session(spec={"model": {"name": "fake/fake-model"}})["id"]
+    streams: dict[str, list[wire.SseEvent]] = {"started": [], "subscribed": []}
+    errors: list[BaseException] = []
+    first_delta = {name: threading.Event() for name in streams}
+    turn_ids: list[str] = []
+    http = httpx.Client(base_url=a.url, timeout=httpx.Timeout(90.0, connect=5.0), headers={"Authorization": "Bearer K"})
+
+    def read(name: str, method: str, path: str, **kw: typing.Any) -> None:
+        parser = wire.SseParser()
+        try:
+            with http.stream(method, path, **kw) as response:
+                assert response.status_code == 200, response.read()[:300]
+                for chunk in response.iter_bytes():
+                    for event in parser.feed(chunk):
+                        streams[name].append(event)
+                        if event.type == "turn.created" and not turn_ids:
+                            turn_ids.append(event.json["turn_id"])
+                        if event.type == "model.message.delta":
+                            first_delta[name].set()
+        except BaseException as error:  # reported below
+            errors.append(error)
+        finally:
+            first_delta[name].set()
+
+    body = {"input": [{"type": "user.message", "content": "[tokens:40][delay:100] taken over"}], "stream": True}
+    started = threading.Thread(target=read, args=("started", "POST", f"/api/v1/sessions/{session_id}/turns"),
+                               kwargs={"json": body})
+    started.start()
+    assert first_delta["started"].wait(30), "the starting stream saw no delta"
+    assert turn_ids, "the starting stream began with no turn.created"
+    turn_id = turn_ids[0]
+    subscribed = threading.Thread(target=read, args=("subscribed", "GET",
+                                                     f"/api/v1/sessions/{session_id}/turns/{turn_id}/subscribe"))
+    subscribed.start()
+    assert first_delta["subscribed"].wait(30), "the subscriber saw no delta"
+
+    assert a.process is not None and a.process.popen is not None
+    pid = a.process.popen.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        turn = api_b.wait_terminal(session_id, turn_id, timeout=60)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert turn["state"]["status"] == "done", turn["state"]
+    started.join(60)
+    subscribed.join(60)
+    http.close()
+    assert not started.is_alive() and not subscribed.is_alive(), "a stream on A did not end"
+    assert not errors, errors
+
+    replay = api_b.subscribe(session_id, turn_id)
+    expected = [(event.seq, event.raw) for event in replay.events]
+    assert expected[-1][0] == len(expected) and replay.payloads[-1]["type"] == "turn.done"
+    for name, events in streams.items():
+        got = [(event.seq, event.raw) for event in events]
+        assert got == expected, f"the {name} stream on A differs from B's replay"
