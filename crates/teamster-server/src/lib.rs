@@ -82,7 +82,7 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(service: Service, config: ServerConfig) -> AppState {
-        let rate_limiter = config.rate_limit_per_minute.map(|per_minute| std::sync::Arc::new(rate_limit::RateLimiter::new(per_minute)));
+        let rate_limiter = config.rate_limit_per_minute.map(|per_minute| std::sync::Arc::new(rate_limit::RateLimiter::new(&service, per_minute)));
         AppState { service, config, shutdown: tokio_util::sync::CancellationToken::new(), rate_limiter }
     }
 }

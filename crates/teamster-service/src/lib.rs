@@ -68,7 +68,7 @@ pub use telemetry::StreamGuard;
 pub use telemetry::otlp::OtlpExporter;
 pub use telemetry::traces::{TraceParent, with_caller_trace};
 pub use turns::{CreateTurn, TurnListQuery};
-pub use limits::{Limits, QuotaExceeded};
+pub use limits::{Limits, QuotaExceeded, RateLimited, RequestRate};
 pub use budgets::TenantBudget;
 
 /// How long a readiness check waits for the store.
@@ -210,7 +210,7 @@ impl Service {
             mcp: mcp.clone(),
             tools: vec![Arc::new(teamster_tools::builtin::Builtins)],
             sandboxes: config.sandboxes.clone(),
-            tenant_ledger: Arc::new(budgets::TenantLedger::new(config.limits.tenant_budget.clone())),
+            tenant_ledger: Arc::new(budgets::TenantLedger::new(config.limits.tenant_budget.clone(), store.clone())),
         };
         let runtime_config = runtime::RuntimeConfig {
             turn_timeout: config.turn_timeout,
@@ -220,6 +220,7 @@ impl Service {
         let telemetry = Arc::new(telemetry::Telemetry::with_traces(config.traces.clone()));
         let runtime =
             runtime::TurnRuntime::start(store.clone(), cluster.clone(), Arc::new(planner), runtime_config, telemetry.clone());
+        let turn_quota = limits::TurnQuota::new(config.limits.max_concurrent_turns_per_subject, store.clone());
         let inner = Arc::new(Inner {
             store,
             catalog,
@@ -228,7 +229,7 @@ impl Service {
             sandboxes: config.sandboxes,
             follow_up_watchers: follow_ups::Watched::default(),
             telemetry,
-            turn_quota: limits::TurnQuota::new(config.limits.max_concurrent_turns_per_subject),
+            turn_quota,
         });
         if let (Some(feed), Some(cluster)) = (feed, cluster) {
             let member: std::sync::Weak<dyn cluster::ClusterMember> = Arc::downgrade(&inner) as _;

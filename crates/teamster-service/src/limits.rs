@@ -1,16 +1,36 @@
-//! Operator limits on what subjects use: how many turns one subject may have running at once
-//! ([`TurnQuota`]), and the tenant budget (see `budgets`).
+//! Operator limits on what subjects use: how many requests one subject may send a minute
+//! ([`RequestRate`]), how many turns it may have running at once ([`TurnQuota`]), and the
+//! tenant budget (see `budgets`).
 //!
-//! The quota counts the turns running in this process: with several replicas each holds a
-//! subject to it on its own. A turn that replaces the session's running turn (a new `auto`
-//! turn cancels it) does not count that one. A turn being created holds a reservation from the
-//! check until it runs, so turns created at the same instant cannot all pass.
+//! Every count lives in the store ([`UsageStore`]), so replicas sharing a store hold a subject
+//! to one limit together, and one replica on SQLite runs the same code.
+//!
+//! - The request rate is a token bucket per subject in the store, taken by one statement per
+//!   request: exact across replicas, at the price of that statement (only with a limit set).
+//! - The running-turn quota counts places in the store: a turn being created holds a
+//!   reservation from the check until it runs (so turns created at the same instant cannot all
+//!   pass), then the place is bound to the turn and counts while the turn runs under a live
+//!   lease. A replica that stops without ending its turns holds their places only until their
+//!   leases expire (or another replica takes the turns over, and they count again). A turn that
+//!   replaces the session's running turn (a new `auto` turn cancels it) does not count that one.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use teamster_protocol::ids;
+use teamster_store::{Store, TurnPlace};
 
 use crate::budgets::TenantBudget;
-use crate::runtime::TurnLog;
+use crate::error::{Result, ServiceError};
+
+/// How long a reservation holds a place while its turn is being created, if the replica
+/// creating it stops before the turn is stored (a turn stored in time holds it itself).
+const RESERVATION_TTL: Duration = Duration::from_secs(30);
+
+/// How long a subject's bucket stays in the store after its last request: by then it has
+/// refilled completely, and a new bucket says the same.
+const BUCKET_IDLE: Duration = Duration::from_secs(60);
 
 /// What the operator limits.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -25,137 +45,203 @@ pub struct Limits {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("{running} turns of this caller are running, the most allowed at once is {max}; retry once one has ended")]
 pub struct QuotaExceeded {
-    pub running: usize,
+    pub running: u32,
     pub max: u32,
 }
 
-impl From<QuotaExceeded> for crate::ServiceError {
-    fn from(refused: QuotaExceeded) -> crate::ServiceError {
-        crate::ServiceError::TooMany(refused.to_string())
+impl From<QuotaExceeded> for ServiceError {
+    fn from(refused: QuotaExceeded) -> ServiceError {
+        ServiceError::TooMany(refused.to_string())
     }
 }
 
-/// The running turns of each subject, in this process.
-#[derive(Debug, Default)]
-pub(crate) struct TurnQuota {
-    max: Option<u32>,
-    /// Subject id to its turns' logs and the reservations of turns being created; a turn
-    /// counts until its end is decided. Weak: the runtime owns the logs, and a dropped one is
-    /// pruned here.
-    running: Mutex<HashMap<String, SubjectTurns>>,
+/// A request refused by the rate limit.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("too many requests: the limit is {per_minute} per minute; retry in {retry_after_secs} s")]
+pub struct RateLimited {
+    pub per_minute: u32,
+    /// Whole seconds until the next request is accepted.
+    pub retry_after_secs: u64,
 }
 
-/// One subject's entries.
-#[derive(Debug, Default)]
-struct SubjectTurns {
-    logs: Vec<Weak<TurnLog>>,
-    /// Turns being created (checked, not yet running).
-    reserved: usize,
+/// Each subject's request rate, counted in the store.
+pub struct RequestRate {
+    /// Requests per minute per subject, and the burst a rested subject may send at once.
+    per_minute: u32,
+    store: Arc<dyn Store>,
+    /// When idle buckets were last forgotten, in seconds since the Unix epoch.
+    last_sweep: AtomicU64,
+}
+
+impl std::fmt::Debug for RequestRate {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("RequestRate").field("per_minute", &self.per_minute).finish_non_exhaustive()
+    }
+}
+
+impl RequestRate {
+    /// A limit of `per_minute` requests a minute per subject (at least 1) over `store`.
+    pub fn new(store: Arc<dyn Store>, per_minute: u32) -> RequestRate {
+        RequestRate { per_minute: per_minute.max(1), store, last_sweep: AtomicU64::new(now_secs()) }
+    }
+
+    /// Counts a request of `subject_id`, or says how long to wait (`Ok(Err(..))`); `Err` when
+    /// the store fails.
+    pub async fn check(&self, subject_id: &str) -> Result<std::result::Result<(), RateLimited>> {
+        self.sweep_now_and_then();
+        let taken = self.store.take_request(subject_id, self.per_minute).await?;
+        if taken.granted {
+            return Ok(Ok(()));
+        }
+        let per_second = f64::from(self.per_minute) / 60.0;
+        let wait = (1.0 - taken.tokens_left).max(0.0) / per_second;
+        Ok(Err(RateLimited { per_minute: self.per_minute, retry_after_secs: (wait.ceil() as u64).max(1) }))
+    }
+
+    /// Forgets idle buckets in the background, at most once a minute per replica.
+    fn sweep_now_and_then(&self) {
+        let now = now_secs();
+        let last = self.last_sweep.load(Ordering::Relaxed);
+        if now < last + BUCKET_IDLE.as_secs()
+            || self.last_sweep.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_err()
+        {
+            return;
+        }
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            if let Err(error) = store.forget_idle_requests(BUCKET_IDLE).await {
+                tracing::warn!(%error, "forgetting idle request buckets failed");
+            }
+        });
+    }
+}
+
+impl crate::Service {
+    /// A limit of `per_minute` requests a minute per subject, counted in this service's store.
+    pub fn request_rate(&self, per_minute: u32) -> RequestRate {
+        RequestRate::new(self.inner.store.clone(), per_minute)
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs()
+}
+
+/// Each subject's running turns, counted in the store.
+pub(crate) struct TurnQuota {
+    max: Option<u32>,
+    store: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for TurnQuota {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("TurnQuota").field("max", &self.max).finish_non_exhaustive()
+    }
 }
 
 /// A place in the quota for a turn being created: it becomes the turn's with
 /// [`Reservation::started`], and is given back when dropped.
-#[derive(Debug)]
-pub(crate) struct Reservation<'a> {
-    /// `None` when the quota has no limit.
-    quota: Option<&'a TurnQuota>,
-    subject: String,
+#[must_use]
+pub(crate) struct Reservation {
+    /// The store and the place's id; `None` when the quota has no limit.
+    place: Option<(Arc<dyn Store>, String)>,
 }
 
-impl Reservation<'_> {
-    /// Counts the started turn in place of the reservation, until its end is decided.
-    pub(crate) fn started(mut self, log: &Arc<TurnLog>) {
-        let Some(quota) = self.quota.take() else { return };
-        let mut running = quota.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let entry = running.entry(self.subject.clone()).or_default();
-        entry.reserved = entry.reserved.saturating_sub(1);
-        entry.logs.push(Arc::downgrade(log));
+impl Reservation {
+    /// Binds the place to the started turn, which holds it while it runs.
+    pub(crate) async fn started(mut self, turn_id: &str) {
+        let Some((store, place_id)) = self.place.take() else { return };
+        match store.bind_turn_place(&place_id, turn_id).await {
+            Ok(true) => {}
+            // The reservation expired before the turn was stored (the store was that slow):
+            // the turn runs uncounted rather than failing after it started.
+            Ok(false) => tracing::warn!(turn_id, "the turn's quota reservation expired before it started"),
+            Err(error) => tracing::warn!(turn_id, %error, "binding the turn's quota place failed; it counts until the reservation expires"),
+        }
     }
 }
 
-impl Drop for Reservation<'_> {
+impl Drop for Reservation {
     fn drop(&mut self) {
-        let Some(quota) = self.quota else { return };
-        let mut running = quota.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(entry) = running.get_mut(&self.subject) {
-            entry.reserved = entry.reserved.saturating_sub(1);
-            if entry.reserved == 0 && entry.logs.is_empty() {
-                running.remove(&self.subject);
-            }
+        let Some((store, place_id)) = self.place.take() else { return };
+        // Given back in the background; if that fails, the reservation expires on its own.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(error) = store.release_turn_place(&place_id).await {
+                    tracing::warn!(%error, "giving back a quota reservation failed; it expires on its own");
+                }
+            });
         }
     }
 }
 
 impl TurnQuota {
-    pub(crate) fn new(max: Option<u32>) -> TurnQuota {
-        TurnQuota { max, running: Mutex::default() }
+    pub(crate) fn new(max: Option<u32>, store: Arc<dyn Store>) -> TurnQuota {
+        TurnQuota { max, store }
     }
 
-    /// Reserves a place for a new turn of `subject`, or refuses it; `replacing` is the
-    /// session whose running turn the new one ends, which does not count.
-    pub(crate) fn reserve(&self, subject: &str, replacing: &str) -> Result<Reservation<'_>, QuotaExceeded> {
-        let Some(max) = self.max else { return Ok(Reservation { quota: None, subject: String::new() }) };
-        let mut running = self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Bounded: subjects with nothing running or reserved are dropped whenever one reserves.
-        running.retain(|_, entry| {
-            entry.logs.retain(|log| log.upgrade().is_some_and(|log| still_running(&log)));
-            !entry.logs.is_empty() || entry.reserved > 0
-        });
-        let entry = running.entry(subject.to_owned()).or_default();
-        let counted = entry.logs.iter().filter_map(Weak::upgrade).filter(|log| log.session_id != replacing).count() + entry.reserved;
-        if counted >= max as usize {
-            if entry.logs.is_empty() && entry.reserved == 0 {
-                running.remove(subject);
-            }
-            return Err(QuotaExceeded { running: counted, max });
+    /// Reserves a place for a new turn of `subject` in session `session_id` (whose running
+    /// turn the new one ends, so it does not count), or refuses it.
+    pub(crate) async fn reserve(&self, subject: &str, session_id: &str) -> Result<Reservation> {
+        let Some(max) = self.max else { return Ok(Reservation { place: None }) };
+        let place = TurnPlace { id: ids::new_id("place"), subject_id: subject.to_owned(), session_id: session_id.to_owned() };
+        match self.store.reserve_turn_place(&place, max, RESERVATION_TTL).await? {
+            None => Ok(Reservation { place: Some((self.store.clone(), place.id)) }),
+            Some(running) => Err(QuotaExceeded { running, max }.into()),
         }
-        entry.reserved += 1;
-        Ok(Reservation { quota: Some(self), subject: subject.to_owned() })
     }
-}
-
-fn still_running(log: &TurnLog) -> bool {
-    log.final_state().is_none()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use teamster_protocol::TurnState;
 
-    fn done() -> TurnState {
-        TurnState::Error { message: String::new(), completed_at: String::new(), metrics: None }
+    async fn store() -> Arc<dyn Store> {
+        Arc::new(teamster_store_sqlite::SqliteStore::connect("sqlite::memory:").await.expect("an in-memory store"))
     }
 
-    #[test]
-    fn counts_a_subjects_running_and_reserved_turns() {
-        let quota = TurnQuota::new(Some(2));
-        let first = TurnLog::new("turn_1", "session_a", Vec::new());
-        let second = TurnLog::new("turn_2", "session_b", Vec::new());
-        quota.reserve("ann", "session_x").unwrap().started(&first);
-        // A turn being created counts until it runs or gives its place back.
-        let pending = quota.reserve("ann", "session_x").unwrap();
-        assert_eq!(quota.reserve("ann", "session_x").unwrap_err(), QuotaExceeded { running: 2, max: 2 });
-        drop(pending);
-        quota.reserve("ann", "session_x").unwrap().started(&second);
-        assert_eq!(quota.reserve("ann", "session_x").unwrap_err(), QuotaExceeded { running: 2, max: 2 });
+    #[tokio::test]
+    async fn counts_a_subjects_reservations() {
+        let quota = TurnQuota::new(Some(2), store().await);
+        let first = quota.reserve("ann", "session_a").await.unwrap();
+        let pending = quota.reserve("ann", "session_b").await.unwrap();
+        let refused = quota.reserve("ann", "session_x").await.err().unwrap();
+        assert_eq!(refused.to_string(), QuotaExceeded { running: 2, max: 2 }.to_string());
         // Another subject, and a turn replacing one of the two, pass.
-        drop(quota.reserve("bob", "session_x").unwrap());
-        drop(quota.reserve("ann", "session_a").unwrap());
-        first.set_final_state(done());
-        drop(quota.reserve("ann", "session_x").unwrap());
-        second.set_final_state(done());
-        drop(quota.reserve("ann", "session_x").unwrap());
-        assert!(quota.running.lock().unwrap().is_empty());
+        drop(quota.reserve("bob", "session_x").await.unwrap());
+        drop(quota.reserve("ann", "session_a").await.unwrap());
+        // A dropped reservation is given back (in the background).
+        drop(pending);
+        let mut again = None;
+        for _ in 0..100 {
+            if let Ok(reservation) = quota.reserve("ann", "session_x").await {
+                again = Some(reservation);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(again.is_some(), "the dropped reservation was never given back");
+        drop(first);
     }
 
-    #[test]
-    fn no_limit_tracks_nothing() {
-        let quota = TurnQuota::new(None);
-        let log = TurnLog::new("turn_1", "session_a", Vec::new());
+    #[tokio::test]
+    async fn no_limit_reserves_nothing() {
+        let quota = TurnQuota::new(None, store().await);
         for _ in 0..3 {
-            quota.reserve("ann", "session_x").unwrap().started(&log);
+            assert!(quota.reserve("ann", "session_x").await.unwrap().place.is_none());
         }
-        assert!(quota.running.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_burst_then_one_request_per_period() {
+        let rate = RequestRate::new(store().await, 6);
+        for _ in 0..6 {
+            rate.check("a").await.unwrap().unwrap();
+        }
+        let refused = rate.check("a").await.unwrap().unwrap_err();
+        assert_eq!(refused.per_minute, 6);
+        assert!((9..=10).contains(&refused.retry_after_secs), "{refused:?}");
+        // Another subject has its own bucket.
+        rate.check("b").await.unwrap().unwrap();
     }
 }

@@ -104,8 +104,12 @@ impl PlanTurns for Planner {
         plan.steering = Some(Arc::new(QueuedSteering { store: self.store.clone(), log: sink.log.clone() }));
         plan.skills = skills;
         let session_budget = spec.config.as_ref().and_then(|config| config.budget.as_ref());
-        plan.spend_limit = crate::budgets::for_turn(&self.tenant_ledger, session_budget, &turn.created_by, &history);
+        plan.spend_limit = crate::budgets::for_turn(&self.tenant_ledger, session_budget, &turn.created_by, &history).await;
         Ok(TurnStart::Run(Box::new(plan)))
+    }
+
+    async fn ended(&self, turn: &TurnRecord) {
+        self.tenant_ledger.flush_tenant(crate::budgets::tenant_of(&turn.created_by)).await;
     }
 }
 

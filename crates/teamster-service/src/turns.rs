@@ -191,7 +191,7 @@ impl Service {
         let running = self.runtime().running_in_session(session_id);
         // Held until the turn is stored and running (or this attempt fails), so turns created
         // at the same time cannot all pass the quota.
-        let reservation = self.inner.turn_quota.reserve(&caller.subject.subject_id, session_id)?;
+        let reservation = self.inner.turn_quota.reserve(&caller.subject.subject_id, session_id).await?;
         // With several replicas, the session's turn may run on another one.
         let remote = match running {
             None if self.runtime().is_clustered() => self.runtime().remote_running_turn(&session).await?,
@@ -226,7 +226,7 @@ impl Service {
         let control = self.turn_control(&session, &spec, previous.as_deref(), &request.input).await?;
         let started = self.start_turn(caller, session, previous, input, control, ending).await?;
         if let Some((_, log)) = &started {
-            reservation.started(log);
+            reservation.started(&log.turn_id).await;
         }
         Ok(started)
     }

@@ -56,6 +56,10 @@ pub(crate) enum TurnStart {
 #[async_trait]
 pub(crate) trait PlanTurns: Send + Sync {
     async fn plan(&self, session: &SessionRecord, turn: &TurnRecord, history: &[Event], sink: &TurnSink) -> Result<TurnStart, String>;
+
+    /// After a turn's run, before its `turn.done` is written: what the turn's end must have
+    /// settled by then (its tenant's spend in the store).
+    async fn ended(&self, _turn: &TurnRecord) {}
 }
 
 /// How the runtime runs turns.

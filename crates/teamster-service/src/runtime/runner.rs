@@ -153,6 +153,7 @@ async fn run(runtime: TurnRuntime, sink: Arc<TurnSink>, session: SessionRecord, 
         },
         TurnOutcome::Failed { message } => TurnState::Error { message, completed_at, metrics: Some(metrics) },
     };
+    runtime.inner.planner.ended(&turn).await;
     finish(&runtime, &sink, state, history.map(|history| (&turn, history))).await;
 }
 
