@@ -159,6 +159,8 @@ pub struct ServeArgs {
     /// acts as the local admin.
     #[arg(long, env = "TEAMSTER_INSECURE_NO_AUTH")]
     pub insecure_no_auth: bool,
+    #[command(flatten)]
+    pub oidc: crate::oidc::OidcArgs,
     /// Export a trace of every turn over OTLP/HTTP (protobuf) to this collector, e.g.
     /// `http://localhost:4318` (the spans go to `<URL>/v1/traces`); a request's `traceparent`
     /// header makes its turns part of the caller's trace.

@@ -9,6 +9,7 @@ mod chat;
 mod client;
 mod keys;
 mod limits;
+mod oidc;
 mod serve;
 mod sse;
 mod store;

@@ -68,14 +68,17 @@ pub async fn serve(
 
     let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
     let address = listener.local_addr()?;
-    if matches!(args.auth, AuthArg::None) && !address.ip().is_loopback() {
+    if matches!(args.auth, AuthArg::None) && !args.oidc.enabled() && !address.ip().is_loopback() {
         if !args.insecure_no_auth {
             bail!(
                 "refusing to serve {address} without authentication: anyone who reaches it would act as the local admin. \
-                 Start with --auth api-keys (keys from `teamster keys create`), listen on a loopback address, or say --insecure-no-auth"
+                 Start with --auth api-keys (keys from `teamster keys create`) or --oidc-issuer, listen on a loopback address, or say --insecure-no-auth"
             );
         }
         tracing::warn!(%address, "serving without authentication on a non-loopback address (--insecure-no-auth)");
+    }
+    if args.oidc.enabled() && args.public_url.is_none() && address.ip().is_unspecified() {
+        bail!("OIDC login needs --public-url: the identity provider sends browsers back to <public URL>/api/v1/auth/callback");
     }
     if args.public_url.is_none() && address.ip().is_unspecified() {
         tracing::warn!(%address, "no --public-url: MCP authorization links name an address browsers cannot open; set --public-url");
@@ -83,6 +86,7 @@ pub async fn serve(
     let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{address}"));
     let links = teamster_server::PublicLinks::new(&public_url).map_err(|message| anyhow::anyhow!("invalid --public-url: {message}"))?;
     let public_url = links.public_url().to_owned();
+    let oidc = crate::oidc::login(&args.oidc, &links, &secret_key).await?;
     let config = ServiceConfig {
         turn_timeout: Duration::from_secs(args.turn_timeout_secs),
         env_providers,
@@ -116,6 +120,7 @@ pub async fn serve(
                 AuthArg::None => AuthMode::None,
                 AuthArg::ApiKeys => AuthMode::ApiKeys,
             },
+            oidc,
             rate_limit_per_minute: args.rate_limit_per_minute,
         },
     );

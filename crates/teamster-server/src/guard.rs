@@ -33,13 +33,27 @@ pub struct BrowserPolicy {
 pub const LOOPBACK_HOSTS: &[&str] = &["localhost", "127.0.0.1", "[::1]"];
 
 /// Paths a cross-site browser navigation may open: the MCP OAuth pages (the authorization
-/// server sends the browser back to the callback; an `auth_url` opens the authorize page).
+/// server sends the browser back to the callback; an `auth_url` opens the authorize page) and
+/// the OIDC login pages (the identity provider sends the browser back to the callback, which
+/// sends it on into the app).
 fn is_oauth_navigation(method: &Method, path: &str) -> bool {
     method == Method::GET
-        && (path == "/api/v1/mcp-servers/oauth/callback"
+        && (matches!(path, "/api/v1/mcp-servers/oauth/callback" | "/api/v1/auth/login" | "/api/v1/auth/callback")
             || path.strip_prefix("/api/v1/mcp-servers/").is_some_and(|rest| {
                 rest.strip_suffix("/authorize").is_some_and(|name| !name.is_empty() && !name.contains('/'))
             }))
+}
+
+/// Whether a request is a browser opening one of the web UI's pages (a top-level `GET`
+/// navigation outside the APIs): a link from elsewhere, or the OIDC callback sending the browser
+/// on into the app. The page itself does nothing; its API calls are checked as any others.
+fn is_page_navigation(method: &Method, path: &str, headers: &HeaderMap) -> bool {
+    let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok()).map(str::to_ascii_lowercase);
+    method == Method::GET
+        && header("sec-fetch-mode").as_deref() == Some("navigate")
+        && header("sec-fetch-dest").as_deref() == Some("document")
+        && !["/api", "/v1"].iter().any(|root| path == *root || path.starts_with(&format!("{root}/")))
+        && !matches!(path, "/healthz" | "/readyz" | "/metrics")
 }
 
 /// The middleware: checks `Host` and `Origin`, answers preflights, adds CORS headers.
@@ -66,7 +80,11 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
         Some(_) if is_oauth_navigation(request.method(), request.uri().path()) => None,
         Some(_) => return cross_origin_refused(),
     };
-    if origin.is_none() && cross_site_fetch(headers) && !is_oauth_navigation(request.method(), request.uri().path()) {
+    if origin.is_none()
+        && cross_site_fetch(headers)
+        && !is_oauth_navigation(request.method(), request.uri().path())
+        && !is_page_navigation(request.method(), request.uri().path(), headers)
+    {
         return cross_origin_refused();
     }
     let Some(allowed_origin) = allowed_origin else {
@@ -180,5 +198,13 @@ mod tests {
         assert!(is_oauth_navigation(&Method::GET, "/api/v1/mcp-servers/oauth/callback"));
         assert!(!is_oauth_navigation(&Method::GET, "/api/v1/mcp-servers/github/tools"));
         assert!(!is_oauth_navigation(&Method::DELETE, "/api/v1/mcp-servers/github/authorize"));
+        assert!(is_oauth_navigation(&Method::GET, "/api/v1/auth/callback"));
+        let mut navigation = HeaderMap::new();
+        navigation.insert("sec-fetch-mode", HeaderValue::from_static("navigate"));
+        navigation.insert("sec-fetch-dest", HeaderValue::from_static("document"));
+        assert!(is_page_navigation(&Method::GET, "/", &navigation));
+        assert!(!is_page_navigation(&Method::GET, "/api/v1/sessions", &navigation));
+        assert!(!is_page_navigation(&Method::POST, "/", &navigation));
+        assert!(!is_page_navigation(&Method::GET, "/", &HeaderMap::new()));
     }
 }

@@ -11,6 +11,7 @@ mod extract;
 mod guard;
 mod links;
 mod listen;
+mod oidc;
 mod openapi;
 mod params;
 mod prefix;
@@ -33,6 +34,7 @@ pub use error::ApiError;
 pub use guard::{BrowserPolicy, LOOPBACK_HOSTS};
 pub use links::PublicLinks;
 pub use listen::serve;
+pub use oidc::OidcLogin;
 use teamster_service::Service;
 
 /// HTTP settings.
@@ -51,6 +53,8 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// How requests are authenticated.
     pub auth: AuthMode,
+    /// OIDC login for browsers (and ID tokens as bearers), besides or instead of API keys.
+    pub oidc: Option<std::sync::Arc<OidcLogin>>,
     /// Requests per minute each subject may send (see `rate_limit`); `None`: no limit.
     pub rate_limit_per_minute: Option<u32>,
 }
@@ -64,6 +68,7 @@ impl Default for ServerConfig {
             header_timeout: Duration::from_secs(15),
             max_connections: 10_000,
             auth: AuthMode::None,
+            oidc: None,
             rate_limit_per_minute: None,
         }
     }

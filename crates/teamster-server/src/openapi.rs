@@ -62,6 +62,7 @@ SDK data stream instead, and `POST /api/v1/chat` the AI SDK UI message stream.";
         (name = "MCP Servers", description = "MCP servers: configuration, what agents can name, tools and OAuth."),
         (name = "Skills", description = "Skills mounted into sandboxes."),
         (name = "Keys", description = "API keys (admins only)."),
+        (name = "Auth", description = "OIDC login for the browser, and who the caller is."),
         (name = "Health", description = "Liveness, readiness and metrics."),
         (name = "Docs", description = "This document and its page."),
     )

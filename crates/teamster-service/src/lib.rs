@@ -25,6 +25,7 @@ mod identity;
 mod input_files;
 mod limits;
 pub mod mcp;
+pub mod oidc;
 mod planner;
 mod plans;
 mod runtime;

@@ -1,6 +1,7 @@
 //! The native API under `/api/v1`, per the OpenAPI document.
 
 mod agents;
+mod auth;
 mod chat;
 mod files;
 mod keys;
@@ -14,5 +15,5 @@ mod turns;
 use crate::routes::ApiRouter;
 
 pub fn routes() -> ApiRouter {
-    ApiRouter::new().merge(agents::routes()).merge(sessions::routes()).merge(files::routes()).merge(turns::routes()).merge(settings::routes()).merge(mcp_servers::routes()).merge(skills::routes()).merge(meta::routes()).merge(chat::routes()).merge(keys::routes())
+    ApiRouter::new().merge(agents::routes()).merge(sessions::routes()).merge(files::routes()).merge(turns::routes()).merge(settings::routes()).merge(mcp_servers::routes()).merge(skills::routes()).merge(meta::routes()).merge(chat::routes()).merge(keys::routes()).merge(auth::routes())
 }
