@@ -270,10 +270,12 @@ fn lease_config(ttl_ms: u64, renew_ms: u64, takeover_ms: u64, max_takeovers: u64
 
 async fn ensure_example_agent(service: &Service) -> anyhow::Result<()> {
     let manifest: AgentManifest = serde_yaml::from_str(EXAMPLE_AGENT).context("the bundled example agent")?;
-    match service.catalog().get_agent_by_name(&manifest.name).await {
+    // The local user's, like every agent made without authentication.
+    let local = teamster_service::Caller::local();
+    match service.catalog().get_agent_by_name(&local, &manifest.name).await {
         Ok(_) => Ok(()),
         Err(teamster_service::ServiceError::NotFound(_)) => {
-            service.catalog().create_agent(&manifest.name, manifest.to_spec()).await?;
+            service.catalog().create_agent(&local, &manifest.name, manifest.to_spec()).await?;
             tracing::info!(agent = %manifest.name, "created the example agent (offline demo model)");
             Ok(())
         }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::collaborator::Collaborator;
 use crate::input::InitialUserMessage;
 use crate::lenient;
 
@@ -46,6 +47,10 @@ pub struct AgentSpec {
     /// the schema's defaults, that clients and (with `config.state_tool`) the agent change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_schema: Option<serde_json::Value>,
+    /// Who may see, run or manage the saved agent besides its creator and its tenant's admins
+    /// (the manifest's `collaborators`; ignored in sessions with their own spec).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collaborators: Option<Vec<Collaborator>>,
 }
 
 /// One mode of an agent (`plan`, `build`, ...): what it changes of the agent it is part of.
@@ -532,7 +537,7 @@ pub struct AgentManifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_schema: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub collaborators: Option<Vec<serde_json::Value>>,
+    pub collaborators: Option<Vec<Collaborator>>,
     #[serde(default, rename = "ownedBy", skip_serializing_if = "Option::is_none")]
     pub owned_by: Option<serde_json::Value>,
 }
@@ -574,6 +579,7 @@ impl AgentManifest {
             }).filter(|descriptions| !descriptions.is_empty()),
             modes: self.modes.clone(),
             state_schema: self.state_schema.clone(),
+            collaborators: self.collaborators.clone(),
         }
     }
 }
@@ -605,6 +611,12 @@ pub struct Agent {
     pub version: u64,
     pub created_at: String,
     pub updated_at: String,
+    /// The tenant the agent belongs to (absent without authentication).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// Who created the agent (absent for agents stored before agents had owners).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by_subject: Option<crate::Subject>,
 }
 
 /// Whether a name is a valid resource name: `^[a-z](?:[a-z0-9._-]{0,62}[a-z0-9])$`.

@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod collaborator;
 pub mod control;
 pub mod event;
 pub mod ids;

@@ -63,7 +63,7 @@ impl Service {
     /// 429 when the queue is full.
     pub async fn queue_follow_up(&self, caller: &Caller, session_id: &str, content: UserContent) -> Result<FollowUp> {
         crate::turns::validate_input(&[TurnInput::Message { content: content.clone() }])?;
-        self.catalog().owned_session(caller, session_id).await?;
+        self.catalog().runnable_session(caller, session_id).await?;
         let message = QueuedMessage {
             session_id: session_id.to_owned(),
             id: ids::new_id("fup"),
@@ -221,7 +221,7 @@ impl Service {
     /// model call (409 when no turn runs; 429 when too many wait).
     pub async fn steer(&self, caller: &Caller, session_id: &str, content: UserContent) -> Result<FollowUp> {
         crate::turns::validate_input(&[TurnInput::Message { content: content.clone() }])?;
-        self.catalog().owned_session(caller, session_id).await?;
+        self.catalog().runnable_session(caller, session_id).await?;
         let Tip::Running(turn_id) = self.tip(session_id).await? else {
             return Err(ServiceError::Conflict {
                 code: "no_running_turn",

@@ -147,7 +147,7 @@ impl Service {
         validate_input(&request.input)?;
         let chain = parse_chain(request.previous_turn_id.as_deref())?;
         let session = self.catalog().owned_session(caller, session_id).await?;
-        let spec = self.catalog().runnable_spec(&session).await?;
+        let spec = self.catalog().runnable_spec(caller, &session).await?;
         // Files other than images go into the agent's sandbox, if it has one.
         let sandboxed = self.sandboxes().enabled() && sandboxes::wanted(&spec).is_some();
         let (input, files) = input_files::prepare(self.store(), session_id, sandboxed, request.input.clone()).await?;

@@ -182,9 +182,10 @@ impl AgentStore for PostgresStore {
     async fn create_agent(&self, agent: &AgentRecord) -> Result<()> {
         let spec = to_json(&agent.spec, "agent spec")?;
         let version = to_i64(agent.version, "agent version")?;
+        let created_by = agent.created_by.as_ref().map(|subject| to_json(subject, "agent creator")).transpose()?;
         sqlx::query(
             "WITH agent AS ( \
-                 INSERT INTO agents (id, name, latest_version, created_at) VALUES ($1, $2, $3, $4) RETURNING id \
+                 INSERT INTO agents (id, name, latest_version, created_at, tenant, created_by) VALUES ($1, $2, $3, $4, $7, $8) RETURNING id \
              ) \
              INSERT INTO agent_versions (agent_id, version, spec, created_at) SELECT id, $3, $5, $6 FROM agent",
         )
@@ -194,6 +195,8 @@ impl AgentStore for PostgresStore {
         .bind(&agent.created_at)
         .bind(spec)
         .bind(&agent.updated_at)
+        .bind(&agent.tenant)
+        .bind(created_by.as_deref())
         .execute(&self.pool)
         .await
         .map_err(error::on("agent"))?;
@@ -204,15 +207,15 @@ impl AgentStore for PostgresStore {
         let spec_json = to_json(spec, "agent spec")?;
         // An unknown agent updates and inserts nothing and returns no row. Concurrent updates
         // queue on the agent's row, so each gets its own version number.
-        let row: Option<(String, i64, String)> = sqlx::query_as(
+        let row: Option<codec::AddedVersionRow> = sqlx::query_as(
             "WITH bumped AS ( \
                  UPDATE agents SET latest_version = latest_version + 1 WHERE id = $1 \
-                 RETURNING id, name, latest_version, created_at \
+                 RETURNING id, name, latest_version, created_at, tenant, created_by \
              ), stored AS ( \
                  INSERT INTO agent_versions (agent_id, version, spec, created_at) \
                  SELECT id, latest_version, $2, $3 FROM bumped \
              ) \
-             SELECT name, latest_version, created_at FROM bumped",
+             SELECT name, latest_version, created_at, tenant, created_by FROM bumped",
         )
         .bind(agent_id)
         .bind(spec_json)

@@ -211,6 +211,8 @@ async fn conflicts_name_the_record_not_the_database_constraint() {
         spec: spec(),
         created_at: "2025-01-01T00:00:00.000Z".into(),
         updated_at: "2025-01-01T00:00:00.000Z".into(),
+        tenant: "local".into(),
+        created_by: None,
     };
     store.create_agent(&agent).await.expect("create_agent");
     store.create_session(&draft_session("ses_1")).await.expect("create_session");

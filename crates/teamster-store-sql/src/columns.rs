@@ -3,7 +3,8 @@
 
 /// The columns every agent query selects, in [`teamster_store::codec::AgentRow`] order.
 pub const AGENT_COLUMNS: &str =
-    "agents.id, agents.name, agent_versions.version, agent_versions.spec, agents.created_at, agent_versions.created_at";
+    "agents.id, agents.name, agent_versions.version, agent_versions.spec, agents.created_at, agent_versions.created_at, \
+     agents.tenant, agents.created_by";
 
 /// The columns every session query selects, in [`teamster_store::codec::SessionRow`] order.
 pub const SESSION_COLUMNS: &str = "id, kind, agent_id, agent_version, agent_name, draft_spec, title, \

@@ -17,6 +17,18 @@ use crate::columns::SESSION_COLUMNS;
 pub(crate) fn session_listing(query: &SessionQuery) -> (String, Vec<&str>) {
     let mut sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE 1 = 1");
     let mut values = Vec::new();
+    // The viewer's own sessions, and those of the agents it manages.
+    if let Some(creator) = query.visible_to.as_deref() {
+        values.push(creator);
+        let _ = write!(sql, " AND (created_by_id = ${}", values.len());
+        if !query.or_of_agents.is_empty() {
+            let first = values.len() + 1;
+            values.extend(query.or_of_agents.iter().map(String::as_str));
+            let parameters = (first..=values.len()).map(|index| format!("${index}")).collect::<Vec<_>>().join(", ");
+            let _ = write!(sql, " OR agent_id IN ({parameters})");
+        }
+        sql.push(')');
+    }
     let mut condition = |sql: &mut String, condition: std::fmt::Arguments<'_>, value| {
         values.push(value);
         // Writing to a String cannot fail.

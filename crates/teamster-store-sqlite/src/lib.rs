@@ -165,10 +165,11 @@ impl AgentStore for SqliteStore {
     async fn create_agent(&self, agent: &AgentRecord) -> Result<()> {
         let spec = to_json(&agent.spec, "agent spec")?;
         let version = to_i64(agent.version, "agent version")?;
+        let created_by = agent.created_by.as_ref().map(|subject| to_json(subject, "agent creator")).transpose()?;
         let mut writer = self.connections.write().await?;
         let outcome = sqlx::query(
             "BEGIN IMMEDIATE; \
-             INSERT INTO agents (id, name, latest_version, created_at) VALUES ($1, $2, $3, $4); \
+             INSERT INTO agents (id, name, latest_version, created_at, tenant, created_by) VALUES ($1, $2, $3, $4, $7, $8); \
              INSERT INTO agent_versions (agent_id, version, spec, created_at) VALUES ($1, $3, $5, $6); \
              COMMIT;",
         )
@@ -178,6 +179,8 @@ impl AgentStore for SqliteStore {
         .bind(&agent.created_at)
         .bind(spec)
         .bind(&agent.updated_at)
+        .bind(&agent.tenant)
+        .bind(created_by.as_deref())
         .execute(writer.begin()?)
         .await;
         writer.settle(outcome, error::on("agent")).await.map(drop)
@@ -187,10 +190,10 @@ impl AgentStore for SqliteStore {
         let spec_json = to_json(spec, "agent spec")?;
         let mut writer = self.connections.write().await?;
         // An unknown agent updates and inserts nothing and returns no row.
-        let outcome = sqlx::query_as::<_, (String, i64, String)>(
+        let outcome = sqlx::query_as::<_, codec::AddedVersionRow>(
             "BEGIN IMMEDIATE; \
              UPDATE agents SET latest_version = latest_version + 1 WHERE id = $1 \
-             RETURNING name, latest_version, created_at; \
+             RETURNING name, latest_version, created_at, tenant, created_by; \
              INSERT INTO agent_versions (agent_id, version, spec, created_at) \
              SELECT id, latest_version, $2, $3 FROM agents WHERE id = $1; \
              COMMIT;",

@@ -55,6 +55,8 @@ async fn a_file_database_survives_reopening() {
             .expect("a valid spec"),
         created_at: "2025-01-01T00:00:00.000Z".into(),
         updated_at: "2025-01-01T00:00:00.000Z".into(),
+        tenant: "local".into(),
+        created_by: None,
     };
     let subject = Subject { subject_id: "alice".into(), subject_type: "user".into(), subject_slug: "alice".into() };
     let session = SessionRecord {

@@ -74,8 +74,9 @@ pub fn cancel_reason(name: &str) -> Result<CancelReason> {
         .map_err(|_| Error::Corrupt(format!("unknown cancel reason {name:?}")))
 }
 
-/// An agent version as selected: `id, name, version, spec, created_at, updated_at`.
-pub type AgentRow = (String, String, i64, String, String, String);
+/// An agent version as selected: `id, name, version, spec, created_at, updated_at, tenant,
+/// created_by`.
+pub type AgentRow = (String, String, i64, String, String, String, String, Option<String>);
 
 /// A session as selected: `id, kind, agent_id, agent_version, agent_name, draft_spec, title,
 /// created_by, created_at, updated_at, last_turn_id, control`.
@@ -100,7 +101,7 @@ pub type TurnRow = (String, String, Option<String>, String, String, String, Stri
 
 /// Assembles an agent version from its row.
 pub fn agent(row: AgentRow) -> Result<AgentRecord> {
-    let (id, name, version, spec, created_at, updated_at) = row;
+    let (id, name, version, spec, created_at, updated_at, tenant, created_by) = row;
     Ok(AgentRecord {
         version: to_u64(version, "agent version")?,
         spec: from_json(&spec, "agent spec")?,
@@ -108,13 +109,18 @@ pub fn agent(row: AgentRow) -> Result<AgentRecord> {
         name,
         created_at,
         updated_at,
+        tenant,
+        created_by: created_by.map(|subject| from_json(&subject, "agent creator")).transpose()?,
     })
 }
 
-/// The agent version a write just added, from what the write returned: `name, version,
-/// created_at` of the agent.
-pub fn added_version(agent_id: &str, spec: &AgentSpec, at: &str, returned: (String, i64, String)) -> Result<AgentRecord> {
-    let (name, version, created_at) = returned;
+/// What a write that adds an agent version returns of the agent: `name, version, created_at,
+/// tenant, created_by`.
+pub type AddedVersionRow = (String, i64, String, String, Option<String>);
+
+/// The agent version a write just added, from what the write returned.
+pub fn added_version(agent_id: &str, spec: &AgentSpec, at: &str, returned: AddedVersionRow) -> Result<AgentRecord> {
+    let (name, version, created_at, tenant, created_by) = returned;
     Ok(AgentRecord {
         id: agent_id.to_owned(),
         name,
@@ -122,6 +128,8 @@ pub fn added_version(agent_id: &str, spec: &AgentSpec, at: &str, returned: (Stri
         spec: spec.clone(),
         created_at,
         updated_at: at.to_owned(),
+        tenant,
+        created_by: created_by.map(|subject| from_json(&subject, "agent creator")).transpose()?,
     })
 }
 

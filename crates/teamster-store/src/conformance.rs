@@ -59,6 +59,7 @@ macro_rules! conformance_tests {
     (@each $mode:ident $($factory:expr)?;) => {
         $crate::conformance_tests! { @$mode $($factory)?;
             agent_create_and_get,
+            agent_owner_is_kept_by_every_version,
             agent_name_and_id_are_unique,
             agent_versions_are_immutable_and_increment,
             agent_list_is_sorted_by_name_at_latest_version,
@@ -146,6 +147,23 @@ pub async fn agent_create_and_get(store: Arc<dyn Store>) {
     expect_not_found(store.get_agent_version("agt_1", 2).await, "get_agent_version of a future version");
     expect_not_found(store.get_agent_version("agt_1", 0).await, "get_agent_version 0");
     expect_not_found(store.get_agent_version("agt_missing", 1).await, "get_agent_version of an unknown agent");
+}
+
+/// An agent's tenant and creator read back as written, and every version keeps them; an agent
+/// may have no recorded creator.
+pub async fn agent_owner_is_kept_by_every_version(store: Arc<dyn Store>) {
+    let creator = Subject { subject_id: "acme:ann".into(), subject_type: "user".into(), subject_slug: "ann".into() };
+    let owned = AgentRecord { tenant: "acme".into(), created_by: Some(creator), ..agent_record("agt_1", "owned", simple_spec("one"), &at(0)) };
+    store.create_agent(&owned).await.expect("create_agent");
+    let unowned = AgentRecord { tenant: "local".into(), created_by: None, ..agent_record("agt_2", "unowned", simple_spec("two"), &at(1)) };
+    store.create_agent(&unowned).await.expect("create_agent without a creator");
+
+    let v2 = store.add_agent_version("agt_1", &simple_spec("one again"), &at(2)).await.expect("add_agent_version");
+    assert_eq!(v2, AgentRecord { version: 2, spec: simple_spec("one again"), updated_at: at(2), ..owned.clone() });
+    assert_eq!(store.get_agent("agt_1").await.expect("get_agent"), v2);
+    assert_eq!(store.get_agent_version("agt_1", 1).await.expect("get_agent_version"), owned);
+    assert_eq!(store.get_agent_by_name("unowned").await.expect("get_agent_by_name"), unowned);
+    assert_eq!(store.list_agents().await.expect("list_agents"), vec![v2, unowned]);
 }
 
 /// Names and ids are unique; a rejected create changes nothing.
@@ -503,6 +521,38 @@ pub async fn list_sessions_filters(store: Arc<dyn Store>) {
         (query(|q| q.created_by = Some("bob".into())), vec!["s03", "s05", "s10"]),
         (query(|q| q.created_by = Some("alice@example.com".into())), vec![]),
         (query(|q| q.created_by = Some("nobody".into())), vec![]),
+        (
+            query(|q| {
+                q.visible_to = Some("alice".into());
+                q.or_of_agents = vec!["agt_b".into()];
+            }),
+            vec!["s02", "s07", "s11", "s01", "s10", "s08"],
+        ),
+        (
+            query(|q| {
+                q.visible_to = Some("alice".into());
+                q.or_of_agents = vec!["agt_a".into(), "agt_b".into()];
+            }),
+            vec!["s02", "s03", "s07", "s11", "s01", "s10", "s04", "s08"],
+        ),
+        (
+            query(|q| {
+                q.visible_to = Some("bob".into());
+                q.or_of_agents = vec!["agt_a".into()];
+                q.kind = Some(SessionKind::Saved);
+            }),
+            vec!["s02", "s03", "s07", "s10", "s04"],
+        ),
+        (query(|q| q.or_of_agents = vec!["agt_b".into()]), vec!["s02", "s03", "s07", "s11", "s01", "s05", "s09", "s10", "s04", "s08"]),
+        (query(|q| q.visible_to = Some("bob".into())), vec!["s03", "s05", "s10"]),
+        (
+            query(|q| {
+                q.visible_to = Some("bob".into());
+                q.or_of_agents = vec!["agt_a".into()];
+                q.created_by = Some("alice".into());
+            }),
+            vec!["s02", "s07"],
+        ),
         (query(|q| q.agent_name = Some("alpha".into())), vec!["s02", "s03", "s07", "s11", "s04"]),
         (query(|q| q.agent_name = Some("beta".into())), vec!["s01", "s05", "s10"]),
         (query(|q| q.agent_name = Some("gamma".into())), vec!["s08"]),
@@ -638,6 +688,10 @@ pub async fn list_sessions_keyset_pages_visit_every_session_once(store: Arc<dyn 
         query(|q| {
             q.created_by = Some("bob".into());
             q.created_from = Some(at(100));
+        }),
+        query(|q| {
+            q.visible_to = Some("bob".into());
+            q.or_of_agents = vec!["agt_a".into()];
         }),
     ];
     for filter in &filters {
@@ -1805,6 +1859,8 @@ fn agent_record(id: &str, name: &str, spec: AgentSpec, created_at: &str) -> Agen
         spec,
         created_at: created_at.to_owned(),
         updated_at: created_at.to_owned(),
+        tenant: "acme".to_owned(),
+        created_by: Some(Subject { subject_id: "acme:owner".into(), subject_type: "user".into(), subject_slug: "owner".into() }),
     }
 }
 
@@ -2000,6 +2056,10 @@ fn reference_listing(sessions: &[SessionRecord], query: &SessionQuery) -> Vec<Se
         .iter()
         .filter(|session| {
             query.created_by.as_deref().is_none_or(|by| session.created_by.subject_id == by)
+                && query.visible_to.as_deref().is_none_or(|viewer| {
+                    session.created_by.subject_id == viewer
+                        || agent_id(session).is_some_and(|id| query.or_of_agents.iter().any(|agent| agent == id))
+                })
                 && query.agent_name.as_deref().is_none_or(|name| agent_name(session) == Some(name))
                 && query.agent_id.as_deref().is_none_or(|id| agent_id(session) == Some(id))
                 && query.kind.is_none_or(|kind| session.kind() == kind)

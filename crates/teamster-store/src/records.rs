@@ -16,6 +16,11 @@ pub struct AgentRecord {
     pub created_at: String,
     /// When this version was stored.
     pub updated_at: String,
+    /// The tenant the agent belongs to (the same for every version). Agents stored before
+    /// agents had owners belong to `local`.
+    pub tenant: String,
+    /// Who created the agent; `None` for agents stored before agents had owners.
+    pub created_by: Option<Subject>,
 }
 
 /// A session: one conversation with one agent version (or with its own spec, for drafts).
@@ -57,6 +62,11 @@ pub enum SessionAgentRecord {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SessionQuery {
     pub created_by: Option<String>,
+    /// Only the sessions this subject id may see: its own, and those of the saved agents in
+    /// `or_of_agents` (which a manager of those agents may see), whoever made them.
+    pub visible_to: Option<String>,
+    /// See `visible_to`; ignored without it.
+    pub or_of_agents: Vec<String>,
     pub agent_name: Option<String>,
     pub agent_id: Option<String>,
     pub kind: Option<SessionKind>,

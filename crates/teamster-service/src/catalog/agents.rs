@@ -1,10 +1,21 @@
-//! Saved agents: create, update (a new immutable version), get, list, delete.
+//! Saved agents: create, update (a new immutable version), get, list, delete, and who may do
+//! which of these.
+//!
+//! An agent belongs to its creator's tenant. Within that tenant its creator and the tenant's
+//! admins may do everything; its collaborators (the spec's `collaborators`) see it, and may run
+//! it (`agent-user`) or also edit, delete and re-share it (`agent-manager`). Anyone else,
+//! in the tenant or not, is told the agent does not exist (404, exactly as for a missing one);
+//! a collaborator refused an action is told so (403). Without authentication the one local
+//! caller is an admin of the tenant `local`, which every agent stored before agents had owners
+//! belongs to, so everything is as it was.
 
 use teamster_protocol::agent::{Agent, AgentSpec, is_valid_resource_name};
+use teamster_protocol::collaborator::{AgentRole, CollaboratorSubject};
 use teamster_protocol::{RuntimeConfig, ids, timestamp};
 use teamster_store::AgentRecord;
 
 use crate::error::{Result, ServiceError};
+use crate::{Caller, Role};
 use super::Catalog;
 
 pub(crate) fn agent_view(record: AgentRecord) -> Agent {
@@ -15,7 +26,78 @@ pub(crate) fn agent_view(record: AgentRecord) -> Agent {
         version: record.version,
         created_at: record.created_at,
         updated_at: record.updated_at,
+        tenant: Some(record.tenant),
+        created_by_subject: record.created_by,
     }
+}
+
+/// What a caller may do with an agent, from least to most.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum AgentAccess {
+    /// Nothing: the agent is not shown at all.
+    Hidden,
+    /// See it and run it (an `agent-user`).
+    Use,
+    /// Everything (its creator, a tenant admin, an `agent-manager`).
+    Manage,
+}
+
+/// What `caller` may do with `record`.
+pub(crate) fn agent_access(caller: &Caller, record: &AgentRecord) -> AgentAccess {
+    if caller.tenant != record.tenant {
+        return AgentAccess::Hidden;
+    }
+    let creator = record.created_by.as_ref().is_some_and(|subject| subject.subject_id == caller.subject.subject_id);
+    if caller.role == Role::Admin || creator {
+        return AgentAccess::Manage;
+    }
+    let granted = record.spec.collaborators.iter().flatten().filter_map(|collaborator| {
+        let names_caller = match collaborator.named()? {
+            CollaboratorSubject::User(name) => name == caller.subject.subject_slug,
+            CollaboratorSubject::Team(tenant) => tenant == caller.tenant,
+        };
+        names_caller.then(|| collaborator.role()).flatten()
+    });
+    match granted.max() {
+        Some(AgentRole::Manager) => AgentAccess::Manage,
+        Some(AgentRole::User) => AgentAccess::Use,
+        None => AgentAccess::Hidden,
+    }
+}
+
+/// The most collaborators an agent may have.
+const MAX_COLLABORATORS: usize = 256;
+
+/// Checks the spec's collaborators: a known role id and a `user:<name>` or `team:<name>`
+/// subject each (400 otherwise, naming the entry).
+fn validate_collaborators(spec: &AgentSpec) -> Result<()> {
+    let collaborators = spec.collaborators.as_deref().unwrap_or_default();
+    if collaborators.len() > MAX_COLLABORATORS {
+        return Err(ServiceError::invalid_param("collaborators", format!("an agent has at most {MAX_COLLABORATORS} collaborators")));
+    }
+    for (index, collaborator) in collaborators.iter().enumerate() {
+        if collaborator.named().is_none() {
+            return Err(ServiceError::invalid_param(
+                "collaborators",
+                format!(
+                    "collaborators[{index}].subject {:?} must be \"user:<name>\" or \"team:<tenant>\" (a name of letters, digits, '.', '_', '-' and '@')",
+                    collaborator.subject.chars().take(64).collect::<String>()
+                ),
+            ));
+        }
+        if collaborator.role().is_none() {
+            return Err(ServiceError::invalid_param(
+                "collaborators",
+                format!(
+                    "collaborators[{index}].role_id {:?} is not a role; the roles are {:?} and {:?}",
+                    collaborator.role_id.chars().take(64).collect::<String>(),
+                    AgentRole::MANAGER_ID,
+                    AgentRole::USER_ID
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The longest model name accepted (`provider/model`).
@@ -49,6 +131,7 @@ fn validate_spec(spec: &AgentSpec) -> Result<()> {
     if let Some(servers) = &spec.mcp_servers {
         crate::mcp::validate_agent_servers(servers)?;
     }
+    validate_collaborators(spec)?;
     teamster_control::check_modes(spec).map_err(|message| ServiceError::invalid_param("modes", message))?;
     let state = teamster_control::StateSchema::of(spec).map_err(|error| ServiceError::invalid_param("state_schema", error.to_string()))?;
     if state.is_none() && spec.config.as_ref().and_then(|config| config.state_tool.as_ref()).is_some_and(|tool| tool.enabled) {
@@ -110,7 +193,8 @@ impl Catalog {
         Ok(())
     }
 
-    pub async fn create_agent(&self, name: &str, spec: AgentSpec) -> Result<Agent> {
+    /// Saves a new agent in the caller's tenant, created by the caller.
+    pub async fn create_agent(&self, caller: &Caller, name: &str, spec: AgentSpec) -> Result<Agent> {
         if !is_valid_resource_name(name) {
             return Err(ServiceError::invalid_param(
                 "name",
@@ -126,8 +210,11 @@ impl Catalog {
             spec,
             created_at: now.clone(),
             updated_at: now,
+            tenant: caller.tenant.clone(),
+            created_by: Some(caller.subject.clone()),
         };
         self.store().create_agent(&record).await.map_err(|error| match error {
+            // Names are unique across the server, so this says nothing of whose it is.
             teamster_store::Error::Conflict(_) => ServiceError::Conflict {
                 code: "already_exists",
                 message: format!("an agent named {name:?} already exists"),
@@ -137,11 +224,12 @@ impl Catalog {
         Ok(agent_view(record))
     }
 
-    /// Stores a new version of an agent; sessions already started keep their version. A spec
-    /// equal to the latest version's stores nothing and answers that version.
-    pub async fn update_agent(&self, agent_id: &str, spec: AgentSpec) -> Result<Agent> {
+    /// Stores a new version of an agent (its creator, a manager or an admin); sessions already
+    /// started keep their version. A spec equal to the latest version's stores nothing and
+    /// answers that version.
+    pub async fn update_agent(&self, caller: &Caller, agent_id: &str, spec: AgentSpec) -> Result<Agent> {
+        let latest = self.agent_for(caller, agent_id, AgentAccess::Manage).await?;
         self.check_spec(&spec)?;
-        let latest = self.agent_record(agent_id).await?;
         if latest.spec == spec {
             return Ok(agent_view(latest));
         }
@@ -154,17 +242,26 @@ impl Catalog {
     }
 
     /// Creates the agent, or adds a version when the name exists (what `agents apply` does).
-    pub async fn apply_agent(&self, name: &str, spec: AgentSpec) -> Result<Agent> {
+    pub async fn apply_agent(&self, caller: &Caller, name: &str, spec: AgentSpec) -> Result<Agent> {
         match self.store().get_agent_by_name(name).await {
-            Ok(existing) => self.update_agent(&existing.id, spec).await,
-            Err(teamster_store::Error::NotFound(_)) => self.create_agent(name, spec).await,
+            Ok(existing) => self.update_agent(caller, &existing.id, spec).await,
+            Err(teamster_store::Error::NotFound(_)) => self.create_agent(caller, name, spec).await,
             Err(other) => Err(other.into()),
         }
     }
 
-    /// An agent by id, or by name (ids and names look alike, so the id is tried first).
-    pub async fn get_agent(&self, agent_id: &str) -> Result<Agent> {
-        Ok(agent_view(self.agent_record(agent_id).await?))
+    /// An agent the caller may see, by id, or by name (ids and names look alike, so the id is
+    /// tried first).
+    pub async fn get_agent(&self, caller: &Caller, agent_id: &str) -> Result<Agent> {
+        Ok(agent_view(self.agent_for(caller, agent_id, AgentAccess::Use).await?))
+    }
+
+    /// The agent named `id_or_name` if the caller may do `needed` with it: 404 when the caller
+    /// may not see it (as when it does not exist), 403 when it may see it but not do that.
+    pub(crate) async fn agent_for(&self, caller: &Caller, id_or_name: &str, needed: AgentAccess) -> Result<AgentRecord> {
+        let record = self.agent_record(id_or_name).await?;
+        check_access(caller, &record, needed, id_or_name)?;
+        Ok(record)
     }
 
     async fn agent_record(&self, id_or_name: &str) -> Result<AgentRecord> {
@@ -176,21 +273,35 @@ impl Catalog {
         }
     }
 
-    pub async fn get_agent_by_name(&self, name: &str) -> Result<Agent> {
+    /// The agent named `name` if the caller may do `needed` with it (see [`Catalog::agent_for`]).
+    pub(crate) async fn agent_by_name_for(&self, caller: &Caller, name: &str, needed: AgentAccess) -> Result<AgentRecord> {
+        let not_found = || ServiceError::NotFound(format!("agent {:?} not found", name.chars().take(64).collect::<String>()));
         let record = self.store().get_agent_by_name(name).await.map_err(|error| match error {
-            teamster_store::Error::NotFound(_) => ServiceError::NotFound(format!("agent {name:?} not found")),
+            teamster_store::Error::NotFound(_) => not_found(),
             other => other.into(),
         })?;
-        Ok(agent_view(record))
+        check_access(caller, &record, needed, name).map_err(|error| match error {
+            ServiceError::NotFound(_) => not_found(),
+            other => other,
+        })?;
+        Ok(record)
     }
 
-    pub async fn list_agents(&self) -> Result<Vec<Agent>> {
-        Ok(self.store().list_agents().await?.into_iter().map(agent_view).collect())
+    /// An agent the caller may see, by name.
+    pub async fn get_agent_by_name(&self, caller: &Caller, name: &str) -> Result<Agent> {
+        Ok(agent_view(self.agent_by_name_for(caller, name, AgentAccess::Use).await?))
     }
 
-    /// Deletes an agent, named by id or name; idempotent.
-    pub async fn delete_agent(&self, agent_id: &str) -> Result<()> {
-        match self.agent_record(agent_id).await {
+    /// The agents the caller may see.
+    pub async fn list_agents(&self, caller: &Caller) -> Result<Vec<Agent>> {
+        let records = self.store().list_agents().await?;
+        Ok(records.into_iter().filter(|record| agent_access(caller, record) > AgentAccess::Hidden).map(agent_view).collect())
+    }
+
+    /// Deletes an agent, named by id or name (its creator, a manager or an admin); idempotent:
+    /// deleting one that does not exist, or that the caller may not see, deletes nothing.
+    pub async fn delete_agent(&self, caller: &Caller, agent_id: &str) -> Result<()> {
+        match self.agent_for(caller, agent_id, AgentAccess::Manage).await {
             Ok(record) => {
                 self.store().delete_agent(&record.id).await?;
                 Ok(())
@@ -199,6 +310,32 @@ impl Catalog {
             Err(other) => Err(other),
         }
     }
+
+    /// The ids of the agents `caller` manages (a session listing shows their sessions).
+    pub(crate) async fn managed_agent_ids(&self, caller: &Caller) -> Result<Vec<String>> {
+        let records = self.store().list_agents().await?;
+        Ok(records.into_iter().filter(|record| agent_access(caller, record) == AgentAccess::Manage).map(|record| record.id).collect())
+    }
+}
+
+/// Refuses `caller` an action needing `needed` on `record`: 404 when it may not see the
+/// agent, 403 when it may see it but not do this.
+fn check_access(caller: &Caller, record: &AgentRecord, needed: AgentAccess, named: &str) -> Result<()> {
+    let access = agent_access(caller, record);
+    if access == AgentAccess::Hidden {
+        return Err(not_found_agent(teamster_store::Error::NotFound("agent"), named));
+    }
+    if access < needed {
+        let what = match needed {
+            AgentAccess::Manage => "edit, delete or share",
+            AgentAccess::Use | AgentAccess::Hidden => "run",
+        };
+        return Err(ServiceError::Forbidden(format!(
+            "you may not {what} the agent {:?}; its creator, its managers or an admin of its tenant can grant that",
+            record.name
+        )));
+    }
+    Ok(())
 }
 
 fn not_found_agent(error: teamster_store::Error, agent_id: &str) -> ServiceError {
@@ -219,4 +356,81 @@ fn check_budget(budget: &teamster_protocol::agent::Budget) -> Result<()> {
         return Err(ServiceError::invalid_param("config.budget.max_cost_usd", "max_cost_usd must be a positive number of US dollars"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use teamster_protocol::Subject;
+    use teamster_protocol::collaborator::Collaborator;
+
+    use super::*;
+
+    fn caller(tenant: &str, name: &str, role: Role) -> Caller {
+        let subject = Subject { subject_id: format!("{tenant}:{name}"), subject_type: "user".into(), subject_slug: name.into() };
+        Caller { subject, tenant: tenant.into(), role }
+    }
+
+    fn agent(collaborators: &[(&str, &str)]) -> AgentRecord {
+        let mut spec: AgentSpec = serde_json::from_value(serde_json::json!({"model": {"name": "p/m"}})).expect("a spec");
+        spec.collaborators = Some(
+            collaborators.iter().map(|(subject, role_id)| Collaborator { subject: (*subject).into(), role_id: (*role_id).into() }).collect(),
+        );
+        AgentRecord {
+            id: "agent_1".into(),
+            name: "bot".into(),
+            version: 1,
+            spec,
+            created_at: String::new(),
+            updated_at: String::new(),
+            tenant: "acme".into(),
+            created_by: Some(caller("acme", "ann", Role::Member).subject),
+        }
+    }
+
+    #[test]
+    fn the_creator_and_admins_manage_collaborators_use_or_manage_and_other_tenants_see_nothing() {
+        let record = agent(&[("user:bob", "agent-user"), ("user:cy", "agent-manager"), ("user:dee", "agent-user"), ("user:dee", "agent-manager")]);
+        let cases = [
+            (caller("acme", "ann", Role::Member), AgentAccess::Manage),
+            (caller("acme", "root", Role::Admin), AgentAccess::Manage),
+            (caller("acme", "bob", Role::Member), AgentAccess::Use),
+            (caller("acme", "cy", Role::Member), AgentAccess::Manage),
+            // The strongest of a subject's entries counts.
+            (caller("acme", "dee", Role::Member), AgentAccess::Manage),
+            (caller("acme", "eve", Role::Member), AgentAccess::Hidden),
+            // The same name in another tenant is another subject; its admins see nothing either.
+            (caller("other", "ann", Role::Member), AgentAccess::Hidden),
+            (caller("other", "bob", Role::Admin), AgentAccess::Hidden),
+        ];
+        for (who, expected) in cases {
+            assert_eq!(agent_access(&who, &record), expected, "{who:?}");
+        }
+    }
+
+    #[test]
+    fn a_team_is_its_tenant_and_grants_nothing_elsewhere() {
+        let record = agent(&[("team:acme", "agent-user"), ("team:other", "agent-manager")]);
+        assert_eq!(agent_access(&caller("acme", "eve", Role::Member), &record), AgentAccess::Use);
+        assert_eq!(agent_access(&caller("other", "eve", Role::Member), &record), AgentAccess::Hidden);
+        // An agent stored before agents had owners: its tenant's admins, nobody else.
+        let unowned = AgentRecord { created_by: None, tenant: "local".into(), ..agent(&[]) };
+        assert_eq!(agent_access(&Caller::local(), &unowned), AgentAccess::Manage);
+        assert_eq!(agent_access(&caller("local", "ann", Role::Member), &unowned), AgentAccess::Hidden);
+    }
+
+    #[test]
+    fn collaborators_are_checked() {
+        for (subject, role_id, fragment) in [
+            ("bob", "agent-user", "subject"),
+            ("user:", "agent-user", "subject"),
+            ("group:x", "agent-user", "subject"),
+            ("user:bob", "owner", "role_id"),
+            ("user:bob", "", "role_id"),
+        ] {
+            let error = validate_collaborators(&agent(&[(subject, role_id)]).spec).expect_err(subject);
+            assert!(matches!(&error, ServiceError::Invalid { param: Some("collaborators"), .. }), "{error:?}");
+            assert!(error.to_string().contains(fragment), "{error}");
+        }
+        validate_collaborators(&agent(&[("user:ann@example.com", "agent-manager"), ("team:acme", "agent-user")]).spec).expect("valid");
+    }
 }

@@ -14,6 +14,7 @@ use teamster_protocol::agent::AgentSpec;
 use teamster_protocol::settings::ModelProviderManifest;
 use teamster_store::{SessionAgentRecord, SessionRecord, Store};
 
+use crate::Caller;
 use crate::error::{Result, ServiceError};
 use crate::sealed::SealedSettings;
 
@@ -83,10 +84,37 @@ impl Catalog {
         }
     }
 
-    /// The spec a session runs, checked before a turn is stored: its pinned version exists
-    /// (412 once the agent was deleted) and its model resolves (422).
-    pub(crate) async fn runnable_spec(&self, session: &SessionRecord) -> Result<AgentSpec> {
+    /// The caller's session, which it may still run (what queueing a message needs).
+    pub(crate) async fn runnable_session(&self, caller: &Caller, session_id: &str) -> Result<SessionRecord> {
+        let session = self.owned_session(caller, session_id).await?;
+        let spec = self.session_spec(&session).await?;
+        self.check_may_run(caller, &session, &spec).await?;
+        Ok(session)
+    }
+
+    /// Refuses `caller` a turn in `session` (running `spec`) unless it may still run the
+    /// session's agent and the saved agents the spec declares as sub-agents (404 or 403, as
+    /// for a new session). A caller acting outside any request (a queued follow-up starting,
+    /// with no tenant) was checked when the message was queued.
+    async fn check_may_run(&self, caller: &Caller, session: &SessionRecord, spec: &AgentSpec) -> Result<()> {
+        if caller.tenant.is_empty() {
+            return Ok(());
+        }
+        if let SessionAgentRecord::Saved { agent_id, .. } = &session.agent {
+            self.agent_for(caller, agent_id, agents::AgentAccess::Use).await?;
+        }
+        for name in spec.sub_agents.iter().flatten().filter_map(|declared| declared.agent.as_deref()) {
+            self.agent_by_name_for(caller, name, agents::AgentAccess::Use).await?;
+        }
+        Ok(())
+    }
+
+    /// The spec a session runs, checked before `caller` stores a turn: its pinned version
+    /// exists (412 once the agent was deleted), the caller may still run it
+    /// ([`Catalog::check_may_run`]) and its model resolves (422).
+    pub(crate) async fn runnable_spec(&self, caller: &Caller, session: &SessionRecord) -> Result<AgentSpec> {
         let spec = self.session_spec(session).await?;
+        self.check_may_run(caller, session, &spec).await?;
         let model = teamster_control::agent_in_mode(&spec, &session.control).model.name;
         match self.models().resolve(&model) {
             Ok(_) => Ok(spec),

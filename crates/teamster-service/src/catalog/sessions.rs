@@ -10,6 +10,7 @@ use teamster_store::{SessionAgentRecord, SessionOrder, SessionQuery, SessionReco
 use crate::cursor;
 use crate::error::{Result, ServiceError};
 use super::Catalog;
+use super::agents::AgentAccess;
 use crate::Caller;
 
 /// A caller's value in an error message: at most 64 characters of it.
@@ -72,6 +73,10 @@ pub enum SessionScope {
     /// The caller's own sessions.
     #[default]
     Own,
+    /// What the caller may see of others' sessions too (the gateway's session search): its
+    /// own, and the sessions of the saved agents it manages (every agent of its tenant, for an
+    /// admin).
+    Visible,
 }
 
 /// A dialect-neutral session listing. Timestamps are already normalised RFC 3339.
@@ -115,7 +120,7 @@ impl Catalog {
     }
 
     async fn insert_saved_session(&self, caller: &Caller, id: String, agent_name: &str, title: Option<String>) -> Result<Session> {
-        let agent = self.get_agent_by_name(agent_name).await?;
+        let agent = self.agent_by_name_for(caller, agent_name, AgentAccess::Use).await?;
         let agent = SessionAgentRecord::Saved { agent_id: agent.id, agent_name: agent.name, version: agent.version };
         self.insert_session(caller, id, agent, title).await
     }
@@ -131,7 +136,7 @@ impl Catalog {
         validate_title(&title)?;
         self.check_spec(&spec)?;
         if let Some(name) = &agent_name {
-            self.get_agent_by_name(name).await?;
+            self.agent_by_name_for(caller, name, AgentAccess::Use).await?;
         }
         self.insert_session(caller, ids::new_id("sess"), SessionAgentRecord::Draft { spec, agent_name }, title).await
     }
@@ -168,6 +173,25 @@ impl Catalog {
 
     pub async fn get_session(&self, caller: &Caller, session_id: &str) -> Result<Session> {
         Ok(session_view(self.owned_session(caller, session_id).await?))
+    }
+
+    /// A session the caller may read (the gateway's E3): its own, or one of a saved agent the
+    /// caller manages (an admin manages every agent of its tenant). Everything else about
+    /// another's session (its turns, events, changes) stays its creator's alone.
+    pub async fn get_visible_session(&self, caller: &Caller, session_id: &str) -> Result<Session> {
+        let owned = self.owned_session(caller, session_id).await;
+        let Err(ServiceError::NotFound(message)) = owned else { return owned.map(session_view) };
+        let record = match self.store().get_session(session_id).await {
+            Ok(record) => record,
+            Err(teamster_store::Error::NotFound(_)) => return Err(ServiceError::NotFound(message)),
+            Err(other) => return Err(other.into()),
+        };
+        let SessionAgentRecord::Saved { agent_id, .. } = &record.agent else { return Err(ServiceError::NotFound(message)) };
+        match self.store().get_agent(agent_id).await {
+            Ok(agent) if super::agents::agent_access(caller, &agent) == AgentAccess::Manage => Ok(session_view(record)),
+            Ok(_) | Err(teamster_store::Error::NotFound(_)) => Err(ServiceError::NotFound(message)),
+            Err(other) => Err(other.into()),
+        }
     }
 
     /// Updates a session. A new spec is only for sessions with their own spec; a mode must be
@@ -271,10 +295,16 @@ impl Catalog {
 
     /// One page of sessions and the token of the next page, if any.
     pub async fn list_sessions(&self, caller: &Caller, query: SessionListQuery) -> Result<(Vec<Session>, Option<String>)> {
-        if let Some(requested) = &query.created_by_subject_id
-            && *requested != caller.subject.subject_id {
-                return Ok((Vec::new(), None));
-            }
+        let or_of_agents = match query.scope {
+            SessionScope::Own => Vec::new(),
+            SessionScope::Visible => self.managed_agent_ids(caller).await?,
+        };
+        if or_of_agents.is_empty()
+            && let Some(requested) = &query.created_by_subject_id
+            && *requested != caller.subject.subject_id
+        {
+            return Ok((Vec::new(), None));
+        }
         let after = match &query.page_token {
             Some(token) => {
                 let mut parts = cursor::decode(token, 2)?;
@@ -285,7 +315,9 @@ impl Catalog {
             None => None,
         };
         let store_query = SessionQuery {
-            created_by: Some(caller.subject.subject_id.clone()),
+            created_by: query.created_by_subject_id,
+            visible_to: Some(caller.subject.subject_id.clone()),
+            or_of_agents,
             agent_name: query.agent_name,
             agent_id: query.agent_id,
             kind: query.kind,

@@ -148,7 +148,7 @@ impl Runtime {
     /// Saves an agent under `name`: a new agent, or a new version of the agent of that name
     /// when its spec changed.
     pub async fn save_agent(&self, name: &str, spec: AgentSpec) -> Result<SavedAgent, RuntimeError> {
-        Ok(self.service.catalog().apply_agent(name, spec).await?)
+        Ok(self.service.catalog().apply_agent(&self.caller, name, spec).await?)
     }
 
     /// Opens a session with the saved agent `agent_name`, pinned to its current version.

@@ -6,7 +6,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use teamster_protocol::api::{Page};
 use teamster_protocol::session::{Session, SessionKind};
-use teamster_service::{SandboxAddress, SessionListQuery};
+use teamster_service::{SandboxAddress, SessionListQuery, SessionScope};
 
 use super::{session_page, session_query};
 use crate::AppState;
@@ -34,6 +34,7 @@ async fn search(State(state): State<AppState>, Authenticated(caller): Authentica
         })?),
     };
     let query = SessionListQuery {
+        scope: SessionScope::Visible,
         kind,
         session_id: params.string("session_id"),
         created_by_subject_id: params.string("created_by_subject_id"),

@@ -32,13 +32,13 @@ async fn list(State(state): State<AppState>, Authenticated(caller): Authenticate
     let agent_name = params
         .string("agent_name")
         .ok_or_else(|| ApiError::bad_request("invalid_request", "agent_name is required").with_param("agent_name"))?;
-    state.service.catalog().get_agent_by_name(&agent_name).await?;
+    state.service.catalog().get_agent_by_name(&caller, &agent_name).await?;
     let query = SessionListQuery { kind: Some(SessionKind::Saved), ..session_query(&params, true)? };
     session_page(&state, &caller, query).await
 }
 
 async fn fetch(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>) -> ApiResult<Json<Data<Session>>> {
-    Ok(Json(Data { data: state.service.catalog().get_session(&caller, &session_id).await? }))
+    Ok(Json(Data { data: state.service.catalog().get_visible_session(&caller, &session_id).await? }))
 }
 
 async fn cancel(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>, JsonBody(_): JsonBody<Empty>) -> ApiResult<Json<Empty>> {
