@@ -1,6 +1,6 @@
-// The page: a header (views, API key), the sessions sidebar and the current view.
+// The page: a header (views, sign-in or API key), the sessions sidebar and the current view.
 import { Suspense, lazy, useCallback, useEffect, useRef, useState } from 'react';
-import { apiKey, newChatId, onUnauthorized, setApiKey } from './api.js';
+import { apiKey, newChatId, onUnauthorized, setApiKey, signInUrl, signOut, takeSignInError, whoAmI } from './api.js';
 import { Chat } from './Chat.jsx';
 import { href, useRoute } from './route.js';
 import { Sessions } from './Sessions.jsx';
@@ -21,8 +21,23 @@ export function App() {
   // Bumped when the key changes: the chat loads again too.
   const [keyGeneration, setKeyGeneration] = useState(0);
   const [menuOpen, setMenuOpen] = useState(false);
+  // Who the page is (`/api/v1/auth/me`), and whether the server offers OIDC sign-in.
+  const [me, setMe] = useState(null);
+  const [oidc, setOidc] = useState(false);
+  // Why the last sign-in failed, from the server's `?error=` redirect.
+  const [signInError, setSignInError] = useState(takeSignInError);
 
-  useEffect(() => onUnauthorized(() => setNeedsKey(true)), []);
+  useEffect(() => onUnauthorized(({ oidc: offered }) => {
+    if (offered) setOidc(true);
+    setNeedsKey(true);
+  }), []);
+  useEffect(() => {
+    whoAmI().then((answer) => {
+      if (answer?.oidc) setOidc(true);
+      else setMe(answer);
+    }).catch(() => {});
+  }, [keyGeneration]);
+  const signedIn = me?.type === 'oidc-connected';
   useEffect(() => setMenuOpen(false), [route.view, route.id]);
 
   const chatId = route.view === 'chat' ? (route.id ?? draftId) : null;
@@ -50,9 +65,18 @@ export function App() {
           <a href={href({ view: 'agents' })} aria-current={route.view === 'agents' ? 'page' : undefined}>Agents</a>
           <a href={href({ view: 'settings' })} aria-current={route.view === 'settings' ? 'page' : undefined}>Settings</a>
         </nav>
-        <button type="button" className="secondary" onClick={() => setKeyDialog(true)}>
-          {apiKey() ? 'API key ✓' : 'API key'}
-        </button>
+        {signedIn && <span className="muted who" title={`Role: ${me.role}`}>{me.email}</span>}
+        {signedIn && (
+          <button type="button" className="secondary" onClick={async () => { await signOut(); location.reload(); }}>
+            Sign out
+          </button>
+        )}
+        {oidc && !signedIn && <a className="button primary" href={signInUrl()}>Sign in</a>}
+        {!signedIn && (
+          <button type="button" className="secondary" onClick={() => setKeyDialog(true)}>
+            {apiKey() ? 'API key ✓' : 'API key'}
+          </button>
+        )}
       </header>
       <div className="body">
         <aside id="sidebar" className={menuOpen ? 'sidebar open' : 'sidebar'} aria-label="Sessions"
@@ -69,9 +93,16 @@ export function App() {
           </Suspense>
         </main>
       </div>
+      {signInError && (
+        <div className="sign-in-error" role="alert">
+          Sign-in failed ({signInError}). <a href={signInUrl()}>Try again</a>
+          <button type="button" onClick={() => setSignInError(null)}>Dismiss</button>
+        </div>
+      )}
       {(needsKey || keyDialog) && (
         <KeyDialog
           required={needsKey}
+          oidc={oidc}
           onClose={() => setKeyDialog(false)}
           onSaved={() => {
             setNeedsKey(false);
@@ -85,8 +116,9 @@ export function App() {
   );
 }
 
-// Asks for the API key (servers started with `--auth api-keys`); it is kept in localStorage.
-function KeyDialog({ required, onClose, onSaved }) {
+// Asks the user to sign in (servers with OIDC) or for the API key (servers started with
+// `--auth api-keys`); the key is kept in localStorage, the sign-in is the server's cookie.
+function KeyDialog({ required, oidc, onClose, onSaved }) {
   const [value, setValue] = useState(apiKey());
   const input = useRef(null);
   useEffect(() => input.current?.focus(), []);
@@ -99,7 +131,12 @@ function KeyDialog({ required, onClose, onSaved }) {
     <div className="dialog-backdrop">
       <form className="dialog" role="dialog" aria-modal="true" aria-labelledby="key-title" onSubmit={save}
         onKeyDown={(event) => event.key === 'Escape' && !required && onClose()}>
-        <h2 id="key-title">{required ? 'This server needs an API key' : 'API key'}</h2>
+        <h2 id="key-title">{required ? (oidc ? 'Sign in to use this server' : 'This server needs an API key') : 'API key'}</h2>
+        {oidc && (
+          <p>
+            <a className="button primary" href={signInUrl()}>Sign in</a> with your organization's account, or use an API key.
+          </p>
+        )}
         <p>The key is kept in this browser only and sent as <code>Authorization: Bearer</code>.</p>
         <label htmlFor="api-key">API key</label>
         <input id="api-key" ref={input} type="password" autoComplete="off" value={value} onChange={(event) => setValue(event.target.value)} />

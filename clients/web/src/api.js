@@ -30,7 +30,8 @@ export class ApiError extends Error {
   }
 }
 
-// Listeners told when the server answers 401 (the key is missing or wrong).
+// Listeners told when the server answers 401 (no session, or the key is missing or wrong);
+// each gets whether the server offers OIDC sign-in (its `Teamster-Login: oidc` header).
 const unauthorizedListeners = new Set();
 export function onUnauthorized(listener) {
   unauthorizedListeners.add(listener);
@@ -40,8 +41,44 @@ export function onUnauthorized(listener) {
 // fetch, reporting 401s (the chat transport's fetch too).
 export async function reportingFetch(input, init) {
   const response = await fetch(input, init);
-  if (response.status === 401) unauthorizedListeners.forEach((listener) => listener());
+  if (response.status === 401) {
+    const oidc = response.headers.get('teamster-login') === 'oidc';
+    unauthorizedListeners.forEach((listener) => listener({ oidc }));
+  }
   return response;
+}
+
+// Where the browser goes to sign in with the server's identity provider; it comes back to this
+// page (path and route).
+export function signInUrl() {
+  const url = new URL('auth/login', apiBase);
+  url.searchParams.set('return_to', location.pathname + location.hash);
+  return url.href;
+}
+
+// Who the page is: `{type: 'default' | 'oidc-connected', email, role}`, `{oidc: true}` when the
+// server wants a sign-in, or null when it wants a key.
+export async function whoAmI() {
+  const response = await fetch(new URL('auth/me', apiBase), { headers: authHeaders() });
+  if (response.ok) return response.json();
+  if (response.status === 401 && response.headers.get('teamster-login') === 'oidc') return { oidc: true };
+  return null;
+}
+
+// Ends the browser's OIDC session (the server clears its cookie).
+export async function signOut() {
+  await fetch(new URL('auth/logout', apiBase), { method: 'POST' });
+}
+
+// The reason of a failed sign-in the server sent the browser back with (`?error=<code>`),
+// removed from the address bar.
+export function takeSignInError() {
+  const url = new URL(location.href);
+  const error = url.searchParams.get('error');
+  if (error === null) return null;
+  url.searchParams.delete('error');
+  history.replaceState(null, '', url.href);
+  return error;
 }
 
 // A fetch that adds the key and reports 401s; `path` is relative to /api/v1/.

@@ -12,8 +12,8 @@ const binary = (variable, name) => process.env[variable] ?? path.join(root, 'tar
 export const RESULTS = path.resolve(import.meta.dirname, '../test-results');
 
 // Starts a program and resolves with the URL of its `listening on` line.
-function start(program, args, cwd) {
-  const child = spawn(program, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+export function start(program, args, cwd, env = process.env) {
+  const child = spawn(program, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${program} did not start:\n${output}`)), 30_000);
@@ -32,8 +32,8 @@ function start(program, args, cwd) {
 }
 
 // A server with the fake model configured; `auth` starts it with `--auth api-keys` and an
-// admin key (returned as `key`).
-export async function startServer({ auth = false } = {}) {
+// admin key (returned as `key`); `listen` is its address, `args` more flags of `serve`.
+export async function startServer({ auth = false, listen = '127.0.0.1:0', args = [] } = {}) {
   const workdir = mkdtempSync(path.join(tmpdir(), 'teamster-web-'));
   // Sandboxes run as users of their own, who must be able to pass through to the sandbox root.
   chmodSync(workdir, 0o755);
@@ -48,9 +48,10 @@ export async function startServer({ auth = false } = {}) {
   let teamster;
   try {
     teamster = await start(binary('TEAMSTER_BIN', 'teamster'), [
-      'serve', '--listen', '127.0.0.1:0', '--database', database,
+      'serve', '--listen', listen, '--database', database,
       '--no-example', '--data-dir', workdir, '--sandbox-root', path.join(workdir, 'sandboxes'),
       ...(auth ? ['--auth', 'api-keys'] : []),
+      ...args,
     ], workdir);
   } catch (error) {
     fake.child.kill();
