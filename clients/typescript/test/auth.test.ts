@@ -10,7 +10,9 @@ let server: Server;
 
 before(async () => {
   server = await startServer({ auth: 'api-keys' });
-  await server.client.agents.create({ name: 'keyed', manifest: { model: { name: 'fake/fake-model' } } });
+  // The admin's agent, in its tenant, shared with the tenant's members (who may run it).
+  const collaborators = [{ subject: 'team:ops', role_id: 'agent-user' }];
+  await server.client.agents.create({ name: 'keyed', manifest: { model: { name: 'fake/fake-model' }, collaborators } });
 });
 after(() => server?.close());
 
@@ -27,7 +29,7 @@ async function status(promise: Promise<unknown>): Promise<number> {
 test('keys: an admin makes, lists and revokes them; members use theirs; no key is a 401', async () => {
   assert.match(server.adminKey ?? '', /^tsk_/);
   const admin = server.client;
-  const made = await admin.keys.create({ subject: 'alice', tenant: 'acme' });
+  const made = await admin.keys.create({ subject: 'alice', tenant: 'ops' });
   assert.equal(made.role, 'member');
   assert.equal(made.subject.subject_slug, 'alice');
   assert.match(made.secret, /^tsk_/);
@@ -43,7 +45,7 @@ test('keys: an admin makes, lists and revokes them; members use theirs; no key i
   assert.equal(replay.events.length, turn.events.length - 2);
 
   // Another subject's session is missing to the caller; keys are for admins.
-  const bob = new TeamsterClient({ baseUrl: server.url, apiKey: (await admin.keys.create({ subject: 'bob', tenant: 'acme' })).secret });
+  const bob = new TeamsterClient({ baseUrl: server.url, apiKey: (await admin.keys.create({ subject: 'bob', tenant: 'ops' })).secret });
   assert.equal(await status(bob.sessions.get(session.id)), 404);
   const forbidden = await bob.keys.list().catch((error: unknown) => error);
   assert.ok(forbidden instanceof TeamsterError && forbidden.status === 403, String(forbidden));

@@ -9,12 +9,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List agents */
+        /**
+         * List agents
+         * @description The agents the caller may see: those of its tenant that it created or is a collaborator of (all of them, for an admin of the tenant).
+         */
         get: operations["listAgents"];
         put?: never;
         /**
          * Create an agent
-         * @description Creates an agent (version 1). Fails if `name` is already taken; the name cannot change later.
+         * @description Creates an agent (version 1) in the caller's tenant, created by the caller. Fails if `name` is already taken; the name cannot change later. `manifest.collaborators` (`user:<name>` or `team:<tenant>`, role `agent-manager` or `agent-user`) decides who else may see, run and edit it.
          */
         post: operations["createAgent"];
         delete?: never;
@@ -34,12 +37,95 @@ export interface paths {
         get: operations["getAgent"];
         /**
          * Update an agent
-         * @description Stores the manifest as a new immutable version.
+         * @description Stores the manifest as a new immutable version: for the agent's creator, its managers and the tenant's admins (403 for its other collaborators).
          */
         put: operations["updateAgent"];
         post?: never;
-        /** Delete an agent */
+        /**
+         * Delete an agent
+         * @description For the agent's creator, its managers and the tenant's admins (403 for its other collaborators); deleting an agent that does not exist (or that the caller may not see) deletes nothing.
+         */
         delete: operations["deleteAgent"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/auth/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Login callback
+         * @description Browser-redirect target hit by the identity provider after login, never called directly by SDK consumers. In local/single-binary mode, redirects straight back into the app.
+         */
+        get: operations["authCallback"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/auth/login": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Start the login flow
+         * @description Redirects the browser to the configured identity provider. In local/single-binary mode, redirects straight back into the app — there is nothing to log into.
+         */
+        get: operations["login"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/auth/logout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Clear the local session
+         * @description Ends the local harness session only — does not hit the IdP end-session endpoint. A no-op in local/single-binary mode, since there is no real session to clear.
+         */
+        post: operations["logout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/auth/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Current session
+         * @description Returns the authenticated caller identity. When auth is enabled this requires a valid `id_token` cookie or `Authorization: Bearer` ID token (401 otherwise; an API key answers as its subject). When auth is disabled, returns the default identity.
+         */
+        get: operations["getMe"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -805,9 +891,12 @@ export interface components {
         /** @description A saved agent as the native API shows it: the latest version's spec under `manifest`. */
         Agent: {
             created_at: string;
+            created_by_subject?: null | components["schemas"]["Subject"];
             id: string;
             manifest: components["schemas"]["AgentSpec"];
             name: string;
+            /** @description The tenant the agent belongs to (absent without authentication). */
+            tenant?: string | null;
             updated_at: string;
             /**
              * Format: int64
@@ -827,6 +916,11 @@ export interface components {
         };
         /** @description What a session runs: model, instructions, tools and runtime configuration. */
         AgentSpec: {
+            /**
+             * @description Who may see, run or manage the saved agent besides its creator and its tenant's admins
+             *     (the manifest's `collaborators`; ignored in sessions with their own spec).
+             */
+            collaborators?: components["schemas"]["Collaborator"][] | null;
             config?: null | components["schemas"]["RuntimeConfig"];
             /** @description What the agent is for, from its manifest (a Teamster extension; the model never sees it). */
             description?: string | null;
@@ -942,6 +1036,13 @@ export interface components {
             title?: string | null;
             /** @description The last turn the clone copies; the source's last turn when absent. */
             turn_id?: string | null;
+        };
+        /** @description One collaborator of an agent, as the manifest spells it. */
+        Collaborator: {
+            /** @description `agent-manager` or `agent-user`. */
+            role_id: string;
+            /** @description `user:<name>` or `team:<name>`. */
+            subject: string;
         };
         /**
          * @description What a context compaction replaced: the summary in the thread's output stands for the first
@@ -1062,9 +1163,12 @@ export interface components {
             /** @description A saved agent as the native API shows it: the latest version's spec under `manifest`. */
             data: {
                 created_at: string;
+                created_by_subject?: null | components["schemas"]["Subject"];
                 id: string;
                 manifest: components["schemas"]["AgentSpec"];
                 name: string;
+                /** @description The tenant the agent belongs to (absent without authentication). */
+                tenant?: string | null;
                 updated_at: string;
                 /**
                  * Format: int64
@@ -1193,9 +1297,12 @@ export interface components {
         Data_Vec_Agent: {
             data: {
                 created_at: string;
+                created_by_subject?: null | components["schemas"]["Subject"];
                 id: string;
                 manifest: components["schemas"]["AgentSpec"];
                 name: string;
+                /** @description The tenant the agent belongs to (absent without authentication). */
+                tenant?: string | null;
                 updated_at: string;
                 /**
                  * Format: int64
@@ -1398,6 +1505,21 @@ export interface components {
             /** @description The arguments as JSON text, exactly as the model produced them. */
             arguments: string;
             name: string;
+        };
+        /** @description Session type and identity for the current request. */
+        GetMeResponse: {
+            /**
+             * @description User email from the ID token when connected; `"default"` when anonymous (an API key's
+             *     subject name for a key).
+             */
+            email: string;
+            /** @description Caller role: `admin` or `member`. */
+            role: string;
+            /**
+             * @description Session kind: `default` when no valid OIDC session; `oidc-connected` after a successful
+             *     browser login (or with a bearer ID token).
+             */
+            type: "default" | "oidc-connected";
         };
         /**
          * @description A session grant (`GET /api/v1/sessions/{id}/grants`): one tool, or one category, allowed
@@ -2319,7 +2441,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Every saved agent, its latest version. */
+            /** @description Every saved agent the caller may see, its latest version. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2438,6 +2560,15 @@ export interface operations {
                     "application/json": components["schemas"]["Data_Agent"];
                 };
             };
+            /** @description The caller may run the agent but not edit it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
             /** @description The error shape, with the status that says what failed. */
             default: {
                 headers: {
@@ -2468,6 +2599,146 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Empty"];
+                };
+            };
+            /** @description The caller may run the agent but not delete it. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    authCallback: {
+        parameters: {
+            query: {
+                /** @description Authorization code, present when the user granted consent. */
+                code?: string;
+                /** @description Error code from the identity provider, present instead of `code` if the user denied consent. */
+                error?: string;
+                /** @description Human-readable error detail from the identity provider when `error` is set. */
+                error_description?: string;
+                /** @description Opaque token; correlates this callback to its pending login. Always present, success or error. */
+                state: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Redirect back into the app on success, or to /?error=<reason> on failure. */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    login: {
+        parameters: {
+            query?: {
+                /** @description Path to return to after login. Must be a same-origin relative path; anything else falls back to "/". */
+                return_to?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Redirect to the IdP authorization endpoint. */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    logout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Session cookie cleared. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    getMe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Session type and identity for the current request. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GetMeResponse"];
+                };
+            };
+            /** @description Auth is enabled and the request has no valid cookie or Bearer ID token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
                 };
             };
             /** @description The error shape, with the status that says what failed. */
