@@ -16,6 +16,7 @@ mod phases;
 mod process;
 mod report;
 mod sandbox;
+mod streams;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -107,6 +108,16 @@ struct Args {
     /// kind in a rotating order, so background load falls on all kinds alike.
     #[arg(long, default_value_t = 10)]
     rounds: usize,
+    /// Instead of the server table: `--subscribers` streams on one running turn (`--tokens`
+    /// chunks), then `--idle-streams` open streams on a silent turn (memory per stream).
+    #[arg(long, conflicts_with_all = ["library", "sandbox", "dialects"])]
+    streams: bool,
+    /// With `--streams`: subscribers of the running turn.
+    #[arg(long, default_value_t = 1_000)]
+    subscribers: usize,
+    /// With `--streams`: idle open streams.
+    #[arg(long, default_value_t = 10_000)]
+    idle_streams: usize,
 }
 
 impl Args {
@@ -180,6 +191,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.dialects {
         return dialects::run(&args).await;
+    }
+    if args.streams {
+        return streams::run(&args).await;
     }
 
     let proc = ProcReader::new();
