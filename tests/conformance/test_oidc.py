@@ -344,6 +344,12 @@ def test_bad_reused_and_crossed_states_are_refused(oidc):
     # Under the first login's cookie name, so only the seal's binding to its state refuses it.
     crossed = browser().get(first_callback, headers={"cookie": f"oidc_login_{first_state[:16]}={second_pending}"})
     assert error_marker(crossed) == "invalid_state"
+    # A callback that names another issuer (RFC 9207: a provider mix-up).
+    client = browser()
+    callback = through_provider(client, begin(oidc, client), f"{oidc.url}/api/v1/auth/callback", "alice")
+    assert "iss=" in callback
+    mixed_up = re.sub(r"iss=[^&]+", "iss=" + urllib.parse.quote("https://evil.example", safe=""), callback)
+    assert error_marker(client.get(mixed_up)) == "invalid_issuer"
     # Without a state at all.
     assert error_marker(browser().get(f"{oidc.url}/api/v1/auth/callback", params={"code": "x"})) == "invalid_state"
 

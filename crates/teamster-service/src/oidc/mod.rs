@@ -100,6 +100,9 @@ pub enum OidcError {
     /// The code could not be exchanged for tokens.
     #[error("the login could not be completed: {0}")]
     Exchange(String),
+    /// The callback names another issuer than ours (RFC 9207: a mix-up of providers).
+    #[error("{0}")]
+    WrongIssuer(String),
     /// The system's random number generator or the cipher failed.
     #[error("{0}")]
     Internal(String),
@@ -118,6 +121,7 @@ impl OidcError {
             }
             OidcError::UnknownLogin(_) => "invalid_state".to_owned(),
             OidcError::Exchange(_) => "token_exchange_failed".to_owned(),
+            OidcError::WrongIssuer(_) => "invalid_issuer".to_owned(),
         }
     }
 }
@@ -160,6 +164,9 @@ impl fmt::Debug for LoginStart {
 pub struct Callback {
     pub state: Option<String>,
     pub code: Option<String>,
+    /// `iss` (RFC 9207), checked against the issuer when present or when the provider says it
+    /// sends it.
+    pub issuer: Option<String>,
     pub error: Option<String>,
     pub error_description: Option<String>,
 }
@@ -318,6 +325,11 @@ impl Oidc {
         let Some(state) = callback.state.filter(|state| !state.is_empty()) else {
             return Err(OidcError::UnknownLogin("the callback carries no state".to_owned()));
         };
+        if let Some(issuer) = callback.issuer.as_deref()
+            && issuer != self.config.issuer
+        {
+            return Err(OidcError::WrongIssuer(format!("the callback names the issuer {:?}, not ours", clean(issuer))));
+        }
         if let Some(error) = callback.error {
             return Err(OidcError::Denied { error: clean(&error), description: callback.error_description.as_deref().map(clean) });
         }
@@ -336,6 +348,9 @@ impl Oidc {
         let Some(code) = callback.code.filter(|code| !code.is_empty()) else {
             return Err(OidcError::Exchange("the callback carries neither a code nor an error".to_owned()));
         };
+        if callback.issuer.is_none() && self.provider.metadata().await?.authorization_response_iss_parameter_supported {
+            return Err(OidcError::WrongIssuer("the callback names no issuer, though the provider sends one (RFC 9207)".to_owned()));
+        }
         let id_token = self
             .provider
             .exchange(&self.config.client_id, &self.config.client_secret, &self.config.redirect_uri, &code, &pending.verifier)
@@ -366,6 +381,14 @@ impl Oidc {
             return Err(invalid("its signature is not the identity provider's".to_owned()));
         }
         let claims: Claims = serde_json::from_slice(&jws.payload).map_err(|_| invalid("its claims lack iss, sub, aud or exp".to_owned()))?;
+        self.check_claims(&claims, nonce, now())?;
+        self.identity(claims)
+    }
+
+    /// Checks a signed token's claims at `now` (seconds since the Unix epoch): `iss`, `aud` (and
+    /// `azp`), `exp`, `iat` and `nbf` within the leeway, and `nonce` when one is expected.
+    fn check_claims(&self, claims: &Claims, nonce: Option<&str>, now: u64) -> Result<(), OidcError> {
+        let invalid = |reason: String| OidcError::InvalidToken(reason);
         if claims.iss != self.config.issuer {
             return Err(invalid(format!("it was issued by {:?}, not the configured issuer", clean(&claims.iss))));
         }
@@ -379,7 +402,7 @@ impl Oidc {
         if (audience.len() > 1 || claims.azp.is_some()) && claims.azp.as_deref() != Some(self.config.client_id.as_str()) {
             return Err(invalid("it was issued to another client (azp)".to_owned()));
         }
-        let now = now() as f64;
+        let now = now as f64;
         let leeway = CLOCK_LEEWAY_SECS as f64;
         if !(claims.exp.is_finite() && claims.exp + leeway > now) {
             return Err(invalid("it has expired".to_owned()));
@@ -392,7 +415,7 @@ impl Oidc {
         {
             return Err(invalid("its nonce is not the login's".to_owned()));
         }
-        self.identity(claims)
+        Ok(())
     }
 
     /// The caller a verified token's claims stand for.
@@ -481,6 +504,38 @@ mod tests {
         assert_eq!(oidc(None).identity(claims(serde_json::json!({"sub": "u1", "tenant": "acme"}))).unwrap().caller.tenant, "default");
     }
 
+    #[test]
+    fn claims_are_checked_for_issuer_audience_time_and_nonce() {
+        let relying_party = oidc(None);
+        let at = 1_000_000;
+        let check = |extra: serde_json::Value, nonce: Option<&str>| {
+            let base = serde_json::json!({"sub": "u1", "exp": at + 300, "iat": at});
+            let mut value = base.as_object().unwrap().clone();
+            value.extend(extra.as_object().unwrap().clone());
+            relying_party.check_claims(&claims(serde_json::Value::Object(value)), nonce, at)
+        };
+        assert!(check(serde_json::json!({}), None).is_ok());
+        assert!(check(serde_json::json!({"nonce": "n1"}), Some("n1")).is_ok());
+        // Within the leeway a minute either way.
+        assert!(check(serde_json::json!({"exp": at - 30, "iat": at + 30}), None).is_ok());
+        let refused = [
+            (serde_json::json!({"iss": "http://127.0.0.1:9"}), None),
+            (serde_json::json!({"aud": "other"}), None),
+            (serde_json::json!({"aud": ["other", "teamster"]}), None),
+            (serde_json::json!({"aud": ["other", "teamster"], "azp": "other"}), None),
+            (serde_json::json!({"azp": "other"}), None),
+            (serde_json::json!({"exp": at - 61}), None),
+            (serde_json::json!({"iat": at + 61}), None),
+            (serde_json::json!({"nbf": at + 61}), None),
+            (serde_json::json!({}), Some("n1")),
+            (serde_json::json!({"nonce": "n2"}), Some("n1")),
+        ];
+        for (extra, nonce) in refused {
+            assert!(matches!(check(extra.clone(), nonce), Err(OidcError::InvalidToken(_))), "{extra} {nonce:?}");
+        }
+        assert!(check(serde_json::json!({"aud": ["other", "teamster"], "azp": "teamster"}), None).is_ok());
+    }
+
     #[tokio::test]
     async fn a_pending_login_opens_only_for_its_state() {
         let relying_party = oidc(None);
@@ -494,6 +549,8 @@ mod tests {
         let expired = Pending { expires_at: now() - 1, ..pending };
         let sealed = relying_party.cipher.seal_json(&expired, &pending_context("state-1")).unwrap();
         assert!(matches!(relying_party.finish(callback("state-1"), Some(&sealed)).await, Err(OidcError::UnknownLogin(_))));
+        let mixed_up = Callback { issuer: Some("https://evil.example".into()), ..callback("state-1") };
+        assert_eq!(relying_party.finish(mixed_up, Some(&sealed)).await.err().unwrap().code(), "invalid_issuer");
         let denied = Callback { error: Some("access_denied".into()), error_description: Some("no\u{7}".into()), ..callback("state-1") };
         let error = relying_party.finish(denied, Some(&sealed)).await.err().unwrap();
         assert_eq!((error.code(), error.to_string()), ("access_denied".to_owned(), "the identity provider refused the login: access_denied (no)".to_owned()));

@@ -34,6 +34,9 @@ pub(crate) struct Metadata {
     pub jwks_uri: String,
     #[serde(default)]
     pub code_challenge_methods_supported: Option<Vec<String>>,
+    /// Whether authorization responses name the issuer (RFC 9207); they must then.
+    #[serde(default)]
+    pub authorization_response_iss_parameter_supported: bool,
 }
 
 /// The provider's answer at the token endpoint (only the ID token is used).

@@ -89,7 +89,8 @@ async fn login(State(state): State<AppState>, params: Params) -> Response {
     params(("code" = Option<String>, Query, description = "Authorization code, present when the user granted consent."),
         ("state" = String, Query, description = "Opaque token; correlates this callback to its pending login. Always present, success or error."),
         ("error" = Option<String>, Query, description = "Error code from the identity provider, present instead of `code` if the user denied consent."),
-        ("error_description" = Option<String>, Query, description = "Human-readable error detail from the identity provider when `error` is set.")),
+        ("error_description" = Option<String>, Query, description = "Human-readable error detail from the identity provider when `error` is set."),
+        ("iss" = Option<String>, Query, description = "The identity provider's issuer (RFC 9207), checked when present.")),
     responses((status = 302, description = "Redirect back into the app on success, or to /?error=<reason> on failure.")))]
 async fn callback(State(state): State<AppState>, headers: HeaderMap, RawQuery(query): RawQuery) -> ApiResult<Response> {
     let Some(oidc) = &state.config.oidc else {
@@ -106,6 +107,7 @@ async fn callback(State(state): State<AppState>, headers: HeaderMap, RawQuery(qu
         let slot = match name.as_str() {
             "state" => &mut answer.state,
             "code" => &mut answer.code,
+            "iss" => &mut answer.issuer,
             "error" => &mut answer.error,
             "error_description" => &mut answer.error_description,
             _ => continue,
