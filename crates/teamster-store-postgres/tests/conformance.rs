@@ -506,3 +506,31 @@ async fn wait_until_blocked_by(admin: &mut PgConnection) {
     }
     panic!("nothing waited for the lock within 5 s");
 }
+
+/// An agent stored before migration 0009 gave agents owners belongs to the tenant `local` (the
+/// local user's, an admin, on a server without authentication) and has no creator.
+#[tokio::test]
+async fn agents_stored_before_owners_belong_to_the_local_tenant() {
+    let server_url = std::env::var(SERVER_URL).unwrap_or_else(|_| panic!("set {SERVER_URL} or run scripts/test, which starts PostgreSQL"));
+    let name = format!("test_{}_{:016x}", std::process::id(), fastrand::u64(..));
+    let mut admin = PgConnection::connect(&server_url).await.expect("connect");
+    admin.execute(format!("CREATE SCHEMA {name}").as_str()).await.expect("create a scratch schema");
+    let _ = admin.close().await;
+    let mut old = PgConnection::connect(&in_schema(&server_url, &name)).await.expect("connect to the scratch schema");
+    let mut before = sqlx::migrate!("./migrations");
+    before.migrations = before.migrations.iter().filter(|migration| migration.version < 9).cloned().collect::<Vec<_>>().into();
+    before.run(&mut old).await.expect("the migrations before 0009");
+    old.execute(
+        "INSERT INTO agents (id, name, latest_version, created_at) VALUES ('agt_old', 'old-bot', 1, '2025-01-01T00:00:00.000Z'); \
+         INSERT INTO agent_versions (agent_id, version, spec, created_at) \
+         VALUES ('agt_old', 1, '{\"model\":{\"name\":\"p/m\"}}', '2025-01-01T00:00:00.000Z')",
+    )
+    .await
+    .expect("an agent of the old schema");
+    let _ = old.close().await;
+
+    let store = PostgresStore::connect(&in_schema(&server_url, &name)).await.expect("the store migrates the schema");
+    let schema = ScratchSchema { store: Arc::new(store), name, server_url };
+    let agent = schema.store.get_agent("agt_old").await.expect("the old agent");
+    assert_eq!((agent.tenant.as_str(), agent.created_by, agent.name.as_str()), ("local", None, "old-bot"));
+}

@@ -175,3 +175,28 @@ async fn a_call_cancelled_mid_transaction_does_not_wedge_the_writer() {
     assert_eq!(store.last_sequence("turn_2").await.expect("last_sequence"), 1);
     assert!(store.get_turn("ses_1", "turn_stale").await.is_err(), "the cancelled turn was not created");
 }
+
+/// An agent stored before migration 0009 gave agents owners belongs to the tenant `local` (the
+/// local user's, an admin, on a server without authentication) and has no creator.
+#[tokio::test]
+async fn agents_stored_before_owners_belong_to_the_local_tenant() {
+    let directory = TempDir::new("sqlite-owners");
+    std::fs::create_dir_all(&directory.0).expect("a scratch directory");
+    let url = format!("sqlite://{}", directory.0.join("old.db").display());
+    let options = <sqlx::sqlite::SqliteConnectOptions as std::str::FromStr>::from_str(&url).expect("a URL").create_if_missing(true);
+    let pool = sqlx::SqlitePool::connect_with(options).await.expect("an old database");
+    let mut before = sqlx::migrate!("./migrations");
+    before.migrations = before.migrations.iter().filter(|migration| migration.version < 9).cloned().collect::<Vec<_>>().into();
+    before.run(&pool).await.expect("the migrations before 0009");
+    for statement in [
+        "INSERT INTO agents (id, name, latest_version, created_at) VALUES ('agt_old', 'old-bot', 1, '2025-01-01T00:00:00.000Z')",
+        "INSERT INTO agent_versions (agent_id, version, spec, created_at) VALUES ('agt_old', 1, '{\"model\":{\"name\":\"p/m\"}}', '2025-01-01T00:00:00.000Z')",
+    ] {
+        sqlx::query(statement).execute(&pool).await.expect("an agent of the old schema");
+    }
+    pool.close().await;
+
+    let store = SqliteStore::connect(&url).await.expect("the store migrates the database");
+    let agent = store.get_agent("agt_old").await.expect("the old agent");
+    assert_eq!((agent.tenant.as_str(), agent.created_by, agent.name.as_str()), ("local", None, "old-bot"));
+}
