@@ -430,3 +430,21 @@ def test_an_authorization_replaced_through_b_reaches_the_connection_a_holds(clus
     finally:
         browser_a.close()
         browser_b.close()
+
+
+def test_chained_turns_alternating_replicas_send_the_whole_history_once(cluster, fake_model):
+    # Each replica caches the histories of the turns it ran; a turn whose previous turn ran on
+    # the other replica reads back only to the nearest turn cached here. The model must still
+    # get the whole conversation, every earlier message once and in order.
+    apis = [cluster.a.require_api(), cluster.b.require_api()]
+    session_id = apis[0].create_session(DEMO_AGENT)["id"]
+    markers = [wire.unique(f"chain{index}") for index in range(7)]
+    for index, marker in enumerate(markers):
+        run = apis[index % 2].run_turn(session_id, f"[tokens:2] {marker}", previous_turn_id="auto")
+        assert run.done["state"]["status"] == "done", run.done
+        (request,) = fake_model.client.requests_for(marker)
+        users = [message["content"] for message in request["messages"] if message["role"] == "user"]
+        texts = [content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
+                 for content in users]
+        seen = [next((m for m in markers if m in text), None) for text in texts]
+        assert seen == markers[:index + 1], f"turn {index} sent {seen}"

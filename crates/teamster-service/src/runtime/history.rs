@@ -1,7 +1,10 @@
 //! A turn's history: the content events of its ancestors and its own `turn.created`, read from
 //! the store or taken from a cache of conversation histories by turn id. A turn chained to a
 //! cached one reads nothing of the chain from the store, so the cost of a turn does not grow
-//! with the length of its session.
+//! with the length of its session. When the previous turn ran on another replica, the chain
+//! is walked back only to the nearest turn cached here (with turns round-robined over two
+//! replicas, the one before the previous), and only the turns after it are read: the cost
+//! stays flat across replicas too, without sticky routing.
 //!
 //! The cache is bounded in bytes (the events' JSON size) as well as in entries, so large turns
 //! cannot make it hold more memory than [`MAX_BYTES`]. A history's size is measured once, and
@@ -47,20 +50,20 @@ impl HistoryCache {
         self.lock().entries.get(turn_id).map(|entry| entry.events.clone())
     }
 
-    /// Caches the history through `turn_id`, which extends (when it was cached) the history
-    /// through `previous_turn_id`; the latter leaves the cache.
-    pub fn insert(&self, turn_id: &str, previous_turn_id: Option<&str>, history: Vec<Event>) {
-        let known = previous_turn_id.and_then(|previous| {
+    /// Caches the history through `turn_id`, which extends the cached history through
+    /// `extends` (an ancestor's, when there was one); the latter leaves the cache.
+    pub fn insert(&self, turn_id: &str, extends: Option<&str>, history: Vec<Event>) {
+        let known = extends.and_then(|ancestor| {
             let state = self.lock();
-            state.entries.get(previous).map(|entry| (entry.events.len(), entry.bytes))
+            state.entries.get(ancestor).map(|entry| (entry.events.len(), entry.bytes))
         });
         let bytes = match known {
             Some((length, bytes)) if length <= history.len() => bytes + json_bytes(&history[length..]),
             _ => json_bytes(&history),
         };
         let mut state = self.lock();
-        if let Some(previous) = previous_turn_id {
-            state.remove(previous);
+        if let Some(ancestor) = extends {
+            state.remove(ancestor);
         }
         if bytes > MAX_ENTRY_BYTES {
             return;
@@ -116,42 +119,52 @@ fn json_bytes(events: &[Event]) -> usize {
 /// Content events read per store call when rebuilding history.
 const HISTORY_PAGE: u32 = 1000;
 
+/// The history a turn was planned with, and the cached history it extends.
+pub(super) struct History {
+    pub events: Vec<Event>,
+    /// The nearest ancestor whose cached history `events` begins with.
+    extends: Option<String>,
+}
+
 impl TurnRuntime {
     /// Caches the history through a finished turn: what it was planned with, plus what it
     /// recorded (everything after its `turn.created`).
-    pub(super) async fn cache_history(&self, turn: &TurnRecord, mut history: Vec<Event>) {
+    pub(super) async fn cache_history(&self, turn: &TurnRecord, history: History) {
+        let History { mut events, extends } = history;
         match self.content_events(&turn.id, Some(1)).await {
             Ok(recorded) => {
-                history.extend(recorded);
-                self.inner.history.insert(&turn.id, turn.previous_turn_id.as_deref(), history);
+                events.extend(recorded);
+                self.inner.history.insert(&turn.id, extends.as_deref(), events);
             }
             Err(error) => tracing::warn!(turn_id = %turn.id, %error, "history not cached"),
         }
     }
 
     /// The content events of the turn's ancestors, oldest first, then the turn's own
-    /// `turn.created`. A cached predecessor saves reading the chain.
-    pub(super) async fn history_events(&self, turn: &TurnRecord) -> Result<Vec<Event>, teamster_store::Error> {
-        let cached = turn.previous_turn_id.as_deref().and_then(|previous| self.inner.history.get(previous));
-        let mut events = match cached {
-            Some(cached) => cached.as_ref().clone(),
-            None => {
-                let mut chain = Vec::new();
-                let mut next = turn.previous_turn_id.clone();
-                while let Some(id) = next {
-                    let ancestor = self.store().get_turn(&turn.session_id, &id).await?;
-                    next = ancestor.previous_turn_id.clone();
-                    chain.push(ancestor.id);
-                }
-                let mut events = Vec::new();
-                for turn_id in chain.iter().rev() {
-                    events.extend(self.content_events(turn_id, None).await?);
-                }
-                events
+    /// `turn.created`. The chain is read back only to the nearest ancestor cached here.
+    pub(super) async fn history_events(&self, turn: &TurnRecord) -> Result<History, teamster_store::Error> {
+        // Ancestors not cached here, newest first.
+        let mut uncached = Vec::new();
+        let mut cached = None;
+        let mut next = turn.previous_turn_id.clone();
+        while let Some(id) = next {
+            if let Some(history) = self.inner.history.get(&id) {
+                cached = Some((id, history));
+                break;
             }
+            let ancestor = self.store().get_turn(&turn.session_id, &id).await?;
+            next = ancestor.previous_turn_id;
+            uncached.push(id);
+        }
+        let (extends, mut events) = match cached {
+            Some((id, history)) => (Some(id), history.as_ref().clone()),
+            None => (None, Vec::new()),
         };
+        for turn_id in uncached.iter().rev() {
+            events.extend(self.content_events(turn_id, None).await?);
+        }
         events.extend(self.content_events(&turn.id, None).await?);
-        Ok(events)
+        Ok(History { events, extends })
     }
 
     /// A turn's content events after sequence number `after`, parsed.

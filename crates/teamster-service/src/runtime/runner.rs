@@ -11,6 +11,7 @@ use teamster_store::{LogWrite, SessionRecord, TurnRecord};
 use tracing::Instrument;
 
 use super::TurnRuntime;
+use super::history::History;
 use super::leases::Hold;
 use super::live::TurnLog;
 use super::metrics::add_metrics;
@@ -92,7 +93,7 @@ async fn run(runtime: TurnRuntime, sink: Arc<TurnSink>, session: SessionRecord, 
     };
     let log = sink.log.clone();
     let planned = match runtime.history_events(&turn).await {
-        Ok(history) => runtime.inner.planner.plan(&session, &turn, &history, &sink).await.map(|start| (start, history)),
+        Ok(history) => runtime.inner.planner.plan(&session, &turn, &history.events, &sink).await.map(|start| (start, history)),
         Err(error) => Err(format!("The session's history could not be read: {error}.")),
     };
     let mut history = None;
@@ -111,7 +112,7 @@ async fn run(runtime: TurnRuntime, sink: Arc<TurnSink>, session: SessionRecord, 
         }
         Ok((TurnStart::Run(plan), used_history)) => {
             let (resumption, prior) = if resumed {
-                resume::resume(*plan, &turn, &used_history, &sink, &log.cancel).await
+                resume::resume(*plan, &turn, &used_history.events, &sink, &log.cancel).await
             } else {
                 (Resumption::Run(plan), TurnMetrics::default())
             };
@@ -162,7 +163,7 @@ async fn run(runtime: TurnRuntime, sink: Arc<TurnSink>, session: SessionRecord, 
 /// turn (so a turn chained to it finds it), and only then lets the turn leave memory.
 ///
 /// A fenced turn (this replica no longer owns it) records nothing: it only leaves memory.
-async fn finish(runtime: &TurnRuntime, sink: &TurnSink, state: TurnState, history: Option<(&TurnRecord, Vec<Event>)>) {
+async fn finish(runtime: &TurnRuntime, sink: &TurnSink, state: TurnState, history: Option<(&TurnRecord, History)>) {
     let log = &sink.log;
     if log.is_fenced() {
         runtime.inner.live.remove(&log.turn_id);
