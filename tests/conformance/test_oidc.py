@@ -214,7 +214,7 @@ def test_sessions_belong_to_the_signed_in_subject(oidc):
     created = alice.post(f"{oidc.url}/api/v1/sessions", json={"agent": {"spec": SPEC}}, headers=origin)
     assert created.status_code == 201, created.text
     session = created.json()["data"]
-    assert session["created_by"] == "default:oidc:alice"
+    assert session["created_by"] == "default:alice"
     sid = session["id"]
     assert alice.get(f"{oidc.url}/api/v1/sessions/{sid}").status_code == 200
     # Another user of the same provider and tenant does not see it at all.
@@ -267,7 +267,7 @@ def test_bearer_id_tokens_and_api_keys_work_side_by_side(oidc):
     # The tenant comes from the token's tenant claim.
     carol, _ = sign_in(oidc, "acme.carol")
     session = carol.post(f"{oidc.url}/api/v1/sessions", json={"agent": {"spec": SPEC}}, headers={"origin": oidc.url})
-    assert session.json()["data"]["created_by"] == "acme:oidc:acme.carol"
+    assert session.json()["data"]["created_by"] == "acme:acme.carol"
 
 
 def other_app_token(setup: Setup) -> str:

@@ -41,7 +41,8 @@ This document is generated from the server's own handlers and wire types.\n\n\
 **Authentication:** a server started with `--auth api-keys` wants `Authorization: Bearer <key>` on every \
 route but the health checks, this document, its page and the MCP OAuth pages (401 without a valid key); \
 settings, keys and metrics are for admins (403 for members). Keys are made with `teamster keys create` \
-or `POST /api/v1/keys`. A server without authentication (`--auth none`, loopback only unless told \
+or `POST /api/v1/keys`. A server with OIDC (`--oidc-issuer`) also takes its provider's ID token as the \
+bearer, or the `id_token` cookie a browser gets from `/api/v1/auth/login`. A server without authentication (`--auth none`, loopback only unless told \
 otherwise) treats every request as its local admin's.\n\n\
 **Errors:** every 4xx and 5xx answer is `{\"error\": {\"message\", \"type\", \"code\", \"param\"}}` \
 (`RequestErrorResponse`).\n\n\

@@ -7,9 +7,11 @@
 //! finishes any login. [`Oidc::finish`] opens it with the callback's `state`, exchanges the code
 //! at the token endpoint (`client_secret_basic`) and verifies the ID token, nonce included.
 //! [`Oidc::authenticate`] verifies an ID token a request carries (cookie or bearer) and maps its
-//! claims to a [`Caller`]: subject `tenant:oidc:<sub>` (a `:` never appears in API-key subject
-//! names, so the two kinds never share an id), tenant from a configured claim or the default,
-//! admin by subject or by a claim's value.
+//! claims to a [`Caller`]: the subject named by `sub` in its tenant (id `<tenant>:<sub>`, slug
+//! `<sub>`, as an API key's subject of that name: a key an admin makes for that name acts as the
+//! same user, and collaborators name the user as `user:<sub>`; the email, which a user may set at
+//! some providers, never names anyone), tenant from a configured claim or the default, admin by
+//! subject or by a claim's value.
 //!
 //! Tokens, codes, verifiers and the client secret never appear in errors, logs or `Debug` forms.
 
@@ -441,7 +443,7 @@ impl Oidc {
         let admin = by_claim || self.config.admin_subjects.contains(&claims.sub);
         let email = claims.email.clone().or(claims.preferred_username.clone()).map(|text| clean(&text)).unwrap_or_else(|| claims.sub.clone());
         let caller = Caller {
-            subject: Subject { subject_id: format!("{tenant}:oidc:{}", claims.sub), subject_type: "user".to_owned(), subject_slug: email.clone() },
+            subject: Subject { subject_id: format!("{tenant}:{}", claims.sub), subject_type: "user".to_owned(), subject_slug: claims.sub.clone() },
             tenant,
             role: if admin { Role::Admin } else { Role::Member },
         };
@@ -489,10 +491,10 @@ mod tests {
     fn claims_map_to_callers_by_tenant_and_role() {
         let relying_party = oidc(Some("tenant"));
         let plain = relying_party.identity(claims(serde_json::json!({"sub": "u1", "email": "ann@example.com"}))).unwrap();
-        assert_eq!(plain.caller.subject.subject_id, "default:oidc:u1");
+        assert_eq!((plain.caller.subject.subject_id.as_str(), plain.caller.subject.subject_slug.as_str()), ("default:u1", "u1"));
         assert_eq!((plain.caller.tenant.as_str(), plain.caller.role, plain.email.as_str()), ("default", Role::Member, "ann@example.com"));
         let tenant = relying_party.identity(claims(serde_json::json!({"sub": "u1", "tenant": "acme"}))).unwrap();
-        assert_eq!((tenant.caller.subject.subject_id.as_str(), tenant.email.as_str()), ("acme:oidc:u1", "u1"));
+        assert_eq!((tenant.caller.subject.subject_id.as_str(), tenant.email.as_str()), ("acme:u1", "u1"));
         assert!(relying_party.identity(claims(serde_json::json!({"sub": "u1", "tenant": "a:b"}))).is_err());
         assert!(relying_party.identity(claims(serde_json::json!({"sub": "u1", "tenant": 7}))).is_err());
         assert_eq!(relying_party.identity(claims(serde_json::json!({"sub": "root"}))).unwrap().caller.role, Role::Admin);
