@@ -2630,6 +2630,8 @@ export interface operations {
                 error?: string;
                 /** @description Human-readable error detail from the identity provider when `error` is set. */
                 error_description?: string;
+                /** @description The identity provider's issuer (RFC 9207), checked when present. */
+                iss?: string;
                 /** @description Opaque token; correlates this callback to its pending login. Always present, success or error. */
                 state: string;
             };
