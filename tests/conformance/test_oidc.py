@@ -398,3 +398,18 @@ def test_without_authentication_the_routes_lead_straight_back(server):
     out = client.post(f"{url}/api/v1/auth/logout")
     assert out.status_code == 204 and not set_cookies(out)
     assert client.get(f"{url}/api/v1/auth/me").json() == {"type": "default", "email": "default", "role": "admin"}
+
+
+def test_the_log_names_no_secret_code_or_token(oidc):
+    client = browser()
+    callback = through_provider(client, begin(oidc, client), f"{oidc.url}/api/v1/auth/callback", "alice")
+    code = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(callback).query))["code"]
+    assert client.get(callback).status_code == 302
+    token = id_token(client)
+    # Failures are logged with their reasons: a replayed code, a broken token.
+    assert error_marker(browser().get(callback)) == "invalid_state"
+    assert me(oidc, browser(), headers={"cookie": f"id_token={token[:-6]}AAAAAA"}).status_code == 401
+    log = oidc.server.db_path.with_suffix(".log").read_text()
+    assert "signed in with OIDC" in log and "an OIDC login failed" in log
+    for secret in (CLIENT_SECRET, code, token, token.split(".")[1], token.split(".")[2]):
+        assert secret not in log
