@@ -7,7 +7,8 @@ one replica does (the counts live in the database, migration 0010):
   session (429), and B accepts once it has ended; of three turns created at the same instant
   through both replicas exactly one is accepted;
 - a tenant budget spent by a turn on A ends the next turn on B cleanly: `turn.done` in `error`
-  naming the budget before any model call, with A's turn and its events all kept.
+  naming the budget before any model call, with A's turn and its events all kept;
+- an API key revoked through A is refused by B too, although B cached its record.
 
 Each test gets a database of its own from TEAMSTER_TEST_POSTGRES_URL (scripts/test sets it),
 and fails without it. No timing is asserted: waits are bounded, and the rate limit's bounds
@@ -18,10 +19,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import subprocess
 import typing
 
 import pytest
 
+import conftest
 import wire
 from conftest import FakeModelServer, TeamsterServer, create_postgres_database, drop_postgres_database
 
@@ -151,3 +154,48 @@ def test_tenant_budget_spent_on_one_replica_ends_the_next_turn_on_the_other(pair
     types = [item["event"]["type"] for item in listed]
     assert types.count("model.message") == 1 and types.count("turn.done") == 1, types
     assert on_b.get_turn(spender["id"], run.turn_id)["state"] == run.done["state"]
+
+
+def test_a_revoked_key_is_refused_on_every_replica(workdir, fake_model):
+    """Replicas cache the key records they authenticated with; a revocation on A is refused on A
+    at once and on B as soon as the change feed tells it, long before a cached record would
+    expire (30 s)."""
+    database = create_postgres_database("limits_cluster_keys")
+    a = TeamsterServer(workdir, fake_model, ["--auth", "api-keys"], database=database)
+    b = TeamsterServer(workdir, fake_model, ["--auth", "api-keys"], database=database)
+    try:
+        program = str(conftest.binary("TEAMSTER_BIN", "target/debug/teamster"))
+        made = subprocess.run([program, "keys", "create", "--subject", "root", "--tenant", "acme", "--role", "admin",
+                               "--database", database, "--data-dir", str(workdir)],
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=60, text=True)
+        assert made.returncode == 0, made.stderr
+        a.start()
+        b.start()
+        admin = wire.Api(a.url, key=made.stdout.strip())
+        members = []
+        for name in ("ann", "bob"):
+            created = admin.ok(admin.post("/api/v1/keys", json={"subject": name, "tenant": "acme", "role": "member"}), 201)
+            key = created["data"]["secret"]
+            members.append((created["data"]["id"], key))
+        clients = {(name, server.url): wire.Api(server.url, key=key)
+                   for name, (_, key) in zip(("ann", "bob"), members) for server in (a, b)}
+        # Both keys work on both replicas (and are cached there now).
+        for client in clients.values():
+            for _ in range(3):
+                assert client.get("/api/v1/agents").status_code == 200
+        # Ann's key is revoked through A: refused on A at once, and on B once it hears of it.
+        ann_id = members[0][0]
+        assert admin.delete(f"/api/v1/keys/{ann_id}").status_code == 200
+        assert clients[("ann", a.url)].get("/api/v1/agents").status_code == 401
+        wire.wait_until(lambda: clients[("ann", b.url)].get("/api/v1/agents").status_code == 401,
+                        timeout=10, what="B to refuse the revoked key")
+        # Bob's key is untouched on both.
+        assert clients[("bob", a.url)].get("/api/v1/agents").status_code == 200
+        assert clients[("bob", b.url)].get("/api/v1/agents").status_code == 200
+        for client in clients.values():
+            client.close()
+        admin.close()
+    finally:
+        b.close()
+        a.close()
+        drop_postgres_database(database)

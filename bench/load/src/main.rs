@@ -12,6 +12,7 @@
 mod client;
 mod dialects;
 mod library;
+mod overhead;
 mod phases;
 mod process;
 mod report;
@@ -104,13 +105,18 @@ struct Args {
     /// each (`--warmup`, `--turns` of each kind, `--tokens`, `--rounds` apply).
     #[arg(long, conflicts_with_all = ["library", "sandbox"])]
     dialects: bool,
-    /// With `--dialects`: the measured turns are run in this many rounds, each a block of every
-    /// kind in a rotating order, so background load falls on all kinds alike.
+    /// Instead of the server table: the server's CPU per turn with API key authentication, OTLP
+    /// trace export (to a receiver the driver runs) and `/metrics` scrapes all on, against all
+    /// off (`--warmup`, `--turns` of each, `--tokens`, `--rounds` apply).
+    #[arg(long, conflicts_with_all = ["library", "sandbox", "dialects"])]
+    overhead: bool,
+    /// With `--dialects` and `--overhead`: the measured turns are run in this many rounds, each
+    /// a block of every kind in a rotating order, so background load falls on all kinds alike.
     #[arg(long, default_value_t = 10)]
     rounds: usize,
     /// Instead of the server table: `--subscribers` streams on one running turn (`--tokens`
     /// chunks), then `--idle-streams` open streams on a silent turn (memory per stream).
-    #[arg(long, conflicts_with_all = ["library", "sandbox", "dialects"])]
+    #[arg(long, conflicts_with_all = ["library", "sandbox", "dialects", "overhead"])]
     streams: bool,
     /// With `--streams`: subscribers of the running turn.
     #[arg(long, default_value_t = 1_000)]
@@ -191,6 +197,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.dialects {
         return dialects::run(&args).await;
+    }
+    if args.overhead {
+        return overhead::run(&args).await;
     }
     if args.streams {
         return streams::run(&args).await;

@@ -166,6 +166,11 @@ impl TenantLedger {
     /// spend is added with the next one.
     async fn add(&self, view: &TenantView) {
         let _adding = view.adding.lock().await;
+        self.add_now(view).await;
+    }
+
+    /// [`TenantLedger::add`], with the tenant's `adding` lock held by the caller.
+    async fn add_now(&self, view: &TenantView) {
         let window = self.window_at(SystemTime::now());
         let added = {
             let state = view.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -208,9 +213,11 @@ impl TenantLedger {
             return;
         }
         let view = self.view(tenant);
+        // Waits for an addition under way (it may carry this turn's spend), then adds the rest.
+        let _adding = view.adding.lock().await;
         let pending = !is_nothing(view.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).unstored);
         if pending {
-            self.add(&view).await;
+            self.add_now(&view).await;
         }
     }
 }

@@ -4,6 +4,18 @@
 //! SHA-256 the record keeps (the secret itself is shown once, at creation, and stored nowhere).
 //! Records live in the settings store (kind `api-key`), so every replica knows every key; a
 //! revoked key stays listed, marked, and authenticates no more.
+//!
+//! Authenticating reads the key's record from the store only the first time a replica sees the
+//! key, then from this replica's [`KeyCache`]: a revocation or a new key on this replica drops
+//! the cached record at once, one on another replica drops every cached record when the store's
+//! change feed announces the `api-key` setting (a lost announcement is a `Missed` one, which
+//! drops them too), and a record is read again at the latest [`KEY_CACHE_TTL`] after it was
+//! cached. The secret is checked against the record's digest on every request.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -16,7 +28,11 @@ use crate::error::{Result, ServiceError};
 use crate::{Caller, Service};
 
 /// The settings kind of API key records.
-const SETTING_KIND: &str = "api-key";
+pub(crate) const SETTING_KIND: &str = "api-key";
+/// How long a cached key record is trusted without reading it again.
+pub(crate) const KEY_CACHE_TTL: Duration = Duration::from_secs(30);
+/// The most key records a replica caches; past it, the cache starts again empty.
+const KEY_CACHE_ENTRIES: usize = 10_000;
 /// What every key starts with.
 const KEY_PREFIX: &str = "tsk_";
 /// The longest subject or tenant name, in bytes.
@@ -101,16 +117,63 @@ fn same_bytes(left: &[u8], right: &[u8]) -> bool {
     left.len() == right.len() && left.iter().zip(right).fold(0, |differ, (a, b)| differ | (a ^ b)) == 0
 }
 
+/// This replica's copies of key records it has authenticated with, by key id.
+#[derive(Debug, Default)]
+pub(crate) struct KeyCache {
+    records: Mutex<HashMap<String, (KeyRecord, Instant)>>,
+    /// Counts the records forgotten: a record read from the store is cached only if nothing was
+    /// forgotten while it was read, so a revocation racing the read is never undone.
+    generation: AtomicU64,
+}
+
+impl KeyCache {
+    fn get(&self, id: &str) -> Option<KeyRecord> {
+        let records = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        records.get(id).filter(|(_, at)| at.elapsed() < KEY_CACHE_TTL).map(|(record, _)| record.clone())
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Caches `record`, read from the store since [`KeyCache::generation`] was `read_at`.
+    fn put(&self, record: KeyRecord, read_at: u64) {
+        let mut records = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.generation() != read_at {
+            return;
+        }
+        if records.len() >= KEY_CACHE_ENTRIES {
+            records.clear();
+        }
+        records.insert(record.key.id.clone(), (record, Instant::now()));
+    }
+
+    fn forget(&self, id: &str) {
+        let mut records = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        records.remove(id);
+    }
+
+    /// Drops every cached record (another replica changed a key).
+    pub(crate) fn forget_all(&self) {
+        let mut records = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        records.clear();
+    }
+}
+
 /// The API keys kept in a settings store; [`Service`] uses them, and so can a command that
 /// manages keys without running a server.
 #[derive(Clone, Copy)]
 pub struct ApiKeys<'a> {
     store: &'a dyn SettingsStore,
+    /// The replica's cache of records, for a server.
+    cache: Option<&'a KeyCache>,
 }
 
 impl<'a> ApiKeys<'a> {
     pub fn new(store: &'a dyn SettingsStore) -> ApiKeys<'a> {
-        ApiKeys { store }
+        ApiKeys { store, cache: None }
     }
 
     /// Creates a key; the returned secret is the only copy.
@@ -161,7 +224,18 @@ impl<'a> ApiKeys<'a> {
         if id.is_empty() || id.len() > 64 || !id.bytes().all(|byte| byte.is_ascii_alphanumeric()) {
             return Ok(None);
         }
-        let Some(record) = self.record(id).await? else { return Ok(None) };
+        let cached = self.cache.and_then(|cache| cache.get(id));
+        let record = match cached {
+            Some(record) => record,
+            None => {
+                let read_at = self.cache.map(KeyCache::generation);
+                let Some(record) = self.record(id).await? else { return Ok(None) };
+                if let (Some(cache), Some(read_at)) = (self.cache, read_at) {
+                    cache.put(record.clone(), read_at);
+                }
+                record
+            }
+        };
         if !same_bytes(digest(secret).as_bytes(), record.secret_sha256.as_bytes()) || record.key.revoked_at.is_some() {
             return Ok(None);
         }
@@ -171,7 +245,13 @@ impl<'a> ApiKeys<'a> {
     async fn put(&self, record: &KeyRecord) -> Result<()> {
         let value = serde_json::to_string(record).map_err(|error| ServiceError::invalid(error.to_string()))?;
         let at = record.key.revoked_at.as_deref().unwrap_or(&record.key.created_at);
-        Ok(self.store.put_setting(SETTING_KIND, &record.key.id, &value, at).await?)
+        let stored = self.store.put_setting(SETTING_KIND, &record.key.id, &value, at).await;
+        // Forgotten after the write (and also when it failed), so no request reads the old record
+        // back into the cache after it.
+        if let Some(cache) = self.cache {
+            cache.forget(&record.key.id);
+        }
+        Ok(stored?)
     }
 
     async fn record(&self, id: &str) -> Result<Option<KeyRecord>> {
@@ -183,7 +263,7 @@ impl<'a> ApiKeys<'a> {
 impl Service {
     /// The server's API keys.
     pub fn api_keys(&self) -> ApiKeys<'_> {
-        ApiKeys::new(self.store())
+        ApiKeys { store: self.store(), cache: Some(&self.inner.key_cache) }
     }
 
     /// The caller a bearer key stands for (see [`ApiKeys::authenticate`]).

@@ -175,6 +175,8 @@ struct Inner {
     telemetry: Arc<telemetry::Telemetry>,
     /// Each subject's running turns, against the operator's quota.
     turn_quota: limits::TurnQuota,
+    /// The API key records this replica authenticated with.
+    key_cache: identity::KeyCache,
 }
 
 impl Service {
@@ -231,6 +233,7 @@ impl Service {
             follow_up_watchers: follow_ups::Watched::default(),
             telemetry,
             turn_quota,
+            key_cache: identity::KeyCache::default(),
         });
         if let (Some(feed), Some(cluster)) = (feed, cluster) {
             let member: std::sync::Weak<dyn cluster::ClusterMember> = Arc::downgrade(&inner) as _;
@@ -332,6 +335,9 @@ impl cluster::ClusterMember for Inner {
             && let Err(error) = self.mcp.reload().await
         {
             tracing::warn!(%error, "could not reload MCP servers");
+        }
+        if wanted(identity::SETTING_KIND) {
+            self.key_cache.forget_all();
         }
     }
 
