@@ -113,3 +113,44 @@ fn client_secret(file: Option<&std::path::Path>) -> anyhow::Result<String> {
     }
     Ok(secret)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_client_secret_comes_from_its_file_without_the_final_newline() {
+        let directory = std::env::temp_dir().join(format!("teamster-oidc-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&directory).unwrap();
+        let file = directory.join("secret");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        assert_eq!(client_secret(Some(&file)).unwrap(), "s3cret");
+        std::fs::write(&file, " \n").unwrap();
+        assert!(client_secret(Some(&file)).unwrap_err().to_string().contains("needs a client secret"));
+        assert!(client_secret(Some(&directory.join("missing"))).is_err());
+        std::fs::remove_dir_all(&directory).unwrap();
+    }
+
+    #[tokio::test]
+    async fn flags_are_checked_before_the_provider_is_asked() {
+        let links = PublicLinks::new("http://127.0.0.1:8790").unwrap();
+        let key = TokenKey::generate().unwrap();
+        assert!(login(&OidcArgs::default(), &links, &key).await.unwrap().is_none(), "off without an issuer");
+        let args = OidcArgs { oidc_issuer: Some("http://127.0.0.1:1".into()), ..OidcArgs::default() };
+        assert!(login(&args, &links, &key).await.unwrap_err().to_string().contains("--oidc-client-id"));
+        let file = std::env::temp_dir().join(format!("teamster-oidc-claim-{}", std::process::id()));
+        std::fs::write(&file, "s3cret").unwrap();
+        let args = OidcArgs {
+            oidc_client_id: Some("teamster".into()),
+            oidc_client_secret_file: Some(file.clone()),
+            oidc_admin_claim: Some("groups".into()),
+            ..args
+        };
+        assert!(login(&args, &links, &key).await.unwrap_err().to_string().contains("CLAIM=VALUE"));
+        let args = OidcArgs { oidc_admin_claim: None, ..args };
+        assert!(login(&args, &links, &key).await.unwrap_err().to_string().contains("default tenant"));
+        let args = OidcArgs { oidc_issuer: Some("http://idp.example.com".into()), oidc_default_tenant: "default".into(), ..args };
+        assert!(login(&args, &links, &key).await.unwrap_err().to_string().contains("must be https"));
+        std::fs::remove_file(&file).unwrap();
+    }
+}
