@@ -10,6 +10,7 @@
 //! wait and loop is bounded, and a watchdog ends the whole run.
 
 mod client;
+mod database;
 mod dialects;
 mod library;
 mod overhead;
@@ -18,6 +19,7 @@ mod process;
 mod report;
 mod sandbox;
 mod streams;
+mod wire;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -124,6 +126,10 @@ struct Args {
     /// With `--streams`: idle open streams.
     #[arg(long, default_value_t = 10_000)]
     idle_streams: usize,
+    /// On PostgreSQL: sequential turns through a counting relay, for the round trips,
+    /// statements, transactions, rows and WAL bytes of one turn; 0 skips.
+    #[arg(long, default_value_t = 200)]
+    count_turns: usize,
 }
 
 impl Args {
@@ -221,6 +227,15 @@ async fn run(args: Args) -> anyhow::Result<()> {
     eprintln!("floor: direct calls to a fresh fake model...");
     let floor_side = measure_floor(&args, &client, &fresh_client, proc, &direct_body).await?;
 
+    let counted = match &args.database {
+        Some(url) if args.database_label() == "PostgreSQL" && args.count_turns > 0 => {
+            eprintln!("teamster: {} turns through a counting relay to PostgreSQL...", args.count_turns);
+            let counted = database::per_turn(&args.teamster, &args.fake_model, url, args.tokens, args.count_turns, &client, proc);
+            Some(counted.await.context("counting the database's work per turn")?)
+        }
+        _ => None,
+    };
+
     let report = Report {
         config: Config {
             tokens: args.tokens,
@@ -245,7 +260,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
         load_average: [load_at_start, process::load_average()],
         cores: std::thread::available_parallelism().map_or(0, usize::from),
     };
-    publish(&report.markdown(), &report.json(), &args.json)
+    let (mut markdown, mut json) = (report.markdown(), report.json());
+    if let Some(counted) = &counted {
+        markdown.push_str(&counted.markdown());
+        json["postgres_per_turn"] = counted.json();
+    }
+    publish(&markdown, &json, &args.json)
 }
 
 /// Prints the Markdown table and writes the JSON results to `path`.
