@@ -13,6 +13,17 @@ pub trait EventSink: Send + Sync {
     /// Records the folded, list-visible form of the event streamed at `sequence`.
     fn record(&self, sequence: u64, event: &Event);
 
+    /// Appends a model delta like [`EventSink::emit`], but lets the sink hold its write back
+    /// until [`EventSink::pause`] or the next event of any other kind, so the deltas of one
+    /// burst of model output cost one write. By default the same as `emit`.
+    fn emit_delta(&self, event: &Event) -> u64 {
+        self.emit(event)
+    }
+
+    /// Says that the engine is about to wait for the model's next output: the deltas
+    /// [`EventSink::emit_delta`] held back are to be handed on now. Nothing by default.
+    fn pause(&self) {}
+
     /// Waits until everything emitted so far is durable, and says whether the turn may go on
     /// to side effects: false when the turn must stop instead (its server no longer owns it).
     /// The engine calls it before it starts tool calls, so a call is in the log before it can

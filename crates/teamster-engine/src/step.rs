@@ -1,7 +1,7 @@
 //! One model step: stream a model call as a placeholder `model.message` and its deltas, and
 //! fold them into the complete message.
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use teamster_llm::{ModelClient, ModelEvent, ModelRequest, TokenUsage};
 use teamster_protocol::event::{
     DeltaFunction, DeltaToolCall, FinishReason, ModelMessage, ModelMessageDelta, Steer, ToolInfo, fold,
@@ -53,10 +53,18 @@ pub(crate) async fn model_step(
     // Whether each tool call index has been sent with its `tool_info` yet.
     let mut announced: Vec<bool> = Vec::new();
     let end = loop {
-        let next = tokio::select! {
-            biased;
-            () = cancel.cancelled() => break StepEnd::Interrupted,
-            next = stream.next() => next,
+        // What the model has sent already is taken at once; before waiting for more, the sink
+        // hands on the deltas of the burst together.
+        let next = match stream.next().now_or_never() {
+            Some(next) if !cancel.is_cancelled() => next,
+            _ => {
+                sink.pause();
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => break StepEnd::Interrupted,
+                    next = stream.next() => next,
+                }
+            }
         };
         let event = match next {
             None => break StepEnd::Complete,
@@ -128,7 +136,7 @@ pub(crate) async fn model_step(
                 first_delta = false;
             }
             fold(&mut message, &delta);
-            sink.emit(&Event::ModelMessageDelta(delta));
+            sink.emit_delta(&Event::ModelMessageDelta(delta));
         }
     };
 

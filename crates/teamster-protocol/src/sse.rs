@@ -22,6 +22,12 @@ const SPLIT_AFTER_BYTES: usize = 256 * 1024;
 /// several split between tokens, and the blank line that dispatches it.
 pub fn frame(sequence: u64, json: &str) -> String {
     let mut frame = String::with_capacity(json.len() + 32);
+    push_frame(&mut frame, sequence, json);
+    frame
+}
+
+/// Appends the frame of [`frame`] to `frame`, so that several frames can share one buffer.
+pub fn push_frame(frame: &mut String, sequence: u64, json: &str) {
     frame.push_str("id: ");
     frame.push_str(&sequence.to_string());
     frame.push('\n');
@@ -37,7 +43,6 @@ pub fn frame(sequence: u64, json: &str) -> String {
         }
     }
     frame.push('\n');
-    frame
 }
 
 /// Splits JSON text into pieces that, joined with `\n`, are the same JSON: each piece ends at

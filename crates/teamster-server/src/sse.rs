@@ -21,11 +21,18 @@ use crate::data_stream::{Part, Translator};
 
 const HEARTBEAT: &[u8] = b": ping\n\n";
 
+/// Events framed into one buffer at most: the events that are ready together (a commit's worth)
+/// go out as one piece of the body.
+const EVENTS_PER_PIECE: usize = 64;
+
 /// The native response: every event as stored, `tool.progress` only with `progress`.
 pub fn sse_response(events: EventStream, progress: bool, state: &AppState) -> Response {
-    let frames = events.filter_map(move |event| {
-        let shown = progress || !Event::is_progress_json(&event.json);
-        std::future::ready(shown.then(|| Bytes::from(teamster_protocol::sse::frame(event.sequence, &event.json))))
+    let frames = events.ready_chunks(EVENTS_PER_PIECE).filter_map(move |batch| {
+        let mut frames = String::with_capacity(batch.iter().map(|event| event.json.len() + 32).sum());
+        for event in batch.iter().filter(|event| progress || !Event::is_progress_json(&event.json)) {
+            teamster_protocol::sse::push_frame(&mut frames, event.sequence, &event.json);
+        }
+        std::future::ready((!frames.is_empty()).then(|| Bytes::from(frames)))
     });
     framed_response(frames, state)
 }

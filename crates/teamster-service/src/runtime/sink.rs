@@ -1,4 +1,9 @@
 //! The engine's event sink for a running turn: serialise once, append to the log, queue for the writer.
+//!
+//! A burst of model deltas (what one read of the model's stream held) goes to the writer as one
+//! command: the deltas are held back until the engine is about to wait for more
+//! ([`EventSink::pause`]) or emits anything else, which takes them along first, so the writer
+//! receives every turn's writes in sequence order and commits a burst together.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,11 +35,27 @@ pub struct TurnSink {
     pub(crate) streamed: AtomicBool,
     /// The turn's trace, built from its events, when traces are exported (taken at its end).
     trace: Option<Mutex<Option<TurnTrace>>>,
+    /// Stream writes of deltas held back for the writer, in sequence order. Writes are pushed
+    /// while the log's lock is held, and every hand-off to the writer takes this lock, so
+    /// the writer receives them in sequence order.
+    held: Mutex<Vec<LogWrite>>,
 }
+
+/// Deltas held back at most; more are handed on even while the burst goes on.
+const MAX_HELD: usize = 256;
 
 impl TurnSink {
     pub(crate) fn new(log: Arc<TurnLog>, writer: EventWriter, hold: Option<Arc<Hold>>, telemetry: Arc<Telemetry>) -> TurnSink {
-        TurnSink { log, writer, hold, telemetry, started: Instant::now(), streamed: AtomicBool::new(false), trace: None }
+        TurnSink {
+            log,
+            writer,
+            hold,
+            telemetry,
+            started: Instant::now(),
+            streamed: AtomicBool::new(false),
+            trace: None,
+            held: Mutex::new(Vec::new()),
+        }
     }
 
     /// The sink, building `trace` from the turn's events.
@@ -66,15 +87,51 @@ impl TurnSink {
         let data = to_json(done);
         self.log.append(&data, true, |sequence| {
             let turn_id = self.log.turn_id.clone();
-            self.writer.write_together(
-                vec![
-                    LogWrite::Stream { turn_id: turn_id.clone(), sequence, data: data.clone() },
-                    LogWrite::Content { turn_id, sequence, kind: done.kind(), data: data.clone() },
-                    state,
-                ],
-                self.log.clone(),
-            );
+            self.hand_on([
+                LogWrite::Stream { turn_id: turn_id.clone(), sequence, data: data.clone() },
+                LogWrite::Content { turn_id, sequence, kind: done.kind(), data: data.clone() },
+                state,
+            ]);
         });
+    }
+
+    /// Queues `writes` for the writer after the deltas held back, all to be committed together.
+    fn hand_on<const N: usize>(&self, writes: [LogWrite; N]) {
+        // Sent while the lock is held, so no later write overtakes the held ones.
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut batch = std::mem::take(&mut *held);
+        batch.extend(writes);
+        if !batch.is_empty() {
+            self.writer.write_together(batch, self.log.clone());
+        }
+    }
+
+    /// Appends `event` to the log and queues its stream write, held back when `hold_back`.
+    fn append(&self, event: &Event, hold_back: bool) -> u64 {
+        // Invariant: a delta costs one relaxed load here, but the turn's first.
+        if let Event::ModelMessageDelta(delta) = event
+            && !self.streamed.load(Ordering::Relaxed)
+            && produced(delta)
+            && !self.streamed.swap(true, Ordering::Relaxed)
+        {
+            self.telemetry.first_token(self.started.elapsed());
+        }
+        self.trace(event);
+        let data = to_json(event);
+        let is_done = matches!(event, Event::TurnDone(_));
+        self.log.append(&data, is_done, |sequence| {
+            let write = LogWrite::Stream { turn_id: self.log.turn_id.clone(), sequence, data: data.clone() };
+            if hold_back {
+                let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+                held.push(write);
+                if held.len() >= MAX_HELD {
+                    let batch = std::mem::take(&mut *held);
+                    self.writer.write_together(batch, self.log.clone());
+                }
+            } else {
+                self.hand_on([write]);
+            }
+        })
     }
 }
 
@@ -94,23 +151,15 @@ fn to_json(event: &Event) -> Arc<str> {
 
 impl EventSink for TurnSink {
     fn emit(&self, event: &Event) -> u64 {
-        // Invariant: a delta costs one relaxed load here, but the turn's first.
-        if let Event::ModelMessageDelta(delta) = event
-            && !self.streamed.load(Ordering::Relaxed)
-            && produced(delta)
-            && !self.streamed.swap(true, Ordering::Relaxed)
-        {
-            self.telemetry.first_token(self.started.elapsed());
-        }
-        self.trace(event);
-        let data = to_json(event);
-        let is_done = matches!(event, Event::TurnDone(_));
-        self.log.append(&data, is_done, |sequence| {
-            self.writer.write(
-                LogWrite::Stream { turn_id: self.log.turn_id.clone(), sequence, data: data.clone() },
-                self.log.clone(),
-            );
-        })
+        self.append(event, false)
+    }
+
+    fn emit_delta(&self, event: &Event) -> u64 {
+        self.append(event, true)
+    }
+
+    fn pause(&self) {
+        self.hand_on([]);
     }
 
     fn record(&self, sequence: u64, event: &Event) {
@@ -119,15 +168,12 @@ impl EventSink for TurnSink {
         {
             trace.message_recorded(message, unix_nanos());
         }
-        self.writer.write(
-            LogWrite::Content {
-                turn_id: self.log.turn_id.clone(),
-                sequence,
-                kind: event.kind(),
-                data: to_json(event),
-            },
-            self.log.clone(),
-        );
+        self.hand_on([LogWrite::Content {
+            turn_id: self.log.turn_id.clone(),
+            sequence,
+            kind: event.kind(),
+            data: to_json(event),
+        }]);
     }
 
     fn tool_called(&self, name: &str, is_error: bool) {
@@ -138,6 +184,7 @@ impl EventSink for TurnSink {
     /// the turn (its hold has not run out and it was not fenced).
     fn checkpoint(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
         Box::pin(async move {
+            self.pause();
             self.writer.flush().await;
             self.hold.as_ref().is_some_and(Hold::still_owned)
         })

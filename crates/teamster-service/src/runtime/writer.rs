@@ -47,15 +47,10 @@ impl EventWriter {
         EventWriter { sender }
     }
 
-    /// Queues a write of the turn whose live log is `log`. The log's watermark advances once
-    /// its stream writes are committed, and once the log is fenced its writes are dropped.
-    pub fn write(&self, write: LogWrite, log: Arc<TurnLog>) {
-        self.write_together(vec![write], log);
-    }
-
-    /// Queues writes of one turn, like [`EventWriter::write`], to be committed together: a
-    /// turn's `turn.done` and its final state, so that no reader that has seen the one can
-    /// find the other missing.
+    /// Queues writes of one turn, whose live log is `log`, to be committed together (a burst
+    /// of deltas; a turn's `turn.done` and its final state, so that no reader that has seen
+    /// the one can find the other missing). The log's watermark advances once its stream
+    /// writes are committed, and once the log is fenced its writes are dropped.
     pub fn write_together(&self, writes: Vec<LogWrite>, log: Arc<TurnLog>) {
         if self.sender.send(Command::Write { writes, log }).is_err() {
             tracing::error!("event writer has stopped; a write was lost");
