@@ -2,10 +2,11 @@
 //! parameter per column, which a single statement expands with `unnest`, so a batch of any
 //! size costs the same few round trips.
 //!
-//! A batch without turn states (the common case: the deltas of running turns) is one
-//! statement in its own implicit transaction: one round trip. A batch with turn states also
-//! updates turns and sessions, which other writers lock too, so it runs in a transaction that
-//! first locks the sessions of its turns, as every writer does.
+//! Every batch is one statement in its own implicit transaction: one round trip. A batch
+//! without turn states (the common case: the deltas of running turns) only inserts rows; one
+//! with turn states also updates turns and sessions, which other writers lock too, so its
+//! statement first locks the sessions of its turns, as every writer does (a materialized
+//! common table expression that the rest of the statement reads its turns from).
 //!
 //! Locks: a session's row lock guards its turns. Every writer that changes turns or their
 //! logs locks the turns' sessions first, in session id order: `create_turn` (its
@@ -123,18 +124,16 @@ static WRITE_LOG: LazyLock<[String; 2]> = LazyLock::new(|| {
     })
 });
 
-/// Locks, for a batch with turn states, the sessions of its turns, whose `updated_at` may
-/// change. `$1` is every turn id of the batch. Until commit, no session of the batch can be
-/// deleted, updated or given a new turn, and no other log write can change its turns' states.
-static LOCK_FOR_STATES: LazyLock<String> =
-    LazyLock::new(|| format!("{} FOR NO KEY UPDATE OF sessions", turns_by_session("SELECT unnest($1::text[])", false)));
-
-/// Applies a whole batch inside a transaction that holds [`LOCK_FOR_STATES`]: the stream and
-/// content rows, the turn states (`$11` to `$14`, numbered by batch position), and each
-/// session's `updated_at` from the last of its turns' states; then announces the stream rows
-/// and states on the channel `$15`. The sessions are locked already, so `live` reads the turns
-/// plainly (a locking read would skip the rows this statement updates), and, when fenced,
-/// key-share locks their lease rows. Unfenced, then fenced.
+/// Applies a whole batch as one statement that first locks, in session id order, the sessions
+/// of its turns (`locked`, whose `updated_at` may change): until it commits, no session of the
+/// batch can be deleted, updated or given a new turn, and no other log write can change its
+/// turns' states. Then the stream and content rows, the turn states (`$11` to `$14`, numbered
+/// by batch position), and each session's `updated_at` from the last of its turns' states;
+/// then it announces the stream rows and states on the channel `$15`. Every row it writes
+/// belongs to a turn read from `locked`, so its session is locked before any of it is
+/// written; `live` reads those turns plainly (a locking read would skip the rows this
+/// statement updates), and, when fenced, key-share locks their lease rows. Unfenced, then
+/// fenced.
 static WRITE_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
     const TURN_IDS: &str = "SELECT turn_id FROM stream_rows UNION SELECT turn_id FROM content_rows \
          UNION SELECT turn_id FROM state_rows";
@@ -145,7 +144,8 @@ static WRITE_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
             "WITH {ROWS}, state_rows AS ( \
                  SELECT * FROM unnest($11::text[], $12::text[], $13::text[], $14::text[]) WITH ORDINALITY \
                  AS row (turn_id, state, status, at, position) \
-             ), live AS (SELECT turns.id FROM turns{join} WHERE turns.id IN ({TURN_IDS}){held} {lock}), {INSERTS}, \
+             ), locked AS MATERIALIZED ({} FOR NO KEY UPDATE OF sessions), \
+             live AS (SELECT turns.id FROM turns{join} WHERE turns.id IN (SELECT id FROM locked){held} {lock}), {INSERTS}, \
              changed AS ( \
                  UPDATE turns SET state = row.state, status = row.status, \
                  finished_at = CASE WHEN row.status = 'running' THEN NULL ELSE row.at END \
@@ -159,12 +159,49 @@ static WRITE_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
                  SELECT row.turn_id, row.sequence FROM stream_rows AS row JOIN live ON live.id = row.turn_id \
                  UNION ALL SELECT row.turn_id, 0::bigint FROM state_rows AS row JOIN live ON live.id = row.turn_id \
              ) {}",
+            turns_by_session(TURN_IDS, false),
             left_out_and_announce(TURN_IDS, 15)
         )
     })
 });
 
-/// Whether a batch has turn states, so that it needs [`write_in_transaction`] rather than
+/// A create-turn statement (`turn`: its common table expressions, whose `created` holds the new
+/// turn's id, with parameters up to `$10`) that also stores the new turn's first stream and
+/// content rows (`$11` to `$13` and `$14` to `$17`, a column each, see [`bind_first_rows`])
+/// and announces them on the channel `$18`, all in one statement. Rows for any other turn are
+/// left out. Its one row: whether the turn was created, whether the session exists, and the
+/// count of announcements.
+pub(crate) fn create_turn_with_rows(turn: &str) -> String {
+    format!(
+        "WITH {turn}, stream_rows AS ( \
+             SELECT * FROM unnest($11::text[], $12::bigint[], $13::text[]) AS row (turn_id, sequence, data) \
+         ), content_rows AS ( \
+             SELECT * FROM unnest($14::text[], $15::bigint[], $16::text[], $17::text[]) AS row (turn_id, sequence, kind, data) \
+         ), live AS (SELECT id FROM created), {INSERTS}, \
+         written AS (SELECT row.turn_id, row.sequence FROM stream_rows AS row JOIN live ON live.id = row.turn_id) \
+         SELECT EXISTS (SELECT 1 FROM created), EXISTS (SELECT 1 FROM sessions WHERE id = $2), \
+         (SELECT count(*) FROM (SELECT pg_notify($18, 't:' || max(sequence) || ':' || turn_id) \
+         FROM written GROUP BY turn_id) AS announced)"
+    )
+}
+
+/// Binds the stream rows as `$11` to `$13` and the content rows as `$14` to `$17` of
+/// [`create_turn_with_rows`], after the turn's ten parameters.
+pub(crate) fn bind_first_rows<'q, O>(
+    query: QueryAs<'q, Postgres, O, PgArguments>,
+    rows: &LogRows<'q>,
+) -> QueryAs<'q, Postgres, O, PgArguments> {
+    query
+        .bind(rows.stream.iter().map(|row| row.0).collect::<Vec<&str>>())
+        .bind(rows.stream.iter().map(|row| row.1).collect::<Vec<i64>>())
+        .bind(rows.stream.iter().map(|row| row.2).collect::<Vec<&str>>())
+        .bind(rows.content.iter().map(|row| row.0).collect::<Vec<&str>>())
+        .bind(rows.content.iter().map(|row| row.1).collect::<Vec<i64>>())
+        .bind(rows.content.iter().map(|row| row.2).collect::<Vec<&str>>())
+        .bind(rows.content.iter().map(|row| row.3).collect::<Vec<&str>>())
+}
+
+/// Whether a batch has turn states, so that it needs [`write_batch`] rather than
 /// [`write_log`].
 pub(crate) fn needs_transaction(rows: &LogRows<'_>) -> bool {
     !rows.states.is_empty()
@@ -178,7 +215,7 @@ pub(crate) async fn write_log(
     fence: Option<&Fence<'_>>,
     channel: &str,
 ) -> Result<Vec<String>> {
-    debug_assert!(!needs_transaction(rows), "a batch with turn states needs write_in_transaction");
+    debug_assert!(!needs_transaction(rows), "a batch with turn states needs write_batch");
     let statement = &WRITE_LOG[usize::from(fence.is_some())];
     let (left_out, _announced): (Vec<String>, i64) = bind_log_rows(sqlx::query_as(statement), rows, fence)
         .bind(channel)
@@ -188,10 +225,10 @@ pub(crate) async fn write_log(
     Ok(left_out)
 }
 
-/// Applies any batch on a connection inside a transaction that the caller opened and commits,
+/// Applies any batch as one statement (its own transaction, unless the connection is in one),
 /// under `fence` if any. Returns the ids of the turns left out.
-pub(crate) async fn write_in_transaction(
-    transaction: &mut PgConnection,
+pub(crate) async fn write_batch(
+    connection: &mut PgConnection,
     rows: &LogRows<'_>,
     fence: Option<&Fence<'_>>,
     channel: &str,
@@ -200,9 +237,8 @@ pub(crate) async fn write_in_transaction(
         return Ok(Vec::new());
     }
     if !needs_transaction(rows) {
-        return write_log(transaction, rows, fence, channel).await;
+        return write_log(connection, rows, fence, channel).await;
     }
-    sqlx::query(&LOCK_FOR_STATES).bind(rows.turn_ids()).execute(&mut *transaction).await.map_err(error::backend)?;
     let statement = &WRITE_BATCH[usize::from(fence.is_some())];
     let (left_out, _announced): (Vec<String>, i64) = bind_log_rows(sqlx::query_as(statement), rows, fence)
         .bind(rows.states.iter().map(|row| row.0).collect::<Vec<&str>>())
@@ -210,7 +246,7 @@ pub(crate) async fn write_in_transaction(
         .bind(rows.states.iter().map(|row| row.2).collect::<Vec<&str>>())
         .bind(rows.states.iter().map(|row| row.3).collect::<Vec<&str>>())
         .bind(channel)
-        .fetch_one(transaction)
+        .fetch_one(connection)
         .await
         .map_err(error::backend)?;
     Ok(left_out)

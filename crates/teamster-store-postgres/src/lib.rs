@@ -57,12 +57,13 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 const FILE_CHUNK_BYTES: usize = 256 * 1024;
 
 /// Creates a turn, if and only if the session's last turn is the expected one, and makes it
-/// the session's last turn. Parameters: `$1` to `$8` are the turn's columns, `$9` the expected
-/// last turn, `$10` its control column. Returns whether the turn was created and whether the session exists. The turn
-/// gets an unclaimed lease that its creator's first renewal claims.
-static CREATE_TURN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+/// the session's last turn: common table expressions whose `created` holds the new turn's id
+/// (none when the compare-and-set failed). Parameters: `$1` to `$8` are the turn's columns,
+/// `$9` the expected last turn, `$10` its control column. The turn gets an unclaimed lease
+/// that its creator's first renewal claims.
+static CREATE_TURN_CTES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
-        "WITH swapped AS ( \
+        "swapped AS ( \
              UPDATE sessions SET last_turn_id = $1 WHERE id = $2 AND last_turn_id IS NOT DISTINCT FROM $9 RETURNING id \
          ), created AS ( \
              INSERT INTO turns (id, session_id, previous_turn_id, input, state, status, created_by, created_at, control) \
@@ -70,12 +71,22 @@ static CREATE_TURN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
          ), leased AS ( \
              INSERT INTO turn_leases (turn_id, owner, expires_at, claims) \
              SELECT id, NULL, {} + {}, 0 FROM created \
-         ) \
-         SELECT EXISTS (SELECT 1 FROM created), EXISTS (SELECT 1 FROM sessions WHERE id = $2)",
+         )",
         leases::NOW_MS,
         codec::UNCLAIMED_LEASE_GRACE_MS
     )
 });
+
+/// [`CREATE_TURN_CTES`] alone. Returns whether the turn was created and whether the session
+/// exists.
+static CREATE_TURN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("WITH {} SELECT EXISTS (SELECT 1 FROM created), EXISTS (SELECT 1 FROM sessions WHERE id = $2)", *CREATE_TURN_CTES)
+});
+
+/// [`CREATE_TURN_CTES`] with the new turn's first stream and content rows (see
+/// [`event_log::create_turn_with_rows`]).
+static CREATE_TURN_WITH_ROWS: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| event_log::create_turn_with_rows(&CREATE_TURN_CTES));
 
 /// How a [`PostgresStore`] connects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,22 +169,15 @@ impl PostgresStore {
         &self.channel
     }
 
-    /// Applies a batch of log writes, under `fence` if any: one statement for a batch without
-    /// turn states, a transaction otherwise (see `event_log`). Returns the ids of the turns
-    /// left out.
+    /// Applies a batch of log writes, under `fence` if any, as one statement (see `event_log`).
+    /// Returns the ids of the turns left out.
     async fn write_under(&self, fence: Option<&event_log::Fence<'_>>, batch: &[LogWrite]) -> Result<Vec<String>> {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
         let rows = LogRows::new(batch)?;
-        if !event_log::needs_transaction(&rows) {
-            let mut connection = self.pool.acquire().await.map_err(error::backend)?;
-            return event_log::write_log(&mut connection, &rows, fence, &self.channel).await;
-        }
-        let mut transaction = self.pool.begin().await.map_err(error::backend)?;
-        let left_out = event_log::write_in_transaction(&mut transaction, &rows, fence, &self.channel).await?;
-        transaction.commit().await.map_err(error::backend)?;
-        Ok(left_out)
+        let mut connection = self.pool.acquire().await.map_err(error::backend)?;
+        event_log::write_batch(&mut connection, &rows, fence, &self.channel).await
     }
 }
 
@@ -382,6 +386,24 @@ impl EventLog for PostgresStore {
     ) -> Result<()> {
         let columns = TurnColumns::new(turn)?;
         let writes = LogRows::new(initial_writes)?;
+        // First writes without a turn state (`turn.created`) go in the same statement, its own
+        // transaction: one round trip.
+        if !event_log::needs_transaction(&writes) {
+            let query = SQL.new_turn(&CREATE_TURN_WITH_ROWS, turn, columns, expected_last_turn_id);
+            let (created, session_exists, _announced): (bool, bool, i64) = event_log::bind_first_rows(query, &writes)
+                .bind(&*self.channel)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(error::on("turn"))?;
+            return match (session_exists, created) {
+                (false, _) => Err(Error::NotFound("session")),
+                (true, false) => Err(Error::Conflict(format!(
+                    "the last turn of session {} is not the expected one",
+                    turn.session_id
+                ))),
+                (true, true) => Ok(()),
+            };
+        }
         let mut transaction = self.pool.begin().await.map_err(error::backend)?;
         let (created, session_exists): (bool, bool) = SQL
             .new_turn(&CREATE_TURN, turn, columns, expected_last_turn_id)
@@ -395,7 +417,7 @@ impl EventLog for PostgresStore {
         if !created {
             return Err(Error::Conflict(format!("the last turn of session {} is not the expected one", turn.session_id)));
         }
-        event_log::write_in_transaction(&mut transaction, &writes, None, &self.channel).await?;
+        event_log::write_batch(&mut transaction, &writes, None, &self.channel).await?;
         transaction.commit().await.map_err(error::backend)
     }
 
