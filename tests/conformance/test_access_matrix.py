@@ -388,9 +388,9 @@ def test_what_the_others_did_changed_nothing_of_the_owners(world: World):
 
 
 def test_listings_show_exactly_what_each_caller_may_see(world: World):
-    """The listings (native agents and sessions, gateway E2, E11, E15, E16) as data, not only as
-    statuses: the owner's session appears to the owner everywhere and to the admin (a manager
-    of every agent of its tenant) in E16 only; the agent to its runners only."""
+    """The listings (native agents and sessions, gateway E15, E16) as data, not only as
+    statuses: the owner's sessions appear to the owner everywhere and to its tenant's admin in
+    E16 only (which shows an admin every session of its tenant); the agent to its runners only."""
     for caller in KEYED:
         api = world.apis[caller]
         agents = {agent["id"] for agent in api.ok(api.get("/api/v1/agents"))["data"]}
@@ -404,13 +404,19 @@ def test_listings_show_exactly_what_each_caller_may_see(world: World):
         assert (world.session in native) == (caller == "owner"), caller
         assert (world.session in owned) == (caller == "owner"), caller
         assert (world.session in searched) == (caller in ("owner", "admin")), caller
-        # Another's drafts are nobody's business but theirs.
-        assert (world.draft["id"] in searched) == (caller == "owner"), caller
+        # A draft belongs to no agent: besides its creator, only the tenant's admin finds it.
+        assert (world.draft["id"] in searched) == (caller in ("owner", "admin")), caller
         # Filtering by the owner's subject shows the admin the owner's sessions, anyone else none.
         by_owner = api.list_all(f"{wire.GATEWAY_PREFIX}/v1/x/agents/search-sessions", 100,
                                 created_by_subject_id=world.subjects["owner"])[0]
         assert {item["created_by"] for item in by_owner} <= {world.subjects["owner"]}
         assert (world.session in {item["id"] for item in by_owner}) == (caller in ("owner", "admin")), caller
+        # E3 answers for what E16 lists: the tenant's admin reads the owner's draft too.
+        draft = api.get(wire.Api.gw(f"sessions/{world.draft['id']}"))
+        if caller in ("owner", "admin"):
+            assert api.ok(draft)["data"]["id"] == world.draft["id"]
+        else:
+            wire.assert_error(draft, 404)
 
 
 def test_collaborators_are_checked_and_shared_agents_follow_their_changes(world: World):

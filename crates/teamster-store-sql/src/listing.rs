@@ -27,6 +27,11 @@ pub(crate) fn session_listing(query: &SessionQuery) -> (String, Vec<&str>) {
             let parameters = (first..=values.len()).map(|index| format!("${index}")).collect::<Vec<_>>().join(", ");
             let _ = write!(sql, " OR agent_id IN ({parameters})");
         }
+        if let Some(prefix) = query.or_created_by_prefix.as_deref() {
+            values.push(prefix);
+            let prefix = format!("CAST(${} AS TEXT)", values.len());
+            let _ = write!(sql, " OR substr(created_by_id, 1, length({prefix})) = {prefix}");
+        }
         sql.push(')');
     }
     let mut condition = |sql: &mut String, condition: std::fmt::Arguments<'_>, value| {

@@ -547,6 +547,29 @@ pub async fn list_sessions_filters(store: Arc<dyn Store>) {
         (query(|q| q.visible_to = Some("bob".into())), vec!["s03", "s05", "s10"]),
         (
             query(|q| {
+                q.visible_to = Some("carol".into());
+                q.or_created_by_prefix = Some("al".into());
+            }),
+            vec!["s02", "s07", "s11", "s01", "s09", "s04", "s08"],
+        ),
+        // The prefix is text, not a pattern.
+        (
+            query(|q| {
+                q.visible_to = Some("carol".into());
+                q.or_created_by_prefix = Some("_lice".into());
+            }),
+            vec!["s09", "s04"],
+        ),
+        (
+            query(|q| {
+                q.visible_to = Some("carol".into());
+                q.or_created_by_prefix = Some("b".into());
+                q.kind = Some(SessionKind::Draft);
+            }),
+            vec!["s05", "s09"],
+        ),
+        (
+            query(|q| {
                 q.visible_to = Some("bob".into());
                 q.or_of_agents = vec!["agt_a".into()];
                 q.created_by = Some("alice".into());
@@ -692,6 +715,11 @@ pub async fn list_sessions_keyset_pages_visit_every_session_once(store: Arc<dyn 
         query(|q| {
             q.visible_to = Some("bob".into());
             q.or_of_agents = vec!["agt_a".into()];
+        }),
+        query(|q| {
+            q.visible_to = Some("carol".into());
+            q.or_of_agents = vec!["agt_b".into()];
+            q.or_created_by_prefix = Some("al".into());
         }),
     ];
     for filter in &filters {
@@ -2059,6 +2087,7 @@ fn reference_listing(sessions: &[SessionRecord], query: &SessionQuery) -> Vec<Se
                 && query.visible_to.as_deref().is_none_or(|viewer| {
                     session.created_by.subject_id == viewer
                         || agent_id(session).is_some_and(|id| query.or_of_agents.iter().any(|agent| agent == id))
+                        || query.or_created_by_prefix.as_deref().is_some_and(|prefix| session.created_by.subject_id.starts_with(prefix))
                 })
                 && query.agent_name.as_deref().is_none_or(|name| agent_name(session) == Some(name))
                 && query.agent_id.as_deref().is_none_or(|id| agent_id(session) == Some(id))

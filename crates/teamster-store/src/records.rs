@@ -67,6 +67,9 @@ pub struct SessionQuery {
     pub visible_to: Option<String>,
     /// See `visible_to`; ignored without it.
     pub or_of_agents: Vec<String>,
+    /// With `visible_to`: also every session whose creator's id starts with this prefix (a
+    /// tenant's subjects are `<tenant>:<name>`, so an admin of the tenant sees `<tenant>:`).
+    pub or_created_by_prefix: Option<String>,
     pub agent_name: Option<String>,
     pub agent_id: Option<String>,
     pub kind: Option<SessionKind>,

@@ -18,6 +18,12 @@ fn short(value: &str) -> String {
     value.chars().take(64).collect()
 }
 
+/// For an admin, what the ids of its tenant's subjects start with (`<tenant>:<name>`, as API
+/// keys and OIDC logins make them); `None` for anyone else.
+fn tenant_prefix(caller: &Caller) -> Option<String> {
+    (caller.role == crate::Role::Admin && !caller.tenant.is_empty()).then(|| format!("{}:", caller.tenant))
+}
+
 /// The longest title a session may have, in bytes.
 const MAX_TITLE_BYTES: usize = 512;
 
@@ -74,8 +80,8 @@ pub enum SessionScope {
     #[default]
     Own,
     /// What the caller may see of others' sessions too (the gateway's session search): its
-    /// own, and the sessions of the saved agents it manages (every agent of its tenant, for an
-    /// admin).
+    /// own, and the sessions of the saved agents it manages; an admin sees every session of
+    /// its tenant's subjects.
     Visible,
 }
 
@@ -175,8 +181,8 @@ impl Catalog {
         Ok(session_view(self.owned_session(caller, session_id).await?))
     }
 
-    /// A session the caller may read (the gateway's E3): its own, or one of a saved agent the
-    /// caller manages (an admin manages every agent of its tenant). Everything else about
+    /// A session the caller may read (the gateway's E3): its own, one of a saved agent the
+    /// caller manages, or, for an admin, any of its tenant's subjects. Everything else about
     /// another's session (its turns, events, changes) stays its creator's alone.
     pub async fn get_visible_session(&self, caller: &Caller, session_id: &str) -> Result<Session> {
         let owned = self.owned_session(caller, session_id).await;
@@ -186,6 +192,9 @@ impl Catalog {
             Err(teamster_store::Error::NotFound(_)) => return Err(ServiceError::NotFound(message)),
             Err(other) => return Err(other.into()),
         };
+        if tenant_prefix(caller).is_some_and(|prefix| record.created_by.subject_id.starts_with(&prefix)) {
+            return Ok(session_view(record));
+        }
         let SessionAgentRecord::Saved { agent_id, .. } = &record.agent else { return Err(ServiceError::NotFound(message)) };
         match self.store().get_agent(agent_id).await {
             Ok(agent) if super::agents::agent_access(caller, &agent) == AgentAccess::Manage => Ok(session_view(record)),
@@ -295,11 +304,12 @@ impl Catalog {
 
     /// One page of sessions and the token of the next page, if any.
     pub async fn list_sessions(&self, caller: &Caller, query: SessionListQuery) -> Result<(Vec<Session>, Option<String>)> {
-        let or_of_agents = match query.scope {
-            SessionScope::Own => Vec::new(),
-            SessionScope::Visible => self.managed_agent_ids(caller).await?,
+        let (or_of_agents, or_created_by_prefix) = match query.scope {
+            SessionScope::Own => (Vec::new(), None),
+            SessionScope::Visible => (self.managed_agent_ids(caller).await?, tenant_prefix(caller)),
         };
         if or_of_agents.is_empty()
+            && or_created_by_prefix.is_none()
             && let Some(requested) = &query.created_by_subject_id
             && *requested != caller.subject.subject_id
         {
@@ -318,6 +328,7 @@ impl Catalog {
             created_by: query.created_by_subject_id,
             visible_to: Some(caller.subject.subject_id.clone()),
             or_of_agents,
+            or_created_by_prefix,
             agent_name: query.agent_name,
             agent_id: query.agent_id,
             kind: query.kind,
