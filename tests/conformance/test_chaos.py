@@ -279,6 +279,18 @@ def test_a_turn_paused_for_approval_survives_the_death_of_its_replica(replicas: 
     assert [event["content"] for event in results] == ["1"]
 
 
+def paused_until_taken_over(replica: TeamsterServer, other: wire.Api, session_id: str, turn_id: str) -> dict:
+    """Pauses `replica` (SIGSTOP) until the other replica, once the lease has expired, has taken
+    the turn over and ended it; answers the ended turn, read through the other replica."""
+    assert replica.process is not None and replica.process.popen is not None
+    pid = replica.process.popen.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        return other.wait_terminal(session_id, turn_id, timeout=60)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
 def test_a_replica_paused_past_its_lease_lets_go_of_its_turn(replicas: Replicas, counter_server: McpHttpServer):
     # A paused process (SIGSTOP) is what a replica cut off from the database looks like: when it
     # wakes, its lease has run out and another replica has taken the turn over, so it must write
@@ -291,14 +303,7 @@ def test_a_replica_paused_past_its_lease_lets_go_of_its_turn(replicas: Replicas,
     session_id = api_a.create_session(spec=spec)["id"]
     turn_id = api_a.start_turn(session_id, "[tool:counter {}][delay:300] paused replica")["id"]
     api_b.read_until_delta(session_id, turn_id)
-    assert a.process is not None and a.process.popen is not None
-    pid = a.process.popen.pid
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        # B takes the turn over once A's lease has expired, and runs it to its end.
-        turn = api_b.wait_terminal(session_id, turn_id, timeout=30)
-    finally:
-        os.kill(pid, signal.SIGCONT)
+    turn = paused_until_taken_over(a, api_b, session_id, turn_id)
     assert turn["state"]["status"] == "done", turn["state"]
     time.sleep(1.0)  # A wakes up, finds its hold run out, and stops the turn without a write
 
@@ -452,13 +457,7 @@ def test_subscribers_of_a_turn_taken_over_go_on_without_re_subscribing(replicas:
     subscribed.start()
     assert first_delta["subscribed"].wait(30), "the subscriber saw no delta"
 
-    assert a.process is not None and a.process.popen is not None
-    pid = a.process.popen.pid
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        turn = api_b.wait_terminal(session_id, turn_id, timeout=60)
-    finally:
-        os.kill(pid, signal.SIGCONT)
+    turn = paused_until_taken_over(a, api_b, session_id, turn_id)
     assert turn["state"]["status"] == "done", turn["state"]
     started.join(60)
     subscribed.join(60)
