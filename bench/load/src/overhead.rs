@@ -76,7 +76,38 @@ impl Setup {
 #[derive(Default)]
 struct Received {
     requests: AtomicU64,
+    /// `ResourceSpans` entries of the requests: one per turn's trace (the server may send several
+    /// turns' traces in one request).
+    traces: AtomicU64,
     bytes: AtomicU64,
+}
+
+/// How many top-level `resource_spans` (field 1) an `ExportTraceServiceRequest` holds; `None`
+/// when it is not well-formed protobuf of length-delimited fields.
+fn resource_spans(mut body: &[u8]) -> Option<u64> {
+    fn varint(bytes: &mut &[u8]) -> Option<u64> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (&byte, rest) = bytes.split_first()?;
+            *bytes = rest;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Some(value);
+            }
+        }
+        None
+    }
+    let mut count = 0;
+    while !body.is_empty() {
+        let key = varint(&mut body)?;
+        if key & 7 != 2 {
+            return None;
+        }
+        let length = usize::try_from(varint(&mut body)?).ok()?;
+        body = body.get(length..)?;
+        count += u64::from(key >> 3 == 1);
+    }
+    Some(count)
 }
 
 /// A minimal OTLP/HTTP receiver: answers every `POST /v1/traces` with 200 and an empty
@@ -129,6 +160,8 @@ async fn serve_otlp(mut stream: TcpStream, received: Arc<Received>) {
         if traces {
             received.requests.fetch_add(1, Ordering::Relaxed);
             received.bytes.fetch_add(length as u64, Ordering::Relaxed);
+            let spans = resource_spans(&buffer[body_start..body_start + length]).unwrap_or(0);
+            received.traces.fetch_add(spans, Ordering::Relaxed);
         }
         let answer: &[u8] = if traces {
             b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n"
@@ -326,7 +359,8 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
         rounds: rounds(args),
         measured: &measured,
         scrapes,
-        traces: received.requests.load(Ordering::Relaxed),
+        requests: received.requests.load(Ordering::Relaxed),
+        traces: received.traces.load(Ordering::Relaxed),
         trace_bytes: received.bytes.load(Ordering::Relaxed),
         total_secs: started.elapsed().as_secs_f64(),
         load_average: [load_at_start, process::load_average()],
@@ -405,10 +439,10 @@ async fn measure(
     // for the last ones.
     let expected = (args.warmup + args.turns) as u64;
     let deadline = Instant::now() + Duration::from_secs(10);
-    while received.requests.load(Ordering::Relaxed) < expected && Instant::now() < deadline {
+    while received.traces.load(Ordering::Relaxed) < expected && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let traces = received.requests.load(Ordering::Relaxed);
+    let traces = received.traces.load(Ordering::Relaxed);
     if traces < expected {
         bail!("the OTLP receiver got {traces} traces for {expected} turns");
     }
@@ -421,6 +455,8 @@ struct Report<'a> {
     rounds: usize,
     measured: &'a [Measured; 2],
     scrapes: u64,
+    /// Export requests, and the turns' traces they carried.
+    requests: u64,
     traces: u64,
     trace_bytes: u64,
     total_secs: f64,
@@ -471,11 +507,12 @@ impl Report<'_> {
         let [low, median, high] = self.round_ratios();
         out.push_str(&format!(
             "\nCPU per turn, on ÷ off: **{ratio:.3}** (goal ≤ {GOAL_RATIO:.2}: {verdict}); by round {low:.3} / {median:.3} / \
-             {high:.3} (lowest, median, highest of {}).\n\nDetails: the OTLP receiver got {} trace exports ({:.1} KiB each on \
-             average); `/metrics` was read {} times; other processes used {:.1}% / {:.1}% of one core during the off / on \
+             {high:.3} (lowest, median, highest of {}).\n\nDetails: the OTLP receiver got {} traces in {} requests ({:.1} KiB \
+             per trace on average); `/metrics` was read {} times; other processes used {:.1}% / {:.1}% of one core during the off / on \
              blocks; load average {} at the start, {} at the end; {:.0} s in all.\n",
             self.rounds,
             self.traces,
+            self.requests,
             self.trace_bytes as f64 / 1024.0 / self.traces.max(1) as f64,
             self.scrapes,
             self.get(Setup::Off).noise(),
@@ -510,6 +547,7 @@ impl Report<'_> {
             "ratio_by_round": {"lowest": low, "median": median, "highest": high},
             "goal_met": self.ratio() <= GOAL_RATIO,
             "traces_received": self.traces,
+            "export_requests": self.requests,
             "trace_bytes": self.trace_bytes,
             "metrics_scrapes": self.scrapes,
             "load_average": self.load_average,
@@ -526,13 +564,25 @@ mod tests {
     async fn the_receiver_accepts_traces_on_a_kept_alive_connection() {
         let (base, received) = receiver().await.unwrap();
         let client = client::http_client(true).unwrap();
-        for body in [vec![1u8; 10], vec![2u8; 70_000]] {
+        // Two requests: one of two traces (two `resource_spans` of 3 and 70,000 bytes), one of one.
+        let mut big = vec![0x0a, 3, 1, 2, 3, 0x0a, 0xf0, 0xa2, 0x04];
+        big.extend(vec![7u8; 70_000]);
+        for body in [vec![0x0a, 1, 9], big] {
             let response = client.post(format!("{base}/v1/traces")).body(body).send().await.unwrap();
             assert_eq!(response.status(), 200);
             assert!(response.bytes().await.unwrap().is_empty());
         }
         assert_eq!(client.get(format!("{base}/other")).send().await.unwrap().status(), 404);
         assert_eq!(received.requests.load(Ordering::Relaxed), 2);
-        assert_eq!(received.bytes.load(Ordering::Relaxed), 70_010);
+        assert_eq!(received.traces.load(Ordering::Relaxed), 3);
+        assert_eq!(received.bytes.load(Ordering::Relaxed), 3 + 9 + 70_000);
+    }
+
+    #[test]
+    fn resource_spans_are_counted_and_bad_protobuf_refused() {
+        assert_eq!(resource_spans(&[]), Some(0));
+        assert_eq!(resource_spans(&[0x0a, 0, 0x0a, 1, 5, 0x12, 0]), Some(2));
+        assert_eq!(resource_spans(&[0x0a, 5, 1]), None, "cut short");
+        assert_eq!(resource_spans(&[0x08, 1]), None, "not length-delimited");
     }
 }

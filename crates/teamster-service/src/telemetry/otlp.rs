@@ -1,7 +1,10 @@
 //! Sending traces over OTLP/HTTP: a turn's spans encoded as an `ExportTraceServiceRequest`
 //! (protobuf, written by hand: the few messages it takes) and posted to
 //! `<endpoint>/v1/traces` by a background task. A turn never waits for it: when the queue is
-//! full or the collector is down, traces are dropped and counted.
+//! full or the collector is down, traces are dropped and counted. Turns that end within
+//! [`BATCH_LINGER`] of each other go in one request (concatenated requests are one request whose
+//! `resource_spans` append), as OpenTelemetry's batch processors do, so a busy server does not
+//! post once per turn.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,6 +16,10 @@ use super::traces::{Span, Value};
 
 /// Encoded requests waiting to be sent.
 const QUEUE: usize = 256;
+/// How long the first trace of a request waits for others to join it.
+const BATCH_LINGER: Duration = Duration::from_millis(200);
+/// The most bytes one request gathers before it is sent.
+const BATCH_BYTES: usize = 1024 * 1024;
 /// How long one export may take.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -52,7 +59,18 @@ impl OtlpExporter {
         let lost = Arc::new(Lost { url, count: AtomicU64::new(0) });
         let task_lost = lost.clone();
         tokio::spawn(async move {
-            while let Some(body) = receiver.recv().await {
+            while let Some(mut body) = receiver.recv().await {
+                let linger = tokio::time::sleep(BATCH_LINGER);
+                tokio::pin!(linger);
+                while body.len() < BATCH_BYTES {
+                    tokio::select! {
+                        more = receiver.recv() => match more {
+                            Some(more) => body.extend_from_slice(&more),
+                            None => break,
+                        },
+                        () = &mut linger => break,
+                    }
+                }
                 let sent = client.post(&task_lost.url).header("content-type", "application/x-protobuf").body(body).send().await;
                 match sent {
                     Ok(response) if response.status().is_success() => {}
