@@ -162,7 +162,7 @@ async fn fan_out(args: &Args, client: &reqwest::Client, proc: &ProcReader, serve
     let (_, url) = start_turn(client, &server.base_url, &text).await?;
     let rss_before = proc.rss_bytes(Some(server.pid))?;
     let cpu_before = proc.cpu_seconds(Some(server.pid))?;
-    let (stop, sampler) = sample_peak_rss(proc.clone(), server.pid);
+    let (stop, sampler) = sample_peak_rss(*proc, server.pid);
     let started = Instant::now();
     let gate = Arc::new(Semaphore::new(OPENING_AT_ONCE));
     let mut readers = tokio::task::JoinSet::new();

@@ -437,8 +437,6 @@ where
             .map_err(error::backend)
     }
 
-    /// Runs a `DELETE ... RETURNING` of at most one row keyed by `$1`; returns whether it
-    /// deleted one.
     // Queued messages.
 
     /// Queues a message unless `max` of its kind are queued in its session already.

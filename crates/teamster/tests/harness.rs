@@ -14,7 +14,7 @@ use tokio::sync::broadcast;
 
 async fn runtime(model: &FakeModelServer) -> Runtime {
     let runtime = Runtime::open("sqlite::memory:").await.unwrap();
-    support::add_fake_provider(&runtime, &model).await;
+    support::add_fake_provider(&runtime, model).await;
     let spec = json!({
         "model": {"name": "fake/fake-model"},
         "config": {"tasks": {"enabled": true}},

@@ -20,7 +20,7 @@ use teamster_protocol::{Event, TurnState};
 async fn runtime(model: &FakeModelServer) -> Runtime {
     let config = ServiceConfig { allow_stdio_mcp: true, ..ServiceConfig::default() };
     let runtime = Runtime::open_with("sqlite::memory:", config).await.unwrap();
-    support::add_fake_provider(&runtime, &model).await;
+    support::add_fake_provider(&runtime, model).await;
     let python = std::env::var("TEAMSTER_TEST_PYTHON")
         .expect("TEAMSTER_TEST_PYTHON must name a Python with the `mcp` package (scripts/test sets it)");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp_servers/tools_server.py");

@@ -47,8 +47,8 @@ const EVENTS_BUFFER: usize = 1024;
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum HarnessEvent {
-    /// An event of a turn the harness follows.
-    Turn(RuntimeEvent),
+    /// An event of a turn the harness follows (boxed: the other variants are small).
+    Turn(Box<RuntimeEvent>),
     /// The session's mode (an approved plan's, or one chosen).
     ModeChanged(Option<String>),
     /// The model chosen for the session's next turns (`None`: the agent's).
@@ -286,7 +286,7 @@ impl Harness {
         while let Some(event) = events.next().await {
             let event = event?;
             self.show(&event.event);
-            self.emit(HarnessEvent::Turn(event.clone()));
+            self.emit(HarnessEvent::Turn(Box::new(event.clone())));
             read.push(event);
         }
         let finished = FinishedTurn { events: read };
