@@ -25,7 +25,7 @@ from test_mcp import McpHttpServer, call, registry, remote
 from test_mcp_oauth import browser, oauth, register, whoami  # noqa: F401 (fixtures)
 from test_mcp_oauth import registry as oauth_registry
 from test_context_and_usage import priced_provider
-from test_identity import key_for, keyed  # noqa: F401 (a fixture)
+from test_identity import key_for, keyed, share_with_team  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None and not os.environ.get("CI"),
                                 reason="tmux is not installed (CI installs it and fails without it)")
@@ -468,7 +468,10 @@ def test_chat_shows_usage_and_cost(tmux, server, fake_model):
 
 def test_chat_with_an_api_key(tmux, keyed):  # noqa: F811
     server, admin = keyed
-    member = key_for(wire.Api(server.url, key=admin), wire.unique("member"), "ops")
+    admin_api = wire.Api(server.url, key=admin)
+    # The agent belongs to the admin's tenant; its team may run it.
+    share_with_team(admin_api, conftest.DEMO_AGENT, "ops")
+    member = key_for(admin_api, wire.unique("member"), "ops")
     refused = subprocess.run(chat_argv(server, conftest.DEMO_AGENT), capture_output=True, timeout=30,
                              stdin=subprocess.DEVNULL, env={**os.environ, "TEAMSTER_API_KEY": ""})
     assert refused.returncode != 0 and b"401" in refused.stderr, refused.stderr

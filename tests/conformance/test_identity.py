@@ -84,6 +84,14 @@ def test_keys_are_listed_without_secrets_and_a_revoked_key_stops_working(keyed: 
         assert listed_by_cli.returncode != 0 and "opening" in listed_by_cli.stderr, listed_by_cli.stderr
 
 
+def share_with_team(admin: wire.Api, agent: str, team: str) -> None:
+    """Lets every subject of tenant `team` run `agent` (a collaborator `team:<team>`, role
+    `agent-user`)."""
+    stored = admin.ok(admin.get(f"/api/v1/agents/{agent}"))["data"]
+    shared = {**stored["manifest"], "collaborators": [{"subject": f"team:{team}", "role_id": "agent-user"}]}
+    admin.ok(admin.put(f"/api/v1/agents/{stored['id']}", json={"manifest": shared}))
+
+
 def httpx_get(url: str, path: str, key: typing.Optional[str]):
     import httpx
     headers = {} if key is None else {"Authorization": f"Bearer {key}"}
@@ -96,9 +104,7 @@ def test_the_real_gateway_client_works_with_a_key(keyed: Keyed):
     see (the tenant's admin sees every session of the tenant in E16); another tenant's client
     is told the agent and the session do not exist."""
     admin = wire.Api(keyed.server.url, key=keyed.admin)
-    demo = admin.ok(admin.get(f"/api/v1/agents/{conftest.DEMO_AGENT}"))["data"]
-    shared = {**demo["manifest"], "collaborators": [{"subject": "team:ops", "role_id": "agent-user"}]}
-    admin.ok(admin.put(f"/api/v1/agents/{demo['id']}", json={"manifest": shared}))
+    share_with_team(admin, conftest.DEMO_AGENT, "ops")
     key = key_for(admin, "sdk-user", "ops")
     base_url = f"{keyed.server.url}/t1"
     client = conftest.AgentSessionClient(base_url=base_url, api_key=key, timeout=30)
