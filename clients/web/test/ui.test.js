@@ -272,6 +272,9 @@ test('a session opens with its history rebuilt', async () => {
   // Deleting it (after the confirmation) leaves a new chat, and the session is gone.
   page.once('dialog', (dialog) => dialog.accept());
   await page.getByRole('button', { name: 'Delete session' }).click();
+  // The page leaves the session once the server answered the DELETE (the agent picker may be
+  // on the page before that).
+  await waitFor(async () => !page.url().includes(id));
   await page.getByLabel('Agent').waitFor();
   assert.equal((await server.api('GET', `/api/v1/sessions/${id}`)).status, 404);
   await waitFor(async () => (await page.locator(`a[href="#/chat/${id}"]`).count()) === 0);
