@@ -308,17 +308,12 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     let measured = result?;
     let report = Report {
         args,
-        rounds: rounds(args),
+        rounds: args.measured_rounds(),
         measured: &measured,
         total_secs: started.elapsed().as_secs_f64(),
         load_average: [load_at_start, process::load_average()],
     };
     crate::publish(&report.markdown(), &report.json(), &args.json)
-}
-
-/// How many rounds the measured turns are spread over.
-fn rounds(args: &Args) -> usize {
-    args.rounds.clamp(1, args.turns.max(1))
 }
 
 async fn measure(
@@ -354,7 +349,7 @@ async fn measure(
         eprintln!("dialects: {} warm-up turns of the {}...", args.warmup, dialect.key());
         block(dialect, args.warmup).await.with_context(|| format!("{} warm-up", dialect.key()))?;
     }
-    let rounds = rounds(args);
+    let rounds = args.measured_rounds();
     eprintln!("dialects: {} measured turns of each kind in {rounds} interleaved rounds...", args.turns);
     let mut measured: [Measured; 3] = Default::default();
     for round in 0..rounds {

@@ -133,6 +133,11 @@ struct Args {
 }
 
 impl Args {
+    /// How many rounds `--dialects` and `--overhead` spread their measured turns over.
+    fn measured_rounds(&self) -> usize {
+        self.rounds.clamp(1, self.turns.max(1))
+    }
+
     /// What the report calls the database.
     fn database_label(&self) -> &'static str {
         match &self.database {

@@ -356,7 +356,7 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
     let (measured, scrapes) = result?;
     let report = Report {
         args,
-        rounds: rounds(args),
+        rounds: args.measured_rounds(),
         measured: &measured,
         scrapes,
         requests: received.requests.load(Ordering::Relaxed),
@@ -366,11 +366,6 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
         load_average: [load_at_start, process::load_average()],
     };
     crate::publish(&report.markdown(), &report.json(), &args.json)
-}
-
-/// How many rounds the measured turns are spread over.
-fn rounds(args: &Args) -> usize {
-    args.rounds.clamp(1, args.turns.max(1))
 }
 
 async fn measure(
@@ -425,7 +420,7 @@ async fn measure(
         eprintln!("overhead: {} warm-up turns with everything {}...", args.warmup, setup.key());
         block(setup, args.warmup).await.with_context(|| format!("warm-up ({})", setup.key()))?;
     }
-    let rounds = rounds(args);
+    let rounds = args.measured_rounds();
     eprintln!("overhead: {} measured turns of each in {rounds} interleaved rounds...", args.turns);
     let mut measured: [Measured; 2] = Default::default();
     for round in 0..rounds {
