@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use sqlx::PgPool;
+use sqlx::PgConnection;
 use teamster_store::codec::{clamp_i64, lease_millis};
 use teamster_store::{Result, TurnLease};
 use teamster_store_sql::{error, lease_held};
@@ -25,7 +25,7 @@ use teamster_store_sql::{error, lease_held};
 pub(crate) const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 /// Extends the leases `owner` holds among `leases`, in one statement.
-pub(crate) async fn renew_leases(pool: &PgPool, owner: &str, leases: &[TurnLease], ttl: Duration) -> Result<Vec<String>> {
+pub(crate) async fn renew_leases(connection: &mut PgConnection, owner: &str, leases: &[TurnLease], ttl: Duration) -> Result<Vec<String>> {
     if leases.is_empty() {
         return Ok(Vec::new());
     }
@@ -40,7 +40,7 @@ pub(crate) async fn renew_leases(pool: &PgPool, owner: &str, leases: &[TurnLease
         .bind(lease_millis(ttl))
         .bind(leases.iter().map(|lease| lease.turn_id.as_str()).collect::<Vec<&str>>())
         .bind(leases.iter().map(|lease| clamp_i64(lease.claims)).collect::<Vec<i64>>())
-        .fetch_all(pool)
+        .fetch_all(connection)
         .await
         .map_err(error::backend)
 }
@@ -49,7 +49,7 @@ pub(crate) async fn renew_leases(pool: &PgPool, owner: &str, leases: &[TurnLease
 /// `finished_before`, at most `max_turns`, in one statement. Turns another transaction holds
 /// are skipped (a session being deleted, a concurrent sweep on another replica), so the
 /// statement waits for no turn lock while it holds others.
-pub(crate) async fn delete_expired_streams(pool: &PgPool, finished_before: &str, max_turns: u32) -> Result<u32> {
+pub(crate) async fn delete_expired_streams(connection: &mut PgConnection, finished_before: &str, max_turns: u32) -> Result<u32> {
     let deleted: i64 = sqlx::query_scalar(
         "WITH expired AS ( \
              SELECT id FROM turns WHERE finished_at IS NOT NULL AND NOT stream_deleted AND finished_at < $1 \
@@ -65,7 +65,7 @@ pub(crate) async fn delete_expired_streams(pool: &PgPool, finished_before: &str,
     )
     .bind(finished_before)
     .bind(i64::from(max_turns))
-    .fetch_one(pool)
+    .fetch_one(connection)
     .await
     .map_err(error::backend)?;
     Ok(u32::try_from(deleted).unwrap_or(u32::MAX))

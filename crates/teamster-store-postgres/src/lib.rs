@@ -1,9 +1,11 @@
 //! PostgreSQL storage for Teamster: [`PostgresStore`] implements [`teamster_store::Store`] on a
 //! PostgreSQL database with sqlx, for teams and for several replicas sharing one database.
 //!
-//! The store holds a connection pool (sqlx's, which checks connections as they are released, so
-//! connections the server dropped are replaced). The schema is in `migrations/` and is applied
-//! on connect; sqlx takes an advisory lock for it, so replicas starting together migrate once.
+//! The store holds a small pool of connections of its own (`connections`), which costs no round
+//! trip per use; a connection that failed, or whose caller was cancelled mid-call, is closed
+//! rather than reused, and idle ones are checked after a failure. The schema is in
+//! `migrations/` and is applied on connect; sqlx takes an advisory lock for it, so replicas
+//! starting together migrate once.
 //!
 //! Every multi-row write is atomic: single statements (common table expressions that insert
 //! and update together) where they can be, transactions elsewhere. `create_turn` compares and
@@ -16,7 +18,20 @@
 //! requests and setting writes send a notification in the statement that makes them, and
 //! [`CoordinationStore::changes`] reads them on a LISTEN connection of its own.
 
+/// Runs `$call`, a future of a store [`Result`] that uses `$connection` (a `&mut PgConnection`
+/// taken from the store's pool), and hands the connection back with its outcome.
+macro_rules! on_connection {
+    ($store:expr, |$connection:ident| $call:expr) => {{
+        let mut held = $store.connections.acquire().await?;
+        let $connection: &mut sqlx::postgres::PgConnection = &mut held;
+        let outcome = $call.await;
+        held.release(outcome)
+    }};
+}
+
+mod connections;
 mod event_log;
+mod files;
 mod leases;
 mod feed;
 mod usage;
@@ -27,8 +42,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::migrate::Migrator;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::Postgres;
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{ConnectOptions, Connection, Postgres};
 use teamster_protocol::control::SessionControl;
 use teamster_protocol::{AgentSpec, CancelReason};
 use teamster_store::codec::{self, LogRows, TurnColumns, to_i64, to_json};
@@ -40,6 +55,8 @@ use teamster_store::{AgentStore, CoordinationStore, EventLog, SessionStore, Sett
 use teamster_store::{ExpiredLease, QueueKind, QueuedMessage, TurnLease};
 use teamster_store_sql::{Sql, error};
 
+use crate::connections::Connections;
+
 /// The schema, embedded at build time.
 static MIGRATOR: Migrator = sqlx::migrate!();
 
@@ -49,12 +66,9 @@ const SQL: Sql<Postgres> = Sql::new(leases::NOW_MS);
 /// The URL query parameter that sets the pool size; it is not passed on to the server.
 const POOL_SIZE_PARAMETER: &str = "pool_size";
 
-/// How long a call waits for a pooled connection (or for the server to accept a new one)
+/// How long a call waits for a pooled connection (and for the server to accept a new one)
 /// before failing.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The bytes of a file per row of `session_file_chunks`.
-const FILE_CHUNK_BYTES: usize = 256 * 1024;
 
 /// Creates a turn, if and only if the session's last turn is the expected one, and makes it
 /// the session's last turn: common table expressions whose `created` holds the new turn's id
@@ -107,10 +121,11 @@ impl PoolConfig {
     pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
 }
 
-/// A Teamster store in PostgreSQL. Cloning is cheap and shares the pool and the change feed.
+/// A Teamster store in PostgreSQL. Cloning is cheap and shares the connections and the change
+/// feed.
 #[derive(Clone)]
 pub struct PostgresStore {
-    pool: PgPool,
+    connections: Arc<Connections>,
     /// The NOTIFY channel of the schema the store uses.
     channel: Arc<str>,
     /// The change feed, started by the first [`CoordinationStore::changes`] call.
@@ -139,29 +154,28 @@ impl PostgresStore {
     pub async fn connect_with(url: &str, config: PoolConfig) -> Result<PostgresStore> {
         let options = PgConnectOptions::from_str(url)
             .map_err(|error| Error::Backend(format!("invalid PostgreSQL URL: {error}")))?;
-        let pool = PgPoolOptions::new()
-            .max_connections(config.max_connections.max(1))
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            // The pool checks connections as they are released; checking them again before
-            // every statement would add a round trip to each.
-            .test_before_acquire(false)
-            .connect_with(options.clone())
+        let mut first = tokio::time::timeout(ACQUIRE_TIMEOUT, options.connect())
             .await
+            .map_err(|_| Error::Backend("timed out connecting to PostgreSQL".to_owned()))?
             .map_err(error::backend)?;
-        MIGRATOR.run(&pool).await.map_err(|error| Error::Backend(format!("migrating the schema: {error}")))?;
+        MIGRATOR.run(&mut first).await.map_err(|error| Error::Backend(format!("migrating the schema: {error}")))?;
         let channel: Option<String> =
-            sqlx::query_scalar(feed::CHANNEL_QUERY).fetch_optional(&pool).await.map_err(error::backend)?;
+            sqlx::query_scalar(feed::CHANNEL_QUERY).fetch_optional(&mut first).await.map_err(error::backend)?;
         let channel: Arc<str> =
             channel.ok_or_else(|| Error::Backend("the connection has no current schema".to_owned()))?.into();
         tracing::debug!(max_connections = config.max_connections, "opened the PostgreSQL store");
-        Ok(PostgresStore { pool, feed: Arc::new(feed::FeedSlot::new(options, channel.clone())), channel })
+        Ok(PostgresStore {
+            connections: Arc::new(Connections::new(options.clone(), config.max_connections, first)),
+            feed: Arc::new(feed::FeedSlot::new(options, channel.clone())),
+            channel,
+        })
     }
 
     /// Closes every connection and stops the change feed; the store fails every call
     /// afterwards.
     pub async fn close(&self) {
         self.feed.stop().await;
-        self.pool.close().await;
+        self.connections.close().await;
     }
 
     /// The NOTIFY channel the store announces its changes on (`teamster_<schema oid>`).
@@ -176,8 +190,7 @@ impl PostgresStore {
             return Ok(Vec::new());
         }
         let rows = LogRows::new(batch)?;
-        let mut connection = self.pool.acquire().await.map_err(error::backend)?;
-        event_log::write_batch(&mut connection, &rows, fence, &self.channel).await
+        on_connection!(self, |connection| event_log::write_batch(connection, &rows, fence, &self.channel))
     }
 }
 
@@ -187,23 +200,25 @@ impl AgentStore for PostgresStore {
         let spec = to_json(&agent.spec, "agent spec")?;
         let version = to_i64(agent.version, "agent version")?;
         let created_by = agent.created_by.as_ref().map(|subject| to_json(subject, "agent creator")).transpose()?;
-        sqlx::query(
-            "WITH agent AS ( \
-                 INSERT INTO agents (id, name, latest_version, created_at, tenant, created_by) VALUES ($1, $2, $3, $4, $7, $8) RETURNING id \
-             ) \
-             INSERT INTO agent_versions (agent_id, version, spec, created_at) SELECT id, $3, $5, $6 FROM agent",
-        )
-        .bind(&agent.id)
-        .bind(&agent.name)
-        .bind(version)
-        .bind(&agent.created_at)
-        .bind(spec)
-        .bind(&agent.updated_at)
-        .bind(&agent.tenant)
-        .bind(created_by.as_deref())
-        .execute(&self.pool)
-        .await
-        .map_err(error::on("agent"))?;
+        on_connection!(self, |connection| async {
+            sqlx::query(
+                "WITH agent AS ( \
+                     INSERT INTO agents (id, name, latest_version, created_at, tenant, created_by) VALUES ($1, $2, $3, $4, $7, $8) RETURNING id \
+                 ) \
+                 INSERT INTO agent_versions (agent_id, version, spec, created_at) SELECT id, $3, $5, $6 FROM agent",
+            )
+            .bind(&agent.id)
+            .bind(&agent.name)
+            .bind(version)
+            .bind(&agent.created_at)
+            .bind(spec)
+            .bind(&agent.updated_at)
+            .bind(&agent.tenant)
+            .bind(created_by.as_deref())
+            .execute(connection)
+            .await
+            .map_err(error::on("agent"))
+        })?;
         Ok(())
     }
 
@@ -211,88 +226,90 @@ impl AgentStore for PostgresStore {
         let spec_json = to_json(spec, "agent spec")?;
         // An unknown agent updates and inserts nothing and returns no row. Concurrent updates
         // queue on the agent's row, so each gets its own version number.
-        let row: Option<codec::AddedVersionRow> = sqlx::query_as(
-            "WITH bumped AS ( \
-                 UPDATE agents SET latest_version = latest_version + 1 WHERE id = $1 \
-                 RETURNING id, name, latest_version, created_at, tenant, created_by \
-             ), stored AS ( \
-                 INSERT INTO agent_versions (agent_id, version, spec, created_at) \
-                 SELECT id, latest_version, $2, $3 FROM bumped \
-             ) \
-             SELECT name, latest_version, created_at, tenant, created_by FROM bumped",
-        )
-        .bind(agent_id)
-        .bind(spec_json)
-        .bind(at)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(error::on("agent version"))?;
+        let row: Option<codec::AddedVersionRow> = on_connection!(self, |connection| async {
+            sqlx::query_as(
+                "WITH bumped AS ( \
+                     UPDATE agents SET latest_version = latest_version + 1 WHERE id = $1 \
+                     RETURNING id, name, latest_version, created_at, tenant, created_by \
+                 ), stored AS ( \
+                     INSERT INTO agent_versions (agent_id, version, spec, created_at) \
+                     SELECT id, latest_version, $2, $3 FROM bumped \
+                 ) \
+                 SELECT name, latest_version, created_at, tenant, created_by FROM bumped",
+            )
+            .bind(agent_id)
+            .bind(spec_json)
+            .bind(at)
+            .fetch_optional(connection)
+            .await
+            .map_err(error::on("agent version"))
+        })?;
         codec::added_version(agent_id, spec, at, row.ok_or(Error::NotFound("agent"))?)
     }
 
     async fn get_agent(&self, agent_id: &str) -> Result<AgentRecord> {
-        SQL.get_agent(&self.pool, agent_id).await
+        on_connection!(self, |connection| SQL.get_agent(connection, agent_id))
     }
 
     async fn get_agent_by_name(&self, name: &str) -> Result<AgentRecord> {
-        SQL.get_agent_by_name(&self.pool, name).await
+        on_connection!(self, |connection| SQL.get_agent_by_name(connection, name))
     }
 
     async fn get_agent_version(&self, agent_id: &str, version: u64) -> Result<AgentRecord> {
-        SQL.get_agent_version(&self.pool, agent_id, version).await
+        on_connection!(self, |connection| SQL.get_agent_version(connection, agent_id, version))
     }
 
     async fn list_agents(&self) -> Result<Vec<AgentRecord>> {
-        SQL.list_agents(&self.pool).await
+        on_connection!(self, |connection| SQL.list_agents(connection))
     }
 
     async fn delete_agent(&self, agent_id: &str) -> Result<bool> {
-        SQL.delete_agent(&self.pool, agent_id).await
+        on_connection!(self, |connection| SQL.delete_agent(connection, agent_id))
     }
 }
 
 #[async_trait]
 impl SessionStore for PostgresStore {
     async fn create_session(&self, session: &SessionRecord) -> Result<()> {
-        SQL.create_session(&self.pool, session).await
+        on_connection!(self, |connection| SQL.create_session(connection, session))
     }
 
     async fn get_session(&self, session_id: &str) -> Result<SessionRecord> {
-        SQL.get_session(&self.pool, session_id).await
+        on_connection!(self, |connection| SQL.get_session(connection, session_id))
     }
 
     async fn update_session_control(&self, session_id: &str, control: &SessionControl, at: &str) -> Result<()> {
-        SQL.update_session_control(&self.pool, session_id, control, at).await
+        on_connection!(self, |connection| SQL.update_session_control(connection, session_id, control, at))
     }
 
     async fn update_session(&self, session: &SessionRecord) -> Result<()> {
         // Locks its session alone (see `event_log` for the lock order).
-        SQL.update_session(&self.pool, session).await
+        on_connection!(self, |connection| SQL.update_session(connection, session))
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<bool> {
         // Locks the session, then cascades to its turns (see `event_log` for the lock order).
-        SQL.delete_session(&self.pool, session_id).await
+        on_connection!(self, |connection| SQL.delete_session(connection, session_id))
     }
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>> {
-        SQL.list_sessions(&self.pool, query).await
+        on_connection!(self, |connection| SQL.list_sessions(connection, query))
     }
 
     async fn queue_message(&self, message: &QueuedMessage, max: u32) -> Result<bool> {
-        SQL.queue_message(&self.pool, message, max).await
+        on_connection!(self, |connection| SQL.queue_message(connection, message, max))
     }
 
     async fn queued_messages(&self, session_id: &str, kind: QueueKind) -> Result<Vec<QueuedMessage>> {
-        SQL.queued_messages(&self.pool, session_id, kind).await
+        on_connection!(self, |connection| SQL.queued_messages(connection, session_id, kind))
     }
 
     async fn remove_queued(&self, session_id: &str, id: &str) -> Result<bool> {
-        SQL.remove_queued(&self.pool, session_id, id).await
+        on_connection!(self, |connection| SQL.remove_queued(connection, session_id, id))
     }
 
     async fn queued_sessions(&self, limit: u32) -> Result<Vec<String>> {
-        SQL.queued_sessions(&self.pool, limit).await
+        on_connection!(self, |connection| SQL.queued_sessions(connection, limit))
     }
 
     async fn sessions_with_queued(&self, session_ids: &[&str], kind: QueueKind) -> Result<Vec<String>> {
@@ -300,79 +317,23 @@ impl SessionStore for PostgresStore {
             return Ok(Vec::new());
         }
         let rows: Vec<(String,)> =
-            sqlx::query_as("SELECT DISTINCT session_id FROM queued_messages WHERE session_id = ANY($1) AND kind = $2")
-                .bind(session_ids)
-                .bind(kind.as_str())
-                .fetch_all(&self.pool)
-                .await
-                .map_err(error::backend)?;
+            on_connection!(self, |connection| async {
+                sqlx::query_as("SELECT DISTINCT session_id FROM queued_messages WHERE session_id = ANY($1) AND kind = $2")
+                    .bind(session_ids)
+                    .bind(kind.as_str())
+                    .fetch_all(connection)
+                    .await
+                    .map_err(error::backend)
+            })?;
         Ok(rows.into_iter().map(|(id,)| id).collect())
     }
 
     async fn put_file(&self, file: &SessionFile) -> Result<()> {
-        // The row and its chunks commit together, so a file is never seen half stored.
-        let mut transaction = self.pool.begin().await.map_err(error::backend)?;
-        let (stored, session_exists): (bool, bool) = sqlx::query_as(
-            "WITH stored AS ( \
-                 INSERT INTO session_files (session_id, digest, media_type, size, created_at) \
-                 SELECT id, $2, $3, $4, $5 FROM sessions WHERE id = $1 \
-                 ON CONFLICT (session_id, digest) DO NOTHING \
-                 RETURNING 1 \
-             ) \
-             SELECT EXISTS (SELECT 1 FROM stored), EXISTS (SELECT 1 FROM sessions WHERE id = $1)",
-        )
-        .bind(&file.session_id)
-        .bind(&file.digest)
-        .bind(&file.media_type)
-        .bind(codec::to_i64(file.data.len() as u64, "a file's size")?)
-        .bind(&file.created_at)
-        .fetch_one(&mut *transaction)
-        .await
-        .map_err(error::backend)?;
-        if !session_exists {
-            return Err(Error::NotFound("session"));
-        }
-        if stored {
-            for (index, chunk) in file.data.chunks(FILE_CHUNK_BYTES).enumerate() {
-                sqlx::query("INSERT INTO session_file_chunks (session_id, digest, chunk, data) VALUES ($1, $2, $3, $4)")
-                    .bind(&file.session_id)
-                    .bind(&file.digest)
-                    .bind(i32::try_from(index).map_err(|_| Error::Corrupt("a file has too many chunks".to_owned()))?)
-                    .bind(chunk)
-                    .execute(&mut *transaction)
-                    .await
-                    .map_err(error::backend)?;
-            }
-        }
-        transaction.commit().await.map_err(error::backend)?;
-        Ok(())
+        on_connection!(self, |connection| files::put_file(connection, file))
     }
 
     async fn get_file(&self, session_id: &str, digest: &str) -> Result<SessionFile> {
-        let row: Option<(String, i64, String)> = sqlx::query_as(
-            "SELECT media_type, size, created_at FROM session_files WHERE session_id = $1 AND digest = $2",
-        )
-        .bind(session_id)
-        .bind(digest)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(error::backend)?;
-        let (media_type, size, created_at) = row.ok_or(Error::NotFound("file"))?;
-        let chunks: Vec<(Vec<u8>,)> =
-            sqlx::query_as("SELECT data FROM session_file_chunks WHERE session_id = $1 AND digest = $2 ORDER BY chunk")
-                .bind(session_id)
-                .bind(digest)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(error::backend)?;
-        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or_default());
-        for (chunk,) in chunks {
-            data.extend_from_slice(&chunk);
-        }
-        if data.len() as i64 != size {
-            return Err(Error::Corrupt(format!("file {digest:?} has {} of its {size} bytes", data.len())));
-        }
-        Ok(SessionFile { session_id: session_id.to_owned(), digest: digest.to_owned(), media_type, data, created_at })
+        on_connection!(self, |connection| files::get_file(connection, session_id, digest))
     }
 }
 
@@ -386,47 +347,39 @@ impl EventLog for PostgresStore {
     ) -> Result<()> {
         let columns = TurnColumns::new(turn)?;
         let writes = LogRows::new(initial_writes)?;
-        // First writes without a turn state (`turn.created`) go in the same statement, its own
-        // transaction: one round trip.
-        if !event_log::needs_transaction(&writes) {
-            let query = SQL.new_turn(&CREATE_TURN_WITH_ROWS, turn, columns, expected_last_turn_id);
-            let (created, session_exists, _announced): (bool, bool, i64) = event_log::bind_first_rows(query, &writes)
-                .bind(&*self.channel)
-                .fetch_one(&self.pool)
+        on_connection!(self, |connection| async {
+            // First writes without a turn state (`turn.created`) go in the same statement, its
+            // own transaction: one round trip.
+            if !event_log::needs_transaction(&writes) {
+                let query = SQL.new_turn(&CREATE_TURN_WITH_ROWS, turn, columns, expected_last_turn_id);
+                let (created, session_exists, _announced): (bool, bool, i64) =
+                    event_log::bind_first_rows(query, &writes)
+                        .bind(&*self.channel)
+                        .fetch_one(&mut *connection)
+                        .await
+                        .map_err(error::on("turn"))?;
+                return created_or_not(turn, session_exists, created);
+            }
+            let mut transaction = connection.begin().await.map_err(error::backend)?;
+            let (created, session_exists): (bool, bool) = SQL
+                .new_turn(&CREATE_TURN, turn, columns, expected_last_turn_id)
+                .fetch_one(&mut *transaction)
                 .await
                 .map_err(error::on("turn"))?;
-            return match (session_exists, created) {
-                (false, _) => Err(Error::NotFound("session")),
-                (true, false) => Err(Error::Conflict(format!(
-                    "the last turn of session {} is not the expected one",
-                    turn.session_id
-                ))),
-                (true, true) => Ok(()),
-            };
-        }
-        let mut transaction = self.pool.begin().await.map_err(error::backend)?;
-        let (created, session_exists): (bool, bool) = SQL
-            .new_turn(&CREATE_TURN, turn, columns, expected_last_turn_id)
-            .fetch_one(&mut *transaction)
-            .await
-            .map_err(error::on("turn"))?;
-        // Dropping the transaction without committing rolls it back.
-        if !session_exists {
-            return Err(Error::NotFound("session"));
-        }
-        if !created {
-            return Err(Error::Conflict(format!("the last turn of session {} is not the expected one", turn.session_id)));
-        }
-        event_log::write_batch(&mut transaction, &writes, None, &self.channel).await?;
-        transaction.commit().await.map_err(error::backend)
+            // Dropping the transaction without committing rolls it back (sqlx sends the
+            // `ROLLBACK` ahead of the connection's next statement).
+            created_or_not(turn, session_exists, created)?;
+            event_log::write_batch(&mut transaction, &writes, None, &self.channel).await?;
+            transaction.commit().await.map_err(error::backend)
+        })
     }
 
     async fn get_turn(&self, session_id: &str, turn_id: &str) -> Result<TurnRecord> {
-        SQL.get_turn(&self.pool, session_id, turn_id).await
+        on_connection!(self, |connection| SQL.get_turn(connection, session_id, turn_id))
     }
 
     async fn running_turns(&self) -> Result<Vec<TurnRecord>> {
-        SQL.running_turns(&self.pool).await
+        on_connection!(self, |connection| SQL.running_turns(connection))
     }
 
     async fn write(&self, batch: &[LogWrite]) -> Result<()> {
@@ -438,55 +391,57 @@ impl EventLog for PostgresStore {
     }
 
     async fn read_stream(&self, turn_id: &str, after: u64, limit: u32) -> Result<Vec<StreamEvent>> {
-        SQL.read_stream(&self.pool, turn_id, after, limit).await
+        on_connection!(self, |connection| SQL.read_stream(connection, turn_id, after, limit))
     }
 
     async fn last_sequence(&self, turn_id: &str) -> Result<u64> {
-        SQL.last_sequence(&self.pool, turn_id).await
+        on_connection!(self, |connection| SQL.last_sequence(connection, turn_id))
     }
 
     async fn read_content(&self, turn_id: &str, query: &ContentQuery) -> Result<Vec<ContentEvent>> {
-        SQL.read_content(&self.pool, turn_id, query).await
+        on_connection!(self, |connection| SQL.read_content(connection, turn_id, query))
     }
 
     async fn delete_expired_streams(&self, finished_before: &str, max_turns: u32) -> Result<u32> {
-        leases::delete_expired_streams(&self.pool, finished_before, max_turns).await
+        on_connection!(self, |connection| leases::delete_expired_streams(connection, finished_before, max_turns))
     }
 }
 
 #[async_trait]
 impl CoordinationStore for PostgresStore {
     async fn claim_turn(&self, turn_id: &str, owner: &str, ttl: Duration, expected_claims: u64) -> Result<Option<TurnLease>> {
-        SQL.claim_turn(&self.pool, turn_id, owner, ttl, expected_claims).await
+        on_connection!(self, |connection| SQL.claim_turn(connection, turn_id, owner, ttl, expected_claims))
     }
 
     async fn renew_leases(&self, owner: &str, held: &[TurnLease], ttl: Duration) -> Result<Vec<String>> {
-        leases::renew_leases(&self.pool, owner, held, ttl).await
+        on_connection!(self, |connection| leases::renew_leases(connection, owner, held, ttl))
     }
 
     async fn release_lease(&self, owner: &str, lease: &TurnLease) -> Result<bool> {
-        SQL.release_lease(&self.pool, owner, lease).await
+        on_connection!(self, |connection| SQL.release_lease(connection, owner, lease))
     }
 
     async fn expired_leases(&self, limit: u32) -> Result<Vec<ExpiredLease>> {
-        SQL.expired_leases(&self.pool, limit).await
+        on_connection!(self, |connection| SQL.expired_leases(connection, limit))
     }
 
     async fn request_cancel(&self, turn_id: &str, reason: CancelReason) -> Result<bool> {
         // A single row changes and nothing else is locked: this cannot take part in a deadlock.
-        let recorded = sqlx::query(
-            "WITH requested AS ( \
-                 UPDATE turns SET cancel_requested = coalesce(cancel_requested, $2) \
-                 WHERE id = $1 AND status = 'running' RETURNING id, cancel_requested \
-             ) \
-             SELECT pg_notify($3, 'c:' || cancel_requested || ':' || id) FROM requested",
-        )
-        .bind(turn_id)
-        .bind(codec::cancel_reason_name(reason))
-        .bind(&*self.channel)
-        .execute(&self.pool)
-        .await
-        .map_err(error::backend)?;
+        let recorded = on_connection!(self, |connection| async {
+            sqlx::query(
+                "WITH requested AS ( \
+                     UPDATE turns SET cancel_requested = coalesce(cancel_requested, $2) \
+                     WHERE id = $1 AND status = 'running' RETURNING id, cancel_requested \
+                 ) \
+                 SELECT pg_notify($3, 'c:' || cancel_requested || ':' || id) FROM requested",
+            )
+            .bind(turn_id)
+            .bind(codec::cancel_reason_name(reason))
+            .bind(&*self.channel)
+            .execute(connection)
+            .await
+            .map_err(error::backend)
+        })?;
         Ok(recorded.rows_affected() > 0)
     }
 
@@ -494,14 +449,16 @@ impl CoordinationStore for PostgresStore {
         if turn_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let rows: Vec<(String, String)> = sqlx::query_as(
-            "SELECT id, cancel_requested FROM turns WHERE id = ANY($1) \
-             AND status = 'running' AND cancel_requested IS NOT NULL",
-        )
-        .bind(turn_ids)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(error::backend)?;
+        let rows: Vec<(String, String)> = on_connection!(self, |connection| async {
+            sqlx::query_as(
+                "SELECT id, cancel_requested FROM turns WHERE id = ANY($1) \
+                 AND status = 'running' AND cancel_requested IS NOT NULL",
+            )
+            .bind(turn_ids)
+            .fetch_all(connection)
+            .await
+            .map_err(error::backend)
+        })?;
         rows.into_iter().map(|(id, reason)| Ok((id, codec::cancel_reason(&reason)?))).collect()
     }
 
@@ -513,45 +470,61 @@ impl CoordinationStore for PostgresStore {
 #[async_trait]
 impl SettingsStore for PostgresStore {
     async fn put_setting(&self, kind: &str, name: &str, value: &str, at: &str) -> Result<()> {
-        sqlx::query(
-            "WITH stored AS ( \
-                 INSERT INTO settings (kind, name, value, updated_at) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at \
-                 RETURNING kind \
-             ) \
-             SELECT pg_notify($5, 's:' || kind) FROM stored",
-        )
-        .bind(kind)
-        .bind(name)
-        .bind(value)
-        .bind(at)
-        .bind(&*self.channel)
-        .execute(&self.pool)
-        .await
-        .map_err(error::backend)?;
+        on_connection!(self, |connection| async {
+            sqlx::query(
+                "WITH stored AS ( \
+                     INSERT INTO settings (kind, name, value, updated_at) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at \
+                     RETURNING kind \
+                 ) \
+                 SELECT pg_notify($5, 's:' || kind) FROM stored",
+            )
+            .bind(kind)
+            .bind(name)
+            .bind(value)
+            .bind(at)
+            .bind(&*self.channel)
+            .execute(connection)
+            .await
+            .map_err(error::backend)
+        })?;
         Ok(())
     }
 
     async fn get_setting(&self, kind: &str, name: &str) -> Result<Option<String>> {
-        SQL.get_setting(&self.pool, kind, name).await
+        on_connection!(self, |connection| SQL.get_setting(connection, kind, name))
     }
 
     async fn list_settings(&self, kind: &str) -> Result<Vec<(String, String)>> {
-        SQL.list_settings(&self.pool, kind).await
+        on_connection!(self, |connection| SQL.list_settings(connection, kind))
     }
 
     async fn delete_setting(&self, kind: &str, name: &str) -> Result<bool> {
-        let deleted = sqlx::query(
-            "WITH deleted AS (DELETE FROM settings WHERE kind = $1 AND name = $2 RETURNING kind) \
-             SELECT pg_notify($3, 's:' || kind) FROM deleted",
-        )
-        .bind(kind)
-        .bind(name)
-        .bind(&*self.channel)
-        .execute(&self.pool)
-        .await
-        .map_err(error::backend)?;
+        let deleted = on_connection!(self, |connection| async {
+            sqlx::query(
+                "WITH deleted AS (DELETE FROM settings WHERE kind = $1 AND name = $2 RETURNING kind) \
+                 SELECT pg_notify($3, 's:' || kind) FROM deleted",
+            )
+            .bind(kind)
+            .bind(name)
+            .bind(&*self.channel)
+            .execute(connection)
+            .await
+            .map_err(error::backend)
+        })?;
         Ok(deleted.rows_affected() > 0)
+    }
+}
+
+/// The outcome of a create-turn statement: whether the session exists, and whether the turn was
+/// created (its compare-and-set succeeded).
+fn created_or_not(turn: &TurnRecord, session_exists: bool, created: bool) -> Result<()> {
+    match (session_exists, created) {
+        (false, _) => Err(Error::NotFound("session")),
+        (true, false) => {
+            Err(Error::Conflict(format!("the last turn of session {} is not the expected one", turn.session_id)))
+        }
+        (true, true) => Ok(()),
     }
 }
 

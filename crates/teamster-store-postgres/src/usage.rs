@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use sqlx::Connection;
 use teamster_store::codec::{clamp_i64, lease_millis};
 use teamster_store::{RequestTaken, Result, Spend, TurnPlace, UsageStore};
 use teamster_store_sql::error;
@@ -65,78 +66,99 @@ static RESERVE_PLACE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| 
 impl UsageStore for PostgresStore {
     async fn take_request(&self, subject_id: &str, per_minute: u32) -> Result<RequestTaken> {
         let capacity = f64::from(per_minute.max(1));
-        let (granted, tokens_left): (bool, f64) = sqlx::query_as(&TAKE_REQUEST)
-            .bind(subject_id)
-            .bind(capacity)
-            .bind(capacity / 60_000.0)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(error::backend)?;
+        let (granted, tokens_left): (bool, f64) = on_connection!(self, |connection| async {
+            sqlx::query_as(&TAKE_REQUEST)
+                .bind(subject_id)
+                .bind(capacity)
+                .bind(capacity / 60_000.0)
+                .fetch_one(connection)
+                .await
+                .map_err(error::backend)
+        })?;
         Ok(RequestTaken { granted, tokens_left })
     }
 
     async fn forget_idle_requests(&self, idle: Duration) -> Result<u64> {
         let sql = format!("DELETE FROM request_buckets WHERE at_ms < {NOW_MS} - $1");
-        let done = sqlx::query(&sql).bind(lease_millis(idle)).execute(&self.pool).await.map_err(error::backend)?;
+        let done = on_connection!(self, |connection| async {
+            sqlx::query(&sql)
+                .bind(lease_millis(idle))
+                .execute(connection)
+                .await
+                .map_err(error::backend)
+        })?;
         Ok(done.rows_affected())
     }
 
     async fn reserve_turn_place(&self, place: &TurnPlace, max: u32, ttl: Duration) -> Result<Option<u32>> {
-        let mut transaction = self.pool.begin().await.map_err(error::backend)?;
-        // Serialises the subject's reservations across replicas until the commit; the key is
-        // a 64-bit hash of the subject in a space of this table's own.
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('teamster.turn_places:' || $1, 0))")
-            .bind(&place.subject_id)
-            .execute(&mut *transaction)
-            .await
-            .map_err(error::backend)?;
-        let counted: i64 = sqlx::query_scalar(&RESERVE_PLACE)
-            .bind(&place.subject_id)
-            .bind(&place.session_id)
-            .bind(&place.id)
-            .bind(i64::from(max))
-            .bind(lease_millis(ttl))
-            .fetch_one(&mut *transaction)
-            .await
-            .map_err(error::on("turn place"))?;
-        transaction.commit().await.map_err(error::backend)?;
+        let counted: i64 = on_connection!(self, |connection| async {
+            let mut transaction = connection.begin().await.map_err(error::backend)?;
+            // Serialises the subject's reservations across replicas until the commit; the key
+            // is a 64-bit hash of the subject in a space of this table's own.
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('teamster.turn_places:' || $1, 0))")
+                .bind(&place.subject_id)
+                .execute(&mut *transaction)
+                .await
+                .map_err(error::backend)?;
+            let counted: i64 = sqlx::query_scalar(&RESERVE_PLACE)
+                .bind(&place.subject_id)
+                .bind(&place.session_id)
+                .bind(&place.id)
+                .bind(i64::from(max))
+                .bind(lease_millis(ttl))
+                .fetch_one(&mut *transaction)
+                .await
+                .map_err(error::on("turn place"))?;
+            transaction.commit().await.map_err(error::backend)?;
+            Ok(counted)
+        })?;
         let counted = u32::try_from(counted).unwrap_or(u32::MAX);
         Ok((counted >= max).then_some(counted))
     }
 
     async fn bind_turn_place(&self, place_id: &str, turn_id: &str) -> Result<bool> {
-        let done = sqlx::query("UPDATE turn_places SET turn_id = $2 WHERE id = $1")
-            .bind(place_id)
-            .bind(turn_id)
-            .execute(&self.pool)
-            .await
-            .map_err(error::backend)?;
+        let done = on_connection!(self, |connection| async {
+            sqlx::query("UPDATE turn_places SET turn_id = $2 WHERE id = $1")
+                .bind(place_id)
+                .bind(turn_id)
+                .execute(connection)
+                .await
+                .map_err(error::backend)
+        })?;
         Ok(done.rows_affected() > 0)
     }
 
     async fn release_turn_place(&self, place_id: &str) -> Result<bool> {
         let done =
-            sqlx::query("DELETE FROM turn_places WHERE id = $1").bind(place_id).execute(&self.pool).await.map_err(error::backend)?;
+            on_connection!(self, |connection| async {
+                sqlx::query("DELETE FROM turn_places WHERE id = $1")
+                    .bind(place_id)
+                    .execute(connection)
+                    .await
+                    .map_err(error::backend)
+            })?;
         Ok(done.rows_affected() > 0)
     }
 
     async fn add_tenant_spend(&self, tenant: &str, window: u64, added: Spend) -> Result<Spend> {
-        let (tokens, cost_usd): (i64, f64) = sqlx::query_as(
-            "WITH past AS ( \
-                 DELETE FROM tenant_spend WHERE tenant = $1 AND window_number < $2 \
-             ) \
-             INSERT INTO tenant_spend AS spend (tenant, window_number, tokens, cost_usd) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (tenant, window_number) DO UPDATE SET \
-                 tokens = spend.tokens + excluded.tokens, cost_usd = spend.cost_usd + excluded.cost_usd \
-             RETURNING tokens, cost_usd",
-        )
-        .bind(tenant)
-        .bind(clamp_i64(window))
-        .bind(clamp_i64(added.tokens))
-        .bind(added.cost_usd)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(error::backend)?;
+        let (tokens, cost_usd): (i64, f64) = on_connection!(self, |connection| async {
+            sqlx::query_as(
+                "WITH past AS ( \
+                     DELETE FROM tenant_spend WHERE tenant = $1 AND window_number < $2 \
+                 ) \
+                 INSERT INTO tenant_spend AS spend (tenant, window_number, tokens, cost_usd) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (tenant, window_number) DO UPDATE SET \
+                     tokens = spend.tokens + excluded.tokens, cost_usd = spend.cost_usd + excluded.cost_usd \
+                 RETURNING tokens, cost_usd",
+            )
+            .bind(tenant)
+            .bind(clamp_i64(window))
+            .bind(clamp_i64(added.tokens))
+            .bind(added.cost_usd)
+            .fetch_one(connection)
+            .await
+            .map_err(error::backend)
+        })?;
         Ok(Spend { tokens: u64::try_from(tokens).unwrap_or_default(), cost_usd })
     }
 }

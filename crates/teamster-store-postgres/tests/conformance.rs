@@ -54,6 +54,12 @@ impl ScratchSchema {
     async fn second_store(&self) -> PostgresStore {
         PostgresStore::connect(&in_schema(&self.server_url, &self.name)).await.expect("connect a second store")
     }
+
+    /// Another store on the same schema, with more URL query parameters (`pool_size=1`).
+    async fn store_with(&self, parameters: &str) -> PostgresStore {
+        let url = format!("{}&{parameters}", in_schema(&self.server_url, &self.name));
+        PostgresStore::connect(&url).await.expect("connect a store with parameters")
+    }
 }
 
 impl Fixture for ScratchSchema {
@@ -505,6 +511,101 @@ async fn wait_until_blocked_by(admin: &mut PgConnection) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("nothing waited for the lock within 5 s");
+}
+
+/// When the server ends every pooled connection (a restart, an operator's
+/// `pg_terminate_backend`), at most one call fails, with a backend error; the idle connections
+/// are checked before their next use and replaced, so the calls after it succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_connections_fail_at_most_one_call_and_are_replaced() {
+    let schema = ScratchSchema::new().await;
+    let application = format!("{}_pool", schema.name);
+    let store = Arc::new(schema.store_with(&format!("pool_size=4&application_name={application}")).await);
+    let mut admin = PgConnection::connect(&in_schema(&schema.server_url, &schema.name)).await.expect("connect");
+    // Outside `admin`'s transaction, which would see one snapshot of `pg_stat_activity`.
+    let mut watcher = PgConnection::connect(&schema.server_url).await.expect("connect");
+
+    // Four calls waiting on a locked table hold four connections, which go back to the pool.
+    admin.execute("BEGIN").await.expect("begin");
+    admin.execute("LOCK TABLE settings IN ACCESS EXCLUSIVE MODE").await.expect("lock the settings");
+    let calls: Vec<_> = (0..4)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move { store.get_setting("mcp-server", "x").await })
+        })
+        .collect();
+    wait_for_backends(&mut watcher, &application, "wait_event_type = 'Lock'", 4).await;
+    admin.execute("COMMIT").await.expect("commit");
+    for call in calls {
+        assert_eq!(call.await.expect("the calling task").expect("get_setting"), None);
+    }
+
+    let killed: Vec<bool> =
+        sqlx::query_scalar("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1")
+            .bind(&application)
+            .fetch_all(&mut admin)
+            .await
+            .expect("terminate the store's connections");
+    assert_eq!(killed, [true; 4], "the pool kept the four connections");
+    wait_for_backends(&mut watcher, &application, "TRUE", 0).await;
+
+    match store.get_setting("mcp-server", "x").await {
+        Ok(None) | Err(Error::Backend(_)) => {}
+        other => panic!("expected nothing or a backend error, got {other:?}"),
+    }
+    for _ in 0..4 {
+        assert_eq!(store.get_setting("mcp-server", "x").await.expect("a call after the first one"), None);
+    }
+    store.put_setting("mcp-server", "x", "{}", "2025-01-01T00:00:00.000Z").await.expect("put_setting");
+    assert_eq!(store.get_setting("mcp-server", "x").await.expect("get_setting").as_deref(), Some("{}"));
+}
+
+/// A call cancelled mid-transaction (its future dropped while a statement waits for a lock)
+/// gives its connection up at once, and leaves nothing open: its transaction is rolled back,
+/// and the next calls, on the pool's one connection, neither wait for it nor see its writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cancelled_mid_transaction_neither_holds_up_nor_breaks_the_next() {
+    let schema = ScratchSchema::new().await;
+    let store = Arc::new(schema.store_with("pool_size=1").await);
+    store.create_session(&draft_session("ses_1")).await.expect("create_session");
+
+    let mut admin = PgConnection::connect(&in_schema(&schema.server_url, &schema.name)).await.expect("connect");
+    admin.execute("BEGIN").await.expect("begin");
+    admin.execute("SELECT 1 FROM sessions WHERE id = 'ses_1' FOR UPDATE").await.expect("lock the session");
+    let creating = {
+        let store = Arc::clone(&store);
+        // A first write with a turn state: `create_turn` opens a transaction.
+        let writes = [stream("turn_1", 1, "created"), done("turn_1", "2025-01-01T00:00:02.000Z")];
+        tokio::spawn(async move { store.create_turn(&turn("turn_1", "ses_1", None), None, &writes).await })
+    };
+    wait_until_blocked_by(&mut admin).await;
+    creating.abort();
+    assert!(creating.await.expect_err("the call was cancelled").is_cancelled());
+
+    // The cancelled statement still waits for the lock; the pool's connection is free all the same.
+    assert_eq!(store.get_session("ses_1").await.expect("get_session").last_turn_id, None);
+    admin.execute("COMMIT").await.expect("commit");
+
+    store
+        .create_turn(&turn("turn_2", "ses_1", None), None, &[stream("turn_2", 1, "created")])
+        .await
+        .expect("the session's last turn is still none");
+    assert!(matches!(store.get_turn("ses_1", "turn_1").await, Err(Error::NotFound(_))), "the cancelled turn was rolled back");
+    assert_eq!(store.get_session("ses_1").await.expect("get_session").last_turn_id.as_deref(), Some("turn_2"));
+}
+
+/// Waits until exactly `count` backends named `application` match `condition` (SQL over
+/// `pg_stat_activity`).
+async fn wait_for_backends(watcher: &mut PgConnection, application: &str, condition: &str, count: i64) {
+    let sql = format!("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND {condition}");
+    for _ in 0..500 {
+        let matching: i64 = sqlx::query_scalar(&sql).bind(application).fetch_one(&mut *watcher).await.expect("pg_stat_activity");
+        if matching == count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{count} backends of {application} did not match {condition} within 5 s");
 }
 
 /// An agent stored before migration 0009 gave agents owners belongs to the tenant `local` (the
