@@ -14,7 +14,8 @@
 //! - A backend error also makes the idle connections suspect (the server may have restarted,
 //!   or an operator ended backends): each is checked with a ping before its next use and
 //!   replaced if that fails, as is one idle for longer than [`CHECK_IDLE_AFTER`]. So a server
-//!   restart fails one call, not one per pooled connection.
+//!   restart fails the calls under way and the first call to find its connection dead, not one
+//!   call per pooled connection.
 //!
 //! Connections are opened on first need, up to the pool's size, and reused most recently used
 //! first, so a quiet replica keeps few open. Waiting for a connection, checking it and opening
