@@ -55,7 +55,11 @@ pub async fn serve(
         (!args.no_sandbox).then(|| args.sandbox_root.clone().unwrap_or_else(|| data_dir.join("sandboxes"))),
         Duration::from_secs(args.sandbox_idle_hours.saturating_mul(3600)),
     ));
-    let OpenStore { store, database, shown: shown_database, .. } = crate::store::open(&args.store).await?;
+    // The secret key (read, or created with an fsync on first start) is loaded while the store
+    // opens; a store that fails to open is still the error reported.
+    let key_file = args.secret_key_file.clone().unwrap_or_else(|| default_key_file(&crate::store::database_url(&args.store), &data_dir));
+    let secret_key = tokio::spawn(load_secret_key(key_file));
+    let OpenStore { store, shown: shown_database } = crate::store::open(&args.store).await?;
 
     let env_providers = ModelRegistry::env_manifest(|name| std::env::var(name).ok());
     let retry = RetryPolicy {
@@ -63,8 +67,7 @@ pub async fn serve(
         base_delay: Duration::from_millis(args.model_retry_base_ms),
         max_delay: Duration::from_secs(args.model_retry_max_secs),
     };
-    let key_file = args.secret_key_file.clone().unwrap_or_else(|| default_key_file(&database, &data_dir));
-    let secret_key = load_secret_key(key_file).await?;
+    let secret_key = secret_key.await.context("loading the secret key")??;
 
     let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("listening on {}", args.listen))?;
     let address = listener.local_addr()?;

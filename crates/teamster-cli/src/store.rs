@@ -10,8 +10,6 @@ use crate::args::StoreArgs;
 /// An opened store, with its URL (password masked for messages).
 pub struct OpenStore {
     pub store: Arc<dyn teamster_store::Store>,
-    /// The database URL as given.
-    pub database: String,
     /// The URL without its password, for messages and logs.
     pub shown: String,
 }
@@ -32,13 +30,17 @@ pub fn data_dir(args: &StoreArgs) -> PathBuf {
     args.data_dir.clone().unwrap_or_else(default_data_dir)
 }
 
+/// The database URL the arguments name: `--database`, or the SQLite file in the data directory.
+pub fn database_url(args: &StoreArgs) -> String {
+    match &args.database {
+        Some(url) => url.clone(),
+        None => format!("sqlite://{}", data_dir(args).join("teamster.db").display()),
+    }
+}
+
 /// Opens the store the arguments name.
 pub async fn open(args: &StoreArgs) -> anyhow::Result<OpenStore> {
-    let data_dir = data_dir(args);
-    let database = match &args.database {
-        Some(url) => url.clone(),
-        None => format!("sqlite://{}", data_dir.join("teamster.db").display()),
-    };
+    let database = database_url(args);
     let shown = without_password(&database);
     let store: Arc<dyn teamster_store::Store> = if database.starts_with("sqlite:") {
         Arc::new(teamster_store_sqlite::SqliteStore::connect(&database).await.with_context(|| format!("opening {database}"))?)
@@ -48,7 +50,7 @@ pub async fn open(args: &StoreArgs) -> anyhow::Result<OpenStore> {
     } else {
         bail!("unsupported database URL {shown:?}: use sqlite://PATH or postgres://USER@HOST/DATABASE");
     };
-    Ok(OpenStore { store, database, shown })
+    Ok(OpenStore { store, shown })
 }
 
 /// A database URL with the password of its `user:password@` part masked.

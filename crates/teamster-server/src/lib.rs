@@ -96,9 +96,8 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config.max_body_bytes;
     // The health checks and `/api/v1`, each route where its `#[utoipa::path]` says (see `openapi`).
-    let (documented, _) = openapi::router().split_for_parts();
     Router::new()
-        .merge(documented)
+        .merge(openapi::router())
         .nest("/v1", routes::gateway::routes())
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)

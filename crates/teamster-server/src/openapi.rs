@@ -21,11 +21,10 @@ use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, InfoBuilder, LicenseBuilder, OpenApi, Ref, ResponseBuilder};
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::auth::{is_admin_only, is_public};
-use crate::routes::{ApiRouter, health, native};
+use crate::routes::{ApiRouter, health, native, routes};
 
 /// A JSON object the server passes on as it is (an MCP server's tool entries, a session state).
 #[derive(utoipa::ToSchema)]
@@ -70,18 +69,22 @@ SDK data stream instead, and `POST /api/v1/chat` the AI SDK UI message stream.";
 )]
 struct ApiDoc;
 
-/// Every documented route: the health checks and the native API under `/api/v1`, with the
-/// document they make.
-pub fn router() -> OpenApiRouter<AppState> {
+/// Every documented route: the health checks and the native API under `/api/v1`.
+fn routes() -> ApiRouter {
     let native = native::routes().merge(ApiRouter::new().routes(routes!(openapi_json)).routes(routes!(page)));
-    OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(health::routes()).nest("/api/v1", native)
+    ApiRouter::new().merge(health::routes()).nest("/api/v1", native)
 }
 
-/// The document, built once.
+/// The router of every documented route, without the document (see `routes::documented`).
+pub fn router() -> axum::Router<AppState> {
+    routes().into_router()
+}
+
+/// The document, built on first use, from the same routes as [`router`].
 pub fn document() -> &'static OpenApi {
     static DOCUMENT: OnceLock<OpenApi> = OnceLock::new();
     DOCUMENT.get_or_init(|| {
-        let mut api = router().split_for_parts().1;
+        let mut api = routes().into_openapi_router(OpenApiRouter::with_openapi(ApiDoc::openapi())).split_for_parts().1;
         finish(&mut api);
         api
     })

@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use serde_json::json;
-use utoipa_axum::routes;
+use crate::routes::routes;
 
 use crate::AppState;
 use crate::error::ApiResult;

@@ -1,5 +1,6 @@
 //! Routes: one module per dialect, one file per resource.
 
+pub(crate) mod documented;
 pub mod gateway;
 pub mod health;
 pub mod native;
@@ -10,12 +11,10 @@ use axum::http::StatusCode;
 
 use teamster_protocol::api::{Page, Pagination};
 
-use crate::AppState;
 use crate::error::ApiError;
 
-/// A router of documented routes: handlers are added with `utoipa_axum::routes!`, which routes
-/// each at the method and path of its `#[utoipa::path]` (see `openapi`).
-pub type ApiRouter = utoipa_axum::router::OpenApiRouter<AppState>;
+pub use documented::ApiRouter;
+pub(crate) use documented::routes;
 
 /// A list response: the items, the next page's token (if any) and the page size.
 pub fn page<T>(data: Vec<T>, next_page_token: Option<String>, limit: u32) -> axum::Json<Page<T>> {

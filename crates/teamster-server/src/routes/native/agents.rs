@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use teamster_protocol::agent::Agent;
 use teamster_protocol::api::{CreateAgentRequest, Data, Empty, ErrorResponse, UpdateAgentRequest};
-use utoipa_axum::routes;
+use crate::routes::routes;
 
 use crate::AppState;
 use crate::auth::Authenticated;

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use teamster_service::Role;
 use teamster_service::oidc::{Callback, LOGIN_TIMEOUT, safe_return_to};
-use utoipa_axum::routes;
+use crate::routes::routes;
 
 use crate::AppState;
 use crate::auth::{Authenticated, Credential};

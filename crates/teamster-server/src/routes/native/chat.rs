@@ -10,7 +10,7 @@ use serde_json::Value;
 use teamster_protocol::input::{InputKind, TurnInput};
 use teamster_protocol::{Turn, TurnState};
 use teamster_service::{Caller, CreateTurn, Service, ServiceError, TurnListQuery};
-use utoipa_axum::routes;
+use crate::routes::routes;
 
 use crate::AppState;
 use crate::auth::Authenticated;

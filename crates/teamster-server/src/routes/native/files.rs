@@ -3,7 +3,7 @@
 
 use axum::extract::{Path, State};
 use axum::response::Response;
-use utoipa_axum::routes;
+use crate::routes::routes;
 
 use crate::AppState;
 use crate::auth::Authenticated;

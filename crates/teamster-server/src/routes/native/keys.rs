@@ -7,7 +7,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use teamster_protocol::api::Data;
 use teamster_service::{ApiKey, NewKey, Role};
-use utoipa_axum::routes;
+use crate::routes::routes;
 
 use crate::AppState;
 use crate::error::ApiResult;

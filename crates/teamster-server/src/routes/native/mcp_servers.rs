@@ -16,7 +16,7 @@ use axum::Json;
 use teamster_protocol::api::{Data, McpServerRequest};
 use teamster_protocol::settings::{AvailableMcpServer, ConfiguredMcpServer, McpAuthStatus};
 use teamster_service::{McpServerWrite, OAuthCallback};
-use utoipa_axum::routes;
+use crate::routes::routes;
 
 use crate::AppState;
 use crate::auth::Authenticated;

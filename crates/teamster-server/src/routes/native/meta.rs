@@ -6,7 +6,7 @@ use serde::Serialize;
 use teamster_protocol::api::{Capabilities, Data, Enabled, SkillCapability};
 use teamster_protocol::settings::ModelProperties;
 use teamster_service::Sandboxes;
-use utoipa_axum::routes;
+use crate::routes::routes;
 
 use crate::AppState;
 use crate::routes::ApiRouter;

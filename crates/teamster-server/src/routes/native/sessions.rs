@@ -8,7 +8,7 @@ use teamster_protocol::api::{CloneSessionRequest, CreateSessionRequest, Data, Em
 use teamster_protocol::control::{Grant, Plan, QueueMessageRequest, QueuedMessage, TaskList};
 use teamster_protocol::session::Session;
 use teamster_service::{CloneSession, SessionListQuery, SessionOrder, SessionUpdate};
-use utoipa_axum::routes;
+use crate::routes::routes;
 
 use crate::AppState;
 use crate::auth::Authenticated;

@@ -7,7 +7,7 @@ use axum::Json;
 use teamster_protocol::api::{Data, ModelProviderRequest};
 use teamster_protocol::settings::ConfiguredModelProvider;
 use teamster_service::ProviderWrite;
-use utoipa_axum::routes;
+use crate::routes::routes;
 
 use crate::AppState;
 use crate::error::ApiResult;

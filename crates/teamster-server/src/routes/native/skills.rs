@@ -8,7 +8,7 @@ use axum::Json;
 use teamster_protocol::api::{Data, SkillRequest};
 use teamster_protocol::settings::{AvailableSkill, ConfiguredSkill, SkillManifest};
 use teamster_service::SkillWrite;
-use utoipa_axum::routes;
+use crate::routes::routes;
 
 use crate::AppState;
 use crate::error::ApiResult;

@@ -11,7 +11,7 @@ use teamster_protocol::Turn;
 use teamster_protocol::api::{CreateTurnRequest, Data, Page};
 use teamster_protocol::event::Event;
 use teamster_service::{SandboxAddress, TurnListQuery};
-use utoipa_axum::routes;
+use crate::routes::routes;
 
 use crate::AppState;
 use crate::auth::Authenticated;
