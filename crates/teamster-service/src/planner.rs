@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use teamster_control::{SUBMIT_PLAN, SessionState, StateSchema, StateSink, SubmitPlan, TaskBoard};
 use teamster_engine::{Agent, Decision, EventSink, ModelResolver, Resolution, ToolBox, pending};
 use teamster_protocol::Event;
+use teamster_protocol::agent::AgentSpec;
 use teamster_protocol::input::TurnInput;
 use teamster_store::{SessionRecord, Store, TurnRecord};
 use teamster_tools::ToolSource;
@@ -40,12 +41,22 @@ pub(crate) struct Planner {
 
 #[async_trait]
 impl PlanTurns for Planner {
-    async fn plan(&self, session: &SessionRecord, turn: &TurnRecord, history: &[Event], sink: &TurnSink) -> Result<TurnStart, String> {
-        let base = self
-            .catalog
-            .session_spec(session)
-            .await
-            .map_err(|error| format!("The session's agent is no longer available: {error}."))?;
+    async fn plan(
+        &self,
+        session: &SessionRecord,
+        turn: &TurnRecord,
+        admitted: Option<AgentSpec>,
+        history: &[Event],
+        sink: &TurnSink,
+    ) -> Result<TurnStart, String> {
+        let base = match admitted {
+            Some(spec) => spec,
+            None => self
+                .catalog
+                .session_spec(session)
+                .await
+                .map_err(|error| format!("The session's agent is no longer available: {error}."))?,
+        };
         // The agent as the turn's mode (and the session's model) changes it.
         let spec = teamster_control::agent_in_mode(&base, &turn.control);
         let mode = teamster_control::mode_in_force(&base, turn.control.mode.as_deref());

@@ -224,7 +224,7 @@ impl Service {
         };
         input_files::store_files(self.store(), session_id, files).await?;
         let control = self.turn_control(&session, &spec, previous.as_deref(), &request.input).await?;
-        let started = self.start_turn(caller, session, previous, input, control, ending).await?;
+        let started = self.start_turn(caller, session, spec, previous, input, control, ending).await?;
         if let Some((_, log)) = &started {
             reservation.started(&log.turn_id).await;
         }
@@ -282,10 +282,12 @@ impl Service {
         Ok(TurnControl { control, switches_session })
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn start_turn(
         &self,
         caller: &Caller,
         session: SessionRecord,
+        spec: AgentSpec,
         previous_turn_id: Option<String>,
         input: Vec<TurnInput>,
         control: TurnControl,
@@ -333,7 +335,7 @@ impl Service {
                 tracing::warn!(session = %session.id, %error, "the session could not take the approvals' mode or grants");
             }
         }
-        let log = self.runtime().begin(session, record.clone(), data, ending_previous);
+        let log = self.runtime().begin(session, record.clone(), data, spec, ending_previous);
         Ok(Some((turn_view(record), log)))
     }
 

@@ -320,7 +320,7 @@ impl Catalog {
 
 /// Refuses `caller` an action needing `needed` on `record`: 404 when it may not see the
 /// agent, 403 when it may see it but not do this.
-fn check_access(caller: &Caller, record: &AgentRecord, needed: AgentAccess, named: &str) -> Result<()> {
+pub(super) fn check_access(caller: &Caller, record: &AgentRecord, needed: AgentAccess, named: &str) -> Result<()> {
     let access = agent_access(caller, record);
     if access == AgentAccess::Hidden {
         return Err(not_found_agent(teamster_store::Error::NotFound("agent"), named));

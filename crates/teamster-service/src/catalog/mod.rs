@@ -73,13 +73,8 @@ impl Catalog {
         match &session.agent {
             SessionAgentRecord::Draft { spec, .. } => Ok(spec.clone()),
             SessionAgentRecord::Saved { agent_id, agent_name, version } => {
-                match self.store().get_agent_version(agent_id, *version).await {
-                    Ok(agent) => Ok(agent.spec),
-                    Err(teamster_store::Error::NotFound(_)) => Err(ServiceError::PreconditionFailed(format!(
-                        "the session's agent {agent_name:?} (version {version}) was deleted; start a new session"
-                    ))),
-                    Err(other) => Err(other.into()),
-                }
+                let read = self.store().get_agent_version(agent_id, *version).await;
+                read.map(|agent| agent.spec).map_err(|error| agent_gone(error, agent_name, *version))
             }
         }
     }
@@ -87,34 +82,39 @@ impl Catalog {
     /// The caller's session, which it may still run (what queueing a message needs).
     pub(crate) async fn runnable_session(&self, caller: &Caller, session_id: &str) -> Result<SessionRecord> {
         let session = self.owned_session(caller, session_id).await?;
-        let spec = self.session_spec(&session).await?;
-        self.check_may_run(caller, &session, &spec).await?;
+        self.checked_spec(caller, &session).await?;
         Ok(session)
     }
 
-    /// Refuses `caller` a turn in `session` (running `spec`) unless it may still run the
-    /// session's agent and the saved agents the spec declares as sub-agents (404 or 403, as
-    /// for a new session). A caller acting outside any request (a queued follow-up starting,
-    /// with no tenant) was checked when the message was queued.
-    async fn check_may_run(&self, caller: &Caller, session: &SessionRecord, spec: &AgentSpec) -> Result<()> {
-        if caller.tenant.is_empty() {
-            return Ok(());
+    /// The spec a session runs ([`Catalog::session_spec`]), once `caller` is known to be
+    /// allowed to run it still: the session's agent and the saved agents the spec declares as
+    /// sub-agents (404 or 403, as for a new session). A caller acting outside any request (a
+    /// queued follow-up starting, with no tenant) was checked when the message was queued.
+    ///
+    /// The access check reads the agent's latest version; when the session is pinned to that
+    /// version, which is the usual case, that one read is also the spec.
+    async fn checked_spec(&self, caller: &Caller, session: &SessionRecord) -> Result<AgentSpec> {
+        let spec = match &session.agent {
+            SessionAgentRecord::Saved { agent_id, agent_name, version } if !caller.tenant.is_empty() => {
+                let latest = self.store().get_agent(agent_id).await.map_err(|error| agent_gone(error, agent_name, *version))?;
+                agents::check_access(caller, &latest, agents::AgentAccess::Use, agent_id)?;
+                if latest.version == *version { latest.spec } else { self.session_spec(session).await? }
+            }
+            _ => self.session_spec(session).await?,
+        };
+        if !caller.tenant.is_empty() {
+            for name in spec.sub_agents.iter().flatten().filter_map(|declared| declared.agent.as_deref()) {
+                self.agent_by_name_for(caller, name, agents::AgentAccess::Use).await?;
+            }
         }
-        if let SessionAgentRecord::Saved { agent_id, .. } = &session.agent {
-            self.agent_for(caller, agent_id, agents::AgentAccess::Use).await?;
-        }
-        for name in spec.sub_agents.iter().flatten().filter_map(|declared| declared.agent.as_deref()) {
-            self.agent_by_name_for(caller, name, agents::AgentAccess::Use).await?;
-        }
-        Ok(())
+        Ok(spec)
     }
 
     /// The spec a session runs, checked before `caller` stores a turn: its pinned version
     /// exists (412 once the agent was deleted), the caller may still run it
-    /// ([`Catalog::check_may_run`]) and its model resolves (422).
+    /// ([`Catalog::checked_spec`]) and its model resolves (422).
     pub(crate) async fn runnable_spec(&self, caller: &Caller, session: &SessionRecord) -> Result<AgentSpec> {
-        let spec = self.session_spec(session).await?;
-        self.check_may_run(caller, session, &spec).await?;
+        let spec = self.checked_spec(caller, session).await?;
         let model = teamster_control::agent_in_mode(&spec, &session.control).model.name;
         match self.models().resolve(&model) {
             Ok(_) => Ok(spec),
@@ -122,5 +122,16 @@ impl Catalog {
                 Err(ServiceError::Unprocessable(format!("the session's model {model:?} is not available: {error}")))
             }
         }
+    }
+}
+
+/// The error for a session whose saved agent (pinned at `version`) cannot be read: 412 once it
+/// was deleted.
+fn agent_gone(error: teamster_store::Error, agent_name: &str, version: u64) -> ServiceError {
+    match error {
+        teamster_store::Error::NotFound(_) => ServiceError::PreconditionFailed(format!(
+            "the session's agent {agent_name:?} (version {version}) was deleted; start a new session"
+        )),
+        other => other.into(),
     }
 }

@@ -128,10 +128,15 @@ pub(super) struct History {
 
 impl TurnRuntime {
     /// Caches the history through a finished turn: what it was planned with, plus what it
-    /// recorded (everything after its `turn.created`).
-    pub(super) async fn cache_history(&self, turn: &TurnRecord, history: History) {
+    /// recorded (everything after its `turn.created`): `recorded`, the content it wrote as
+    /// stored, when its sink saw all of it, else read back from the store.
+    pub(super) async fn cache_history(&self, turn: &TurnRecord, history: History, recorded: Option<Vec<(u64, Arc<str>)>>) {
         let History { mut events, extends } = history;
-        match self.content_events(&turn.id, Some(1)).await {
+        let recorded = match recorded {
+            Some(recorded) => Ok(parse(&turn.id, recorded.iter().filter(|(sequence, _)| *sequence > 1).map(|(sequence, data)| (*sequence, &**data)))),
+            None => self.content_events(&turn.id, Some(1)).await,
+        };
+        match recorded {
             Ok(recorded) => {
                 events.extend(recorded);
                 self.inner.history.insert(&turn.id, extends.as_deref(), events);
@@ -140,9 +145,11 @@ impl TurnRuntime {
         }
     }
 
-    /// The content events of the turn's ancestors, oldest first, then the turn's own
-    /// `turn.created`. The chain is read back only to the nearest ancestor cached here.
-    pub(super) async fn history_events(&self, turn: &TurnRecord) -> Result<History, teamster_store::Error> {
+    /// The content events of the turn's ancestors, oldest first, then the turn's own:
+    /// `own_created`, its `turn.created` as stored, for a turn just created (its only content
+    /// yet), else read from the store. The chain is read back only to the nearest ancestor
+    /// cached here.
+    pub(super) async fn history_events(&self, turn: &TurnRecord, own_created: Option<&str>) -> Result<History, teamster_store::Error> {
         // Ancestors not cached here, newest first.
         let mut uncached = Vec::new();
         let mut cached = None;
@@ -163,7 +170,10 @@ impl TurnRuntime {
         for turn_id in uncached.iter().rev() {
             events.extend(self.content_events(turn_id, None).await?);
         }
-        events.extend(self.content_events(&turn.id, None).await?);
+        match own_created {
+            Some(created) => events.extend(parse(&turn.id, [(1, created)])),
+            None => events.extend(self.content_events(&turn.id, None).await?),
+        }
         Ok(History { events, extends })
     }
 
@@ -173,18 +183,25 @@ impl TurnRuntime {
         loop {
             let query = ContentQuery { only_turn_content: false, descending: false, after, limit: HISTORY_PAGE };
             let page = self.store().read_content(turn_id, &query).await?;
-            for stored in &page {
-                match serde_json::from_str::<Event>(&stored.data) {
-                    Ok(event) => events.push(event),
-                    Err(error) => tracing::warn!(%turn_id, sequence = stored.sequence, %error, "unreadable stored event skipped"),
-                }
-            }
+            events.extend(parse(turn_id, page.iter().map(|stored| (stored.sequence, &*stored.data))));
             match page.last() {
                 Some(last) if page.len() == HISTORY_PAGE as usize => after = Some(last.sequence),
                 _ => return Ok(events),
             }
         }
     }
+}
+
+/// Stored content events, parsed; one that does not parse is skipped with a warning.
+fn parse<'a>(turn_id: &str, stored: impl IntoIterator<Item = (u64, &'a str)>) -> Vec<Event> {
+    let parsed = stored.into_iter().filter_map(|(sequence, data)| match serde_json::from_str::<Event>(data) {
+        Ok(event) => Some(event),
+        Err(error) => {
+            tracing::warn!(%turn_id, sequence, %error, "unreadable stored event skipped");
+            None
+        }
+    });
+    parsed.collect()
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use teamster_engine::TurnPlan;
+use teamster_protocol::agent::AgentSpec;
 use teamster_protocol::event::McpAuthRequired;
 use teamster_protocol::{Event, TurnState};
 use teamster_store::{SessionRecord, Store, TurnRecord};
@@ -51,11 +52,20 @@ pub(crate) enum TurnStart {
 }
 
 /// Makes the engine's plan for a turn of a session from its history (the ancestors' content
-/// events, then the turn's own `turn.created`). Content events of the planning itself (such as
-/// `mcp.initialize`) go to `sink`. Errors are messages for the turn's error state.
+/// events, then the turn's own `turn.created`). `admitted` is the agent spec the turn was
+/// admitted with when it was created here (`None` for a turn taken over, whose spec is read
+/// again). Content events of the planning itself (such as `mcp.initialize`) go to `sink`.
+/// Errors are messages for the turn's error state.
 #[async_trait]
 pub(crate) trait PlanTurns: Send + Sync {
-    async fn plan(&self, session: &SessionRecord, turn: &TurnRecord, history: &[Event], sink: &TurnSink) -> Result<TurnStart, String>;
+    async fn plan(
+        &self,
+        session: &SessionRecord,
+        turn: &TurnRecord,
+        admitted: Option<AgentSpec>,
+        history: &[Event],
+        sink: &TurnSink,
+    ) -> Result<TurnStart, String>;
 
     /// After a turn's run, before its `turn.done` is written: what the turn's end must have
     /// settled by then (its tenant's spend in the store).
@@ -130,17 +140,19 @@ impl TurnRuntime {
     }
 
     /// Runs a turn whose record and `turn.created` (`created`, its first stream event) were
-    /// just stored, once `ending_previous` (if any) has ended. Answers its live log.
+    /// just stored, with the agent spec it was admitted with, once `ending_previous` (if any)
+    /// has ended. Answers its live log.
     pub(crate) fn begin(
         &self,
         session: SessionRecord,
         turn: TurnRecord,
         created: Arc<str>,
+        admitted: AgentSpec,
         ending_previous: Option<EndingTurn>,
     ) -> Arc<TurnLog> {
-        let log = TurnLog::new(&turn.id, &session.id, vec![created]);
+        let log = TurnLog::new(&turn.id, &session.id, vec![created.clone()]);
         self.inner.live.insert(log.clone());
-        runner::spawn(self.clone(), log.clone(), session, turn, ending_previous);
+        runner::spawn(self.clone(), log.clone(), session, turn, runner::NewTurn { created, admitted, ending_previous });
         log
     }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use teamster_engine::{EventSink, TurnOutcome, run_turn};
 use teamster_protocol::event::TurnDone;
+use teamster_protocol::agent::AgentSpec;
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, TurnMetrics, TurnState, ids, timestamp};
 use teamster_store::{LogWrite, SessionRecord, TurnRecord};
 use tracing::Instrument;
@@ -23,10 +24,18 @@ use super::TurnStart;
 /// How long a new turn waits for the previous turn of its session to record its end.
 const PREVIOUS_TURN_WAIT: Duration = Duration::from_secs(10);
 
+/// A turn just created here: its `turn.created` as stored (its only content so far), the
+/// agent spec it was admitted with, and the session's previous turn if that is still ending.
+pub(crate) struct NewTurn {
+    pub created: Arc<str>,
+    pub admitted: AgentSpec,
+    pub ending_previous: Option<EndingTurn>,
+}
+
 /// How a runner starts its turn.
 enum Start {
     /// A new turn, once the session's previous turn (if it is still ending) has ended.
-    New { ending_previous: Option<EndingTurn> },
+    New(Box<NewTurn>),
     /// A turn this replica took over from a stopped server (see `recovery`), with what is left
     /// of its time.
     Resumed { timeout: Duration },
@@ -34,15 +43,9 @@ enum Start {
 
 /// Starts a new turn's task (holding the turn's new lease), and a supervisor that ends the
 /// turn with an error if the task panics, so no turn is ever left running.
-pub(crate) fn spawn(
-    runtime: TurnRuntime,
-    log: Arc<TurnLog>,
-    session: SessionRecord,
-    turn: TurnRecord,
-    ending_previous: Option<EndingTurn>,
-) {
+pub(crate) fn spawn(runtime: TurnRuntime, log: Arc<TurnLog>, session: SessionRecord, turn: TurnRecord, new: NewTurn) {
     let hold = runtime.inner.leases.hold_new(&log);
-    start(runtime, log, hold, session, turn, Start::New { ending_previous });
+    start(runtime, log, hold, session, turn, Start::New(Box::new(new)));
 }
 
 /// Starts the task of a turn this replica took over and holds, like [`spawn`].
@@ -64,7 +67,10 @@ fn start(runtime: TurnRuntime, log: Arc<TurnLog>, hold: Arc<Hold>, session: Sess
     if let Some(trace) = &trace {
         span.record("trace_id", trace.trace_id_hex());
     }
-    let sink = Arc::new(TurnSink::new(log.clone(), runtime.inner.writer.clone(), Some(hold), runtime.inner.telemetry.clone()).traced(trace));
+    let sink = TurnSink::new(log.clone(), runtime.inner.writer.clone(), Some(hold), runtime.inner.telemetry.clone()).traced(trace);
+    // A new turn's sink sees every content write of the turn, so its history is cached from
+    // them; a taken-over turn's began elsewhere.
+    let sink = Arc::new(if matches!(how, Start::New(_)) { sink.mirrored() } else { sink });
     let task = tokio::spawn(run(runtime.clone(), sink.clone(), session, turn, how).instrument(span));
     tokio::spawn(async move {
         if let Err(error) = task.await {
@@ -82,18 +88,22 @@ fn start(runtime: TurnRuntime, log: Arc<TurnLog>, hold: Arc<Hold>, session: Sess
 }
 
 async fn run(runtime: TurnRuntime, sink: Arc<TurnSink>, session: SessionRecord, turn: TurnRecord, how: Start) {
-    let (timeout, resumed) = match how {
-        Start::New { ending_previous } => {
+    let (timeout, resumed, own, admitted) = match how {
+        Start::New(new) => {
+            let NewTurn { created, admitted, ending_previous } = *new;
             if let Some(previous) = ending_previous {
                 previous.wait(&runtime, PREVIOUS_TURN_WAIT).await;
             }
-            (runtime.inner.turn_timeout, false)
+            (runtime.inner.turn_timeout, false, Some(created), Some(admitted))
         }
-        Start::Resumed { timeout } => (timeout, true),
+        Start::Resumed { timeout } => (timeout, true, None, None),
     };
     let log = sink.log.clone();
-    let planned = match runtime.history_events(&turn).await {
-        Ok(history) => runtime.inner.planner.plan(&session, &turn, &history.events, &sink).await.map(|start| (start, history)),
+    let planned = match runtime.history_events(&turn, own.as_deref()).await {
+        Ok(history) => {
+            let planning = runtime.inner.planner.plan(&session, &turn, admitted, &history.events, &sink);
+            planning.await.map(|start| (start, history))
+        }
         Err(error) => Err(format!("The session's history could not be read: {error}.")),
     };
     let mut history = None;
@@ -189,8 +199,9 @@ async fn finish(runtime: &TurnRuntime, sink: &TurnSink, state: TurnState, histor
     sink.emit_done(&done, LogWrite::TurnState { turn_id: log.turn_id.clone(), state, at });
     runtime.inner.writer.flush().await;
     runtime.inner.leases.release_hold(&log.turn_id);
-    if let Some((turn, history)) = history {
-        runtime.cache_history(turn, history).await;
+    // A turn fenced while its last writes were committed may have lost some of them.
+    if let Some((turn, history)) = history.filter(|_| !log.is_fenced()) {
+        runtime.cache_history(turn, history, sink.recorded()).await;
     }
     runtime.inner.live.remove(&log.turn_id);
     log.mark_finished();

@@ -5,6 +5,7 @@
 //! ([`EventSink::pause`]) or emits anything else, which takes them along first, so the writer
 //! receives every turn's writes in sequence order and commits a burst together.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,6 +40,9 @@ pub struct TurnSink {
     /// while the log's lock is held, and every hand-off to the writer takes this lock, so
     /// the writer receives them in sequence order.
     held: Mutex<Vec<LogWrite>>,
+    /// The content the turn wrote, by sequence number (a later write to a sequence replaces
+    /// the earlier one, as in the store), when the sink is to keep it ([`TurnSink::mirrored`]).
+    recorded: Option<Mutex<BTreeMap<u64, Arc<str>>>>,
 }
 
 /// Deltas held back at most; more are handed on even while the burst goes on.
@@ -55,6 +59,26 @@ impl TurnSink {
             streamed: AtomicBool::new(false),
             trace: None,
             held: Mutex::new(Vec::new()),
+            recorded: None,
+        }
+    }
+
+    /// The sink, keeping the content the turn writes so that its history needs no read back.
+    pub(crate) fn mirrored(mut self) -> TurnSink {
+        self.recorded = Some(Mutex::new(BTreeMap::new()));
+        self
+    }
+
+    /// The content written through this sink, in sequence order, if it kept it.
+    pub(crate) fn recorded(&self) -> Option<Vec<(u64, Arc<str>)>> {
+        let recorded = self.recorded.as_ref()?.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(recorded.iter().map(|(sequence, data)| (*sequence, data.clone())).collect())
+    }
+
+    /// Keeps a content write, if the sink keeps them.
+    fn keep(&self, sequence: u64, data: &Arc<str>) {
+        if let Some(recorded) = &self.recorded {
+            recorded.lock().unwrap_or_else(PoisonError::into_inner).insert(sequence, data.clone());
         }
     }
 
@@ -86,6 +110,7 @@ impl TurnSink {
         }
         let data = to_json(done);
         self.log.append(&data, true, |sequence| {
+            self.keep(sequence, &data);
             let turn_id = self.log.turn_id.clone();
             self.hand_on([
                 LogWrite::Stream { turn_id: turn_id.clone(), sequence, data: data.clone() },
@@ -168,12 +193,9 @@ impl EventSink for TurnSink {
         {
             trace.message_recorded(message, unix_nanos());
         }
-        self.hand_on([LogWrite::Content {
-            turn_id: self.log.turn_id.clone(),
-            sequence,
-            kind: event.kind(),
-            data: to_json(event),
-        }]);
+        let data = to_json(event);
+        self.keep(sequence, &data);
+        self.hand_on([LogWrite::Content { turn_id: self.log.turn_id.clone(), sequence, kind: event.kind(), data }]);
     }
 
     fn tool_called(&self, name: &str, is_error: bool) {
