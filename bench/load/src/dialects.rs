@@ -209,7 +209,7 @@ impl Reader<'_> {
 }
 
 /// No CPU time, both ways.
-const NO_CPU: Cpu = Cpu { stat: 0.0, exact: Some(0.0) };
+const NO_CPU: Cpu = Cpu { stat: 0.0, exact: Some(0.0), slices: Some(0) };
 
 /// The measured turns of one kind, over all its blocks.
 struct Measured {
@@ -278,7 +278,8 @@ fn sum(a: Cpu, b: Cpu) -> Cpu {
         (Some(a), Some(b)) => Some(a + b),
         _ => None,
     };
-    Cpu { stat: a.stat + b.stat, exact }
+    let slices = a.slices.zip(b.slices).map(|(a, b)| a + b);
+    Cpu { stat: a.stat + b.stat, exact, slices }
 }
 
 /// The schedstat sum when every block had one (exact to the nanosecond, where summing many
@@ -553,10 +554,10 @@ mod tests {
 
     #[test]
     fn cpu_sums_keep_schedstat_only_when_every_block_has_it() {
-        let a = Cpu { stat: 0.1, exact: Some(0.12) };
-        let b = Cpu { stat: 0.2, exact: Some(0.18) };
+        let a = Cpu { stat: 0.1, exact: Some(0.12), slices: None };
+        let b = Cpu { stat: 0.2, exact: Some(0.18), slices: None };
         assert_eq!(precise(&sum(a, b)), 0.12 + 0.18);
-        let lost = Cpu { stat: 0.2, exact: None };
+        let lost = Cpu { stat: 0.2, exact: None, slices: None };
         assert_eq!(precise(&sum(a, lost)), 0.1 + 0.2);
     }
 }

@@ -294,7 +294,7 @@ struct Measured {
 
 impl Default for Measured {
     fn default() -> Measured {
-        Measured { samples: Vec::new(), server: Cpu { stat: 0.0, exact: Some(0.0) }, wall: 0.0, others: 0.0, rounds: Vec::new() }
+        Measured { samples: Vec::new(), server: Cpu { stat: 0.0, exact: Some(0.0), slices: Some(0) }, wall: 0.0, others: 0.0, rounds: Vec::new() }
     }
 }
 
@@ -303,7 +303,8 @@ impl Measured {
         let turns = run.samples.len().max(1) as f64;
         self.rounds.push(run.cpu.server.best() / turns);
         let exact = self.server.exact.zip(run.cpu.server.exact).map(|(a, b)| a + b);
-        self.server = Cpu { stat: self.server.stat + run.cpu.server.stat, exact };
+        let slices = self.server.slices.zip(run.cpu.server.slices).map(|(a, b)| a + b);
+        self.server = Cpu { stat: self.server.stat + run.cpu.server.stat, exact, slices };
         self.wall += run.cpu.wall;
         self.others += run.cpu.others;
         self.samples.extend(run.samples);

@@ -35,8 +35,8 @@ const MIN_STAT_SECONDS: f64 = 1.0;
 struct CpuReading {
     /// `utime + stime` from `/proc/PID/stat`, in seconds.
     stat: f64,
-    /// Per-thread on-CPU nanoseconds from `schedstat`.
-    threads: HashMap<u32, u64>,
+    /// Per-thread on-CPU nanoseconds and times scheduled from `schedstat`.
+    threads: HashMap<u32, (u64, u64)>,
 }
 
 impl CpuReading {
@@ -54,15 +54,13 @@ impl CpuReading {
     fn until(&self, end: &CpuReading) -> Cpu {
         // Exact only if no thread that existed at the start has exited since (its time is lost).
         let survivors = self.threads.keys().all(|tid| end.threads.contains_key(tid));
-        let exact = survivors.then(|| {
-            let nanos: u64 = end
-                .threads
-                .iter()
-                .map(|(tid, nanos)| nanos.saturating_sub(self.threads.get(tid).copied().unwrap_or(0)))
-                .sum();
-            nanos as f64 / 1e9
-        });
-        Cpu { stat: end.stat - self.stat, exact }
+        let spent = |field: fn(&(u64, u64)) -> u64| -> u64 {
+            let before = |tid: &u32| self.threads.get(tid).map_or(0, field);
+            end.threads.iter().map(|(tid, reading)| field(reading).saturating_sub(before(tid))).sum()
+        };
+        let exact = survivors.then(|| spent(|reading| reading.0) as f64 / 1e9);
+        let slices = survivors.then(|| spent(|reading| reading.1));
+        Cpu { stat: end.stat - self.stat, exact, slices }
     }
 }
 
@@ -73,6 +71,10 @@ pub struct Cpu {
     pub stat: f64,
     /// From the per-thread `schedstat` sums; `None` when a thread exited in between.
     pub exact: Option<f64>,
+    /// How many times the process's threads were put on a CPU (`schedstat`'s third field,
+    /// summed): its wake-ups and thread hand-offs, whatever the machine's speed. `None` as
+    /// `exact`.
+    pub slices: Option<u64>,
 }
 
 impl Cpu {
@@ -369,12 +371,12 @@ mod tests {
 
     #[test]
     fn stat_is_used_only_when_it_covers_a_second() {
-        let coarse = Cpu { stat: 0.02, exact: Some(0.0234) };
+        let coarse = Cpu { stat: 0.02, exact: Some(0.0234), slices: None };
         assert_eq!(coarse.best(), 0.0234);
         assert_eq!(coarse.source(), "schedstat");
-        let long = Cpu { stat: 2.3, exact: Some(2.31) };
+        let long = Cpu { stat: 2.3, exact: Some(2.31), slices: None };
         assert_eq!(long.best(), 2.3);
-        let lost_thread = Cpu { stat: 0.02, exact: None };
+        let lost_thread = Cpu { stat: 0.02, exact: None, slices: None };
         assert_eq!(lost_thread.best(), 0.02);
     }
 }

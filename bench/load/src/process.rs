@@ -165,10 +165,10 @@ impl ProcReader {
         Ok((utime + stime) / self.ticks_per_second)
     }
 
-    /// On-CPU nanoseconds of every live thread, by thread id (the first field of
-    /// `/proc/PID/task/TID/schedstat`). Exact, unlike the clock ticks of `stat`, but threads that
-    /// have exited are no longer counted.
-    pub fn thread_cpu_ns(&self, pid: Option<u32>) -> anyhow::Result<HashMap<u32, u64>> {
+    /// On-CPU nanoseconds and times scheduled onto a CPU of every live thread, by thread id
+    /// (the first and third fields of `/proc/PID/task/TID/schedstat`). Exact, unlike the clock
+    /// ticks of `stat`, but threads that have exited are no longer counted.
+    pub fn thread_cpu_ns(&self, pid: Option<u32>) -> anyhow::Result<HashMap<u32, (u64, u64)>> {
         let dir = proc_path(pid, "task");
         let mut threads = HashMap::new();
         for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {dir}"))? {
@@ -176,8 +176,9 @@ impl ProcReader {
             let Some(tid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else { continue };
             // A thread may exit between the listing and the read: skip it.
             let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else { continue };
-            if let Some(nanos) = text.split_whitespace().next().and_then(|field| field.parse::<u64>().ok()) {
-                threads.insert(tid, nanos);
+            let fields: Vec<u64> = text.split_whitespace().filter_map(|field| field.parse().ok()).collect();
+            if let [nanos, _, slices] = fields[..] {
+                threads.insert(tid, (nanos, slices));
             }
         }
         Ok(threads)

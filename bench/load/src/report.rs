@@ -286,6 +286,14 @@ impl Report {
             fmt_ms(mean_ms(&t.measured.samples)),
             fmt_ms(mean_ms(&f.measured.samples)),
         ));
+        let per_turn = |cpu: &Cpu, turns: usize| cpu.slices.map_or("n/a".to_owned(), |slices| format!("{:.1}", slices as f64 / turns.max(1) as f64));
+        lines.push(format!(
+            "- Times the server's threads were put on a CPU (schedstat), per turn: {} sequential, {} under {}-way load (floor: {} per direct call).",
+            per_turn(&t.measured.cpu.server, t.measured.samples.len()),
+            per_turn(&t.parallel.cpu.server, completed),
+            c.concurrency,
+            per_turn(&f.measured.cpu.server, f.measured.samples.len()),
+        ));
         lines.push(format!(
             "- Server CPU per sequential turn cross-check: utime+stime {} vs schedstat {} (floor: {} vs {}). \
              Idle: Teamster {} of CPU in {:.0} s before any turn, fake model {}.",
@@ -467,6 +475,7 @@ fn process_cpu_json(cpu: &Cpu, count: usize) -> Value {
     json!({
         "stat_secs": cpu.stat,
         "schedstat_secs": cpu.exact,
+        "schedstat_slices": cpu.slices,
         "used": cpu.source(),
         "ms_per_request": nan_to_null(cpu_ms_per(cpu.best(), count)),
     })
