@@ -1,0 +1,33 @@
+//! Links the `teamster` binary with the functions the server runs (at start-up, idle and in its
+//! turns) placed together at the start of `.text`, from `symbol-order.txt` (written by
+//! `bench/profiles/symbol-order`). The kernel maps an executable's page cache in large folios,
+//! so the pages a process counts follow how widely the code it runs is spread, not how much of
+//! it runs: without the order the server's few megabytes of code touch nearly every folio of
+//! `.text` (bench/README.md, "Idle memory and cold start").
+//!
+//! Only where the link is known to be LLD (rustc's own `rust-lld`, the default for
+//! `x86_64-unknown-linux-gnu`), in optimised builds, and unless `TEAMSTER_NO_SYMBOL_ORDER` is
+//! set. A function missing from the binary (renamed since the list was made) is skipped.
+
+use std::path::Path;
+
+fn main() {
+    println!("cargo:rerun-if-changed=symbol-order.txt");
+    println!("cargo:rerun-if-env-changed=TEAMSTER_NO_SYMBOL_ORDER");
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    // A linker of the operator's choosing may not be LLD.
+    let custom_linker = std::env::var_os("RUSTC_LINKER").is_some()
+        || var("CARGO_ENCODED_RUSTFLAGS").split('\x1f').any(|flag| flag.contains("linker") || flag.contains("link-self-contained"));
+    if var("TARGET") != "x86_64-unknown-linux-gnu"
+        || var("PROFILE") != "release"
+        || custom_linker
+        || std::env::var_os("TEAMSTER_NO_SYMBOL_ORDER").is_some()
+    {
+        return;
+    }
+    let order = Path::new(&var("CARGO_MANIFEST_DIR")).join("symbol-order.txt");
+    if order.exists() {
+        println!("cargo:rustc-link-arg-bin=teamster=-Wl,--symbol-ordering-file={}", order.display());
+        println!("cargo:rustc-link-arg-bin=teamster=-Wl,--no-warn-symbol-ordering");
+    }
+}
