@@ -30,4 +30,11 @@ fn main() {
         println!("cargo:rustc-link-arg-bin=teamster=-Wl,--symbol-ordering-file={}", order.display());
         println!("cargo:rustc-link-arg-bin=teamster=-Wl,--no-warn-symbol-ordering");
     }
+    // The release profile (opt-level 3, what the benchmarks measure) packs its relative
+    // relocations (DT_RELR): 1 MB of `.rela.dyn` that the loader reads on every start becomes a
+    // few kilobytes. It needs glibc 2.36 or later to load, so `dist` (opt-level "s"), the binary
+    // to ship, keeps the plain table.
+    if var("OPT_LEVEL") == "3" {
+        println!("cargo:rustc-link-arg-bin=teamster=-Wl,-z,pack-relative-relocs");
+    }
 }
