@@ -50,6 +50,11 @@ impl HistoryCache {
         self.lock().entries.get(turn_id).map(|entry| entry.events.clone())
     }
 
+    /// Whether the history through `turn_id` is cached: the turn ended here, its end stored.
+    pub fn contains(&self, turn_id: &str) -> bool {
+        self.lock().entries.contains_key(turn_id)
+    }
+
     /// Caches the history through `turn_id`, which extends the cached history through
     /// `extends` (an ancestor's, when there was one); the latter leaves the cache.
     pub fn insert(&self, turn_id: &str, extends: Option<&str>, history: Vec<Event>) {

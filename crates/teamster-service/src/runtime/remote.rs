@@ -129,6 +129,10 @@ impl TurnRuntime {
         if self.inner.live.get(last).is_some_and(|log| !log.is_fenced()) {
             return Ok(None);
         }
+        // A turn whose history is cached here ended here (once stored, an end is final).
+        if self.inner.history.contains(last) {
+            return Ok(None);
+        }
         let record = self.store().get_turn(&session.id, last).await?;
         Ok((record.state == teamster_protocol::TurnState::Running).then(|| last.clone()))
     }
