@@ -1,6 +1,6 @@
-//! Runs the store conformance suite against a fresh in-memory SQLite store per test, and checks
-//! what only SQLite has: a file database keeps everything across closing and reopening, and a
-//! call cancelled mid-transaction does not wedge the writer.
+//! Runs the store conformance suite against a fresh in-memory SQLite store per test and a fresh
+//! file database per test, and checks what only SQLite has: a file database keeps everything
+//! across closing and reopening, and a call cancelled mid-transaction does not wedge the writer.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -20,6 +20,22 @@ async fn fresh_store() -> Arc<dyn Store> {
 }
 
 teamster_store::conformance_tests!(fresh_store());
+
+/// The same suite on file databases, which read through their own read connections (an
+/// in-memory database reads through its one connection).
+mod file_database {
+    use super::*;
+
+    /// A store on a new file under cargo's directory for test files (left there: the store
+    /// outlives this function).
+    async fn fresh_file_store() -> Arc<dyn Store> {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|elapsed| elapsed.as_nanos()).unwrap_or_default();
+        let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("sqlite-conformance/{}-{nanos}/db.sqlite", std::process::id()));
+        Arc::new(SqliteStore::connect(&path.display().to_string()).await.expect("a file store"))
+    }
+
+    teamster_store::conformance_tests!(fresh_file_store());
+}
 
 /// A directory under the system temp directory that is removed when dropped.
 struct TempDir(PathBuf);
