@@ -24,7 +24,7 @@ const MAX_ENTRIES: usize = 256;
 /// The most bytes (of the events' JSON) all histories together may take.
 const MAX_BYTES: usize = 32 << 20;
 /// Larger histories are not cached (they are rebuilt from the store when needed).
-const MAX_ENTRY_BYTES: usize = 8 << 20;
+pub(super) const MAX_CACHED_HISTORY_BYTES: usize = 8 << 20;
 
 #[derive(Default)]
 pub(crate) struct HistoryCache {
@@ -70,7 +70,7 @@ impl HistoryCache {
         if let Some(ancestor) = extends {
             state.remove(ancestor);
         }
-        if bytes > MAX_ENTRY_BYTES {
+        if bytes > MAX_CACHED_HISTORY_BYTES {
             return;
         }
         state.remove(turn_id);
@@ -258,7 +258,7 @@ mod tests {
         assert!(cache.get("t1").is_none());
         assert_eq!(cache.lock().bytes, json_bytes(&history));
         // A history over the entry limit is not kept.
-        cache.insert("t3", Some("t2"), vec![response(MAX_ENTRY_BYTES)]);
+        cache.insert("t3", Some("t2"), vec![response(MAX_CACHED_HISTORY_BYTES)]);
         assert!(cache.get("t3").is_none() && cache.get("t2").is_none());
         assert_eq!(cache.lock().bytes, 0);
     }

@@ -16,6 +16,7 @@ use teamster_engine::EventSink;
 use teamster_protocol::Event;
 use teamster_store::LogWrite;
 
+use super::history::MAX_CACHED_HISTORY_BYTES;
 use super::leases::Hold;
 use super::live::TurnLog;
 use super::writer::EventWriter;
@@ -40,9 +41,40 @@ pub struct TurnSink {
     /// while the log's lock is held, and every hand-off to the writer takes this lock, so
     /// the writer receives them in sequence order.
     held: Mutex<Vec<LogWrite>>,
-    /// The content the turn wrote, by sequence number (a later write to a sequence replaces
-    /// the earlier one, as in the store), when the sink is to keep it ([`TurnSink::mirrored`]).
-    recorded: Option<Mutex<BTreeMap<u64, Arc<str>>>>,
+    /// The content the turn wrote, when the sink is to keep it ([`TurnSink::mirrored`]).
+    recorded: Option<Mutex<Recorded>>,
+}
+
+/// The content a turn wrote, by sequence number (a later write to a sequence replaces the
+/// earlier one, as in the store), as long as it stays small enough to cache.
+#[derive(Default)]
+struct Recorded {
+    content: BTreeMap<u64, Arc<str>>,
+    bytes: usize,
+    /// More than a cached history may hold was written: nothing is kept.
+    overflowed: bool,
+}
+
+impl Recorded {
+    /// Keeps a content write; once more than `limit` bytes were written, keeps nothing (the
+    /// history is then too large to cache, and read back if at all).
+    fn keep(&mut self, sequence: u64, data: &Arc<str>, limit: usize) {
+        if self.overflowed {
+            return;
+        }
+        self.bytes += data.len();
+        if self.bytes > limit {
+            *self = Recorded { overflowed: true, ..Recorded::default() };
+        } else {
+            self.content.insert(sequence, data.clone());
+        }
+    }
+
+    /// What was kept, in sequence order; `None` once it overflowed.
+    fn content(&self) -> Option<Vec<(u64, Arc<str>)>> {
+        let content = self.content.iter().map(|(sequence, data)| (*sequence, data.clone()));
+        (!self.overflowed).then(|| content.collect())
+    }
 }
 
 /// Deltas held back at most; more are handed on even while the burst goes on.
@@ -65,20 +97,19 @@ impl TurnSink {
 
     /// The sink, keeping the content the turn writes so that its history needs no read back.
     pub(crate) fn mirrored(mut self) -> TurnSink {
-        self.recorded = Some(Mutex::new(BTreeMap::new()));
+        self.recorded = Some(Mutex::new(Recorded::default()));
         self
     }
 
-    /// The content written through this sink, in sequence order, if it kept it.
+    /// The content written through this sink, in sequence order, if it kept it all.
     pub(crate) fn recorded(&self) -> Option<Vec<(u64, Arc<str>)>> {
-        let recorded = self.recorded.as_ref()?.lock().unwrap_or_else(PoisonError::into_inner);
-        Some(recorded.iter().map(|(sequence, data)| (*sequence, data.clone())).collect())
+        self.recorded.as_ref()?.lock().unwrap_or_else(PoisonError::into_inner).content()
     }
 
     /// Keeps a content write, if the sink keeps them.
     fn keep(&self, sequence: u64, data: &Arc<str>) {
         if let Some(recorded) = &self.recorded {
-            recorded.lock().unwrap_or_else(PoisonError::into_inner).insert(sequence, data.clone());
+            recorded.lock().unwrap_or_else(PoisonError::into_inner).keep(sequence, data, MAX_CACHED_HISTORY_BYTES);
         }
     }
 
@@ -210,5 +241,24 @@ impl EventSink for TurnSink {
             self.writer.flush().await;
             self.hold.as_ref().is_some_and(Hold::still_owned)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_content_is_the_last_write_per_sequence_in_order_until_it_overflows() {
+        let mut recorded = Recorded::default();
+        recorded.keep(3, &Arc::from("c"), 16);
+        recorded.keep(2, &Arc::from("b"), 16);
+        recorded.keep(3, &Arc::from("C"), 16);
+        let kept: Vec<(u64, String)> = recorded.content().unwrap().into_iter().map(|(sequence, data)| (sequence, data.to_string())).collect();
+        assert_eq!(kept, [(2, "b".to_owned()), (3, "C".to_owned())]);
+        recorded.keep(4, &Arc::from("0123456789abcdef"), 16);
+        assert!(recorded.content().is_none(), "more than the limit is not kept");
+        recorded.keep(5, &Arc::from("e"), 16);
+        assert!(recorded.content().is_none(), "an overflowed record stays empty");
     }
 }
