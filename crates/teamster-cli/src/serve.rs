@@ -30,10 +30,11 @@ const EXAMPLE_AGENT: &str = include_str!("../../../examples/agents/demo.yaml");
 /// How long running turns get to record their end on shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TEAMSTER_LOG").unwrap_or_else(|_| "info".into());
-    let log = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colours only for a terminal: a log file or collector gets plain lines.
+    let colours = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let log = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colours);
     match args.log_format {
         LogFormat::Text => log.init(),
         // One object per line: the event's fields at the top level, and the turn's span.
