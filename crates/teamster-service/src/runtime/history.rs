@@ -18,6 +18,7 @@ use teamster_protocol::Event;
 use teamster_store::{ContentQuery, TurnRecord};
 
 use super::TurnRuntime;
+use super::sink::Written;
 
 /// The most histories kept; the oldest is dropped first.
 const MAX_ENTRIES: usize = 256;
@@ -133,12 +134,17 @@ pub(super) struct History {
 
 impl TurnRuntime {
     /// Caches the history through a finished turn: what it was planned with, plus what it
-    /// recorded (everything after its `turn.created`): `recorded`, the content it wrote as
-    /// stored, when its sink saw all of it, else read back from the store.
-    pub(super) async fn cache_history(&self, turn: &TurnRecord, history: History, recorded: Option<Vec<(u64, Arc<str>)>>) {
+    /// recorded (everything after its `turn.created`): `written`, the content its sink kept
+    /// as stored, else (a turn taken over) read back from the store.
+    pub(super) async fn cache_history(&self, turn: &TurnRecord, history: History, written: Option<Written>) {
         let History { mut events, extends } = history;
-        let recorded = match recorded {
-            Some(recorded) => Ok(parse(&turn.id, recorded.iter().filter(|(sequence, _)| *sequence > 1).map(|(sequence, data)| (*sequence, &**data)))),
+        let recorded = match written {
+            Some(Written::Kept(content)) => {
+                let after_created = content.iter().filter(|(sequence, _)| *sequence > 1);
+                Ok(parse(&turn.id, after_created.map(|(sequence, data)| (*sequence, &**data))))
+            }
+            // Too large to cache: the next turn reads it from the store.
+            Some(Written::TooLarge) => return,
             None => self.content_events(&turn.id, Some(1)).await,
         };
         match recorded {

@@ -56,25 +56,36 @@ struct Recorded {
 }
 
 impl Recorded {
-    /// Keeps a content write; once more than `limit` bytes were written, keeps nothing (the
-    /// history is then too large to cache, and read back if at all).
+    /// Keeps a content write; once what is kept exceeds `limit` bytes, keeps nothing (the
+    /// turn's history is then too large to cache).
     fn keep(&mut self, sequence: u64, data: &Arc<str>, limit: usize) {
         if self.overflowed {
             return;
         }
         self.bytes += data.len();
+        if let Some(replaced) = self.content.insert(sequence, data.clone()) {
+            self.bytes -= replaced.len();
+        }
         if self.bytes > limit {
             *self = Recorded { overflowed: true, ..Recorded::default() };
-        } else {
-            self.content.insert(sequence, data.clone());
         }
     }
 
-    /// What was kept, in sequence order; `None` once it overflowed.
-    fn content(&self) -> Option<Vec<(u64, Arc<str>)>> {
-        let content = self.content.iter().map(|(sequence, data)| (*sequence, data.clone()));
-        (!self.overflowed).then(|| content.collect())
+    /// What was kept, in sequence order.
+    fn content(&self) -> Written {
+        if self.overflowed {
+            return Written::TooLarge;
+        }
+        Written::Kept(self.content.iter().map(|(sequence, data)| (*sequence, data.clone())).collect())
     }
+}
+
+/// The content a turn wrote, as its sink kept it.
+pub(crate) enum Written {
+    /// Every content write, in sequence order, as stored.
+    Kept(Vec<(u64, Arc<str>)>),
+    /// More than a cached history may hold.
+    TooLarge,
 }
 
 /// Deltas held back at most; more are handed on even while the burst goes on.
@@ -101,9 +112,9 @@ impl TurnSink {
         self
     }
 
-    /// The content written through this sink, in sequence order, if it kept it all.
-    pub(crate) fn recorded(&self) -> Option<Vec<(u64, Arc<str>)>> {
-        self.recorded.as_ref()?.lock().unwrap_or_else(PoisonError::into_inner).content()
+    /// The content written through this sink, if it keeps it.
+    pub(crate) fn recorded(&self) -> Option<Written> {
+        Some(self.recorded.as_ref()?.lock().unwrap_or_else(PoisonError::into_inner).content())
     }
 
     /// Keeps a content write, if the sink keeps them.
@@ -250,15 +261,20 @@ mod tests {
 
     #[test]
     fn recorded_content_is_the_last_write_per_sequence_in_order_until_it_overflows() {
+        let kept = |recorded: &Recorded| match recorded.content() {
+            Written::Kept(content) => Some(content.into_iter().map(|(sequence, data)| (sequence, data.to_string())).collect::<Vec<_>>()),
+            Written::TooLarge => None,
+        };
         let mut recorded = Recorded::default();
         recorded.keep(3, &Arc::from("c"), 16);
         recorded.keep(2, &Arc::from("b"), 16);
-        recorded.keep(3, &Arc::from("C"), 16);
-        let kept: Vec<(u64, String)> = recorded.content().unwrap().into_iter().map(|(sequence, data)| (sequence, data.to_string())).collect();
-        assert_eq!(kept, [(2, "b".to_owned()), (3, "C".to_owned())]);
+        for _ in 0..20 {
+            recorded.keep(3, &Arc::from("C"), 16);
+        }
+        assert_eq!(kept(&recorded), Some(vec![(2, "b".to_owned()), (3, "C".to_owned())]), "a rewrite replaces, and counts once");
         recorded.keep(4, &Arc::from("0123456789abcdef"), 16);
-        assert!(recorded.content().is_none(), "more than the limit is not kept");
+        assert_eq!(kept(&recorded), None, "more than the limit is not kept");
         recorded.keep(5, &Arc::from("e"), 16);
-        assert!(recorded.content().is_none(), "an overflowed record stays empty");
+        assert_eq!(kept(&recorded), None, "an overflowed record stays empty");
     }
 }
