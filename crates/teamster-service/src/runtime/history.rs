@@ -18,7 +18,6 @@ use teamster_protocol::Event;
 use teamster_store::{ContentQuery, TurnRecord};
 
 use super::TurnRuntime;
-use super::sink::Written;
 
 /// The most histories kept; the oldest is dropped first.
 const MAX_ENTRIES: usize = 256;
@@ -124,6 +123,14 @@ fn json_bytes(events: &[Event]) -> usize {
 
 /// Content events read per store call when rebuilding history.
 const HISTORY_PAGE: u32 = 1000;
+
+/// The content a turn wrote, as its sink kept it.
+pub(crate) enum Written {
+    /// Every content write, in sequence order, as stored.
+    Kept(Vec<(u64, Arc<str>)>),
+    /// More than a cached history may hold.
+    TooLarge,
+}
 
 /// The history a turn was planned with, and the cached history it extends.
 pub(super) struct History {

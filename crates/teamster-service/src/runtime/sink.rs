@@ -16,7 +16,7 @@ use teamster_engine::EventSink;
 use teamster_protocol::Event;
 use teamster_store::LogWrite;
 
-use super::history::MAX_CACHED_HISTORY_BYTES;
+use super::history::{MAX_CACHED_HISTORY_BYTES, Written};
 use super::leases::Hold;
 use super::live::TurnLog;
 use super::writer::EventWriter;
@@ -78,14 +78,6 @@ impl Recorded {
         }
         Written::Kept(self.content.iter().map(|(sequence, data)| (*sequence, data.clone())).collect())
     }
-}
-
-/// The content a turn wrote, as its sink kept it.
-pub(crate) enum Written {
-    /// Every content write, in sequence order, as stored.
-    Kept(Vec<(u64, Arc<str>)>),
-    /// More than a cached history may hold.
-    TooLarge,
 }
 
 /// Deltas held back at most; more are handed on even while the burst goes on.
