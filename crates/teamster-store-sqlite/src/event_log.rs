@@ -17,25 +17,23 @@ use teamster_store::codec::{LogRows, clamp_i64, to_json};
 use teamster_store::{LogWrite, Result, TurnLease};
 use teamster_store_sql::lease_holder;
 
-/// Applies a batch in one transaction, unfenced then fenced: parameters `$1` to `$3` are the
-/// arrays of [`EncodedBatch`], and a fenced batch's `$4` and `$5` its lease owner and leases
-/// ([`encode_leases`]). The command returns the ids of the turns it left out.
+/// Applies a batch in one transaction, unfenced then fenced: parameters `$1` to `$4` are the
+/// arrays of [`EncodedBatch`], and a fenced batch's `$5` and `$6` its lease owner and leases
+/// ([`encode_leases`]). The command returns the ids of the turns it left out, checked once per
+/// turn of the batch rather than once per row.
 ///
 /// Commands of several statements number their parameters `$N`, never `?N`: for `?N`, SQLite
 /// also counts the unused slots below N, and sqlx binds those positionally across statements
 /// until it runs out of arguments and stops binding, leaving later parameters NULL.
 pub(crate) static WRITE_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
     [false, true].map(|fenced| {
-        let fence = fenced.then_some(4);
+        let fence = fenced.then_some(5);
         format!(
             "BEGIN IMMEDIATE; {} \
-             SELECT DISTINCT row.value ->> 0 FROM ( \
-                 SELECT value FROM json_each($1) UNION ALL SELECT value FROM json_each($2) \
-                 UNION ALL SELECT value FROM json_each($3) \
-             ) AS row WHERE NOT ({}); \
+             SELECT turn.value FROM json_each($4) AS turn WHERE NOT ({}); \
              COMMIT;",
             log_statements(1, fence),
-            writable("row.value ->> 0", fence)
+            writable("turn.value", fence)
         )
     })
 });
@@ -78,13 +76,16 @@ pub(crate) fn log_statements(first: usize, fence: Option<usize>) -> String {
 /// Whether the turn with id `turn_id` (an SQL expression) may be written: it exists, and with a
 /// `fence`, its lease is held by parameter `$fence` at the claim that parameter `$fence + 1`
 /// (the JSON of [`encode_leases`]) gives for it.
+///
+/// The fenced form is an `IN` over a subquery that does not depend on the row, so SQLite
+/// computes the set of writable turns once per statement instead of once per row (a lease row
+/// exists only for an existing turn: its foreign key cascades).
 fn writable(turn_id: &str, fence: Option<usize>) -> String {
-    let exists = format!("EXISTS (SELECT 1 FROM turns WHERE turns.id = {turn_id})");
     match fence {
-        None => exists,
+        None => format!("EXISTS (SELECT 1 FROM turns WHERE turns.id = {turn_id})"),
         Some(owner) => format!(
-            "{exists} AND EXISTS (SELECT 1 FROM json_each(${}) AS held JOIN turn_leases AS lease \
-             ON lease.turn_id = held.value ->> 0 WHERE held.value ->> 0 = {turn_id} AND {})",
+            "{turn_id} IN (SELECT lease.turn_id FROM json_each(${}) AS held JOIN turn_leases AS lease \
+             ON lease.turn_id = held.value ->> 0 WHERE {})",
             owner + 1,
             lease_holder(owner, "(held.value ->> 1)")
         ),
@@ -107,6 +108,8 @@ pub(crate) struct EncodedBatch {
     /// `[[turn_id, state_json, status, at], ...]`, the last state for each turn, in batch
     /// order.
     pub(crate) states: String,
+    /// `[turn_id, ...]`, every turn the batch writes to, once each.
+    pub(crate) turns: String,
 }
 
 /// Encodes a batch for [`log_statements`].
@@ -116,6 +119,7 @@ pub(crate) fn encode(batch: &[LogWrite]) -> Result<EncodedBatch> {
         stream: to_json(&rows.stream, "stream events")?,
         content: to_json(&rows.content, "content events")?,
         states: to_json(&rows.states, "turn states")?,
+        turns: to_json(&rows.turn_ids(), "turn ids")?,
     })
 }
 

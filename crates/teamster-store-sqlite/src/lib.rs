@@ -150,7 +150,8 @@ impl SqliteStore {
         let mut query = sqlx::query_scalar(&event_log::WRITE_BATCH[usize::from(fence.is_some())])
             .bind(writes.stream)
             .bind(writes.content)
-            .bind(writes.states);
+            .bind(writes.states)
+            .bind(writes.turns);
         if let Some((owner, leases)) = fence {
             query = query.bind(owner.to_owned()).bind(event_log::encode_leases(leases)?);
         }
