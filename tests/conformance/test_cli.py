@@ -4,7 +4,10 @@ one turn to the terminal (in a new session or continuing one), and `sessions`.""
 
 from __future__ import annotations
 
+import pathlib
 import subprocess
+
+import pytest
 
 import wire
 from conftest import binary
@@ -88,6 +91,30 @@ def test_serve_help_lists_only_server_flags():
     shown = subprocess.run([str(teamster), "serve", "--help"], capture_output=True, text=True, timeout=30)
     assert shown.returncode == 0 and "--listen" in shown.stdout
     assert "--server" not in shown.stdout
+
+
+def runtime_threads(pid: int) -> int:
+    """How many of the process's threads are the async runtime's (its workers, and any
+    blocking-pool threads, which share their name)."""
+    tasks = pathlib.Path(f"/proc/{pid}/task").iterdir()
+    return sum(1 for task in tasks if (task / "comm").read_text().strip() == "tokio-rt-worker")
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_serve_runs_on_the_worker_threads_asked_for(server_factory, workers):
+    own = server_factory(["--worker-threads", str(workers)])
+    assert own.process is not None and own.process.popen is not None
+    assert f"worker_threads={workers}" in own.process.log_path.read_text(), own.process.log_tail()
+    # Blocking-pool threads share the workers' name; there are only a few, and only while busy.
+    assert workers <= runtime_threads(own.process.popen.pid) <= workers + 2
+    assert cli(own.url, "run", "demo", "[tokens:3] hi").returncode == 0
+
+
+def test_serve_refuses_zero_worker_threads():
+    teamster = binary("TEAMSTER_BIN", "target/debug/teamster")
+    refused = subprocess.run([str(teamster), "serve", "--worker-threads", "0"], capture_output=True, text=True,
+                             timeout=30, stdin=subprocess.DEVNULL)
+    assert refused.returncode == 2 and "--worker-threads" in refused.stderr, refused.stderr
 
 
 def test_errors_are_reported_with_a_failing_exit_code(srv, tmp_path):

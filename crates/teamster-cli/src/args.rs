@@ -256,6 +256,12 @@ pub struct ServeArgs {
     /// reserve for the database and MCP servers); more wait to be accepted.
     #[arg(long, env = "TEAMSTER_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(16..=1_000_000))]
     pub max_connections: u64,
+    /// Threads that run the server's tasks (default: half the machine's cores, at least one).
+    /// The rest of the machine is left to the store's connection threads, the processes the
+    /// turns start and the kernel's network work; on two cores one worker spends less CPU per
+    /// turn and serves more turns per second than two (bench/README.md).
+    #[arg(long, env = "TEAMSTER_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub worker_threads: Option<u16>,
     /// Requests per minute each subject (API key's subject; without --auth, the local user)
     /// may send, in a burst of as many; beyond it 429 with Retry-After. Counted per server
     /// process. Default: no limit.
@@ -277,6 +283,16 @@ pub struct ServeArgs {
     /// spending counts from zero again in each window.
     #[arg(long, env = "TEAMSTER_TENANT_BUDGET_WINDOW_HOURS", default_value_t = 24, value_parser = clap::value_parser!(u64).range(1..=8_784))]
     pub tenant_budget_window_hours: u64,
+}
+
+impl ServeArgs {
+    /// The runtime's worker threads: as given, or half the machine's cores (at least one).
+    pub fn worker_threads(&self) -> usize {
+        self.worker_threads.map_or_else(
+            || std::thread::available_parallelism().map_or(1, |cores| cores.get() / 2).max(1),
+            usize::from,
+        )
+    }
 }
 
 #[derive(Subcommand, Debug)]

@@ -23,7 +23,11 @@ fn main() -> ExitCode {
     if matches!(args.command, args::Command::Serve(_)) {
         allocator::pin_mmap_threshold();
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let args::Command::Serve(serve) = &args.command {
+        builder.worker_threads(serve.worker_threads());
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");

@@ -110,7 +110,7 @@ pub async fn serve(
     }
 
     listening(address);
-    tracing::info!(%address, database = %shown_database, "teamster is serving");
+    tracing::info!(%address, database = %shown_database, worker_threads = args.worker_threads(), "teamster is serving");
 
     let state = AppState::new(
         service.clone(),
