@@ -185,6 +185,9 @@ impl Telemetry {
             .sample("teamster_active_streams", &[], load(&self.streams));
         page.family("teamster_running_turns", "gauge", "Turns running on this server now.")
             .sample("teamster_running_turns", &[], running_turns as f64);
+        let workers = tokio::runtime::Handle::try_current().map_or(0, |runtime| runtime.metrics().num_workers());
+        page.family("teamster_runtime_worker_threads", "gauge", "Threads that run this server's tasks.")
+            .sample("teamster_runtime_worker_threads", &[], workers as f64);
         page.family("teamster_store_duration_seconds", "histogram", "How long store operations took: event commits and readiness checks.")
             .histogram("teamster_store_duration_seconds", &[("operation", "write_events")], &self.store_write_seconds)
             .histogram("teamster_store_duration_seconds", &[("operation", "ready_check")], &self.store_ready_seconds);
