@@ -1,6 +1,7 @@
 //! Links the `teamster` binary with the functions the server runs (at start-up, idle and in its
-//! turns) placed together at the start of `.text`, from `symbol-order.txt` (written by
-//! `bench/profiles/symbol-order`). The kernel maps an executable's page cache in large folios,
+//! turns) placed together at the start of `.text`, from `symbol-order.txt`, or for the `dist`
+//! profile (opt-level "s", whose fat LTO names functions differently) `symbol-order-dist.txt`
+//! (both written by `bench/profiles/symbol-order`). The kernel maps an executable's page cache in large folios,
 //! so the pages a process counts follow how widely the code it runs is spread, not how much of
 //! it runs: without the order the server's few megabytes of code touch nearly every folio of
 //! `.text` (bench/README.md, "Idle memory and cold start").
@@ -13,6 +14,7 @@ use std::path::Path;
 
 fn main() {
     println!("cargo:rerun-if-changed=symbol-order.txt");
+    println!("cargo:rerun-if-changed=symbol-order-dist.txt");
     println!("cargo:rerun-if-env-changed=TEAMSTER_NO_SYMBOL_ORDER");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     // A linker of the operator's choosing may not be LLD.
@@ -25,7 +27,8 @@ fn main() {
     {
         return;
     }
-    let order = Path::new(&var("CARGO_MANIFEST_DIR")).join("symbol-order.txt");
+    let list = if var("OPT_LEVEL") == "s" { "symbol-order-dist.txt" } else { "symbol-order.txt" };
+    let order = Path::new(&var("CARGO_MANIFEST_DIR")).join(list);
     if order.exists() {
         println!("cargo:rustc-link-arg-bin=teamster=-Wl,--symbol-ordering-file={}", order.display());
         println!("cargo:rustc-link-arg-bin=teamster=-Wl,--no-warn-symbol-ordering");
