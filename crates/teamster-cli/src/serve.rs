@@ -110,7 +110,8 @@ pub async fn serve(
     }
 
     listening(address);
-    tracing::info!(%address, database = %shown_database, worker_threads = args.worker_threads(), "teamster is serving");
+    let worker_threads = tokio::runtime::Handle::current().metrics().num_workers();
+    tracing::info!(%address, database = %shown_database, worker_threads, "teamster is serving");
 
     let state = AppState::new(
         service.clone(),

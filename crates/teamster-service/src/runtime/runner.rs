@@ -201,7 +201,7 @@ async fn finish(runtime: &TurnRuntime, sink: &TurnSink, state: TurnState, histor
     runtime.inner.leases.release_hold(&log.turn_id);
     // A turn fenced while its last writes were committed may have lost some of them.
     if let Some((turn, history)) = history.filter(|_| !log.is_fenced()) {
-        runtime.cache_history(turn, history, sink.recorded()).await;
+        runtime.cache_history(turn, history, sink.take_recorded()).await;
     }
     runtime.inner.live.remove(&log.turn_id);
     log.mark_finished();

@@ -71,12 +71,13 @@ impl Recorded {
         }
     }
 
-    /// What was kept, in sequence order.
-    fn content(&self) -> Written {
+    /// What was kept, in sequence order, handed over (the record is left empty).
+    fn take(&mut self) -> Written {
         if self.overflowed {
             return Written::TooLarge;
         }
-        Written::Kept(self.content.iter().map(|(sequence, data)| (*sequence, data.clone())).collect())
+        self.bytes = 0;
+        Written::Kept(std::mem::take(&mut self.content).into_iter().collect())
     }
 }
 
@@ -104,9 +105,10 @@ impl TurnSink {
         self
     }
 
-    /// The content written through this sink, if it keeps it.
-    pub(crate) fn recorded(&self) -> Option<Written> {
-        Some(self.recorded.as_ref()?.lock().unwrap_or_else(PoisonError::into_inner).content())
+    /// The content written through this sink, if it keeps it, handed over once the turn has
+    /// ended (the sink keeps no copy).
+    pub(crate) fn take_recorded(&self) -> Option<Written> {
+        Some(self.recorded.as_ref()?.lock().unwrap_or_else(PoisonError::into_inner).take())
     }
 
     /// Keeps a content write, if the sink keeps them.
@@ -253,7 +255,7 @@ mod tests {
 
     #[test]
     fn recorded_content_is_the_last_write_per_sequence_in_order_until_it_overflows() {
-        let kept = |recorded: &Recorded| match recorded.content() {
+        let kept = |recorded: &mut Recorded| match recorded.take() {
             Written::Kept(content) => Some(content.into_iter().map(|(sequence, data)| (sequence, data.to_string())).collect::<Vec<_>>()),
             Written::TooLarge => None,
         };
@@ -263,10 +265,12 @@ mod tests {
         for _ in 0..20 {
             recorded.keep(3, &Arc::from("C"), 16);
         }
-        assert_eq!(kept(&recorded), Some(vec![(2, "b".to_owned()), (3, "C".to_owned())]), "a rewrite replaces, and counts once");
+        assert_eq!(kept(&mut recorded), Some(vec![(2, "b".to_owned()), (3, "C".to_owned())]), "a rewrite replaces, and counts once");
+        assert_eq!(kept(&mut recorded), Some(vec![]), "what was taken is no longer kept");
+        recorded.keep(2, &Arc::from("b"), 16);
         recorded.keep(4, &Arc::from("0123456789abcdef"), 16);
-        assert_eq!(kept(&recorded), None, "more than the limit is not kept");
+        assert_eq!(kept(&mut recorded), None, "more than the limit is not kept");
         recorded.keep(5, &Arc::from("e"), 16);
-        assert_eq!(kept(&recorded), None, "an overflowed record stays empty");
+        assert_eq!(kept(&mut recorded), None, "an overflowed record stays empty");
     }
 }
