@@ -12,4 +12,5 @@ pub mod error;
 mod listing;
 mod statements;
 
+pub use columns::{AGENT_COLUMNS, SESSION_COLUMNS};
 pub use statements::{Sql, lease_held, lease_holder};

@@ -5,11 +5,9 @@
 //! holds at the claim given, checked by each statement; one process writes a SQLite store, so
 //! no takeover can commit between the check and the write.
 //!
-//! This is the group-commit path, so its cost per event matters, and on SQLite through sqlx
-//! that cost is dominated by round trips to the connection's worker thread. Statements whose
-//! text does not depend on the batch's size let a whole batch, transaction included, go as
-//! one command whose prepared statements sqlx caches and reuses. Encoding a batch as JSON and
-//! decoding it inside SQLite costs far less than a round trip per row or per chunk of rows.
+//! This is the group-commit path, so its cost per event matters. Statements whose text does
+//! not depend on the batch's size are prepared once and reused, and encoding a batch as JSON
+//! and decoding it inside SQLite costs far less than a statement per row or per chunk of rows.
 
 use std::sync::LazyLock;
 
@@ -17,24 +15,17 @@ use teamster_store::codec::{LogRows, clamp_i64, to_json};
 use teamster_store::{LogWrite, Result, TurnLease};
 use teamster_store_sql::lease_holder;
 
-/// Applies a batch in one transaction, unfenced then fenced: parameters `$1` to `$4` are the
-/// arrays of [`EncodedBatch`], and a fenced batch's `$5` and `$6` its lease owner and leases
-/// ([`encode_leases`]). The command returns the ids of the turns it left out, checked once per
-/// turn of the batch rather than once per row.
-///
-/// Commands of several statements number their parameters `$N`, never `?N`: for `?N`, SQLite
-/// also counts the unused slots below N, and sqlx binds those positionally across statements
-/// until it runs out of arguments and stops binding, leaving later parameters NULL.
-pub(crate) static WRITE_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
+/// The statements that apply a batch, unfenced then fenced, run in one transaction on the
+/// direct writer: parameters `$1` to `$4` are the arrays of [`EncodedBatch`], and a fenced
+/// batch's `$5` and `$6` its lease owner and leases ([`encode_leases`]). The last statement
+/// returns the ids of the turns the batch left out, checked once per turn of the batch rather
+/// than once per row.
+pub(crate) static WRITE_BATCH: LazyLock<[Vec<String>; 2]> = LazyLock::new(|| {
     [false, true].map(|fenced| {
         let fence = fenced.then_some(5);
-        format!(
-            "BEGIN IMMEDIATE; {} \
-             SELECT turn.value FROM json_each($4) AS turn WHERE NOT ({}); \
-             COMMIT;",
-            log_statements(1, fence),
-            writable("turn.value", fence)
-        )
+        let mut statements = log_statements(1, fence).to_vec();
+        statements.push(format!("SELECT turn.value FROM json_each($4) AS turn WHERE NOT ({})", writable("turn.value", fence)));
+        statements
     })
 });
 
@@ -46,31 +37,39 @@ pub(crate) static WRITE_BATCH: LazyLock<[String; 2]> = LazyLock::new(|| {
 /// queued); the foreign keys would reject them and fail the other turns' rows. A stream row
 /// already stored stays: it is the event that was sent. Every row set is deduplicated while
 /// encoding ([`LogRows`]), so the statements never see two rows for one key.
-pub(crate) fn log_statements(first: usize, fence: Option<usize>) -> String {
+pub(crate) fn log_statements(first: usize, fence: Option<usize>) -> [String; 4] {
     let (stream, content, states) = (first, first + 1, first + 2);
     let row_turn = writable("row.value ->> 0", fence);
     let changed_turn = writable("change.value ->> 0", fence);
     // The last statement relies on SQLite's rule that in an aggregate query with a single
     // max(), bare columns come from the row holding the maximum: each session takes the `at`
     // of its last state change in batch order.
-    format!(
-        "INSERT INTO stream_events (turn_id, sequence, data) \
-         SELECT row.value ->> 0, row.value ->> 1, row.value ->> 2 FROM json_each(${stream}) AS row \
-         WHERE {row_turn} \
-         ON CONFLICT (turn_id, sequence) DO NOTHING; \
-         INSERT INTO content_events (turn_id, sequence, kind, data) \
-         SELECT row.value ->> 0, row.value ->> 1, row.value ->> 2, row.value ->> 3 FROM json_each(${content}) AS row \
-         WHERE {row_turn} \
-         ON CONFLICT (turn_id, sequence) DO UPDATE SET kind = excluded.kind, data = excluded.data; \
-         UPDATE turns SET state = change.value ->> 1, status = change.value ->> 2, \
-         finished_at = CASE WHEN change.value ->> 2 = 'running' THEN NULL ELSE change.value ->> 3 END \
-         FROM json_each(${states}) AS change WHERE turns.id = change.value ->> 0 AND {changed_turn}; \
-         UPDATE sessions SET updated_at = latest.at FROM ( \
-             SELECT turns.session_id AS session_id, change.value ->> 3 AS at, MAX(change.key) \
-             FROM json_each(${states}) AS change JOIN turns ON turns.id = change.value ->> 0 \
-             WHERE {changed_turn} GROUP BY turns.session_id \
-         ) AS latest WHERE sessions.id = latest.session_id;"
-    )
+    [
+        format!(
+            "INSERT INTO stream_events (turn_id, sequence, data) \
+             SELECT row.value ->> 0, row.value ->> 1, row.value ->> 2 FROM json_each(${stream}) AS row \
+             WHERE {row_turn} \
+             ON CONFLICT (turn_id, sequence) DO NOTHING"
+        ),
+        format!(
+            "INSERT INTO content_events (turn_id, sequence, kind, data) \
+             SELECT row.value ->> 0, row.value ->> 1, row.value ->> 2, row.value ->> 3 FROM json_each(${content}) AS row \
+             WHERE {row_turn} \
+             ON CONFLICT (turn_id, sequence) DO UPDATE SET kind = excluded.kind, data = excluded.data"
+        ),
+        format!(
+            "UPDATE turns SET state = change.value ->> 1, status = change.value ->> 2, \
+             finished_at = CASE WHEN change.value ->> 2 = 'running' THEN NULL ELSE change.value ->> 3 END \
+             FROM json_each(${states}) AS change WHERE turns.id = change.value ->> 0 AND {changed_turn}"
+        ),
+        format!(
+            "UPDATE sessions SET updated_at = latest.at FROM ( \
+                 SELECT turns.session_id AS session_id, change.value ->> 3 AS at, MAX(change.key) \
+                 FROM json_each(${states}) AS change JOIN turns ON turns.id = change.value ->> 0 \
+                 WHERE {changed_turn} GROUP BY turns.session_id \
+             ) AS latest WHERE sessions.id = latest.session_id"
+        ),
+    ]
 }
 
 /// Whether the turn with id `turn_id` (an SQL expression) may be written: it exists, and with a
@@ -110,16 +109,20 @@ pub(crate) struct EncodedBatch {
     pub(crate) states: String,
     /// `[turn_id, ...]`, every turn the batch writes to, once each.
     pub(crate) turns: String,
+    /// How many turns that is.
+    pub(crate) turn_count: usize,
 }
 
 /// Encodes a batch for [`log_statements`].
 pub(crate) fn encode(batch: &[LogWrite]) -> Result<EncodedBatch> {
     let rows = LogRows::new(batch)?;
+    let turn_ids = rows.turn_ids();
     Ok(EncodedBatch {
+        turn_count: turn_ids.len(),
         stream: to_json(&rows.stream, "stream events")?,
         content: to_json(&rows.content, "content events")?,
         states: to_json(&rows.states, "turn states")?,
-        turns: to_json(&rows.turn_ids(), "turn ids")?,
+        turns: to_json(&turn_ids, "turn ids")?,
     })
 }
 
@@ -129,12 +132,12 @@ mod tests {
 
     #[test]
     fn log_statements_number_their_parameters_from_first() {
-        let statements = log_statements(9, None);
+        let statements = log_statements(9, None).join("; ");
         for parameter in ["$9)", "$10)", "$11)"] {
             assert!(statements.contains(parameter), "{parameter} in {statements}");
         }
         assert!(!statements.contains("$1)") && !statements.contains("$12") && !statements.contains('?'));
-        let fenced = log_statements(9, Some(12));
+        let fenced = log_statements(9, Some(12)).join("; ");
         assert!(fenced.contains("$12 ") && fenced.contains("$13)") && !fenced.contains("$14"), "{fenced}");
     }
 }

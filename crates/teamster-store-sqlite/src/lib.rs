@@ -1,18 +1,23 @@
 //! SQLite storage for Teamster: [`SqliteStore`] implements [`teamster_store::Store`] on one
-//! database file, or on an in-memory database for tests, with sqlx.
+//! database file, or on an in-memory database for tests, with sqlx, and with rusqlite for the
+//! statements of the turn path.
 //!
-//! All writes go through one connection, so writers queue on a lock instead of contending for
+//! All writes go through one writer, so writers queue on a lock instead of contending for
 //! SQLite's write lock and sleeping in its busy handler; reads go through a few more
 //! connections that WAL mode lets run beside the writer (see `connections`). An in-memory
-//! database lives only as long as its connection, so it has one connection that serves both.
-//! The schema is in `migrations/` and is applied on connect.
+//! database lives only as long as its connections, so the store's connections reach it by name
+//! through a shared cache, and its writer serves reads too. The schema is in `migrations/` and
+//! is applied on connect.
 //!
-//! Every call costs round trips to the sqlx worker thread of its connection, which are
-//! expensive next to the SQL itself, so each write is one command where it can be: the
-//! transaction, its statements and the commit go together, and a log batch of any size is
-//! three JSON parameters (see `event_log`).
+//! Every sqlx call costs round trips to the worker thread of its connection, which are
+//! expensive next to the SQL itself, so each sqlx write is one command where it can be: the
+//! transaction, its statements and the commit go together. The calls every turn makes (its
+//! session and agent, its creation and its log batches) skip the worker threads altogether and
+//! run on the calling thread (see `direct`); a log batch of any size is three JSON parameters
+//! (see `event_log`).
 
 mod connections;
+mod direct;
 mod event_log;
 mod leases;
 mod usage;
@@ -23,6 +28,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use rusqlite::types::ToSql;
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions, Sqlite};
@@ -35,9 +41,10 @@ use teamster_store::{
 };
 use teamster_store::{AgentStore, CoordinationStore, EventLog, SessionStore, SettingsStore};
 use teamster_store::{ExpiredLease, QueueKind, QueuedMessage, TurnLease};
-use teamster_store_sql::{Sql, error};
+use teamster_store_sql::{AGENT_COLUMNS, SESSION_COLUMNS, Sql, error};
 
 use crate::connections::Connections;
+use crate::direct::Target;
 
 /// The schema, embedded at build time.
 static MIGRATOR: Migrator = sqlx::migrate!();
@@ -52,24 +59,38 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_READERS: usize = 4;
 
 /// Creates a turn, with its initial log writes, if and only if the session's last turn is the
-/// expected one, in one transaction and one round trip.
+/// expected one, in one transaction on the direct writer.
 ///
 /// Parameters: `$1` to `$8` are the turn's columns, `$9` the expected last turn, `$10` its
 /// control column, `$11` to `$13` the encoded writes. The compare-and-set is the `UPDATE`; when it matches no row,
 /// `changes()` is 0 and the `INSERT` gets a NULL id, so the command stops at a NOT NULL
 /// violation before anything else runs, and the caller rolls back. The turn gets an unclaimed
 /// lease that its creator's first renewal claims.
-static CREATE_TURN: LazyLock<String> = LazyLock::new(|| {
+static CREATE_TURN: LazyLock<Vec<String>> = LazyLock::new(|| {
+    let mut statements = vec![
+        "UPDATE sessions SET last_turn_id = $1 WHERE id = $2 AND last_turn_id IS $9".to_owned(),
+        "INSERT INTO turns (id, session_id, previous_turn_id, input, state, status, created_by, created_at, control) \
+         SELECT CASE WHEN changes() = 1 THEN $1 END, $2, $3, $4, $5, $6, $7, $8, $10"
+            .to_owned(),
+        format!(
+            "INSERT INTO turn_leases (turn_id, owner, expires_at, claims) VALUES ($1, NULL, {} + {}, 0)",
+            leases::NOW_MS,
+            codec::UNCLAIMED_LEASE_GRACE_MS
+        ),
+    ];
+    statements.extend(event_log::log_statements(11, None));
+    statements
+});
+
+/// One session, on a direct connection.
+static GET_SESSION: LazyLock<String> = LazyLock::new(|| format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"));
+
+/// The latest version of one agent, on a direct connection.
+static GET_AGENT: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "BEGIN IMMEDIATE; \
-         UPDATE sessions SET last_turn_id = $1 WHERE id = $2 AND last_turn_id IS $9; \
-         INSERT INTO turns (id, session_id, previous_turn_id, input, state, status, created_by, created_at, control) \
-         SELECT CASE WHEN changes() = 1 THEN $1 END, $2, $3, $4, $5, $6, $7, $8, $10; \
-         INSERT INTO turn_leases (turn_id, owner, expires_at, claims) VALUES ($1, NULL, {} + {}, 0); \
-         {} COMMIT;",
-        leases::NOW_MS,
-        codec::UNCLAIMED_LEASE_GRACE_MS,
-        event_log::log_statements(11, None)
+        "SELECT {AGENT_COLUMNS} FROM agents JOIN agent_versions \
+         ON agent_versions.agent_id = agents.id AND agent_versions.version = agents.latest_version \
+         WHERE agents.id = $1"
     )
 });
 
@@ -106,9 +127,19 @@ impl SqliteStore {
             SqliteConnectOptions::new().filename(url_or_path)
         };
         let options = options.foreign_keys(true).busy_timeout(BUSY_TIMEOUT).synchronous(SqliteSynchronous::Normal);
+        let in_memory = is_in_memory(url_or_path);
+        // An in-memory database is reached by name through a shared cache, so that the direct
+        // connections find the one the sqlx connection made; the name is this store's own.
+        let options = if in_memory {
+            static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            options.filename(format!("file:teamster-memory-{number}")).in_memory(true).shared_cache(true)
+        } else {
+            options
+        };
         let path = options.get_filename().to_owned();
 
-        let (writer_options, readers, lock) = if is_in_memory(url_or_path) {
+        let (writer_options, readers, lock) = if in_memory {
             (options.clone(), 0, None)
         } else {
             create_parent_directory(&path)?;
@@ -127,8 +158,9 @@ impl SqliteStore {
         // property of the file); `query_only` guards the one-writer rule.
         let reader_options = options.pragma("query_only", "ON");
         tracing::debug!(path = %path.display(), "opened the SQLite store");
+        let target = Target { path, in_memory };
         Ok(SqliteStore {
-            connections: Arc::new(Connections::new(writer, readers, reader_options)),
+            connections: Arc::new(Connections::new(writer, readers, reader_options, target)?),
             lock: Arc::new(std::sync::Mutex::new(lock)),
         })
     }
@@ -147,17 +179,36 @@ impl SqliteStore {
             return Ok(Vec::new());
         }
         let writes = event_log::encode(batch)?;
-        let mut query = sqlx::query_scalar(&event_log::WRITE_BATCH[usize::from(fence.is_some())])
-            .bind(writes.stream)
-            .bind(writes.content)
-            .bind(writes.states)
-            .bind(writes.turns);
-        if let Some((owner, leases)) = fence {
-            query = query.bind(owner.to_owned()).bind(event_log::encode_leases(leases)?);
+        let leases = fence.map(|(_, leases)| event_log::encode_leases(leases)).transpose()?;
+        let owner = fence.map(|(owner, _)| owner.to_owned());
+        let statements = &event_log::WRITE_BATCH[usize::from(fence.is_some())];
+        let apply = move |direct: &mut direct::DirectConnection| {
+            let mut arguments: Vec<&dyn ToSql> = vec![&writes.stream, &writes.content, &writes.states, &writes.turns];
+            if let (Some(owner), Some(leases)) = (&owner, &leases) {
+                arguments.extend([owner as &dyn ToSql, leases]);
+            }
+            direct.transaction(statements, &arguments).map_err(direct::backend)
+        };
+        // One turn's batch (every batch of sequential turns) runs here; a batch of several
+        // turns' events, under load, on a blocking thread, so that the runtime serves the
+        // turns meanwhile.
+        let left_out = if writes.turn_count <= 1 {
+            apply(self.connections.write().await?.direct()?)?
+        } else {
+            let mut writer = self.connections.write_direct_owned().await?;
+            let task = tokio::task::spawn_blocking(move || apply(writer.direct()?));
+            task.await.map_err(|error| Error::Backend(format!("the log batch's thread failed: {error}")))??
+        };
+        self.committed();
+        Ok(left_out)
+    }
+
+    /// Starts a checkpoint in the background when the direct writer's commits call for one.
+    fn committed(&self) {
+        if self.connections.count_commit() {
+            let connections = self.connections.clone();
+            tokio::spawn(async move { connections.checkpoint().await });
         }
-        let mut writer = self.connections.write().await?;
-        let outcome = query.fetch_all(writer.begin()?).await;
-        writer.settle(outcome, error::backend).await
     }
 }
 
@@ -209,7 +260,9 @@ impl AgentStore for SqliteStore {
     }
 
     async fn get_agent(&self, agent_id: &str) -> Result<AgentRecord> {
-        SQL.get_agent(&mut *self.connections.read().await?, agent_id).await
+        let read = |reader: &mut direct::DirectConnection| reader.query_row(&GET_AGENT, &[&agent_id], direct::agent_row);
+        let row = self.connections.read_direct(|reader| read(reader).map_err(direct::backend)).await?;
+        codec::agent(row.ok_or(Error::NotFound("agent"))?)
     }
 
     async fn get_agent_by_name(&self, name: &str) -> Result<AgentRecord> {
@@ -236,7 +289,10 @@ impl SessionStore for SqliteStore {
     }
 
     async fn get_session(&self, session_id: &str) -> Result<SessionRecord> {
-        SQL.get_session(&mut *self.connections.read().await?, session_id).await
+        let read =
+            |reader: &mut direct::DirectConnection| reader.query_row(&GET_SESSION, &[&session_id], direct::session_row);
+        let row = self.connections.read_direct(|reader| read(reader).map_err(direct::backend)).await?;
+        codec::session(row.ok_or(Error::NotFound("session"))?)
     }
 
     async fn update_session_control(&self, session_id: &str, control: &SessionControl, at: &str) -> Result<()> {
@@ -342,29 +398,33 @@ impl EventLog for SqliteStore {
         let columns = TurnColumns::new(turn)?;
         let writes = event_log::encode(initial_writes)?;
         let mut writer = self.connections.write().await?;
-        // The command returns no rows.
-        let outcome = SQL
-            .new_turn::<()>(&CREATE_TURN, turn, columns, expected_last_turn_id)
-            .bind(writes.stream)
-            .bind(writes.content)
-            .bind(writes.states)
-            .fetch_all(writer.begin()?)
-            .await;
-        let swap_failed = matches!(
-            &outcome,
-            Err(sqlx::Error::Database(database)) if database.kind() == sqlx::error::ErrorKind::NotNullViolation
-        );
-        let created = writer.settle(outcome, error::on("turn")).await;
-        if !swap_failed {
-            return created.map(drop);
+        let arguments: [&dyn ToSql; 13] = [
+            &turn.id,
+            &turn.session_id,
+            &turn.previous_turn_id,
+            &columns.input,
+            &columns.state,
+            &columns.status,
+            &columns.created_by,
+            &turn.created_at,
+            &expected_last_turn_id,
+            &columns.control,
+            &writes.stream,
+            &writes.content,
+            &writes.states,
+        ];
+        let direct = writer.direct()?;
+        match direct.transaction::<String>(&CREATE_TURN, &arguments) {
+            Ok(_) => {
+                self.committed();
+                return Ok(());
+            }
+            Err(error) if !direct::is_not_null_violation(&error) => return Err(direct::on("turn")(error)),
+            Err(_) => {}
         }
-        let session = sqlx::query("SELECT 1 FROM sessions WHERE id = $1")
-            .bind(&turn.session_id)
-            .fetch_optional(writer.connection()?)
-            .await
-            .map_err(error::backend)?;
-        Err(match session {
-            Some(_) => Error::Conflict(format!("the last turn of session {} is not the expected one", turn.session_id)),
+        let session = direct.query_row("SELECT 1 FROM sessions WHERE id = $1", &[&turn.session_id], |_| Ok(()));
+        Err(match session.map_err(direct::backend)? {
+            Some(()) => Error::Conflict(format!("the last turn of session {} is not the expected one", turn.session_id)),
             None => Error::NotFound("session"),
         })
     }

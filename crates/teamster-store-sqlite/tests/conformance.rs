@@ -10,7 +10,7 @@ use std::task::{Context, Waker};
 use teamster_protocol::{Subject, TurnState};
 use teamster_store::prelude::*;
 use teamster_store::{
-    AgentRecord, ContentEvent, ContentQuery, LogWrite, SessionAgentRecord, SessionRecord, Store, StreamEvent,
+    AgentRecord, ContentEvent, ContentQuery, Error, LogWrite, SessionAgentRecord, SessionRecord, Store, StreamEvent,
     TurnRecord,
 };
 use teamster_store_sqlite::SqliteStore;
@@ -172,24 +172,42 @@ async fn a_call_cancelled_mid_transaction_does_not_wedge_the_writer() {
         created_at: "2025-01-01T00:00:01.000Z".into(),
         control: Default::default(),
     };
+    let agent = AgentRecord {
+        id: "agt_1".into(),
+        name: "support-bot".into(),
+        version: 1,
+        spec: serde_json::from_value(serde_json::json!({"model": {"name": "openai-main/gpt-4o"}})).expect("spec"),
+        created_at: "2025-01-01T00:00:00.000Z".into(),
+        updated_at: "2025-01-01T00:00:00.000Z".into(),
+        tenant: "local".into(),
+        created_by: None,
+    };
+    store.create_agent(&agent).await.expect("create_agent");
     store.create_session(&session).await.expect("create_session");
     store.create_turn(&turn("turn_1", None), None, &[]).await.expect("create_turn");
 
-    // This compare-and-set fails inside its transaction, and its caller is gone before it can
-    // roll back: the first poll sends the command to the connection's worker, then the call
-    // is dropped.
-    let stale = turn("turn_stale", None);
-    let mut call = Box::pin(store.create_turn(&stale, None, &[]));
-    let mut context = Context::from_waker(Waker::noop());
-    assert!(call.as_mut().poll(&mut context).is_pending(), "the call should still be in flight");
-    drop(call);
+    // Creating the agent again fails inside its transaction (its id is taken), and its caller
+    // is gone before it can roll back: the first poll sends the command to the connection's
+    // worker, then the call is dropped. The worker may answer before that poll returns (the
+    // call then just fails), so this is tried until a call was dropped in flight.
+    let dropped_in_flight = (0..100).any(|_| {
+        let mut call = Box::pin(store.create_agent(&agent));
+        let pending = call.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending();
+        drop(call);
+        pending
+    });
+    assert!(dropped_in_flight, "no call was still in flight after its first poll");
 
-    store.create_turn(&turn("turn_2", Some("turn_1")), Some("turn_1"), &[]).await.expect("create_turn after a cancelled one");
+    // The statements of the turn path, on their own connection, find the writer free.
+    store.create_turn(&turn("turn_2", Some("turn_1")), Some("turn_1"), &[]).await.expect("create_turn after a cancelled call");
     let event = LogWrite::Stream { turn_id: "turn_2".into(), sequence: 1, data: "{}".into() };
     store.write(&[event]).await.expect("write after a cancelled call");
     assert_eq!(store.get_session("ses_1").await.expect("get_session").last_turn_id.as_deref(), Some("turn_2"));
     assert_eq!(store.last_sequence("turn_2").await.expect("last_sequence"), 1);
-    assert!(store.get_turn("ses_1", "turn_stale").await.is_err(), "the cancelled turn was not created");
+    let stale = store.create_turn(&turn("turn_stale", None), None, &[]).await.expect_err("a stale compare-and-set");
+    assert!(matches!(stale, Error::Conflict(_)), "{stale}");
+    assert!(store.get_turn("ses_1", "turn_stale").await.is_err(), "the stale turn was not created");
+    assert_eq!(store.get_agent("agt_1").await.expect("get_agent").version, 1);
 }
 
 /// An agent stored before migration 0009 gave agents owners belongs to the tenant `local` (the

@@ -76,6 +76,7 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// Libraries only some crates may use, and which.
 const LIBRARIES: &[(&str, &[&str], &str)] = &[
     ("sqlx", &["teamster-store-sql", "teamster-store-sqlite", "teamster-store-postgres"], "only the store backends know SQL"),
+    ("rusqlite", &["teamster-store-sqlite"], "only the SQLite backend runs SQLite on the calling thread"),
     ("axum", &["teamster-server", "teamster-fake-model"], "only the server knows HTTP"),
     ("hyper", &["teamster-server"], "only the server knows HTTP"),
     ("hyper-util", &["teamster-server"], "only the server knows HTTP"),
