@@ -16,7 +16,7 @@
 //! checkpoints (which sync) to the sqlx writer's thread, so no turn's thread waits for a disk.
 
 use rusqlite::types::{FromSql, ToSql};
-use rusqlite::{Connection, OpenFlags, Row, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, Row};
 use teamster_store::{Error, Result, codec};
 
 /// How many prepared statements each connection keeps: every statement of the turn path, with
@@ -83,10 +83,32 @@ impl DirectConnection {
         statements: &[String],
         arguments: &[&dyn ToSql],
     ) -> rusqlite::Result<Vec<T>> {
-        let transaction = self.connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        self.roll_back_if_open()?;
+        // `BEGIN` and `COMMIT` are prepared once, like the statements between them.
+        self.connection.prepare_cached("BEGIN IMMEDIATE")?.raw_execute()?;
+        let outcome = self.statements(statements, arguments).and_then(|values| {
+            self.connection.prepare_cached("COMMIT")?.raw_execute()?;
+            Ok(values)
+        });
+        if outcome.is_err() {
+            // The command's own error is the one to report; a rollback that fails here is
+            // tried again before the next transaction.
+            let _ = self.roll_back_if_open();
+        }
+        outcome
+    }
+
+    /// Ends a transaction that a failed command left open.
+    fn roll_back_if_open(&mut self) -> rusqlite::Result<()> {
+        if self.connection.is_autocommit() { Ok(()) } else { self.connection.execute_batch("ROLLBACK") }
+    }
+
+    /// Runs `statements` in the transaction the caller opened (see
+    /// [`DirectConnection::transaction`]).
+    fn statements<T: FromSql>(&mut self, statements: &[String], arguments: &[&dyn ToSql]) -> rusqlite::Result<Vec<T>> {
         let mut values = Vec::new();
         for sql in statements {
-            let mut statement = transaction.prepare_cached(sql)?;
+            let mut statement = self.connection.prepare_cached(sql)?;
             bind(&mut statement, arguments)?;
             if statement.column_count() == 0 {
                 statement.raw_execute()?;
@@ -97,7 +119,6 @@ impl DirectConnection {
                 }
             }
         }
-        transaction.commit()?;
         Ok(values)
     }
 

@@ -207,6 +207,10 @@ async fn a_call_cancelled_mid_transaction_does_not_wedge_the_writer() {
     let stale = store.create_turn(&turn("turn_stale", None), None, &[]).await.expect_err("a stale compare-and-set");
     assert!(matches!(stale, Error::Conflict(_)), "{stale}");
     assert!(store.get_turn("ses_1", "turn_stale").await.is_err(), "the stale turn was not created");
+    // Its transaction was rolled back: the writer takes the next one.
+    let event = LogWrite::Stream { turn_id: "turn_2".into(), sequence: 2, data: "{}".into() };
+    store.write(&[event]).await.expect("write after a failed compare-and-set");
+    assert_eq!(store.last_sequence("turn_2").await.expect("last_sequence"), 2);
     assert_eq!(store.get_agent("agt_1").await.expect("get_agent").version, 1);
 }
 
