@@ -10,5 +10,21 @@ pub const AGENT_COLUMNS: &str =
 pub const SESSION_COLUMNS: &str = "id, kind, agent_id, agent_version, agent_name, draft_spec, title, \
      created_by, created_at, updated_at, last_turn_id, control";
 
+/// The query for one version of an agent selected by `condition` on `$1`: the latest, or with
+/// `pinned` the one numbered `$2`.
+pub fn agent_query(condition: &str, pinned: bool) -> String {
+    let version_join =
+        if pinned { "agent_versions.version = $2" } else { "agent_versions.version = agents.latest_version" };
+    format!(
+        "SELECT {AGENT_COLUMNS} FROM agents JOIN agent_versions \
+         ON agent_versions.agent_id = agents.id AND {version_join} WHERE {condition}"
+    )
+}
+
+/// The query for one session, by id (`$1`).
+pub fn session_query() -> String {
+    format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1")
+}
+
 /// The columns every turn query selects, in [`teamster_store::codec::TurnRow`] order.
 pub const TURN_COLUMNS: &str = "id, session_id, previous_turn_id, input, state, created_by, created_at, control";

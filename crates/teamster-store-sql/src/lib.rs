@@ -12,5 +12,5 @@ pub mod error;
 mod listing;
 mod statements;
 
-pub use columns::{AGENT_COLUMNS, SESSION_COLUMNS};
+pub use columns::{agent_query, session_query};
 pub use statements::{Sql, lease_held, lease_holder};

@@ -20,7 +20,7 @@ use teamster_store::{
     SessionQuery, SessionRecord, StreamEvent, TurnLease, TurnRecord,
 };
 
-use crate::columns::{AGENT_COLUMNS, SESSION_COLUMNS, TURN_COLUMNS};
+use crate::columns::{AGENT_COLUMNS, TURN_COLUMNS, agent_query, session_query};
 use crate::error;
 use crate::listing::session_listing;
 
@@ -102,14 +102,7 @@ where
         key: &str,
         version: Option<u64>,
     ) -> Result<AgentRecord> {
-        let version_join = match version {
-            Some(_) => "agent_versions.version = $2",
-            None => "agent_versions.version = agents.latest_version",
-        };
-        let sql = format!(
-            "SELECT {AGENT_COLUMNS} FROM agents JOIN agent_versions \
-             ON agent_versions.agent_id = agents.id AND {version_join} WHERE {condition}"
-        );
+        let sql = agent_query(condition, version.is_some());
         let mut query = sqlx::query_as::<DB, AgentRow>(&sql).bind(key);
         if let Some(version) = version {
             query = query.bind(clamp_i64(version));
@@ -167,7 +160,7 @@ where
 
     /// One session.
     pub async fn get_session<'c>(&self, executor: impl Executor<'c, Database = DB>, session_id: &str) -> Result<SessionRecord> {
-        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1");
+        let sql = session_query();
         let row: Option<SessionRow> =
             sqlx::query_as(&sql).bind(session_id).fetch_optional(executor).await.map_err(error::backend)?;
         codec::session(row.ok_or(Error::NotFound("session"))?)

@@ -164,7 +164,8 @@ impl Connections {
     /// Counts a commit of the direct writer, which never checkpoints itself; returns whether a
     /// checkpoint is due ([`Connections::checkpoint`]), at most one at a time.
     pub(crate) fn count_commit(&self) -> bool {
-        let due = self.commits.fetch_add(1, Ordering::Relaxed) + 1 >= COMMITS_PER_CHECKPOINT && !self.readers.is_empty();
+        // An in-memory database has no write-ahead log.
+        let due = self.commits.fetch_add(1, Ordering::Relaxed) + 1 >= COMMITS_PER_CHECKPOINT && !self.target.in_memory;
         due && !self.checkpointing.swap(true, Ordering::AcqRel)
     }
 

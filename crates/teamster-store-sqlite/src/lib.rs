@@ -41,7 +41,7 @@ use teamster_store::{
 };
 use teamster_store::{AgentStore, CoordinationStore, EventLog, SessionStore, SettingsStore};
 use teamster_store::{ExpiredLease, QueueKind, QueuedMessage, TurnLease};
-use teamster_store_sql::{AGENT_COLUMNS, SESSION_COLUMNS, Sql, error};
+use teamster_store_sql::{Sql, agent_query, error, session_query};
 
 use crate::connections::Connections;
 use crate::direct::Target;
@@ -82,17 +82,10 @@ static CREATE_TURN: LazyLock<Vec<String>> = LazyLock::new(|| {
     statements
 });
 
-/// One session, on a direct connection.
-static GET_SESSION: LazyLock<String> = LazyLock::new(|| format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"));
-
-/// The latest version of one agent, on a direct connection.
-static GET_AGENT: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "SELECT {AGENT_COLUMNS} FROM agents JOIN agent_versions \
-         ON agent_versions.agent_id = agents.id AND agent_versions.version = agents.latest_version \
-         WHERE agents.id = $1"
-    )
-});
+/// One session, and the latest version of one agent, by id: the shared queries, on a direct
+/// connection.
+static GET_SESSION: LazyLock<String> = LazyLock::new(session_query);
+static GET_AGENT: LazyLock<String> = LazyLock::new(|| agent_query("agents.id = $1", false));
 
 /// A Teamster store in SQLite. Cloning is cheap and shares the connections.
 #[derive(Clone)]
