@@ -22,6 +22,7 @@ mod event_log;
 mod leases;
 mod usage;
 
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::{Arc, LazyLock};
@@ -137,6 +138,7 @@ impl SqliteStore {
         } else {
             create_parent_directory(&path)?;
             let lock = lock_database(&path)?;
+            create_private_file(&path)?;
             (options.clone().create_if_missing(true).journal_mode(SqliteJournalMode::Wal), MAX_READERS, Some(lock))
         };
         // Overwritten and deleted content is zeroed where that costs no extra I/O, so that an
@@ -566,6 +568,10 @@ fn is_in_memory(url_or_path: &str) -> bool {
     database == ":memory:" || parameters.split('&').any(|parameter| parameter == "mode=memory")
 }
 
+/// The mode of the files the store creates (the database, its lock), and of the directories.
+const PRIVATE_FILE_MODE: u32 = 0o600;
+const PRIVATE_DIRECTORY_MODE: u32 = 0o700;
+
 /// Takes the exclusive lock on `<database>.lock`, created beside the database: a second process
 /// on the same file would break the one-writer rule the store relies on.
 fn lock_database(path: &Path) -> Result<std::fs::File> {
@@ -576,6 +582,7 @@ fn lock_database(path: &Path) -> Result<std::fs::File> {
         .create(true)
         .truncate(false)
         .write(true)
+        .mode(PRIVATE_FILE_MODE)
         .open(&lock_path)
         .map_err(|error| Error::Backend(format!("cannot open the lock file {}: {error}", lock_path.display())))?;
     match file.try_lock() {
@@ -592,14 +599,41 @@ fn lock_database(path: &Path) -> Result<std::fs::File> {
     }
 }
 
-/// Creates the directory a database file goes in, if it is missing.
+/// Creates the directory a database file goes in, if it is missing: readable by its owner only,
+/// like the files it will hold.
 fn create_parent_directory(file: &Path) -> Result<()> {
     match file.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => std::fs::create_dir_all(parent).map_err(|error| {
-            Error::Backend(format!("creating the database directory {}: {error}", parent.display()))
-        }),
+        Some(parent) if !parent.as_os_str().is_empty() => {
+            std::fs::DirBuilder::new().recursive(true).mode(PRIVATE_DIRECTORY_MODE).create(parent).map_err(|error| {
+                Error::Backend(format!("creating the database directory {}: {error}", parent.display()))
+            })
+        }
         _ => Ok(()),
     }
+}
+
+/// Creates a missing database file readable and writable by its owner only, before SQLite opens
+/// it: SQLite would make it with the process's umask (commonly world-readable), and gives its
+/// `-wal` and `-shm` files the database file's mode. An existing file keeps its mode; one that
+/// others may read is named in a warning, since the database holds every session and the sealed
+/// secrets.
+fn create_private_file(path: &Path) -> Result<()> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(PRIVATE_FILE_MODE)
+        .open(path)
+        .map_err(|error| Error::Backend(format!("cannot open the database file {}: {error}", path.display())))?;
+    let mode = file.metadata().map(|meta| meta.permissions().mode()).unwrap_or(PRIVATE_FILE_MODE);
+    if mode & 0o077 != 0 {
+        tracing::warn!(
+            path = %path.display(),
+            mode = format!("{:o}", mode & 0o777),
+            "the database file is readable by other users; `chmod 600` it (and its -wal and -shm files)"
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

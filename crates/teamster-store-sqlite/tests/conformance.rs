@@ -56,6 +56,25 @@ impl Drop for TempDir {
     }
 }
 
+/// The database holds every session and the sealed secrets: another user of the machine reads
+/// none of it, whatever the process's umask (the common 022 would leave it world-readable).
+#[tokio::test]
+async fn a_new_database_and_its_files_are_private_to_their_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    let directory = TempDir::new("sqlite-private");
+    let path = directory.0.join("data").join("teamster.db");
+    let store = SqliteStore::connect(&format!("sqlite://{}", path.display())).await.expect("connect to a new file");
+    // A write, so the log and its index exist too.
+    store.put_setting("test", "x", r#"{"secret":"s3cr3t"}"#, "2025-01-01T00:00:00.000Z").await.expect("a setting");
+    let mode = |path: &std::path::Path| std::fs::metadata(path).map(|meta| meta.permissions().mode() & 0o777);
+    let file = |suffix: &str| PathBuf::from(format!("{}{suffix}", path.display()));
+    for suffix in ["", "-wal", "-shm", ".lock"] {
+        assert_eq!(mode(&file(suffix)).expect("the file exists"), 0o600, "teamster.db{suffix}");
+    }
+    assert_eq!(mode(&directory.0.join("data")).expect("the directory exists"), 0o700);
+    store.close().await;
+}
+
 #[tokio::test]
 async fn a_file_database_survives_reopening() {
     let directory = TempDir::new("sqlite-reopen");
