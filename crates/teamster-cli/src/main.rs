@@ -9,6 +9,7 @@ mod chat;
 mod client;
 mod keys;
 mod limits;
+mod log_lines;
 mod oidc;
 mod serve;
 mod sse;

@@ -13,6 +13,7 @@ use teamster_llm::registry::RegistryOptions;
 use teamster_llm::retry::RetryPolicy;
 use teamster_sandbox::{Bubblewrap, Limits as SandboxLimits};
 use teamster_service::{LeaseConfig, OtlpExporter, Sandboxes, Service, ServiceConfig, SkillCache, SkillSources, TokenKey};
+use tracing_subscriber::fmt::format::JsonFields;
 
 use crate::args::{AuthArg, LogFormat, ServeArgs};
 use crate::store::OpenStore;
@@ -38,7 +39,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     match args.log_format {
         LogFormat::Text => log.init(),
         // One object per line: the event's fields at the top level, and the turn's span.
-        LogFormat::Json => log.json().flatten_event(true).with_current_span(true).with_span_list(false).init(),
+        LogFormat::Json => log.fmt_fields(JsonFields::new()).event_format(crate::log_lines::JsonLines).init(),
     }
     serve(args, |address| println!("listening on http://{address}"), shutdown_signal()).await
 }
