@@ -114,6 +114,8 @@ impl SandboxCommand<'_> {
             args.push(&["--seccomp", SECCOMP_FD]);
         }
         args.push(&["--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]);
+        // No user namespace inside the sandbox's (the seccomp filter refuses them too).
+        args.push(&["--disable-userns"]);
         if !self.network {
             args.push(&["--unshare-net"]);
         }
@@ -228,6 +230,7 @@ mod tests {
         assert_eq!(program, Path::new("/usr/bin/bwrap"));
         let has = |window: &[&str]| args.windows(window.len()).any(|part| part == window);
         assert!(has(&["--unshare-net"]) && has(&["--unshare-pid"]) && has(&["--die-with-parent"]));
+        assert!(has(&["--disable-userns"]));
         assert!(has(&["--bind", "/srv/sandboxes/sbx_1/workspace", "/workspace"]));
         assert!(has(&["--chdir", "/workspace"]));
         assert!(has(&["--clearenv"]));

