@@ -9,6 +9,7 @@ called, on a server with `--auth api-keys`, as:
 - `collaborator`: a member of the owner's tenant the agent names as an `agent-user`;
 - `other_tenant`: a member of another tenant;
 - `admin`: an admin of the owner's tenant; `other_admin`: an admin of another tenant;
+- `operator`: the server's operator (its key made with the CLI, in a tenant of its own);
 - `no_key`, and `revoked`: a key that was revoked.
 
 Each route belongs to a class in ROUTES, a small declarative table giving the status every
@@ -37,7 +38,7 @@ from conftest import TeamsterServer
 
 MEMBERS = ("owner", "same_tenant", "collaborator", "other_tenant")
 ADMINS = ("admin", "other_admin")
-KEYED = MEMBERS + ADMINS
+KEYED = MEMBERS + ADMINS + ("operator",)
 CALLERS = KEYED + ("no_key", "revoked")
 # Who may see and run the owner's agent (its creator, its agent-user, its tenant's admin).
 RUNNERS = ("owner", "collaborator", "admin")
@@ -61,9 +62,16 @@ def any_caller(status: int) -> dict[str, int]:
     return unauthenticated({caller: status for caller in KEYED})
 
 
-def admin_only(status: int) -> dict[str, int]:
-    """Settings, keys, metrics: admins of any tenant; members are refused (403)."""
-    return unauthenticated({**{caller: 403 for caller in MEMBERS}, **{caller: status for caller in ADMINS}})
+def operator_only(status: int) -> dict[str, int]:
+    """Settings, providers, MCP servers, skills, metrics: the operator's; tenant admins and
+    members are refused (403)."""
+    return unauthenticated({**{caller: 403 for caller in MEMBERS + ADMINS}, "operator": status})
+
+
+def keys_of_the_owners_tenant(status: int, other_admin: int) -> dict[str, int]:
+    """A key of the owner's tenant: its tenant's admin and the operator; another tenant's admin
+    gets `other_admin` (403 to create, 404 for a key it may not know of); members 403."""
+    return unauthenticated({**{caller: 403 for caller in MEMBERS}, "admin": status, "other_admin": other_admin, "operator": status})
 
 
 def agent_use(status: int) -> dict[str, int]:
@@ -139,23 +147,22 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/api/v1/auth/callback"): Route(public(302), query="?state=x"),
     ("POST", "/api/v1/auth/logout"): Route(public(204)),
     ("GET", "/api/v1/auth/me"): Route(any_caller(200)),
-    # Admins only.
-    ("GET", "/metrics"): Route(admin_only(200)),
-    # Admins run the server (its providers, MCP servers and keys are every tenant's), so they
-    # see every key's subject.
-    ("GET", "/api/v1/keys"): Route(admin_only(200), sees_subjects=ADMINS),
-    ("POST", "/api/v1/keys"): Route(admin_only(201), body=lambda world, caller: {"subject": wire.unique("made"), "tenant": "acme"}),
-    ("DELETE", "/api/v1/keys/{key_id}"): Route(admin_only(200), fresh=True),
-    ("GET", "/api/v1/settings/model-providers"): Route(admin_only(200)),
-    ("PUT", "/api/v1/settings/model-providers"): Route(admin_only(200), body=lambda world, caller: {"manifest": world.provider}),
-    ("POST", "/api/v1/settings/model-providers"): Route(admin_only(409), body=lambda world, caller: {"manifest": world.provider}),
-    ("GET", "/api/v1/settings/mcp-servers"): Route(admin_only(200)),
-    ("GET", "/api/v1/settings/mcp-servers/{name}"): Route(admin_only(404)),
-    ("PUT", "/api/v1/settings/mcp-servers"): Route(admin_only(400), body=lambda world, caller: {}),
-    ("POST", "/api/v1/settings/mcp-servers"): Route(admin_only(400), body=lambda world, caller: {}),
-    ("GET", "/api/v1/settings/skills"): Route(admin_only(200)),
-    ("PUT", "/api/v1/settings/skills"): Route(admin_only(400), body=lambda world, caller: {}),
-    ("POST", "/api/v1/settings/skills"): Route(admin_only(400), body=lambda world, caller: {}),
+    # The operator's alone: what is server-wide.
+    ("GET", "/metrics"): Route(operator_only(200)),
+    # Keys: the operator sees every key's subject, a tenant admin its own tenant's keys only.
+    ("GET", "/api/v1/keys"): Route(keys_of_the_owners_tenant(200, 200), sees_subjects=("admin", "operator")),
+    ("POST", "/api/v1/keys"): Route(keys_of_the_owners_tenant(201, 403), body=lambda world, caller: {"subject": wire.unique("made"), "tenant": "acme"}),
+    ("DELETE", "/api/v1/keys/{key_id}"): Route(keys_of_the_owners_tenant(200, 404), fresh=True),
+    ("GET", "/api/v1/settings/model-providers"): Route(operator_only(200)),
+    ("PUT", "/api/v1/settings/model-providers"): Route(operator_only(200), body=lambda world, caller: {"manifest": world.provider}),
+    ("POST", "/api/v1/settings/model-providers"): Route(operator_only(409), body=lambda world, caller: {"manifest": world.provider}),
+    ("GET", "/api/v1/settings/mcp-servers"): Route(operator_only(200)),
+    ("GET", "/api/v1/settings/mcp-servers/{name}"): Route(operator_only(404)),
+    ("PUT", "/api/v1/settings/mcp-servers"): Route(operator_only(400), body=lambda world, caller: {}),
+    ("POST", "/api/v1/settings/mcp-servers"): Route(operator_only(400), body=lambda world, caller: {}),
+    ("GET", "/api/v1/settings/skills"): Route(operator_only(200)),
+    ("PUT", "/api/v1/settings/skills"): Route(operator_only(400), body=lambda world, caller: {}),
+    ("POST", "/api/v1/settings/skills"): Route(operator_only(400), body=lambda world, caller: {}),
     # What every caller may read (the server's, not anyone's).
     ("GET", "/api/v1/capabilities"): Route(any_caller(200)),
     ("GET", "/api/v1/models"): Route(any_caller(200)),
@@ -241,17 +248,18 @@ def teamster(*args: str) -> subprocess.CompletedProcess:
 class World:
     """A keyed server, a key per caller, and the owner's agent, sessions and turns."""
 
-    def __init__(self, server: TeamsterServer, admin_key: str) -> None:
+    def __init__(self, server: TeamsterServer, operator_key: str) -> None:
         self.server = server
         self.url = server.url
-        self.admin = wire.Api(self.url, key=admin_key)
+        # The operator sets the server up and makes everyone's keys.
+        self.admin = wire.Api(self.url, key=operator_key)
         self.provider = server.fake.provider_manifest()
         self.admin.ok(self.admin.put("/api/v1/settings/model-providers", json={"manifest": self.provider}))
-        self.keys = {"admin": admin_key}
+        self.keys = {"operator": operator_key}
         people = {"owner": ("acme", "member"), "same_tenant": ("acme", "member"),
                   "collaborator": ("acme", "member"), "other_tenant": ("globex", "member"),
-                  "other_admin": ("globex", "admin"), "revoked": ("acme", "member")}
-        self.subjects: dict[str, str] = {}
+                  "admin": ("acme", "admin"), "other_admin": ("globex", "admin"), "revoked": ("acme", "member")}
+        self.subjects: dict[str, str] = {"operator": "ops:root"}
         for caller, (tenant, role) in people.items():
             slug = wire.unique(caller.replace("_", "-"))
             made = self.admin.ok(self.admin.post("/api/v1/keys", json={"subject": slug, "tenant": tenant, "role": role}), 201)["data"]
@@ -324,7 +332,7 @@ class World:
 @pytest.fixture(scope="module")
 def world(workdir, fake_model) -> typing.Iterator[World]:
     server = TeamsterServer(workdir, fake_model, ["--auth", "api-keys"])
-    made = teamster("keys", "create", "--subject", "root", "--tenant", "acme", "--role", "admin",
+    made = teamster("keys", "create", "--subject", "root", "--tenant", "ops", "--role", "operator",
                     "--database", server.database, "--data-dir", str(workdir))
     assert made.returncode == 0, made.stderr
     try:
@@ -458,7 +466,7 @@ def test_a_spec_cannot_reach_another_tenants_agent_as_a_sub_agent(world: World):
 def test_ids_and_names_of_the_owners_reach_nothing_in_new_requests(world: World):
     """A chat whose id is the owner's session runs nothing in it; a draft cannot link to an agent
     its caller may not see."""
-    for caller in ("same_tenant", "collaborator", "other_tenant", "admin", "other_admin"):
+    for caller in ("same_tenant", "collaborator", "other_tenant", "admin", "other_admin", "operator"):
         api = world.apis[caller]
         chat = {**chat_body(world, caller), "id": world.session}
         wire.assert_error(api.post("/api/v1/chat", json=chat), 404)

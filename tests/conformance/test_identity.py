@@ -32,7 +32,7 @@ def keyed(workdir, fake_model) -> typing.Iterator[Keyed]:
     """A server with `--auth api-keys` whose first admin key was made with the CLI before it
     started, configured through that key."""
     server = TeamsterServer(workdir, fake_model, ["--auth", "api-keys"])
-    made = teamster("keys", "create", "--subject", "root", "--tenant", "ops", "--role", "admin",
+    made = teamster("keys", "create", "--subject", "root", "--tenant", "ops", "--role", "operator",
                     "--database", server.database, "--data-dir", str(workdir))
     assert made.returncode == 0, made.stderr
     admin = made.stdout.strip()

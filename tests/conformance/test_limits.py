@@ -54,7 +54,7 @@ def test_rate_limit_is_per_subject(workdir, fake_model):
     subject (of the same tenant) served."""
     server = TeamsterServer(workdir, fake_model, ["--auth", "api-keys", "--rate-limit-per-minute", "5"])
     program = str(conftest.binary("TEAMSTER_BIN", "target/debug/teamster"))
-    made = subprocess.run([program, "keys", "create", "--subject", "root", "--tenant", "acme", "--role", "admin",
+    made = subprocess.run([program, "keys", "create", "--subject", "root", "--tenant", "acme", "--role", "operator",
                            "--database", server.database, "--data-dir", str(workdir)],
                           stdin=subprocess.DEVNULL, capture_output=True, timeout=60, text=True)
     assert made.returncode == 0, made.stderr

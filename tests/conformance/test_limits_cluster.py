@@ -165,7 +165,7 @@ def test_a_revoked_key_is_refused_on_every_replica(workdir, fake_model):
     b = TeamsterServer(workdir, fake_model, ["--auth", "api-keys"], database=database)
     try:
         program = str(conftest.binary("TEAMSTER_BIN", "target/debug/teamster"))
-        made = subprocess.run([program, "keys", "create", "--subject", "root", "--tenant", "acme", "--role", "admin",
+        made = subprocess.run([program, "keys", "create", "--subject", "root", "--tenant", "acme", "--role", "operator",
                                "--database", database, "--data-dir", str(workdir)],
                               stdin=subprocess.DEVNULL, capture_output=True, timeout=60, text=True)
         assert made.returncode == 0, made.stderr

@@ -397,7 +397,7 @@ def test_without_authentication_the_routes_lead_straight_back(server):
     assert client.get(f"{url}/api/v1/auth/callback", params={"state": "s", "code": "c"}).headers["location"] == "/"
     out = client.post(f"{url}/api/v1/auth/logout")
     assert out.status_code == 204 and not set_cookies(out)
-    assert client.get(f"{url}/api/v1/auth/me").json() == {"type": "default", "email": "default", "role": "admin"}
+    assert client.get(f"{url}/api/v1/auth/me").json() == {"type": "default", "email": "default", "role": "operator"}
 
 
 def test_the_log_names_no_secret_code_or_token(oidc):

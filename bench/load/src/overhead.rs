@@ -182,7 +182,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 /// Makes an admin API key in the on server's database before it starts.
 async fn create_key(teamster: &Path, dir: &Path, database: &str) -> anyhow::Result<String> {
     let output = tokio::process::Command::new(teamster)
-        .args(["keys", "create", "--subject", "bench", "--tenant", "bench", "--role", "admin", "--database", database])
+        .args(["keys", "create", "--subject", "bench", "--tenant", "bench", "--role", "operator", "--database", database])
         .arg("--data-dir")
         .arg(dir)
         .stdin(std::process::Stdio::null())

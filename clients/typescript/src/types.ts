@@ -306,7 +306,7 @@ export interface Subject {
   subject_slug: string;
 }
 
-export type Role = 'admin' | 'member';
+export type Role = 'operator' | 'admin' | 'member';
 
 export interface ApiKey {
   id: string;

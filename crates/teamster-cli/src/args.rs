@@ -114,7 +114,7 @@ pub struct KeysArgs {
 }
 
 /// API keys, managed in the store itself (with a SQLite database, while no server runs on it;
-/// a running server's admins use `/api/v1/keys`).
+/// a running server's operator and tenant admins use `/api/v1/keys`).
 #[derive(Subcommand, Debug)]
 pub enum KeysCommand {
     /// Creates a key and prints it; it is shown this once (only its hash is stored).
@@ -139,6 +139,9 @@ pub enum KeysCommand {
 /// A key's role.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RoleArg {
+    /// The server's operator: settings, providers, MCP servers, skills, metrics, every tenant's keys.
+    Operator,
+    /// An admin of its own tenant: that tenant's keys, agents and sessions.
     Admin,
     Member,
 }

@@ -1,4 +1,6 @@
-//! `teamster keys`: API keys, straight in the store.
+//! `teamster keys`: API keys, straight in the store. Whoever can open the store is the
+//! operator, so this is how the first operator key (`--role operator`) is made; every key of
+//! every tenant is listed and revocable here.
 
 use std::process::ExitCode;
 
@@ -12,6 +14,7 @@ pub async fn run(args: KeysArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         KeysCommand::Create { subject, tenant, role, service_account } => {
             let role = match role {
+                RoleArg::Operator => Role::Operator,
                 RoleArg::Admin => Role::Admin,
                 RoleArg::Member => Role::Member,
             };

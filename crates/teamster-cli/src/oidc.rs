@@ -46,6 +46,13 @@ pub struct OidcArgs {
     /// are admins.
     #[arg(long, env = "TEAMSTER_OIDC_ADMIN_CLAIM")]
     pub oidc_admin_claim: Option<String>,
+    /// Subjects (`sub` claims) who are the server's operator (comma-separated).
+    #[arg(long, env = "TEAMSTER_OIDC_OPERATOR_SUBJECTS", value_delimiter = ',')]
+    pub oidc_operator_subjects: Vec<String>,
+    /// `CLAIM=VALUE`: users whose claim equals VALUE, or lists it (e.g. `groups=teamster-operators`),
+    /// are the server's operator (settings, providers, MCP servers, metrics, every tenant's keys).
+    #[arg(long, env = "TEAMSTER_OIDC_OPERATOR_CLAIM")]
+    pub oidc_operator_claim: Option<String>,
 }
 
 impl OidcArgs {
@@ -67,13 +74,8 @@ pub async fn login(args: &OidcArgs, links: &PublicLinks, key: &TokenKey) -> anyh
         bail!("--oidc-issuer needs --oidc-client-id");
     };
     let client_secret = client_secret(args.oidc_client_secret_file.as_deref())?;
-    let admin_claim = match args.oidc_admin_claim.as_deref().filter(|claim| !claim.trim().is_empty()) {
-        None => None,
-        Some(claim) => match claim.split_once('=') {
-            Some((name, value)) if !name.trim().is_empty() && !value.trim().is_empty() => Some((name.trim().to_owned(), value.trim().to_owned())),
-            _ => bail!("--oidc-admin-claim takes CLAIM=VALUE, such as groups=teamster-admins"),
-        },
-    };
+    let admin_claim = claim_flag("--oidc-admin-claim", args.oidc_admin_claim.as_deref(), "groups=teamster-admins")?;
+    let operator_claim = claim_flag("--oidc-operator-claim", args.oidc_operator_claim.as_deref(), "groups=teamster-operators")?;
     let config = OidcConfig {
         issuer: issuer.clone(),
         client_id: client_id.trim().to_owned(),
@@ -84,6 +86,8 @@ pub async fn login(args: &OidcArgs, links: &PublicLinks, key: &TokenKey) -> anyh
         default_tenant: args.oidc_default_tenant.trim().to_owned(),
         admin_subjects: args.oidc_admin_subjects.iter().map(|subject| subject.trim().to_owned()).filter(|subject| !subject.is_empty()).collect(),
         admin_claim,
+        operator_subjects: args.oidc_operator_subjects.iter().map(|subject| subject.trim().to_owned()).filter(|subject| !subject.is_empty()).collect(),
+        operator_claim,
     };
     let login = OidcLogin::new(links, config, key).map_err(|error| anyhow::anyhow!("{error}"))?;
     match login.relying_party().discover().await {
@@ -91,6 +95,17 @@ pub async fn login(args: &OidcArgs, links: &PublicLinks, key: &TokenKey) -> anyh
         Err(error) => tracing::warn!(%issuer, %error, "OIDC login is on, but the identity provider cannot be reached yet; logins wait for it"),
     }
     Ok(Some(Arc::new(login)))
+}
+
+/// A `CLAIM=VALUE` flag's claim and value; `None` when it is absent or blank.
+fn claim_flag(flag: &str, value: Option<&str>, example: &str) -> anyhow::Result<Option<(String, String)>> {
+    match value.filter(|claim| !claim.trim().is_empty()) {
+        None => Ok(None),
+        Some(claim) => match claim.split_once('=') {
+            Some((name, value)) if !name.trim().is_empty() && !value.trim().is_empty() => Ok(Some((name.trim().to_owned(), value.trim().to_owned()))),
+            _ => bail!("{flag} takes CLAIM=VALUE, such as {example}"),
+        },
+    }
 }
 
 /// The client secret from `file`, else from `TEAMSTER_OIDC_CLIENT_SECRET`; surrounding

@@ -5,8 +5,9 @@
 //! key), `Authorization: Bearer <ID token>` of the OIDC provider, or the `id_token` cookie of a
 //! browser login (see `oidc`; with unsafe methods only from this server's own pages). The
 //! middleware finds the caller and handlers take it as the [`Authenticated`] extractor.
-//! Settings, API keys and the metrics (every tenant's activity added up) are for admins only
-//! (403 for others).
+//! Settings (model providers, MCP servers, skills) and the metrics (every tenant's activity added
+//! up) are the operator's alone; API keys are for admins, each tenant admin its own tenant's (403
+//! for others).
 
 use axum::extract::{FromRequestParts, OptionalFromRequestParts, Request, State};
 use axum::http::request::Parts;
@@ -76,10 +77,15 @@ impl<S: Send + Sync> OptionalFromRequestParts<S> for Authenticated {
     }
 }
 
-/// Paths only admins reach: settings (providers and their keys, MCP servers, skills), API keys
-/// and the metrics.
+/// Paths only admins (tenant admins and the operator) reach: API keys.
 pub(crate) fn is_admin_only(path: &str) -> bool {
-    path == "/metrics" || ["/api/v1/settings/", "/api/v1/keys"].iter().any(|prefix| path.starts_with(prefix))
+    path == "/api/v1/keys" || path.starts_with("/api/v1/keys/")
+}
+
+/// Paths only the operator reaches: what is server-wide, settings (providers and their keys,
+/// MCP servers, skills) and the metrics.
+pub(crate) fn is_operator_only(path: &str) -> bool {
+    path == "/metrics" || path == "/api/v1/settings" || path.starts_with("/api/v1/settings/")
 }
 
 /// A 401 in the spec's error shape, saying which scheme to use.
@@ -183,9 +189,15 @@ pub async fn authenticate(State(state): State<AppState>, mut request: Request, n
             Err(response) => return response,
         }
     };
-    if is_admin_only(request.uri().path())
-        && let Err(refused) = caller.require_admin()
-    {
+    let path = request.uri().path();
+    let allowed = if is_operator_only(path) {
+        caller.require_operator()
+    } else if is_admin_only(path) {
+        caller.require_admin()
+    } else {
+        Ok(())
+    };
+    if let Err(refused) = allowed {
         return ApiError::from(refused).into_response();
     }
     request.extensions_mut().insert(caller);

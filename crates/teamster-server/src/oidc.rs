@@ -172,6 +172,8 @@ mod tests {
             default_tenant: "default".into(),
             admin_subjects: vec![],
             admin_claim: None,
+            operator_subjects: vec![],
+            operator_claim: None,
         };
         OidcLogin::new(&PublicLinks::new(public_url).unwrap(), config, &TokenKey::generate().unwrap()).unwrap()
     }

@@ -23,7 +23,7 @@ use utoipa::openapi::{ContentBuilder, InfoBuilder, LicenseBuilder, OpenApi, Ref,
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::AppState;
-use crate::auth::{is_admin_only, is_public};
+use crate::auth::{is_admin_only, is_operator_only, is_public};
 use crate::routes::{ApiRouter, health, native, routes};
 
 /// A JSON object the server passes on as it is (an MCP server's tool entries, a session state).
@@ -164,8 +164,11 @@ fn finish(api: &mut OpenApi) {
 fn finish_operation(path: &str, is_get: bool, operation: &mut Operation, error: &utoipa::openapi::Response) {
     if is_get && is_public(path) {
         operation.security = Some(vec![SecurityRequirement::default(), SecurityRequirement::new(BEARER, Vec::<String>::new())]);
-    } else if is_admin_only(path) {
-        let note = "Admins only when the server has API keys (403 for members).";
+    } else if is_operator_only(path) || is_admin_only(path) {
+        let note = match is_operator_only(path) {
+            true => "The server's operator only when the server has API keys (403 for tenant admins and members).",
+            false => "Admins only when the server has API keys (403 for members); a tenant admin sees its own tenant's keys only.",
+        };
         operation.description = Some(match operation.description.take() {
             Some(description) => format!("{description}\n\n{note}"),
             None => note.to_owned(),

@@ -39,11 +39,17 @@ const KEY_PREFIX: &str = "tsk_";
 const MAX_NAME_BYTES: usize = 128;
 
 /// What a caller may do beyond its own sessions.
+///
+/// A key record stored before the operator role existed says `admin`, and stays a tenant admin:
+/// the operator makes an operator key with `teamster keys create --role operator`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
-    /// Settings and keys too.
+    /// The server's operator: settings, model providers, MCP servers, skills, the metrics and
+    /// every tenant's keys; and, within its own tenant, what a tenant admin may do.
+    Operator,
+    /// A tenant's admin: the keys, agents and sessions of its own tenant only.
     Admin,
     /// Agents and its own sessions.
     #[default]
@@ -115,6 +121,17 @@ fn digest(secret: &str) -> String {
 /// Whether two byte strings are equal, in a time that depends on their length only.
 fn same_bytes(left: &[u8], right: &[u8]) -> bool {
     left.len() == right.len() && left.iter().zip(right).fold(0, |differ, (a, b)| differ | (a ^ b)) == 0
+}
+
+/// The 404 of a key id that is unknown (or not the caller's to manage).
+fn unknown_key(id: &str) -> ServiceError {
+    ServiceError::NotFound(format!("no API key {:?}", id.chars().take(64).collect::<String>()))
+}
+
+/// Whether `caller` manages `key`: the operator every key, a tenant admin its own tenant's keys
+/// but operator keys.
+fn manages(caller: &Caller, key: &ApiKey) -> bool {
+    caller.is_operator() || (key.role != Role::Operator && caller.administers(&key.tenant))
 }
 
 /// This replica's copies of key records it has authenticated with, by key id.
@@ -209,7 +226,7 @@ impl<'a> ApiKeys<'a> {
 
     /// Revokes a key: it authenticates no more (404 for an unknown id).
     pub async fn revoke(&self, id: &str) -> Result<ApiKey> {
-        let mut record = self.record(id).await?.ok_or_else(|| ServiceError::NotFound(format!("no API key {:?}", id.chars().take(64).collect::<String>())))?;
+        let mut record = self.record(id).await?.ok_or_else(|| unknown_key(id))?;
         if record.key.revoked_at.is_none() {
             record.key.revoked_at = Some(timestamp::now());
             self.put(&record).await?;
@@ -240,6 +257,36 @@ impl<'a> ApiKeys<'a> {
             return Ok(None);
         }
         Ok(Some(Caller { subject: record.key.subject, tenant: record.key.tenant, role: record.key.role }))
+    }
+
+    /// Creates a key on `caller`'s behalf: the operator in any tenant and of any role, a tenant
+    /// admin only in its own tenant and never an operator key (403 otherwise).
+    pub async fn create_for(&self, caller: &Caller, new: NewKey) -> Result<CreatedKey> {
+        if new.role == Role::Operator && !caller.is_operator() {
+            return Err(ServiceError::Forbidden("only the server's operator may create an operator key".to_owned()));
+        }
+        if !caller.administers(&new.tenant) {
+            return Err(ServiceError::Forbidden("a tenant admin creates keys in its own tenant only".to_owned()));
+        }
+        self.create(new).await
+    }
+
+    /// The keys `caller` manages, revoked ones marked: every key for the operator, the keys of
+    /// its own tenant but the operator's for a tenant admin.
+    pub async fn list_for(&self, caller: &Caller) -> Result<Vec<ApiKey>> {
+        let mut keys = self.list().await?;
+        keys.retain(|key| manages(caller, key));
+        Ok(keys)
+    }
+
+    /// Revokes a key on `caller`'s behalf: a key `caller` does not manage is answered as an
+    /// unknown one (404), so no tenant learns another's key ids.
+    pub async fn revoke_for(&self, caller: &Caller, id: &str) -> Result<ApiKey> {
+        let known = self.record(id).await?.is_some_and(|record| manages(caller, &record.key));
+        if !known {
+            return Err(unknown_key(id));
+        }
+        self.revoke(id).await
     }
 
     async fn put(&self, record: &KeyRecord) -> Result<()> {

@@ -85,9 +85,9 @@ pub struct Caller {
 }
 
 impl Caller {
-    /// The one caller of a server without authentication: an admin.
+    /// The one caller of a server without authentication: the operator.
     pub fn local() -> Caller {
-        Caller { subject: Subject::local(), tenant: "local".to_owned(), role: Role::Admin }
+        Caller { subject: Subject::local(), tenant: "local".to_owned(), role: Role::Operator }
     }
 
     /// A subject acting on what it owns, outside any request (a follow-up it queued).
@@ -95,11 +95,40 @@ impl Caller {
         Caller { subject, tenant: String::new(), role: Role::Member }
     }
 
-    /// Refuses (403) a caller that is not an admin.
-    pub fn require_admin(&self) -> Result<()> {
+    /// Whether the caller is the server's operator.
+    pub fn is_operator(&self) -> bool {
+        self.role == Role::Operator
+    }
+
+    /// Whether the caller administers its own tenant (a tenant admin, or the operator).
+    pub fn is_tenant_admin(&self) -> bool {
+        matches!(self.role, Role::Admin | Role::Operator)
+    }
+
+    /// Whether the caller may manage what belongs to `tenant`: the operator any tenant's, a
+    /// tenant admin its own tenant's only.
+    pub fn administers(&self, tenant: &str) -> bool {
         match self.role {
-            Role::Admin => Ok(()),
-            Role::Member => Err(ServiceError::Forbidden("only an admin may do this".to_owned())),
+            Role::Operator => true,
+            Role::Admin => !self.tenant.is_empty() && self.tenant == tenant,
+            Role::Member => false,
+        }
+    }
+
+    /// Refuses (403) a caller that is neither a tenant admin nor the operator.
+    pub fn require_admin(&self) -> Result<()> {
+        match self.is_tenant_admin() {
+            true => Ok(()),
+            false => Err(ServiceError::Forbidden("only an admin may do this".to_owned())),
+        }
+    }
+
+    /// Refuses (403) a caller that is not the operator (what is server-wide: settings, model
+    /// providers, MCP servers, skills, the metrics).
+    pub fn require_operator(&self) -> Result<()> {
+        match self.is_operator() {
+            true => Ok(()),
+            false => Err(ServiceError::Forbidden("only the server's operator may do this".to_owned())),
         }
     }
 }

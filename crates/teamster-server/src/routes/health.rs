@@ -3,7 +3,7 @@
 //! the Prometheus text exposition format.
 //!
 //! The two checks say nothing but up or not, so they are public; the metrics add up every
-//! tenant's activity and name the tools agents call, so with API keys they are for admins
+//! tenant's activity and name the tools agents call, so with API keys they are the operator's
 //! (see `auth`).
 
 use axum::extract::State;

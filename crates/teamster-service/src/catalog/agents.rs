@@ -6,7 +6,7 @@
 //! it (`agent-user`) or also edit, delete and re-share it (`agent-manager`). Anyone else,
 //! in the tenant or not, is told the agent does not exist (404, exactly as for a missing one);
 //! a collaborator refused an action is told so (403). Without authentication the one local
-//! caller is an admin of the tenant `local`, which every agent stored before agents had owners
+//! caller is the operator, an admin of the tenant `local`, which every agent stored before agents had owners
 //! belongs to, so everything is as it was.
 
 use teamster_protocol::agent::{Agent, AgentSpec, is_valid_resource_name};
@@ -15,7 +15,7 @@ use teamster_protocol::{RuntimeConfig, ids, timestamp};
 use teamster_store::AgentRecord;
 
 use crate::error::{Result, ServiceError};
-use crate::{Caller, Role};
+use crate::Caller;
 use super::Catalog;
 
 pub(crate) fn agent_view(record: AgentRecord) -> Agent {
@@ -48,7 +48,7 @@ pub(crate) fn agent_access(caller: &Caller, record: &AgentRecord) -> AgentAccess
         return AgentAccess::Hidden;
     }
     let creator = record.created_by.as_ref().is_some_and(|subject| subject.subject_id == caller.subject.subject_id);
-    if caller.role == Role::Admin || creator {
+    if caller.is_tenant_admin() || creator {
         return AgentAccess::Manage;
     }
     let granted = record.spec.collaborators.iter().flatten().filter_map(|collaborator| {
@@ -364,6 +364,7 @@ mod tests {
     use teamster_protocol::collaborator::Collaborator;
 
     use super::*;
+    use crate::Role;
 
     fn caller(tenant: &str, name: &str, role: Role) -> Caller {
         let subject = Subject { subject_id: format!("{tenant}:{name}"), subject_type: "user".into(), subject_slug: name.into() };

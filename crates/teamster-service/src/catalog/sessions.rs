@@ -18,10 +18,10 @@ fn short(value: &str) -> String {
     value.chars().take(64).collect()
 }
 
-/// For an admin, what the ids of its tenant's subjects start with (`<tenant>:<name>`, as API
+/// For an admin (a tenant admin, or the operator in its own tenant), what the ids of its tenant's subjects start with (`<tenant>:<name>`, as API
 /// keys and OIDC logins make them); `None` for anyone else.
 fn tenant_prefix(caller: &Caller) -> Option<String> {
-    (caller.role == crate::Role::Admin && !caller.tenant.is_empty()).then(|| format!("{}:", caller.tenant))
+    (caller.is_tenant_admin() && !caller.tenant.is_empty()).then(|| format!("{}:", caller.tenant))
 }
 
 /// The longest title a session may have, in bytes.

@@ -10,8 +10,8 @@
 //! claims to a [`Caller`]: the subject named by `sub` in its tenant (id `<tenant>:<sub>`, slug
 //! `<sub>`, as an API key's subject of that name: a key an admin makes for that name acts as the
 //! same user, and collaborators name the user as `user:<sub>`; the email, which a user may set at
-//! some providers, never names anyone), tenant from a configured claim or the default, admin by
-//! subject or by a claim's value.
+//! some providers, never names anyone), tenant from a configured claim or the default, operator or
+//! tenant admin by subject or by a claim's value (operator first).
 //!
 //! Tokens, codes, verifiers and the client secret never appear in errors, logs or `Debug` forms.
 
@@ -62,6 +62,10 @@ pub struct OidcConfig {
     /// A claim and a value that make a subject an admin: the claim equals the value, or is a
     /// list holding it (e.g. `groups` holding `teamster-admins`).
     pub admin_claim: Option<(String, String)>,
+    /// Subjects (`sub` values) who are the server's operator.
+    pub operator_subjects: Vec<String>,
+    /// A claim and a value that make a subject the operator, as `admin_claim` does an admin.
+    pub operator_claim: Option<(String, String)>,
 }
 
 impl fmt::Debug for OidcConfig {
@@ -76,6 +80,8 @@ impl fmt::Debug for OidcConfig {
             .field("default_tenant", &self.default_tenant)
             .field("admin_subjects", &self.admin_subjects)
             .field("admin_claim", &self.admin_claim)
+            .field("operator_subjects", &self.operator_subjects)
+            .field("operator_claim", &self.operator_claim)
             .finish()
     }
 }
@@ -435,17 +441,25 @@ impl Oidc {
                 )));
             }
         };
-        let by_claim = self.config.admin_claim.as_ref().is_some_and(|(name, wanted)| match claims.other.get(name) {
-            Some(serde_json::Value::String(value)) => value == wanted,
-            Some(serde_json::Value::Array(values)) => values.iter().any(|value| value.as_str() == Some(wanted)),
-            _ => false,
-        });
-        let admin = by_claim || self.config.admin_subjects.contains(&claims.sub);
+        let holds = |claim: &Option<(String, String)>| {
+            claim.as_ref().is_some_and(|(name, wanted)| match claims.other.get(name) {
+                Some(serde_json::Value::String(value)) => value == wanted,
+                Some(serde_json::Value::Array(values)) => values.iter().any(|value| value.as_str() == Some(wanted)),
+                _ => false,
+            })
+        };
+        let role = if holds(&self.config.operator_claim) || self.config.operator_subjects.contains(&claims.sub) {
+            Role::Operator
+        } else if holds(&self.config.admin_claim) || self.config.admin_subjects.contains(&claims.sub) {
+            Role::Admin
+        } else {
+            Role::Member
+        };
         let email = claims.email.clone().or(claims.preferred_username.clone()).map(|text| clean(&text)).unwrap_or_else(|| claims.sub.clone());
         let caller = Caller {
             subject: Subject { subject_id: format!("{tenant}:{}", claims.sub), subject_type: "user".to_owned(), subject_slug: claims.sub.clone() },
             tenant,
-            role: if admin { Role::Admin } else { Role::Member },
+            role,
         };
         Ok(Identity { caller, email, expires_at: claims.exp.max(0.0) as u64 })
     }
@@ -466,6 +480,8 @@ mod tests {
             default_tenant: "default".into(),
             admin_subjects: vec!["root".into()],
             admin_claim: Some(("groups".into(), "admins".into())),
+            operator_subjects: vec!["ops".into()],
+            operator_claim: Some(("groups".into(), "operators".into())),
         };
         Oidc::new(config, &TokenKey::generate().unwrap()).unwrap()
     }
@@ -501,6 +517,10 @@ mod tests {
         let grouped = relying_party.identity(claims(serde_json::json!({"sub": "u2", "groups": ["x", "admins"]}))).unwrap();
         assert_eq!(grouped.caller.role, Role::Admin);
         assert_eq!(relying_party.identity(claims(serde_json::json!({"sub": "u2", "groups": "staff"}))).unwrap().caller.role, Role::Member);
+        // The operator is its own mapping; a tenant admin group never makes one.
+        assert_eq!(relying_party.identity(claims(serde_json::json!({"sub": "ops"}))).unwrap().caller.role, Role::Operator);
+        let operator = relying_party.identity(claims(serde_json::json!({"sub": "u3", "groups": ["admins", "operators"]}))).unwrap();
+        assert_eq!(operator.caller.role, Role::Operator);
         assert!(relying_party.identity(claims(serde_json::json!({"sub": ""}))).is_err());
         // Without a tenant claim configured, a token's `tenant` is ignored.
         assert_eq!(oidc(None).identity(claims(serde_json::json!({"sub": "u1", "tenant": "acme"}))).unwrap().caller.tenant, "default");

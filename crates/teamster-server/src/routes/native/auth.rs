@@ -43,7 +43,7 @@ pub struct GetMeResponse {
     /// User email from the ID token when connected; `"default"` when anonymous (an API key's
     /// subject name for a key).
     email: String,
-    /// Caller role: `admin` or `member`.
+    /// Caller role: `operator`, `admin` (of its own tenant) or `member`.
     role: String,
 }
 
@@ -149,6 +149,7 @@ async fn logout(State(state): State<AppState>) -> Response {
         (status = 401, description = "Auth is enabled and the request has no valid cookie or Bearer ID token.", body = teamster_protocol::api::ErrorResponse)))]
 async fn me(Authenticated(caller): Authenticated, credential: Option<Extension<Credential>>) -> Json<GetMeResponse> {
     let role = match caller.role {
+        Role::Operator => "operator",
         Role::Admin => "admin",
         Role::Member => "member",
     };

@@ -1,5 +1,7 @@
-//! `/api/v1/keys`: API keys, for admins (the auth layer refuses others). A key's secret is in
-//! the creation answer only.
+//! `/api/v1/keys`: API keys, for admins (the auth layer refuses members). The operator manages
+//! every tenant's keys; a tenant admin lists, creates and revokes the keys of its own tenant only
+//! (another tenant's key is a 404, creating one in another tenant or an operator key a 403). A
+//! key's secret is in the creation answer only.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -10,6 +12,7 @@ use teamster_service::{ApiKey, NewKey, Role};
 use crate::routes::routes;
 
 use crate::AppState;
+use crate::auth::Authenticated;
 use crate::error::ApiResult;
 use crate::extract::JsonBody;
 use crate::routes::ApiRouter;
@@ -23,7 +26,8 @@ pub fn routes() -> ApiRouter {
 #[serde(deny_unknown_fields)]
 struct CreateKeyRequest {
     subject: String,
-    /// The subject's tenant (`default` when absent).
+    /// The subject's tenant: when absent, a tenant admin's own tenant, or `default` for the
+    /// operator. A tenant admin may name its own tenant only.
     #[serde(default)]
     tenant: Option<String>,
     #[serde(default)]
@@ -42,25 +46,30 @@ struct CreatedKeyResponse {
 
 #[utoipa::path(post, path = "/keys", operation_id = "createKey", tag = "Keys", summary = "Create an API key", request_body = CreateKeyRequest,
     responses((status = 201, description = "The key's record and the key itself, shown this once.", body = Data<CreatedKeyResponse>)))]
-async fn create(State(state): State<AppState>, JsonBody(body): JsonBody<CreateKeyRequest>) -> ApiResult<(StatusCode, Json<Data<CreatedKeyResponse>>)> {
+async fn create(
+    State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
+    JsonBody(body): JsonBody<CreateKeyRequest>,
+) -> ApiResult<(StatusCode, Json<Data<CreatedKeyResponse>>)> {
+    let default_tenant = if caller.is_operator() { "default".to_owned() } else { caller.tenant.clone() };
     let new = NewKey {
         subject: body.subject,
         service_account: body.service_account,
-        tenant: body.tenant.unwrap_or_else(|| "default".to_owned()),
+        tenant: body.tenant.unwrap_or(default_tenant),
         role: body.role,
     };
-    let created = state.service.api_keys().create(new).await?;
+    let created = state.service.api_keys().create_for(&caller, new).await?;
     Ok((StatusCode::CREATED, Json(Data { data: CreatedKeyResponse { key: created.key, secret: created.secret } })))
 }
 
 #[utoipa::path(get, path = "/keys", operation_id = "listKeys", tag = "Keys", summary = "List API keys",
-    responses((status = 200, description = "Every key, revoked ones included, without secrets.", body = Data<Vec<ApiKey>>)))]
-async fn list(State(state): State<AppState>) -> ApiResult<Json<Data<Vec<ApiKey>>>> {
-    Ok(Json(Data { data: state.service.api_keys().list().await? }))
+    responses((status = 200, description = "The keys the caller manages (every key for the operator, its own tenant's for a tenant admin), revoked ones included, without secrets.", body = Data<Vec<ApiKey>>)))]
+async fn list(State(state): State<AppState>, Authenticated(caller): Authenticated) -> ApiResult<Json<Data<Vec<ApiKey>>>> {
+    Ok(Json(Data { data: state.service.api_keys().list_for(&caller).await? }))
 }
 
 #[utoipa::path(delete, path = "/keys/{key_id}", operation_id = "revokeKey", tag = "Keys", summary = "Revoke an API key", params(("key_id" = String, Path, description = "The key's id.")),
     responses((status = 200, description = "The revoked key.", body = Data<ApiKey>)))]
-async fn revoke(State(state): State<AppState>, Path(key_id): Path<String>) -> ApiResult<Json<Data<ApiKey>>> {
-    Ok(Json(Data { data: state.service.api_keys().revoke(&key_id).await? }))
+async fn revoke(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(key_id): Path<String>) -> ApiResult<Json<Data<ApiKey>>> {
+    Ok(Json(Data { data: state.service.api_keys().revoke_for(&caller, &key_id).await? }))
 }
