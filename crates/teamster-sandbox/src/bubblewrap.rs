@@ -25,7 +25,7 @@ use crate::provider::{ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, O
 use crate::quota::{Ledger, Usage};
 use crate::seccomp;
 use crate::skills::{SKILLS_MOUNT_DIR, is_skill_name};
-use crate::workspace::{Area, check_opened_inside, sandbox_path};
+use crate::workspace::{Area, open_beneath, sandbox_path};
 use crate::{Limits, SandboxError};
 
 /// The longest command a call may give.
@@ -38,8 +38,6 @@ const SANDBOX_UID_BASE: u32 = 200_000;
 const SANDBOX_UID_COUNT: u32 = 100_000;
 /// How long the output pipes may stay open after the sandbox's process has exited.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
-/// Linux's `O_NONBLOCK`: opening a FIFO the sandbox left at a path must not block the harness.
-const O_NONBLOCK: i32 = 0o4000;
 /// The directory of a sandbox recording its mounted skills.
 const SKILLS_RECORD: &str = "skills";
 /// Where the workspace links to the skills, as a name in the workspace.
@@ -348,17 +346,8 @@ impl SandboxProvider for Bubblewrap {
     async fn open_file(&self, sandbox_id: &str, path: &str) -> Result<OpenedFile, SandboxError> {
         let named = sandbox_path(path)?;
         let area = self.existing(sandbox_id).await?.join(named.area.dir_name());
-        let full = area.join(&named.relative);
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(O_NONBLOCK)
-            .open(&full)
-            .map_err(|error| match error.kind() {
-                std::io::ErrorKind::NotFound => SandboxError::NoSuchFile(path.to_owned()),
-                _ => SandboxError::io(format!("opening {path}"))(error),
-            })?;
-        check_opened_inside(&area, &file, path)?;
+        // Resolved beneath the area by the kernel: a link to the host is refused unfollowed.
+        let file = open_beneath(&area, &named.relative, path)?;
         let meta = file.metadata().map_err(SandboxError::io("reading a file's metadata"))?;
         if !meta.is_file() {
             return Err(SandboxError::NoSuchFile(path.to_owned()));

@@ -1,5 +1,8 @@
 //! Paths in a workspace: what a caller may name, and how the harness opens it without being led
-//! outside by `..` or a symbolic link.
+//! outside by `..` or a symbolic link. [`open_beneath`] resolves a path with `openat2(2)` and
+//! `RESOLVE_BENEATH` from the area's directory, so a link leading outside is refused by the
+//! kernel before anything outside is looked up: the answer is the same whether its target
+//! exists or not.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -101,6 +104,58 @@ fn shown(path: &str) -> String {
         Some((end, _)) => format!("{}…", &path[..end]),
         None => path.to_owned(),
     }
+}
+
+/// Opens `relative` for reading beneath `area` (the workspace or the sandbox's `/tmp` on the host),
+/// never leaving it: `..` above it, an absolute symbolic link, or a link climbing out of it is
+/// refused with [`SandboxError::InvalidPath`] without the kernel looking up anything outside
+/// (`RESOLVE_BENEATH`), and `/proc`'s magic links are refused too (`RESOLVE_NO_MAGICLINKS`).
+/// Opened non-blocking, so a FIFO the sandbox left at the path does not hold the harness. On
+/// kernels before 5.6, which lack `openat2`, the path is opened as the host sees it and checked
+/// afterwards ([`check_opened_inside`]): a link outside is still refused, but it is followed first.
+pub(crate) fn open_beneath(area: &Path, relative: &Path, path: &str) -> Result<std::fs::File, SandboxError> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use rustix::io::Errno;
+    let outside = || SandboxError::InvalidPath { path: shown(path), reason: "it leads outside the workspace".to_owned() };
+    let dir = rustix::fs::open(area, OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|error| SandboxError::io("opening the workspace")(error.into()))?;
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+    // The kernel answers EAGAIN when a rename raced the walk: it cannot vouch for the result.
+    let mut opened = rustix::fs::openat2(&dir, relative, flags, Mode::empty(), resolve);
+    for _ in 0..8 {
+        if !matches!(opened, Err(Errno::AGAIN)) {
+            break;
+        }
+        opened = rustix::fs::openat2(&dir, relative, flags, Mode::empty(), resolve);
+    }
+    match opened {
+        Ok(fd) => {
+            let file = std::fs::File::from(fd);
+            check_opened_inside(area, &file, path)?;
+            Ok(file)
+        }
+        Err(Errno::XDEV | Errno::LOOP) => Err(outside()),
+        Err(Errno::NOENT | Errno::NOTDIR) => Err(SandboxError::NoSuchFile(shown(path))),
+        Err(Errno::NOSYS) => open_checked(area, relative, path),
+        Err(error) => Err(SandboxError::io(format!("opening {}", shown(path)))(error.into())),
+    }
+}
+
+/// [`open_beneath`] where the kernel has no `openat2`: opened as the host sees the path, then
+/// checked to lie inside `area`.
+fn open_checked(area: &Path, relative: &Path, path: &str) -> Result<std::fs::File, SandboxError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(area.join(relative))
+        .map_err(|error| match error.kind() {
+            std::io::ErrorKind::NotFound => SandboxError::NoSuchFile(shown(path)),
+            _ => SandboxError::io(format!("opening {}", shown(path)))(error),
+        })?;
+    check_opened_inside(area, &file, path)?;
+    Ok(file)
 }
 
 /// Checks that `opened`, an open file, lies inside `root` (both as the kernel resolved them), so a

@@ -134,3 +134,40 @@ async fn ordinary_programs_still_work_under_the_filter() {
     let said: Vec<&str> = ok(&output).lines().filter(|line| !line.is_empty()).collect();
     assert_eq!(said, ["shell", "child", "forked", "one"], "{output:?}");
 }
+
+#[tokio::test]
+async fn a_download_through_a_link_to_the_host_answers_alike_whether_the_target_exists() {
+    use teamster_sandbox::SandboxError;
+    let root = Root::new("download");
+    let sandboxes = provider(&root, Limits::default()).await;
+    let id = sandboxes.provision("ses_download").await.unwrap().sandbox_id;
+    // A host file the sandbox cannot see, and a path beside it that does not exist.
+    let secret = root.0.with_extension("secret");
+    std::fs::write(&secret, "host secret").unwrap();
+    let missing = root.0.with_extension("missing");
+    let depth = "../".repeat(root.0.components().count() + 4);
+    let links = format!(
+        "ln -s {secret} abs-present && ln -s {missing} abs-missing && ln -s {depth}{secret} rel-present && ln -s {depth}{missing} rel-missing \
+         && mkdir -p data && echo inside > data/real.txt && ln -s data/real.txt inside && ln -s ../workspace/data/real.txt /tmp/back",
+        secret = secret.display(),
+        missing = missing.display(),
+        depth = depth.trim_end_matches('/'),
+    );
+    ok(&sandboxes.exec(&id, run(&links)).await.unwrap());
+
+    let mut answers = Vec::new();
+    for link in ["abs-present", "abs-missing", "rel-present", "rel-missing"] {
+        let error = sandboxes.read_file(&id, link).await.unwrap_err();
+        let SandboxError::InvalidPath { path, reason } = &error else { panic!("{link}: {error:?}") };
+        assert_eq!(path, link);
+        answers.push(reason.clone());
+    }
+    assert_eq!(answers, vec!["it leads outside the workspace"; 4]);
+    std::fs::remove_file(&secret).unwrap();
+
+    // Links that stay inside still work.
+    assert_eq!(sandboxes.read_file(&id, "inside").await.unwrap(), b"inside\n");
+    assert_eq!(sandboxes.read_file(&id, "data/real.txt").await.unwrap(), b"inside\n");
+    // `/tmp/back` climbs out of the sandbox's `/tmp` on the host: refused as well.
+    assert!(matches!(sandboxes.read_file(&id, "/tmp/back").await, Err(SandboxError::InvalidPath { .. })));
+}
