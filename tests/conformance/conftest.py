@@ -338,8 +338,9 @@ def fake_model(workdir: pathlib.Path) -> typing.Iterator[FakeModelServer]:
 @pytest.fixture(scope="session")
 def server(workdir: pathlib.Path, fake_model: FakeModelServer) -> typing.Iterator[TeamsterServer]:
     """The shared server: fresh database, fake provider and `demo` agent registered; stdio MCP
-    servers allowed (test_mcp.py registers one), as servers of a test's own do not."""
-    instance = TeamsterServer(workdir, fake_model, extra_args=["--allow-stdio-mcp"])
+    servers allowed (test_mcp.py registers one), and agents' URLs allowed to reach 127.0.0.1
+    (the test MCP servers and git daemon), as servers of a test's own do not."""
+    instance = TeamsterServer(workdir, fake_model, extra_args=["--allow-stdio-mcp", "--allow-egress", "127.0.0.1"])
     try:
         instance.start().configure()
         yield instance

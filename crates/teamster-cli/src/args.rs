@@ -230,6 +230,12 @@ pub struct ServeArgs {
     /// could otherwise run programs as this server's user.
     #[arg(long, env = "TEAMSTER_ALLOW_STDIO_MCP")]
     pub allow_stdio_mcp: bool,
+    /// Let URLs that members write (agents' inline MCP servers, git skill sources) reach this
+    /// network, address or host name (`10.0.0.0/8`, `127.0.0.1`, `mcp.internal`); repeat it,
+    /// or separate entries with commas. Without it they reach public addresses only: never
+    /// loopback, private, link-local (cloud metadata) or other special ranges.
+    #[arg(long = "allow-egress", env = "TEAMSTER_ALLOW_EGRESS", value_delimiter = ',', value_name = "CIDR|HOST")]
+    pub allow_egress: Vec<String>,
     /// Where sessions' sandboxes (their workspaces) live (default: `sandboxes` in the data
     /// directory). Replicas that share a database should share this directory too (shared
     /// storage), so a turn resumed on another replica finds its files.

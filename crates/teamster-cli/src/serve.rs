@@ -52,10 +52,15 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<ExitCode> {
     let data_dir = crate::store::data_dir(&args.store);
+    // Where URLs that members write (inline MCP servers, git skills) may lead.
+    let egress = Arc::new(
+        teamster_egress::EgressPolicy::parse(&args.allow_egress).map_err(|error| anyhow::anyhow!("invalid --allow-egress: {error}"))?,
+    );
     // Checking that sandboxes work starts one; it overlaps opening the store.
     let sandboxes = tokio::spawn(start_sandboxes(
         (!args.no_sandbox).then(|| args.sandbox_root.clone().unwrap_or_else(|| data_dir.join("sandboxes"))),
         Duration::from_secs(args.sandbox_idle_hours.saturating_mul(3600)),
+        egress.clone(),
     ));
     // The secret key (read, or created with an fsync on first start) is loaded while the store
     // opens; a store that fails to open is still the error reported.
@@ -101,6 +106,7 @@ pub async fn serve(
         leases: lease_config(args.lease_ttl_ms, args.lease_renew_ms, args.takeover_interval_ms, args.max_takeovers)?,
         stream_retention: Duration::from_secs(args.stream_retention_secs.unwrap_or(args.stream_retention_hours * 3600)),
         allow_stdio_mcp: args.allow_stdio_mcp,
+        egress: egress.clone(),
         sandboxes: sandboxes.await.context("checking the sandbox provider")?,
         traces: trace_exporter(args.otlp_endpoint.as_deref())?,
         limits: crate::limits::service_limits(&args),
@@ -139,8 +145,8 @@ pub async fn serve(
 /// sandboxes idle for `idle` (zero: none). When sandboxes are off (turned off, or unable to run
 /// here), the log says so and why at start-up. Skills fetched from git are cached in `root/.skills` (a
 /// name no sandbox has), where every replica sharing the root finds them and sandboxes' users can
-/// reach them.
-async fn start_sandboxes(root: Option<PathBuf>, idle: Duration) -> Sandboxes {
+/// reach them; git URLs agents name may lead where `egress` allows.
+async fn start_sandboxes(root: Option<PathBuf>, idle: Duration, egress: Arc<teamster_egress::EgressPolicy>) -> Sandboxes {
     let reason = match root {
         None => "sandboxes are turned off (--no-sandbox)".to_owned(),
         Some(root) => match Bubblewrap::start(&root, SandboxLimits::default()).await {
@@ -150,7 +156,8 @@ async fn start_sandboxes(root: Option<PathBuf>, idle: Duration) -> Sandboxes {
                 if !idle.is_zero() {
                     tokio::spawn(sweep_idle_sandboxes(provider.clone(), idle));
                 }
-                return Sandboxes::on(provider, SkillSources::new(SkillCache::new(root.join(".skills"))));
+                let skills = SkillSources::new(SkillCache::new(root.join(".skills"))).with_egress(egress);
+                return Sandboxes::on(provider, skills);
             }
             Err(error) => error.to_string(),
         },

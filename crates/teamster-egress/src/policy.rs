@@ -19,10 +19,10 @@ const MAX_ENTRY_BYTES: usize = 253;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EgressError {
     /// The URL names an address in a forbidden range.
-    #[error("{host} is a {reason} address, which member-supplied URLs may not reach (the operator may allow it with --allow-egress)")]
+    #[error("{host} is not a public address ({reason}); member-supplied URLs may not reach it (the operator may allow it with --allow-egress)")]
     ForbiddenAddress { host: String, reason: &'static str },
     /// Every address the name resolves to is in a forbidden range.
-    #[error("{host} resolves to a {reason} address, which member-supplied URLs may not reach (the operator may allow it with --allow-egress)")]
+    #[error("{host} resolves to an address that is not public ({reason}); member-supplied URLs may not reach it (the operator may allow it with --allow-egress)")]
     ForbiddenName { host: String, reason: &'static str },
     #[error("cannot resolve {host}: {message}")]
     Resolve { host: String, message: String },
@@ -232,7 +232,7 @@ mod tests {
         let policy = EgressPolicy::new();
         let refused = policy.resolve("localhost", 80).await.unwrap_err();
         assert!(matches!(refused, EgressError::ForbiddenName { reason: "loopback", .. }), "{refused:?}");
-        assert!(refused.to_string().contains("localhost resolves to a loopback address"), "{refused}");
+        assert!(refused.to_string().contains("localhost resolves to an address that is not public (loopback)"), "{refused}");
         assert!(matches!(policy.resolve("127.0.0.1", 80).await, Err(EgressError::ForbiddenAddress { .. })));
         assert!(matches!(policy.resolve("[::1]", 80).await, Err(EgressError::ForbiddenAddress { .. })));
 

@@ -116,7 +116,7 @@ impl FromStr for Cidr {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ForbiddenRange {
     pub network: Cidr,
-    /// A short noun phrase, e.g. `"loopback"`, shown as "a loopback address".
+    /// A short phrase, e.g. `"loopback"`, shown as "not a public address (loopback)".
     pub reason: &'static str,
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use teamster_egress::EgressPolicy;
 
 /// The default bound on one tool call.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -80,6 +81,10 @@ pub struct HttpTransport {
     /// Asked for a bearer token before every request; its token is sent as
     /// `Authorization: Bearer <token>` and replaces a configured `Authorization` header.
     pub bearer_token: Option<Arc<dyn BearerTokenProvider>>,
+    /// Where the URL (its redirects, and a legacy server's endpoint) may lead: `Some` for a
+    /// server a member named, whose URL must not reach this host or its network unless the
+    /// operator allows it; `None` for an operator's server, which may be anywhere.
+    pub egress: Option<Arc<EgressPolicy>>,
 }
 
 impl HttpTransport {
@@ -102,6 +107,7 @@ impl fmt::Debug for HttpTransport {
             .field("url", &self.url)
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("bearer_token", &self.bearer_token.is_some())
+            .field("egress", &self.egress)
             .finish()
     }
 }

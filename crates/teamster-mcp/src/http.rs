@@ -4,7 +4,11 @@
 //! `rmcp` ships this client for a newer `reqwest` major than the rest of the workspace uses, so it
 //! is written here instead, which also lets every request carry the configured headers and a
 //! fresh bearer token, answer a 401 as `AuthRequired` with or without a challenge, remember the
-//! session id for `mcp.initialize`, and bound every body it reads.
+//! session id for `mcp.initialize`, and bound every body it reads. A member-supplied server's
+//! client carries an [`EgressPolicy`]: its names resolve only to allowed addresses, its
+//! redirects are checked, and an IP-literal URL is checked before each request. An error answer
+//! is reported by its status alone: the body of an answer from wherever the URL pointed never
+//! reaches the caller's messages.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -23,6 +27,7 @@ use rmcp::transport::streamable_http_client::{
     AuthRequiredError, SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
 };
 use sse_stream::{Sse, SseStream};
+use teamster_egress::{EgressError, EgressPolicy};
 
 use crate::McpError;
 use crate::config::{BearerTokenProvider, HttpTransport, Limits};
@@ -32,8 +37,12 @@ const LAST_EVENT_ID: &str = "last-event-id";
 const EVENT_STREAM: &str = "text/event-stream";
 const JSON: &str = "application/json";
 
-/// Bytes of an error response body kept for the message.
+/// Bytes of an error response body read to find a JSON-RPC error in it (the body itself is
+/// never quoted).
 const MAX_ERROR_BODY: usize = 4096;
+
+/// The longest `Content-Type` quoted in an error, in characters.
+const MAX_QUOTED_CONTENT_TYPE: usize = 64;
 
 /// Headers the transport sets itself; configuring one of them is an error.
 const RESERVED_HEADERS: &[&str] =
@@ -46,6 +55,8 @@ pub enum HttpError {
     Request(#[from] reqwest::Error),
     #[error("the server's answer is larger than {limit} bytes")]
     TooLarge { limit: usize },
+    #[error(transparent)]
+    Egress(#[from] EgressError),
 }
 
 pub(crate) type Error = StreamableHttpError<HttpError>;
@@ -60,6 +71,8 @@ pub(crate) struct HttpClient {
     /// The last `Mcp-Session-Id` the server assigned.
     session_id: Arc<Mutex<Option<String>>>,
     max_message_bytes: usize,
+    /// The destinations a member-supplied server's URLs may reach; `None` for an operator's.
+    egress: Option<Arc<EgressPolicy>>,
 }
 
 impl HttpClient {
@@ -76,9 +89,13 @@ impl HttpClient {
             value.set_sensitive(true);
             headers.insert(name, value);
         }
-        let http = reqwest::Client::builder()
+        let builder = match &config.egress {
+            Some(policy) => teamster_egress::client_builder(Arc::clone(policy))
+                .redirect(teamster_egress::redirect_policy(Arc::clone(policy), same_origin_redirect)),
+            None => reqwest::Client::builder().redirect(reqwest::redirect::Policy::custom(same_origin_redirect)),
+        };
+        let http = builder
             .connect_timeout(std::time::Duration::from_secs(10))
-            .redirect(same_origin_redirects())
             .build()
             .map_err(|error| McpError::InvalidConfig(format!("cannot build an HTTP client: {error}")))?;
         Ok(HttpClient {
@@ -87,7 +104,17 @@ impl HttpClient {
             bearer_token: config.bearer_token.clone(),
             session_id: Arc::default(),
             max_message_bytes: limits.max_message_bytes,
+            egress: config.egress.clone(),
         })
+    }
+
+    /// Refuses a URL whose literal address the egress policy forbids (a name is checked when
+    /// it is resolved, at connect time).
+    fn check_destination(&self, url: &str) -> Result<(), Error> {
+        let Some(policy) = &self.egress else { return Ok(()) };
+        let parsed = reqwest::Url::parse(url)
+            .map_err(|_| StreamableHttpError::Client(HttpError::Egress(EgressError::NoHost)))?;
+        policy.check_url(&parsed).map_err(|error| StreamableHttpError::Client(error.into()))
     }
 
     /// The session id the server assigned, if any.
@@ -125,6 +152,7 @@ impl HttpClient {
         &self,
         url: &str,
     ) -> Result<(BoxStream<'static, Result<Sse, SseError>>, reqwest::Url), Error> {
+        self.check_destination(url)?;
         let mut headers = self.request_headers(None, HashMap::new()).await;
         headers.insert(ACCEPT, HeaderValue::from_static(EVENT_STREAM));
         let response = self
@@ -133,7 +161,7 @@ impl HttpClient {
             .headers(headers)
             .send()
             .await
-            .map_err(|error| StreamableHttpError::Client(error.into()))?;
+            .map_err(request_error)?;
         check_auth(&response)?;
         let status = response.status();
         if !status.is_success() {
@@ -141,7 +169,7 @@ impl HttpClient {
         }
         let content_type = content_type(&response);
         if !content_type.starts_with(EVENT_STREAM) {
-            return Err(StreamableHttpError::UnexpectedContentType(Some(content_type)));
+            return Err(StreamableHttpError::UnexpectedContentType(Some(quoted(content_type))));
         }
         let url = response.url().clone();
         Ok((bounded_events(response.bytes_stream(), self.max_message_bytes), url))
@@ -149,6 +177,7 @@ impl HttpClient {
 
     /// Posts one message of the legacy transport, whose answer arrives on the event stream.
     pub(crate) async fn post_only(&self, url: &str, body: Vec<u8>) -> Result<(), Error> {
+        self.check_destination(url)?;
         let mut headers = self.request_headers(None, HashMap::new()).await;
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
         let response = self
@@ -158,12 +187,11 @@ impl HttpClient {
             .body(body)
             .send()
             .await
-            .map_err(|error| StreamableHttpError::Client(error.into()))?;
+            .map_err(request_error)?;
         check_auth(&response)?;
         let status = response.status();
         if !status.is_success() {
-            let body = read_body(response, MAX_ERROR_BODY, true).await.unwrap_or_default();
-            return Err(unexpected(format!("HTTP {status}: {}", String::from_utf8_lossy(&body).trim())));
+            return Err(unexpected(format!("HTTP {status} on a posted message")));
         }
         Ok(())
     }
@@ -188,6 +216,7 @@ impl StreamableHttpClient for HttpClient {
         _auth_header: Option<String>,
         protocol_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, Error> {
+        self.check_destination(&uri)?;
         let mut headers = self.request_headers(session_id.as_deref(), protocol_headers).await;
         headers.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
@@ -199,7 +228,7 @@ impl StreamableHttpClient for HttpClient {
             .body(body)
             .send()
             .await
-            .map_err(|error| StreamableHttpError::Client(error.into()))?;
+            .map_err(request_error)?;
         let status = response.status();
         check_auth(&response)?;
         if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
@@ -219,7 +248,7 @@ impl StreamableHttpClient for HttpClient {
             {
                 return Ok(StreamableHttpPostResponse::Json(error, session_id));
             }
-            return Err(unexpected(format!("HTTP {status}: {}", String::from_utf8_lossy(&body).trim())));
+            return Err(unexpected(format!("HTTP {status}")));
         }
         if !expects_answer && declared_length(&response) == Some(0) {
             return Ok(StreamableHttpPostResponse::Accepted);
@@ -233,15 +262,18 @@ impl StreamableHttpClient for HttpClient {
             return match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
                 Ok(answer) => Ok(StreamableHttpPostResponse::Json(answer, session_id)),
                 Err(_) if !expects_answer => Ok(StreamableHttpPostResponse::Accepted),
-                Err(error) => {
-                    Err(unexpected(format!("the server's JSON is not a JSON-RPC message: {error}")))
-                }
+                // serde's message may quote the body; only where it broke is kept.
+                Err(error) => Err(unexpected(format!(
+                    "the server's JSON is not a JSON-RPC message (line {}, column {})",
+                    error.line(),
+                    error.column()
+                ))),
             };
         }
         if !expects_answer {
             return Ok(StreamableHttpPostResponse::Accepted);
         }
-        Err(StreamableHttpError::UnexpectedContentType(Some(content_type)))
+        Err(StreamableHttpError::UnexpectedContentType(Some(quoted(content_type))))
     }
 
     async fn delete_session(
@@ -251,6 +283,7 @@ impl StreamableHttpClient for HttpClient {
         _auth_header: Option<String>,
         protocol_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), Error> {
+        self.check_destination(&uri)?;
         let headers = self.request_headers(Some(&session_id), protocol_headers).await;
         let response = self
             .http
@@ -258,7 +291,7 @@ impl StreamableHttpClient for HttpClient {
             .headers(headers)
             .send()
             .await
-            .map_err(|error| StreamableHttpError::Client(error.into()))?;
+            .map_err(request_error)?;
         let status = response.status();
         if status.is_success() || status == StatusCode::METHOD_NOT_ALLOWED || status == StatusCode::NOT_FOUND
         {
@@ -275,6 +308,7 @@ impl StreamableHttpClient for HttpClient {
         _auth_header: Option<String>,
         protocol_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
+        self.check_destination(&uri)?;
         let mut headers = self.request_headers(session_id.as_deref(), protocol_headers).await;
         headers.insert(ACCEPT, HeaderValue::from_static(EVENT_STREAM));
         if let Some(value) = last_event_id.and_then(|id| HeaderValue::from_str(&id).ok()) {
@@ -286,7 +320,7 @@ impl StreamableHttpClient for HttpClient {
             .headers(headers)
             .send()
             .await
-            .map_err(|error| StreamableHttpError::Client(error.into()))?;
+            .map_err(request_error)?;
         let status = response.status();
         if status == StatusCode::METHOD_NOT_ALLOWED {
             return Err(StreamableHttpError::ServerDoesNotSupportSse);
@@ -297,7 +331,7 @@ impl StreamableHttpClient for HttpClient {
         }
         let content_type = content_type(&response);
         if !content_type.starts_with(EVENT_STREAM) {
-            return Err(StreamableHttpError::UnexpectedContentType(Some(content_type)));
+            return Err(StreamableHttpError::UnexpectedContentType(Some(quoted(content_type))));
         }
         Ok(bounded_events(response.bytes_stream(), self.max_message_bytes))
     }
@@ -316,6 +350,15 @@ fn check_auth(response: &reqwest::Response) -> Result<(), Error> {
     Err(StreamableHttpError::AuthRequired(AuthRequiredError::new(challenge)))
 }
 
+/// A request that failed; an egress refusal (from the resolver or the redirect policy, deep in
+/// `reqwest`'s error) is reported as itself, so the message says why.
+fn request_error(error: reqwest::Error) -> Error {
+    match teamster_egress::refusal(&error) {
+        Some(refused) => StreamableHttpError::Client(HttpError::Egress(refused.clone())),
+        None => StreamableHttpError::Client(error.into()),
+    }
+}
+
 fn unexpected(message: String) -> Error {
     StreamableHttpError::UnexpectedServerResponse(Cow::Owned(message))
 }
@@ -326,6 +369,14 @@ fn content_type(response: &reqwest::Response) -> String {
         .get(CONTENT_TYPE)
         .map(|value| String::from_utf8_lossy(value.as_bytes()).to_ascii_lowercase())
         .unwrap_or_default()
+}
+
+/// A `Content-Type` as an error quotes it: cut to [`MAX_QUOTED_CONTENT_TYPE`] characters.
+fn quoted(content_type: String) -> String {
+    match content_type.char_indices().nth(MAX_QUOTED_CONTENT_TYPE) {
+        Some((end, _)) => format!("{}...", &content_type[..end]),
+        None => content_type,
+    }
 }
 
 fn declared_length(response: &reqwest::Response) -> Option<u64> {
@@ -415,20 +466,16 @@ impl Stream for EventSizeLimit {
 
 /// Follows only same-origin 307 and 308 redirects (they keep the method and body), so the
 /// session id and credentials never go to another host.
-fn same_origin_redirects() -> reqwest::redirect::Policy {
-    reqwest::redirect::Policy::custom(|attempt| {
-        let keeps_body =
-            matches!(attempt.status(), StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT);
-        let same_origin =
-            attempt.previous().first().is_some_and(|first| first.origin() == attempt.url().origin());
-        if !keeps_body || !same_origin {
-            attempt.stop()
-        } else if attempt.previous().len() > 5 {
-            attempt.error("too many redirects")
-        } else {
-            attempt.follow()
-        }
-    })
+fn same_origin_redirect(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::redirect::Action {
+    let keeps_body = matches!(attempt.status(), StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT);
+    let same_origin = attempt.previous().first().is_some_and(|first| first.origin() == attempt.url().origin());
+    if !keeps_body || !same_origin {
+        attempt.stop()
+    } else if attempt.previous().len() > 5 {
+        attempt.error("too many redirects")
+    } else {
+        attempt.follow()
+    }
 }
 
 #[cfg(test)]

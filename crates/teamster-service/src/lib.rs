@@ -158,6 +158,9 @@ pub struct ServiceConfig {
     /// Whether MCP servers of type stdio (commands run on this host) may be configured and
     /// started. Off by default: whoever may write settings could otherwise run programs here.
     pub allow_stdio_mcp: bool,
+    /// Where URLs that members write (agents' inline MCP servers) may lead: public addresses,
+    /// and the networks and hosts the operator allows (`--allow-egress`).
+    pub egress: Arc<teamster_egress::EgressPolicy>,
     /// Whether agents may have sandboxes, and who runs them.
     pub sandboxes: Sandboxes,
     /// Where turns' traces are exported (OTLP/HTTP); `None` records none.
@@ -177,6 +180,7 @@ impl Default for ServiceConfig {
             leases: LeaseConfig::default(),
             stream_retention: Duration::from_secs(24 * 3600),
             allow_stdio_mcp: false,
+            egress: Arc::default(),
             sandboxes: Sandboxes::default(),
             traces: None,
             limits: Limits::default(),
@@ -233,6 +237,7 @@ impl Service {
             config.secret_key.as_ref(),
             sealed,
             config.allow_stdio_mcp,
+            config.egress.clone(),
         )
         .await?;
         let cluster = feed.as_ref().map(|_| Arc::new(cluster::Cluster::default()));

@@ -9,10 +9,13 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
+
+use teamster_egress::EgressPolicy;
 
 use super::document::read_skill_md;
 use super::git::{Failure, Git};
@@ -91,9 +94,23 @@ impl SkillCache {
     /// through its environment only, and no file of the skill. Errors carry git's message with
     /// every secret replaced by `***`.
     pub async fn fetch_git(&self, source: &GitSource, auth: &[GitAuth]) -> Result<Skill, SkillError> {
+        self.fetch_git_within(source, auth, None).await
+    }
+
+    /// [`SkillCache::fetch_git`] for a source a member named: its host must resolve to
+    /// addresses `egress` allows (not this host or its private network, unless the operator
+    /// allows them), and git is pinned to the addresses checked (`http.curloptResolve`, or a
+    /// `git://` URL rewritten to the address) and follows no redirects, so neither a DNS
+    /// answer that changes nor a redirect leads it elsewhere. `None` checks nothing (a source
+    /// the operator configured).
+    pub async fn fetch_git_within(&self, source: &GitSource, auth: &[GitAuth], egress: Option<&EgressPolicy>) -> Result<Skill, SkillError> {
         let checked = check(source, auth)?;
         let key = cache_key(&checked.shown_url, checked.path.as_deref());
-        let git = Git::new(self.root.join("home"), self.git_timeout)?;
+        let pinned = match egress {
+            Some(egress) => pin(&checked, egress).await?,
+            None => Vec::new(),
+        };
+        let git = Git::new(self.root.join("home"), self.git_timeout)?.with_config(pinned);
         let (known, fetch_ref) = match self.remembered(&checked) {
             Some(commit) => (Some(commit), checked.reference.clone()),
             None => {
@@ -250,6 +267,34 @@ impl SkillCache {
         scratch.remove().await;
         Ok(commit)
     }
+}
+
+/// Resolves the source's host under the egress policy, and the git configuration that keeps
+/// git on the addresses allowed: for `http(s)`, curl's resolve list and no redirects; for
+/// `git://`, whose daemon protocol has no redirects, the URL rewritten to the first address.
+async fn pin(checked: &Checked<'_>, egress: &EgressPolicy) -> Result<Vec<(String, String)>, SkillError> {
+    let destination = &checked.destination;
+    let refused = |reason: String| SkillError::Refused { url: checked.shown_url.clone(), reason };
+    let addresses = egress.resolve(&destination.host, destination.port).await.map_err(|error| refused(error.to_string()))?;
+    let literal = destination.host.parse::<IpAddr>().is_ok();
+    let shown = |address: &SocketAddr| match address.ip() {
+        IpAddr::V4(ip) => ip.to_string(),
+        IpAddr::V6(ip) => format!("[{ip}]"),
+    };
+    let mut config = Vec::new();
+    if destination.scheme == "git" {
+        let first = addresses.first().ok_or_else(|| refused("its host has no address".to_owned()))?;
+        if !literal {
+            config.push((format!("url.git://{}:{}/.insteadOf", shown(first), destination.port), format!("git://{}/", destination.authority)));
+        }
+        return Ok(config);
+    }
+    config.push(("http.followRedirects".to_owned(), "false".to_owned()));
+    if !literal {
+        let list: Vec<String> = addresses.iter().map(shown).collect();
+        config.push(("http.curloptResolve".to_owned(), format!("{}:{}:{}", destination.host, destination.port, list.join(","))));
+    }
+    Ok(config)
 }
 
 /// What a resolved ref is remembered by: the URL, the ref and the credentials that reached it.

@@ -1,7 +1,8 @@
 //! Running git on the host for the skill cache: the system's `git`, a cleared environment (a
 //! private `HOME`, no system or user configuration, no prompts, only the `https`, `http` and
 //! `git` transports), credentials as configuration in the environment (never on the command line,
-//! never in a file), a time limit, and output kept to a bound.
+//! never in a file), a time limit, and output kept to a bound. For a source a member named, the
+//! configuration also pins git to the addresses the egress policy checked (see `cache.rs`).
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -36,13 +37,21 @@ pub(crate) struct Git {
     /// `HOME` and the working directory: private to the cache, holding no configuration.
     home: PathBuf,
     timeout: Duration,
+    /// Configuration given to every command (`GIT_CONFIG_KEY_n`), e.g. the pinned addresses.
+    config: Vec<(String, String)>,
 }
 
 impl Git {
     /// The system's git, run with `home` as its home and working directory.
     pub(crate) fn new(home: PathBuf, timeout: Duration) -> Result<Git, SkillError> {
         let program = find_program("git").ok_or_else(|| SkillError::Unavailable("`git` is not installed".to_owned()))?;
-        Ok(Git { program, home, timeout })
+        Ok(Git { program, home, timeout, config: Vec::new() })
+    }
+
+    /// The same git with configuration entries (name, value) set for every command.
+    pub(crate) fn with_config(mut self, config: Vec<(String, String)>) -> Git {
+        self.config = config;
+        self
     }
 
     /// The time limit of each command.
@@ -78,8 +87,15 @@ impl Git {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        if let Some(header) = header {
-            command.env("GIT_CONFIG_COUNT", "1").env("GIT_CONFIG_KEY_0", "http.extraHeader").env("GIT_CONFIG_VALUE_0", header);
+        let header = header.map(|header| ("http.extraHeader", header));
+        let entries = self.config.iter().map(|(name, value)| (name.as_str(), value.as_str())).chain(header);
+        let mut count = 0;
+        for (index, (name, value)) in entries.enumerate() {
+            command.env(format!("GIT_CONFIG_KEY_{index}"), name).env(format!("GIT_CONFIG_VALUE_{index}"), value);
+            count = index + 1;
+        }
+        if count > 0 {
+            command.env("GIT_CONFIG_COUNT", count.to_string());
         }
         let mut child = command.spawn().map_err(Failure::Io)?;
         let stdout = child.stdout.take().expect("stdout is piped");

@@ -74,6 +74,10 @@ pub enum SkillError {
     /// The skill, or its `SKILL.md`, is over its limit.
     #[error("{what} is over the limit of {limit}")]
     TooLarge { what: String, limit: String },
+    /// The source's host is somewhere a member's URL may not lead (this host, its private
+    /// network, ...), or could not be resolved to check it.
+    #[error("{url} cannot be fetched: {reason}")]
+    Refused { url: String, reason: String },
     /// Git is not installed on the host.
     #[error("skills cannot be fetched: {0}")]
     Unavailable(String),

@@ -81,6 +81,20 @@ pub(crate) struct Checked<'a> {
     pub(crate) header: Option<String>,
     /// Every secret of the source and the credentials, for messages.
     pub(crate) redactor: Redactor,
+    /// Where git connects to.
+    pub(crate) destination: Destination<'a>,
+}
+
+/// The host a source's URL names, as git will connect to it.
+pub(crate) struct Destination<'a> {
+    /// `https`, `http` or `git`.
+    pub(crate) scheme: &'static str,
+    /// The host, lowercased, without brackets for IPv6.
+    pub(crate) host: String,
+    /// The port, the scheme's default when the URL names none.
+    pub(crate) port: u16,
+    /// The URL's authority as written (user info, host and port): what follows `scheme://`.
+    pub(crate) authority: &'a str,
 }
 
 impl Checked<'_> {
@@ -115,6 +129,7 @@ pub(crate) fn check<'a>(source: &'a GitSource, auth: &[GitAuth]) -> Result<Check
         path,
         header: matching.map(|auth| format!("Authorization: Basic {}", token(auth))),
         redactor,
+        destination: url.destination()?,
     })
 }
 
@@ -126,6 +141,24 @@ struct Url<'a> {
     /// The port, if the URL names one.
     port: Option<&'a str>,
     userinfo: Option<&'a str>,
+    /// The scheme, without `://`.
+    scheme: &'static str,
+    /// What follows `scheme://` up to the path.
+    authority: &'a str,
+}
+
+impl<'a> Url<'a> {
+    fn destination(&self) -> Result<Destination<'a>, SkillError> {
+        let port = match self.port {
+            Some(port) => port.parse().map_err(|_| SkillError::Invalid { field: "url", reason: "the URL's port is out of range".to_owned() })?,
+            None => match self.scheme {
+                "https" => 443,
+                "http" => 80,
+                _ => 9418,
+            },
+        };
+        Ok(Destination { scheme: self.scheme, host: self.host.clone(), port, authority: self.authority })
+    }
 }
 
 fn parse_url(url: &str) -> Result<Url<'_>, SkillError> {
@@ -168,7 +201,14 @@ fn parse_url(url: &str) -> Result<Url<'_>, SkillError> {
     if rest.len() == authority.len() || rest[authority.len()..].trim_matches('/').is_empty() {
         return Err(invalid("the URL names no repository".to_owned()));
     }
-    Ok(Url { https: *scheme == "https://", host: host.to_ascii_lowercase(), port, userinfo })
+    Ok(Url {
+        https: *scheme == "https://",
+        host: host.to_ascii_lowercase(),
+        port,
+        userinfo,
+        scheme: scheme.trim_end_matches("://"),
+        authority,
+    })
 }
 
 /// Whether a credentials' host pattern matches a URL.

@@ -12,6 +12,7 @@ mod toolbox;
 
 use std::sync::Arc;
 
+use teamster_egress::EgressPolicy;
 use teamster_mcp::oauth::TokenKey;
 use teamster_store::Store;
 
@@ -37,19 +38,22 @@ pub struct McpHost {
     allow_stdio: bool,
     /// Seals the servers' header and environment secrets in the store.
     sealed: SealedSettings,
+    /// Where the URLs of agents' inline servers (which members write) may lead.
+    egress: Arc<EgressPolicy>,
 }
 
 impl McpHost {
     /// Loads the configured servers and starts closing idle connections (until the host is
     /// dropped). `links` name the OAuth pages (`None`: users cannot authorize in a browser);
     /// `key` seals tokens (`None`: a random key for this process), `sealed` the servers'
-    /// secrets.
+    /// secrets; `egress` bounds where agents' inline servers may be.
     pub(crate) async fn start(
         store: Arc<dyn Store>,
         links: Option<Arc<dyn McpLinks>>,
         key: Option<&TokenKey>,
         sealed: SealedSettings,
         allow_stdio: bool,
+        egress: Arc<EgressPolicy>,
     ) -> Result<Arc<McpHost>> {
         let host = Arc::new(McpHost {
             registry: servers::McpRegistry::load(store.as_ref(), &sealed).await?,
@@ -58,6 +62,7 @@ impl McpHost {
             store,
             allow_stdio,
             sealed,
+            egress,
         });
         pool::start_sweeper(&host);
         Ok(host)

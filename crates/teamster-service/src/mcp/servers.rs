@@ -7,9 +7,10 @@
 //! spec or session that asks for a command is refused.
 
 use std::collections::BTreeMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use teamster_egress::EgressPolicy;
 use teamster_mcp::{HttpTransport, McpConnection, McpError, McpServerConfig, StdioTransport, Transport};
 use teamster_protocol::agent::{McpServer, McpServerSource, is_valid_resource_name};
 use teamster_protocol::settings::{
@@ -297,9 +298,11 @@ fn stdio_disabled(name: &str) -> String {
     )
 }
 
-/// How to reach an agent's inline server.
-pub(crate) fn inline_config(label: &str, url: &str, transport: Option<&str>) -> McpServerConfig {
-    McpServerConfig::new(inline_server_id(label), label, http_transport(HttpTransport::new(url), transport))
+/// How to reach an agent's inline server: a URL a member wrote, so it may reach only what
+/// `egress` allows (not this host or its private network, unless the operator says so).
+pub(crate) fn inline_config(label: &str, url: &str, transport: Option<&str>, egress: &Arc<EgressPolicy>) -> McpServerConfig {
+    let endpoint = HttpTransport { egress: Some(Arc::clone(egress)), ..HttpTransport::new(url) };
+    McpServerConfig::new(inline_server_id(label), label, http_transport(endpoint, transport))
 }
 
 /// Streamable HTTP, or the legacy SSE transport when asked for or when the URL's path ends in
@@ -610,7 +613,7 @@ mod tests {
 
     #[test]
     fn inline_transport_follows_the_url_unless_named() {
-        let kind = |url: &str, transport: Option<&str>| match inline_config("x", url, transport).transport {
+        let kind = |url: &str, transport: Option<&str>| match inline_config("x", url, transport, &Arc::default()).transport {
             Transport::Sse(_) => "sse",
             Transport::StreamableHttp(_) => "streamable-http",
             Transport::Stdio(_) => "stdio",

@@ -189,7 +189,9 @@ impl McpHost {
                 }
                 None => (Err(format!("no MCP server named {name:?} is configured")), false),
             },
-            McpServerSource::Inline { name, url, transport } => (Ok(inline_config(name, url, transport.as_deref())), false),
+            McpServerSource::Inline { name, url, transport } => {
+                (Ok(inline_config(name, url, transport.as_deref(), &self.egress)), false)
+            }
             McpServerSource::Unsupported { kind, .. } => {
                 (Err(format!("MCP servers of type {kind:?} cannot be used by an agent")), false)
             }

@@ -5,9 +5,12 @@
 //!
 //! Git credentials come from `config.sandbox.network_policy.auth_inject` entries of type `git`;
 //! they reach git on the host and nothing else: not the sandbox, not the model, not an error.
+//! A git URL written in the spec is a member's, so it may lead only where the egress policy
+//! allows; a registry skill's URL is the operator's.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use futures_util::future::try_join_all;
 use teamster_engine::SkillNote;
@@ -15,6 +18,7 @@ use teamster_protocol::AgentSpec;
 use teamster_protocol::agent::{SkillMount, TaggedSkill};
 use teamster_protocol::settings::SkillManifest;
 use teamster_sandbox::{GitAuth, GitSource, SKILLS_DIR, Skill, SkillCache, SkillError, is_skill_name};
+use teamster_egress::EgressPolicy;
 use teamster_store::Store;
 
 use crate::error::{Result, ServiceError};
@@ -29,12 +33,20 @@ pub const MAX_SKILLS: usize = 32;
 pub struct SkillSources {
     cache: SkillCache,
     local: BTreeMap<String, PathBuf>,
+    /// Where git URLs written in specs may lead (public addresses only by default).
+    egress: Arc<EgressPolicy>,
 }
 
 impl SkillSources {
     /// Skills fetched into `cache`, and no local ones.
     pub fn new(cache: SkillCache) -> SkillSources {
-        SkillSources { cache, local: BTreeMap::new() }
+        SkillSources { cache, local: BTreeMap::new(), egress: Arc::default() }
+    }
+
+    /// The same sources letting git URLs written in specs reach what `egress` allows.
+    pub fn with_egress(mut self, egress: Arc<EgressPolicy>) -> SkillSources {
+        self.egress = egress;
+        self
     }
 
     /// The same sources with the skill in `dir` (a directory with a `SKILL.md`), which agents
@@ -187,15 +199,17 @@ impl TurnSandbox {
     }
 
     async fn fetch(&self, store: &dyn Store, entry: &Entry<'_>, auth: &[GitAuth]) -> std::result::Result<Skill, String> {
-        let source = match entry.kind {
-            EntryKind::Git { url, reference, path } => Source::Git(git_source(entry.name, url, reference, path)),
+        let (source, egress) = match entry.kind {
+            EntryKind::Git { url, reference, path } => {
+                (Source::Git(git_source(entry.name, url, reference, path)), Some(self.skills.egress.as_ref()))
+            }
             EntryKind::Named => match self.skills.local.get(entry.name) {
-                Some(dir) => Source::Local { name: entry.name.to_owned(), dir: dir.clone() },
-                None => Source::Git(registry_source(store, entry.name).await?),
+                Some(dir) => (Source::Local { name: entry.name.to_owned(), dir: dir.clone() }, None),
+                None => (Source::Git(registry_source(store, entry.name).await?), None),
             },
         };
         let fetched = match &source {
-            Source::Git(source) => self.skills.cache.fetch_git(source, auth).await,
+            Source::Git(source) => self.skills.cache.fetch_git_within(source, auth, egress).await,
             Source::Local { name, dir } => self.skills.cache.load_local(name, dir).await,
         };
         fetched.map_err(|error| match error {
