@@ -71,6 +71,7 @@ impl Service {
             content,
             created_by: caller.subject.clone(),
             created_at: timestamp::now(),
+            credential: caller.key_id.clone(),
         };
         if !self.store().queue_message(&message, MAX_FOLLOW_UPS).await? {
             return Err(ServiceError::TooMany(format!(
@@ -186,30 +187,47 @@ impl Service {
     /// id and its turn's. An instruction the last turn ended before taking goes first: it
     /// starts a turn of its own. The message is removed before its turn is created (so two
     /// replicas never both start it) and queued again, in its place, if the turn is refused.
+    /// A message whose API key was revoked since it was queued is dropped, and the next one
+    /// considered.
     async fn start_next_follow_up(&self, session_id: &str, last: Option<String>) -> Result<Option<(String, String)>> {
-        let mut queue = self.store().queued_messages(session_id, QueueKind::Steer).await?;
-        if queue.is_empty() {
-            queue = self.store().queued_messages(session_id, QueueKind::FollowUp).await?;
-        }
-        let Some(next) = queue.into_iter().next() else { return Ok(None) };
-        if !self.store().remove_queued(session_id, &next.id).await? {
-            return Err(ServiceError::turn_running("the follow-up was started elsewhere"));
-        }
-        let request = CreateTurn {
-            input: vec![TurnInput::Message { content: next.content.clone() }],
-            previous_turn_id: Some(last.unwrap_or_else(|| "none".to_owned())),
-            at_tip: true,
-        };
-        let caller = Caller::owner(next.created_by.clone());
-        match self.create_turn(&caller, session_id, request).await {
-            Ok((turn, _)) => Ok(Some((next.id, turn.id))),
-            Err(error) => {
-                if let Err(requeue) = self.store().queue_message(&next, u32::MAX).await {
-                    tracing::warn!(session = %session_id, error = %requeue, "a refused follow-up could not be queued again");
-                }
-                Err(error)
+        loop {
+            let mut queue = self.store().queued_messages(session_id, QueueKind::Steer).await?;
+            if queue.is_empty() {
+                queue = self.store().queued_messages(session_id, QueueKind::FollowUp).await?;
             }
+            let Some(next) = queue.into_iter().next() else { return Ok(None) };
+            if !self.store().remove_queued(session_id, &next.id).await? {
+                return Err(ServiceError::turn_running("the follow-up was started elsewhere"));
+            }
+            if !credential_in_force(self.store(), &next).await? {
+                tracing::warn!(session = %session_id, message = %next.id, "a queued message's API key was revoked; it was dropped");
+                continue;
+            }
+            let request = CreateTurn {
+                input: vec![TurnInput::Message { content: next.content.clone() }],
+                previous_turn_id: Some(last.unwrap_or_else(|| "none".to_owned())),
+                at_tip: true,
+            };
+            let caller = Caller::owner(next.created_by.clone());
+            return match self.create_turn(&caller, session_id, request).await {
+                Ok((turn, _)) => Ok(Some((next.id, turn.id))),
+                Err(error) => {
+                    if let Err(requeue) = self.store().queue_message(&next, u32::MAX).await {
+                        tracing::warn!(session = %session_id, error = %requeue, "a refused follow-up could not be queued again");
+                    }
+                    Err(error)
+                }
+            };
         }
+    }
+}
+
+/// Whether the API key a message was queued with is still in force (a message queued without
+/// one always is). Read from the store, not a replica's cache of keys.
+async fn credential_in_force(store: &dyn teamster_store::Store, message: &QueuedMessage) -> Result<bool> {
+    match &message.credential {
+        None => Ok(true),
+        Some(key_id) => crate::identity::ApiKeys::new(store).in_force(key_id).await,
     }
 }
 
@@ -235,6 +253,7 @@ impl Service {
             content,
             created_by: caller.subject.clone(),
             created_at: timestamp::now(),
+            credential: caller.key_id.clone(),
         };
         if !self.store().queue_message(&message, MAX_STEERS).await? {
             return Err(ServiceError::TooMany(format!("{MAX_STEERS} instructions wait for this turn already")));
@@ -272,9 +291,16 @@ impl teamster_engine::Steering for QueuedSteering {
         let mut taken = Vec::new();
         for message in queued {
             // Removing decides who has it: a message another turn took is not taken twice.
-            if matches!(self.store.remove_queued(&message.session_id, &message.id).await, Ok(true)) {
-                taken.push(teamster_protocol::event::Steer { id: message.id, content: message.content, created_at: message.created_at });
+            if !matches!(self.store.remove_queued(&message.session_id, &message.id).await, Ok(true)) {
+                continue;
             }
+            // An instruction whose API key was revoked since is dropped (and one whose key
+            // cannot be checked now too: it is never joined unchecked).
+            if !matches!(credential_in_force(&*self.store, &message).await, Ok(true)) {
+                tracing::warn!(turn = %self.log.turn_id, message = %message.id, "a steering instruction's API key was revoked; it was dropped");
+                continue;
+            }
+            taken.push(teamster_protocol::event::Steer { id: message.id, content: message.content, created_at: message.created_at });
         }
         taken
     }

@@ -256,7 +256,7 @@ impl<'a> ApiKeys<'a> {
         if !same_bytes(digest(secret).as_bytes(), record.secret_sha256.as_bytes()) || record.key.revoked_at.is_some() {
             return Ok(None);
         }
-        Ok(Some(Caller { subject: record.key.subject, tenant: record.key.tenant, role: record.key.role }))
+        Ok(Some(Caller { subject: record.key.subject, tenant: record.key.tenant, role: record.key.role, key_id: Some(record.key.id) }))
     }
 
     /// Creates a key on `caller`'s behalf: the operator in any tenant and of any role, a tenant
@@ -287,6 +287,12 @@ impl<'a> ApiKeys<'a> {
             return Err(unknown_key(id));
         }
         self.revoke(id).await
+    }
+
+    /// Whether a key exists and is not revoked, as the store says now (never from a replica's
+    /// cache: a revocation on another replica counts at once).
+    pub async fn in_force(&self, id: &str) -> Result<bool> {
+        Ok(self.record(id).await?.is_some_and(|record| record.key.revoked_at.is_none()))
     }
 
     async fn put(&self, record: &KeyRecord) -> Result<()> {

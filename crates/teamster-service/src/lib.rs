@@ -82,17 +82,21 @@ pub struct Caller {
     /// The tenant the subject belongs to.
     pub tenant: String,
     pub role: Role,
+    /// The id of the API key the request was made with (`None` without one: the local operator,
+    /// an OIDC login, work outside any request). What the caller leaves queued (follow-ups,
+    /// steering) starts only while that key is in force.
+    pub key_id: Option<String>,
 }
 
 impl Caller {
     /// The one caller of a server without authentication: the operator.
     pub fn local() -> Caller {
-        Caller { subject: Subject::local(), tenant: "local".to_owned(), role: Role::Operator }
+        Caller { subject: Subject::local(), tenant: "local".to_owned(), role: Role::Operator, key_id: None }
     }
 
     /// A subject acting on what it owns, outside any request (a follow-up it queued).
     pub fn owner(subject: Subject) -> Caller {
-        Caller { subject, tenant: String::new(), role: Role::Member }
+        Caller { subject, tenant: String::new(), role: Role::Member, key_id: None }
     }
 
     /// Whether the caller is the server's operator.

@@ -442,8 +442,8 @@ where
         let content = to_json(&message.content, "queued message content")?;
         let created_by = to_json(&message.created_by, "queued message created_by")?;
         let inserted: Option<(String,)> = sqlx::query_as(
-            "INSERT INTO queued_messages (session_id, id, kind, content, created_by, created_at) \
-             SELECT $1, $2, $3, $4, $5, $6 \
+            "INSERT INTO queued_messages (session_id, id, kind, content, created_by, created_at, credential) \
+             SELECT $1, $2, $3, $4, $5, $6, $8 \
              WHERE (SELECT count(*) FROM queued_messages WHERE session_id = $1 AND kind = $3) < $7 \
              RETURNING id",
         )
@@ -454,6 +454,7 @@ where
         .bind(created_by)
         .bind(message.created_at.as_str())
         .bind(i64::from(max))
+        .bind(message.credential.as_deref())
         .fetch_optional(executor)
         .await
         .map_err(error::on("session"))?;
@@ -467,8 +468,8 @@ where
         session_id: &str,
         kind: QueueKind,
     ) -> Result<Vec<QueuedMessage>> {
-        let rows: Vec<(String, String, String, String)> = sqlx::query_as(
-            "SELECT id, content, created_by, created_at FROM queued_messages \
+        let rows: Vec<(String, String, String, String, Option<String>)> = sqlx::query_as(
+            "SELECT id, content, created_by, created_at, credential FROM queued_messages \
              WHERE session_id = $1 AND kind = $2 ORDER BY created_at, id",
         )
         .bind(session_id)
@@ -477,7 +478,7 @@ where
         .await
         .map_err(error::backend)?;
         rows.into_iter()
-            .map(|(id, content, created_by, created_at)| {
+            .map(|(id, content, created_by, created_at, credential)| {
                 Ok(QueuedMessage {
                     session_id: session_id.to_owned(),
                     id,
@@ -485,6 +486,7 @@ where
                     content: codec::from_json(&content, "queued message content")?,
                     created_by: codec::from_json(&created_by, "queued message created_by")?,
                     created_at,
+                    credential,
                 })
             })
             .collect()

@@ -422,6 +422,7 @@ pub async fn queued_messages_keep_their_order_bound_and_session(store: Arc<dyn S
         content: serde_json::from_value(json!([{"type": "text", "text": format!("message {id} ✍️")}])).expect("content"),
         created_by: subject("alice"),
         created_at: at(at_ms),
+        credential: (kind == QueueKind::FollowUp).then(|| format!("key_{id}")),
     };
     let queued = [
         message("ses_a", "q_2", QueueKind::FollowUp, 10),
@@ -435,7 +436,7 @@ pub async fn queued_messages_keep_their_order_bound_and_session(store: Arc<dyn S
     }
     let ids = |messages: Vec<QueuedMessage>| messages.into_iter().map(|message| message.id).collect::<Vec<_>>();
     let follow_ups = store.queued_messages("ses_a", QueueKind::FollowUp).await.expect("queued_messages");
-    assert_eq!(follow_ups[0], queued[1], "read back whole");
+    assert_eq!(follow_ups[0], queued[1], "read back whole, with its credential");
     assert_eq!(ids(follow_ups), ["q_1", "q_2", "q_0"], "oldest first, ties by id");
     assert_eq!(ids(store.queued_messages("ses_a", QueueKind::Steer).await.expect("queued_messages")), ["s_1"]);
     let mut with_steers = store.sessions_with_queued(&["ses_b", "ses_a", "ses_missing"], QueueKind::Steer).await.expect("sessions_with_queued");

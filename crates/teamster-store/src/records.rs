@@ -203,4 +203,7 @@ pub struct QueuedMessage {
     pub content: teamster_protocol::UserContent,
     pub created_by: Subject,
     pub created_at: String,
+    /// The id of the API key it was queued with (`None` for a caller without one): once that key
+    /// is revoked, the message neither starts a turn nor joins one.
+    pub credential: Option<String>,
 }

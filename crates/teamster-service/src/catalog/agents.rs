@@ -368,7 +368,7 @@ mod tests {
 
     fn caller(tenant: &str, name: &str, role: Role) -> Caller {
         let subject = Subject { subject_id: format!("{tenant}:{name}"), subject_type: "user".into(), subject_slug: name.into() };
-        Caller { subject, tenant: tenant.into(), role }
+        Caller { subject, tenant: tenant.into(), role, key_id: None }
     }
 
     fn agent(collaborators: &[(&str, &str)]) -> AgentRecord {

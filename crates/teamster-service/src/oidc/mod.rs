@@ -460,6 +460,7 @@ impl Oidc {
             subject: Subject { subject_id: format!("{tenant}:{}", claims.sub), subject_type: "user".to_owned(), subject_slug: claims.sub.clone() },
             tenant,
             role,
+            key_id: None,
         };
         Ok(Identity { caller, email, expires_at: claims.exp.max(0.0) as u64 })
     }
