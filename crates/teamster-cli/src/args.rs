@@ -265,6 +265,15 @@ pub struct ServeArgs {
     /// reserve for the database and MCP servers); more wait to be accepted.
     #[arg(long, env = "TEAMSTER_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(16..=1_000_000))]
     pub max_connections: u64,
+    /// Seconds a request's whole body may take to arrive after its head; a slower one gets 408
+    /// and its connection is closed.
+    #[arg(long, env = "TEAMSTER_BODY_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub body_timeout_secs: u64,
+    /// The most requests (event streams included) each subject may have in flight; more get 429
+    /// at once. Never more than half of the connections left after the health checks' reserve
+    /// (a tenth of --max-connections, 2 to 100).
+    #[arg(long, env = "TEAMSTER_MAX_REQUESTS_PER_SUBJECT", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_requests_per_subject: u64,
     /// Threads that run the server's tasks (default: half the machine's cores, at least one).
     /// The rest of the machine is left to the store's connection threads, the processes the
     /// turns start and the kernel's network work; on two cores one worker spends less CPU per

@@ -128,6 +128,8 @@ pub async fn serve(
             browser: browser_policy(&args.allowed_hosts, &args.allowed_origins, &public_url, address)?,
             header_timeout: Duration::from_secs(args.header_timeout_secs),
             max_connections: connection_cap(args.max_connections),
+            body_timeout: Duration::from_secs(args.body_timeout_secs),
+            max_requests_per_subject: usize::try_from(args.max_requests_per_subject).unwrap_or(usize::MAX),
             auth: match args.auth {
                 AuthArg::None => AuthMode::None,
                 AuthArg::ApiKeys => AuthMode::ApiKeys,

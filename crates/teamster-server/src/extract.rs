@@ -6,12 +6,14 @@ use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
+use crate::in_flight::BodyDeadline;
 
 /// A JSON body. A body that does not say it is JSON (`Content-Type: application/json`, or
 /// another `+json` type) is 415: a browser may send `text/plain` across sites without asking
 /// first. Malformed JSON is 400 `invalid_json`; JSON of the wrong shape is 400
-/// `invalid_request` naming the problem; an oversize body is 413. An empty body reads as
-/// `{}`, since several endpoints take an optional body.
+/// `invalid_request` naming the problem; an oversize body is 413; a body that has not arrived
+/// whole by the request's deadline (see `in_flight`) is 408. An empty body reads as `{}`, since
+/// several endpoints take an optional body.
 pub struct JsonBody<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
@@ -23,7 +25,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             .get(axum::http::header::CONTENT_TYPE)
             .and_then(|value| value.to_str().ok())
             .is_some_and(is_json_media_type);
-        let bytes = Bytes::from_request(request, state).await.map_err(|rejection| {
+        let deadline = request.extensions().get::<BodyDeadline>().copied();
+        let read = Bytes::from_request(request, state);
+        let read = match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline.at, read).await.map_err(|_| {
+                ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "request_timeout",
+                    format!("the request body did not arrive within {} s", deadline.timeout.as_secs_f64()),
+                )
+            })?,
+            None => read.await,
+        };
+        let bytes = read.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "the request body is larger than this server accepts")
             } else {

@@ -9,6 +9,7 @@ mod data_stream;
 mod error;
 mod extract;
 mod guard;
+mod in_flight;
 mod links;
 mod listen;
 mod oidc;
@@ -51,6 +52,11 @@ pub struct ServerConfig {
     pub header_timeout: Duration,
     /// The most connections open at once.
     pub max_connections: usize,
+    /// How long a request's whole body may take to arrive after its head; then 408.
+    pub body_timeout: Duration,
+    /// The most requests each subject may have in flight (see `in_flight`; at most half of
+    /// what the connection cap leaves after the health checks' reserve).
+    pub max_requests_per_subject: usize,
     /// How requests are authenticated.
     pub auth: AuthMode,
     /// OIDC login for browsers (and ID tokens as bearers), besides or instead of API keys.
@@ -67,6 +73,8 @@ impl Default for ServerConfig {
             browser: BrowserPolicy::default(),
             header_timeout: Duration::from_secs(15),
             max_connections: 10_000,
+            body_timeout: Duration::from_secs(30),
+            max_requests_per_subject: 64,
             auth: AuthMode::None,
             oidc: None,
             rate_limit_per_minute: None,
@@ -83,12 +91,15 @@ pub struct AppState {
     pub shutdown: tokio_util::sync::CancellationToken,
     /// Each subject's request budget, when the configuration sets a rate limit.
     pub rate_limiter: Option<std::sync::Arc<rate_limit::RateLimiter>>,
+    /// The requests in flight, against the per-subject and total caps.
+    pub in_flight: std::sync::Arc<in_flight::InFlight>,
 }
 
 impl AppState {
     pub fn new(service: Service, config: ServerConfig) -> AppState {
         let rate_limiter = config.rate_limit_per_minute.map(|per_minute| std::sync::Arc::new(rate_limit::RateLimiter::new(&service, per_minute)));
-        AppState { service, config, shutdown: tokio_util::sync::CancellationToken::new(), rate_limiter }
+        let in_flight = std::sync::Arc::new(in_flight::InFlight::new(config.max_connections, config.max_requests_per_subject));
+        AppState { service, config, shutdown: tokio_util::sync::CancellationToken::new(), rate_limiter, in_flight }
     }
 }
 
@@ -103,11 +114,13 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::from_fn_with_state(state.clone(), rate_limit::limit))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), in_flight::limit))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::authenticate))
         .layer(axum::middleware::from_fn(routes::web::serve))
         .layer(axum::middleware::from_fn(close_after_rejected_body))
         .layer(axum::middleware::from_fn(trace_context::continue_trace))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), in_flight::stamp_deadline))
         .with_state(state)
 }
 
