@@ -2,8 +2,8 @@
 //! the local user's. With API keys or OIDC, every request but the health checks, the docs, the
 //! login pages and the MCP OAuth pages a browser opens (which carry sealed tickets of their own)
 //! needs a credential: `Authorization: Bearer <key>` (a bearer starting with `tsk_` is an API
-//! key), `Authorization: Bearer <ID token>` of the OIDC provider, or the `id_token` cookie of a
-//! browser login (see `oidc`; with unsafe methods only from this server's own pages). The
+//! key), `Authorization: Bearer <ID token>` of the OIDC provider, or the `id_token` cookie
+//! (`__Host-id_token` on https) of a browser login (see `oidc`; with unsafe methods only from this server's own pages). The
 //! middleware finds the caller and handlers take it as the [`Authenticated`] extractor.
 //! Settings (model providers, MCP servers, skills) and the metrics (every tenant's activity added
 //! up) are the operator's alone; API keys are for admins, each tenant admin its own tenant's (403
@@ -18,7 +18,7 @@ use teamster_service::Caller;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::oidc::{OidcLogin, SESSION_COOKIE, cookie};
+use crate::oidc::{OidcLogin, cookie};
 
 /// What an API key starts with; any other bearer is an ID token.
 const API_KEY_PREFIX: &str = "tsk_";
@@ -162,7 +162,7 @@ async fn caller_of(state: &AppState, method: &Method, headers: &HeaderMap) -> Re
         };
     }
     let Some(oidc) = oidc else { return Ok(None) };
-    let Some(token) = cookie(headers, SESSION_COOKIE) else { return Ok(None) };
+    let Some(token) = cookie(headers, oidc.session_cookie_name()) else { return Ok(None) };
     if !oidc.allows_cookie_request(method, headers) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,

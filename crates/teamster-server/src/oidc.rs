@@ -1,10 +1,13 @@
 //! OIDC login on the HTTP side: the relying party ([`teamster_service::oidc::Oidc`]) under this
 //! server's public URL, and the cookies of a browser session.
 //!
-//! - `id_token`: the verified ID token itself, `HttpOnly`, `SameSite=Lax`, `Path=/`, `Secure`
-//!   when the public URL is `https`, `Max-Age` until the token's `exp`. Every request carrying
-//!   it is verified like a bearer ID token (signature, issuer, audience, expiry), so any replica
-//!   accepts it and nothing is stored.
+//! - `id_token` (`__Host-id_token` when the public URL is `https`: the browser then takes it
+//!   only from this very origin over TLS, with `Path=/` and no `Domain`, so a sibling subdomain
+//!   or a plain-http page cannot plant one): the verified ID token itself, `HttpOnly`,
+//!   `SameSite=Lax`, `Path=/`, `Secure` on `https`, `Max-Age` until the token's `exp`. Every
+//!   request carrying it is verified like a bearer ID token (signature, issuer, audience,
+//!   expiry), so any replica accepts it and nothing is stored. On `https` only the prefixed name
+//!   is read.
 //! - `oidc_login_<state prefix>`: a login in progress, sealed and bound to its `state`
 //!   (`Path` of the callback, ten minutes), cleared by the callback. One per login, so logins
 //!   begun in two tabs do not undo each other.
@@ -20,8 +23,10 @@ use teamster_service::oidc::{Oidc, OidcConfig, OidcError};
 
 use crate::links::PublicLinks;
 
-/// The session cookie's name (the spec's).
-pub(crate) const SESSION_COOKIE: &str = "id_token";
+/// The session cookie's name (the spec's) on a plain-http public URL.
+const SESSION_COOKIE: &str = "id_token";
+/// The session cookie's name on an `https` public URL.
+const SECURE_SESSION_COOKIE: &str = "__Host-id_token";
 /// What a pending login's cookie name starts with.
 const PENDING_COOKIE_PREFIX: &str = "oidc_login_";
 /// How many characters of the `state` name a pending login's cookie.
@@ -73,14 +78,20 @@ impl OidcLogin {
         format!("{}/?error={code}", self.public_path)
     }
 
-    /// The session cookie holding `id_token` for `max_age_secs`.
+    /// The session cookie's name: `__Host-id_token` on an `https` public URL, else `id_token`.
+    pub(crate) fn session_cookie_name(&self) -> &'static str {
+        if self.secure() { SECURE_SESSION_COOKIE } else { SESSION_COOKIE }
+    }
+
+    /// The session cookie holding `id_token` for `max_age_secs` (`Path=/` and no `Domain`, as
+    /// the `__Host-` prefix requires).
     pub(crate) fn session_cookie(&self, id_token: &str, max_age_secs: u64) -> Option<HeaderValue> {
-        self.cookie(SESSION_COOKIE, id_token, "/", max_age_secs)
+        self.cookie(self.session_cookie_name(), id_token, "/", max_age_secs)
     }
 
     /// The `Set-Cookie` that removes the session cookie.
     pub(crate) fn clear_session(&self) -> Option<HeaderValue> {
-        self.cookie(SESSION_COOKIE, "", "/", 0)
+        self.cookie(self.session_cookie_name(), "", "/", 0)
     }
 
     /// The pending login's cookie for `state`, or the one that removes it (`sealed` empty).
@@ -184,6 +195,10 @@ mod tests {
         assert_eq!(plain.relying_party.config().redirect_uri, "http://127.0.0.1:8790/api/v1/auth/callback");
         assert_eq!(plain.app_root(), "/");
         assert_eq!(plain.session_cookie("t", 60).unwrap(), "id_token=t; Path=/; Max-Age=60; HttpOnly; SameSite=Lax");
+        // On https the session cookie takes the `__Host-` prefix, and only that name is read.
+        let secure = login("https://agents.example.com");
+        assert_eq!(secure.session_cookie("t", 60).unwrap(), "__Host-id_token=t; Path=/; Max-Age=60; HttpOnly; SameSite=Lax; Secure");
+        assert_eq!(secure.clear_session().unwrap(), "__Host-id_token=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax; Secure");
         let prefixed = login("https://agents.example.com/t1/");
         assert_eq!(prefixed.relying_party.config().redirect_uri, "https://agents.example.com/t1/api/v1/auth/callback");
         assert_eq!((prefixed.app_root(), prefixed.app_error("invalid_state")), ("/t1/".to_owned(), "/t1/?error=invalid_state".to_owned()));
@@ -216,6 +231,7 @@ mod tests {
         let mut cookies = HeaderMap::new();
         cookies.append(header::COOKIE, HeaderValue::from_static("a=1; id_token=tok"));
         cookies.append(header::COOKIE, HeaderValue::from_static("oidc_login_abc=sealed"));
+        assert_eq!(cookie(&cookies, login.session_cookie_name()), None, "an https server reads only the __Host- cookie");
         assert_eq!(cookie(&cookies, SESSION_COOKIE).as_deref(), Some("tok"));
         assert_eq!(pending_from(&cookies, "abc").as_deref(), Some("sealed"));
         assert_eq!(cookie(&cookies, "b"), None);

@@ -1,10 +1,10 @@
 //! `/api/v1/auth/*`: OIDC login for the browser (see `crate::oidc`).
 //!
 //! `login` sends the browser to the identity provider with a pending login in a cookie;
-//! `callback` finishes it and sets the `id_token` session cookie, then sends the browser to the
-//! `return_to` given at login (a same-origin path) or the app's root. A failed login (the
-//! provider's `error`, an unknown or expired `state`, a failed code exchange, a token that does
-//! not verify) sends the browser to the app's root with `?error=<code>` (the spec's `/?error=`),
+//! `callback` finishes it and sets the `id_token` session cookie (`__Host-id_token` on https),
+//! then sends the browser to the `return_to` given at login (a same-origin path) or the app's
+//! root. A failed login (the provider's `error`, an unknown or expired `state`, a failed code
+//! exchange, a token that does not verify) sends the browser to the app's root with `?error=<code>` (the spec's `/?error=`),
 //! which the web UI shows; the reason is logged. `logout` clears the cookie; `me` says who the
 //! request is. Without OIDC, `login` and `callback` send the browser straight back into the app,
 //! `logout` does nothing and `me` answers the caller (the local user without authentication).
