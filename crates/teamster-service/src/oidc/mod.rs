@@ -35,6 +35,9 @@ use provider::{Provider, checked_url, clean};
 pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 /// How far clocks may disagree when `exp`, `iat` and `nbf` are checked, in seconds.
 const CLOCK_LEEWAY_SECS: u64 = 60;
+/// The furthest ahead a token's `exp` may lie: ID tokens live minutes to hours, and a login
+/// cookie lasts until the token's `exp`, so one valid for years is refused, not kept for years.
+const MAX_TOKEN_LIFETIME_SECS: u64 = 24 * 3600;
 /// The longest `return_to` kept, in bytes.
 const MAX_RETURN_TO_BYTES: usize = 2048;
 /// The longest tenant name or subject accepted from a token, in bytes (an API key's bound).
@@ -415,6 +418,9 @@ impl Oidc {
         if !(claims.exp.is_finite() && claims.exp + leeway > now) {
             return Err(invalid("it has expired".to_owned()));
         }
+        if claims.exp > now + (MAX_TOKEN_LIFETIME_SECS + CLOCK_LEEWAY_SECS) as f64 {
+            return Err(invalid(format!("it expires more than {} hours from now (exp)", MAX_TOKEN_LIFETIME_SECS / 3600)));
+        }
         if claims.iat.is_some_and(|iat| !iat.is_finite() || iat > now + leeway) || claims.nbf.is_some_and(|nbf| !nbf.is_finite() || nbf > now + leeway) {
             return Err(invalid("it is not valid yet (iat or nbf in the future)".to_owned()));
         }
@@ -541,6 +547,7 @@ mod tests {
         assert!(check(serde_json::json!({"nonce": "n1"}), Some("n1")).is_ok());
         // Within the leeway a minute either way.
         assert!(check(serde_json::json!({"exp": at - 30, "iat": at + 30}), None).is_ok());
+        assert!(check(serde_json::json!({"exp": at + 24 * 3600}), None).is_ok(), "a day is a lifetime some providers give");
         let refused = [
             (serde_json::json!({"iss": "http://127.0.0.1:9"}), None),
             (serde_json::json!({"aud": "other"}), None),
@@ -548,6 +555,10 @@ mod tests {
             (serde_json::json!({"aud": ["other", "teamster"], "azp": "other"}), None),
             (serde_json::json!({"azp": "other"}), None),
             (serde_json::json!({"exp": at - 61}), None),
+            // Absurd lifetimes: a day and a bit past the leeway, years, and beyond what u64 holds.
+            (serde_json::json!({"exp": at + 24 * 3600 + 61}), None),
+            (serde_json::json!({"exp": at + 10 * 365 * 24 * 3600}), None),
+            (serde_json::json!({"exp": 1e30}), None),
             (serde_json::json!({"iat": at + 61}), None),
             (serde_json::json!({"nbf": at + 61}), None),
             (serde_json::json!({}), Some("n1")),
