@@ -18,7 +18,8 @@ use async_trait::async_trait;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-use crate::command::SandboxCommand;
+use crate::command::{NetworkEntry, SandboxCommand};
+use crate::network::Network;
 use crate::output::capture;
 use crate::programs::find_program;
 use crate::provider::{ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, OpenedFile, Provisioned, SandboxProvider};
@@ -28,6 +29,8 @@ use crate::skills::{SKILLS_MOUNT_DIR, is_skill_name};
 use crate::workspace::{Area, open_beneath, sandbox_path};
 use crate::{Limits, SandboxError};
 
+/// The file under the root bound at `/etc/resolv.conf` in network sandboxes.
+const RESOLV_CONF_FILE: &str = ".resolv.conf";
 /// The longest command a call may give.
 const MAX_COMMAND_BYTES: usize = 64 * 1024;
 /// The most variables a call may set, and the longest value.
@@ -185,6 +188,7 @@ impl Bubblewrap {
     async fn spawn(&self, sandbox_id: &str, dir: &Path, run: Run<'_>, stdin: Stdio) -> Result<tokio::process::Child, SandboxError> {
         self.restore_filter().await?;
         let Run { cwd, env, command, network, skills, over_quota } = run;
+        let resolv_conf = self.root.join(RESOLV_CONF_FILE);
         let workspace = dir.join(Area::Workspace.dir_name());
         let tmp = dir.join(Area::Tmp.dir_name());
         let line = SandboxCommand {
@@ -197,7 +201,7 @@ impl Bubblewrap {
             skills,
             cwd,
             env,
-            network,
+            network: network.map(|network| NetworkEntry { enter: network.enter(), resolv_conf: &resolv_conf }),
             limits: &self.limits,
             over_quota,
             command,
@@ -276,11 +280,18 @@ impl SandboxProvider for Bubblewrap {
         let before = self.ledger.settled(sandbox_id).await;
         let quota = self.ledger.quota();
         let over_before = before.filter(|usage| quota.exceeded_by(usage));
+        // A network of its own, set up before the command starts and ended with it (this value
+        // is dropped when the command ends, times out, or its call is cancelled).
+        let network = match request.network {
+            // Boxed: setting a namespace up is a large future, kept off the caller's stack.
+            true => Some(Box::pin(self.network(sandbox_id)).await?),
+            false => None,
+        };
         let run = Run {
             cwd: &cwd,
             env: &request.env,
             command: &request.command,
-            network: request.network,
+            network: network.as_ref(),
             skills: &skills,
             over_quota: over_before.is_some(),
         };
@@ -375,7 +386,7 @@ impl SandboxProvider for Bubblewrap {
         let command = r#"mkdir -p -- "$(dirname -- "$TEAMSTER_TARGET")" && cat > "$TEAMSTER_TARGET""#;
         // With the skills mounted, so writing into one fails rather than vanishing.
         let skills = mounted_skills(&dir).await;
-        let run = Run { cwd: Path::new("."), env: &env, command, network: false, skills: &skills, over_quota: false };
+        let run = Run { cwd: Path::new("."), env: &env, command, network: None, skills: &skills, over_quota: false };
         let mut child = self.spawn(sandbox_id, &dir, run, Stdio::piped()).await?;
         let mut stdin = child.stdin.take().expect("stdin is piped");
         let stderr = tokio::spawn(capture(child.stderr.take().expect("stderr is piped"), 4096));
@@ -503,6 +514,16 @@ impl Bubblewrap {
     }
 }
 
+impl Bubblewrap {
+    /// A network namespace for one command of `sandbox_id`, or why there can be none here.
+    async fn network(&self, sandbox_id: &str) -> Result<Network, SandboxError> {
+        let tools = crate::network::tools()
+            .map_err(|reason| SandboxError::Unavailable(format!("commands cannot be given a network here: {reason}")))?;
+        crate::network::write_resolv_conf(&self.root.join(RESOLV_CONF_FILE)).await?;
+        Network::start(tools, self.run_as(sandbox_id)).await
+    }
+}
+
 /// The skills recorded for a sandbox: each name and its directory on the host, by name.
 async fn mounted_skills(sandbox: &Path) -> Vec<(String, PathBuf)> {
     let mut skills = BTreeMap::new();
@@ -524,7 +545,8 @@ struct Run<'a> {
     cwd: &'a Path,
     env: &'a BTreeMap<String, String>,
     command: &'a str,
-    network: bool,
+    /// The command's network namespace, when it may use the network.
+    network: Option<&'a Network>,
     /// The skills to mount: each name and its directory on the host.
     skills: &'a [(String, PathBuf)],
     /// Whether the sandbox is over its disk quota (the command cannot write to files).

@@ -65,6 +65,17 @@ const OPEN_FILTER: &str = r#"exec "$@" 9<"$0""#;
 /// The shell running [`OPEN_FILTER`].
 const SHELL: &str = "/bin/sh";
 
+/// Where name resolution is configured, among [`ETC_ENTRIES`].
+const RESOLV_CONF: &str = "/etc/resolv.conf";
+
+/// How a network sandbox's command enters its network namespace.
+pub(crate) struct NetworkEntry<'a> {
+    /// The program and arguments (`nsenter ... --`) that run the rest in the namespace.
+    pub(crate) enter: &'a [OsString],
+    /// The file bound at `/etc/resolv.conf`.
+    pub(crate) resolv_conf: &'a Path,
+}
+
 /// Everything one sandboxed command line depends on.
 pub(crate) struct SandboxCommand<'a> {
     pub(crate) bwrap: &'a Path,
@@ -86,7 +97,9 @@ pub(crate) struct SandboxCommand<'a> {
     /// cannot lead the harness anywhere.
     pub(crate) cwd: &'a Path,
     pub(crate) env: &'a BTreeMap<String, String>,
-    pub(crate) network: bool,
+    /// How the command enters its network namespace (`network.rs`), when it may use the
+    /// network; `None`: bwrap gives it an empty one.
+    pub(crate) network: Option<NetworkEntry<'a>>,
     pub(crate) limits: &'a Limits,
     /// Whether the sandbox is over its disk quota: the command may read and delete files, not
     /// write to them (`RLIMIT_FSIZE` 0).
@@ -105,6 +118,10 @@ impl SandboxCommand<'_> {
             args.path(setpriv);
             args.push(&["--reuid", &id, "--regid", &id, "--clear-groups", "--inh-caps=-all", "--"]);
         }
+        if let Some(network) = &self.network {
+            // As the sandbox's user, `nsenter` joins the namespace the command's network is set up in.
+            args.0.extend(network.enter.iter().cloned());
+        }
         if let Some(filter) = self.seccomp {
             args.push(&[SHELL, "-c", OPEN_FILTER]);
             args.path(filter);
@@ -116,7 +133,7 @@ impl SandboxCommand<'_> {
         args.push(&["--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]);
         // No user namespace inside the sandbox's (the seccomp filter refuses them too).
         args.push(&["--disable-userns"]);
-        if !self.network {
+        if self.network.is_none() {
             args.push(&["--unshare-net"]);
         }
         args.push(&["--die-with-parent", "--new-session", "--hostname", "sandbox"]);
@@ -129,7 +146,15 @@ impl SandboxCommand<'_> {
             }
         }
         for entry in ETC_ENTRIES {
-            args.push(&["--ro-bind-try", entry, entry]);
+            match &self.network {
+                // A network sandbox resolves names through public resolvers, not the host's.
+                Some(network) if entry == RESOLV_CONF => {
+                    args.push(&["--ro-bind"]);
+                    args.path(network.resolv_conf);
+                    args.push(&[entry]);
+                }
+                _ => args.push(&["--ro-bind-try", entry, entry]),
+            }
         }
         args.push(&["--proc", "/proc", "--dev", "/dev", "--bind"]);
         args.path(self.workspace);
@@ -210,7 +235,7 @@ mod tests {
             skills: &[],
             cwd: Path::new("src"),
             env,
-            network: false,
+            network: None,
             limits,
             over_quota: false,
             command: "echo hi",
@@ -264,6 +289,27 @@ mod tests {
         let limits = Limits::default();
         let (_, args) = command(&env, &limits, None).argv();
         assert!(!strings(&args).iter().any(|arg| arg.contains("/skills")));
+    }
+
+    #[test]
+    fn a_network_command_joins_its_namespace_as_the_sandbox_user_and_resolves_publicly() {
+        let env = BTreeMap::new();
+        let limits = Limits::default();
+        let enter = [OsString::from("/usr/bin/nsenter"), OsString::from("--target"), OsString::from("42"), OsString::from("--")];
+        let network = Some(NetworkEntry { enter: &enter, resolv_conf: Path::new("/srv/sandboxes/.resolv.conf") });
+        let run_as = Some((Path::new("/usr/bin/setpriv"), 7));
+        let (program, args) = SandboxCommand { network, ..command(&env, &limits, run_as) }.argv();
+        assert_eq!(program, Path::new("/usr/bin/setpriv"));
+        let args = strings(&args);
+        assert_eq!(args[6..11], ["--", "/usr/bin/nsenter", "--target", "42", "--"]);
+        let has = |window: &[&str]| args.windows(window.len()).any(|part| part == window);
+        // The namespace is the one set up for it, not an empty one, and not the host's.
+        assert!(!has(&["--unshare-net"]) && has(&["--unshare-user"]), "{args:?}");
+        assert!(has(&["--ro-bind", "/srv/sandboxes/.resolv.conf", "/etc/resolv.conf"]), "{args:?}");
+        assert!(!has(&["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]), "{args:?}");
+        // Without a network, nothing of it.
+        let args = strings(&command(&env, &limits, run_as).argv().1);
+        assert!(!args.iter().any(|arg| arg.contains("nsenter")) && args.iter().any(|arg| arg == "--unshare-net"));
     }
 
     #[test]

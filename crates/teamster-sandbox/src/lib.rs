@@ -38,6 +38,7 @@ mod command;
 mod exec_tool;
 mod inherited;
 mod limits;
+mod network;
 mod output;
 mod programs;
 mod provider;
