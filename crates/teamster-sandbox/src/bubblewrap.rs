@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
+use crate::cgroup::{CgroupLimits, Cgroups, CommandCgroup};
 use crate::command::{NetworkEntry, SandboxCommand};
 use crate::network::Network;
 use crate::output::capture;
@@ -27,7 +28,7 @@ use crate::quota::{Ledger, Usage};
 use crate::seccomp;
 use crate::skills::{SKILLS_MOUNT_DIR, is_skill_name};
 use crate::workspace::{Area, open_beneath, sandbox_path};
-use crate::{Limits, SandboxError};
+use crate::{CgroupPolicy, Limits, SandboxError};
 
 /// The file under the root bound at `/etc/resolv.conf` in network sandboxes.
 const RESOLV_CONF_FILE: &str = ".resolv.conf";
@@ -59,6 +60,8 @@ pub struct Bubblewrap {
     setpriv: Option<PathBuf>,
     /// The last measured usage of each sandbox, for the disk quota.
     ledger: Arc<Ledger>,
+    /// Where commands' control groups are made, when the host lets this process make them.
+    cgroups: Option<Cgroups>,
 }
 
 impl Bubblewrap {
@@ -96,7 +99,8 @@ impl Bubblewrap {
             Some(arch) => Some(write_filter(&root, arch).await?),
             None => None,
         };
-        let provider = Bubblewrap { root, limits, bwrap, prlimit, seccomp, setpriv, ledger };
+        let cgroups = start_cgroups(&limits)?;
+        let provider = Bubblewrap { root, limits, bwrap, prlimit, seccomp, setpriv, ledger, cgroups };
         // The probe runs under the filter too: where bwrap cannot apply it, sandboxes are unavailable.
         provider.check_it_works().await?;
         Ok(provider)
@@ -184,9 +188,21 @@ impl Bubblewrap {
         write_filter(&self.root, arch).await.map(drop)
     }
 
-    /// Starts a sandboxed command with piped output.
-    async fn spawn(&self, sandbox_id: &str, dir: &Path, run: Run<'_>, stdin: Stdio) -> Result<tokio::process::Child, SandboxError> {
+    /// Starts a sandboxed command with piped output, in a control group of its own when there
+    /// are any (kept until the command's end: dropping it kills what is left in it).
+    async fn spawn(
+        &self,
+        sandbox_id: &str,
+        dir: &Path,
+        run: Run<'_>,
+        stdin: Stdio,
+    ) -> Result<(tokio::process::Child, Option<CommandCgroup>), SandboxError> {
         self.restore_filter().await?;
+        let cgroup = match &self.cgroups {
+            Some(cgroups) => Some(cgroups.create().map_err(SandboxError::io("making the command's cgroup"))?),
+            None => None,
+        };
+        let cgroup_procs = cgroup.as_ref().map(CommandCgroup::procs_files).unwrap_or_default();
         let Run { cwd, env, command, network, skills, over_quota } = run;
         let resolv_conf = self.root.join(RESOLV_CONF_FILE);
         let workspace = dir.join(Area::Workspace.dir_name());
@@ -203,6 +219,7 @@ impl Bubblewrap {
             env,
             network: network.map(|network| NetworkEntry { enter: network.enter(), resolv_conf: &resolv_conf }),
             limits: &self.limits,
+            cgroup_procs: &cgroup_procs,
             over_quota,
             command,
         };
@@ -210,7 +227,7 @@ impl Bubblewrap {
         // The sandbox's init (bwrap) keeps the environment it was started with, readable in
         // `/proc/1/environ`: nothing of the harness's, not even its directory (which the shell
         // opening the seccomp filter exports as PWD).
-        Command::new(program)
+        let child = Command::new(program)
             .args(args)
             .env_clear()
             .current_dir("/")
@@ -219,7 +236,8 @@ impl Bubblewrap {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(SandboxError::io("starting bwrap"))
+            .map_err(SandboxError::io("starting bwrap"))?;
+        Ok((child, cgroup))
     }
 }
 
@@ -299,7 +317,7 @@ impl SandboxProvider for Bubblewrap {
         // afterwards, in the background.
         let _measure_after = self.ledger.measure_after(sandbox_id, &dir);
         let started = Instant::now();
-        let mut child = self.spawn(sandbox_id, &dir, run, Stdio::null()).await?;
+        let (mut child, cgroup) = self.spawn(sandbox_id, &dir, run, Stdio::null()).await?;
         let limit = self.limits.max_output_bytes;
         let stdout = tokio::spawn(capture(child.stdout.take().expect("stdout is piped"), limit));
         let stderr = tokio::spawn(capture(child.stderr.take().expect("stderr is piped"), limit));
@@ -322,6 +340,10 @@ impl SandboxProvider for Bubblewrap {
             }
         };
         let duration = started.elapsed();
+        // Whatever the command left running (or, with no PID namespace to end, escaped) goes.
+        if let Some(cgroup) = &cgroup {
+            cgroup.kill_all();
+        }
         let over_quota = match outgrown {
             Some(usage) => Some(quota.report(&usage, true)),
             None => over_before.map(|usage| quota.report(&usage, false)),
@@ -387,7 +409,7 @@ impl SandboxProvider for Bubblewrap {
         // With the skills mounted, so writing into one fails rather than vanishing.
         let skills = mounted_skills(&dir).await;
         let run = Run { cwd: Path::new("."), env: &env, command, network: None, skills: &skills, over_quota: false };
-        let mut child = self.spawn(sandbox_id, &dir, run, Stdio::piped()).await?;
+        let (mut child, _cgroup) = self.spawn(sandbox_id, &dir, run, Stdio::piped()).await?;
         let mut stdin = child.stdin.take().expect("stdin is piped");
         let stderr = tokio::spawn(capture(child.stderr.take().expect("stderr is piped"), 4096));
         let written = async {
@@ -609,6 +631,37 @@ fn untraversable(path: &Path) -> Result<Option<(PathBuf, u32)>, SandboxError> {
 
 fn is_sandbox_id(name: &str) -> bool {
     name.len() == 36 && name.starts_with("sbx_") && name[4..].bytes().all(|byte| byte.is_ascii_hexdigit())
+}
+
+/// The control groups of commands, as `limits.cgroups` asks and the host allows; what is in
+/// force is logged.
+fn start_cgroups(limits: &Limits) -> Result<Option<Cgroups>, SandboxError> {
+    if limits.cgroups == CgroupPolicy::Off {
+        tracing::warn!("sandbox commands run without control groups (turned off): memory is bounded per process only");
+        return Ok(None);
+    }
+    let wanted = CgroupLimits {
+        memory_bytes: limits.max_command_memory_bytes,
+        pids: limits.max_processes,
+        cpu_millis: limits.max_command_cpu_millis,
+    };
+    match Cgroups::detect(wanted) {
+        Ok(cgroups) => {
+            tracing::info!(cgroups = %cgroups.describe(), "sandbox commands run in control groups of their own");
+            Ok(Some(cgroups))
+        }
+        Err(reason) if limits.cgroups == CgroupPolicy::Required => {
+            Err(SandboxError::Unavailable(format!("sandbox commands must run in control groups of their own, and cannot: {reason}")))
+        }
+        Err(reason) => {
+            tracing::warn!(
+                %reason,
+                "sandbox commands run without control groups: memory is bounded per process (RLIMIT_AS), processes per user \
+                 (RLIMIT_NPROC), CPU time by the timeout alone"
+            );
+            Ok(None)
+        }
+    }
 }
 
 /// Whether this process's effective user is root (from `/proc/self/status`).

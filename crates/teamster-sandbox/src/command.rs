@@ -65,6 +65,12 @@ const OPEN_FILTER: &str = r#"exec "$@" 9<"$0""#;
 /// The shell running [`OPEN_FILTER`].
 const SHELL: &str = "/bin/sh";
 
+/// The shell line entering the command's control group: it writes its own pid to each
+/// `cgroup.procs` file it is given (up to `--`), then becomes the rest of its arguments, so every
+/// process of the command is born in the group. Run first, as the harness's user, who may write
+/// there (the sandbox's user may not).
+const JOIN_CGROUP: &str = r#"for procs do shift; [ "$procs" = -- ] && break; echo $$ > "$procs" || exit 125; done; exec "$@""#;
+
 /// Where name resolution is configured, among [`ETC_ENTRIES`].
 const RESOLV_CONF: &str = "/etc/resolv.conf";
 
@@ -101,6 +107,9 @@ pub(crate) struct SandboxCommand<'a> {
     /// network; `None`: bwrap gives it an empty one.
     pub(crate) network: Option<NetworkEntry<'a>>,
     pub(crate) limits: &'a Limits,
+    /// The `cgroup.procs` files of the command's control group (`cgroup.rs`), in each hierarchy;
+    /// empty when it has none.
+    pub(crate) cgroup_procs: &'a [PathBuf],
     /// Whether the sandbox is over its disk quota: the command may read and delete files, not
     /// write to them (`RLIMIT_FSIZE` 0).
     pub(crate) over_quota: bool,
@@ -110,9 +119,18 @@ pub(crate) struct SandboxCommand<'a> {
 impl SandboxCommand<'_> {
     /// The program to start and its arguments.
     pub(crate) fn argv(&self) -> (PathBuf, Vec<OsString>) {
-        // setpriv → sh (opening the filter) → bwrap, each exec'ing the next: the process started
+        // sh (entering the control group) → setpriv → sh (opening the filter) → bwrap, each
+        // exec'ing the next: the process started
         // becomes bwrap, and killing it ends the sandbox.
         let mut args = Arguments::default();
+        if !self.cgroup_procs.is_empty() {
+            // First of all, a shell enters the control group.
+            args.push(&[SHELL, "-c", JOIN_CGROUP, "sh"]);
+            for procs in self.cgroup_procs {
+                args.path(procs);
+            }
+            args.push(&["--"]);
+        }
         if let Some((setpriv, uid)) = self.run_as {
             let id = uid.to_string();
             args.path(setpriv);
@@ -156,7 +174,9 @@ impl SandboxCommand<'_> {
                 _ => args.push(&["--ro-bind-try", entry, entry]),
             }
         }
-        args.push(&["--proc", "/proc", "--dev", "/dev", "--bind"]);
+        args.push(&["--proc", "/proc", "--dev", "/dev"]);
+        // Shared memory: a tmpfs of its own, sized (its pages are host memory, outside the quota).
+        args.push(&["--size", &self.limits.max_shm_bytes.to_string(), "--tmpfs", "/dev/shm", "--bind"]);
         args.path(self.workspace);
         args.push(&[WORKSPACE_DIR, "--bind"]);
         args.path(self.tmp);
@@ -173,6 +193,9 @@ impl SandboxCommand<'_> {
             }
             args.push(&["--remount-ro", SKILLS_MOUNT_DIR]);
         }
+        // The root and `/dev` are tmpfs mounts too, which commands have no need to write to:
+        // read-only once every mount point in them is made.
+        args.push(&["--remount-ro", "/dev", "--remount-ro", "/"]);
         args.push(&["--chdir", WORKSPACE_DIR, "--clearenv"]);
         for (name, value) in BASE_ENV {
             if !self.env.contains_key(name) {
@@ -237,6 +260,7 @@ mod tests {
             env,
             network: None,
             limits,
+            cgroup_procs: &[],
             over_quota: false,
             command: "echo hi",
         }
@@ -266,6 +290,55 @@ mod tests {
         assert!(has(&["--bind", "/srv/sandboxes/sbx_1/tmp", "/tmp"]));
         // Only the workspace and the sandbox's /tmp are bound writable.
         assert_eq!(args.iter().filter(|arg| *arg == "--bind").count(), 2);
+    }
+
+    #[test]
+    fn the_command_enters_its_control_group_first_and_its_tmpfs_mounts_are_bounded() {
+        let env = BTreeMap::new();
+        let limits = Limits { max_shm_bytes: 1 << 20, ..Limits::default() };
+        let procs = [PathBuf::from("/sys/fs/cgroup/memory/teamster-1-0/cgroup.procs"), PathBuf::from("/sys/fs/cgroup/pids/teamster-1-0/cgroup.procs")];
+        let run_as = Some((Path::new("/usr/bin/setpriv"), 7));
+        let (program, args) = SandboxCommand { cgroup_procs: &procs, ..command(&env, &limits, run_as) }.argv();
+        assert_eq!(program, Path::new("/bin/sh"));
+        let args = strings(&args);
+        assert_eq!(args[..6], ["-c", JOIN_CGROUP, "sh", "/sys/fs/cgroup/memory/teamster-1-0/cgroup.procs", "/sys/fs/cgroup/pids/teamster-1-0/cgroup.procs", "--"]);
+        assert_eq!(args[6..8], ["/usr/bin/setpriv", "--reuid"]);
+        let has = |window: &[&str]| args.windows(window.len()).any(|part| part == window);
+        assert!(has(&["--dev", "/dev", "--size", "1048576", "--tmpfs", "/dev/shm"]), "{args:?}");
+        // Read-only after the last mount, before the command.
+        let remounted = args.iter().position(|arg| arg == "--remount-ro").unwrap();
+        assert!(has(&["--remount-ro", "/dev", "--remount-ro", "/", "--chdir"]), "{args:?}");
+        assert!(!args[remounted..].iter().any(|arg| ["--bind", "--ro-bind", "--tmpfs", "--dev", "--proc"].contains(&arg.as_str())));
+        // Without a control group nothing comes before setpriv.
+        let (program, _) = command(&env, &limits, run_as).argv();
+        assert_eq!(program, Path::new("/usr/bin/setpriv"));
+    }
+
+    #[test]
+    fn the_join_line_enters_every_group_then_runs_the_rest() {
+        let dir = std::env::temp_dir().join(format!("teamster-join-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (first, second) = (dir.join("a"), dir.join("b"));
+        let output = std::process::Command::new(SHELL)
+            .args(["-c", JOIN_CGROUP, "sh"])
+            .args([&first, &second])
+            .args(["--", "/bin/sh", "-c", "echo ran $$ \"$1\"", "x", "-- y"])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&output.stdout).into_owned();
+        let pid = std::fs::read_to_string(&first).unwrap();
+        assert_eq!(std::fs::read_to_string(&second).unwrap(), pid);
+        // The same process: the shell became the command.
+        assert_eq!(said, format!("ran {} -- y\n", pid.trim()));
+        // A group it cannot enter stops the command.
+        let output = std::process::Command::new(SHELL)
+            .args(["-c", JOIN_CGROUP, "sh"])
+            .arg(dir.join("missing/cgroup.procs"))
+            .args(["--", "/bin/echo", "ran"])
+            .output()
+            .unwrap();
+        assert_eq!((output.status.code(), output.stdout.as_slice()), (Some(125), &b""[..]));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -12,8 +12,10 @@
 //! the bounds, `workspace.rs` the safe resolution of paths a caller names,
 //! `command.rs` the `bwrap` command line, `output.rs` the capped capture of a command's output,
 //! `programs.rs` where the host programs are found, `quota.rs` the disk quota, `seccomp.rs` the
-//! seccomp filter every command runs under (`fallocate` fails, so no call allocates blocks the
-//! file size limit does not count).
+//! seccomp filter every command runs under (after Docker's default profile: no new namespaces,
+//! `io_uring`, key ring, `bpf`, `ptrace` or mounts; `fallocate` fails, so no call allocates blocks
+//! the file size limit does not count), `cgroup.rs` the control group bounding each command's
+//! processes together (memory with tmpfs pages, processes, CPU) where the host allows one.
 //!
 //! A sandbox's workspace and `/tmp` together may take [`Limits::max_workspace_bytes`] (allocated
 //! blocks) in [`Limits::max_workspace_files`] entries, measured by walking them on the host
@@ -34,6 +36,7 @@
 //! at `/workspace/skills/<name>` ([`SKILLS_DIR`]) to every later command of a sandbox.
 
 mod bubblewrap;
+mod cgroup;
 mod command;
 mod exec_tool;
 mod inherited;
@@ -49,7 +52,7 @@ mod workspace;
 
 pub use bubblewrap::Bubblewrap;
 pub use exec_tool::{EXEC_TOOL, ExecTool};
-pub use limits::Limits;
+pub use limits::{CgroupPolicy, Limits};
 pub use provider::{ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, OpenedFile, OverQuota, Provisioned, SandboxProvider};
 pub use skills::{
     GitAuth, GitSource, MAX_SKILL_BYTES, MAX_SKILL_FILES, MAX_SKILL_MD_BYTES, SKILLS_DIR, Skill, SkillCache, SkillDocument,

@@ -1,4 +1,4 @@
-//! The bounds every sandboxed command runs under.
+//! The bounds every sandboxed command runs under, and whether its control group must be there.
 
 use std::time::Duration;
 
@@ -12,10 +12,22 @@ pub struct Limits {
     /// Bytes of standard output, and as many of standard error, kept per command; the rest is
     /// read and dropped, and the result says so.
     pub max_output_bytes: usize,
-    /// Processes (and threads) the sandbox's user may have at once (`RLIMIT_NPROC`).
+    /// Processes (and threads) the sandbox's user may have at once (`RLIMIT_NPROC`), and a
+    /// command's processes together (`pids.max` of its control group).
     pub max_processes: u64,
     /// Address space of each process (`RLIMIT_AS`).
     pub max_memory_bytes: u64,
+    /// Memory of a command's processes together, with the tmpfs and shared memory pages they
+    /// write (its control group's `memory.max`; swap is not granted on top).
+    pub max_command_memory_bytes: u64,
+    /// CPU time a command's processes may take together per wall-clock time, in thousandths of
+    /// a CPU (its control group's `cpu.max`).
+    pub max_command_cpu_millis: u64,
+    /// The size of the sandbox's `/dev/shm`, a tmpfs of its own (host memory, and so bounded
+    /// even without a control group). The rest of the sandbox's tmpfs mounts are read-only.
+    pub max_shm_bytes: u64,
+    /// Whether commands run in control groups of their own.
+    pub cgroups: CgroupPolicy,
     /// The largest file a command may write (`RLIMIT_FSIZE`).
     pub max_file_bytes: u64,
     /// Open files per process (`RLIMIT_NOFILE`).
@@ -39,6 +51,10 @@ impl Default for Limits {
             max_output_bytes: 64 * 1024,
             max_processes: 256,
             max_memory_bytes: 2 * 1024 * 1024 * 1024,
+            max_command_memory_bytes: 1024 * 1024 * 1024,
+            max_command_cpu_millis: 1000,
+            max_shm_bytes: 64 * 1024 * 1024,
+            cgroups: CgroupPolicy::Auto,
             max_file_bytes: 256 * 1024 * 1024,
             max_open_files: 1024,
             max_transfer_bytes: 64 * 1024 * 1024,
@@ -46,6 +62,19 @@ impl Default for Limits {
             max_workspace_files: 100_000,
         }
     }
+}
+
+/// Whether commands run in control groups of their own, bounding memory, processes and CPU
+/// (`cgroup.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CgroupPolicy {
+    /// Where the host lets the harness make them; otherwise commands run without, and the log says so.
+    #[default]
+    Auto,
+    /// Always: the provider does not start where the host does not let the harness make them.
+    Required,
+    /// Never.
+    Off,
 }
 
 impl Limits {

@@ -171,3 +171,119 @@ async fn a_download_through_a_link_to_the_host_answers_alike_whether_the_target_
     // `/tmp/back` climbs out of the sandbox's `/tmp` on the host: refused as well.
     assert!(matches!(sandboxes.read_file(&id, "/tmp/back").await, Err(SandboxError::InvalidPath { .. })));
 }
+
+/// Limits small enough that the bombs below go off quickly: commands must get a control group.
+fn small(limits: Limits) -> Limits {
+    Limits { cgroups: teamster_sandbox::CgroupPolicy::Required, ..limits }
+}
+
+/// The directories this process's commands' control groups are made in (its own group in the
+/// memory hierarchy, v1 or v2).
+fn cgroup_parents() -> Vec<PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let mut parents = Vec::new();
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+        let path = path.trim_start_matches('/');
+        if controllers.split(',').any(|name| name == "memory") {
+            parents.push(PathBuf::from("/sys/fs/cgroup/memory").join(path));
+        } else if controllers.is_empty() {
+            let dir = PathBuf::from("/sys/fs/cgroup").join(path);
+            parents.push(if dir.ends_with("teamster-harness") { dir.parent().unwrap().to_path_buf() } else { dir });
+        }
+    }
+    parents
+}
+
+/// Waits (at most five seconds) until no control group of this process's commands is left.
+async fn assert_no_cgroups_left() {
+    let prefix = format!("teamster-{}-", std::process::id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let left: Vec<PathBuf> = cgroup_parents()
+            .iter()
+            .filter_map(|parent| std::fs::read_dir(parent).ok())
+            .flat_map(|entries| entries.flatten())
+            .filter(|entry| entry.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|entry| entry.path())
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "control groups left behind: {left:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn processes_together_stay_within_the_commands_memory() {
+    let root = Root::new("memory");
+    let sandboxes = provider(&root, small(Limits { max_command_memory_bytes: 64 << 20, ..Limits::default() })).await;
+    let id = sandboxes.provision("ses_memory").await.unwrap().sandbox_id;
+    // Three processes of 256 MiB each, every page written: each is under RLIMIT_AS, and before
+    // control groups the three held 768 MiB of the host's memory.
+    let bomb = "for i in 1 2 3; do python3 -c \"a = b'x' * (256 << 20); print('allocated', flush=True)\" & done; wait; echo waited";
+    let bombed = sandboxes.exec(&id, run(bomb)).await.unwrap();
+    assert!(!bombed.stdout.contains("allocated"), "{bombed:?}");
+    // A memory file (memfd, shared memory pages of no mount) is charged the same.
+    let memfd = "python3 -c \"import os; fd = os.memfd_create('m'); [os.write(fd, b'x' * (1 << 20)) for _ in range(200)]; print('wrote', os.fstat(fd).st_size)\"";
+    let wrote = sandboxes.exec(&id, run(memfd)).await.unwrap();
+    assert!(!wrote.stdout.contains("wrote"), "{wrote:?}");
+    // The harness (this test) is alive, and the sandbox still serves.
+    assert_eq!(ok(&sandboxes.exec(&id, run("echo fine")).await.unwrap()), "fine\n");
+    assert_no_cgroups_left().await;
+}
+
+#[tokio::test]
+async fn writing_into_the_sandboxs_tmpfs_mounts_is_contained() {
+    let root = Root::new("tmpfs");
+    let limits = small(Limits { max_command_memory_bytes: 64 << 20, max_shm_bytes: 1 << 20, ..Limits::default() });
+    let sandboxes = provider(&root, limits).await;
+    let id = sandboxes.provision("ses_tmpfs").await.unwrap().sandbox_id;
+    // Each writes up to 1 GB into a tmpfs (host memory, outside the disk quota), then says how
+    // much landed.
+    for target in ["/big", "/dev/big", "/dev/shm/big", "/run/big", "/skills-free/big"] {
+        let dir = target.rsplit_once('/').unwrap().0;
+        let command = format!("mkdir -p {dir:?} 2>/dev/null; head -c 1000000000 /dev/zero > {target}; echo landed $(stat -c %s {target} 2>/dev/null || echo 0)");
+        let output = sandboxes.exec(&id, run(&command)).await.unwrap();
+        let landed: u64 = output.stdout.trim().strip_prefix("landed ").and_then(|bytes| bytes.parse().ok()).unwrap_or_else(|| panic!("{target}: {output:?}"));
+        assert!(landed <= 1 << 20, "{target}: {landed} bytes landed: {output:?}");
+    }
+    // Shared memory still works, within its size.
+    let shm = "python3 -c \"from multiprocessing import shared_memory as s; m = s.SharedMemory(create=True, size=4096); m.buf[0] = 7; print(m.buf[0]); m.close(); m.unlink()\"";
+    assert_eq!(ok(&sandboxes.exec(&id, run(shm)).await.unwrap()), "7\n");
+    assert_eq!(ok(&sandboxes.exec(&id, run("echo fine")).await.unwrap()), "fine\n");
+    assert_no_cgroups_left().await;
+}
+
+#[tokio::test]
+async fn a_commands_cpu_time_is_bounded() {
+    let root = Root::new("cpu");
+    let sandboxes = provider(&root, small(Limits { max_command_cpu_millis: 100, ..Limits::default() })).await;
+    let id = sandboxes.provision("ses_cpu").await.unwrap().sandbox_id;
+    // A process spinning until it has used 0.15 CPU seconds: a few tenths of a second unbounded
+    // (more on a loaded machine), but at a tenth of a CPU no less than 1.4 s, however idle the host.
+    let spin = "python3 -c \"import time\ns = time.time()\nwhile time.process_time() < 0.15: pass\nprint(time.time() - s)\"";
+    let output = sandboxes.exec(&id, run(spin)).await.unwrap();
+    let wall: f64 = ok(&output).trim().parse().unwrap();
+    assert!(wall > 1.0, "0.15 CPU seconds took {wall} s: {output:?}");
+    assert_no_cgroups_left().await;
+}
+
+#[tokio::test]
+async fn a_fork_bomb_is_stopped_at_the_commands_process_limit() {
+    let root = Root::new("fork");
+    let sandboxes = provider(&root, small(Limits { max_processes: 32, ..Limits::default() })).await;
+    let id = sandboxes.provision("ses_fork").await.unwrap().sandbox_id;
+    let bomb = "python3 -c \"import os, time\nn = 0\ntry:\n    for i in range(100):\n        if os.fork() == 0:\n            time.sleep(5)\n            os._exit(0)\n        n += 1\nexcept OSError as error:\n    print('refused', error.errno)\nprint(n)\"";
+    let started = std::time::Instant::now();
+    let output = sandboxes.exec(&id, ExecRequest { timeout_seconds: Some(2), ..run(bomb) }).await.unwrap();
+    let said: Vec<&str> = output.stdout.lines().collect();
+    let forked: u64 = said.get(1).and_then(|count| count.parse().ok()).unwrap_or_else(|| panic!("{output:?}"));
+    // EAGAIN, before the limit: bwrap, its init, the shell and python count too.
+    assert!(said[0] == "refused 11" && forked < 32, "{output:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(4), "{output:?}");
+    assert_eq!(ok(&sandboxes.exec(&id, run("echo fine")).await.unwrap()), "fine\n");
+    assert_no_cgroups_left().await;
+}
