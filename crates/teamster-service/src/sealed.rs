@@ -1,6 +1,7 @@
 //! Secrets at rest: the credentials settings documents carry (model providers' API keys, MCP
-//! servers' header and environment values) are stored sealed under the service's secret key,
-//! with the cipher that seals MCP OAuth tokens.
+//! servers' header and environment values, and an MCP server's URL when it has user info, a
+//! query or a fragment, which may hold credentials) are stored sealed under the service's secret
+//! key, with the cipher that seals MCP OAuth tokens.
 //!
 //! Only the secret values are sealed; the rest of a document stays readable JSON. A sealed value
 //! is `sealed:` followed by the cipher's text, bound to its kind, name and field, so a value
@@ -60,7 +61,20 @@ impl Secrets for McpServerManifest {
         };
         let headers = headers.into_iter().flatten().map(|(name, value)| (format!("auth.headers.{name}"), value));
         let env = self.env.iter_mut().flatten().map(|(name, value)| (format!("env.{name}"), value));
-        headers.chain(env).collect()
+        // A URL is sealed whole when it may carry credentials (or is sealed already).
+        let url = self.url.as_mut().filter(|url| url.starts_with(SEALED_PREFIX) || may_carry_credentials(url));
+        headers.chain(env).chain(url.map(|url| ("url".to_owned(), url))).collect()
+    }
+}
+
+/// Whether a URL has user info, a query or a fragment: places credentials are put in. Text
+/// that is no URL but looks as if it had one of them counts too.
+fn may_carry_credentials(url: &str) -> bool {
+    match reqwest::Url::parse(url) {
+        Ok(parsed) => {
+            !parsed.username().is_empty() || parsed.password().is_some() || parsed.query().is_some() || parsed.fragment().is_some()
+        }
+        Err(_) => url.contains(['@', '?', '#']),
     }
 }
 
@@ -205,6 +219,16 @@ mod tests {
         let stored = settings.seal("mcp-server", "tools", &server("Bearer s3cret")).unwrap();
         assert!(!stored.contains("s3cret"), "{stored}");
         assert_eq!(settings.open::<McpServerManifest>("mcp-server", "tools", &stored).unwrap(), (server("Bearer s3cret"), false));
+
+        // A URL with credentials is sealed whole; one without stays readable.
+        let mut credentialed = server("Bearer s3cret");
+        credentialed.url = Some("http://svc:PASS@127.0.0.1:1/mcp?api_key=SECRET".to_owned());
+        let stored = settings.seal("mcp-server", "tools", &credentialed).unwrap();
+        assert!(!stored.contains("PASS") && !stored.contains("SECRET") && stored.contains("\"url\":\"sealed:"), "{stored}");
+        assert_eq!(settings.open::<McpServerManifest>("mcp-server", "tools", &stored).unwrap(), (credentialed.clone(), false));
+        let plain = serde_json::to_string(&credentialed).unwrap();
+        assert!(settings.open::<McpServerManifest>("mcp-server", "tools", &plain).unwrap().1, "a plain credentialed URL is resealed");
+        assert!(settings.seal("mcp-server", "tools", &server("Bearer s3cret")).unwrap().contains("\"url\":\"http://127.0.0.1:1/mcp\""));
 
         let stdio: McpServerManifest = serde_json::from_value(serde_json::json!({
             "type": "stdio", "name": "local", "description": "d", "command": "python", "env": {"TOKEN": "env-s3cret"}

@@ -2,7 +2,9 @@
 //! stored as settings documents, and what an agent may say about MCP servers inline.
 //!
 //! Header values and stdio environment values are secrets: every response shows them redacted,
-//! and a redacted value sent back on a write keeps the stored one. Stdio servers run a command
+//! and a redacted value sent back on a write keeps the stored one. A URL's user info and query
+//! may be credentials too: only the operator sees a server's URL whole ([`sees_whole_urls`]),
+//! and a message that quotes a URL loses them ([`scrub_url`]). Stdio servers run a command
 //! on this machine, so only the settings API (an operator's action) can define them; an agent
 //! spec or session that asks for a command is refused.
 
@@ -112,9 +114,11 @@ impl McpHost {
             .iter()
             .map(|(name, manifest)| AvailableMcpServer {
                 name: name.clone(),
-                url: match manifest.kind.as_str() {
-                    McpServerManifest::STDIO => format!("stdio:{name}"),
-                    _ => manifest.url.clone().unwrap_or_default(),
+                url: match (manifest.kind.as_str(), &manifest.url) {
+                    (McpServerManifest::STDIO, _) => format!("stdio:{name}"),
+                    (_, Some(url)) if sees_whole_urls(caller) => url.clone(),
+                    (_, Some(url)) => shown_url(url),
+                    (_, None) => String::new(),
                 },
                 auth: manifest.auth.as_ref().map(|auth| McpServerAuthPublic { kind: auth.kind().to_owned() }),
                 auth_status: auth_status(manifest, authorized.contains(name)),
@@ -194,25 +198,105 @@ pub(crate) fn endpoint_url(config: &McpServerConfig) -> Option<&str> {
     }
 }
 
+/// Whether the caller sees configured servers' URLs whole, user info and query included (which
+/// may hold credentials): the operator, who configures them. Everyone else sees
+/// [`shown_url`]. The one place this is decided.
+pub(crate) fn sees_whole_urls(caller: &Caller) -> bool {
+    caller.is_operator()
+}
+
+/// A URL as shown to those who may not see its credentials: scheme, host, port and path; no
+/// user info, query or fragment.
+pub(crate) fn shown_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) => {
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.set_query(None);
+            parsed.set_fragment(None);
+            parsed.into()
+        }
+        // Stored URLs are checked on write, so this is a URL of another kind: keep its scheme
+        // and host only.
+        Err(_) => {
+            let before_path = url.split(['?', '#']).next().unwrap_or_default();
+            let (scheme, rest) = before_path.split_once("://").unwrap_or(("", before_path));
+            let authority = rest.split('/').next().unwrap_or_default();
+            let host = authority.rsplit('@').next().unwrap_or_default();
+            format!("{scheme}://{host}/")
+        }
+    }
+}
+
+/// The shortest part of a URL treated as a secret wherever it appears in a message (shorter
+/// ones would blank out ordinary words).
+const MIN_SCRUBBED_PART: usize = 4;
+
 /// Removes the credentials a URL may carry (user info, query, fragment) from a message that
-/// quotes it, as the configured text or as the HTTP client prints it.
+/// quotes it, by its parsed parts: every way a client may print the URL (as configured,
+/// normalized, without its user info, without its query) becomes [`shown_url`], and whatever is
+/// left of the user name, password, query or fragment (raw or percent-decoded) anywhere in the
+/// message becomes `***`.
 pub(crate) fn scrub_url(message: String, url: Option<&str>) -> String {
     let Some(url) = url else { return message };
     let Ok(parsed) = reqwest::Url::parse(url) else { return message };
-    if parsed.username().is_empty() && parsed.password().is_none() && parsed.query().is_none() && parsed.fragment().is_none() {
+    let user = parsed.username();
+    let password = parsed.password();
+    let (query, fragment) = (parsed.query(), parsed.fragment());
+    if user.is_empty() && password.is_none() && query.is_none() && fragment.is_none() {
         return message;
     }
-    let mut safe = parsed.clone();
-    let _ = safe.set_username("");
-    let _ = safe.set_password(None);
-    safe.set_query(None);
-    safe.set_fragment(None);
-    let printed = parsed.to_string();
-    let mut message = message.replace(url, safe.as_str());
-    if printed != url {
-        message = message.replace(&printed, safe.as_str());
+    let safe = shown_url(url);
+    let mut without_userinfo = parsed.clone();
+    let _ = without_userinfo.set_username("");
+    let _ = without_userinfo.set_password(None);
+    let mut without_query = parsed.clone();
+    without_query.set_query(None);
+    without_query.set_fragment(None);
+    let mut printed = vec![url.to_owned(), parsed.to_string(), without_userinfo.to_string(), without_query.to_string()];
+    printed.sort_by_key(|form| std::cmp::Reverse(form.len()));
+    let mut message = message;
+    for form in printed.iter().filter(|form| **form != safe) {
+        message = message.replace(form.as_str(), &safe);
+    }
+    let parts = [Some(user), password, query, fragment];
+    let mut secrets: Vec<String> = parts.into_iter().flatten().map(str::to_owned).collect();
+    // Each query value alone too, raw and decoded: a message may quote one without its name.
+    secrets.extend(query.into_iter().flat_map(|query| query.split('&')).filter_map(|pair| pair.split_once('=')).map(|(_, value)| value.to_owned()));
+    secrets.extend(parsed.query_pairs().map(|(_, value)| value.into_owned()));
+    let decoded: Vec<String> = secrets.iter().filter_map(|part| percent_decoded(part)).collect();
+    secrets.extend(decoded);
+    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+    for secret in secrets.iter().filter(|secret| secret.len() >= MIN_SCRUBBED_PART) {
+        message = message.replace(secret.as_str(), "***");
     }
     message
+}
+
+/// A URL part percent-decoded (`+` as a space, as in a query), when that changes it.
+fn percent_decoded(part: &str) -> Option<String> {
+    let bytes = part.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let hex = bytes.get(index + 1..index + 3).and_then(|hex| std::str::from_utf8(hex).ok());
+        match (bytes[index], hex.and_then(|hex| u8::from_str_radix(hex, 16).ok())) {
+            (b'%', Some(byte)) => {
+                decoded.push(byte);
+                index += 3;
+            }
+            (b'+', _) => {
+                decoded.push(b' ');
+                index += 1;
+            }
+            (byte, _) => {
+                decoded.push(byte);
+                index += 1;
+            }
+        }
+    }
+    let decoded = String::from_utf8_lossy(&decoded).into_owned();
+    (decoded != part).then_some(decoded)
 }
 
 /// A connection failure as a request error.
@@ -609,6 +693,23 @@ mod tests {
             "error sending request for url (https://mcp.example.com/mcp) and https://mcp.example.com/mcp"
         );
         assert_eq!(scrub_url("plain http://h/mcp".into(), Some("http://h/mcp")), "plain http://h/mcp");
+
+        // User info and a query together; the client printed the URL without the user info.
+        let url = "http://svc:PASSWORD@mcp.internal/mcp?api_key=SECRET";
+        let message = "error sending request for url (http://mcp.internal/mcp?api_key=SECRET): refused; PASSWORD".to_owned();
+        let scrubbed = scrub_url(message, Some(url));
+        assert!(!scrubbed.contains("SECRET") && !scrubbed.contains("PASSWORD"), "{scrubbed}");
+        assert!(scrubbed.contains("(http://mcp.internal/mcp)"), "{scrubbed}");
+        // Percent-encoded credentials are found decoded too.
+        let scrubbed = scrub_url("token s3cr3t/x leaked".into(), Some("https://h/mcp?token=s3cr3t%2Fx"));
+        assert!(!scrubbed.contains("s3cr3t"), "{scrubbed}");
+    }
+
+    #[test]
+    fn shown_urls_carry_no_credentials() {
+        assert_eq!(shown_url("http://svc:PASS@h:8080/mcp?api_key=SECRET#f"), "http://h:8080/mcp");
+        assert_eq!(shown_url("https://h/mcp"), "https://h/mcp");
+        assert!(!shown_url("weird://u:PASS@h/x?SECRET").contains("PASS"));
     }
 
     #[test]
