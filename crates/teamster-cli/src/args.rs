@@ -230,6 +230,16 @@ pub struct ServeArgs {
     /// could otherwise run programs as this server's user.
     #[arg(long, env = "TEAMSTER_ALLOW_STDIO_MCP")]
     pub allow_stdio_mcp: bool,
+    /// Let agents whose spec says `config.sandbox.network: true` run commands with network
+    /// access: each command in a network namespace of its own (slirp4netns) that reaches public
+    /// addresses only, never this host's loopback or private, link-local (cloud metadata) and
+    /// other special ranges. Off by default: such specs are refused.
+    #[arg(long, env = "TEAMSTER_ALLOW_SANDBOX_NETWORK")]
+    pub allow_sandbox_network: bool,
+    /// With --auth none, --allow-sandbox-network is refused unless this is given too (anyone
+    /// who reaches the server could run networked commands).
+    #[arg(long, env = "TEAMSTER_ALLOW_SANDBOX_NETWORK_WITHOUT_AUTH")]
+    pub allow_sandbox_network_without_auth: bool,
     /// Let URLs that members write (agents' inline MCP servers, git skill sources) reach this
     /// network, address or host name (`10.0.0.0/8`, `127.0.0.1`, `mcp.internal`); repeat it,
     /// or separate entries with commas. Without it they reach public addresses only: never

@@ -107,7 +107,7 @@ pub async fn serve(
         stream_retention: Duration::from_secs(args.stream_retention_secs.unwrap_or(args.stream_retention_hours * 3600)),
         allow_stdio_mcp: args.allow_stdio_mcp,
         egress: egress.clone(),
-        sandboxes: sandboxes.await.context("checking the sandbox provider")?,
+        sandboxes: sandboxes.await.context("checking the sandbox provider")?.with_network(sandbox_network(&args)),
         traces: trace_exporter(args.otlp_endpoint.as_deref())?,
         limits: crate::limits::service_limits(&args),
     };
@@ -316,6 +316,27 @@ async fn shutdown_signal() {
         () = terminate => {},
     }
     tracing::info!("shutting down");
+}
+
+/// Whether sandboxed commands may be given a network (`--allow-sandbox-network`), or why not,
+/// said at start-up. Without authentication anyone who reaches the server could ask for one:
+/// the operator must insist (`--allow-sandbox-network-without-auth`).
+fn sandbox_network(args: &ServeArgs) -> Result<(), String> {
+    let unauthenticated = matches!(args.auth, AuthArg::None) && !args.oidc.enabled();
+    let allowed = if !args.allow_sandbox_network {
+        Err("network sandboxes are off on this server (the operator allows them with --allow-sandbox-network)".to_owned())
+    } else if unauthenticated && !args.allow_sandbox_network_without_auth {
+        Err("network sandboxes are refused under --auth none (the operator may insist with --allow-sandbox-network-without-auth)".to_owned())
+    } else {
+        Bubblewrap::network_support().map_err(|reason| format!("network sandboxes cannot run on this host: {reason}"))
+    };
+    match &allowed {
+        Ok(()) if unauthenticated => tracing::warn!("network sandboxes are allowed without authentication (--allow-sandbox-network-without-auth)"),
+        Ok(()) => tracing::info!("network sandboxes are allowed: public addresses only (--allow-sandbox-network)"),
+        Err(reason) if args.allow_sandbox_network => tracing::warn!(%reason, "agents asking for network sandboxes are refused"),
+        Err(reason) => tracing::info!(%reason, "agents asking for network sandboxes are refused"),
+    }
+    allowed
 }
 
 #[cfg(test)]

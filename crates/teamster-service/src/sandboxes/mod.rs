@@ -23,9 +23,13 @@ pub(crate) use skill_mounts::validate as validate_skills;
 pub enum Sandboxes {
     /// It does not, for this reason (said to whoever asks for one).
     Off { reason: String },
-    /// It does, with this provider, mounting skills from these sources.
-    On { provider: Arc<dyn SandboxProvider>, skills: Arc<SkillSources> },
+    /// It does, with this provider, mounting skills from these sources; commands may use the
+    /// network when `network` is `Ok`, and otherwise not, for the reason it holds.
+    On { provider: Arc<dyn SandboxProvider>, skills: Arc<SkillSources>, network: std::result::Result<(), String> },
 }
+
+/// Why network sandboxes are refused until the operator allows them.
+const NETWORK_OFF: &str = "network sandboxes are off on this server (the operator allows them with --allow-sandbox-network)";
 
 impl Default for Sandboxes {
     fn default() -> Sandboxes {
@@ -49,10 +53,23 @@ pub(crate) fn wanted(spec: &AgentSpec) -> Option<&SandboxConfig> {
     spec.config.as_ref().and_then(|config| config.sandbox.as_ref()).filter(|sandbox| sandbox.enabled)
 }
 
+/// Whether a spec's sandbox asks for the network.
+fn wants_network(spec: &AgentSpec) -> bool {
+    wanted(spec).is_some_and(|sandbox| sandbox.network == Some(true))
+}
+
 impl Sandboxes {
     /// Sandboxes run by `provider`, with skills from `skills`.
     pub fn on(provider: Arc<dyn SandboxProvider>, skills: SkillSources) -> Sandboxes {
-        Sandboxes::On { provider, skills: Arc::new(skills) }
+        Sandboxes::On { provider, skills: Arc::new(skills), network: Err(NETWORK_OFF.to_owned()) }
+    }
+
+    /// The same, with commands allowed the network (`Ok`) or refused it for a reason.
+    pub fn with_network(self, allowed: std::result::Result<(), String>) -> Sandboxes {
+        match self {
+            Sandboxes::On { provider, skills, .. } => Sandboxes::On { provider, skills, network: allowed },
+            off => off,
+        }
     }
 
     /// Whether sandboxes run here.
@@ -66,6 +83,9 @@ impl Sandboxes {
             Sandboxes::Off { reason } if wanted(spec).is_some() => {
                 Err(ServiceError::Unprocessable(format!("this server runs no sandboxes: {reason}")))
             }
+            Sandboxes::On { network: Err(reason), .. } if wants_network(spec) => {
+                Err(ServiceError::Unprocessable(format!("config.sandbox.network: {reason}")))
+            }
             _ => Ok(()),
         }
     }
@@ -74,7 +94,11 @@ impl Sandboxes {
     pub(crate) async fn for_turn(&self, session_id: &str, spec: &AgentSpec) -> std::result::Result<Option<TurnSandbox>, String> {
         let Some(wanted) = wanted(spec) else { return Ok(None) };
         let (provider, skills) = match self {
-            Sandboxes::On { provider, skills } => (provider.clone(), skills.clone()),
+            // A spec saved before the operator turned network sandboxes off runs no command with one.
+            Sandboxes::On { network: Err(reason), .. } if wants_network(spec) => {
+                return Err(format!("The agent asks for a sandbox with network access, but {reason}."));
+            }
+            Sandboxes::On { provider, skills, .. } => (provider.clone(), skills.clone()),
             Sandboxes::Off { reason } => return Err(format!("The agent needs a sandbox, but this server runs none: {reason}.")),
         };
         let provisioned = provider
