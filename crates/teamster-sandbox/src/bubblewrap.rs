@@ -344,6 +344,7 @@ impl SandboxProvider for Bubblewrap {
         if let Some(cgroup) = &cgroup {
             cgroup.kill_all();
         }
+        let out_of_memory = cgroup.as_ref().is_some_and(CommandCgroup::ran_out_of_memory);
         let over_quota = match outgrown {
             Some(usage) => Some(quota.report(&usage, true)),
             None => over_before.map(|usage| quota.report(&usage, false)),
@@ -367,7 +368,15 @@ impl SandboxProvider for Bubblewrap {
             signal: status.signal(),
             timed_out,
             stdout: stdout.text(),
-            stderr: stderr.text(),
+            stderr: match out_of_memory {
+                // Said where the model reads it: a process killed for no visible reason invites a retry.
+                true => format!(
+                    "{}\n[a process was killed: the command's processes together used more than {} MiB of memory]\n",
+                    stderr.text().trim_end(),
+                    crate::mib(self.limits.max_command_memory_bytes)
+                ),
+                false => stderr.text(),
+            },
             stdout_dropped: stdout.dropped,
             stderr_dropped: stderr.dropped,
             duration,

@@ -218,6 +218,15 @@ impl CommandCgroup {
         }
     }
 
+    /// Whether the kernel killed a process of the group for taking it past its memory limit
+    /// (`oom_kill` in v2's `memory.events`, v1's `memory.oom_control`).
+    pub(crate) fn ran_out_of_memory(&self) -> bool {
+        let file = if self.v2 { "memory.events" } else { "memory.oom_control" };
+        self.dirs.iter().filter_map(|dir| std::fs::read_to_string(dir.join(file)).ok()).any(|counts| {
+            counts.lines().any(|line| line.strip_prefix("oom_kill ").is_some_and(|count| count.trim() != "0"))
+        })
+    }
+
     /// Removes the group's directories, once; what is still busy stays. Answers whether all went.
     fn remove_now(&self) -> bool {
         let mut removed = true;

@@ -226,6 +226,7 @@ async fn processes_together_stay_within_the_commands_memory() {
     let bomb = "for i in 1 2 3; do python3 -c \"a = b'x' * (256 << 20); print('allocated', flush=True)\" & done; wait; echo waited";
     let bombed = sandboxes.exec(&id, run(bomb)).await.unwrap();
     assert!(!bombed.stdout.contains("allocated"), "{bombed:?}");
+    assert!(bombed.stderr.contains("used more than 64 MiB of memory"), "{bombed:?}");
     // A memory file (memfd, shared memory pages of no mount) is charged the same.
     let memfd = "python3 -c \"import os; fd = os.memfd_create('m'); [os.write(fd, b'x' * (1 << 20)) for _ in range(200)]; print('wrote', os.fstat(fd).st_size)\"";
     let wrote = sandboxes.exec(&id, run(memfd)).await.unwrap();
