@@ -344,7 +344,7 @@ fn as_user(run_as: Option<(&Path, u32)>, program: &Path) -> Command {
 async fn said(out: &mut BufReader<ChildStdout>, word: &str) -> bool {
     let mut line = String::new();
     let mut limited = (&mut *out).take(256);
-    matches!(limited.read_line(&mut line).await, Ok(_) if line.trim_end() == word)
+    limited.read_line(&mut line).await.is_ok() && line.trim_end() == word
 }
 
 /// Whether slirp4netns said it is ready (it writes `1` to its ready descriptor).
