@@ -456,6 +456,35 @@ impl Drop for Scratch {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn member_sources_are_pinned_to_their_checked_addresses() {
+        let source = |url: &str| GitSource { name: "s".to_owned(), url: url.to_owned(), reference: "main".to_owned(), path: None };
+        let pinned = |url: &'static str, policy: EgressPolicy| async move {
+            let source = source(url);
+            pin(&check(&source, &[]).unwrap(), &policy).await
+        };
+        let localhost = || EgressPolicy::parse(["localhost"]).unwrap();
+
+        let config = pinned("http://LocalHost:8080/r.git", localhost()).await.unwrap();
+        assert!(config.contains(&("http.followRedirects".to_owned(), "false".to_owned())), "{config:?}");
+        let (_, resolve) = config.iter().find(|(name, _)| name == "http.curloptResolve").expect("no resolve entry");
+        assert!(resolve.starts_with("localhost:8080:") && resolve.contains("127.0.0.1"), "{resolve}");
+
+        let config = pinned("git://localhost/r.git", localhost()).await.unwrap();
+        let [(name, value)] = &config[..] else { panic!("{config:?}") };
+        assert!(name.starts_with("url.git://") && name.ends_with(":9418/.insteadOf") && !name.contains("localhost"), "{name}");
+        assert_eq!(value, "git://localhost/");
+
+        for url in ["http://localhost:8080/r.git", "git://127.0.0.1/r.git", "https://[::1]/r.git", "http://10.0.0.1/r.git"] {
+            let source = source(url);
+            let refused = pin(&check(&source, &[]).unwrap(), &EgressPolicy::new()).await;
+            assert!(matches!(refused, Err(SkillError::Refused { .. })), "{url}: {refused:?}");
+        }
+        // An allowed literal address needs no pin, but still no redirects.
+        let config = pinned("http://127.0.0.1:8080/r.git", EgressPolicy::parse(["127.0.0.1"]).unwrap()).await.unwrap();
+        assert_eq!(config, vec![("http.followRedirects".to_owned(), "false".to_owned())]);
+    }
+
     #[test]
     fn a_resolved_ref_is_remembered_for_the_credentials_that_reached_it_only() {
         let cache = SkillCache::new(PathBuf::from("/nonexistent"));
