@@ -98,6 +98,14 @@ pub enum LogFormat {
     Json,
 }
 
+/// Whether sandboxed commands run in control groups of their own.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SandboxCgroupsArg {
+    Auto,
+    Required,
+    Off,
+}
+
 /// How `teamster serve` authenticates requests.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AuthArg {
@@ -258,6 +266,25 @@ pub struct ServeArgs {
     /// session is deleted).
     #[arg(long, env = "TEAMSTER_SANDBOX_IDLE_HOURS", default_value_t = 24)]
     pub sandbox_idle_hours: u64,
+    /// Memory a sandboxed command's processes may use together, in MiB: its control group's
+    /// memory limit, which counts the tmpfs and shared memory pages they write (no swap on top).
+    #[arg(long, env = "TEAMSTER_SANDBOX_MEMORY_MIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(16..=1_048_576))]
+    pub sandbox_memory_mib: u64,
+    /// Processes and threads a sandboxed command may have at once (its control group's pids
+    /// limit, and the sandbox user's RLIMIT_NPROC).
+    #[arg(long, env = "TEAMSTER_SANDBOX_PROCESSES", default_value_t = 256, value_parser = clap::value_parser!(u64).range(8..=65_536))]
+    pub sandbox_processes: u64,
+    /// CPUs a sandboxed command may keep busy (`0.5`, `2`): its control group's CPU quota.
+    #[arg(long, env = "TEAMSTER_SANDBOX_CPUS", default_value = "1", value_parser = cpu_millis)]
+    pub sandbox_cpus: u64,
+    /// The size of a sandbox's /dev/shm, in MiB (a tmpfs: host memory).
+    #[arg(long, env = "TEAMSTER_SANDBOX_SHM_MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub sandbox_shm_mib: u64,
+    /// Whether sandboxed commands run in control groups of their own (bounding their memory,
+    /// processes and CPU): `auto` where this host lets the server make them (cgroup v2 with a
+    /// delegated subtree, or v1 as root), `required` to refuse to run sandboxes otherwise, `off`.
+    #[arg(long, env = "TEAMSTER_SANDBOX_CGROUPS", value_enum, default_value_t = SandboxCgroupsArg::Auto)]
+    pub sandbox_cgroups: SandboxCgroupsArg,
     /// Host names requests may address this server by, besides the loopback names, the
     /// --public-url host and the listening IP (comma-separated; `*` for any). Others get 421:
     /// this is what stops DNS rebinding.
@@ -352,6 +379,14 @@ pub struct RunArgs {
     /// new session.
     #[arg(long)]
     pub session: Option<String>,
+}
+
+/// A number of CPUs (`0.5`, `2`), from a hundredth to 1024, in thousandths.
+fn cpu_millis(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(cpus) if (0.01..=1024.0).contains(&cpus) => Ok((cpus * 1000.0).round() as u64),
+        _ => Err(format!("{text:?} is not a number of CPUs from 0.01 to 1024")),
+    }
 }
 
 /// A positive, finite amount of US dollars.

@@ -11,11 +11,11 @@ use teamster_protocol::AgentManifest;
 use teamster_server::{AppState, AuthMode, ServerConfig};
 use teamster_llm::registry::RegistryOptions;
 use teamster_llm::retry::RetryPolicy;
-use teamster_sandbox::{Bubblewrap, Limits as SandboxLimits};
+use teamster_sandbox::{Bubblewrap, CgroupPolicy, Limits as SandboxLimits};
 use teamster_service::{LeaseConfig, OtlpExporter, Sandboxes, Service, ServiceConfig, SkillCache, SkillSources, TokenKey};
 use tracing_subscriber::fmt::format::JsonFields;
 
-use crate::args::{AuthArg, LogFormat, ServeArgs};
+use crate::args::{AuthArg, LogFormat, SandboxCgroupsArg, ServeArgs};
 use crate::store::OpenStore;
 
 /// The exporter of turns' traces, when the operator names a collector.
@@ -60,6 +60,7 @@ pub async fn serve(
     let sandboxes = tokio::spawn(start_sandboxes(
         (!args.no_sandbox).then(|| args.sandbox_root.clone().unwrap_or_else(|| data_dir.join("sandboxes"))),
         Duration::from_secs(args.sandbox_idle_hours.saturating_mul(3600)),
+        sandbox_limits(&args),
         egress.clone(),
     ));
     // The secret key (read, or created with an fsync on first start) is loaded while the store
@@ -143,15 +144,36 @@ pub async fn serve(
     Ok(ExitCode::SUCCESS)
 }
 
+/// The bounds of sandboxed commands the operator chose (`--sandbox-memory-mib` and the rest).
+fn sandbox_limits(args: &ServeArgs) -> SandboxLimits {
+    SandboxLimits {
+        max_command_memory_bytes: args.sandbox_memory_mib.saturating_mul(1024 * 1024),
+        max_processes: args.sandbox_processes,
+        max_command_cpu_millis: args.sandbox_cpus,
+        max_shm_bytes: args.sandbox_shm_mib.saturating_mul(1024 * 1024),
+        cgroups: match args.sandbox_cgroups {
+            SandboxCgroupsArg::Auto => CgroupPolicy::Auto,
+            SandboxCgroupsArg::Required => CgroupPolicy::Required,
+            SandboxCgroupsArg::Off => CgroupPolicy::Off,
+        },
+        ..SandboxLimits::default()
+    }
+}
+
 /// The sandbox provider on bubblewrap under `root` (`None`: turned off), with a task removing
 /// sandboxes idle for `idle` (zero: none). When sandboxes are off (turned off, or unable to run
 /// here), the log says so and why at start-up. Skills fetched from git are cached in `root/.skills` (a
 /// name no sandbox has), where every replica sharing the root finds them and sandboxes' users can
 /// reach them; git URLs agents name may lead where `egress` allows.
-async fn start_sandboxes(root: Option<PathBuf>, idle: Duration, egress: Arc<teamster_egress::EgressPolicy>) -> Sandboxes {
+async fn start_sandboxes(
+    root: Option<PathBuf>,
+    idle: Duration,
+    limits: SandboxLimits,
+    egress: Arc<teamster_egress::EgressPolicy>,
+) -> Sandboxes {
     let reason = match root {
         None => "sandboxes are turned off (--no-sandbox)".to_owned(),
-        Some(root) => match Bubblewrap::start(&root, SandboxLimits::default()).await {
+        Some(root) => match Bubblewrap::start(&root, limits).await {
             Ok(provider) => {
                 let provider = Arc::new(provider);
                 tracing::info!(root = %root.display(), "sandboxes run with bubblewrap");
