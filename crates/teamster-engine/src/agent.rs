@@ -14,6 +14,7 @@ use teamster_protocol::agent::{AgentSpec, ModelParams, ResponseFormat, SubAgentS
 use teamster_protocol::{Event, MAIN_THREAD_ID, RuntimeConfig};
 
 use crate::context::ContextPolicy;
+use crate::fan_out::FanOut;
 use crate::gates::Resolution;
 use crate::history::history_from_events;
 use crate::run::TurnPlan;
@@ -43,6 +44,8 @@ pub struct Agent {
     context: ContextPolicy,
     ask_user_questions: bool,
     sub_agents: Option<SubAgentPolicy>,
+    /// The spec's `config.fan_out`, which may lower the operator's caps.
+    fan_out: Option<teamster_protocol::agent::FanOutConfig>,
 }
 
 impl Agent {
@@ -81,6 +84,7 @@ impl Agent {
                 .and_then(|config| config.ask_user_questions.as_ref())
                 .is_none_or(|toggle| toggle.enabled),
             sub_agents: sub_agent_policy(spec, models, saved),
+            fan_out: config.and_then(|config| config.fan_out.clone()),
         })
     }
 
@@ -128,7 +132,14 @@ impl Agent {
             result_files: None,
             steering: None,
             spend_limit: None,
+            fan_out: self.fan_out_under(FanOut::default()),
+            model_calls: None,
         }
+    }
+
+    /// The caps a turn of this agent runs under: the operator's, lowered where the spec asks.
+    pub fn fan_out_under(&self, operator: FanOut) -> FanOut {
+        operator.lowered_by(self.fan_out.as_ref())
     }
 }
 

@@ -4,7 +4,8 @@
 //! A turn runs model steps until the model answers without tool calls (`Final`), a human is
 //! needed (`NeedsHuman`), the iteration limit is hit, or the turn is cancelled. Each step
 //! streams a placeholder `model.message` and its deltas, then records the folded message;
-//! tool calls run concurrently and each records a `tool.response`.
+//! tool calls run concurrently (at most [`FanOut`]'s cap at once) and each records a
+//! `tool.response`.
 //!
 //! Invariant: the engine knows no HTTP, no SQL and no environment variables. It never blocks
 //! on a human: a paused turn ends, and the next turn resumes from stored events.
@@ -14,6 +15,7 @@ mod attachments;
 mod compaction;
 mod context;
 mod deferred;
+mod fan_out;
 mod gates;
 mod history;
 mod large_results;
@@ -37,6 +39,7 @@ pub use attachments::{ATTACHMENTS_DIR, attachment_path, declared_media_type, spl
 pub use compaction::COMPACTION_TITLE;
 pub use context::{ContextPolicy, DEFAULT_COMPACTION_THRESHOLD};
 pub use deferred::{LOAD_TOOLS, SEARCH_TOOLS};
+pub use fan_out::FanOut;
 pub use gates::{ASK_USER_QUESTION, Decision, Resolution};
 pub use sub_agents::{ModelResolver, NamedSubAgent, RUN_SUB_AGENT, SubAgentPolicy};
 pub use history::history_from_events;
@@ -45,7 +48,7 @@ pub use resume::{INTERRUPTED_CALL, Resumed, resume_turn};
 pub use run::{TurnOutcome, TurnPlan, run_turn};
 pub use sink::EventSink;
 pub use skills::SkillNote;
-pub use spend_limit::SpendLimit;
+pub use spend_limit::{Reservations, SpendLimit};
 pub use steering::Steering;
 pub use template::render;
 pub use toolbox::ToolBox;

@@ -2,10 +2,10 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
 use teamster_llm::{Message, ModelClient, ModelRequest};
 use teamster_protocol::agent::{ModelParams, ResponseFormat};
 use teamster_protocol::settings::ModelPricing;
@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactionError, Summarizer, compact};
 use crate::context::{ContextPolicy, Conversation};
+use crate::fan_out::FanOut;
 use crate::gates::{Decision, Resolution, Split, UserQuestions};
 use crate::history::assistant_message;
 use crate::large_results::{LargeResults, ResultFiles};
@@ -23,7 +24,7 @@ use crate::progress::CallProgress;
 use crate::sink::EventSink;
 use crate::skills::{SkillNote, skills_section};
 use crate::step::{StepEnd, model_step};
-use crate::spend_limit::SpendLimit;
+use crate::spend_limit::{Admission, Reservations, SpendLimit};
 use crate::steering::Steering;
 use crate::structured::{CORRECTIONS, OutputCheck};
 use crate::sub_agents::{self, NamedSubAgent, RUN_SUB_AGENT, SubAgentPolicy, SubAgentRequest, SubAgentTool};
@@ -74,7 +75,15 @@ pub struct TurnPlan {
     /// The budget the turn's model calls spend from, checked before each of them; `None` for
     /// none.
     pub spend_limit: Option<Arc<dyn SpendLimit>>,
+    /// How far the turn may fan out: parallel tool calls per message, sub-agent threads.
+    pub fan_out: FanOut,
+    /// Places for model calls shared by every turn of the same subject (its concurrency
+    /// limit): each model call of every thread holds one while it runs; `None` for no limit.
+    pub model_calls: Option<Arc<tokio::sync::Semaphore>>,
 }
+
+/// The output a model call reserves from a budget when its `max_tokens` is not set.
+const DEFAULT_OUTPUT_RESERVATION: u64 = 4096;
 
 /// How a turn ended, before the caller turns it into a `turn.done` state.
 // One value per turn; boxing the common `Done` variant would buy nothing.
@@ -143,6 +152,8 @@ pub async fn run_turn(
         result_files,
         steering,
         spend_limit,
+        fan_out,
+        model_calls,
     } = plan;
     let large_results = Arc::new(LargeResults::with_files(result_files));
     if context.large_result_tokens.is_some() {
@@ -162,6 +173,11 @@ pub async fn run_turn(
         events: &events,
         steering: steering.as_deref(),
         spend_limit: spend_limit.as_deref(),
+        reservations: spend_limit.as_ref().map(|limit| limit.reservations().unwrap_or_default()),
+        largest_call: AtomicU64::new(0),
+        fan_out,
+        threads_started: AtomicU32::new(0),
+        model_calls,
     };
     let main = Thread {
         id: thread_id,
@@ -204,6 +220,16 @@ struct Shared<'a> {
     steering: Option<&'a dyn Steering>,
     /// The budget every thread's model calls spend from.
     spend_limit: Option<&'a dyn SpendLimit>,
+    /// What the model calls in flight reserved from that budget.
+    reservations: Option<Arc<Reservations>>,
+    /// The most tokens one model call of the turn has spent so far: a call reserves at least
+    /// that much.
+    largest_call: AtomicU64,
+    fan_out: FanOut,
+    /// The sub-agent threads the turn has started, at every depth.
+    threads_started: AtomicU32,
+    /// The subject's places for model calls.
+    model_calls: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 /// One thread of a turn: the main agent or a sub-agent.
@@ -281,6 +307,15 @@ async fn thread_loop(mut thread: Thread, resolutions: Vec<Resolution>, shared: &
             }
         }
         iterations += 1;
+        // One of the subject's places for model calls, held through compaction and the step.
+        let place = match &shared.model_calls {
+            Some(places) => tokio::select! {
+                biased;
+                () = shared.cancel.cancelled() => return TurnOutcome::Interrupted,
+                place = places.clone().acquire_owned() => place.ok(),
+            },
+            None => None,
+        };
         let steered = match shared.steering.filter(|_| thread.depth == 0) {
             Some(steering) => steering.take().await,
             None => Vec::new(),
@@ -313,6 +348,22 @@ async fn thread_loop(mut thread: Thread, resolutions: Vec<Resolution>, shared: &
             }
         }
         let estimated = prepared.parts.total();
+        // The call's worst case is reserved from the budget before it starts (see
+        // `crate::spend_limit`), and given back once its spend is counted below.
+        let reserved = match (shared.spend_limit, &shared.reservations) {
+            (Some(limit), Some(reservations)) => {
+                let output = thread.params.max_tokens.unwrap_or(DEFAULT_OUTPUT_RESERVATION);
+                let input = (estimated as f64 * calibration).ceil() as u64;
+                let tokens = input.saturating_add(output).max(shared.largest_call.load(Ordering::Relaxed));
+                let spent = || shared.metrics.lock().unwrap_or_else(std::sync::PoisonError::into_inner).metrics();
+                match reservations.admit(limit, spent, tokens, shared.cancel).await {
+                    Admission::Granted(reserved) => Some(reserved),
+                    Admission::Refused(message) => return TurnOutcome::Failed { message },
+                    Admission::Cancelled => return TurnOutcome::Interrupted,
+                }
+            }
+            _ => None,
+        };
         let request = ModelRequest {
             model: thread.model_id.clone(),
             messages: prepared.messages,
@@ -330,12 +381,17 @@ async fn thread_loop(mut thread: Thread, resolutions: Vec<Resolution>, shared: &
             shared.cancel,
         )
         .await;
+        drop(place);
         if let Some(usage) = &step.message.usage {
             meter.add(usage, thread.pricing.as_ref());
+            shared.largest_call.fetch_max(usage.input_tokens.saturating_add(usage.output_tokens), Ordering::Relaxed);
             if matches!(step.end, StepEnd::Complete) && estimated > 0 && usage.input_tokens > 0 {
                 calibration = (usage.input_tokens as f64 / estimated as f64).max(1.0);
             }
         }
+        // Counted: the reservation goes back (before any tool runs, which may wait on
+        // sub-agents' calls).
+        drop(reserved);
         match step.end {
             StepEnd::Complete => {}
             StepEnd::Interrupted => return TurnOutcome::Interrupted,
@@ -487,10 +543,14 @@ async fn run_tools(
         record_response(shared.sink, &thread.id, &call.id, &content);
         results.push((call.id.clone(), CallResult::Done(content)));
     }
-    let mut pending: FuturesUnordered<_> = calls
+    // At most `max_parallel_tool_calls` run at once; the others wait their turn, in call order.
+    let calls_in_order: Vec<_> = calls
         .iter()
         .enumerate()
         .map(|(index, call)| async move {
+            if shared.cancel.is_cancelled() {
+                return (index, None);
+            }
             if call.function.name == RUN_SUB_AGENT {
                 return (index, Some(run_sub_agent(call, thread, shared).await));
             }
@@ -507,6 +567,8 @@ async fn run_tools(
             (index, Some(CallResult::Done(content)))
         })
         .collect();
+    let mut pending = futures_util::stream::iter(calls_in_order)
+        .buffer_unordered(shared.fan_out.max_parallel_tool_calls.max(1) as usize);
     let mut ordered: Vec<Option<CallResult>> = (0..calls.len()).map(|_| None).collect();
     while let Some((index, result)) = pending.next().await {
         ordered[index] = result;
@@ -540,6 +602,13 @@ async fn run_sub_agent(call: &ToolCall, parent: &Thread, shared: &Shared<'_>) ->
         Ok(child) => child,
         Err(message) => return refuse(message),
     };
+    // Every thread the turn starts, at every depth, counts against one cap.
+    let cap = shared.fan_out.max_threads_per_turn;
+    if shared.threads_started.fetch_update(Ordering::AcqRel, Ordering::Acquire, |started| (started < cap).then_some(started + 1)).is_err() {
+        return refuse(format!(
+            "This turn has started its limit of {cap} sub-agent threads; no more can be started in it. Do the rest of the work yourself, or report what is left."
+        ));
+    }
     let parent_ref = AgentParent { thread_id: parent.id.clone(), tool_call_id: call.id.clone() };
     let model_name = request.model.clone().or_else(|| named(policy, &request).and_then(|agent| agent.model.clone()));
     shared.sink.emit_content(&sub_agents::created_event(&child.id, &request, model_name.as_deref(), &parent_ref));

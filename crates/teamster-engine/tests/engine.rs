@@ -251,6 +251,8 @@ async fn check(case: Case) -> (Vec<String>, TurnOutcome, u64, Vec<ModelRequest>,
         result_files: None,
         steering: case.steering,
         spend_limit: case.spend_limit,
+        fan_out: Default::default(),
+        model_calls: None,
     };
     let sink = Arc::new(Transcript::default());
     let cancel = CancellationToken::new();
@@ -899,6 +901,8 @@ async fn run_with_sub_agents(
         result_files: None,
         steering: None,
         spend_limit: None,
+        fan_out: Default::default(),
+        model_calls: None,
     };
     let sink = Arc::new(Recorder::default());
     let cancel = CancellationToken::new();
@@ -1094,6 +1098,8 @@ async fn one_sub_agent(
         result_files: None,
         steering: None,
         spend_limit: None,
+        fan_out: Default::default(),
+        model_calls: None,
     };
     let sink = Arc::new(Recorder::default());
     let (outcome, _) = run_turn(plan, sink.as_ref(), &CancellationToken::new()).await;

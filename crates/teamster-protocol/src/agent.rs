@@ -368,6 +368,21 @@ pub struct RuntimeConfig {
     /// budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
+    /// Teamster extension: how far one turn may fan out; each value may only lower the
+    /// operator's (a larger one is ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fan_out: Option<FanOutConfig>,
+}
+
+/// Bounds on a turn's fan-out: how many tool calls of one model message run at once (the rest
+/// wait their turn), and how many sub-agent threads the whole turn may start, at every depth.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct FanOutConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
+    pub max_parallel_tool_calls: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
+    pub max_threads_per_turn: Option<u64>,
 }
 
 /// A spending limit: model tokens (input plus output, as `total_tokens` counts them) and cost
