@@ -211,7 +211,9 @@ impl SandboxCommand<'_> {
         args.path(self.prlimit);
         args.push(&[
             &format!("--nproc={}", limits.max_processes),
-            &format!("--as={}", limits.max_memory_bytes),
+            // No process may map more than the whole command may use: a lone memory bomb gets
+            // ENOMEM (a MemoryError it can report) before its control group's OOM kill.
+            &format!("--as={}", limits.max_memory_bytes.min(limits.max_command_memory_bytes)),
             &format!("--fsize={max_file_bytes}"),
             &format!("--nofile={}", limits.max_open_files),
             "--core=0",
@@ -287,6 +289,8 @@ mod tests {
         assert!(has(&["--setenv", "HOME", "/workspace/home"]) && !has(&["--setenv", "HOME", "/workspace"]));
         assert!(has(&["/bin/sh", "-c", ENTER_AND_RUN, "sh", "src", "echo hi"]));
         assert!(has(&["--nproc=256"]));
+        // The smaller of the address space limit and the command's memory.
+        assert!(has(&["--as=1073741824"]), "{args:?}");
         assert!(has(&["--bind", "/srv/sandboxes/sbx_1/tmp", "/tmp"]));
         // Only the workspace and the sandbox's /tmp are bound writable.
         assert_eq!(args.iter().filter(|arg| *arg == "--bind").count(), 2);

@@ -15,7 +15,8 @@ pub struct Limits {
     /// Processes (and threads) the sandbox's user may have at once (`RLIMIT_NPROC`), and a
     /// command's processes together (`pids.max` of its control group).
     pub max_processes: u64,
-    /// Address space of each process (`RLIMIT_AS`).
+    /// Address space of each process (`RLIMIT_AS`), if less than
+    /// [`Limits::max_command_memory_bytes`].
     pub max_memory_bytes: u64,
     /// Memory of a command's processes together, with the tmpfs and shared memory pages they
     /// write (its control group's `memory.max`; swap is not granted on top).
