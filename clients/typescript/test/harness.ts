@@ -58,7 +58,7 @@ export async function startServer(options: { auth?: 'api-keys' } = {}): Promise<
   let adminKey: string | undefined;
   if (options.auth === 'api-keys') {
     const made = await promisify(execFile)(binary('TEAMSTER_BIN', 'teamster'), [
-      'keys', 'create', '--subject', 'root', '--tenant', 'ops', '--role', 'admin', '--database', database, '--data-dir', workdir,
+      'keys', 'create', '--subject', 'root', '--tenant', 'ops', '--role', 'operator', '--database', database, '--data-dir', workdir,
     ]);
     adminKey = made.stdout.trim();
   }

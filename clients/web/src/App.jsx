@@ -117,7 +117,7 @@ export function App() {
 }
 
 // Asks the user to sign in (servers with OIDC) or for the API key (servers started with
-// `--auth api-keys`); the key is kept in localStorage, the sign-in is the server's cookie.
+// `--auth api-keys`); the key is kept in the tab's sessionStorage, the sign-in is the server's cookie.
 function KeyDialog({ required, oidc, onClose, onSaved }) {
   const [value, setValue] = useState(apiKey());
   const input = useRef(null);
@@ -137,7 +137,7 @@ function KeyDialog({ required, oidc, onClose, onSaved }) {
             <a className="button primary" href={signInUrl()}>Sign in</a> with your organization's account, or use an API key.
           </p>
         )}
-        <p>The key is kept in this browser only and sent as <code>Authorization: Bearer</code>.</p>
+        <p>The key is kept in this tab only, until it closes, and sent as <code>Authorization: Bearer</code>.</p>
         <label htmlFor="api-key">API key</label>
         <input id="api-key" ref={input} type="password" autoComplete="off" value={value} onChange={(event) => setValue(event.target.value)} />
         <div className="row">

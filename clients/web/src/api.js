@@ -1,17 +1,27 @@
 // The native API, relative to the page (so a tenant prefix in front of the page is kept), with
-// the API key the user pasted (kept in localStorage) as `Authorization: Bearer`.
+// the API key the user pasted as `Authorization: Bearer`. The key lives in sessionStorage: it
+// survives a reload of the tab, and is gone with the tab, never written to disk for later
+// visits (as localStorage would keep it, for any script of the origin to read at any time).
 
 const KEY_STORAGE = 'teamster.apiKey';
 
 export const apiBase = new URL('api/v1/', document.baseURI).href;
 
+// A key an earlier version kept in localStorage moves to this tab's sessionStorage, and leaves
+// localStorage for good.
+const kept = localStorage.getItem(KEY_STORAGE);
+if (kept !== null) {
+  if (!sessionStorage.getItem(KEY_STORAGE)) sessionStorage.setItem(KEY_STORAGE, kept);
+  localStorage.removeItem(KEY_STORAGE);
+}
+
 export function apiKey() {
-  return localStorage.getItem(KEY_STORAGE) ?? '';
+  return sessionStorage.getItem(KEY_STORAGE) ?? '';
 }
 
 export function setApiKey(key) {
-  if (key) localStorage.setItem(KEY_STORAGE, key);
-  else localStorage.removeItem(KEY_STORAGE);
+  if (key) sessionStorage.setItem(KEY_STORAGE, key);
+  else sessionStorage.removeItem(KEY_STORAGE);
 }
 
 export function authHeaders() {

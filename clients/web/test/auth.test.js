@@ -36,8 +36,44 @@ test('the page loads without a key; the API asks for one, and the chat works wit
   await browserPage.getByRole('textbox', { name: 'Message' }).press('Enter');
   await browserPage.getByText('You said: with a key').waitFor();
   await screenshot(browserPage, 'auth-02-chat');
-  // The key is remembered: a reload rebuilds the session without asking again.
+  // The key is remembered by the tab: a reload rebuilds the session without asking again.
   await browserPage.reload();
   await browserPage.getByText('You said: with a key').waitFor();
   assert.equal(await browserPage.getByRole('dialog').count(), 0);
+  // ... but it is never in localStorage, which any script of the origin reads on any later visit.
+  const stored = await browserPage.evaluate(() => ({ local: { ...localStorage }, session: { ...sessionStorage } }));
+  assert.ok(!JSON.stringify(stored.local).includes(server.key), 'the key is not in localStorage');
+  assert.equal(stored.session['teamster.apiKey'], server.key);
+});
+
+test('a key an earlier version left in localStorage moves to the tab and leaves localStorage', async () => {
+  const context = await browser.newContext();
+  await context.addInitScript((key) => {
+    // Only on the first load: the old version's stored key.
+    if (!sessionStorage.getItem('seeded')) {
+      sessionStorage.setItem('seeded', '1');
+      localStorage.setItem('teamster.apiKey', key);
+    }
+  }, server.key);
+  const browserPage = await context.newPage();
+  await browserPage.goto(server.url);
+  await browserPage.getByLabel('Agent').selectOption('keyed');
+  assert.equal(await browserPage.getByRole('dialog').count(), 0, 'the moved key is used');
+  const stored = await browserPage.evaluate(() => ({ local: localStorage.getItem('teamster.apiKey'), session: sessionStorage.getItem('teamster.apiKey') }));
+  assert.deepEqual(stored, { local: null, session: server.key });
+  await context.close();
+});
+
+test('a new tab does not inherit the key', async () => {
+  const context = await browser.newContext();
+  const first = await context.newPage();
+  await first.goto(server.url);
+  const dialog = first.getByRole('dialog', { name: 'This server needs an API key' });
+  await dialog.getByLabel('API key').fill(server.key);
+  await dialog.getByRole('button', { name: 'Save key' }).click();
+  await first.getByLabel('Agent').selectOption('keyed');
+  const second = await context.newPage();
+  await second.goto(server.url);
+  await second.getByRole('dialog', { name: 'This server needs an API key' }).waitFor();
+  await context.close();
 });

@@ -32,7 +32,7 @@ export function start(program, args, cwd, env = process.env) {
 }
 
 // A server with the fake model configured; `auth` starts it with `--auth api-keys` and an
-// admin key (returned as `key`); `listen` is its address, `args` more flags of `serve`.
+// operator key (returned as `key`); `listen` is its address, `args` more flags of `serve`.
 export async function startServer({ auth = false, listen = '127.0.0.1:0', args = [] } = {}) {
   const workdir = mkdtempSync(path.join(tmpdir(), 'teamster-web-'));
   // Sandboxes run as users of their own, who must be able to pass through to the sandbox root.
@@ -41,7 +41,7 @@ export async function startServer({ auth = false, listen = '127.0.0.1:0', args =
   let key = null;
   if (auth) {
     // The key is the one line it prints on stdout.
-    const args = ['keys', '--database', database, 'create', '--subject', 'web-admin', '--role', 'admin'];
+    const args = ['keys', '--database', database, 'create', '--subject', 'web-operator', '--role', 'operator'];
     key = execFileSync(binary('TEAMSTER_BIN', 'teamster'), args, { cwd: workdir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
   }
   const fake = await start(binary('FAKE_MODEL_BIN', 'fake-model'), ['--listen', '127.0.0.1:0'], workdir);
