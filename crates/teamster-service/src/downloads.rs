@@ -3,8 +3,10 @@
 //!
 //! A sandbox is addressed by its id (the gateway dialect, from `sandbox.created`) or by a turn
 //! of its session (the native API). The store keeps both links when a sandbox is made, so every
-//! replica finds the session of a sandbox and the sandbox of a session; the link outlives the
-//! sandbox, so a removed one is told apart (410) from one that never was (404).
+//! replica finds the session of a sandbox and the sandbox of a session. Only the session's
+//! creator learns that its sandbox was removed (410, when the idle sweep took it while the
+//! session lives); to anyone else, and once the session is deleted, a sandbox that is not
+//! theirs is answered exactly as one that never was (404), so no one learns another's ids.
 
 use teamster_protocol::AgentSpec;
 use teamster_sandbox::{OpenedFile, SandboxError};
@@ -51,8 +53,9 @@ impl Service {
     /// A file of a sandbox, at an absolute `path` inside it (`/workspace/...` or `/tmp/...`).
     ///
     /// 400 for a malformed or escaping path, 403 for another caller's session or an agent that
-    /// forbids downloads, 404 for an unknown session, turn, sandbox or file, 410 for a sandbox
-    /// removed (with its session, or idle), 412 when the session has no sandbox or the server
+    /// forbids downloads, 404 for an unknown session, turn, sandbox or file (and for a sandbox of
+    /// a session the caller does not own, or that was deleted), 410 for the owner's sandbox the
+    /// idle sweep removed while its session lives, 412 when the session has no sandbox or the server
     /// runs none, 413 for a file over the transfer limit, 502 when the provider fails.
     pub async fn download_sandbox_file(&self, caller: &Caller, address: SandboxAddress<'_>, path: &str) -> Result<SandboxFile> {
         check_path(path)?;
@@ -61,11 +64,13 @@ impl Service {
         };
         let (session, sandbox_id) = match address {
             SandboxAddress::Sandbox(sandbox_id) => {
+                let unknown = || ServiceError::NotFound(format!("sandbox {:?} not found", short(sandbox_id)));
                 let Some(session_id) = self.store().get_setting(SANDBOX_SESSION, sandbox_id).await? else {
-                    return Err(ServiceError::NotFound(format!("sandbox {:?} not found", short(sandbox_id))));
+                    return Err(unknown());
                 };
+                // Another caller's session, or a deleted one: as if the sandbox never was.
                 let session = self.catalog().owned_session(caller, &session_id).await.map_err(|error| match error {
-                    ServiceError::NotFound(_) => ServiceError::Gone(format!("sandbox {sandbox_id:?} was removed with its session")),
+                    ServiceError::NotFound(_) | ServiceError::Forbidden(_) => unknown(),
                     other => other,
                 })?;
                 (session, sandbox_id.to_owned())

@@ -63,7 +63,7 @@ impl PlanTurns for Planner {
         let models: Arc<dyn ModelResolver> = Arc::new(RegistryModels(self.catalog.models()));
         let mut saved = HashMap::new();
         for name in Agent::saved_sub_agents(&spec) {
-            match self.store.get_agent_by_name(name).await {
+            match self.store.get_agent_by_name(crate::catalog::tenant_of(&session.created_by.subject_id), name).await {
                 Ok(record) => {
                     saved.insert(name.to_owned(), record.spec);
                 }

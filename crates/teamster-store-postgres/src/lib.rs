@@ -251,8 +251,8 @@ impl AgentStore for PostgresStore {
         on_connection!(self, |connection| SQL.get_agent(connection, agent_id))
     }
 
-    async fn get_agent_by_name(&self, name: &str) -> Result<AgentRecord> {
-        on_connection!(self, |connection| SQL.get_agent_by_name(connection, name))
+    async fn get_agent_by_name(&self, tenant: &str, name: &str) -> Result<AgentRecord> {
+        on_connection!(self, |connection| SQL.get_agent_by_name(connection, tenant, name))
     }
 
     async fn get_agent_version(&self, agent_id: &str, version: u64) -> Result<AgentRecord> {

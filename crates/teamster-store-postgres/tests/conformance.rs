@@ -633,5 +633,15 @@ async fn agents_stored_before_owners_belong_to_the_local_tenant() {
     let store = PostgresStore::connect(&in_schema(&server_url, &name)).await.expect("the store migrates the schema");
     let schema = ScratchSchema { store: Arc::new(store), name, server_url };
     let agent = schema.store.get_agent("agt_old").await.expect("the old agent");
-    assert_eq!((agent.tenant.as_str(), agent.created_by, agent.name.as_str()), ("local", None, "old-bot"));
+    assert_eq!((agent.tenant.as_str(), agent.created_by.clone(), agent.name.as_str()), ("local", None, "old-bot"));
+    // After migration 0012 the name is unique in its tenant only; the versions stay its own.
+    let store = &schema.store;
+    assert_eq!(store.get_agent_by_name("local", "old-bot").await.expect("the old agent by name"), agent);
+    let theirs = teamster_store::AgentRecord { id: "agt_new".into(), tenant: "acme".into(), ..agent.clone() };
+    store.create_agent(&theirs).await.expect("another tenant takes the name");
+    let mine = teamster_store::AgentRecord { id: "agt_dup".into(), ..agent.clone() };
+    assert!(matches!(store.create_agent(&mine).await, Err(teamster_store::Error::Conflict(_))), "the name is still taken in its tenant");
+    assert!(store.delete_agent("agt_old").await.expect("delete_agent"));
+    assert!(matches!(store.get_agent_version("agt_old", 1).await, Err(teamster_store::Error::NotFound(_))));
+    assert_eq!(store.get_agent_by_name("acme", "old-bot").await.expect("the other tenant's agent"), theirs);
 }

@@ -78,9 +78,16 @@ where
         self.agent_where(executor, "agents.id = $1", agent_id, None).await
     }
 
-    /// The latest version of the agent named `name`.
-    pub async fn get_agent_by_name<'c>(&self, executor: impl Executor<'c, Database = DB>, name: &str) -> Result<AgentRecord> {
-        self.agent_where(executor, "agents.name = $1", name, None).await
+    /// The latest version of the agent named `name` in `tenant`.
+    pub async fn get_agent_by_name<'c>(
+        &self,
+        executor: impl Executor<'c, Database = DB>,
+        tenant: &str,
+        name: &str,
+    ) -> Result<AgentRecord> {
+        let sql = agent_query("agents.tenant = $1 AND agents.name = $2", false);
+        let row = sqlx::query_as::<DB, AgentRow>(&sql).bind(tenant).bind(name).fetch_optional(executor).await.map_err(error::backend)?;
+        codec::agent(row.ok_or(Error::NotFound("agent"))?)
     }
 
     /// One version of the agent with id `agent_id`.
@@ -111,12 +118,12 @@ where
         codec::agent(row.ok_or(Error::NotFound("agent"))?)
     }
 
-    /// The latest version of every agent, by name.
+    /// The latest version of every agent, by name (then tenant).
     pub async fn list_agents<'c>(&self, executor: impl Executor<'c, Database = DB>) -> Result<Vec<AgentRecord>> {
         let sql = format!(
             "SELECT {AGENT_COLUMNS} FROM agents JOIN agent_versions \
              ON agent_versions.agent_id = agents.id AND agent_versions.version = agents.latest_version \
-             ORDER BY agents.name"
+             ORDER BY agents.name, agents.tenant"
         );
         let rows: Vec<AgentRow> = sqlx::query_as(&sql).fetch_all(executor).await.map_err(error::backend)?;
         rows.into_iter().map(codec::agent).collect()

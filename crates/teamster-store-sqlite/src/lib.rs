@@ -260,8 +260,8 @@ impl AgentStore for SqliteStore {
         codec::agent(row.ok_or(Error::NotFound("agent"))?)
     }
 
-    async fn get_agent_by_name(&self, name: &str) -> Result<AgentRecord> {
-        SQL.get_agent_by_name(&mut *self.connections.read().await?, name).await
+    async fn get_agent_by_name(&self, tenant: &str, name: &str) -> Result<AgentRecord> {
+        SQL.get_agent_by_name(&mut *self.connections.read().await?, tenant, name).await
     }
 
     async fn get_agent_version(&self, agent_id: &str, version: u64) -> Result<AgentRecord> {

@@ -255,5 +255,21 @@ async fn agents_stored_before_owners_belong_to_the_local_tenant() {
 
     let store = SqliteStore::connect(&url).await.expect("the store migrates the database");
     let agent = store.get_agent("agt_old").await.expect("the old agent");
-    assert_eq!((agent.tenant.as_str(), agent.created_by, agent.name.as_str()), ("local", None, "old-bot"));
+    assert_eq!((agent.tenant.as_str(), agent.created_by.clone(), agent.name.as_str()), ("local", None, "old-bot"));
+    names_are_unique_per_tenant_after_the_migrations(&store, agent).await;
+}
+
+/// After migration 0012 an agent of the old schema keeps its versions and name, which another
+/// tenant may now take too, while its own tenant still may not.
+async fn names_are_unique_per_tenant_after_the_migrations(store: &SqliteStore, old: teamster_store::AgentRecord) {
+    assert_eq!(store.get_agent_by_name("local", "old-bot").await.expect("the old agent by name"), old);
+    assert_eq!(store.get_agent_version("agt_old", 1).await.expect("its first version"), old);
+    let theirs = teamster_store::AgentRecord { id: "agt_new".into(), tenant: "acme".into(), ..old.clone() };
+    store.create_agent(&theirs).await.expect("another tenant takes the name");
+    let mine = teamster_store::AgentRecord { id: "agt_dup".into(), ..old.clone() };
+    assert!(matches!(store.create_agent(&mine).await, Err(teamster_store::Error::Conflict(_))), "the name is still taken in its tenant");
+    // The versions still go with their agent.
+    assert!(store.delete_agent("agt_old").await.expect("delete_agent"));
+    assert!(matches!(store.get_agent_version("agt_old", 1).await, Err(teamster_store::Error::NotFound(_))));
+    assert_eq!(store.get_agent_by_name("acme", "old-bot").await.expect("the other tenant's agent"), theirs);
 }

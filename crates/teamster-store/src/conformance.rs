@@ -136,14 +136,14 @@ pub async fn agent_create_and_get(store: Arc<dyn Store>) {
     store.create_agent(&agent).await.expect("create_agent");
 
     assert_eq!(store.get_agent("agt_1").await.expect("get_agent"), agent);
-    assert_eq!(store.get_agent_by_name("support-bot").await.expect("get_agent_by_name"), agent);
+    assert_eq!(store.get_agent_by_name("acme", "support-bot").await.expect("get_agent_by_name"), agent);
     assert_eq!(store.get_agent_version("agt_1", 1).await.expect("get_agent_version"), agent);
 
     expect_not_found(store.get_agent("agt_missing").await, "get_agent of an unknown id");
     expect_not_found(store.get_agent("agt").await, "get_agent of an id prefix");
-    expect_not_found(store.get_agent_by_name("missing").await, "get_agent_by_name of an unknown name");
-    expect_not_found(store.get_agent_by_name("support").await, "get_agent_by_name of a name prefix");
-    expect_not_found(store.get_agent_by_name("Support-Bot").await, "get_agent_by_name in another case");
+    expect_not_found(store.get_agent_by_name("acme", "missing").await, "get_agent_by_name of an unknown name");
+    expect_not_found(store.get_agent_by_name("acme", "support").await, "get_agent_by_name of a name prefix");
+    expect_not_found(store.get_agent_by_name("acme", "Support-Bot").await, "get_agent_by_name in another case");
     expect_not_found(store.get_agent_version("agt_1", 2).await, "get_agent_version of a future version");
     expect_not_found(store.get_agent_version("agt_1", 0).await, "get_agent_version 0");
     expect_not_found(store.get_agent_version("agt_missing", 1).await, "get_agent_version of an unknown agent");
@@ -162,25 +162,30 @@ pub async fn agent_owner_is_kept_by_every_version(store: Arc<dyn Store>) {
     assert_eq!(v2, AgentRecord { version: 2, spec: simple_spec("one again"), updated_at: at(2), ..owned.clone() });
     assert_eq!(store.get_agent("agt_1").await.expect("get_agent"), v2);
     assert_eq!(store.get_agent_version("agt_1", 1).await.expect("get_agent_version"), owned);
-    assert_eq!(store.get_agent_by_name("unowned").await.expect("get_agent_by_name"), unowned);
+    assert_eq!(store.get_agent_by_name("local", "unowned").await.expect("get_agent_by_name"), unowned);
     assert_eq!(store.list_agents().await.expect("list_agents"), vec![v2, unowned]);
 }
 
-/// Names and ids are unique; a rejected create changes nothing.
+/// Names are unique per tenant, ids across the store; a rejected create changes nothing.
 pub async fn agent_name_and_id_are_unique(store: Arc<dyn Store>) {
     let first = agent_record("agt_1", "support-bot", simple_spec("first"), &at(0));
     store.create_agent(&first).await.expect("create_agent");
+    // Another tenant may have an agent of the same name; each name finds its own tenant's.
+    let elsewhere = AgentRecord { tenant: "globex".into(), ..agent_record("agt_9", "support-bot", simple_spec("theirs"), &at(1)) };
+    store.create_agent(&elsewhere).await.expect("create_agent of a name another tenant has");
+    assert_eq!(store.get_agent_by_name("globex", "support-bot").await.expect("get_agent_by_name"), elsewhere);
+    expect_not_found(store.get_agent_by_name("initech", "support-bot").await, "get_agent_by_name in a tenant without it");
 
     let same_name = agent_record("agt_2", "support-bot", simple_spec("second"), &at(5));
     expect_conflict(store.create_agent(&same_name).await, "create_agent with a taken name");
     let same_id = agent_record("agt_1", "other-bot", simple_spec("third"), &at(6));
     expect_conflict(store.create_agent(&same_id).await, "create_agent with a taken id");
 
-    assert_eq!(store.get_agent_by_name("support-bot").await.expect("get_agent_by_name"), first);
+    assert_eq!(store.get_agent_by_name("acme", "support-bot").await.expect("get_agent_by_name"), first);
     assert_eq!(store.get_agent("agt_1").await.expect("get_agent"), first);
     expect_not_found(store.get_agent("agt_2").await, "get_agent of a rejected agent");
-    expect_not_found(store.get_agent_by_name("other-bot").await, "get_agent_by_name of a rejected agent");
-    assert_eq!(store.list_agents().await.expect("list_agents"), vec![first]);
+    expect_not_found(store.get_agent_by_name("acme", "other-bot").await, "get_agent_by_name of a rejected agent");
+    assert_eq!(store.list_agents().await.expect("list_agents"), vec![first, elsewhere]);
 }
 
 /// Every update stores a new version numbered one higher; old versions never change.
@@ -200,7 +205,7 @@ pub async fn agent_versions_are_immutable_and_increment(store: Arc<dyn Store>) {
     assert_eq!(v3, AgentRecord { version: 3, spec: rich_spec(), updated_at: at(120), ..v1.clone() });
 
     assert_eq!(store.get_agent("agt_1").await.expect("get_agent"), v3);
-    assert_eq!(store.get_agent_by_name("support-bot").await.expect("get_agent_by_name"), v3);
+    assert_eq!(store.get_agent_by_name("acme", "support-bot").await.expect("get_agent_by_name"), v3);
     for (version, expected) in [(1, &v1), (2, &v2), (3, &v3)] {
         let stored = store.get_agent_version("agt_1", version).await.expect("get_agent_version");
         assert_eq!(&stored, expected, "version {version}");
@@ -246,7 +251,7 @@ pub async fn agent_delete_removes_every_version(store: Arc<dyn Store>) {
     assert!(!store.delete_agent("agt_missing").await.expect("delete_agent of an unknown agent"));
 
     expect_not_found(store.get_agent("agt_1").await, "get_agent of a deleted agent");
-    expect_not_found(store.get_agent_by_name("support-bot").await, "get_agent_by_name of a deleted agent");
+    expect_not_found(store.get_agent_by_name("acme", "support-bot").await, "get_agent_by_name of a deleted agent");
     for version in [1, 2] {
         expect_not_found(store.get_agent_version("agt_1", version).await, "get_agent_version of a deleted agent");
     }
@@ -263,7 +268,7 @@ pub async fn agent_delete_removes_every_version(store: Arc<dyn Store>) {
     // The name is free again, for a new agent that starts over at version 1.
     let reborn = agent_record("agt_3", "support-bot", simple_spec("reborn"), &at(40));
     store.create_agent(&reborn).await.expect("create_agent with a freed name");
-    assert_eq!(store.get_agent_by_name("support-bot").await.expect("get_agent_by_name"), reborn);
+    assert_eq!(store.get_agent_by_name("acme", "support-bot").await.expect("get_agent_by_name"), reborn);
     expect_not_found(store.get_agent_version("agt_1", 1).await, "get_agent_version of the old agent");
     assert_eq!(store.list_agents().await.expect("list_agents"), vec![other, reborn]);
 }

@@ -50,7 +50,8 @@ pub mod prelude {
 /// Saved agents and their immutable versions.
 #[async_trait]
 pub trait AgentStore: Send + Sync {
-    /// Creates an agent with its first version. `Conflict` if the name is taken.
+    /// Creates an agent with its first version. `Conflict` if its tenant has an agent of that
+    /// name (names are unique per tenant) or the id is taken.
     async fn create_agent(&self, agent: &AgentRecord) -> Result<()>;
 
     /// Stores a new immutable version of an agent and makes it the latest. `NotFound` if the
@@ -65,13 +66,13 @@ pub trait AgentStore: Send + Sync {
     /// The latest version of an agent by id.
     async fn get_agent(&self, agent_id: &str) -> Result<AgentRecord>;
 
-    /// The latest version of an agent by name.
-    async fn get_agent_by_name(&self, name: &str) -> Result<AgentRecord>;
+    /// The latest version of the agent named `name` in `tenant`.
+    async fn get_agent_by_name(&self, tenant: &str, name: &str) -> Result<AgentRecord>;
 
     /// One immutable version of an agent.
     async fn get_agent_version(&self, agent_id: &str, version: u64) -> Result<AgentRecord>;
 
-    /// Every agent at its latest version, by name.
+    /// Every agent at its latest version, by name (then tenant).
     async fn list_agents(&self) -> Result<Vec<AgentRecord>>;
 
     /// Deletes an agent and all its versions; `Ok(false)` if it did not exist. Sessions that

@@ -1,7 +1,9 @@
 //! Saved agents: create, update (a new immutable version), get, list, delete, and who may do
 //! which of these.
 //!
-//! An agent belongs to its creator's tenant. Within that tenant its creator and the tenant's
+//! An agent belongs to its creator's tenant, and its name is unique within that tenant only: a
+//! name always resolves within the caller's tenant (or, for a turn's saved sub-agents, the
+//! session creator's), so no tenant learns which names another uses. Within that tenant its creator and the tenant's
 //! admins may do everything; its collaborators (the spec's `collaborators`) see it, and may run
 //! it (`agent-user`) or also edit, delete and re-share it (`agent-manager`). Anyone else,
 //! in the tenant or not, is told the agent does not exist (404, exactly as for a missing one);
@@ -40,6 +42,12 @@ pub(crate) enum AgentAccess {
     Use,
     /// Everything (its creator, a tenant admin, an `agent-manager`).
     Manage,
+}
+
+/// The tenant of a subject id as API keys and OIDC logins make them (`<tenant>:<name>`); the
+/// local user's (`local`, no tenant in its id) is the tenant `local`.
+pub(crate) fn tenant_of(subject_id: &str) -> &str {
+    subject_id.split_once(':').map_or("local", |(tenant, _)| tenant)
 }
 
 /// What `caller` may do with `record`.
@@ -214,7 +222,7 @@ impl Catalog {
             created_by: Some(caller.subject.clone()),
         };
         self.store().create_agent(&record).await.map_err(|error| match error {
-            // Names are unique across the server, so this says nothing of whose it is.
+            // Names are unique per tenant, so this speaks of the caller's own tenant only.
             teamster_store::Error::Conflict(_) => ServiceError::Conflict {
                 code: "already_exists",
                 message: format!("an agent named {name:?} already exists"),
@@ -243,7 +251,7 @@ impl Catalog {
 
     /// Creates the agent, or adds a version when the name exists (what `agents apply` does).
     pub async fn apply_agent(&self, caller: &Caller, name: &str, spec: AgentSpec) -> Result<Agent> {
-        match self.store().get_agent_by_name(name).await {
+        match self.store().get_agent_by_name(&caller.tenant, name).await {
             Ok(existing) => self.update_agent(caller, &existing.id, spec).await,
             Err(teamster_store::Error::NotFound(_)) => self.create_agent(caller, name, spec).await,
             Err(other) => Err(other.into()),
@@ -259,15 +267,15 @@ impl Catalog {
     /// The agent named `id_or_name` if the caller may do `needed` with it: 404 when the caller
     /// may not see it (as when it does not exist), 403 when it may see it but not do that.
     pub(crate) async fn agent_for(&self, caller: &Caller, id_or_name: &str, needed: AgentAccess) -> Result<AgentRecord> {
-        let record = self.agent_record(id_or_name).await?;
+        let record = self.agent_record(caller, id_or_name).await?;
         check_access(caller, &record, needed, id_or_name)?;
         Ok(record)
     }
 
-    async fn agent_record(&self, id_or_name: &str) -> Result<AgentRecord> {
+    async fn agent_record(&self, caller: &Caller, id_or_name: &str) -> Result<AgentRecord> {
         match self.store().get_agent(id_or_name).await {
             Err(teamster_store::Error::NotFound(_)) if is_valid_resource_name(id_or_name) => {
-                self.store().get_agent_by_name(id_or_name).await.map_err(|error| not_found_agent(error, id_or_name))
+                self.store().get_agent_by_name(&caller.tenant, id_or_name).await.map_err(|error| not_found_agent(error, id_or_name))
             }
             other => other.map_err(|error| not_found_agent(error, id_or_name)),
         }
@@ -276,7 +284,7 @@ impl Catalog {
     /// The agent named `name` if the caller may do `needed` with it (see [`Catalog::agent_for`]).
     pub(crate) async fn agent_by_name_for(&self, caller: &Caller, name: &str, needed: AgentAccess) -> Result<AgentRecord> {
         let not_found = || ServiceError::NotFound(format!("agent {:?} not found", name.chars().take(64).collect::<String>()));
-        let record = self.store().get_agent_by_name(name).await.map_err(|error| match error {
+        let record = self.store().get_agent_by_name(&caller.tenant, name).await.map_err(|error| match error {
             teamster_store::Error::NotFound(_) => not_found(),
             other => other.into(),
         })?;

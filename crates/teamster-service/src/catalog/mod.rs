@@ -21,6 +21,7 @@ use crate::sealed::SealedSettings;
 pub use providers::ProviderWrite;
 pub(crate) use providers::SETTING_KIND;
 pub use sessions::{SessionListQuery, SessionScope, SessionUpdate};
+pub(crate) use agents::tenant_of;
 pub(crate) use sessions::{session_view, validate_title};
 
 /// Agents, sessions and model providers.
