@@ -338,6 +338,14 @@ pub struct ServeArgs {
     /// spending counts from zero again in each window.
     #[arg(long, env = "TEAMSTER_TENANT_BUDGET_WINDOW_HOURS", default_value_t = 24, value_parser = clap::value_parser!(u64).range(1..=8_784))]
     pub tenant_budget_window_hours: u64,
+    /// How many tool calls of one model message run at once; the others wait their turn. An
+    /// agent's `config.fan_out.max_parallel_tool_calls` may lower it.
+    #[arg(long, env = "TEAMSTER_MAX_PARALLEL_TOOL_CALLS", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub max_parallel_tool_calls: u32,
+    /// How many sub-agent threads one turn may start, at every depth together; a call beyond
+    /// it gets a tool error. An agent's `config.fan_out.max_threads_per_turn` may lower it.
+    #[arg(long, env = "TEAMSTER_MAX_THREADS_PER_TURN", default_value_t = 16, value_parser = clap::value_parser!(u32).range(0..=4096))]
+    pub max_threads_per_turn: u32,
 }
 
 impl ServeArgs {

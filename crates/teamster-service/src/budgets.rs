@@ -25,13 +25,20 @@
 //!
 //! Windows are numbered by this replica's clock; spend reported around a window's end counts in
 //! the window it reaches the store in.
+//!
+//! Concurrent model calls (sub-agents, a tenant's several turns) reserve their worst case in
+//! tokens before they start ([`teamster_engine::Reservations`]): a session budget's are the
+//! turn's own, a tenant budget's are shared by all the tenant's turns on this replica. So on one
+//! replica a token budget is overrun by at most one call's worth (a call that spends more than
+//! it reserved aside). Cost budgets are checked against what was spent: concurrent calls may
+//! each take the last of a cost budget.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use teamster_engine::SpendLimit;
+use teamster_engine::{Reservations, SpendLimit};
 use teamster_protocol::agent::Budget;
 use teamster_protocol::{Event, Subject, TurnMetrics, TurnState};
 use teamster_store::{Spend, Store};
@@ -73,6 +80,8 @@ struct TenantView {
     adding: tokio::sync::Mutex<()>,
     /// Whether a background addition is queued or running.
     queued: AtomicBool,
+    /// What the tenant's model calls in flight on this replica reserved.
+    reservations: Arc<Reservations>,
 }
 
 #[derive(Debug, Default)]
@@ -142,6 +151,7 @@ impl TenantLedger {
                     state: Mutex::default(),
                     adding: tokio::sync::Mutex::new(()),
                     queued: AtomicBool::new(false),
+                    reservations: Arc::default(),
                 })
             })
             .clone()
@@ -314,6 +324,24 @@ impl SpendLimit for TurnBudget {
             self.ledger.add_soon(view);
         }
         exhausted(total, &tenant.budget, &format!("tenant {:?}'s", view.tenant))
+    }
+
+    fn fits(&self, spent: &TurnMetrics, reserved: u64) -> bool {
+        let this_turn = spend_of(spent);
+        let reserved = Spend { tokens: reserved, cost_usd: 0.0 };
+        if let Some(budget) = &self.session_budget
+            && exhausted(plus(plus(self.session_spent, this_turn), reserved), budget, "session's").is_some()
+        {
+            return false;
+        }
+        let (Some(tenant), Some(view)) = (self.ledger.budget.as_ref(), self.view.as_ref()) else { return true };
+        // `exhausted` has just reported this turn's spend; reservations are never reported.
+        let (total, _) = self.ledger.total(view);
+        exhausted(plus(total, reserved), &tenant.budget, "tenant's").is_none()
+    }
+
+    fn reservations(&self) -> Option<Arc<Reservations>> {
+        self.view.as_ref().map(|view| view.reservations.clone())
     }
 
     fn settle(&self, spent: &TurnMetrics) {

@@ -69,7 +69,7 @@ pub use telemetry::StreamGuard;
 pub use telemetry::otlp::OtlpExporter;
 pub use telemetry::traces::{TraceParent, with_caller_trace};
 pub use turns::{CreateTurn, TurnListQuery};
-pub use limits::{Limits, QuotaExceeded, RateLimited, RequestRate};
+pub use limits::{FanOut, Limits, QuotaExceeded, RateLimited, RequestRate};
 pub use budgets::TenantBudget;
 
 /// How long a readiness check waits for the store.
@@ -252,6 +252,8 @@ impl Service {
             tools: vec![Arc::new(teamster_tools::builtin::Builtins)],
             sandboxes: config.sandboxes.clone(),
             tenant_ledger: Arc::new(budgets::TenantLedger::new(config.limits.tenant_budget.clone(), store.clone())),
+            fan_out: config.limits.fan_out,
+            model_calls: Arc::new(limits::ModelCallPlaces::new(config.limits.max_concurrent_turns_per_subject)),
         };
         let runtime_config = runtime::RuntimeConfig {
             turn_timeout: config.turn_timeout,

@@ -7,6 +7,10 @@
 //!
 //! - The request rate is a token bucket per subject in the store, taken by one statement per
 //!   request: exact across replicas, at the price of that statement (only with a limit set).
+//! - A running turn's model calls, on every thread (sub-agents), take places from the subject's
+//!   [`ModelCallPlaces`], as many as its turn quota: so a quota of 3 turns means at most 3 model
+//!   calls of the subject at once on a replica, however far its turns fan out. The places are
+//!   this replica's (a turn runs on one replica; the turns themselves are counted in the store).
 //! - The running-turn quota counts places in the store: a turn being created holds a
 //!   reservation from the check until it runs (so turns created at the same instant cannot all
 //!   pass), then the place is bound to the turn and counts while the turn runs under a live
@@ -14,10 +18,12 @@
 //!   leases expire (or another replica takes the turns over, and they count again). A turn that
 //!   replaces the session's running turn (a new `auto` turn cancels it) does not count that one.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+pub use teamster_engine::FanOut;
 use teamster_protocol::ids;
 use teamster_store::{Store, TurnPlace};
 
@@ -39,6 +45,8 @@ pub struct Limits {
     pub max_concurrent_turns_per_subject: Option<u32>,
     /// What each tenant may spend on model calls per window; `None` for no budget.
     pub tenant_budget: Option<TenantBudget>,
+    /// How far one turn may fan out (the defaults; an agent spec may lower them).
+    pub fan_out: FanOut,
 }
 
 /// A new turn refused by the quota.
@@ -192,6 +200,39 @@ impl TurnQuota {
     }
 }
 
+/// Each subject's places for model calls on this replica: as many as its turn quota.
+pub(crate) struct ModelCallPlaces {
+    per_subject: Option<u32>,
+    /// Subject to its places, while a turn of it holds them (dead entries are swept).
+    subjects: Mutex<HashMap<String, Weak<tokio::sync::Semaphore>>>,
+}
+
+impl ModelCallPlaces {
+    pub(crate) fn new(per_subject: Option<u32>) -> ModelCallPlaces {
+        ModelCallPlaces { per_subject, subjects: Mutex::default() }
+    }
+
+    /// The places `subject`'s turns share; `None` without a quota.
+    pub(crate) fn of(&self, subject: &str) -> Option<Arc<tokio::sync::Semaphore>> {
+        let places = self.per_subject?.max(1) as usize;
+        let mut subjects = self.subjects.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(shared) = subjects.get(subject).and_then(Weak::upgrade) {
+            return Some(shared);
+        }
+        // Subjects without a running turn are forgotten before one is added.
+        subjects.retain(|_, shared| shared.strong_count() > 0);
+        let shared = Arc::new(tokio::sync::Semaphore::new(places));
+        subjects.insert(subject.to_owned(), Arc::downgrade(&shared));
+        Some(shared)
+    }
+}
+
+impl std::fmt::Debug for ModelCallPlaces {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("ModelCallPlaces").field("per_subject", &self.per_subject).finish_non_exhaustive()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,6 +263,19 @@ mod tests {
         }
         assert!(again.is_some(), "the dropped reservation was never given back");
         drop(first);
+    }
+
+    #[test]
+    fn a_subjects_turns_share_its_model_call_places() {
+        let places = ModelCallPlaces::new(Some(3));
+        let ann = places.of("ann").unwrap();
+        assert!(Arc::ptr_eq(&ann, &places.of("ann").unwrap()), "one subject's turns share one set");
+        assert_eq!(ann.available_permits(), 3);
+        assert!(!Arc::ptr_eq(&ann, &places.of("bob").unwrap()), "another subject has its own");
+        drop(ann);
+        places.of("carol");
+        assert!(!places.subjects.lock().unwrap().contains_key("ann"), "unused places are forgotten");
+        assert!(ModelCallPlaces::new(None).of("ann").is_none());
     }
 
     #[tokio::test]

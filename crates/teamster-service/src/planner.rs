@@ -37,6 +37,10 @@ pub(crate) struct Planner {
     pub sandboxes: Sandboxes,
     /// What each tenant spent, for the tenant budget.
     pub tenant_ledger: Arc<crate::budgets::TenantLedger>,
+    /// The operator's caps on a turn's fan-out (an agent may lower them).
+    pub fan_out: teamster_engine::FanOut,
+    /// Each subject's places for model calls, shared by its turns' threads.
+    pub model_calls: Arc<crate::limits::ModelCallPlaces>,
 }
 
 #[async_trait]
@@ -116,6 +120,8 @@ impl PlanTurns for Planner {
         plan.skills = skills;
         let session_budget = spec.config.as_ref().and_then(|config| config.budget.as_ref());
         plan.spend_limit = crate::budgets::for_turn(&self.tenant_ledger, session_budget, &turn.created_by, &history).await;
+        plan.fan_out = agent.fan_out_under(self.fan_out);
+        plan.model_calls = self.model_calls.of(&turn.created_by.subject_id);
         Ok(TurnStart::Run(Box::new(plan)))
     }
 
