@@ -182,7 +182,7 @@ impl Network {
         tools: &NetworkTools,
         run_as: Option<(&Path, u32)>,
     ) -> Result<Network, SandboxError> {
-        match tokio::time::timeout(SETUP_TIMEOUT, Network::setup(tools, run_as)).await {
+        match tokio::time::timeout(SETUP_TIMEOUT, Box::pin(Network::setup(tools, run_as))).await {
             Ok(result) => result,
             Err(_) => Err(unavailable(format!(
                 "setting up its network took longer than {} s",
