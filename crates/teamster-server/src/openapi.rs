@@ -167,7 +167,7 @@ fn finish_operation(path: &str, is_get: bool, operation: &mut Operation, error: 
     } else if is_operator_only(path) || is_admin_only(path) {
         let note = match is_operator_only(path) {
             true => "The server's operator only when the server has API keys (403 for tenant admins and members).",
-            false => "Admins only when the server has API keys (403 for members); a tenant admin sees its own tenant's keys only.",
+            false => "Admins only when the server has API keys (403 for members); a tenant admin manages its own tenant's keys only.",
         };
         operation.description = Some(match operation.description.take() {
             Some(description) => format!("{description}\n\n{note}"),

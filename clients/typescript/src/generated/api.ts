@@ -228,13 +228,13 @@ export interface paths {
         };
         /**
          * List API keys
-         * @description Admins only when the server has API keys (403 for members).
+         * @description Admins only when the server has API keys (403 for members); a tenant admin manages its own tenant's keys only.
          */
         get: operations["listKeys"];
         put?: never;
         /**
          * Create an API key
-         * @description Admins only when the server has API keys (403 for members).
+         * @description Admins only when the server has API keys (403 for members); a tenant admin manages its own tenant's keys only.
          */
         post: operations["createKey"];
         delete?: never;
@@ -255,7 +255,7 @@ export interface paths {
         post?: never;
         /**
          * Revoke an API key
-         * @description Admins only when the server has API keys (403 for members).
+         * @description Admins only when the server has API keys (403 for members); a tenant admin manages its own tenant's keys only.
          */
         delete: operations["revokeKey"];
         options?: never;
@@ -712,19 +712,19 @@ export interface paths {
         };
         /**
          * List MCP servers
-         * @description Admins only when the server has API keys (403 for members).
+         * @description The server's operator only when the server has API keys (403 for tenant admins and members).
          */
         get: operations["listMcpServerSettings"];
         /**
          * Create or replace an MCP server
          * @description A redacted value sent back keeps the stored one.
          *
-         *     Admins only when the server has API keys (403 for members).
+         *     The server's operator only when the server has API keys (403 for tenant admins and members).
          */
         put: operations["putMcpServer"];
         /**
          * Create an MCP server
-         * @description Admins only when the server has API keys (403 for members).
+         * @description The server's operator only when the server has API keys (403 for tenant admins and members).
          */
         post: operations["createMcpServer"];
         delete?: never;
@@ -742,7 +742,7 @@ export interface paths {
         };
         /**
          * Get a single MCP server by name
-         * @description Admins only when the server has API keys (403 for members).
+         * @description The server's operator only when the server has API keys (403 for tenant admins and members).
          */
         get: operations["getMcpServerSetting"];
         put?: never;
@@ -762,19 +762,19 @@ export interface paths {
         };
         /**
          * List configured model providers
-         * @description Admins only when the server has API keys (403 for members).
+         * @description The server's operator only when the server has API keys (403 for tenant admins and members).
          */
         get: operations["listModelProviders"];
         /**
          * Create or replace a model provider
          * @description A redacted API key sent back keeps the stored one.
          *
-         *     Admins only when the server has API keys (403 for members).
+         *     The server's operator only when the server has API keys (403 for tenant admins and members).
          */
         put: operations["putModelProvider"];
         /**
          * Create a model provider
-         * @description Admins only when the server has API keys (403 for members).
+         * @description The server's operator only when the server has API keys (403 for tenant admins and members).
          */
         post: operations["createModelProvider"];
         delete?: never;
@@ -792,17 +792,17 @@ export interface paths {
         };
         /**
          * List configured skills
-         * @description Admins only when the server has API keys (403 for members).
+         * @description The server's operator only when the server has API keys (403 for tenant admins and members).
          */
         get: operations["listSkillSettings"];
         /**
          * Create or replace a skill
-         * @description Admins only when the server has API keys (403 for members).
+         * @description The server's operator only when the server has API keys (403 for tenant admins and members).
          */
         put: operations["putSkill"];
         /**
          * Create a skill
-         * @description Admins only when the server has API keys (403 for members).
+         * @description The server's operator only when the server has API keys (403 for tenant admins and members).
          */
         post: operations["createSkill"];
         delete?: never;
@@ -856,7 +856,7 @@ export interface paths {
          * Metrics
          * @description Counters and histograms of turns, tokens, cost, tool calls, streams and the store, in the Prometheus text exposition format.
          *
-         *     Admins only when the server has API keys (403 for members).
+         *     The server's operator only when the server has API keys (403 for tenant admins and members).
          */
         get: operations["metrics"];
         put?: never;
@@ -1123,7 +1123,10 @@ export interface components {
             role?: components["schemas"]["Role"];
             service_account?: boolean;
             subject: string;
-            /** @description The subject's tenant (`default` when absent). */
+            /**
+             * @description The subject's tenant: when absent, a tenant admin's own tenant, or `default` for the
+             *     operator. A tenant admin may name its own tenant only.
+             */
             tenant?: string | null;
         };
         /**
@@ -1499,6 +1502,16 @@ export interface components {
             /** @enum {string} */
             type: "tool.progress";
         });
+        /**
+         * @description Bounds on a turn's fan-out: how many tool calls of one model message run at once (the rest
+         *     wait their turn), and how many sub-agent threads the whole turn may start, at every depth.
+         */
+        FanOutConfig: {
+            /** Format: int64 */
+            max_parallel_tool_calls?: number | null;
+            /** Format: int64 */
+            max_threads_per_turn?: number | null;
+        };
         /** @enum {string} */
         FinishReason: "stop" | "length" | "tool_calls" | "content_filter" | "function_call";
         FunctionCall: {
@@ -1513,7 +1526,7 @@ export interface components {
              *     subject name for a key).
              */
             email: string;
-            /** @description Caller role: `admin` or `member`. */
+            /** @description Caller role: `operator`, `admin` (of its own tenant) or `member`. */
             role: string;
             /**
              * @description Session kind: `default` when no valid OIDC session; `oidc-connected` after a successful
@@ -1965,15 +1978,19 @@ export interface components {
         };
         /**
          * @description What a caller may do beyond its own sessions.
+         *
+         *     A key record stored before the operator role existed says `admin`, and stays a tenant admin:
+         *     the operator makes an operator key with `teamster keys create --role operator`.
          * @enum {string}
          */
-        Role: "admin" | "member";
+        Role: "operator" | "admin" | "member";
         /** @description Runtime limits and features of an agent. Absent sub-objects take the spec's defaults. */
         RuntimeConfig: {
             ask_user_questions?: null | components["schemas"]["Toggle"];
             budget?: null | components["schemas"]["Budget"];
             context_management?: null | components["schemas"]["ContextManagementConfig"];
             dynamic_sub_agents?: null | components["schemas"]["SubAgentsConfig"];
+            fan_out?: null | components["schemas"]["FanOutConfig"];
             generative_ui?: null | components["schemas"]["Toggle"];
             /** Format: int64 */
             iteration_limit?: number | null;
@@ -2926,7 +2943,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Every key, revoked ones included, without secrets. */
+            /** @description The keys the caller manages (every key for the operator, its own tenant's for a tenant admin), revoked ones included, without secrets. */
             200: {
                 headers: {
                     [name: string]: unknown;
