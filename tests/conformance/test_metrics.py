@@ -78,6 +78,22 @@ def test_metrics_move_by_what_the_turns_did(server_factory):
         assert secret not in page
 
 
+def test_the_reference_parser_keeps_every_familys_type(server_factory):
+    """Counters are counters to Prometheus's own parser: each family's `# TYPE` line names the
+    samples it has (a counter's `_total` ones), so no sample falls into an untyped family."""
+    api = server_factory().require_api()
+    api.run_turn(api.create_session("demo")["id"], "[tool:get_current_datetime {}] a tool")
+    response = api.get("/metrics")
+    families = {family.name: family for family in text_string_to_metric_families(response.text)}
+    assert not [name for name, family in families.items() if family.type == "unknown"], sorted(families)
+    for counter in ("teamster_turns", "teamster_tokens", "teamster_tool_calls", "teamster_provider_retries"):
+        assert families[counter].type == "counter", (counter, families[counter].type)
+    assert all(sample.name == "teamster_turns_total" for sample in families["teamster_turns"].samples)
+    assert families["teamster_turns"].samples, "the turn is counted under its family"
+    assert families["teamster_turn_duration_seconds"].type == "histogram"
+    assert families["teamster_running_turns"].type == "gauge"
+
+
 def test_an_open_stream_is_counted_until_it_closes(server_factory):
     server = server_factory()
     api = server.require_api()

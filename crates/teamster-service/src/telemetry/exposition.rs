@@ -39,9 +39,12 @@ pub(crate) struct Page {
 pub(crate) type Labels<'a> = &'a [(&'a str, &'a str)];
 
 impl Page {
-    /// Starts a family; `kind` is `counter`, `gauge` or `histogram`.
+    /// Starts a family; `kind` is `counter`, `gauge` or `histogram`. A counter's `# HELP` and
+    /// `# TYPE` lines name its `_total` samples, as the 0.0.4 text format's parsers match them
+    /// (under the bare name, Prometheus's own parser reads the samples as an untyped family).
     pub(crate) fn family(&mut self, name: &str, kind: &str, help: &str) -> &mut Page {
-        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        let suffix = if kind == "counter" { "_total" } else { "" };
+        let _ = writeln!(self.text, "# HELP {name}{suffix} {help}\n# TYPE {name}{suffix} {kind}");
         self
     }
 
