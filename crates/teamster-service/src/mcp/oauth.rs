@@ -51,7 +51,7 @@ use teamster_store::Store;
 
 use crate::error::{Result, ServiceError};
 use super::links::{McpLinks, OAuthCallback};
-use super::servers::registry_config;
+use super::servers::{registry_config, scrub_url};
 use super::McpHost;
 use crate::Caller;
 
@@ -423,7 +423,7 @@ impl McpHost {
         return_to: Option<String>,
     ) -> Result<String> {
         let record = self.client_record(name, manifest).await?;
-        let request = record.client().and_then(|client| client.begin()).map_err(|error| oauth_failure(name, "starting the authorization", error))?;
+        let request = record.client().and_then(|client| client.begin()).map_err(|error| oauth_failure(name, "starting the authorization", error, manifest.url.as_deref()))?;
         let pending = Pending {
             subject: subject.clone(),
             server: name.to_owned(),
@@ -463,10 +463,10 @@ impl McpHost {
         }
         let challenge = self.unauthorized_challenge(name, manifest).await;
         let discovery =
-            discover(&mcp_url, challenge.as_deref()).await.map_err(|error| oauth_failure(name, "discovery", error))?;
+            discover(&mcp_url, challenge.as_deref()).await.map_err(|error| oauth_failure(name, "discovery", error, Some(&mcp_url)))?;
         let credentials = register(&discovery, CLIENT_NAME, &redirect_uri)
             .await
-            .map_err(|error| oauth_failure(name, "dynamic client registration", error))?;
+            .map_err(|error| oauth_failure(name, "dynamic client registration", error, Some(&mcp_url)))?;
         let record = ClientRecord { mcp_url, redirect_uri, discovery, credentials };
         let sealed = oauth.cipher.seal_json(&record, &context).map_err(|error| ServiceError::Unprocessable(error.to_string()))?;
         self.store().put_setting(CLIENT_KIND, name, &sealed, &timestamp::now()).await?;
@@ -722,12 +722,13 @@ fn not_found(name: &str) -> ServiceError {
 
 /// An OAuth step's failure as a request error: a server that offers no registration is 422,
 /// anything else the authorization server did or did not do is 424.
-fn oauth_failure(name: &str, step: &str, error: OAuthError) -> ServiceError {
+fn oauth_failure(name: &str, step: &str, error: OAuthError, url: Option<&str>) -> ServiceError {
     match error {
         OAuthError::RegistrationUnsupported => ServiceError::Unprocessable(format!(
             "MCP server {name:?}: its authorization server offers no dynamic client registration"
         )),
-        other => ServiceError::FailedDependency(format!("MCP server {name:?}: {step} failed: {other}")),
+        // The server's URL (or one made from it) may be quoted, with its credentials.
+        other => ServiceError::FailedDependency(scrub_url(format!("MCP server {name:?}: {step} failed: {other}"), url)),
     }
 }
 
