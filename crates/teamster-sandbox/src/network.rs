@@ -9,7 +9,8 @@
 //! it; the holder then sets, before any of the command's code runs: a `prohibit` route for every
 //! range of [`teamster_egress::FORBIDDEN_RANGES`] (loopback, private, shared, link-local with the
 //! cloud metadata address, multicast, reserved, and the IPv6 equivalents, IPv4-mapped among
-//! them), a `prohibit` default for IPv6 (slirp4netns carries IPv4 only), its address
+//! them) and for each of the host's own IPv4 addresses (a public one would lead slirp4netns to
+//! the host's services from the host itself), a `prohibit` default for IPv6 (slirp4netns carries IPv4 only), its address
 //! ([`GUEST_ADDRESS`], a `/32`: no neighbour is on a link), and a default route through
 //! slirp4netns's gateway ([`GATEWAY`], `onlink`, itself inside a forbidden range). `bwrap` is
 //! then started inside that namespace by `nsenter` (no `--unshare-net`); the command lives in a
@@ -30,6 +31,7 @@
 //! nothing is shared between commands, or between sandboxes.
 
 use std::ffi::OsString;
+use std::net::Ipv4Addr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -144,9 +146,15 @@ impl crate::Bubblewrap {
 }
 
 /// The `ip -batch` lines that configure a network sandbox's namespace: every forbidden range
-/// refused first, then the interface brought up with its one route out.
-pub(crate) fn setup_lines() -> Vec<String> {
+/// refused first, and each of the host's own addresses (`host`: one that is public would lead
+/// slirp4netns to the host's own services, from the host itself, past any firewall), then the
+/// interface brought up with its one route out.
+pub(crate) fn setup_lines(host: &[Ipv4Addr]) -> Vec<String> {
     let mut lines = vec!["link set lo up".to_owned()];
+    lines.extend(
+        host.iter()
+            .map(|address| format!("route replace prohibit {address}/32")),
+    );
     // `replace`: the kernel's own route for ::1 (in the main table) becomes a prohibit route;
     // ::1 stays the namespace's own loopback through the local table, looked up first.
     lines.extend(
@@ -213,7 +221,7 @@ impl Network {
                 HOLDER_SCRIPT,
             ])
             .arg(&tools.ip)
-            .args(setup_lines())
+            .args(setup_lines(&host_addresses(&tools.ip).await?))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -300,6 +308,44 @@ impl Network {
     }
 }
 
+/// The host's IPv4 addresses, read now (they may change while the server runs).
+async fn host_addresses(ip: &Path) -> Result<Vec<Ipv4Addr>, SandboxError> {
+    let output = Command::new(ip)
+        .args(["-o", "-4", "addr", "show"])
+        .env_clear()
+        .env("PATH", SYSTEM_PATH)
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(SandboxError::io("listing the host's addresses"))?;
+    if !output.status.success() {
+        return Err(unavailable(
+            "the host's addresses could not be listed (`ip -o -4 addr show` failed)".to_owned(),
+        ));
+    }
+    Ok(parse_addresses(&String::from_utf8_lossy(&output.stdout)))
+}
+
+/// The addresses in `ip -o -4 addr show`'s output (`2: eth0    inet 192.0.2.2/24 brd ...`).
+fn parse_addresses(listing: &str) -> Vec<Ipv4Addr> {
+    let mut addresses: Vec<Ipv4Addr> = listing
+        .lines()
+        .filter_map(|line| {
+            let mut words = line
+                .split_whitespace()
+                .skip_while(|word| *word != "inet")
+                .skip(1);
+            words.next()?.split('/').next()?.parse().ok()
+        })
+        .collect();
+    addresses.sort();
+    addresses.dedup();
+    addresses
+}
+
 fn unavailable(reason: String) -> SandboxError {
     SandboxError::Unavailable(format!("a network sandbox cannot be made: {reason}"))
 }
@@ -376,8 +422,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_hosts_own_addresses_are_refused_too() {
+        let listing = "1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever\n\
+                       4: eth0    inet 203.0.113.7/24 brd 203.0.113.255 scope global eth0\\       valid_lft forever\n\
+                       5: eth1    inet 81.2.69.142/32 scope global eth1\\       valid_lft forever\n";
+        let host = parse_addresses(listing);
+        assert_eq!(
+            host,
+            [
+                "81.2.69.142".parse::<Ipv4Addr>().unwrap(),
+                "127.0.0.1".parse().unwrap(),
+                "203.0.113.7".parse().unwrap()
+            ]
+        );
+        let lines = setup_lines(&host);
+        let up = lines
+            .iter()
+            .position(|line| line == "link set tap0 up")
+            .unwrap();
+        // A public address of the host is refused like a private one, before the interface is up.
+        assert!(
+            lines[..up]
+                .iter()
+                .any(|line| line == "route replace prohibit 81.2.69.142/32"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
     fn every_forbidden_range_is_refused_before_the_interface_comes_up() {
-        let lines = setup_lines();
+        let lines = setup_lines(&[]);
         let up = lines
             .iter()
             .position(|line| line == "link set tap0 up")
