@@ -427,9 +427,15 @@ def test_bombs_and_floods_are_contained_and_the_server_keeps_serving(api, srv):
 
     def run(command: str, **arguments: typing.Any) -> dict:
         """Runs `command` with MARKER replaced by a fresh marker, which it puts in the command line
-        of every process it starts; none is left afterwards."""
+        of every process it starts; none is left afterwards. The stream is read with a minute's
+        patience: the server sends nothing while a command runs (a heartbeat only after 15 s), and
+        the flood below takes longer than the usual 10 s on a busy machine."""
         marker = wire.unique("bomb")
-        turn = api.run_turn(session["id"], exec_call(command.replace("MARKER", marker), **arguments) + " " + marker)
+        text = exec_call(command.replace("MARKER", marker), **arguments) + " " + marker
+        result = api.stream("POST", f"/api/v1/sessions/{session['id']}/turns", timeout=httpx.Timeout(60.0, connect=5.0),
+                            json={"input": [{"type": "user.message", "content": text}]})
+        assert result.status == 200, result.body[:500]
+        turn = wire.TurnRun(result)
         assert turn.done["state"]["status"] == "done", turn.done
         (result,) = tool_results(turn)
         wire.wait_until(lambda: not processes_matching(marker), timeout=5, what=f"no process of {command!r} left")
