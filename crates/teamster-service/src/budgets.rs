@@ -427,6 +427,24 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn reservations_count_in_the_check_and_are_never_reported_as_spend() {
+        let ledger = Arc::new(TenantLedger::new(hourly(Budget { max_tokens: Some(100), max_cost_usd: None }), store().await));
+        let session = Budget { max_tokens: Some(50), max_cost_usd: None };
+        let (first, second) = (for_turn(&ledger, None, &acme(), &[]).await.unwrap(), for_turn(&ledger, None, &acme(), &[]).await.unwrap());
+        let shared = first.reservations().expect("a tenant budget's reservations");
+        assert!(Arc::ptr_eq(&shared, &second.reservations().unwrap()), "a tenant's turns share their reservations");
+        assert_eq!(first.exhausted(&metrics(30, None)), None);
+        assert!(first.fits(&metrics(30, None), 69));
+        assert!(!first.fits(&metrics(30, None), 70), "spent and reserved together reach the tenant's budget");
+        assert_eq!(ledger.total(&ledger.view("acme")).0.tokens, 30, "what was reserved was not reported as spent");
+        // A session budget counts the reservations too; without a tenant budget they are the turn's own.
+        let alone = Arc::new(TenantLedger::new(None, store().await));
+        let capped = for_turn(&alone, Some(&session), &acme(), &[]).await.unwrap();
+        assert!(capped.reservations().is_none());
+        assert!(capped.fits(&metrics(10, None), 39) && !capped.fits(&metrics(10, None), 40));
+    }
+
+    #[tokio::test]
     async fn a_tenants_running_turns_count_together_and_once() {
         let store = store().await;
         let ledger = Arc::new(TenantLedger::new(hourly(Budget { max_tokens: Some(100), max_cost_usd: None }), store));
