@@ -39,17 +39,28 @@ impl SseTransport {
             let endpoint = event.data.unwrap_or_default();
             let post_url = stream_url.join(endpoint.trim()).map_err(|error| {
                 StreamableHttpError::UnexpectedServerResponse(
-                    format!("bad endpoint {endpoint:?}: {error}").into(),
+                    format!("bad endpoint {:?}: {error}", quoted(&endpoint)).into(),
                 )
             })?;
             if post_url.origin() != stream_url.origin() {
                 return Err(StreamableHttpError::UnexpectedServerResponse(
-                    format!("the endpoint {post_url} is on another origin than the event stream").into(),
+                    format!("the endpoint {} is on another origin than the event stream", quoted(post_url.as_str())).into(),
                 ));
             }
             return Ok(SseTransport { client, post_url: post_url.as_str().into(), events });
         }
         Err(StreamableHttpError::UnexpectedEndOfStream)
+    }
+}
+
+/// The most of a server's endpoint an error quotes, in characters: what the server sent is
+/// not copied into messages beyond what names the problem.
+const MAX_QUOTED_ENDPOINT: usize = 100;
+
+fn quoted(endpoint: &str) -> String {
+    match endpoint.char_indices().nth(MAX_QUOTED_ENDPOINT) {
+        Some((end, _)) => format!("{}...", &endpoint[..end]),
+        None => endpoint.to_owned(),
     }
 }
 
