@@ -72,7 +72,9 @@ fn capped(mut text: String, max: usize) -> String {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if self.status.is_server_error() {
+        // A request refused for want of a slot is the server defending itself, not a failure:
+        // under a flood, logging each as an error would flood the log too.
+        if self.status.is_server_error() && self.code != "server_busy" {
             tracing::error!(status = %self.status, message = %self.message, "request failed");
         }
         let retry_after = match (self.status, self.code) {

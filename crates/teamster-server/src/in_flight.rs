@@ -129,7 +129,10 @@ pub async fn limit(State(state): State<AppState>, request: Request, next: Next) 
     let subject = (state.config.auth != AuthMode::None || state.config.oidc.is_some()).then_some(caller.subject.subject_id.as_str());
     let slot = match in_flight.acquire(subject) {
         Ok(slot) => slot,
-        Err(refused) => return busy(&refused, in_flight.per_subject),
+        Err(refused) => {
+            tracing::debug!(subject = subject.unwrap_or("local"), "a request was refused a slot");
+            return busy(&refused, in_flight.per_subject);
+        }
     };
     let response = next.run(request).await;
     // The slot goes with the answer's body: a stream holds it until it ends.
