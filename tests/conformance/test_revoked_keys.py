@@ -13,17 +13,25 @@ from test_control import session_turns
 from test_identity import Keyed, key_for, keyed  # noqa: F401 (the fixture)
 
 
-def keys_of_mallory(operator: wire.Api) -> list[dict]:
-    """The keys of the member both tests give two keys: the first is stolen, the second kept."""
-    return [key for key in operator.ok(operator.get("/api/v1/keys"))["data"] if key["subject"]["subject_id"] == "acme:mallory"]
+class Member(typing.NamedTuple):
+    operator: wire.Api
+    stolen: wire.Api
+    stolen_id: str
+    kept: wire.Api
+
+
+def member_with_two_keys(keyed: Keyed) -> Member:
+    """A member with two keys: the first stolen (its id is the one to revoke), the second kept."""
+    operator = wire.Api(keyed.server.url, key=keyed.admin)
+    stolen = wire.Api(keyed.server.url, key=key_for(operator, "mallory", "acme"))
+    (stolen_id,) = [key["id"] for key in operator.ok(operator.get("/api/v1/keys"))["data"]
+                    if key["subject"]["subject_id"] == "acme:mallory"]
+    kept = wire.Api(keyed.server.url, key=key_for(operator, "mallory", "acme"))
+    return Member(operator, stolen, stolen_id, kept)
 
 
 def test_follow_ups_and_instructions_queued_with_a_revoked_key_never_start(keyed: Keyed, fake):
-    operator = wire.Api(keyed.server.url, key=keyed.admin)
-    stolen_secret = key_for(operator, "mallory", "acme")
-    (stolen_id,) = [key["id"] for key in keys_of_mallory(operator)]
-    kept = wire.Api(keyed.server.url, key=key_for(operator, "mallory", "acme"))
-    stolen = wire.Api(keyed.server.url, key=stolen_secret)
+    operator, stolen, stolen_id, kept = member_with_two_keys(keyed)
 
     session = kept.create_session(spec={"model": {"name": "fake/fake-model"}})
     sid = session["id"]
@@ -48,11 +56,7 @@ def test_follow_ups_and_instructions_queued_with_a_revoked_key_never_start(keyed
 
 
 def test_an_instruction_whose_key_was_revoked_never_joins_the_running_turn(keyed: Keyed, fake):
-    operator = wire.Api(keyed.server.url, key=keyed.admin)
-    stolen_secret = key_for(operator, "mallory", "acme")
-    (stolen_id,) = [key["id"] for key in keys_of_mallory(operator)]
-    kept = wire.Api(keyed.server.url, key=key_for(operator, "mallory", "acme"))
-    stolen = wire.Api(keyed.server.url, key=stolen_secret)
+    operator, stolen, stolen_id, kept = member_with_two_keys(keyed)
 
     session = kept.create_session(spec={"model": {"name": "fake/fake-model"}})
     sid = session["id"]
