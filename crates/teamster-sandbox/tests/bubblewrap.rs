@@ -3,31 +3,13 @@
 //! environment variable, so the host's process table can be searched for anything left behind.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use teamster_sandbox::{Bubblewrap, ExecOutput, ExecRequest, Limits, SandboxError, SandboxProvider};
 
-/// A fresh sandbox root under the system's temporary directory, removed on drop.
-struct Root(PathBuf);
+mod common;
 
-impl Root {
-    fn new(name: &str) -> Root {
-        let path = std::env::temp_dir().join(format!("teamster-sandbox-test-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        Root(path)
-    }
-}
-
-impl Drop for Root {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-async fn provider(root: &Root, limits: Limits) -> Bubblewrap {
-    Bubblewrap::start(&root.0, limits).await.expect("bubblewrap works on this machine (apt-get install bubblewrap)")
-}
+use common::{provider, Root};
 
 /// A request whose processes carry `TEAMSTER_TEST_MARK=mark` in their environment.
 fn marked(command: &str, mark: &str) -> ExecRequest {

@@ -8,26 +8,9 @@ use std::path::PathBuf;
 
 use teamster_sandbox::{Bubblewrap, ExecOutput, ExecRequest, Limits, SandboxProvider};
 
-/// A fresh sandbox root under the system's temporary directory, removed on drop.
-struct Root(PathBuf);
+mod common;
 
-impl Root {
-    fn new(name: &str) -> Root {
-        let path = std::env::temp_dir().join(format!("teamster-confinement-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        Root(path)
-    }
-}
-
-impl Drop for Root {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-async fn provider(root: &Root, limits: Limits) -> Bubblewrap {
-    Bubblewrap::start(&root.0, limits).await.expect("bubblewrap works on this machine (apt-get install bubblewrap)")
-}
+use common::{provider, Root};
 
 fn run(command: &str) -> ExecRequest {
     ExecRequest { command: command.to_owned(), timeout_seconds: Some(30), env: BTreeMap::new(), ..ExecRequest::default() }

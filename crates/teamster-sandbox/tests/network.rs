@@ -6,37 +6,18 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use teamster_sandbox::{Bubblewrap, ExecOutput, ExecRequest, Limits, SandboxProvider};
 
-/// A fresh sandbox root under the system's temporary directory, removed on drop.
-struct Root(PathBuf);
+mod common;
 
-impl Root {
-    fn new(name: &str) -> Root {
-        let path = std::env::temp_dir().join(format!(
-            "teamster-network-test-{name}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        Root(path)
-    }
-}
-
-impl Drop for Root {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::Root;
 
 async fn provider(root: &Root) -> Bubblewrap {
     Bubblewrap::network_support()
         .expect("network sandboxes work here (apt-get install slirp4netns iproute2)");
-    Bubblewrap::start(&root.0, Limits::default())
-        .await
-        .expect("bubblewrap works on this machine (apt-get install bubblewrap)")
+    common::provider(root, Limits::default()).await
 }
 
 /// Connects to each `host:port` argument and says, per line, `CONNECTED` (after sending a
