@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use teamster_sandbox::{Bubblewrap, ExecOutput, ExecRequest, Limits, SandboxError, SandboxProvider};
+use teamster_sandbox::{ExecOutput, ExecRequest, Limits, SandboxError, SandboxProvider};
 
 mod common;
 

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use teamster_sandbox::{Bubblewrap, ExecOutput, ExecRequest, Limits, SandboxProvider};
+use teamster_sandbox::{ExecOutput, ExecRequest, Limits, SandboxProvider};
 
 mod common;
 
