@@ -18,6 +18,10 @@ use teamster_tools::ToolSource;
 use teamster_tools::builtin::Builtins;
 use tokio_util::sync::CancellationToken;
 
+mod common;
+
+use common::Recorder;
+
 /// A model that answers each call with the next scripted list of events, pausing `delay`
 /// between events, and remembers the requests it got.
 struct ScriptedModel {
@@ -916,24 +920,6 @@ async fn run_with_sub_agents(
     let (outcome, metrics) = run_turn(plan, sink.as_ref(), &cancel).await;
     let events = sink.events.lock().unwrap().clone();
     (events, outcome, metrics)
-}
-
-/// Every emitted event in order; recorded (folded) events replace their placeholders.
-#[derive(Default)]
-struct Recorder {
-    events: Mutex<Vec<Event>>,
-}
-
-impl EventSink for Recorder {
-    fn emit(&self, event: &Event) -> u64 {
-        let mut events = self.events.lock().unwrap();
-        events.push(event.clone());
-        events.len() as u64
-    }
-
-    fn record(&self, sequence: u64, event: &Event) {
-        self.events.lock().unwrap()[sequence as usize - 1] = event.clone();
-    }
 }
 
 fn thread_of(event: &Event) -> Option<&str> {

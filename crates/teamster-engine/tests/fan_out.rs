@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use teamster_engine::{
-    ContextPolicy, EventSink, FanOut, SpendLimit, SubAgentPolicy, ToolBox, TurnOutcome, TurnPlan,
+    ContextPolicy, FanOut, SpendLimit, SubAgentPolicy, ToolBox, TurnOutcome, TurnPlan,
     run_turn,
 };
 use teamster_llm::{Message, ModelClient, ModelEvent, ModelRequest, ModelStream, TokenUsage};
@@ -18,6 +18,10 @@ use teamster_protocol::event::{FinishReason, ToolInfo};
 use teamster_protocol::{Event, TurnMetrics};
 use teamster_tools::{Tool, ToolOutput, ToolSource};
 use tokio_util::sync::CancellationToken;
+
+mod common;
+
+use common::Recorder;
 
 /// Counts what runs at once: the current number and the peak.
 #[derive(Default)]
@@ -132,23 +136,6 @@ struct NoModels;
 impl teamster_engine::ModelResolver for NoModels {
     fn resolve(&self, name: &str) -> Result<teamster_llm::registry::ResolvedModel, String> {
         Err(format!("no model {name}"))
-    }
-}
-
-#[derive(Default)]
-struct Recorder {
-    events: Mutex<Vec<Event>>,
-}
-
-impl EventSink for Recorder {
-    fn emit(&self, event: &Event) -> u64 {
-        let mut events = self.events.lock().unwrap();
-        events.push(event.clone());
-        events.len() as u64
-    }
-
-    fn record(&self, sequence: u64, event: &Event) {
-        self.events.lock().unwrap()[sequence as usize - 1] = event.clone();
     }
 }
 
