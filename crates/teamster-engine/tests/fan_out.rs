@@ -149,6 +149,23 @@ struct Setup {
     max_tokens: Option<u64>,
 }
 
+/// A turn of `model`'s with no tools, sub-agents one level deep, at most 4 parallel tool calls
+/// and 16 threads, and no places, budget or `max_tokens`; tests change what they attack.
+fn setup(model: Arc<dyn ModelClient>) -> Setup {
+    Setup {
+        model,
+        tools: Vec::new(),
+        max_depth: 1,
+        fan_out: FanOut {
+            max_parallel_tool_calls: 4,
+            max_threads_per_turn: 16,
+        },
+        model_calls: None,
+        spend_limit: None,
+        max_tokens: None,
+    }
+}
+
 async fn run(setup: Setup) -> (Vec<Event>, TurnOutcome, TurnMetrics) {
     let plan = TurnPlan {
         thread_id: "main".into(),
@@ -210,16 +227,9 @@ async fn fifty_sub_agents_a_message_at_every_depth_stay_within_the_thread_cap_an
     let model = spawner(50, (10, 1));
     let places = Arc::new(tokio::sync::Semaphore::new(3));
     let (events, outcome, _) = run(Setup {
-        model: model.clone(),
-        tools: Vec::new(),
         max_depth: 4,
-        fan_out: FanOut {
-            max_parallel_tool_calls: 4,
-            max_threads_per_turn: 16,
-        },
         model_calls: Some(places),
-        spend_limit: None,
-        max_tokens: None,
+        ..setup(model.clone())
     })
     .await;
     assert!(
@@ -305,18 +315,10 @@ async fn fifty_tool_calls_in_one_message_run_at_most_the_cap_at_once_and_all_are
         vec![ModelEvent::Text("ok".into())],
     ])));
     let (events, outcome, _) = run(Setup {
-        model,
         tools: vec![Arc::new(Probe {
             running: running.clone(),
         })],
-        max_depth: 1,
-        fan_out: FanOut {
-            max_parallel_tool_calls: 4,
-            max_threads_per_turn: 16,
-        },
-        model_calls: None,
-        spend_limit: None,
-        max_tokens: None,
+        ..setup(model)
     })
     .await;
     assert!(matches!(outcome, TurnOutcome::Done { .. }), "{outcome:?}");
@@ -378,16 +380,8 @@ async fn sub_agents_racing_for_a_nearly_spent_budget_overrun_it_by_at_most_one_c
     // four sub-agents at a time would each see room and start.
     let model = spawner(12, (150, 50));
     let (events, outcome, metrics) = run(Setup {
-        model: model.clone(),
-        tools: Vec::new(),
-        max_depth: 1,
-        fan_out: FanOut {
-            max_parallel_tool_calls: 4,
-            max_threads_per_turn: 16,
-        },
-        model_calls: None,
         spend_limit: Some(Arc::new(TokenCap { max: 1_000 })),
-        max_tokens: None,
+        ..setup(model.clone())
     })
     .await;
     assert!(
@@ -420,16 +414,9 @@ async fn calls_whose_reservations_fit_still_run_at_once() {
     // parallel; the budget still holds.
     let model = spawner(4, (20, 5));
     let (_, outcome, metrics) = run(Setup {
-        model: model.clone(),
-        tools: Vec::new(),
-        max_depth: 1,
-        fan_out: FanOut {
-            max_parallel_tool_calls: 4,
-            max_threads_per_turn: 16,
-        },
-        model_calls: None,
         spend_limit: Some(Arc::new(TokenCap { max: 100_000 })),
         max_tokens: Some(64),
+        ..setup(model.clone())
     })
     .await;
     assert!(matches!(outcome, TurnOutcome::Done { .. }), "{outcome:?}");
