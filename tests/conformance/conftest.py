@@ -70,6 +70,20 @@ def binary(env_name: str, default: str) -> pathlib.Path:
     return path
 
 
+def teamster(*args: str) -> subprocess.CompletedProcess:
+    """The `teamster` CLI run with `args` (no input, a minute at most), its output as text."""
+    program = str(binary("TEAMSTER_BIN", "target/debug/teamster"))
+    return subprocess.run([program, *args], stdin=subprocess.DEVNULL, capture_output=True, timeout=60, text=True)
+
+
+def cli_key(server: "TeamsterServer", subject: str, tenant: str, role: str) -> str:
+    """A key `teamster keys create` made on `server`'s database (started or not): its secret."""
+    made = teamster("keys", "create", "--subject", subject, "--tenant", tenant, "--role", role,
+                    "--database", server.database, "--data-dir", str(server.workdir))
+    assert made.returncode == 0, made.stderr
+    return made.stdout.strip()
+
+
 try:
     _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
 except (OSError, AttributeError):

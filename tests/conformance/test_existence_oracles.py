@@ -14,7 +14,6 @@ TEAMSTER_TEST_BACKEND=postgres)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import typing
 
 import pytest
@@ -22,11 +21,6 @@ import pytest
 import conftest
 import wire
 from conftest import TeamsterServer
-
-
-def teamster(*args: str) -> subprocess.CompletedProcess:
-    program = str(conftest.binary("TEAMSTER_BIN", "target/debug/teamster"))
-    return subprocess.run([program, *args], stdin=subprocess.DEVNULL, capture_output=True, timeout=60, text=True)
 
 
 class Tenants(typing.NamedTuple):
@@ -40,12 +34,10 @@ class Tenants(typing.NamedTuple):
 @pytest.fixture(scope="module")
 def tenants(workdir, fake_model) -> typing.Iterator[Tenants]:
     server = TeamsterServer(workdir, fake_model, ["--auth", "api-keys"])
-    made = teamster("keys", "create", "--subject", "root", "--tenant", "ops", "--role", "operator",
-                    "--database", server.database, "--data-dir", str(workdir))
-    assert made.returncode == 0, made.stderr
+    operator_key = conftest.cli_key(server, "root", "ops", "operator")
     try:
         server.start()
-        operator = wire.Api(server.url, key=made.stdout.strip())
+        operator = wire.Api(server.url, key=operator_key)
         operator.ok(operator.put("/api/v1/settings/model-providers", json={"manifest": fake_model.provider_manifest()}))
 
         def member(tenant: str) -> wire.Api:

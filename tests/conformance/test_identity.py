@@ -6,7 +6,6 @@ call which route, for every route and kind of caller, is test_access_matrix.py's
 
 from __future__ import annotations
 
-import subprocess
 import typing
 
 import pytest
@@ -14,12 +13,7 @@ from truefoundry_gateway_sdk import UserMessage
 
 import conftest
 import wire
-from conftest import TeamsterServer
-
-
-def teamster(*args: str) -> subprocess.CompletedProcess:
-    program = str(conftest.binary("TEAMSTER_BIN", "target/debug/teamster"))
-    return subprocess.run([program, *args], stdin=subprocess.DEVNULL, capture_output=True, timeout=60, text=True)
+from conftest import TeamsterServer, teamster
 
 
 class Keyed(typing.NamedTuple):

@@ -12,7 +12,6 @@ TEAMSTER_TEST_BACKEND=postgres)."""
 
 from __future__ import annotations
 
-import subprocess
 import typing
 
 import pytest
@@ -20,11 +19,6 @@ import pytest
 import conftest
 import wire
 from conftest import TeamsterServer
-
-
-def teamster(*args: str) -> subprocess.CompletedProcess:
-    program = str(conftest.binary("TEAMSTER_BIN", "target/debug/teamster"))
-    return subprocess.run([program, *args], stdin=subprocess.DEVNULL, capture_output=True, timeout=60, text=True)
 
 
 class Tenants(typing.NamedTuple):
@@ -36,18 +30,11 @@ class Tenants(typing.NamedTuple):
     legacy: wire.Api
 
 
-def cli_key(server: TeamsterServer, subject: str, tenant: str, role: str) -> str:
-    made = teamster("keys", "create", "--subject", subject, "--tenant", tenant, "--role", role,
-                    "--database", server.database, "--data-dir", str(server.workdir))
-    assert made.returncode == 0, made.stderr
-    return made.stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def tenants(workdir, fake_model) -> typing.Iterator[Tenants]:
     server = TeamsterServer(workdir, fake_model, ["--auth", "api-keys"])
-    operator_key = cli_key(server, "root", "ops", "operator")
-    legacy_key = cli_key(server, "old-admin", "globex", "admin")
+    operator_key = conftest.cli_key(server, "root", "ops", "operator")
+    legacy_key = conftest.cli_key(server, "old-admin", "globex", "admin")
     try:
         server.start()
         operator = wire.Api(server.url, key=operator_key)

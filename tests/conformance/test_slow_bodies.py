@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import select
 import socket
-import subprocess
 import time
 import typing
 import urllib.parse
@@ -32,11 +31,6 @@ PER_SUBJECT = 4
 MAX_CONNECTIONS = 20
 
 
-def teamster(*args: str) -> subprocess.CompletedProcess:
-    program = str(conftest.binary("TEAMSTER_BIN", "target/debug/teamster"))
-    return subprocess.run([program, *args], stdin=subprocess.DEVNULL, capture_output=True, timeout=60, text=True)
-
-
 class Setup(typing.NamedTuple):
     server: TeamsterServer
     operator: wire.Api
@@ -47,12 +41,10 @@ def setup(workdir, fake_model) -> typing.Iterator[Setup]:
     server = TeamsterServer(workdir, fake_model, [
         "--auth", "api-keys", "--no-sandbox", "--max-connections", str(MAX_CONNECTIONS),
         "--body-timeout-secs", str(BODY_TIMEOUT_SECS), "--max-requests-per-subject", str(PER_SUBJECT)])
-    made = teamster("keys", "create", "--subject", "root", "--tenant", "ops", "--role", "operator",
-                    "--database", server.database, "--data-dir", str(workdir))
-    assert made.returncode == 0, made.stderr
+    operator_key = conftest.cli_key(server, "root", "ops", "operator")
     try:
         server.start()
-        operator = wire.Api(server.url, key=made.stdout.strip())
+        operator = wire.Api(server.url, key=operator_key)
         yield Setup(server, operator)
         operator.close()
     finally:
