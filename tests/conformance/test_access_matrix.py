@@ -25,7 +25,6 @@ import dataclasses
 import json
 import pathlib
 import re
-import subprocess
 import typing
 import uuid
 
@@ -240,11 +239,6 @@ def served_routes(document: dict) -> set[tuple[str, str]]:
             for method in item if method in ("get", "post", "put", "patch", "delete")}
 
 
-def teamster(*args: str) -> subprocess.CompletedProcess:
-    program = str(conftest.binary("TEAMSTER_BIN", "target/debug/teamster"))
-    return subprocess.run([program, *args], stdin=subprocess.DEVNULL, capture_output=True, timeout=60, text=True)
-
-
 class World:
     """A keyed server, a key per caller, and the owner's agent, sessions and turns."""
 
@@ -332,7 +326,7 @@ class World:
 @pytest.fixture(scope="module")
 def world(workdir, fake_model) -> typing.Iterator[World]:
     server = TeamsterServer(workdir, fake_model, ["--auth", "api-keys"])
-    made = teamster("keys", "create", "--subject", "root", "--tenant", "ops", "--role", "operator",
+    made = conftest.teamster("keys", "create", "--subject", "root", "--tenant", "ops", "--role", "operator",
                     "--database", server.database, "--data-dir", str(workdir))
     assert made.returncode == 0, made.stderr
     try:

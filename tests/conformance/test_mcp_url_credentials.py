@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 import typing
 
 import pytest
@@ -20,11 +19,6 @@ from test_mcp import McpHttpServer, mcp_http  # noqa: F401 (mcp_http is a fixtur
 
 PASSWORD = "pw" + wire.unique("pass").replace("-", "")
 SECRET = "key" + wire.unique("secret").replace("-", "")
-
-
-def teamster(*args: str) -> subprocess.CompletedProcess:
-    program = str(conftest.binary("TEAMSTER_BIN", "target/debug/teamster"))
-    return subprocess.run([program, *args], stdin=subprocess.DEVNULL, capture_output=True, timeout=60, text=True)
 
 
 def with_credentials(url: str) -> str:
@@ -44,11 +38,11 @@ class World(typing.NamedTuple):
 @pytest.fixture
 def world(workdir, fake_model, mcp_http) -> typing.Iterator[World]:  # noqa: F811
     server = TeamsterServer(workdir, fake_model, ["--auth", "api-keys", "--no-sandbox"])
-    made = teamster("keys", "create", "--subject", "root", "--tenant", "ops", "--role", "operator",
+    made = conftest.teamster("keys", "create", "--subject", "root", "--tenant", "ops", "--role", "operator",
                     "--database", server.database, "--data-dir", str(workdir))
     if made.returncode != 0 and "invalid value 'operator'" in made.stderr:
         # A binary from before the operator role: its admins configure the server.
-        made = teamster("keys", "create", "--subject", "root", "--tenant", "ops", "--role", "admin",
+        made = conftest.teamster("keys", "create", "--subject", "root", "--tenant", "ops", "--role", "admin",
                         "--database", server.database, "--data-dir", str(workdir))
     assert made.returncode == 0, made.stderr
     try:

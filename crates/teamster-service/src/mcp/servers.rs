@@ -253,7 +253,7 @@ pub(crate) fn scrub_url(message: String, url: Option<&str>) -> String {
     let mut without_query = parsed.clone();
     without_query.set_query(None);
     without_query.set_fragment(None);
-    let mut printed = vec![url.to_owned(), parsed.to_string(), without_userinfo.to_string(), without_query.to_string()];
+    let mut printed = [url.to_owned(), parsed.to_string(), without_userinfo.to_string(), without_query.to_string()];
     printed.sort_by_key(|form| std::cmp::Reverse(form.len()));
     let mut message = message;
     for form in printed.iter().filter(|form| **form != safe) {
