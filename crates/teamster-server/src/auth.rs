@@ -3,8 +3,9 @@
 //! login pages and the MCP OAuth pages a browser opens (which carry sealed tickets of their own)
 //! needs a credential: `Authorization: Bearer <key>` (a bearer starting with `tsk_` is an API
 //! key), `Authorization: Bearer <ID token>` of the OIDC provider, or the `id_token` cookie
-//! (`__Host-id_token` on https) of a browser login (see `oidc`; with unsafe methods only from this server's own pages). The
-//! middleware finds the caller and handlers take it as the [`Authenticated`] extractor.
+//! (`__Host-id_token` on https) of a browser login (see `oidc`; with unsafe methods only from
+//! this server's own pages). The middleware finds the caller and handlers take it as the
+//! [`Authenticated`] extractor.
 //! Settings (model providers, MCP servers, skills) and the metrics (every tenant's activity added
 //! up) are the operator's alone; API keys are for admins, each tenant admin its own tenant's (403
 //! for others).
