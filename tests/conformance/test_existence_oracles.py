@@ -5,8 +5,9 @@
   always resolves within the caller's tenant, in both dialects (the gateway addresses agents by
   name) and for a turn's saved sub-agents.
 - A sandbox download by id answers a caller who does not own the sandbox exactly as for an id
-  that never was (404, the same message), and so it does once the owner deleted the session
-  (before, both were a 410 "removed", telling anyone the id had existed).
+  that never was (404, the same message), also once the owner deleted the session, when only
+  the owner learns that the sandbox went with it (410; before, anyone got the 410 "removed",
+  which told them the id had existed).
 
 On a server with `--auth api-keys`; runs on the suite's backend (SQLite, or PostgreSQL with
 TEAMSTER_TEST_BACKEND=postgres)."""
@@ -120,8 +121,11 @@ def test_a_sandbox_not_ours_is_answered_as_one_that_never_was(tenants: Tenants):
     for intruder in (globex, peer):
         error = wire.assert_error(download(intruder, sandbox_id, "/workspace/kept.txt"), 404)
         assert error["message"].replace(sandbox_id, never) == unknown_message(intruder), error
-    # Once the owner deletes the session, its sandbox is unknown to everyone, the owner included.
+    # Once the owner deletes the session, its sandbox is gone: the owner learns so (410, as the
+    # gateway dialect's contract says of a destroyed sandbox), everyone else still gets the 404
+    # of an id that never was.
     assert acme.delete(f"/api/v1/sessions/{session['id']}").status_code == 204
-    for caller in (acme, globex, peer):
+    wire.assert_error(download(acme, sandbox_id, "/workspace/kept.txt"), 410)
+    for caller in (globex, peer):
         error = wire.assert_error(download(caller, sandbox_id, "/workspace/kept.txt"), 404)
         assert error["message"].replace(sandbox_id, never) == unknown_message(caller), error

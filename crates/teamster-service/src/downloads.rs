@@ -4,9 +4,10 @@
 //! A sandbox is addressed by its id (the gateway dialect, from `sandbox.created`) or by a turn
 //! of its session (the native API). The store keeps both links when a sandbox is made, so every
 //! replica finds the session of a sandbox and the sandbox of a session. Only the session's
-//! creator learns that its sandbox was removed (410, when the idle sweep took it while the
-//! session lives); to anyone else, and once the session is deleted, a sandbox that is not
-//! theirs is answered exactly as one that never was (404), so no one learns another's ids.
+//! creator learns that its sandbox was removed (410: the idle sweep took it, or the session was
+//! deleted; the link names the creator, so this holds once the session is gone); to anyone
+//! else a sandbox that is not theirs is answered exactly as one that never was (404), so no one
+//! learns another's ids.
 
 use teamster_protocol::AgentSpec;
 use teamster_sandbox::{OpenedFile, SandboxError};
@@ -41,10 +42,28 @@ pub struct SandboxFile {
     pub file: OpenedFile,
 }
 
-/// Records both links of a session's new sandbox.
-pub(crate) async fn link(store: &dyn Store, session_id: &str, sandbox_id: &str) -> Result<()> {
+/// A sandbox's link to its session, and the session's creator (who keeps learning of the
+/// sandbox once the session is deleted). Links written before the creator was kept are the
+/// session id alone.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct SandboxLink {
+    session_id: String,
+    #[serde(default)]
+    owner: Option<String>,
+}
+
+impl SandboxLink {
+    fn read(value: String) -> SandboxLink {
+        serde_json::from_str(&value).unwrap_or(SandboxLink { session_id: value, owner: None })
+    }
+}
+
+/// Records both links of a session's new sandbox, the first with the session's creator.
+pub(crate) async fn link(store: &dyn Store, session_id: &str, owner: &str, sandbox_id: &str) -> Result<()> {
     let now = teamster_protocol::timestamp::now();
-    store.put_setting(SANDBOX_SESSION, sandbox_id, session_id, &now).await?;
+    let link = SandboxLink { session_id: session_id.to_owned(), owner: Some(owner.to_owned()) };
+    let value = serde_json::to_string(&link).map_err(|error| ServiceError::invalid(error.to_string()))?;
+    store.put_setting(SANDBOX_SESSION, sandbox_id, &value, &now).await?;
     store.put_setting(SESSION_SANDBOX, session_id, sandbox_id, &now).await?;
     Ok(())
 }
@@ -54,8 +73,8 @@ impl Service {
     ///
     /// 400 for a malformed or escaping path, 403 for another caller's session or an agent that
     /// forbids downloads, 404 for an unknown session, turn, sandbox or file (and for a sandbox of
-    /// a session the caller does not own, or that was deleted), 410 for the owner's sandbox the
-    /// idle sweep removed while its session lives, 412 when the session has no sandbox or the server
+    /// a session the caller does not own), 410 for the owner's sandbox the idle sweep removed or
+    /// its session's deletion destroyed, 412 when the session has no sandbox or the server
     /// runs none, 413 for a file over the transfer limit, 502 when the provider fails.
     pub async fn download_sandbox_file(&self, caller: &Caller, address: SandboxAddress<'_>, path: &str) -> Result<SandboxFile> {
         check_path(path)?;
@@ -65,11 +84,16 @@ impl Service {
         let (session, sandbox_id) = match address {
             SandboxAddress::Sandbox(sandbox_id) => {
                 let unknown = || ServiceError::NotFound(format!("sandbox {:?} not found", short(sandbox_id)));
-                let Some(session_id) = self.store().get_setting(SANDBOX_SESSION, sandbox_id).await? else {
+                let Some(link) = self.store().get_setting(SANDBOX_SESSION, sandbox_id).await? else {
                     return Err(unknown());
                 };
-                // Another caller's session, or a deleted one: as if the sandbox never was.
-                let session = self.catalog().owned_session(caller, &session_id).await.map_err(|error| match error {
+                let link = SandboxLink::read(link);
+                // Another caller's session: as if the sandbox never was. A deleted one took its
+                // sandbox with it, which only its creator learns.
+                let session = self.catalog().owned_session(caller, &link.session_id).await.map_err(|error| match error {
+                    ServiceError::NotFound(_) if link.owner.as_deref() == Some(caller.subject.subject_id.as_str()) => {
+                        ServiceError::Gone(format!("sandbox {:?} was removed with its session", short(sandbox_id)))
+                    }
                     ServiceError::NotFound(_) | ServiceError::Forbidden(_) => unknown(),
                     other => other,
                 })?;

@@ -81,7 +81,7 @@ impl PlanTurns for Planner {
         let mut skills = Vec::new();
         if let Some(sandbox) = &sandbox {
             if let Some(event) = &sandbox.created {
-                downloads::link(&*self.store, &session.id, &sandbox.sandbox_id)
+                downloads::link(&*self.store, &session.id, &session.created_by.subject_id, &sandbox.sandbox_id)
                     .await
                     .map_err(|error| format!("The session's sandbox could not be recorded: {error}."))?;
                 sink.emit_content(event);
