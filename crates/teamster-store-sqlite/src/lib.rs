@@ -22,7 +22,7 @@ mod event_log;
 mod leases;
 mod usage;
 
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::{Arc, LazyLock};
@@ -568,9 +568,8 @@ fn is_in_memory(url_or_path: &str) -> bool {
     database == ":memory:" || parameters.split('&').any(|parameter| parameter == "mode=memory")
 }
 
-/// The mode of the files the store creates (the database, its lock), and of the directories.
+/// The mode of the files the store creates (the database, its lock).
 const PRIVATE_FILE_MODE: u32 = 0o600;
-const PRIVATE_DIRECTORY_MODE: u32 = 0o700;
 
 /// Takes the exclusive lock on `<database>.lock`, created beside the database: a second process
 /// on the same file would break the one-writer rule the store relies on.
@@ -599,15 +598,14 @@ fn lock_database(path: &Path) -> Result<std::fs::File> {
     }
 }
 
-/// Creates the directory a database file goes in, if it is missing: readable by its owner only,
-/// like the files it will hold.
+/// Creates the directory a database file goes in, if it is missing. Its mode is the process's
+/// default: the files in it are private (0600), and the directory often holds more than the
+/// database (the sandbox root, whose sandboxes run as other users who must pass through it).
 fn create_parent_directory(file: &Path) -> Result<()> {
     match file.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => {
-            std::fs::DirBuilder::new().recursive(true).mode(PRIVATE_DIRECTORY_MODE).create(parent).map_err(|error| {
-                Error::Backend(format!("creating the database directory {}: {error}", parent.display()))
-            })
-        }
+        Some(parent) if !parent.as_os_str().is_empty() => std::fs::create_dir_all(parent).map_err(|error| {
+            Error::Backend(format!("creating the database directory {}: {error}", parent.display()))
+        }),
         _ => Ok(()),
     }
 }

@@ -71,7 +71,6 @@ async fn a_new_database_and_its_files_are_private_to_their_owner() {
     for suffix in ["", "-wal", "-shm", ".lock"] {
         assert_eq!(mode(&file(suffix)).expect("the file exists"), 0o600, "teamster.db{suffix}");
     }
-    assert_eq!(mode(&directory.0.join("data")).expect("the directory exists"), 0o700);
     store.close().await;
 }
 
