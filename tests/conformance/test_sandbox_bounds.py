@@ -59,3 +59,24 @@ def test_bad_bounds_are_refused_at_start_up(tmp_path):
                                   "--data-dir", str(tmp_path), flag, value],
                                  capture_output=True, text=True, timeout=30)
         assert started.returncode == 2 and f"invalid value '{value}' for '{flag}" in started.stderr, started
+
+
+def test_a_users_sessions_share_one_disk_quota(server_factory):
+    """Each sandbox holds less than its own quota, but a user's sessions together pass
+    --sandbox-disk-per-subject-mib: the command that takes them past it is stopped, and the
+    result says which quota and how to make room."""
+    server = server_factory(extra_args=["--sandbox-disk-per-subject-mib", "12"])
+    api = server.require_api()
+    write = "i=0; while [ $i -lt 10 ]; do head -c 1048576 /dev/zero > f$i || exit 1; i=$((i+1)); sleep 0.2; done; echo done"
+    first = api.create_session(spec=sandbox_spec())
+    (wrote,) = tool_results(api.run_turn(first["id"], exec_call(write) + " " + wire.unique("disk")))
+    assert wrote["stdout"] == "done\n", wrote
+    second = api.create_session(spec=sandbox_spec())
+    (stopped,) = tool_results(api.run_turn(second["id"], exec_call(write) + " " + wire.unique("disk")))
+    assert stopped.get("over_quota") is True and "done" not in stopped["stdout"], stopped
+    assert "sandboxes of this session's owner are together" in stopped["error"], stopped
+    assert "disk quota of 12 MiB" in stopped["error"] and "sessions no longer needed" in stopped["error"], stopped
+    # Deleting the first session makes room for the second.
+    assert api.delete(f"/api/v1/sessions/{first['id']}").status_code == 204
+    (room,) = tool_results(api.run_turn(second["id"], exec_call("head -c 1000 /dev/zero > more && echo ok") + " " + wire.unique("disk")))
+    assert room["stdout"] == "ok\n", room

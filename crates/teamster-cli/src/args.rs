@@ -280,6 +280,13 @@ pub struct ServeArgs {
     /// The size of a sandbox's /dev/shm, in MiB (a tmpfs: host memory).
     #[arg(long, env = "TEAMSTER_SANDBOX_SHM_MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=65_536))]
     pub sandbox_shm_mib: u64,
+    /// Disk space, in MiB, the sandboxes of one subject (a session's creator) may take
+    /// together across all their sessions (0: no bound beyond each sandbox's own 1 GiB).
+    #[arg(long, env = "TEAMSTER_SANDBOX_DISK_PER_SUBJECT_MIB", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(0..=1 << 40))]
+    pub sandbox_disk_per_subject_mib: u64,
+    /// Disk space, in MiB, the sandboxes of one tenant's subjects may take together (0: no bound).
+    #[arg(long, env = "TEAMSTER_SANDBOX_DISK_PER_TENANT_MIB", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1 << 40))]
+    pub sandbox_disk_per_tenant_mib: u64,
     /// Whether sandboxed commands run in control groups of their own (bounding their memory,
     /// processes and CPU): `auto` where this host lets the server make them (cgroup v2 with a
     /// delegated subtree, or v1 as root), `required` to refuse to run sandboxes otherwise, `off`.

@@ -151,12 +151,27 @@ fn sandbox_limits(args: &ServeArgs) -> SandboxLimits {
         max_processes: args.sandbox_processes,
         max_command_cpu_millis: args.sandbox_cpus,
         max_shm_bytes: args.sandbox_shm_mib.saturating_mul(1024 * 1024),
+        // Zero is no bound: the totals are then never over it.
+        max_subject_bytes: mib_or_unbounded(args.sandbox_disk_per_subject_mib),
+        max_subject_files: match args.sandbox_disk_per_subject_mib {
+            0 => u64::MAX,
+            _ => SandboxLimits::default().max_subject_files,
+        },
+        max_tenant_bytes: mib_or_unbounded(args.sandbox_disk_per_tenant_mib),
         cgroups: match args.sandbox_cgroups {
             SandboxCgroupsArg::Auto => CgroupPolicy::Auto,
             SandboxCgroupsArg::Required => CgroupPolicy::Required,
             SandboxCgroupsArg::Off => CgroupPolicy::Off,
         },
         ..SandboxLimits::default()
+    }
+}
+
+/// `mib` MiB in bytes, or no bound for 0.
+fn mib_or_unbounded(mib: u64) -> u64 {
+    match mib {
+        0 => u64::MAX,
+        mib => mib.saturating_mul(1024 * 1024),
     }
 }
 

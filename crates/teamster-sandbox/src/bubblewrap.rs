@@ -23,12 +23,12 @@ use crate::command::{NetworkEntry, SandboxCommand};
 use crate::network::Network;
 use crate::output::capture;
 use crate::programs::find_program;
-use crate::provider::{ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, OpenedFile, Provisioned, SandboxProvider};
+use crate::provider::{ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, OpenedFile, OverQuota, Provisioned, SandboxProvider};
 use crate::quota::{Ledger, Usage};
 use crate::seccomp;
 use crate::skills::{SKILLS_MOUNT_DIR, is_skill_name};
 use crate::workspace::{Area, open_beneath, sandbox_path};
-use crate::{CgroupPolicy, Limits, SandboxError};
+use crate::{CgroupPolicy, Limits, SandboxError, SandboxOwner};
 
 /// The file under the root bound at `/etc/resolv.conf` in network sandboxes.
 const RESOLV_CONF_FILE: &str = ".resolv.conf";
@@ -62,6 +62,9 @@ pub struct Bubblewrap {
     ledger: Arc<Ledger>,
     /// Where commands' control groups are made, when the host lets this process make them.
     cgroups: Option<Cgroups>,
+    /// Turns true once the sandboxes found under the root at start are measured (their usage
+    /// counts toward their owners' quotas).
+    learned: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Bubblewrap {
@@ -100,10 +103,25 @@ impl Bubblewrap {
             None => None,
         };
         let cgroups = start_cgroups(&limits)?;
-        let provider = Bubblewrap { root, limits, bwrap, prlimit, seccomp, setpriv, ledger, cgroups };
+        let (learning, learned) = tokio::sync::watch::channel(false);
+        let provider = Bubblewrap { root, limits, bwrap, prlimit, seccomp, setpriv, ledger, cgroups, learned };
         // The probe runs under the filter too: where bwrap cannot apply it, sandboxes are unavailable.
         provider.check_it_works().await?;
+        let (root, ledger) = (provider.root.clone(), provider.ledger.clone());
+        tokio::spawn(async move {
+            if let Err(error) = learn_sandboxes(&root, &ledger).await {
+                tracing::warn!(%error, "the sandboxes under the root could not be listed; their usage counts once they are used");
+            }
+            let _ = learning.send(true);
+        });
         Ok(provider)
+    }
+
+    /// Waits until the sandboxes found under the root at start are measured, so their usage
+    /// counts toward their owners' quotas (a command may start before: it is checked by what
+    /// is measured so far).
+    pub async fn learned(&self) {
+        let _ = self.learned.clone().wait_for(|learned| *learned).await;
     }
 
     /// The sandbox id of a session: the same on every replica sharing the root.
@@ -131,6 +149,8 @@ impl Bubblewrap {
                 removed += 1;
             }
         }
+        // Sandboxes other replicas made under a shared root count toward their owners' quotas here too.
+        learn_sandboxes(&self.root, &self.ledger).await?;
         Ok(removed)
     }
 
@@ -163,7 +183,7 @@ impl Bubblewrap {
     async fn check_it_works(&self) -> Result<(), SandboxError> {
         let started = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos();
         let scratch = format!("teamster-sandbox-probe-{}-{started}", std::process::id());
-        let probe = self.provision(&scratch).await?;
+        let probe = self.provision(&scratch, &SandboxOwner::new("teamster", "probe")).await?;
         let request = ExecRequest { command: "true".to_owned(), timeout_seconds: Some(30), ..ExecRequest::default() };
         let outcome = self.exec(&probe.sandbox_id, request).await;
         let _ = self.destroy(&scratch).await;
@@ -243,7 +263,8 @@ impl Bubblewrap {
 
 #[async_trait]
 impl SandboxProvider for Bubblewrap {
-    async fn provision(&self, session_id: &str) -> Result<Provisioned, SandboxError> {
+    async fn provision(&self, session_id: &str, owner: &SandboxOwner) -> Result<Provisioned, SandboxError> {
+        owner.check()?;
         let sandbox_id = Bubblewrap::sandbox_id(session_id);
         let dir = self.dir(&sandbox_id)?;
         // `create_dir` is atomic, also on storage several replicas share: one of them creates it.
@@ -270,9 +291,19 @@ impl SandboxProvider for Bubblewrap {
             }
             touch(&dir.join("last_used")).await?;
         }
+        // The session's creator owns its sandbox for good: a record is written once (also into a
+        // sandbox made before owners were recorded), and then believed over the caller's.
+        let owner = match SandboxOwner::recorded(&dir).await {
+            Some(recorded) => recorded,
+            None => {
+                owner.record(&dir).await?;
+                owner.clone()
+            }
+        };
         if created {
-            self.ledger.record_empty(&sandbox_id);
+            self.ledger.record_empty(&sandbox_id, &owner);
         } else if !self.ledger.knows(&sandbox_id) {
+            self.ledger.own(&sandbox_id, &owner);
             // A sandbox this process has not measured yet (made before it started, or by another
             // replica): measured now, and its first command waits for that.
             drop(self.ledger.measure(&sandbox_id, &dir, true));
@@ -296,8 +327,7 @@ impl SandboxProvider for Bubblewrap {
         // The usage the command starts from: the last measurement, once those of the commands
         // before it landed. Over the quota, the command cannot write to files.
         let before = self.ledger.settled(sandbox_id).await;
-        let quota = self.ledger.quota();
-        let over_before = before.filter(|usage| quota.exceeded_by(usage));
+        let over_before = before.and_then(|usage| self.ledger.over(sandbox_id, &usage, &Usage::EMPTY));
         // A network of its own, set up before the command starts and ended with it (this value
         // is dropped when the command ends, times out, or its call is cancelled).
         let network = match request.network {
@@ -325,7 +355,7 @@ impl SandboxProvider for Bubblewrap {
             biased;
             status = child.wait() => Ended::Exited(status),
             () = tokio::time::sleep(timeout) => Ended::TimedOut,
-            usage = self.ledger.watch(sandbox_id, &dir, before) => Ended::OverQuota(usage),
+            over = self.ledger.watch(sandbox_id, &dir, before) => Ended::OverQuota(over),
         };
         let (status, timed_out, outgrown) = match ended {
             Ended::Exited(status) => (status.map_err(SandboxError::io("waiting for the command"))?, false, None),
@@ -334,7 +364,7 @@ impl SandboxProvider for Bubblewrap {
                 let _ = child.start_kill();
                 let status = child.wait().await.map_err(SandboxError::io("waiting for the killed command"))?;
                 match ended {
-                    Ended::OverQuota(usage) => (status, false, Some(usage)),
+                    Ended::OverQuota(over) => (status, false, Some(over)),
                     _ => (status, true, None),
                 }
             }
@@ -345,10 +375,7 @@ impl SandboxProvider for Bubblewrap {
             cgroup.kill_all();
         }
         let out_of_memory = cgroup.as_ref().is_some_and(CommandCgroup::ran_out_of_memory);
-        let over_quota = match outgrown {
-            Some(usage) => Some(quota.report(&usage, true)),
-            None => over_before.map(|usage| quota.report(&usage, false)),
-        };
+        let over_quota = outgrown.or(over_before);
         let drained = |task: tokio::task::JoinHandle<crate::output::Captured>| async move {
             match tokio::time::timeout(DRAIN_GRACE, task).await {
                 Ok(Ok(captured)) => captured,
@@ -511,19 +538,11 @@ impl Bubblewrap {
                 _ => return Ok(()),
             },
         };
-        let quota = self.ledger.quota();
-        let after = Usage { bytes: usage.bytes.saturating_add(bytes), files: usage.files.saturating_add(1), ..usage };
-        if !quota.exceeded_by(&after) {
-            return Ok(());
+        let file = Usage { bytes, files: 1, complete: true };
+        match self.ledger.over(sandbox_id, &usage, &file) {
+            None => Ok(()),
+            Some(over) => Err(SandboxError::QuotaExceeded { path: path.chars().take(200).collect(), bytes, over }),
         }
-        Err(SandboxError::QuotaExceeded {
-            path: path.chars().take(200).collect(),
-            bytes,
-            used_bytes: usage.bytes,
-            used_files: usage.files,
-            max_bytes: quota.bytes,
-            max_files: quota.files,
-        })
     }
 
     /// Makes `/workspace/skills` a symbolic link to where the skills are mounted, unless the
@@ -553,6 +572,28 @@ impl Bubblewrap {
         crate::network::write_resolv_conf(&self.root.join(RESOLV_CONF_FILE)).await?;
         Network::start(tools, self.run_as(sandbox_id)).await
     }
+}
+
+/// Measures, one after another, the sandboxes under `root` the ledger does not know yet (made
+/// before this process started, or by another replica), counting each toward the owner its
+/// directory records.
+async fn learn_sandboxes(root: &Path, ledger: &Arc<Ledger>) -> Result<(), SandboxError> {
+    let mut entries = tokio::fs::read_dir(root).await.map_err(SandboxError::io("listing the sandbox root"))?;
+    while let Some(entry) = entries.next_entry().await.map_err(SandboxError::io("listing the sandbox root"))? {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !is_sandbox_id(&name) || ledger.knows(&name) {
+            continue;
+        }
+        let dir = entry.path();
+        let Some(owner) = SandboxOwner::recorded(&dir).await else { continue };
+        if tokio::fs::metadata(dir.join(Area::Tmp.dir_name())).await.is_err() {
+            continue;
+        }
+        ledger.own(&name, &owner);
+        // A failed walk leaves the sandbox unmeasured: its next command measures it.
+        let _ = ledger.measure(&name, &dir, false).await;
+    }
+    Ok(())
 }
 
 /// The skills recorded for a sandbox: each name and its directory on the host, by name.
@@ -588,8 +629,8 @@ struct Run<'a> {
 enum Ended {
     Exited(std::io::Result<std::process::ExitStatus>),
     TimedOut,
-    /// The watchdog found the sandbox grown past its quota, as measured.
-    OverQuota(Usage),
+    /// The watchdog found the sandbox grown past its quota, or its owner's, as measured.
+    OverQuota(OverQuota),
 }
 
 /// Refuses malformed commands and environments.

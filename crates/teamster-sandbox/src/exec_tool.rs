@@ -8,7 +8,9 @@ use serde::Deserialize;
 use teamster_protocol::ToolInfo;
 use teamster_tools::{Tool, ToolAnnotations, ToolGate, ToolOutput, ToolSource};
 
-use crate::{ExecOutput, ExecRequest, OverQuota, SandboxProvider, mib};
+use crate::{ExecOutput, ExecRequest, OverQuota, SandboxProvider};
+#[cfg(test)]
+use crate::QuotaScope;
 
 /// The tool's name, as the reference harness calls it.
 pub const EXEC_TOOL: &str = "exec";
@@ -135,19 +137,13 @@ fn render(output: &ExecOutput) -> ToolOutput {
     if output.exit_code == Some(0) { ToolOutput::ok(content) } else { ToolOutput::error(content) }
 }
 
-/// What the model reads of a sandbox over its disk quota.
+/// What the model reads of a sandbox over its disk quota, or its owner's.
 fn over_quota(over: &OverQuota) -> String {
-    let quota = format!(
-        "its disk quota of {} MiB and {} files (it holds {} MiB in {} files)",
-        mib(over.max_bytes),
-        over.max_files,
-        mib(over.used_bytes),
-        over.used_files
-    );
+    let (what_is, quota, remedy) = (over.scope.what_is(), over.describe(), over.scope.remedy());
     if over.killed {
-        format!("the command was killed: it took the sandbox past {quota}; delete files to make room")
+        format!("the command was killed: {what_is} past the {quota}; {remedy}")
     } else {
-        format!("the sandbox is over {quota}, so this command could not write to files; delete files to make room")
+        format!("this command could not write to files: {what_is} over the {quota}; {remedy}")
     }
 }
 
@@ -159,7 +155,7 @@ mod tests {
 
     #[test]
     fn results_say_what_was_cut_and_what_failed() {
-        let over = OverQuota { killed: false, used_bytes: 19 << 19, used_files: 12, max_bytes: 8 << 20, max_files: 1000 };
+        let over = OverQuota { killed: false, scope: QuotaScope::Sandbox, used_bytes: 19 << 19, used_files: 12, max_bytes: 8 << 20, max_files: 1000 };
         let cases = [
             (ExecOutput { exit_code: Some(0), stdout: "hi\n".into(), ..ExecOutput::default() }, false, r#""stdout":"hi\n""#),
             (ExecOutput { exit_code: Some(2), stderr: "no\n".into(), ..ExecOutput::default() }, true, r#""exit_code":2"#),
@@ -181,7 +177,7 @@ mod tests {
             (
                 ExecOutput { signal: Some(9), over_quota: Some(OverQuota { killed: true, ..over }), ..ExecOutput::default() },
                 true,
-                "killed: it took the sandbox past its disk quota of 8 MiB and 1000 files (it holds 9.5 MiB in 12 files); delete files",
+                "killed: the sandbox is past the disk quota of 8 MiB and 1000 files (holding 9.5 MiB in 12 files); delete files",
             ),
             (
                 ExecOutput {
@@ -195,7 +191,17 @@ mod tests {
             (
                 ExecOutput { exit_code: Some(0), over_quota: Some(over), ..ExecOutput::default() },
                 false,
-                "over its disk quota of 8 MiB and 1000 files (it holds 9.5 MiB in 12 files), so this command could not write",
+                "could not write to files: the sandbox is over the disk quota of 8 MiB and 1000 files (holding 9.5 MiB in 12 files)",
+            ),
+            (
+                ExecOutput {
+                    exit_code: Some(0),
+                    over_quota: Some(OverQuota { scope: QuotaScope::Subject, max_files: u64::MAX, ..over }),
+                    ..ExecOutput::default()
+                },
+                false,
+                "the sandboxes of this session's owner are together over the disk quota of 8 MiB (holding 9.5 MiB in 12 files); \
+                 delete files, or sessions",
             ),
         ];
         for (output, is_error, expected) in cases {

@@ -11,7 +11,8 @@
 //! [`ExecTool`] offers a session's sandbox to the model as the `exec` tool. `limits.rs` holds
 //! the bounds, `workspace.rs` the safe resolution of paths a caller names,
 //! `command.rs` the `bwrap` command line, `output.rs` the capped capture of a command's output,
-//! `programs.rs` where the host programs are found, `quota.rs` the disk quota, `seccomp.rs` the
+//! `programs.rs` where the host programs are found, `quota.rs` the disk quota, `owners.rs` whose a
+//! sandbox is and the quota of one subject's or tenant's sandboxes together, `seccomp.rs` the
 //! seccomp filter every command runs under (after Docker's default profile: no new namespaces,
 //! `io_uring`, key ring, `bpf`, `ptrace` or mounts; `fallocate` fails, so no call allocates blocks
 //! the file size limit does not count), `cgroup.rs` the control group bounding each command's
@@ -43,6 +44,7 @@ mod inherited;
 mod limits;
 mod network;
 mod output;
+mod owners;
 mod programs;
 mod provider;
 mod quota;
@@ -53,6 +55,7 @@ mod workspace;
 pub use bubblewrap::Bubblewrap;
 pub use exec_tool::{EXEC_TOOL, ExecTool};
 pub use limits::{CgroupPolicy, Limits};
+pub use owners::{QuotaScope, SandboxOwner};
 pub use provider::{ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, OpenedFile, OverQuota, Provisioned, SandboxProvider};
 pub use skills::{
     GitAuth, GitSource, MAX_SKILL_BYTES, MAX_SKILL_FILES, MAX_SKILL_MD_BYTES, SKILLS_DIR, Skill, SkillCache, SkillDocument,
@@ -80,14 +83,9 @@ pub enum SandboxError {
     /// A file or a request is over its limit.
     #[error("{what} is over the limit of {limit} bytes")]
     TooLarge { what: String, limit: u64 },
-    /// Writing a file would take the sandbox past its disk quota.
-    #[error(
-        "writing {path} ({bytes} bytes) would take the sandbox past its disk quota of {} MiB and {max_files} files \
-         (it holds {} MiB in {used_files} files); delete files to make room",
-        mib(*max_bytes),
-        mib(*used_bytes)
-    )]
-    QuotaExceeded { path: String, bytes: u64, used_bytes: u64, used_files: u64, max_bytes: u64, max_files: u64 },
+    /// Writing a file would take the sandbox past its disk quota, or its owner's.
+    #[error("writing {path} ({bytes} bytes) would go past a quota: {} over the {}; {}", over.scope.what_is(), over.describe(), over.scope.remedy())]
+    QuotaExceeded { path: String, bytes: u64, over: OverQuota },
     /// The request itself is malformed (an empty command, a bad variable name).
     #[error("invalid request: {0}")]
     InvalidRequest(String),

@@ -42,6 +42,17 @@ pub struct Limits {
     /// The most entries (files, directories, links) a sandbox's workspace and `/tmp` may hold
     /// together, enforced like [`Limits::max_workspace_bytes`].
     pub max_workspace_files: u64,
+    /// The disk space the sandboxes of one subject (a session's creator) may take together,
+    /// enforced like [`Limits::max_workspace_bytes`] for each of them (`owners.rs`);
+    /// `u64::MAX` for no bound.
+    pub max_subject_bytes: u64,
+    /// The most entries the sandboxes of one subject may hold together.
+    pub max_subject_files: u64,
+    /// The disk space the sandboxes of one tenant's subjects may take together; `u64::MAX`
+    /// for no bound.
+    pub max_tenant_bytes: u64,
+    /// The most entries the sandboxes of one tenant may hold together.
+    pub max_tenant_files: u64,
 }
 
 impl Default for Limits {
@@ -61,6 +72,10 @@ impl Default for Limits {
             max_transfer_bytes: 64 * 1024 * 1024,
             max_workspace_bytes: 1024 * 1024 * 1024,
             max_workspace_files: 100_000,
+            max_subject_bytes: 4 * 1024 * 1024 * 1024,
+            max_subject_files: 400_000,
+            max_tenant_bytes: u64::MAX,
+            max_tenant_files: u64::MAX,
         }
     }
 }

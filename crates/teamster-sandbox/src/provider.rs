@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::io::AsyncRead;
 
-use crate::SandboxError;
+use crate::{SandboxError, SandboxOwner, QuotaScope};
 
 /// A session's sandbox, as [`SandboxProvider::provision`] found or made it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,19 +87,39 @@ impl std::fmt::Debug for OpenedFile {
     }
 }
 
-/// A sandbox over its disk quota, as a command found it.
+/// A sandbox over its disk quota (or its owner's), as a command found it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OverQuota {
     /// Whether the command was killed for growing the sandbox past the quota; otherwise the
     /// sandbox was over it when the command started, and the command could not write to files.
     pub killed: bool,
-    /// What the sandbox's files took at the last measurement: allocated bytes, and entries.
+    /// Which quota: the sandbox's own, or its owner's or tenant's sandboxes' together.
+    pub scope: QuotaScope,
+    /// What the files of `scope` took at the last measurements: allocated bytes, and entries.
     pub used_bytes: u64,
     pub used_files: u64,
-    /// The quota ([`crate::Limits::max_workspace_bytes`] and
+    /// The quota of `scope` (for the sandbox, [`crate::Limits::max_workspace_bytes`] and
     /// [`crate::Limits::max_workspace_files`]).
     pub max_bytes: u64,
     pub max_files: u64,
+}
+
+impl OverQuota {
+    /// The quota and what is used of it, as people read it ("disk quota of 8 MiB and 1000
+    /// files (holding 9.5 MiB in 12 files)"); a bound of `u64::MAX` is none.
+    pub fn describe(&self) -> String {
+        describe_quota(self.max_bytes, self.max_files, self.used_bytes, self.used_files)
+    }
+}
+
+/// See [`OverQuota::describe`].
+pub(crate) fn describe_quota(max_bytes: u64, max_files: u64, used_bytes: u64, used_files: u64) -> String {
+    let bound = match (max_bytes, max_files) {
+        (u64::MAX, files) => format!("{files} files"),
+        (bytes, u64::MAX) => format!("{} MiB", crate::mib(bytes)),
+        (bytes, files) => format!("{} MiB and {files} files", crate::mib(bytes)),
+    };
+    format!("disk quota of {bound} (holding {} MiB in {used_files} files)", crate::mib(used_bytes))
 }
 
 /// Runs sandboxes: one per session, created on first use and reused by every later turn and
@@ -109,8 +129,9 @@ pub struct OverQuota {
 /// future of [`SandboxProvider::exec`] is dropped (a cancelled turn).
 #[async_trait]
 pub trait SandboxProvider: Send + Sync {
-    /// Finds or makes the sandbox of `session_id`.
-    async fn provision(&self, session_id: &str) -> Result<Provisioned, SandboxError>;
+    /// Finds or makes the sandbox of `session_id`, whose files count toward `owner`'s disk
+    /// quota (and its tenant's).
+    async fn provision(&self, session_id: &str, owner: &SandboxOwner) -> Result<Provisioned, SandboxError>;
 
     /// Runs a command in a provisioned sandbox.
     async fn exec(&self, sandbox_id: &str, request: ExecRequest) -> Result<ExecOutput, SandboxError>;

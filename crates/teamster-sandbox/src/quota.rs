@@ -30,6 +30,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::owners::{OwnerQuotas, QuotaScope, SandboxOwner, Totals};
 use crate::workspace::Area;
 use crate::{Limits, OverQuota};
 
@@ -72,6 +73,12 @@ impl Quota {
         Quota { bytes: limits.max_workspace_bytes, files: limits.max_workspace_files }
     }
 
+    /// Whether `usage`, a total of several sandboxes, is over the quota (a total has no
+    /// incomplete walk: each sandbox's own quota catches those).
+    fn exceeded_in_total(&self, usage: &Usage) -> bool {
+        usage.bytes > self.bytes || usage.files > self.files
+    }
+
     /// Whether `usage` is over the quota.
     pub(crate) fn exceeded_by(&self, usage: &Usage) -> bool {
         !usage.complete || usage.bytes > self.bytes || usage.files > self.files
@@ -85,9 +92,9 @@ impl Quota {
             || (!now.complete && before.complete)
     }
 
-    /// What a command's result says of a sandbox over the quota.
-    pub(crate) fn report(&self, usage: &Usage, killed: bool) -> OverQuota {
-        OverQuota { killed, used_bytes: usage.bytes, used_files: usage.files, max_bytes: self.bytes, max_files: self.files }
+    /// What a command's result says of `scope`'s usage over the quota.
+    pub(crate) fn report(&self, scope: QuotaScope, usage: &Usage, killed: bool) -> OverQuota {
+        OverQuota { killed, scope, used_bytes: usage.bytes, used_files: usage.files, max_bytes: self.bytes, max_files: self.files }
     }
 
     /// The most entries a walk counts before it gives up: a sandbox only holds more by
@@ -247,10 +254,12 @@ impl Walk {
     }
 }
 
-/// The usage the provider remembers of its sandboxes: the last measurement of each to land.
+/// The usage the provider remembers of its sandboxes: the last measurement of each to land,
+/// and their totals per owner (`owners.rs`).
 #[derive(Debug)]
 pub(crate) struct Ledger {
     quota: Quota,
+    owners: OwnerQuotas,
     /// Whether walks may open up directories a command shut (the harness is not root).
     open_up: bool,
     state: Mutex<State>,
@@ -261,6 +270,9 @@ struct State {
     sandboxes: HashMap<String, Remembered>,
     /// The number of the next measurement, and of the next record.
     next: u64,
+    /// The last usage of every remembered sandbox with a known owner, summed per owner.
+    // Invariant: holds exactly the `usage` of each remembered sandbox that has an `owner`.
+    totals: Totals,
 }
 
 #[derive(Debug)]
@@ -275,29 +287,62 @@ struct Remembered {
     settling: watch::Sender<usize>,
     /// When it was last measured, for forgetting the least lately used.
     used: Instant,
+    /// Whose it is, once known.
+    owner: Option<SandboxOwner>,
+}
+
+impl Remembered {
+    fn usage(&self) -> Option<&Usage> {
+        self.usage.as_ref().map(|(_, usage)| usage)
+    }
 }
 
 impl Ledger {
     pub(crate) fn new(limits: &Limits, open_up: bool) -> Ledger {
-        Ledger { quota: Quota::of(limits), open_up, state: Mutex::default() }
-    }
-
-    pub(crate) fn quota(&self) -> Quota {
-        self.quota
+        let owners = OwnerQuotas {
+            subject: Quota { bytes: limits.max_subject_bytes, files: limits.max_subject_files },
+            tenant: Quota { bytes: limits.max_tenant_bytes, files: limits.max_tenant_files },
+        };
+        Ledger { quota: Quota::of(limits), owners, open_up, state: Mutex::default() }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Records a sandbox that was just made, and holds nothing.
-    pub(crate) fn record_empty(&self, sandbox_id: &str) {
+    /// Records a sandbox that was just made for `owner`, and holds nothing.
+    pub(crate) fn record_empty(&self, sandbox_id: &str, owner: &SandboxOwner) {
         let mut state = self.state();
         let (record, number) = (state.next, state.next + 1);
         state.next += 2;
         let (settling, _) = watch::channel(0);
-        let remembered = Remembered { record, usage: Some((number, Usage::EMPTY)), settling, used: Instant::now() };
+        let remembered =
+            Remembered { record, usage: Some((number, Usage::EMPTY)), settling, used: Instant::now(), owner: Some(owner.clone()) };
         state.insert(sandbox_id, remembered);
+    }
+
+    /// Records whose a sandbox is (remembering it, unmeasured, if it was not): its usage counts
+    /// toward the owner's from now on.
+    pub(crate) fn own(&self, sandbox_id: &str, owner: &SandboxOwner) {
+        let mut state = self.state();
+        if !state.sandboxes.contains_key(sandbox_id) {
+            let record = state.next;
+            state.next += 1;
+            let (settling, _) = watch::channel(0);
+            state.insert(sandbox_id, Remembered { record, usage: None, settling, used: Instant::now(), owner: None });
+        }
+        let State { sandboxes, totals, .. } = &mut *state;
+        let Some(remembered) = sandboxes.get_mut(sandbox_id) else { return };
+        if remembered.owner.as_ref() == Some(owner) {
+            return;
+        }
+        if let (Some(previous), Some(usage)) = (&remembered.owner, remembered.usage.as_ref().map(|(_, usage)| usage)) {
+            totals.remove(previous, usage);
+        }
+        if let Some(usage) = remembered.usage() {
+            totals.add(owner, usage);
+        }
+        remembered.owner = Some(owner.clone());
     }
 
     /// Whether anything is remembered of a sandbox, or being measured.
@@ -307,7 +352,45 @@ impl Ledger {
 
     /// Forgets a sandbox (removed); measurements under way land nowhere.
     pub(crate) fn forget(&self, sandbox_id: &str) {
-        self.state().sandboxes.remove(sandbox_id);
+        self.state().remove(sandbox_id);
+    }
+
+    /// Whether a sandbox whose own usage is `usage` (with `extra` about to be written) is over a
+    /// quota: its own first, then its owner's and its tenant's, by the totals of the sandboxes
+    /// this ledger knows (in which `usage` already counts).
+    pub(crate) fn over(&self, sandbox_id: &str, usage: &Usage, extra: &Usage) -> Option<OverQuota> {
+        let with_extra = |usage: &Usage| Usage {
+            bytes: usage.bytes.saturating_add(extra.bytes),
+            files: usage.files.saturating_add(extra.files),
+            complete: usage.complete,
+        };
+        let own = with_extra(usage);
+        if self.quota.exceeded_by(&own) {
+            return Some(self.quota.report(QuotaScope::Sandbox, &own, false));
+        }
+        let state = self.state();
+        let owner = state.sandboxes.get(sandbox_id)?.owner.as_ref()?;
+        let (subject, tenant) = state.totals.of(owner);
+        [(QuotaScope::Subject, self.owners.subject, subject), (QuotaScope::Tenant, self.owners.tenant, tenant)]
+            .into_iter()
+            .map(|(scope, quota, total)| (scope, quota, with_extra(&total)))
+            .find(|(_, quota, total)| quota.exceeded_in_total(total))
+            .map(|(scope, quota, total)| quota.report(scope, &total, false))
+    }
+
+    /// Whether the owner of a sandbox that grew from `before` to `now` is over its subject's or
+    /// tenant's quota (`now` has landed in the totals): the growth of this sandbox is what takes
+    /// them past it, since a sandbox that only shrank is never blamed.
+    fn owner_outgrown(&self, sandbox_id: &str, before: &Usage, now: &Usage) -> Option<OverQuota> {
+        let state = self.state();
+        let owner = state.sandboxes.get(sandbox_id)?.owner.as_ref()?;
+        let (subject, tenant) = state.totals.of(owner);
+        [(QuotaScope::Subject, self.owners.subject, subject), (QuotaScope::Tenant, self.owners.tenant, tenant)]
+            .into_iter()
+            .find(|(_, quota, total)| {
+                (total.bytes > quota.bytes && now.bytes > before.bytes) || (total.files > quota.files && now.files > before.files)
+            })
+            .map(|(scope, quota, total)| quota.report(scope, &total, true))
     }
 
     /// The last measured usage of a sandbox, once the measurements of the commands and writes
@@ -335,7 +418,7 @@ impl Ledger {
                     let record = state.next;
                     state.next += 1;
                     let (settling, _) = watch::channel(0);
-                    state.insert(sandbox_id, Remembered { record, usage: None, settling, used: Instant::now() });
+                    state.insert(sandbox_id, Remembered { record, usage: None, settling, used: Instant::now(), owner: None });
                     record
                 }
             };
@@ -369,16 +452,19 @@ impl Ledger {
         tokio::task::spawn_blocking(move || changed_since(&area, since, open_up, max_entries, max_listed)).await.unwrap_or_default()
     }
 
-    /// Measures the sandbox every [`WATCH_EVERY`] while a command runs, and returns the usage
-    /// once it is over the quota and grew since the measurement before (`before` first, the
-    /// usage the command started from; an unknown one counts as empty).
-    pub(crate) async fn watch(self: &Arc<Self>, sandbox_id: &str, dir: &Path, before: Option<Usage>) -> Usage {
+    /// Measures the sandbox every [`WATCH_EVERY`] while a command runs, and returns what it is
+    /// over once it grew since the measurement before (`before` first, the usage the command
+    /// started from; an unknown one counts as empty) and is over its quota, or its owner's.
+    pub(crate) async fn watch(self: &Arc<Self>, sandbox_id: &str, dir: &Path, before: Option<Usage>) -> OverQuota {
         let mut previous = before.unwrap_or(Usage::EMPTY);
         loop {
             tokio::time::sleep(WATCH_EVERY).await;
             let Ok(Some(now)) = self.measure(sandbox_id, dir, false).await else { continue };
             if self.quota.outgrown(&previous, &now) {
-                return now;
+                return self.quota.report(QuotaScope::Sandbox, &now, true);
+            }
+            if let Some(over) = self.owner_outgrown(sandbox_id, &previous, &now) {
+                return over;
             }
             previous = now;
         }
@@ -391,10 +477,23 @@ impl State {
         if self.sandboxes.len() >= MAX_REMEMBERED && !self.sandboxes.contains_key(sandbox_id) {
             let oldest = self.sandboxes.iter().min_by_key(|(_, remembered)| remembered.used).map(|(id, _)| id.clone());
             if let Some(oldest) = oldest {
-                self.sandboxes.remove(&oldest);
+                self.remove(&oldest);
             }
         }
+        self.remove(sandbox_id);
+        if let (Some(owner), Some(usage)) = (&remembered.owner, remembered.usage()) {
+            self.totals.add(owner, usage);
+        }
         self.sandboxes.insert(sandbox_id.to_owned(), remembered);
+    }
+
+    /// Forgets a sandbox, and its usage in its owner's totals.
+    fn remove(&mut self, sandbox_id: &str) {
+        if let Some(remembered) = self.sandboxes.remove(sandbox_id)
+            && let (Some(owner), Some(usage)) = (&remembered.owner, remembered.usage())
+        {
+            self.totals.remove(owner, usage);
+        }
     }
 }
 
@@ -411,10 +510,17 @@ impl Landing {
     fn land(self, number: u64, usage: Option<Usage>) {
         let Some(usage) = usage else { return };
         let mut state = self.ledger.state();
-        if let Some(remembered) = state.sandboxes.get_mut(&self.sandbox_id)
+        let State { sandboxes, totals, .. } = &mut *state;
+        if let Some(remembered) = sandboxes.get_mut(&self.sandbox_id)
             && remembered.record == self.record
             && remembered.usage.is_none_or(|(landed, _)| landed < number)
         {
+            if let Some(owner) = &remembered.owner {
+                if let Some(previous) = remembered.usage() {
+                    totals.remove(owner, previous);
+                }
+                totals.add(owner, &usage);
+            }
             remembered.usage = Some((number, usage));
             remembered.used = Instant::now();
         }
@@ -596,7 +702,7 @@ mod tests {
         let limits = Limits { max_workspace_bytes: 1024 * 1024, max_workspace_files: 100, ..Limits::default() };
         let ledger = Arc::new(Ledger::new(&limits, !running_as_root()));
         assert_eq!(ledger.settled("sbx_a").await, None);
-        ledger.record_empty("sbx_a");
+        ledger.record_empty("sbx_a", &SandboxOwner::new("acme", "user:alice"));
         assert_eq!(ledger.settled("sbx_a").await, Some(Usage::EMPTY));
         drop(ledger.measure_after("sbx_a", &scratch.0));
         let settled = ledger.settled("sbx_a").await.unwrap();
@@ -607,5 +713,46 @@ mod tests {
         ledger.forget("sbx_a");
         assert!(!ledger.knows("sbx_a"));
         assert_eq!(ledger.settled("sbx_a").await, None);
+    }
+
+    #[tokio::test]
+    async fn an_owner_is_over_its_quota_by_all_its_sandboxes_together() {
+        let scratch = Scratch::new("owners");
+        build(&scratch.0);
+        let measured = measure(&[scratch.0.join("workspace"), scratch.0.join("tmp")], !running_as_root(), 1000).unwrap();
+        // Room for one measured sandbox per owner, not two; the tenant holds three.
+        let limits = Limits {
+            max_subject_bytes: measured.bytes * 3 / 2,
+            max_tenant_bytes: measured.bytes * 5 / 2,
+            ..Limits::default()
+        };
+        let ledger = Arc::new(Ledger::new(&limits, !running_as_root()));
+        let (alice, bob) = (SandboxOwner::new("acme", "user:alice"), SandboxOwner::new("acme", "user:bob"));
+        let nothing = Usage::EMPTY;
+        for (sandbox, owner) in [("sbx_a1", &alice), ("sbx_a2", &alice), ("sbx_b1", &bob), ("sbx_b2", &bob)] {
+            ledger.own(sandbox, owner);
+        }
+        ledger.measure("sbx_a1", &scratch.0, false).await.unwrap();
+        assert_eq!(ledger.over("sbx_a1", &measured, &nothing), None);
+        ledger.measure("sbx_a2", &scratch.0, false).await.unwrap();
+        let over = ledger.over("sbx_a1", &measured, &nothing).expect("two sandboxes take alice past her quota");
+        assert_eq!((over.scope, over.used_bytes, over.killed), (QuotaScope::Subject, measured.bytes * 2, false));
+        assert_eq!(ledger.over("sbx_b1", &Usage::EMPTY, &nothing), None, "bob's quota is his own");
+        // Bob's first sandbox takes the tenant past its quota, and a write into his empty one is refused for it.
+        ledger.measure("sbx_b1", &scratch.0, false).await.unwrap();
+        let extra = Usage { bytes: 1, files: 1, complete: true };
+        assert_eq!(ledger.over("sbx_b2", &Usage::EMPTY, &extra).map(|over| over.scope), Some(QuotaScope::Tenant));
+        // A forgotten (destroyed) sandbox no longer counts.
+        ledger.forget("sbx_a2");
+        assert_eq!(ledger.over("sbx_a1", &measured, &nothing), None);
+        assert_eq!(ledger.over("sbx_b2", &Usage::EMPTY, &extra), None);
+        // Growth that takes an owner past its quota is what a running command is killed for, not shrinking.
+        let grown = ledger.owner_outgrown("sbx_a1", &Usage::EMPTY, &measured);
+        assert_eq!(grown, None, "one sandbox fits");
+        ledger.own("sbx_a2", &alice);
+        ledger.measure("sbx_a2", &scratch.0, false).await.unwrap();
+        let grown = ledger.owner_outgrown("sbx_a2", &Usage::EMPTY, &measured).expect("the second sandbox's growth");
+        assert!(grown.killed && grown.scope == QuotaScope::Subject, "{grown:?}");
+        assert_eq!(ledger.owner_outgrown("sbx_a2", &Usage { bytes: measured.bytes + 1, ..measured }, &measured), None);
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use teamster_sandbox::{ExecOutput, ExecRequest, Limits, SandboxError, SandboxProvider};
+use teamster_sandbox::{ExecOutput, ExecRequest, Limits, QuotaScope, SandboxError, SandboxOwner, SandboxProvider};
 
 mod common;
 
@@ -61,9 +61,9 @@ fn ok(output: &ExecOutput) -> &str {
 async fn a_session_keeps_one_workspace_across_commands() {
     let root = Root::new("workspace");
     let sandboxes = provider(&root, Limits::default()).await;
-    let first = sandboxes.provision("ses_a").await.unwrap();
+    let first = sandboxes.provision("ses_a", &common::owner()).await.unwrap();
     assert!(first.created);
-    let again = sandboxes.provision("ses_a").await.unwrap();
+    let again = sandboxes.provision("ses_a", &common::owner()).await.unwrap();
     assert_eq!((again.sandbox_id.as_str(), again.created), (first.sandbox_id.as_str(), false));
     let id = &first.sandbox_id;
 
@@ -84,14 +84,14 @@ async fn a_session_keeps_one_workspace_across_commands() {
 
     sandboxes.destroy("ses_a").await.unwrap();
     assert!(matches!(sandboxes.exec(id, run("true")).await, Err(SandboxError::NotFound(_))));
-    assert!(sandboxes.provision("ses_a").await.unwrap().created, "a destroyed sandbox starts afresh");
+    assert!(sandboxes.provision("ses_a", &common::owner()).await.unwrap().created, "a destroyed sandbox starts afresh");
 }
 
 #[tokio::test]
 async fn a_command_reports_the_workspace_files_it_made_or_changed() {
     let root = Root::new("changed");
     let sandboxes = provider(&root, Limits::default()).await;
-    let id = &sandboxes.provision("ses_changed").await.unwrap().sandbox_id;
+    let id = &sandboxes.provision("ses_changed", &common::owner()).await.unwrap().sandbox_id;
     let files = |output: &ExecOutput| {
         let mut files: Vec<(String, u64)> = output.files.iter().map(|file| (file.path.clone(), file.size)).collect();
         files.sort();
@@ -116,10 +116,10 @@ async fn a_command_reports_the_workspace_files_it_made_or_changed() {
 async fn commands_cannot_see_or_change_the_host() {
     let root = Root::new("escape");
     let sandboxes = provider(&root, Limits::default()).await;
-    let id = sandboxes.provision("ses_escape").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_escape", &common::owner()).await.unwrap().sandbox_id;
     let secret = root.0.with_extension("secret");
     std::fs::write(&secret, "host secret").unwrap();
-    let other = sandboxes.provision("ses_other").await.unwrap().sandbox_id;
+    let other = sandboxes.provision("ses_other", &common::owner()).await.unwrap().sandbox_id;
     ok(&sandboxes.exec(&other, run("echo other > other-session-file")).await.unwrap());
 
     let secret_path = secret.display().to_string();
@@ -153,7 +153,7 @@ async fn commands_cannot_see_or_change_the_host() {
 async fn the_network_is_shut_unless_asked_for() {
     let root = Root::new("network");
     let sandboxes = provider(&root, Limits::default()).await;
-    let id = sandboxes.provision("ses_net").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_net", &common::owner()).await.unwrap().sandbox_id;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let connect = format!("bash -c 'echo hello > /dev/tcp/127.0.0.1/{port}'");
@@ -175,7 +175,7 @@ async fn runaway_commands_are_contained_and_leave_nothing() {
     let root = Root::new("runaway");
     let limits = Limits { max_processes: 64, max_memory_bytes: 256 * 1024 * 1024, max_output_bytes: 1000, ..Limits::default() };
     let sandboxes = provider(&root, limits).await;
-    let id = sandboxes.provision("ses_runaway").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_runaway", &common::owner()).await.unwrap().sandbox_id;
 
     let timed = sandboxes.exec(&id, ExecRequest { timeout_seconds: Some(1), ..marked("sleep 600", "timeout") }).await.unwrap();
     assert!(timed.timed_out && timed.exit_code.is_none(), "{timed:?}");
@@ -205,7 +205,7 @@ async fn runaway_commands_are_contained_and_leave_nothing() {
 async fn a_dropped_command_is_killed_with_everything_it_started() {
     let root = Root::new("cancel");
     let sandboxes = std::sync::Arc::new(provider(&root, Limits::default()).await);
-    let id = sandboxes.provision("ses_cancel").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_cancel", &common::owner()).await.unwrap().sandbox_id;
     let running = {
         let sandboxes = sandboxes.clone();
         let id = id.clone();
@@ -227,7 +227,7 @@ async fn files_are_read_only_from_inside_the_workspace() {
     let root = Root::new("files");
     let limits = Limits { max_transfer_bytes: 1000, ..Limits::default() };
     let sandboxes = provider(&root, limits).await;
-    let id = sandboxes.provision("ses_files").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_files", &common::owner()).await.unwrap().sandbox_id;
     ok(&sandboxes.exec(&id, run("ln -s /etc/passwd passwd; ln -s .. up; mkfifo pipe; head -c 2000 /dev/zero > big; mkdir dir")).await.unwrap());
 
     type Expected = fn(&SandboxError) -> bool;
@@ -256,7 +256,7 @@ async fn files_are_read_only_from_inside_the_workspace() {
 async fn idle_sandboxes_are_swept() {
     let root = Root::new("sweep");
     let sandboxes = provider(&root, Limits::default()).await;
-    let id = sandboxes.provision("ses_idle").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_idle", &common::owner()).await.unwrap().sandbox_id;
     assert_eq!(sandboxes.sweep_idle(Duration::from_secs(3600)).await.unwrap(), 0);
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(sandboxes.sweep_idle(Duration::from_secs(1)).await.unwrap(), 1);
@@ -270,7 +270,7 @@ async fn the_exec_tool_runs_the_models_commands() {
 
     let root = Root::new("tool");
     let sandboxes = std::sync::Arc::new(provider(&root, Limits::default()).await);
-    let id = sandboxes.provision("ses_tool").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_tool", &common::owner()).await.unwrap().sandbox_id;
     let tool = ExecTool::new(sandboxes, id, false);
     assert_eq!(tool.list().await.unwrap()[0].name, EXEC_TOOL);
 
@@ -325,7 +325,7 @@ fn allocated(root: &Root, sandbox_id: &str) -> (u64, u64) {
 async fn a_command_filling_the_sandbox_is_killed_and_deleting_makes_room() {
     let root = Root::new("quota-fill");
     let sandboxes = provider(&root, quota_limits(10_000)).await;
-    let id = sandboxes.provision("ses_fill").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_fill", &common::owner()).await.unwrap().sandbox_id;
 
     // A megabyte every tenth of a second: unchecked, it writes 300 MiB before its timeout.
     let fill = "i=0; while :; do head -c 1048576 /dev/zero > f$i; i=$((i+1)); sleep 0.1; done";
@@ -364,7 +364,7 @@ async fn a_command_filling_the_sandbox_is_killed_and_deleting_makes_room() {
 async fn short_commands_cannot_add_up_past_the_quota() {
     let root = Root::new("quota-short");
     let sandboxes = provider(&root, quota_limits(10_000)).await;
-    let id = sandboxes.provision("ses_short").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_short", &common::owner()).await.unwrap().sandbox_id;
     let mut outputs = Vec::new();
     for index in 0..10 {
         // Each ends long before the watchdog's first look.
@@ -384,7 +384,7 @@ async fn short_commands_cannot_add_up_past_the_quota() {
 async fn writing_a_file_past_the_quota_is_refused() {
     let root = Root::new("quota-write");
     let sandboxes = provider(&root, quota_limits(10_000)).await;
-    let id = sandboxes.provision("ses_write").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_write", &common::owner()).await.unwrap().sandbox_id;
     sandboxes.write_file(&id, "a.bin", &vec![1; 6 * 1024 * 1024]).await.unwrap();
     let refused = sandboxes.write_file(&id, "b.bin", &vec![1; 4 * 1024 * 1024]).await.unwrap_err();
     assert!(matches!(refused, SandboxError::QuotaExceeded { .. }), "{refused:?}");
@@ -397,10 +397,57 @@ async fn writing_a_file_past_the_quota_is_refused() {
 }
 
 #[tokio::test]
+async fn a_subjects_sandboxes_share_one_quota_across_sessions_and_restarts() {
+    let root = Root::new("quota-owner");
+    let limits = Limits { max_subject_bytes: 12 * 1024 * 1024, ..quota_limits(10_000) };
+    let (alice, bob) = (SandboxOwner::new("acme", "user:alice"), SandboxOwner::new("acme", "user:bob"));
+    let sandboxes = provider(&root, limits.clone()).await;
+    let first = sandboxes.provision("ses_alice_1", &alice).await.unwrap().sandbox_id;
+    ok(&sandboxes.exec(&first, run("head -c 6291456 /dev/zero > six")).await.unwrap());
+
+    // Alice's second session fills its sandbox: each sandbox is under its own 8 MiB, but the
+    // two together pass her 12 MiB, and the command doing that is killed.
+    let second = sandboxes.provision("ses_alice_2", &alice).await.unwrap().sandbox_id;
+    let fill = "i=0; while :; do head -c 1048576 /dev/zero > f$i; i=$((i+1)); sleep 0.1; done";
+    let filled = sandboxes.exec(&second, marked(fill, "owner-fill")).await.unwrap();
+    let over = filled.over_quota.unwrap_or_else(|| panic!("not stopped for the owner's quota: {filled:?}"));
+    assert!(over.killed && over.scope == QuotaScope::Subject && over.max_bytes == 12 * 1024 * 1024, "{over:?}");
+    assert!(allocated(&root, &second).0 < QUOTA_BYTES, "killed before its own quota");
+    assert_none_left("owner-fill").await;
+
+    // Over her quota, her other sandbox cannot write either, by command or by the harness.
+    let blocked = sandboxes.exec(&first, run("head -c 1000 /dev/zero > more")).await.unwrap();
+    assert!(blocked.exit_code != Some(0) && blocked.over_quota.is_some_and(|over| over.scope == QuotaScope::Subject), "{blocked:?}");
+    let refused = sandboxes.write_file(&first, "note.txt", b"hello").await.unwrap_err();
+    let SandboxError::QuotaExceeded { over, .. } = &refused else { panic!("{refused:?}") };
+    assert_eq!(over.scope, QuotaScope::Subject);
+    assert!(refused.to_string().contains("sessions no longer needed"), "{refused}");
+    // Bob's quota is his own.
+    let bobs = sandboxes.provision("ses_bob_1", &bob).await.unwrap().sandbox_id;
+    ok(&sandboxes.exec(&bobs, run("head -c 6291456 /dev/zero > six")).await.unwrap());
+
+    // A server started again on the root counts the sandboxes it finds there: a new session of
+    // alice's starts over her quota; a session keeps the owner it was made for.
+    drop(sandboxes);
+    let sandboxes = provider(&root, limits).await;
+    sandboxes.learned().await;
+    let third = sandboxes.provision("ses_alice_3", &alice).await.unwrap().sandbox_id;
+    let blocked = sandboxes.exec(&third, run("head -c 1000 /dev/zero > more")).await.unwrap();
+    assert!(blocked.over_quota.is_some_and(|over| !over.killed && over.scope == QuotaScope::Subject), "{blocked:?}");
+    let taken = sandboxes.provision("ses_bob_1", &alice).await.unwrap().sandbox_id;
+    ok(&sandboxes.exec(&taken, run("head -c 1000 /dev/zero > more")).await.unwrap());
+
+    // Deleting a session makes room at once.
+    sandboxes.destroy("ses_alice_2").await.unwrap();
+    let wrote = sandboxes.exec(&third, run("head -c 1000 /dev/zero > more")).await.unwrap();
+    assert_eq!((wrote.exit_code, wrote.over_quota), (Some(0), None), "{wrote:?}");
+}
+
+#[tokio::test]
 async fn creating_too_many_files_is_killed_at_the_file_quota() {
     let root = Root::new("quota-files");
     let sandboxes = provider(&root, quota_limits(1000)).await;
-    let id = sandboxes.provision("ses_files").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_files", &common::owner()).await.unwrap().sandbox_id;
     // Empty files, ten at a time: unchecked, about ten thousand before the timeout.
     let create = "i=0; while :; do for j in 0 1 2 3 4 5 6 7 8 9; do : > e$i-$j; done; i=$((i+1)); sleep 0.02; done";
     let created = sandboxes.exec(&id, marked(create, "files")).await.unwrap();
@@ -416,7 +463,7 @@ async fn fallocate_is_refused_so_no_call_takes_blocks_the_file_size_limit_misses
     use std::os::unix::fs::MetadataExt;
     let root = Root::new("fallocate");
     let sandboxes = provider(&root, Limits::default()).await;
-    let id = sandboxes.provision("ses_fallocate").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_fallocate", &common::owner()).await.unwrap().sandbox_id;
 
     // With FALLOC_FL_KEEP_SIZE (-n, which opens only an existing file) the blocks would be
     // taken past RLIMIT_FSIZE's sight.
@@ -480,7 +527,7 @@ async fn with_an_inherited_descriptor() {
     assert!(inherited.ends_with("secret"), "{}", inherited.display());
     let root = Root::new("inherited-root");
     let sandboxes = provider(&root, Limits::default()).await;
-    let id = sandboxes.provision("ses_inherited").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_inherited", &common::owner()).await.unwrap().sandbox_id;
     let output = sandboxes.exec(&id, run("ls /proc/self/fd; cat <&7")).await.unwrap();
     let descriptors: Vec<&str> = output.stdout.lines().collect();
     assert!(descriptors.contains(&"2") && !descriptors.contains(&"7"), "{output:?}");

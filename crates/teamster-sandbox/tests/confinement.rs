@@ -62,7 +62,7 @@ async fn the_kernels_risky_interfaces_are_shut() {
     }
     let root = Root::new("seccomp");
     let sandboxes = provider(&root, Limits::default()).await;
-    let id = sandboxes.provision("ses_seccomp").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_seccomp", &common::owner()).await.unwrap().sandbox_id;
 
     // A nested user namespace (root with CAP_SYS_ADMIN inside it) cannot be made, by the tool
     // or by a program calling unshare or clone itself.
@@ -109,7 +109,7 @@ fn libc_enosys() -> i32 {
 async fn ordinary_programs_still_work_under_the_filter() {
     let root = Root::new("ordinary");
     let sandboxes = provider(&root, Limits::default()).await;
-    let id = sandboxes.provision("ses_ordinary").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_ordinary", &common::owner()).await.unwrap().sandbox_id;
     let script = "set -e; sh -c 'echo shell'; (sleep 0 & wait); \
         python3 -c 'import os, subprocess, sys; print(subprocess.run([\"echo\", \"child\"], capture_output=True, text=True).stdout.strip(), flush=True); pid = os.fork(); pid or os._exit(0); os.waitpid(pid, 0); print(\"forked\")'; \
         git init -q repo && cd repo && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m one && git log --format=%s";
@@ -123,7 +123,7 @@ async fn a_download_through_a_link_to_the_host_answers_alike_whether_the_target_
     use teamster_sandbox::SandboxError;
     let root = Root::new("download");
     let sandboxes = provider(&root, Limits::default()).await;
-    let id = sandboxes.provision("ses_download").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_download", &common::owner()).await.unwrap().sandbox_id;
     // A host file the sandbox cannot see, and a path beside it that does not exist.
     let secret = root.0.with_extension("secret");
     std::fs::write(&secret, "host secret").unwrap();
@@ -203,7 +203,7 @@ async fn assert_no_cgroups_left() {
 async fn processes_together_stay_within_the_commands_memory() {
     let root = Root::new("memory");
     let sandboxes = provider(&root, small(Limits { max_command_memory_bytes: 256 << 20, ..Limits::default() })).await;
-    let id = sandboxes.provision("ses_memory").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_memory", &common::owner()).await.unwrap().sandbox_id;
     // Three processes of 160 MiB each, every page written: each is under RLIMIT_AS, and before
     // control groups the three held 480 MiB of the host's memory.
     let bomb = "for i in 1 2 3; do python3 -c \"a = b'x' * (160 << 20); print('allocated', flush=True)\" & done; wait; echo waited";
@@ -226,7 +226,7 @@ async fn writing_into_the_sandboxs_tmpfs_mounts_is_contained() {
     let root = Root::new("tmpfs");
     let limits = small(Limits { max_command_memory_bytes: 256 << 20, max_shm_bytes: 1 << 20, ..Limits::default() });
     let sandboxes = provider(&root, limits).await;
-    let id = sandboxes.provision("ses_tmpfs").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_tmpfs", &common::owner()).await.unwrap().sandbox_id;
     // Each writes up to 1 GB into a tmpfs (host memory, outside the disk quota), then says how
     // much landed.
     for target in ["/big", "/dev/big", "/dev/shm/big", "/run/big", "/skills-free/big"] {
@@ -247,7 +247,7 @@ async fn writing_into_the_sandboxs_tmpfs_mounts_is_contained() {
 async fn a_commands_cpu_time_is_bounded() {
     let root = Root::new("cpu");
     let sandboxes = provider(&root, small(Limits { max_command_cpu_millis: 100, ..Limits::default() })).await;
-    let id = sandboxes.provision("ses_cpu").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_cpu", &common::owner()).await.unwrap().sandbox_id;
     // A process spinning until it has used 0.15 CPU seconds: a few tenths of a second unbounded
     // (more on a loaded machine), but at a tenth of a CPU no less than 1.4 s, however idle the host.
     let spin = "python3 -c \"import time\ns = time.time()\nwhile time.process_time() < 0.15: pass\nprint(time.time() - s)\"";
@@ -261,7 +261,7 @@ async fn a_commands_cpu_time_is_bounded() {
 async fn a_fork_bomb_is_stopped_at_the_commands_process_limit() {
     let root = Root::new("fork");
     let sandboxes = provider(&root, small(Limits { max_processes: 32, ..Limits::default() })).await;
-    let id = sandboxes.provision("ses_fork").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_fork", &common::owner()).await.unwrap().sandbox_id;
     let bomb = "python3 -c \"import os, time\nn = 0\ntry:\n    for i in range(100):\n        if os.fork() == 0:\n            time.sleep(5)\n            os._exit(0)\n        n += 1\nexcept OSError as error:\n    print('refused', error.errno)\nprint(n)\"";
     let started = std::time::Instant::now();
     let output = sandboxes.exec(&id, ExecRequest { timeout_seconds: Some(2), ..run(bomb) }).await.unwrap();

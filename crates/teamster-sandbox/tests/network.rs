@@ -82,7 +82,7 @@ async fn a_network_sandbox_cannot_reach_the_hosts_loopback() {
     let root = Root::new("loopback");
     let sandboxes = provider(&root).await;
     let id = sandboxes
-        .provision("ses_loopback")
+        .provision("ses_loopback", &common::owner())
         .await
         .unwrap()
         .sandbox_id;
@@ -160,12 +160,12 @@ async fn a_sandboxs_loopback_listener_is_reached_by_no_other_sandbox_and_no_host
     let root = Root::new("neighbours");
     let sandboxes = std::sync::Arc::new(provider(&root).await);
     let listening = sandboxes
-        .provision("ses_tenant_c")
+        .provision("ses_tenant_c", &common::owner())
         .await
         .unwrap()
         .sandbox_id;
     let other = sandboxes
-        .provision("ses_tenant_d")
+        .provision("ses_tenant_d", &common::owner())
         .await
         .unwrap()
         .sandbox_id;
@@ -243,7 +243,7 @@ fn host_address() -> Option<IpAddr> {
 async fn private_and_metadata_addresses_are_refused_and_only_the_public_internet_is_routed() {
     let root = Root::new("private");
     let sandboxes = provider(&root).await;
-    let id = sandboxes.provision("ses_private").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_private", &common::owner()).await.unwrap().sandbox_id;
     let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let mut targets = vec![
@@ -331,7 +331,7 @@ async fn assert_no_children_left() {
 async fn the_network_helpers_end_with_the_command_timed_out_or_cancelled() {
     let root = Root::new("helpers");
     let sandboxes = std::sync::Arc::new(provider(&root).await);
-    let id = sandboxes.provision("ses_helpers").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_helpers", &common::owner()).await.unwrap().sandbox_id;
 
     let ran = sandboxes.exec(&id, network("echo hi")).await.unwrap();
     assert_eq!(ok(&ran), "hi\n");

@@ -336,7 +336,7 @@ async fn a_mounted_skill_is_readable_but_not_writable() {
     let sandboxes = Bubblewrap::start(root.0.join("sandboxes"), Limits::default())
         .await
         .expect("bubblewrap works on this machine (apt-get install bubblewrap)");
-    let id = sandboxes.provision("ses_skills").await.unwrap().sandbox_id;
+    let id = sandboxes.provision("ses_skills", &teamster_sandbox::SandboxOwner::new("default", "user:test")).await.unwrap().sandbox_id;
     sandboxes.mount_skill(&id, "pdf", &skill.dir).await.unwrap();
 
     assert_eq!(ok(&sandboxes.exec(&id, run("cat /workspace/skills/pdf/SKILL.md")).await.unwrap()), PDF_SKILL_MD);

@@ -13,6 +13,7 @@ use teamster_engine::{Agent, Decision, EventSink, ModelResolver, Resolution, Too
 use teamster_protocol::Event;
 use teamster_protocol::agent::AgentSpec;
 use teamster_protocol::input::TurnInput;
+use teamster_sandbox::SandboxOwner;
 use teamster_store::{SessionRecord, Store, TurnRecord};
 use teamster_tools::ToolSource;
 
@@ -77,7 +78,9 @@ impl PlanTurns for Planner {
         let agent = Agent::from_spec(&spec, models, |name| saved.get(name).cloned()).map_err(|error| error.to_string())?;
         let resolutions = settle_plans(self.resolutions(turn, history).await?, mode.map(|mode| mode.id.as_str()));
         let mut builtins = self.tools.clone();
-        let sandbox = self.sandboxes.for_turn(&session.id, &spec).await?;
+        let creator = &session.created_by.subject_id;
+        let owner = SandboxOwner::new(crate::catalog::tenant_of(creator), creator.as_str());
+        let sandbox = self.sandboxes.for_turn(&session.id, &owner, &spec).await?;
         let mut skills = Vec::new();
         if let Some(sandbox) = &sandbox {
             if let Some(event) = &sandbox.created {

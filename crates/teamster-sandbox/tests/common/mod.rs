@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use teamster_sandbox::{Bubblewrap, Limits};
+use teamster_sandbox::{Bubblewrap, Limits, SandboxOwner};
 
 /// A fresh sandbox root under the system's temporary directory, removed on drop. Its name
 /// carries the test file's (`teamster-confinement-…`, `teamster-network-…`), the given name and
@@ -30,4 +30,9 @@ impl Drop for Root {
 /// A bubblewrap provider over `root` with `limits`; panics when bubblewrap does not work here.
 pub async fn provider(root: &Root, limits: Limits) -> Bubblewrap {
     Bubblewrap::start(&root.0, limits).await.expect("bubblewrap works on this machine (apt-get install bubblewrap)")
+}
+
+/// The owner of the tests' sandboxes (one subject, unless a test says otherwise).
+pub fn owner() -> SandboxOwner {
+    SandboxOwner::new("default", "user:test")
 }

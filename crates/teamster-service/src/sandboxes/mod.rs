@@ -9,7 +9,7 @@ use teamster_engine::ResultFiles;
 use teamster_protocol::agent::SandboxConfig;
 use teamster_protocol::event::SandboxCreated;
 use teamster_protocol::{AgentSpec, Event, ids, timestamp};
-use teamster_sandbox::{ExecTool, SandboxProvider};
+use teamster_sandbox::{ExecTool, SandboxOwner, SandboxProvider};
 use teamster_tools::ToolSource;
 
 use crate::error::{Result, ServiceError};
@@ -90,8 +90,14 @@ impl Sandboxes {
         }
     }
 
-    /// The session's sandbox for a turn of `spec`, if the spec asks for one.
-    pub(crate) async fn for_turn(&self, session_id: &str, spec: &AgentSpec) -> std::result::Result<Option<TurnSandbox>, String> {
+    /// The session's sandbox for a turn of `spec`, if the spec asks for one; its files count
+    /// toward the disk quota of `owner` (the session's creator) and their tenant.
+    pub(crate) async fn for_turn(
+        &self,
+        session_id: &str,
+        owner: &SandboxOwner,
+        spec: &AgentSpec,
+    ) -> std::result::Result<Option<TurnSandbox>, String> {
         let Some(wanted) = wanted(spec) else { return Ok(None) };
         let (provider, skills) = match self {
             // A spec saved before the operator turned network sandboxes off runs no command with one.
@@ -102,7 +108,7 @@ impl Sandboxes {
             Sandboxes::Off { reason } => return Err(format!("The agent needs a sandbox, but this server runs none: {reason}.")),
         };
         let provisioned = provider
-            .provision(session_id)
+            .provision(session_id, owner)
             .await
             .map_err(|error| format!("The session's sandbox could not be prepared: {error}."))?;
         let network = wanted.network.unwrap_or(false);
