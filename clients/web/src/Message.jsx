@@ -4,6 +4,7 @@
 import { useId, useState } from 'react';
 import { api, download } from './api.js';
 import { formatBytes } from './format.js';
+import { Markdown } from './Markdown.jsx';
 
 const QUESTION_TOOL = 'ask_user_question';
 // Submitting a plan is gated like an approval: approving it switches the session's mode.
@@ -19,7 +20,7 @@ export function Message({ message, sessionId, waiting, cancelled, answer }) {
       {message.parts
         .filter((part) => part.type !== 'data-tool-progress' || !finished.has(part.data?.toolCallId))
         .map((part, index) => (
-          <Part key={partKey(part, index)} part={part} sessionId={sessionId} waiting={waiting} answer={answer} />
+          <Part key={partKey(part, index)} part={part} user={user} sessionId={sessionId} waiting={waiting} answer={answer} />
         ))}
       {cancelled && !message.parts.some((part) => part.type === 'data-turn-cancelled') && <p className="muted">Cancelled.</p>}
       {!user && message.metadata?.usage && <Usage metadata={message.metadata} />}
@@ -31,8 +32,8 @@ function partKey(part, index) {
   return part.toolCallId ?? (part.type.startsWith('data-') && part.id ? `${part.type}-${part.id}` : `${part.type}-${index}`);
 }
 
-function Part({ part, sessionId, waiting, answer }) {
-  if (part.type === 'text') return <div className="text">{part.text}</div>;
+function Part({ part, user, sessionId, waiting, answer }) {
+  if (part.type === 'text') return <Markdown className="text" text={part.text} breaks={user} />;
   if (part.type === 'reasoning') {
     const streaming = part.state === 'streaming';
     return (
@@ -78,7 +79,7 @@ function Tool({ part, sessionId, waiting, answer }) {
       {plan && (
         <div className="plan">
           <p><span className="muted">Plan</span> <strong>{plan.title}</strong></p>
-          <div className="text">{plan.plan}</div>
+          <Markdown className="text" text={plan.plan} />
         </div>
       )}
       <details open={askingApproval}>
@@ -204,7 +205,7 @@ function AgentThread({ data }) {
         Sub-agent <strong>{data.agentName}</strong> <span className={`badge ${data.status}`}>{data.status}</span>
       </summary>
       {data.prompt && <p className="muted">Task: {data.prompt}</p>}
-      {data.result && <div className="text">{data.result}</div>}
+      {data.result && <Markdown className="text" text={data.result} />}
       {data.error && <p className="error">{data.error}</p>}
     </details>
   );

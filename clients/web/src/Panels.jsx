@@ -2,6 +2,7 @@
 // again whenever a turn ends, and (for agents with a sandbox) a box to download any file of it.
 import { useEffect, useId, useState } from 'react';
 import { api } from './api.js';
+import { Markdown } from './Markdown.jsx';
 import { Downloads } from './Message.jsx';
 
 export function Panels({ sessionId, status, sandbox }) {
@@ -41,7 +42,7 @@ export function Panels({ sessionId, status, sandbox }) {
           {plans.map((plan) => (
             <div key={plan.id} className="plan">
               <p><strong>{plan.title}</strong> <span className={`badge ${plan.status}`}>{plan.status.replace('_', ' ')}</span></p>
-              <div className="text">{plan.plan}</div>
+              <Markdown className="text" text={plan.plan} />
               {plan.feedback && <p className="muted">Feedback: {plan.feedback}</p>}
             </div>
           ))}

@@ -117,6 +117,68 @@ test('send a message and see the text stream in, with reasoning collapsed', asyn
   noProblems(page);
 });
 
+test('answers and messages render Markdown: headings, lists, tables, highlighted code with a copy button, safe links only, no raw HTML', async () => {
+  const page = await openChat();
+  await page.context().grantPermissions(['clipboard-read', 'clipboard-write']);
+  const markdown = [
+    '[delay:40] **bold** start.',
+    '',
+    '## Heading two',
+    '',
+    '- apple',
+    '- pear',
+    '',
+    '| fruit | count |',
+    '|---|---|',
+    '| fig | 3 |',
+    '',
+    '```js',
+    'const answer = 42;',
+    '```',
+    '',
+    '[safe](https://example.com/) and [evil](javascript:alert(1)) and <b>raw</b> <img src=x onerror=alert(1)>',
+    '',
+    'the end',
+  ].join('\n');
+  await send(page, markdown);
+  const answer = page.locator('article.assistant .markdown');
+  // While the answer streams, the blocks already complete keep their elements: only the last
+  // block is rendered again.
+  await answer.locator('h2', { hasText: 'Heading two' }).waitFor();
+  await page.evaluate(() => {
+    window.firstBlock = document.querySelector('article.assistant .markdown p');
+  });
+  await answer.getByText('the end').waitFor();
+  await page.getByRole('button', { name: 'Send' }).waitFor();
+  assert.equal(await page.evaluate(() => window.firstBlock.isConnected && window.firstBlock.textContent), 'You said: [delay:40] bold start.');
+  assert.equal(await answer.locator('strong', { hasText: 'bold' }).count(), 1);
+  assert.deepEqual(await answer.locator('ul li').allTextContents(), ['apple', 'pear']);
+  assert.deepEqual(await answer.locator('table th').allTextContents(), ['fruit', 'count']);
+  assert.deepEqual(await answer.locator('table td').allTextContents(), ['fig', '3']);
+  const code = answer.locator('pre code.language-js');
+  assert.equal(await code.textContent(), 'const answer = 42;\n');
+  assert.equal(await code.locator('.hljs-keyword', { hasText: 'const' }).count(), 1, 'the code is highlighted');
+  const safe = answer.getByRole('link', { name: 'safe' });
+  assert.equal(await safe.getAttribute('href'), 'https://example.com/');
+  assert.equal(await safe.getAttribute('target'), '_blank');
+  assert.match(await safe.getAttribute('rel'), /noopener/);
+  // The javascript: link is inert text, and raw HTML shows as text.
+  assert.equal(await page.locator('a[href^="javascript"], .markdown b, .markdown img').count(), 0);
+  assert.equal(await answer.getByRole('link', { name: 'evil' }).count(), 0);
+  await answer.getByText('[evil](javascript:alert(1))').waitFor();
+  await answer.getByText('<b>raw</b>').waitFor();
+  // The user's own message is Markdown too.
+  await page.locator('article.user .markdown h2', { hasText: 'Heading two' }).waitFor();
+  await screenshot(page, '03a-markdown');
+  await answer.getByRole('button', { name: 'Copy code' }).click();
+  await answer.getByRole('button', { name: 'Copy code' }).getByText('Copied').waitFor();
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), 'const answer = 42;\n');
+  // The history rebuilt after a reload renders the same.
+  await page.reload();
+  await page.locator('article.assistant .markdown table td', { hasText: 'fig' }).waitFor();
+  noProblems(page);
+});
+
 test('approve a gated tool', async () => {
   const page = await openChat();
   await send(page, 'hi');
@@ -239,7 +301,7 @@ test('reload mid-stream: the turn goes on and the page resumes it to the end', a
   await screenshot(page, '13-resumed');
   await waitFor(async () => (await latestTurn(id)).state.status === 'done');
   const text = await page.locator('article.assistant .text').allTextContents();
-  assert.equal(text.join(''), Array.from({ length: 30 }, (_, index) => `tok${index + 1} `).join(''), 'each token once');
+  assert.equal(text.join('').trim(), Array.from({ length: 30 }, (_, index) => `tok${index + 1}`).join(' '), 'each token once');
   noProblems(page);
 });
 
@@ -304,6 +366,8 @@ test('a plan: rejected with feedback, then approved, switches the mode; the plan
   await send(page, '[tool:submit_plan {"title": "Fix the bug", "plan": "1. read\\n2. fix"}]');
   await page.getByRole('group', { name: 'Approve the plan?' }).waitFor();
   await chat.getByText('Fix the bug', { exact: true }).waitFor();
+  // The plan's body is Markdown: its numbered steps are a list.
+  assert.deepEqual(await chat.locator('.plan ol li').allTextContents(), ['read', 'fix']);
   assert.equal(await page.getByLabel('Mode').inputValue(), 'plan');
   await screenshot(page, '21-plan-asked');
   await page.getByRole('textbox', { name: 'Feedback on the plan' }).fill('add a test');
