@@ -157,9 +157,25 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
     await api('POST', `sessions/${encodeURIComponent(id)}/steer`, { content: text });
     setSteers((notes) => [...notes, text]);
   };
+  // Stop: the stream ends here and the turn on the server; then the page shows the session as
+  // the server has it once the turn has ended (what the turn did before it stopped, and nothing
+  // the page does not know of), without a reload.
   const cancel = async () => {
     stop();
     await api('POST', `sessions/${encodeURIComponent(id)}/cancel`, {}).catch(() => {});
+    const deadline = Date.now() + 10_000;
+    try {
+      let history = await loadHistory(id);
+      while (history.running && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 150));
+        history = await loadHistory(id);
+      }
+      setMessages(history.messages);
+      // A turn still running is one the page did not start: it is followed like a resumed one.
+      if (history.running) await resumeStream();
+    } catch {
+      // The page keeps what it shows; the next turn's end loads the session again.
+    }
   };
   const answer = {
     approve: (approvalId, approved, reason) => {

@@ -319,6 +319,37 @@ test('stop cancels the running turn', async () => {
   await screenshot(page, '14-stopped');
 });
 
+// Todo until the server discards, at a cancel, the steering that had not yet joined the turn
+// (issue 41, item 3): today the steer starts a turn of its own once the cancelled one ended.
+test('stop after a steer: no new turn starts, and the page shows the true state without a reload', { todo: 'needs the server to drop steering at a cancel' }, async () => {
+  const page = await openChat();
+  const chat = page.locator('.messages');
+  await send(page, '[delay:150][tokens:60]');
+  await chat.getByText('tok2', { exact: false }).waitFor();
+  const id = chatId(page);
+  await send(page, 'steered, then stopped');
+  await chat.getByText('Sent to the running turn: steered, then stopped').waitFor();
+  await page.getByRole('button', { name: 'Stop' }).click();
+  await page.getByRole('button', { name: 'Send' }).waitFor();
+  await chat.getByText('Cancelled.').waitFor();
+  const statuses = async () => (await server.api('GET', `/api/v1/sessions/${id}/turns?limit=10`)).body.data.map((turn) => turn.state.status);
+  await waitFor(async () => !(await statuses()).includes('running'));
+  assert.deepEqual(await statuses(), ['cancelled'], 'the steer started no turn of its own');
+  // The next message is the next turn: nothing ran the steer behind the user's back meanwhile.
+  await send(page, 'after the stop');
+  await chat.getByText('You said: after the stop').waitFor();
+  await page.getByRole('button', { name: 'Send' }).waitFor();
+  assert.deepEqual(await statuses(), ['done', 'cancelled'], 'the cancelled turn, then the new one');
+  const shown = async () => page.locator('article').evaluateAll((articles) =>
+    articles.map((article) => `${article.getAttribute('aria-label')}: ${article.querySelector('.text')?.textContent.trim().split(' ')[0] ?? ''}`));
+  const live = await shown();
+  await screenshot(page, '14a-stopped-after-steer');
+  await page.reload();
+  await chat.getByText('You said: after the stop').waitFor();
+  assert.deepEqual(await shown(), live, 'a reload shows what the page showed');
+  noProblems(page);
+});
+
 test('a session opens with its history rebuilt', async () => {
   const first = await openChat();
   await send(first, '[tool:get_current_datetime]');
