@@ -31,7 +31,7 @@ async fn measure(args: &Args, root: &std::path::Path) -> anyhow::Result<()> {
     let provider = Bubblewrap::start(root.join("sandboxes"), Limits::default())
         .await
         .context("starting the bubblewrap provider (is bubblewrap installed?)")?;
-    let sandbox = provider.provision("bench-session").await.context("provisioning a sandbox")?;
+    let sandbox = provider.provision("bench-session", &teamster_sandbox::SandboxOwner::new("bench", "bench:driver")).await.context("provisioning a sandbox")?;
     let started = Instant::now();
 
     let direct = timed(args, || async {
