@@ -8,7 +8,9 @@ import { api, apiBase, authHeaders, errorMessage, listAll, reportingFetch } from
 import { formatBytes } from './format.js';
 import { loadHistory } from './history.js';
 import { Message } from './Message.jsx';
+import { Inspector } from './Inspector.jsx';
 import { Panels } from './Panels.jsx';
+import { CloneButton, ModelPicker, TerminalCommand } from './SessionBar.jsx';
 import { href } from './route.js';
 
 const AGENT_STORAGE = 'teamster.agent';
@@ -157,6 +159,27 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
     await api('POST', `sessions/${encodeURIComponent(id)}/steer`, { content: text });
     setSteers((notes) => [...notes, text]);
   };
+  // A follow-up waits for the running turn to end, then starts the next turn, which the page
+  // follows once the stream it has ends.
+  const [queued, setQueued] = useState(0);
+  const queue = async (text) => {
+    await api('POST', `sessions/${encodeURIComponent(id)}/follow-ups`, { content: text });
+    setQueued((count) => count + 1);
+  };
+  useEffect(() => {
+    if (status !== 'ready' || queued === 0) return;
+    setQueued(0);
+    (async () => {
+      const deadline = Date.now() + 5_000;
+      while (Date.now() < deadline) {
+        const [history, waiting] = await Promise.all([loadHistory(id), api('GET', `sessions/${encodeURIComponent(id)}/follow-ups`)]);
+        if (history.running || waiting.data.length === 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 150));
+      }
+      await followServer();
+    })().catch(() => {});
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [status, queued]);
   // Stop: the stream ends here and the turn on the server; then the page shows the session as
   // the server has it once the turn has ended (what the turn did before it stopped, and nothing
   // the page does not know of), without a reload.
@@ -177,7 +200,28 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
       // The page keeps what it shows; the next turn's end loads the session again.
     }
   };
+  const [inspecting, setInspecting] = useState(false);
+  // The session as the server has it: its history, then its running turn followed live.
+  const followServer = async () => {
+    setMessages((await loadHistory(id)).messages);
+    await resumeStream();
+    const settled = await loadHistory(id);
+    if (!settled.running) setMessages(settled.messages);
+  };
   const answer = {
+    // "Always allow": the native API takes the grant with the approval (the chat route takes
+    // approvals of this call only), and the page follows the turn that answer starts.
+    approveAlways: async (callId) => {
+      const split = callId.lastIndexOf('.');
+      const decision = {
+        type: 'user.tool_approval',
+        thread_id: split < 0 ? 'main' : callId.slice(0, split),
+        tool_call_id: split < 0 ? callId : callId.slice(split + 1),
+        approval: { status: 'allow', always: 'tool' },
+      };
+      await api('POST', `sessions/${encodeURIComponent(id)}/turns`, { stream: false, input: [decision] });
+      await followServer();
+    },
     approve: (approvalId, approved, reason) => {
       answered.current = true;
       chat.addToolApprovalResponse({ id: approvalId, approved, reason: reason || undefined });
@@ -210,9 +254,18 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
               <span className="muted"> · {session?.title || id}</span>
             </p>
             {session && manifest?.modes?.length > 0 && <ModePicker session={session} modes={manifest.modes} busy={busy} onChange={setSession} />}
+            {session && <ModelPicker session={session} busy={busy} onChange={setSession} />}
+            {session && <CloneButton session={session} busy={busy} />}
+            {session && (
+              <button type="button" className="link" aria-expanded={inspecting} onClick={() => setInspecting(!inspecting)}>
+                {inspecting ? 'Close the inspector' : 'Inspect turns'}
+              </button>
+            )}
             {session && <button type="button" className="link" onClick={remove} disabled={busy}>Delete session</button>}
           </div>
         )}
+        {session && <TerminalCommand sessionId={id} />}
+        {session && inspecting && <Inspector sessionId={id} generation={`${status}:${messages.length}`} />}
       </div>
       <p className="visually-hidden" role="status">{busy ? 'The agent is answering.' : hasAnswer && status === 'ready' ? 'The agent has answered.' : ''}</p>
       <div className="messages" ref={list} onScroll={onScroll} aria-busy={busy}>
@@ -243,8 +296,8 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
           </div>
         )}
       </div>
-      {started && <Panels sessionId={id} status={hasAnswer ? status : 'pending'} sandbox={manifest ? Boolean(manifest.config?.sandbox?.enabled) : Boolean(session && !session.agent_name)} />}
-      <Composer busy={busy} disabled={fresh && !started && !agent} onSend={send} onSteer={steer} onStop={cancel} />
+      {started && <Panels sessionId={id} refresh={queued} status={hasAnswer ? status : 'pending'} sandbox={manifest ? Boolean(manifest.config?.sandbox?.enabled) : Boolean(session && !session.agent_name)} />}
+      <Composer busy={busy} disabled={fresh && !started && !agent} onSend={send} onSteer={steer} onQueue={queue} onStop={cancel} />
     </div>
   );
 }
@@ -297,7 +350,7 @@ function AgentPicker({ agents, agent, onChange }) {
 
 // The message box: Enter sends, Shift+Enter is a new line; files are attached as data URLs.
 // While a turn runs, Enter steers it instead.
-function Composer({ busy, disabled, onSend, onSteer, onStop }) {
+function Composer({ busy, disabled, onSend, onSteer, onQueue, onStop }) {
   const [text, setText] = useState('');
   const [files, setFiles] = useState([]);
   const [problem, setProblem] = useState(null);
@@ -354,6 +407,17 @@ function Composer({ busy, disabled, onSend, onSteer, onStop }) {
           }}
         />
         {busy && text.trim() && <button type="submit">Steer</button>}
+        {busy && text.trim() && (
+          <button type="button" title="Send once the running turn ends" onClick={async () => {
+            try {
+              setProblem(null);
+              await onQueue(text.trim());
+              setText('');
+            } catch (failure) {
+              setProblem(failure.message);
+            }
+          }}>Queue</button>
+        )}
         {busy ? (
           <button type="button" className="danger" onClick={onStop}>Stop</button>
         ) : (

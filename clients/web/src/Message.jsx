@@ -123,6 +123,15 @@ function Json({ label, value }) {
 
 function Approval({ part, name, answer }) {
   const [reason, setReason] = useState('');
+  const [problem, setProblem] = useState(null);
+  const always = async () => {
+    try {
+      setProblem(null);
+      await answer.approveAlways(part.approval.id);
+    } catch (failure) {
+      setProblem(failure.message);
+    }
+  };
   const reasonId = useId();
   const plan = name === PLAN_TOOL;
   return (
@@ -130,10 +139,12 @@ function Approval({ part, name, answer }) {
       <p>{plan ? 'Approve this plan? The agent then carries it out.' : <>The agent wants to run <strong>{name}</strong>. Allow it?</>}</p>
       <div className="row">
         <button type="button" className="primary" onClick={() => answer.approve(part.approval.id, true)}>{plan ? 'Approve plan' : 'Approve'}</button>
+        {!plan && <button type="button" onClick={always} title={`Allow ${name} for the rest of this session`}>Always allow</button>}
         <label htmlFor={reasonId} className="visually-hidden">{plan ? 'Feedback on the plan' : 'Reason to deny'}</label>
         <input id={reasonId} placeholder={plan ? 'Feedback (optional)' : 'Reason (optional)'} value={reason} onChange={(event) => setReason(event.target.value)} />
         <button type="button" className="danger" onClick={() => answer.approve(part.approval.id, false, reason)}>{plan ? 'Reject plan' : 'Deny'}</button>
       </div>
+      {problem && <p className="error" role="alert">{problem}</p>}
     </div>
   );
 }

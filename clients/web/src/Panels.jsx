@@ -1,24 +1,45 @@
-// Beside a chat: the session's task list and submitted plans (agents that keep them), loaded
-// again whenever a turn ends, and (for agents with a sandbox) a box to download any file of it.
+// Beside a chat: the session's task list and submitted plans (agents that keep them), its
+// follow-up queue (each cancellable), its "always allow" grants (each revocable) and its state
+// object, loaded again whenever a turn ends or `refresh` changes, and (for agents with a
+// sandbox) a box to download any file of it.
 import { useEffect, useId, useState } from 'react';
 import { api } from './api.js';
 import { Markdown } from './Markdown.jsx';
 import { Downloads } from './Message.jsx';
 
-export function Panels({ sessionId, status, sandbox }) {
+export function Panels({ sessionId, status, sandbox, refresh }) {
   const [tasks, setTasks] = useState(null);
   const [plans, setPlans] = useState([]);
+  const [followUps, setFollowUps] = useState([]);
+  const [grants, setGrants] = useState([]);
+  const [state, setState] = useState(null);
+  const [own, setOwn] = useState(0);
+  const [problem, setProblem] = useState(null);
+  const session = encodeURIComponent(sessionId);
 
   useEffect(() => {
-    if (status !== 'ready') return;
     let live = true;
-    const session = encodeURIComponent(sessionId);
+    api('GET', `sessions/${session}/follow-ups`).then((body) => live && setFollowUps(body.data ?? []), () => live && setFollowUps([]));
+    if (status !== 'ready') return () => {
+      live = false;
+    };
     api('GET', `sessions/${session}/tasks`).then((body) => live && setTasks(body.data)).catch(() => live && setTasks(null));
     api('GET', `sessions/${session}/plans`).then((body) => live && setPlans(body.data ?? [])).catch(() => live && setPlans([]));
+    api('GET', `sessions/${session}/grants`).then((body) => live && setGrants(body.data ?? []), () => live && setGrants([]));
+    api('GET', `sessions/${session}/state`).then((body) => live && setState(body.data ?? null), () => live && setState(null));
     return () => {
       live = false;
     };
-  }, [sessionId, status]);
+  }, [session, status, refresh, own]);
+  const remove = async (path) => {
+    try {
+      setProblem(null);
+      await api('DELETE', path);
+    } catch (failure) {
+      setProblem(failure.message);
+    }
+    setOwn((value) => value + 1);
+  };
 
   return (
     <div className="panels">
@@ -46,6 +67,41 @@ export function Panels({ sessionId, status, sandbox }) {
               {plan.feedback && <p className="muted">Feedback: {plan.feedback}</p>}
             </div>
           ))}
+        </details>
+      )}
+      {problem && <p className="error" role="alert">{problem}</p>}
+      {followUps.length > 0 && (
+        <details className="panel" open>
+          <summary>Queued follow-ups ({followUps.length})</summary>
+          <ul className="follow-ups">
+            {followUps.map((item) => (
+              <li key={item.id}>
+                <span>{typeof item.content === 'string' ? item.content : (item.content ?? []).map((part) => part.text ?? part.name ?? '').join(' ')}</span>
+                <button type="button" className="link" onClick={() => remove(`sessions/${session}/follow-ups/${encodeURIComponent(item.id)}`)}>Cancel</button>
+              </li>
+            ))}
+          </ul>
+        </details>
+      )}
+      {grants.length > 0 && (
+        <details className="panel">
+          <summary>Always allowed ({grants.length})</summary>
+          <ul className="grants">
+            {grants.map((grant) => (
+              <li key={grant.id}>
+                <span className="tool-name">{grant.tool ?? `category ${grant.category}`}</span>
+                <button type="button" className="link" onClick={() => remove(`sessions/${session}/grants/${encodeURIComponent(grant.id)}`)}>
+                  Revoke {grant.tool ?? grant.category}
+                </button>
+              </li>
+            ))}
+          </ul>
+        </details>
+      )}
+      {state && Object.keys(state).length > 0 && (
+        <details className="panel">
+          <summary>State</summary>
+          <pre className="json">{JSON.stringify(state, null, 2)}</pre>
         </details>
       )}
       {sandbox && <SandboxDownload sessionId={sessionId} />}

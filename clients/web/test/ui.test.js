@@ -399,7 +399,7 @@ test('a plan: rejected with feedback, then approved, switches the mode; the plan
   await chat.getByText('Fix the bug', { exact: true }).waitFor();
   // The plan's body is Markdown: its numbered steps are a list.
   assert.deepEqual(await chat.locator('.plan ol li').allTextContents(), ['read', 'fix']);
-  assert.equal(await page.getByLabel('Mode').inputValue(), 'plan');
+  assert.equal(await page.getByLabel('Mode', { exact: true }).inputValue(), 'plan');
   await screenshot(page, '21-plan-asked');
   await page.getByRole('textbox', { name: 'Feedback on the plan' }).fill('add a test');
   await page.getByRole('button', { name: 'Reject plan' }).click();
@@ -407,10 +407,95 @@ test('a plan: rejected with feedback, then approved, switches the mode; the plan
   await send(page, '[tool:submit_plan {"title": "Fix the bug, tested", "plan": "1. test\\n2. fix"}]');
   await page.getByRole('button', { name: 'Approve plan' }).click();
   await chat.getByText(/^Tool result: The user approved the plan/).waitFor();
-  await waitFor(async () => (await page.getByLabel('Mode').inputValue()) === 'build');
+  await waitFor(async () => (await page.getByLabel('Mode', { exact: true }).inputValue()) === 'build');
   await page.getByText('Plans (2)').click();
   await page.locator('.plan', { hasText: 'Fix the bug, tested' }).getByText('executed').waitFor();
   await screenshot(page, '22-plan-approved');
+  noProblems(page);
+});
+
+test('the turn inspector shows a tool turn as a timeline of model and tool calls with timings, tokens and raw events', async () => {
+  const page = await openChat();
+  await send(page, '[tool:get_current_datetime]');
+  await page.locator('.messages').getByText(/^Tool result: /).waitFor();
+  await page.getByRole('button', { name: 'Send' }).waitFor();
+  await page.getByRole('button', { name: 'Inspect turns' }).click();
+  const inspector = page.getByRole('region', { name: 'Turn inspector' });
+  const steps = inspector.locator('tbody tr');
+  await steps.last().getByText('turn done').waitFor();
+  const labels = await steps.locator('td:nth-child(2)').allTextContents();
+  assert.deepEqual(labels, ['turn starts', 'sandbox created', 'model call → get_current_datetime', 'tool get_current_datetime', 'model call → answer', 'turn done']);
+  const model = steps.nth(2);
+  assert.match(await model.locator('td:nth-child(3)').textContent(), /^\d+(\.\d+)? m?s$/, 'the model call took a time');
+  assert.match(await model.locator('td:nth-child(4)').textContent(), /^\d+ in · \d+ out$/);
+  assert.match(await steps.last().locator('td:nth-child(4)').textContent(), /^\d+ in · \d+ out$/, 'the turn\'s totals');
+  await steps.nth(3).getByText('raw').click();
+  assert.match(await steps.nth(3).locator('pre').textContent(), /"type": "tool.response"/);
+  await screenshot(page, '25-inspector');
+  noProblems(page);
+});
+
+test('always allow: the approval grants the tool for the session, the next call runs unasked, the grant is revoked', async () => {
+  const page = await openChat();
+  const chat = page.locator('.messages');
+  await send(page, 'hi');
+  await chat.getByText('You said: hi').waitFor();
+  await titled(page);
+  const id = chatId(page);
+  await expectStatus(server.api('PATCH', `/api/v1/sessions/${id}`, { permissions: { tools: { get_current_datetime: 'ask' } } }), 200);
+  await send(page, '[tool:get_current_datetime]');
+  await page.getByRole('group', { name: 'Approve get_current_datetime?' }).waitFor();
+  await page.getByRole('button', { name: 'Always allow' }).click();
+  await chat.getByText(/^Tool result: /).waitFor();
+  const grants = await server.api('GET', `/api/v1/sessions/${id}/grants`);
+  assert.deepEqual(grants.body.data.map((grant) => grant.tool), ['get_current_datetime']);
+  await page.getByRole('button', { name: 'Send' }).waitFor();
+  await send(page, '[tool:get_current_datetime] again');
+  await waitFor(async () => (await chat.getByText(/^Tool result: /).count()) === 2);
+  assert.equal(await page.getByRole('group', { name: 'Approve get_current_datetime?' }).count(), 0, 'not asked again');
+  await page.getByText('Always allowed (1)').click();
+  await screenshot(page, '26-always-allowed');
+  await page.getByRole('button', { name: 'Revoke get_current_datetime' }).click();
+  await waitFor(async () => (await server.api('GET', `/api/v1/sessions/${id}/grants`)).body.data.length === 0);
+  await waitFor(async () => (await page.getByText('Always allowed (1)').count()) === 0);
+  noProblems(page);
+});
+
+test('switch the session\'s model, clone the session, and the command that continues it in the terminal', async () => {
+  const page = await openChat();
+  const chat = page.locator('.messages');
+  await send(page, 'to be cloned');
+  await chat.getByText('You said: to be cloned').waitFor();
+  await titled(page);
+  const id = chatId(page);
+  await page.getByLabel('Model').selectOption('fake/fake-model');
+  await waitFor(async () => (await server.api('GET', `/api/v1/sessions/${id}`)).body.data.model === 'fake/fake-model');
+  await page.getByText('Continue in the terminal').click();
+  assert.equal(await page.getByLabel('Terminal command').textContent(), `teamster chat --session ${id} --server ${server.url}`);
+  await screenshot(page, '27-model-and-terminal');
+  await page.getByRole('button', { name: 'Clone' }).click();
+  await waitFor(async () => chatId(page) !== id && chatId(page).length > 0);
+  const copy = chatId(page);
+  await chat.getByText('You said: to be cloned').waitFor();
+  const cloned = await server.api('GET', `/api/v1/sessions/${copy}`);
+  assert.equal(cloned.status, 200);
+  assert.match(cloned.body.data.title, /\(copy\)$/);
+  await screenshot(page, '28-cloned');
+  noProblems(page);
+});
+
+test('a follow-up queued while a turn runs starts the next turn, which the page shows without a reload', async () => {
+  const page = await openChat();
+  const chat = page.locator('.messages');
+  await send(page, '[delay:100][tokens:20]');
+  await chat.getByText('tok2', { exact: false }).waitFor();
+  await page.getByRole('textbox', { name: 'Message' }).fill('queued next');
+  await page.getByRole('button', { name: 'Queue' }).click();
+  await page.getByText('Queued follow-ups (1)').waitFor();
+  await screenshot(page, '29-follow-up-queued');
+  await chat.getByText('You said: queued next').waitFor({ timeout: 20_000 });
+  const { body } = await server.api('GET', `/api/v1/sessions/${chatId(page)}/turns?limit=10`);
+  assert.equal(body.data.length, 2);
   noProblems(page);
 });
 
