@@ -72,10 +72,14 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
   // Agents for the picker of a new chat.
   useEffect(() => {
     if (!fresh) return;
-    listAll('agents')
-      .then((found) => {
+    // The picker starts on the agent last used: this browser's last new chat, else the agent of
+    // the most recent session, else `demo`, else the first.
+    Promise.all([listAll('agents'), api('GET', 'sessions?limit=1').catch(() => ({ data: [] }))])
+      .then(([found, recent]) => {
         setAgents(found);
-        if (!found.some((item) => item.name === agentRef.current) && found[0]) setAgent(found[0].name);
+        const known = (name) => Boolean(name) && found.some((item) => item.name === name);
+        const choice = [agentRef.current, recent.data?.[0]?.agent_name, 'demo'].find(known) ?? found[0]?.name;
+        if (choice && choice !== agentRef.current) setAgent(choice);
       })
       .catch(() => setAgents([]));
   }, [fresh]);

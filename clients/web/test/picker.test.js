@@ -1,0 +1,46 @@
+// The new chat's agent picker starts on the agent last used (this browser's last new chat, else
+// the most recent session's agent) or, on a server nobody chatted with yet, on `demo`.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { expectStatus, launchBrowser, newPage, screenshot, startServer } from './harness.js';
+
+let server;
+let browser;
+
+before(async () => {
+  server = await startServer();
+  for (const name of ['alpha', 'demo', 'zeta']) {
+    const manifest = { model: { name: 'fake/fake-model' }, instructions: 'Help.' };
+    await expectStatus(server.api('POST', '/api/v1/agents', { name, manifest }), 201);
+  }
+  browser = await launchBrowser();
+});
+after(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+test('the agent picker defaults to demo, then to the agent last used', async () => {
+  const listed = await server.api('GET', '/api/v1/agents');
+  assert.notEqual(listed.body.data[0].name, 'demo', 'demo is not simply the first agent listed');
+  const page = await newPage(browser);
+  await page.goto(server.url);
+  const picker = page.getByLabel('Agent');
+  await page.locator('#agent-picker option[value="demo"]').waitFor({ state: 'attached' });
+  assert.equal(await picker.inputValue(), 'demo');
+  await screenshot(page, 'picker-01-demo');
+  await picker.selectOption('zeta');
+  await page.getByRole('textbox', { name: 'Message' }).fill('hello zeta');
+  await page.getByRole('textbox', { name: 'Message' }).press('Enter');
+  await page.locator('.messages').getByText('You said: hello zeta').waitFor();
+  // The next new chat of this browser starts on it.
+  await page.getByRole('button', { name: 'New chat' }).click();
+  await page.locator('#agent-picker option[value="demo"]').waitFor({ state: 'attached' });
+  assert.equal(await page.getByLabel('Agent').inputValue(), 'zeta');
+  // So does a browser that never chatted here: the most recent session's agent.
+  const other = await newPage(browser);
+  await other.goto(server.url);
+  await other.locator('#agent-picker option[value="demo"]').waitFor({ state: 'attached' });
+  assert.equal(await other.getByLabel('Agent').inputValue(), 'zeta');
+  assert.deepEqual([...page.problems, ...other.problems], []);
+});
