@@ -1,8 +1,8 @@
 // One UI message and its parts: text, reasoning (collapsible), files, tool calls with their
 // results, approvals and questions waiting for the user, sub-agent threads, and sandbox files
 // the calls name, downloadable.
-import { useId, useState } from 'react';
-import { api, download } from './api.js';
+import { useEffect, useId, useState } from 'react';
+import { api, download, listAll } from './api.js';
 import { formatBytes } from './format.js';
 import { Markdown } from './Markdown.jsx';
 
@@ -44,7 +44,7 @@ function Part({ part, user, sessionId, waiting, answer }) {
     );
   }
   if (part.type === 'file') return <FilePart part={part} />;
-  if (part.type === 'data-agent') return <AgentThread data={part.data} />;
+  if (part.type === 'data-agent') return <AgentThread data={part.data} sessionId={sessionId} />;
   if (part.type === 'data-tool-progress') return <ToolProgress data={part.data} />;
   if (part.type === 'data-file') {
     return <Downloads sessionId={sessionId} paths={[part.data.path]} sizes={{ [part.data.path]: part.data.size }} />;
@@ -209,13 +209,48 @@ function ToolProgress({ data }) {
   );
 }
 
-function AgentThread({ data }) {
+// A sub-agent's card: its task, its own tool calls (read from the session's events for its
+// thread when the card opens, again as its status changes) and its answer.
+function AgentThread({ data, sessionId }) {
+  const [open, setOpen] = useState(false);
+  const [calls, setCalls] = useState(null);
+  useEffect(() => {
+    if (!open || !data.threadId) return;
+    let live = true;
+    listAll(`sessions/${encodeURIComponent(sessionId)}/events?limit=100`, 20_000).then((items) => {
+      if (!live) return;
+      const events = items.map((item) => item.event).filter((event) => event.thread_id === data.threadId).reverse();
+      const results = new Map(events.filter((event) => event.type === 'tool.response').map((event) => [event.tool_call_id, event.content]));
+      setCalls(events.flatMap((event) => (event.type === 'model.message' ? event.tool_calls ?? [] : [])).map((call) => ({
+        id: call.id,
+        name: call.function?.name,
+        input: call.function?.arguments,
+        result: results.get(call.id),
+      })));
+    }, () => live && setCalls([]));
+    return () => {
+      live = false;
+    };
+  }, [open, data.threadId, data.status, sessionId]);
   return (
-    <details className="thread">
+    <details className="thread" onToggle={(event) => setOpen(event.currentTarget.open)}>
       <summary>
         Sub-agent <strong>{data.agentName}</strong> <span className={`badge ${data.status}`}>{data.status}</span>
       </summary>
       {data.prompt && <p className="muted">Task: {data.prompt}</p>}
+      {calls?.length > 0 && (
+        <ul className="sub-calls" aria-label={`Tool calls of ${data.agentName}`}>
+          {calls.map((call) => (
+            <li key={call.id}>
+              <details>
+                <summary><span className="tool-name">{call.name}</span> <span className="badge">{call.result === undefined ? 'running' : 'done'}</span></summary>
+                <Json label="Input" value={call.input} />
+                {call.result !== undefined && <Json label="Result" value={call.result} />}
+              </details>
+            </li>
+          ))}
+        </ul>
+      )}
       {data.result && <Markdown className="text" text={data.result} />}
       {data.error && <p className="error">{data.error}</p>}
     </details>
@@ -244,14 +279,20 @@ function Usage({ metadata }) {
   );
 }
 
-// Sandbox paths a tool call's input or result names, such as /workspace/report.csv.
+// Sandbox paths a tool call's input or result names, such as /workspace/report.csv. A path with
+// another one under it is a folder: folders are not offered (a download is one file).
 export function sandboxPaths(values) {
   const found = new Set();
   const text = values.map((value) => (typeof value === 'string' ? value : JSON.stringify(value ?? ''))).join('\n');
   for (const match of text.matchAll(/\/(?:workspace|tmp)\/[\w.\-/]*[\w-]/g)) {
     if (!match[0].startsWith('/workspace/.tool-results')) found.add(match[0]);
   }
-  return [...found];
+  return [...found].filter((path) => ![...found].some((other) => other.startsWith(`${path}/`)));
+}
+
+// Whether a path names a folder for certain: it ends with a slash, or is a sandbox root.
+export function isFolder(path) {
+  return path.endsWith('/') || /^\/(workspace|tmp)$/.test(path);
 }
 
 export function Downloads({ sessionId, paths, sizes = {} }) {

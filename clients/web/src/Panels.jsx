@@ -5,7 +5,7 @@
 import { useEffect, useId, useState } from 'react';
 import { api } from './api.js';
 import { Markdown } from './Markdown.jsx';
-import { Downloads } from './Message.jsx';
+import { Downloads, isFolder } from './Message.jsx';
 
 export function Panels({ sessionId, status, sandbox, refresh }) {
   const [tasks, setTasks] = useState(null);
@@ -121,7 +121,8 @@ function SandboxDownload({ sessionId }) {
         <input id={inputId} value={path} onChange={(event) => setPath(event.target.value)} />
         <button type="submit">Find</button>
       </form>
-      {wanted && <Downloads key={wanted} sessionId={sessionId} paths={[wanted]} />}
+      {wanted && isFolder(wanted) && <p className="muted" role="status">{wanted} is a folder: name a file in it (a download is one file).</p>}
+      {wanted && !isFolder(wanted) && <Downloads key={wanted} sessionId={sessionId} paths={[wanted]} />}
     </details>
   );
 }

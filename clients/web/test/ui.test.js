@@ -288,6 +288,33 @@ test('download a file the agent made', async () => {
   noProblems(page);
 });
 
+test('folders are not offered for download: the files in them are', async () => {
+  const page = await openChat();
+  await send(page, '[tool:exec {"command": "mkdir -p /workspace/out && printf made > /workspace/out/a.txt"}]');
+  await page.locator('.messages').getByText(/^Tool result: /).waitFor();
+  await page.getByRole('button', { name: 'Download /workspace/out/a.txt' }).first().waitFor();
+  assert.equal(await page.getByRole('button', { name: 'Download /workspace/out', exact: true }).count(), 0, 'the folder is not offered');
+  await page.getByText('Sandbox files').click();
+  await page.getByRole('button', { name: 'Find' }).click();
+  await page.getByText('/workspace/ is a folder: name a file in it').waitFor();
+  assert.equal(await page.getByRole('button', { name: 'Download /workspace/', exact: true }).count(), 0);
+  await screenshot(page, '11a-folder-not-offered');
+  noProblems(page);
+});
+
+test('a sub-agent\'s card shows its own tool calls', async () => {
+  const page = await openChat();
+  await send(page, '[tool:run_sub_agent {"name": "clock", "task": "[tool:get_current_datetime]"}]');
+  const thread = page.locator('details.thread', { hasText: 'clock' });
+  await thread.locator('.badge', { hasText: 'done' }).first().waitFor();
+  await thread.locator('summary').first().click();
+  const calls = page.getByRole('list', { name: 'Tool calls of clock' });
+  await calls.getByText('get_current_datetime').click();
+  await calls.getByText(/^\d{4}-\d\d-\d\dT/).waitFor();
+  await screenshot(page, '20a-sub-agent-calls');
+  noProblems(page);
+});
+
 test('reload mid-stream: the turn goes on and the page resumes it to the end', async () => {
   const page = await openChat();
   await send(page, '[delay:100][tokens:30]');
