@@ -269,7 +269,7 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
           </div>
         )}
         {session && <TerminalCommand sessionId={id} />}
-        {session && inspecting && <Inspector sessionId={id} generation={`${status}:${messages.length}`} />}
+        {session && inspecting && <Inspector sessionId={id} model={session.model || manifest?.model?.name} generation={`${status}:${messages.length}`} />}
       </div>
       <p className="visually-hidden" role="status">{busy ? 'The agent is answering.' : hasAnswer && status === 'ready' ? 'The agent has answered.' : ''}</p>
       <div className="messages" ref={list} onScroll={onScroll} aria-busy={busy}>

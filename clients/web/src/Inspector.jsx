@@ -9,7 +9,22 @@ import { api, listAll } from './api.js';
 // The timeline rows of a turn's events, oldest first. A model call lasts from the event before
 // it (the turn's start, a tool result, the previous answer) to its message; a tool call from the
 // message that asked for it to its result.
-export function timeline(events) {
+// A model call's cost in US dollars at its model's prices (as the server computes a turn's):
+// the prompt less its cache reads and writes at the input price, those at their own prices
+// (the input price when absent), the output at the output price.
+export function callCost(usage, pricing) {
+  if (!pricing || usage?.input_tokens === undefined) return null;
+  const read = usage.cache_read_tokens ?? 0;
+  const write = usage.cache_write_tokens ?? 0;
+  const uncached = Math.max(0, usage.input_tokens - read - write);
+  return (uncached * pricing.input_per_million
+    + read * (pricing.cache_read_per_million ?? pricing.input_per_million)
+    + write * (pricing.cache_write_per_million ?? pricing.input_per_million)
+    + (usage.output_tokens ?? 0) * pricing.output_per_million) / 1e6;
+}
+
+// `pricing(thread)` gives the prices of the model a thread ran (none when unknown).
+export function timeline(events, pricing = () => null) {
   const sorted = [...events].sort((a, b) => Date.parse(a.created_at) - Date.parse(b.created_at));
   const start = sorted[0] ? Date.parse(sorted[0].created_at) : 0;
   const asked = new Map();
@@ -31,7 +46,7 @@ export function timeline(events) {
           label: calls.length ? `model call → ${calls.join(', ')}` : 'model call → answer',
           duration: at - before,
           tokens: usage.input_tokens !== undefined ? `${usage.input_tokens} in · ${usage.output_tokens ?? 0} out` : '',
-          cost: usage.cost_in_usd ?? usage.cost ?? null,
+          cost: callCost(usage, pricing(thread)),
         });
         break;
       }
@@ -89,8 +104,12 @@ function ms(value) {
   return value < 1000 ? `${value} ms` : `${(value / 1000).toFixed(2)} s`;
 }
 
-export function Inspector({ sessionId, generation }) {
+export function Inspector({ sessionId, model, generation }) {
   const [turns, setTurns] = useState(null);
+  const [models, setModels] = useState(null);
+  useEffect(() => {
+    api('GET', 'models').then((found) => setModels(found.data ?? []), () => setModels([]));
+  }, []);
   const [turnId, setTurnId] = useState('');
   const [events, setEvents] = useState(null);
   const [problem, setProblem] = useState(null);
@@ -120,7 +139,12 @@ export function Inspector({ sessionId, generation }) {
   }, [session, turnId, generation]);
 
   const turn = turns?.find((item) => item.id === turnId);
-  const rows = events && turn ? timeline(withEnds(events, turn)) : [];
+  // The prices of the models the turn's threads ran: the turn's (or the agent's) for the main
+  // thread, each sub-agent's own.
+  const prices = (name) => models?.find((model) => model.name === name)?.properties?.pricing ?? null;
+  const threadModels = new Map((events ?? []).filter((event) => event.type === 'thread.created').map((event) => [event.thread_id, event.agent_info?.model]));
+  const pricing = (thread) => prices((thread !== 'main' && threadModels.get(thread)) || turn?.model || model);
+  const rows = events && turn ? timeline(withEnds(events, turn), pricing) : [];
   const total = rows.length ? Math.max(1, ...rows.map((row) => row.at)) : 1;
   return (
     <section className="panel inspector" aria-label="Turn inspector">
@@ -154,7 +178,7 @@ export function Inspector({ sessionId, generation }) {
                 </td>
                 <td>{ms(row.duration)}</td>
                 <td>{row.tokens}</td>
-                <td>{row.cost ? `$${row.cost.toFixed(4)}` : ''}</td>
+                <td>{row.cost !== null && row.cost !== undefined ? `$${row.cost.toFixed(6)}` : ''}</td>
                 <td>
                   <details>
                     <summary>raw</summary>

@@ -441,8 +441,18 @@ test('a plan: rejected with feedback, then approved, switches the mode; the plan
   noProblems(page);
 });
 
-test('the turn inspector shows a tool turn as a timeline of model and tool calls with timings, tokens and raw events', async () => {
-  const page = await openChat();
+test('the turn inspector shows a tool turn as a timeline of model and tool calls with timings, tokens, cost and raw events', async () => {
+  // A model with prices, so that calls cost something.
+  const fake = (await server.api('GET', '/api/v1/settings/model-providers')).body.data.find((item) => item.name === 'fake');
+  const pricing = { input_per_million: 1000, output_per_million: 3000 };
+  const provider = {
+    type: 'custom', name: 'priced', base_url: fake.manifest.base_url, auth: { api_key: 'sk-fake-0123456789abcdef' },
+    models: [{ name: 'fake-model', model_id: 'fake-model', properties: { pricing } }],
+  };
+  await expectStatus(server.api('PUT', '/api/v1/settings/model-providers', { manifest: provider }), 200);
+  const manifest = { model: { name: 'priced/fake-model' }, instructions: 'Help.', config: { sandbox: { enabled: true } } };
+  await expectStatus(server.api('POST', '/api/v1/agents', { name: 'priced', manifest }), 201);
+  const page = await openChat({}, 'priced');
   await send(page, '[tool:get_current_datetime]');
   await page.locator('.messages').getByText(/^Tool result: /).waitFor();
   await page.getByRole('button', { name: 'Send' }).waitFor();
@@ -456,6 +466,15 @@ test('the turn inspector shows a tool turn as a timeline of model and tool calls
   assert.match(await model.locator('td:nth-child(3)').textContent(), /^\d+(\.\d+)? m?s$/, 'the model call took a time');
   assert.match(await model.locator('td:nth-child(4)').textContent(), /^\d+ in · \d+ out$/);
   assert.match(await steps.last().locator('td:nth-child(4)').textContent(), /^\d+ in · \d+ out$/, 'the turn\'s totals');
+  // Each model call's cost at the model's prices; together, the turn's cost as the server has it.
+  let sum = 0;
+  for (const index of [2, 4]) {
+    const [input, output] = (await steps.nth(index).locator('td:nth-child(4)').textContent()).match(/\d+/g).map(Number);
+    const cost = (input * pricing.input_per_million + output * pricing.output_per_million) / 1e6;
+    assert.equal(await steps.nth(index).locator('td:nth-child(5)').textContent(), `$${cost.toFixed(6)}`);
+    sum += cost;
+  }
+  assert.equal(await steps.last().locator('td:nth-child(5)').textContent(), `$${sum.toFixed(6)}`);
   await steps.nth(3).getByText('raw').click();
   assert.match(await steps.nth(3).locator('pre').textContent(), /"type": "tool.response"/);
   await screenshot(page, '25-inspector');
