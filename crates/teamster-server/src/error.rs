@@ -106,6 +106,12 @@ const RETRY_RUNNING_TURN: &str = "1";
 /// queued follow-ups): the rate limiter sets its own.
 const RETRY_TOO_MANY: &str = "1";
 
+impl From<teamster_service::IdentityError> for ApiError {
+    fn from(error: teamster_service::IdentityError) -> ApiError {
+        ServiceError::from(error).into()
+    }
+}
+
 impl From<ServiceError> for ApiError {
     fn from(error: ServiceError) -> ApiError {
         let message = error.to_string();

@@ -27,7 +27,7 @@ use tokio::sync::watch;
 /// How often a replica looks up cancel requests for the turns it runs.
 const CANCEL_CHECK: Duration = Duration::from_secs(1);
 /// The settings kinds a replica keeps in memory, and so reloads when any replica writes them.
-const RELOADED_KINDS: [&str; 3] = [crate::catalog::SETTING_KIND, crate::mcp::SETTING_KIND, crate::identity::SETTING_KIND];
+const RELOADED_KINDS: [&str; 3] = [crate::catalog::SETTING_KIND, crate::mcp::SETTING_KIND, teamster_identity::SETTING_KIND];
 
 /// The registry of readers waiting for announcements about turns.
 #[derive(Default)]

@@ -75,4 +75,16 @@ impl From<teamster_store::Error> for ServiceError {
     }
 }
 
+impl From<teamster_identity::IdentityError> for ServiceError {
+    fn from(error: teamster_identity::IdentityError) -> ServiceError {
+        use teamster_identity::IdentityError;
+        match error {
+            IdentityError::Invalid { message, param } => ServiceError::Invalid { message, param },
+            IdentityError::Forbidden(message) => ServiceError::Forbidden(message),
+            IdentityError::NotFound(message) => ServiceError::NotFound(message),
+            IdentityError::Store(error) => error.into(),
+        }
+    }
+}
+
 pub type Result<T, E = ServiceError> = std::result::Result<T, E>;

@@ -227,7 +227,7 @@ impl Service {
 async fn credential_in_force(store: &dyn teamster_store::Store, message: &QueuedMessage) -> Result<bool> {
     match &message.credential {
         None => Ok(true),
-        Some(key_id) => crate::identity::ApiKeys::new(store).in_force(key_id).await,
+        Some(key_id) => Ok(teamster_identity::ApiKeys::new(store).in_force(key_id).await?),
     }
 }
 

@@ -21,11 +21,9 @@ mod downloads;
 mod error;
 mod events;
 mod follow_ups;
-mod identity;
 mod input_files;
 mod limits;
 pub mod mcp;
-pub mod oidc;
 mod planner;
 mod plans;
 mod runtime;
@@ -40,7 +38,6 @@ use teamster_llm::registry::RegistryOptions;
 use std::sync::Arc;
 use std::time::Duration;
 
-use teamster_protocol::Subject;
 use teamster_protocol::settings::ModelProviderManifest;
 use teamster_store::Store;
 
@@ -64,7 +61,7 @@ pub use teamster_control::SUBMIT_PLAN;
 pub use teamster_engine::RUN_SUB_AGENT;
 /// The sandbox's command tool (the stream dialects announce the files its calls make).
 pub use teamster_sandbox::EXEC_TOOL;
-pub use identity::{ApiKey, ApiKeys, CreatedKey, NewKey, Role};
+pub use teamster_identity::{ApiKey, ApiKeys, Caller, CreatedKey, IdentityError, NewKey, Role, oidc};
 pub use telemetry::StreamGuard;
 pub use telemetry::otlp::OtlpExporter;
 pub use telemetry::traces::{TraceParent, with_caller_trace};
@@ -74,68 +71,6 @@ pub use budgets::TenantBudget;
 
 /// How long a readiness check waits for the store.
 pub const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Who makes a request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Caller {
-    pub subject: Subject,
-    /// The tenant the subject belongs to.
-    pub tenant: String,
-    pub role: Role,
-    /// The id of the API key the request was made with (`None` without one: the local operator,
-    /// an OIDC login, work outside any request). What the caller leaves queued (follow-ups,
-    /// steering) starts only while that key is in force.
-    pub key_id: Option<String>,
-}
-
-impl Caller {
-    /// The one caller of a server without authentication: the operator.
-    pub fn local() -> Caller {
-        Caller { subject: Subject::local(), tenant: "local".to_owned(), role: Role::Operator, key_id: None }
-    }
-
-    /// A subject acting on what it owns, outside any request (a follow-up it queued).
-    pub fn owner(subject: Subject) -> Caller {
-        Caller { subject, tenant: String::new(), role: Role::Member, key_id: None }
-    }
-
-    /// Whether the caller is the server's operator.
-    pub fn is_operator(&self) -> bool {
-        self.role == Role::Operator
-    }
-
-    /// Whether the caller administers its own tenant (a tenant admin, or the operator).
-    pub fn is_tenant_admin(&self) -> bool {
-        matches!(self.role, Role::Admin | Role::Operator)
-    }
-
-    /// Whether the caller may manage what belongs to `tenant`: the operator any tenant's, a
-    /// tenant admin its own tenant's only.
-    pub fn administers(&self, tenant: &str) -> bool {
-        match self.role {
-            Role::Operator => true,
-            Role::Admin => !self.tenant.is_empty() && self.tenant == tenant,
-            Role::Member => false,
-        }
-    }
-
-    /// Refuses (403) a caller that is neither a tenant admin nor the operator.
-    pub fn require_admin(&self) -> Result<()> {
-        match self.is_tenant_admin() {
-            true => Ok(()),
-            false => Err(ServiceError::Forbidden("only an admin may do this".to_owned())),
-        }
-    }
-
-    /// Refuses (403) a caller that is not the operator (what is server-wide: settings, model
-    /// providers, MCP servers, skills, the metrics).
-    pub fn require_operator(&self) -> Result<()> {
-        match self.is_operator() {
-            true => Ok(()),
-            false => Err(ServiceError::Forbidden("only the server's operator may do this".to_owned())),
-        }
-    }
-}
 
 /// Settings of the service, validated by the caller (the CLI).
 #[derive(Clone)]
@@ -213,7 +148,7 @@ struct Inner {
     /// Each subject's running turns, against the operator's quota.
     turn_quota: limits::TurnQuota,
     /// The API key records this replica authenticated with.
-    key_cache: identity::KeyCache,
+    key_cache: teamster_identity::KeyCache,
 }
 
 impl Service {
@@ -273,7 +208,7 @@ impl Service {
             follow_up_watchers: follow_ups::Watched::default(),
             telemetry,
             turn_quota,
-            key_cache: identity::KeyCache::default(),
+            key_cache: teamster_identity::KeyCache::default(),
         });
         if let (Some(feed), Some(cluster)) = (feed, cluster) {
             let member: std::sync::Weak<dyn cluster::ClusterMember> = Arc::downgrade(&inner) as _;
@@ -309,6 +244,16 @@ impl Service {
 
     fn store(&self) -> &dyn Store {
         self.inner.store.as_ref()
+    }
+
+    /// The server's API keys, with this replica's cache of their records.
+    pub fn api_keys(&self) -> ApiKeys<'_> {
+        ApiKeys::cached(self.store(), &self.inner.key_cache)
+    }
+
+    /// The caller a bearer key stands for (see [`ApiKeys::authenticate`]).
+    pub async fn authenticate(&self, bearer: &str) -> Result<Option<Caller>> {
+        Ok(self.api_keys().authenticate(bearer).await?)
     }
 
     /// The number of turns running in this process.
@@ -376,7 +321,7 @@ impl cluster::ClusterMember for Inner {
         {
             tracing::warn!(%error, "could not reload MCP servers");
         }
-        if wanted(identity::SETTING_KIND) {
+        if wanted(teamster_identity::SETTING_KIND) {
             self.key_cache.forget_all();
         }
     }

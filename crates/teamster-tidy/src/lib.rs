@@ -28,6 +28,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("teamster-store-postgres", &["teamster-protocol", "teamster-store", "teamster-store-sql"]),
     ("teamster-engine", &["teamster-protocol", "teamster-llm", "teamster-tools"]),
     ("teamster-control", &["teamster-protocol", "teamster-tools"]),
+    ("teamster-identity", &["teamster-protocol", "teamster-store", "teamster-mcp"]),
     (
         "teamster-service",
         &[
@@ -40,6 +41,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "teamster-sandbox",
             "teamster-control",
             "teamster-egress",
+            "teamster-identity",
         ],
     ),
     ("teamster-server", &["teamster-protocol", "teamster-service"]),

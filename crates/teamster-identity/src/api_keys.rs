@@ -24,37 +24,20 @@ use serde::{Deserialize, Serialize};
 use teamster_protocol::{Subject, timestamp};
 use teamster_store::SettingsStore;
 
-use crate::error::{Result, ServiceError};
-use crate::{Caller, Service};
+use crate::{Caller, IdentityError, Role};
+
+type Result<T, E = IdentityError> = std::result::Result<T, E>;
 
 /// The settings kind of API key records.
-pub(crate) const SETTING_KIND: &str = "api-key";
+pub const SETTING_KIND: &str = "api-key";
 /// How long a cached key record is trusted without reading it again.
-pub(crate) const KEY_CACHE_TTL: Duration = Duration::from_secs(30);
+pub const KEY_CACHE_TTL: Duration = Duration::from_secs(30);
 /// The most key records a replica caches; past it, the cache starts again empty.
 const KEY_CACHE_ENTRIES: usize = 10_000;
 /// What every key starts with.
 const KEY_PREFIX: &str = "tsk_";
 /// The longest subject or tenant name, in bytes.
 const MAX_NAME_BYTES: usize = 128;
-
-/// What a caller may do beyond its own sessions.
-///
-/// A key record stored before the operator role existed says `admin`, and stays a tenant admin:
-/// the operator makes an operator key with `teamster keys create --role operator`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// The server's operator: settings, model providers, MCP servers, skills, the metrics and
-    /// every tenant's keys; and, within its own tenant, what a tenant admin may do.
-    Operator,
-    /// A tenant's admin: the keys, agents and sessions of its own tenant only.
-    Admin,
-    /// Agents and its own sessions.
-    #[default]
-    Member,
-}
 
 /// An API key as listed: everything but its secret.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,7 +84,7 @@ fn check_name(param: &'static str, name: &str) -> Result<()> {
         && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"._-@".contains(&byte));
     match fits {
         true => Ok(()),
-        false => Err(ServiceError::invalid_param(
+        false => Err(IdentityError::invalid_param(
             param,
             format!("a {param} is 1 to {MAX_NAME_BYTES} letters, digits, '.', '_', '-' and '@'"),
         )),
@@ -110,7 +93,7 @@ fn check_name(param: &'static str, name: &str) -> Result<()> {
 
 fn random(bytes: usize) -> Result<String> {
     let mut buffer = vec![0; bytes];
-    SystemRandom::new().fill(&mut buffer).map_err(|_| ServiceError::invalid("the system's random number generator failed"))?;
+    SystemRandom::new().fill(&mut buffer).map_err(|_| IdentityError::invalid("the system's random number generator failed"))?;
     Ok(URL_SAFE_NO_PAD.encode(buffer))
 }
 
@@ -124,8 +107,8 @@ fn same_bytes(left: &[u8], right: &[u8]) -> bool {
 }
 
 /// The 404 of a key id that is unknown (or not the caller's to manage).
-fn unknown_key(id: &str) -> ServiceError {
-    ServiceError::NotFound(format!("no API key {:?}", id.chars().take(64).collect::<String>()))
+fn unknown_key(id: &str) -> IdentityError {
+    IdentityError::NotFound(format!("no API key {:?}", id.chars().take(64).collect::<String>()))
 }
 
 /// Whether `caller` manages `key`: the operator every key, a tenant admin its own tenant's keys
@@ -136,7 +119,7 @@ fn manages(caller: &Caller, key: &ApiKey) -> bool {
 
 /// This replica's copies of key records it has authenticated with, by key id.
 #[derive(Debug, Default)]
-pub(crate) struct KeyCache {
+pub struct KeyCache {
     records: Mutex<HashMap<String, (KeyRecord, Instant)>>,
     /// Counts the records forgotten: a record read from the store is cached only if nothing was
     /// forgotten while it was read, so a revocation racing the read is never undone.
@@ -172,15 +155,15 @@ impl KeyCache {
     }
 
     /// Drops every cached record (another replica changed a key).
-    pub(crate) fn forget_all(&self) {
+    pub fn forget_all(&self) {
         let mut records = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         self.generation.fetch_add(1, Ordering::AcqRel);
         records.clear();
     }
 }
 
-/// The API keys kept in a settings store; [`Service`] uses them, and so can a command that
-/// manages keys without running a server.
+/// The API keys kept in a settings store; a server uses them with its replica's [`KeyCache`]
+/// ([`ApiKeys::cached`]), and so can a command that manages keys without running a server.
 #[derive(Clone, Copy)]
 pub struct ApiKeys<'a> {
     store: &'a dyn SettingsStore,
@@ -191,6 +174,11 @@ pub struct ApiKeys<'a> {
 impl<'a> ApiKeys<'a> {
     pub fn new(store: &'a dyn SettingsStore) -> ApiKeys<'a> {
         ApiKeys { store, cache: None }
+    }
+
+    /// The keys of `store`, with a replica's cache of the records it authenticated with.
+    pub fn cached(store: &'a dyn SettingsStore, cache: &'a KeyCache) -> ApiKeys<'a> {
+        ApiKeys { store, cache: Some(cache) }
     }
 
     /// Creates a key; the returned secret is the only copy.
@@ -263,10 +251,10 @@ impl<'a> ApiKeys<'a> {
     /// admin only in its own tenant and never an operator key (403 otherwise).
     pub async fn create_for(&self, caller: &Caller, new: NewKey) -> Result<CreatedKey> {
         if new.role == Role::Operator && !caller.is_operator() {
-            return Err(ServiceError::Forbidden("only the server's operator may create an operator key".to_owned()));
+            return Err(IdentityError::Forbidden("only the server's operator may create an operator key".to_owned()));
         }
         if !caller.administers(&new.tenant) {
-            return Err(ServiceError::Forbidden("a tenant admin creates keys in its own tenant only".to_owned()));
+            return Err(IdentityError::Forbidden("a tenant admin creates keys in its own tenant only".to_owned()));
         }
         self.create(new).await
     }
@@ -296,7 +284,7 @@ impl<'a> ApiKeys<'a> {
     }
 
     async fn put(&self, record: &KeyRecord) -> Result<()> {
-        let value = serde_json::to_string(record).map_err(|error| ServiceError::invalid(error.to_string()))?;
+        let value = serde_json::to_string(record).map_err(|error| IdentityError::invalid(error.to_string()))?;
         let at = record.key.revoked_at.as_deref().unwrap_or(&record.key.created_at);
         let stored = self.store.put_setting(SETTING_KIND, &record.key.id, &value, at).await;
         // Forgotten after the write (and also when it failed), so no request reads the old record
@@ -309,18 +297,6 @@ impl<'a> ApiKeys<'a> {
 
     async fn record(&self, id: &str) -> Result<Option<KeyRecord>> {
         let Some(value) = self.store.get_setting(SETTING_KIND, id).await? else { return Ok(None) };
-        serde_json::from_str(&value).map(Some).map_err(|error| ServiceError::invalid(format!("the key record {id:?} is unreadable: {error}")))
-    }
-}
-
-impl Service {
-    /// The server's API keys.
-    pub fn api_keys(&self) -> ApiKeys<'_> {
-        ApiKeys { store: self.store(), cache: Some(&self.inner.key_cache) }
-    }
-
-    /// The caller a bearer key stands for (see [`ApiKeys::authenticate`]).
-    pub async fn authenticate(&self, bearer: &str) -> Result<Option<Caller>> {
-        self.api_keys().authenticate(bearer).await
+        serde_json::from_str(&value).map(Some).map_err(|error| IdentityError::invalid(format!("the key record {id:?} is unreadable: {error}")))
     }
 }
