@@ -1,7 +1,8 @@
 // Settings (admins only): a one-form switch of an agent (the `demo` agent by default) to a real
 // provider's model, then model providers and MCP servers, each a manifest edited as JSON or
-// YAML and written with PUT (create or replace). Secrets come back redacted; sending a
-// redacted value back keeps the stored one.
+// YAML and written with PUT (create or replace), renamed or deleted where the server offers it,
+// and each MCP server's connection tested (its tools listed). Secrets come back redacted;
+// sending a redacted value back keeps the stored one.
 import { useEffect, useId, useState } from 'react';
 import YAML from 'yaml';
 import { api, listAll } from './api.js';
@@ -12,23 +13,108 @@ const PROVIDER_EXAMPLE = {
 };
 const MCP_EXAMPLE = { type: 'remote', name: 'docs', description: 'What the server offers, for agents.', url: 'https://example.com/mcp' };
 
+// The methods the server offers on `/api/v1/<path>/{name}` (its OpenAPI document says), so that
+// delete and rename show only where the server has them.
+function useItemMethods() {
+  const [methods, setMethods] = useState({});
+  useEffect(() => {
+    api('GET', 'openapi.json').then((document) => {
+      const found = {};
+      for (const [route, operations] of Object.entries(document.paths ?? {})) {
+        found[route] = new Set(Object.keys(operations));
+      }
+      setMethods(found);
+    }, () => setMethods({}));
+  }, []);
+  return (path) => methods[`/api/v1/${path}/{name}`] ?? new Set();
+}
+
 export function Settings({ generation }) {
+  const methodsOf = useItemMethods();
   return (
     <div className="settings">
       <h2>Settings</h2>
       <RealModel generation={generation} />
-      <ManifestSection title="Model providers" path="settings/model-providers" example={PROVIDER_EXAMPLE} generation={generation} />
-      <ManifestSection title="MCP servers" path="settings/mcp-servers" example={MCP_EXAMPLE} generation={generation} />
+      <ManifestSection title="Model providers" path="settings/model-providers" example={PROVIDER_EXAMPLE} generation={generation} methods={methodsOf('settings/model-providers')} />
+      <ManifestSection title="MCP servers" path="settings/mcp-servers" example={MCP_EXAMPLE} generation={generation} methods={methodsOf('settings/mcp-servers')} testable />
     </div>
   );
 }
 
-function ManifestSection({ title, path, example, generation }) {
+// An MCP server's connection tested as a turn would make it: its tools listed, or why not.
+function McpTest({ name }) {
+  const [verdict, setVerdict] = useState(null);
+  const run = async () => {
+    setVerdict({ pending: true });
+    const started = performance.now();
+    try {
+      const tools = (await api('GET', `mcp-servers/${encodeURIComponent(name)}/tools`)).data ?? [];
+      setVerdict({ ok: true, tools, ms: Math.round(performance.now() - started) });
+    } catch (failure) {
+      setVerdict({ ok: false, error: failure.message });
+    }
+  };
+  return (
+    <>
+      <button type="button" className="link" onClick={run} disabled={verdict?.pending}>Test {name}</button>
+      {verdict?.pending && <span className="muted" role="status"> connecting…</span>}
+      {verdict?.ok && (
+        <div className="mcp-verdict" role="status">
+          <p className="notice">Connected in {verdict.ms} ms: {verdict.tools.length} tools.</p>
+          <ul aria-label={`Tools of ${name}`}>
+            {verdict.tools.map((tool) => (
+              <li key={tool.name}><span className="tool-name">{tool.name}</span>{tool.description && <span className="muted"> — {tool.description}</span>}</li>
+            ))}
+          </ul>
+        </div>
+      )}
+      {verdict && verdict.ok === false && <p className="error" role="alert">{name} failed: {verdict.error}</p>}
+    </>
+  );
+}
+
+// A new name for an item, sent as `PATCH <path>/{name}`.
+function RenameForm({ path, name, onDone, onCancel }) {
+  const [value, setValue] = useState(name);
+  const [problem, setProblem] = useState(null);
+  const inputId = useId();
+  const submit = async (event) => {
+    event.preventDefault();
+    try {
+      await api('PATCH', `${path}/${encodeURIComponent(name)}`, { name: value.trim() });
+      onDone();
+    } catch (failure) {
+      setProblem(`${failure.param ? `${failure.param}: ` : ''}${failure.message}`);
+    }
+  };
+  return (
+    <form className="row" onSubmit={submit}>
+      <label htmlFor={inputId}>New name for {name}</label>
+      <input id={inputId} required value={value} onChange={(event) => setValue(event.target.value)} />
+      <button type="submit" className="primary">Rename</button>
+      <button type="button" onClick={onCancel}>Cancel</button>
+      {problem && <span className="error" role="alert">{problem}</span>}
+    </form>
+  );
+}
+
+function ManifestSection({ title, path, example, generation, methods, testable = false }) {
   const [items, setItems] = useState(null);
   const [error, setError] = useState(null);
   const [editing, setEditing] = useState(null);
+  const [renaming, setRenaming] = useState(null);
   const [reload, setReload] = useState(0);
   const headingId = useId();
+  const remove = async (name) => {
+    if (!confirm(`Delete ${name}? Agents that name it stop working until they are changed.`)) return;
+    try {
+      setError(null);
+      await api('DELETE', `${path}/${encodeURIComponent(name)}`);
+    } catch (failure) {
+      setError(failure.message);
+    }
+    setReload((value) => value + 1);
+  };
 
   useEffect(() => {
     api('GET', path).then(
@@ -45,8 +131,17 @@ function ManifestSection({ title, path, example, generation }) {
       <ul>
         {(items ?? []).map((item) => (
           <li key={item.name}>
-            <button type="button" className="link" onClick={() => setEditing(item.manifest)}>{item.name}</button>
-            <span className="muted"> {item.manifest?.type}</span>
+            <div className="row">
+              <button type="button" className="link" onClick={() => setEditing(item.manifest)}>{item.name}</button>
+              <span className="muted">{item.manifest?.type}</span>
+              {methods.has('patch') && <button type="button" className="link" onClick={() => setRenaming(item.name)}>Rename {item.name}</button>}
+              {methods.has('delete') && <button type="button" className="link danger" onClick={() => remove(item.name)}>Delete {item.name}</button>}
+            </div>
+            {testable && <McpTest name={item.name} />}
+            {renaming === item.name && (
+              <RenameForm path={path} name={item.name} onCancel={() => setRenaming(null)}
+                onDone={() => { setRenaming(null); setReload((value) => value + 1); }} />
+            )}
           </li>
         ))}
       </ul>

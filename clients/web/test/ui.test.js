@@ -595,7 +595,7 @@ test('settings: providers are listed and a refused MCP server shows why', async 
   const page = await newPage(browser);
   await page.goto(`${server.url}/#/settings`);
   const providers = page.getByRole('region', { name: 'Model providers' });
-  await providers.getByRole('button', { name: 'fake' }).waitFor();
+  await providers.getByRole('button', { name: 'fake', exact: true }).waitFor();
   const mcp = page.getByRole('region', { name: 'MCP servers' });
   await mcp.getByRole('button', { name: 'Add' }).click();
   const editor = mcp.getByRole('textbox', { name: 'Manifest (YAML or JSON)' });
@@ -605,7 +605,7 @@ test('settings: providers are listed and a refused MCP server shows why', async 
   await screenshot(page, '24-settings-refused');
   await editor.fill((await editor.inputValue()).replace('name: "bad name!"', 'name: docs'));
   await mcp.getByRole('button', { name: 'Save' }).click();
-  await mcp.getByRole('button', { name: 'docs' }).waitFor();
+  await mcp.getByRole('button', { name: 'docs', exact: true }).waitFor();
   noProblems(page);
 });
 
