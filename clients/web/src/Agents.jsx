@@ -1,7 +1,9 @@
 // Saved agents (/api/v1/agents): the list, and an editor of one agent's manifest as JSON or
-// YAML. What the server refuses (4xx) is shown beside the editor, with the field it names.
+// YAML. What the server refuses (4xx) is shown beside the editor, with the field it names;
+// "Check" shows what the manifest would run with (where the server offers the check).
 import { useEffect, useId, useState } from 'react';
 import YAML from 'yaml';
+import { CheckReport, checkAgent, useCheckOffered } from './AgentCheck.jsx';
 import { api, listAll } from './api.js';
 import { href } from './route.js';
 
@@ -55,6 +57,9 @@ function AgentEditor({ agent, onSaved }) {
   const [notice, setNotice] = useState(null);
   const [saving, setSaving] = useState(false);
   const ids = { name: useId(), manifest: useId(), problem: useId() };
+  const checkOffered = useCheckOffered();
+  const [report, setReport] = useState(null);
+  const [checking, setChecking] = useState(false);
 
   const parse = (source, from) => (from === 'yaml' ? YAML.parse(source) : JSON.parse(source));
   const switchSyntax = (next) => {
@@ -95,6 +100,27 @@ function AgentEditor({ agent, onSaved }) {
       setProblem({ message: failure.message, param: failure.param, status: failure.status });
     } finally {
       setSaving(false);
+    }
+  };
+
+  const check = async () => {
+    setNotice(null);
+    let manifest;
+    try {
+      manifest = parse(text, syntax);
+    } catch (failure) {
+      setProblem({ message: `The manifest is not valid ${syntax.toUpperCase()}: ${failure.message}` });
+      return;
+    }
+    setChecking(true);
+    try {
+      setReport(await checkAgent(agent?.name ?? agentName.trim(), manifest));
+      setProblem(null);
+    } catch (failure) {
+      setReport(null);
+      setProblem({ message: failure.message, param: failure.param, status: failure.status });
+    } finally {
+      setChecking(false);
     }
   };
 
@@ -146,8 +172,10 @@ function AgentEditor({ agent, onSaved }) {
         </div>
       )}
       {notice && <p className="notice" role="status">{notice}</p>}
+      {report && <CheckReport report={report} />}
       <div className="row">
         <button type="submit" className="primary" disabled={saving}>{saving ? 'Saving…' : 'Save'}</button>
+        {checkOffered && <button type="button" onClick={check} disabled={checking}>{checking ? 'Checking…' : 'Check'}</button>}
         {agent && <a className="button" href={`#/`} onClick={() => localStorage.setItem('teamster.agent', agent.name)}>Chat with it</a>}
         {agent && <button type="button" className="danger" onClick={remove}>Delete</button>}
       </div>

@@ -1,6 +1,7 @@
-// The settings page against a server that may start stdio MCP servers: an MCP server's
-// connection tested from the page (its tools listed, or why it failed), and, where the server
-// offers them, model providers and MCP servers renamed and deleted.
+// The settings page and the agent editor against a server that may start stdio MCP servers: an
+// MCP server's connection tested from the page (its tools listed, or why it failed), and, where
+// the server offers them, model providers and MCP servers renamed and deleted, and the agent
+// editor's "Check" of what a manifest would run with.
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -75,5 +76,37 @@ test('model providers and MCP servers are renamed and deleted from the settings'
   await mcp.getByRole('button', { name: 'Delete gone' }).click();
   await mcp.getByRole('button', { name: 'gone', exact: true }).waitFor({ state: 'detached' });
   assert.deepEqual(await names('/api/v1/settings/mcp-servers'), ['desk']);
+  assert.deepEqual(page.problems, []);
+});
+
+test('the agent editor\'s Check shows what the manifest would run with: tools, approvals, servers, problems', async (t) => {
+  if (!routes?.['/api/v1/agents/check']?.post) {
+    t.skip('the server has no POST /api/v1/agents/check yet');
+    return;
+  }
+  const manifest = {
+    model: { name: 'fake/fake-model' },
+    instructions: 'Help with orders.',
+    mcp_servers: [{ type: 'truefoundry-mcp-registry', name: 'desk', require_approval_for_tools: ['refund_order'] }],
+  };
+  await expectStatus(server.api('POST', '/api/v1/agents', { name: 'support', manifest }), 201);
+  const page = await newPage(browser);
+  await page.goto(`${server.url}/#/agents/support`);
+  await page.getByRole('radio', { name: 'JSON' }).check();
+  await page.getByRole('button', { name: 'Check' }).click();
+  const report = page.getByRole('region', { name: 'Check report' });
+  await report.getByText('Saving would succeed.').waitFor();
+  await report.getByRole('list', { name: 'MCP servers' }).getByText('connected, 2 tools').waitFor();
+  const tools = report.getByRole('table', { name: 'Tools' });
+  assert.equal(await tools.locator('tr', { hasText: 'refund_order' }).locator('td:nth-child(3)').textContent(), 'asks');
+  assert.equal(await tools.locator('tr', { hasText: 'lookup_order' }).locator('td:nth-child(3)').textContent(), 'runs at once');
+  await screenshot(page, 'settings-03-agent-checked');
+  // A model the providers do not have is a problem named at its key, and nothing is saved.
+  const editor = page.getByRole('textbox', { name: 'Manifest' });
+  await editor.fill(JSON.stringify({ ...manifest, model: { name: 'nowhere/none' } }, null, 2));
+  await page.getByRole('button', { name: 'Check' }).click();
+  await report.getByText(/^Saving would be refused/).waitFor();
+  await report.locator('p.error', { hasText: 'model.name' }).first().waitFor();
+  assert.equal((await server.api('GET', '/api/v1/agents/support')).body.data.manifest.model.name, 'fake/fake-model');
   assert.deepEqual(page.problems, []);
 });
