@@ -449,6 +449,32 @@ def test_an_instruction_the_turn_ended_before_taking_starts_the_next_turn(api, f
     wire.assert_error(api.post(f"/api/v1/sessions/{sid}/steer", json={"content": ""}), 400)
 
 
+def test_a_cancel_drops_the_steering_and_follow_ups_queued_for_the_turn(api, fake):
+    """Stop means stop: an instruction and a follow-up queued while a turn runs are dropped
+    when the client cancels it, so no turn starts behind the user's back; a follow-up posted
+    after the cancel starts at once, right after the cancelled turn."""
+    session = api.create_session(spec={"model": {"name": "fake/fake-model"}})
+    sid, url = session["id"], f"/api/v1/sessions/{session['id']}/follow-ups"
+    marker, instruction, queued = wire.unique("stopped"), wire.unique("steer"), wire.unique("queued")
+    turn = api.start_turn(sid, f"[tokens:50][delay:200] {marker}")
+    wire.wait_until(lambda: fake.requests_for(marker), timeout=20, what="the model call")
+    api.ok(api.post(f"/api/v1/sessions/{sid}/steer", json={"content": instruction}), 202)
+    api.ok(api.post(url, json={"content": queued}), 201)
+    api.ok(api.post(f"/api/v1/sessions/{sid}/cancel", json={}))
+    assert api.get_turn(sid, turn["id"])["state"]["status"] == "cancelled"
+    assert api.ok(api.get(url))["data"] == [], "the cancel dropped the queued follow-up"
+
+    # Nothing runs now: a new follow-up starts its turn at once, chained to the cancelled one.
+    after = wire.unique("after")
+    started = api.ok(api.post(url, json={"content": after}), 201)["data"]
+    assert started.get("turn_id"), f"a turn was running after the cancel: {started}"
+    done = api.wait_terminal(sid, started["turn_id"])
+    assert done["previous_turn_id"] == turn["id"] and done["state"]["status"] == "done", done
+    turns = session_turns(api, sid)
+    assert [t["id"] for t in turns] == [turn["id"], started["turn_id"]], turns
+    assert not fake.requests_mentioning(instruction) and not fake.requests_mentioning(queued)
+
+
 def test_follow_ups_queued_before_a_crash_run_after_the_restart(server_factory, fake):
     own = server_factory(extra_args=("--lease-ttl-ms", "1000", "--lease-renew-ms", "200", "--takeover-interval-ms", "200"))
     api = own.require_api()

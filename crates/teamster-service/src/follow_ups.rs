@@ -8,13 +8,17 @@
 //! session and process; a starting server watches every session with a queue), and a follow-up
 //! posted while no turn runs starts one at once. A turn that ends waiting for the user
 //! (approvals, answers, authorization) holds the queue until a turn ends without waiting.
+//!
+//! Stop means stop: once the client cancelled the session's last turn, every instruction and
+//! follow-up queued before it ended is dropped, never started (`cancel_session` drops them as
+//! it answers; a watcher that finds one first drops it too).
 
 use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use teamster_protocol::control::QueuedMessage as FollowUp;
-use teamster_protocol::{TurnInput, TurnState, UserContent, ids, timestamp};
+use teamster_protocol::{CancelReason, TurnInput, TurnState, UserContent, ids, timestamp};
 use teamster_store::{QueueKind, QueuedMessage};
 
 use crate::error::{Result, ServiceError};
@@ -54,8 +58,10 @@ enum Tip {
     Running(String),
     /// The last turn waits for the user: follow-ups wait for the turn that answers it.
     WaitingForUser,
-    /// Nothing runs: the next follow-up may start, after this turn (none for a new session).
-    Idle(Option<String>),
+    /// Nothing runs: the next follow-up may start, after `last` (none for a new session).
+    /// When the client cancelled `last`, `stopped_at` is when it ended: what was queued until
+    /// then is dropped, not started.
+    Idle { last: Option<String>, stopped_at: Option<String> },
 }
 
 impl Service {
@@ -80,7 +86,7 @@ impl Service {
         }
         let mut queued = view(message);
         let started = match self.tip(session_id).await? {
-            Tip::Idle(last) => self.start_next_follow_up(session_id, last).await,
+            Tip::Idle { last, stopped_at } => self.start_next_follow_up(session_id, last, stopped_at.as_deref()).await,
             Tip::Running(_) | Tip::WaitingForUser => Ok(None),
         };
         match started {
@@ -160,7 +166,7 @@ impl Service {
                 Ok(true)
             }
             Tip::WaitingForUser => Ok(false),
-            Tip::Idle(last) => match self.start_next_follow_up(session_id, last).await {
+            Tip::Idle { last, stopped_at } => match self.start_next_follow_up(session_id, last, stopped_at.as_deref()).await {
                 Ok(started) => Ok(started.is_some()),
                 // Another turn started meanwhile: wait for it instead.
                 Err(ServiceError::Conflict { .. }) => Ok(true),
@@ -175,12 +181,31 @@ impl Service {
             return Ok(Tip::Running(log.turn_id.to_string()));
         }
         let session = self.store().get_session(session_id).await?;
-        let Some(last) = session.last_turn_id else { return Ok(Tip::Idle(None)) };
+        let Some(last) = session.last_turn_id else { return Ok(Tip::Idle { last: None, stopped_at: None }) };
         Ok(match self.turn_record(session_id, &last).await?.state {
             TurnState::Running => Tip::Running(last),
             TurnState::Done { required_actions, .. } if !required_actions.is_empty() => Tip::WaitingForUser,
-            _ => Tip::Idle(Some(last)),
+            TurnState::Cancelled { reason: CancelReason::ClientCancelled, completed_at, .. } => {
+                Tip::Idle { last: Some(last), stopped_at: Some(completed_at) }
+            }
+            _ => Tip::Idle { last: Some(last), stopped_at: None },
         })
+    }
+
+    /// Drops the instructions and follow-ups queued before the client's cancel of the session's
+    /// last turn took effect (none if the last turn was not cancelled by the client); returns
+    /// how many were dropped.
+    pub(crate) async fn drop_stopped_queue(&self, session_id: &str) -> Result<usize> {
+        let Tip::Idle { stopped_at: Some(stopped_at), .. } = self.tip(session_id).await? else { return Ok(0) };
+        let mut dropped = 0;
+        for kind in [QueueKind::Steer, QueueKind::FollowUp] {
+            for message in self.store().queued_messages(session_id, kind).await? {
+                if queued_before(&message, &stopped_at) && self.store().remove_queued(session_id, &message.id).await? {
+                    dropped += 1;
+                }
+            }
+        }
+        Ok(dropped)
     }
 
     /// Starts the oldest follow-up after `last` (the tip the caller found idle); returns its
@@ -188,8 +213,13 @@ impl Service {
     /// starts a turn of its own. The message is removed before its turn is created (so two
     /// replicas never both start it) and queued again, in its place, if the turn is refused.
     /// A message whose API key was revoked since it was queued is dropped, and the next one
-    /// considered.
-    async fn start_next_follow_up(&self, session_id: &str, last: Option<String>) -> Result<Option<(String, String)>> {
+    /// considered; so is one queued before `stopped_at` (the client's cancel of `last`).
+    async fn start_next_follow_up(
+        &self,
+        session_id: &str,
+        last: Option<String>,
+        stopped_at: Option<&str>,
+    ) -> Result<Option<(String, String)>> {
         loop {
             let mut queue = self.store().queued_messages(session_id, QueueKind::Steer).await?;
             if queue.is_empty() {
@@ -198,6 +228,10 @@ impl Service {
             let Some(next) = queue.into_iter().next() else { return Ok(None) };
             if !self.store().remove_queued(session_id, &next.id).await? {
                 return Err(ServiceError::turn_running("the follow-up was started elsewhere"));
+            }
+            if stopped_at.is_some_and(|at| queued_before(&next, at)) {
+                tracing::info!(session = %session_id, message = %next.id, "a message queued before the turn was cancelled was dropped");
+                continue;
             }
             if !credential_in_force(self.store(), &next).await? {
                 tracing::warn!(session = %session_id, message = %next.id, "a queued message's API key was revoked; it was dropped");
@@ -220,6 +254,12 @@ impl Service {
             };
         }
     }
+}
+
+/// Whether a message was queued at or before `at` (both are UTC timestamps of one format, so
+/// they compare as text).
+fn queued_before(message: &QueuedMessage, at: &str) -> bool {
+    message.created_at.as_str() <= at
 }
 
 /// Whether the API key a message was queued with is still in force (a message queued without

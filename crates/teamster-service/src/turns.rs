@@ -385,13 +385,18 @@ impl Service {
     }
 
     /// Cancels the session's running turn, if any, and waits (boundedly) until it has
-    /// recorded its end. Idempotent.
+    /// recorded its end; the steering and follow-ups queued until then are dropped with it, so
+    /// nothing starts after a stop. Idempotent.
     pub async fn cancel_session(&self, caller: &Caller, session_id: &str) -> Result<()> {
         let session = self.catalog().owned_session(caller, session_id).await?;
         if !self.stop_running_turn(&session, CANCEL_WAIT).await? {
             return Err(ServiceError::PreconditionFailed(
                 "the running turn did not stop in time; it will stop shortly".to_owned(),
             ));
+        }
+        let dropped = self.drop_stopped_queue(session_id).await?;
+        if dropped > 0 {
+            tracing::info!(session = %session_id, dropped, "the messages queued for the cancelled turn were dropped");
         }
         Ok(())
     }
