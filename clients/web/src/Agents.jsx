@@ -1,9 +1,10 @@
 // Saved agents (/api/v1/agents): the list, and an editor of one agent's manifest as JSON or
 // YAML. What the server refuses (4xx) is shown beside the editor, with the field it names;
 // "Check" shows what the manifest would run with (where the server offers the check).
-import { useEffect, useId, useState } from 'react';
+import { useEffect, useId, useMemo, useRef, useState } from 'react';
 import YAML from 'yaml';
 import { CheckReport, checkAgent, useCheckOffered } from './AgentCheck.jsx';
+import { keysAt, validate, yamlCursor } from './schema.js';
 import { api, listAll } from './api.js';
 import { href } from './route.js';
 
@@ -45,6 +46,17 @@ export function Agents({ name, generation }) {
   );
 }
 
+// The manifest schema the server publishes, where it does (its OpenAPI document lists it).
+function useManifestSchema() {
+  const [schema, setSchema] = useState(null);
+  useEffect(() => {
+    api('GET', 'openapi.json')
+      .then((document) => (document.paths?.['/api/v1/schemas/agent-manifest.json']?.get ? api('GET', 'schemas/agent-manifest.json') : null))
+      .then((found) => found && setSchema(found), () => setSchema(null));
+  }, []);
+  return schema;
+}
+
 function format(manifest, syntax) {
   return syntax === 'yaml' ? YAML.stringify(manifest) : `${JSON.stringify(manifest, null, 2)}\n`;
 }
@@ -58,6 +70,34 @@ function AgentEditor({ agent, onSaved }) {
   const [saving, setSaving] = useState(false);
   const ids = { name: useId(), manifest: useId(), problem: useId() };
   const checkOffered = useCheckOffered();
+  const schema = useManifestSchema();
+  const editor = useRef(null);
+  const [cursor, setCursor] = useState(null);
+  // What the schema says of the text as it is typed (nothing while it does not parse).
+  const live = useMemo(() => {
+    if (!schema) return null;
+    try {
+      return validate(syntax === 'yaml' ? YAML.parse(text) : JSON.parse(text), schema);
+    } catch {
+      return null;
+    }
+  }, [schema, text, syntax]);
+  // Keys the schema allows where a YAML key is being typed.
+  const suggestions = useMemo(() => {
+    if (!schema || syntax !== 'yaml' || !cursor) return [];
+    return keysAt(schema, cursor.path).filter(({ key }) => key.startsWith(cursor.partial) && key !== cursor.partial).slice(0, 8);
+  }, [schema, syntax, cursor]);
+  const follow = (element) => setCursor(element.selectionStart === element.selectionEnd ? yamlCursor(element.value, element.selectionStart) : null);
+  const complete = (key) => {
+    const next = `${text.slice(0, cursor.start)}${key}: ${text.slice(cursor.start + cursor.partial.length)}`;
+    const at = cursor.start + key.length + 2;
+    setText(next);
+    setCursor(null);
+    requestAnimationFrame(() => {
+      editor.current?.focus();
+      editor.current?.setSelectionRange(at, at);
+    });
+  };
   const [report, setReport] = useState(null);
   const [checking, setChecking] = useState(false);
 
@@ -159,12 +199,31 @@ function AgentEditor({ agent, onSaved }) {
           className="code"
           spellCheck={false}
           rows={18}
+          ref={editor}
           value={text}
-          aria-invalid={problem ? true : undefined}
+          aria-invalid={problem || live?.length ? true : undefined}
           aria-describedby={problem ? ids.problem : undefined}
-          onChange={(event) => setText(event.target.value)}
+          onChange={(event) => {
+            setText(event.target.value);
+            follow(event.target);
+          }}
+          onSelect={(event) => follow(event.target)}
         />
       </div>
+      {suggestions.length > 0 && (
+        <div className="row suggestions" role="group" aria-label="Complete the key">
+          {suggestions.map(({ key, description }) => (
+            <button key={key} type="button" title={description} onClick={() => complete(key)}>{key}</button>
+          ))}
+        </div>
+      )}
+      {live?.length > 0 && (
+        <ul className="schema-problems" aria-label="Schema problems" aria-live="polite">
+          {live.slice(0, 10).map((item, index) => (
+            <li key={index} className="error"><code>{item.param || '(the manifest)'}</code> {item.message}</li>
+          ))}
+        </ul>
+      )}
       {problem && (
         <div id={ids.problem} className="error" role="alert">
           {problem.status ? `The server refused the manifest (${problem.status})` : 'Not saved'}

@@ -110,3 +110,34 @@ test('the agent editor\'s Check shows what the manifest would run with: tools, a
   assert.equal((await server.api('GET', '/api/v1/agents/support')).body.data.manifest.model.name, 'fake/fake-model');
   assert.deepEqual(page.problems, []);
 });
+
+test('the agent editor checks the manifest against the schema as it is typed, and completes keys', async (t) => {
+  if (!routes?.['/api/v1/schemas/agent-manifest.json']?.get) {
+    t.skip('the server publishes no manifest schema yet');
+    return;
+  }
+  await expectStatus(server.api('POST', '/api/v1/agents', { name: 'typist', manifest: { model: { name: 'fake/fake-model' } } }), 201);
+  const page = await newPage(browser);
+  await page.goto(`${server.url}/#/agents/typist`);
+  await page.getByRole('radio', { name: 'YAML' }).check();
+  const editor = page.getByRole('textbox', { name: 'Manifest' });
+  await editor.fill('model:\n  name: fake/fake-model\ninstrucions: Help.\nconfig:\n  sandbox:\n    enabld: true\n');
+  const problems = page.getByRole('list', { name: 'Schema problems' });
+  await problems.getByText('did you mean instructions?').waitFor();
+  await problems.locator('li', { hasText: 'config.sandbox.enabld' }).getByText('did you mean enabled?').waitFor();
+  assert.equal(await editor.getAttribute('aria-invalid'), 'true');
+  await screenshot(page, 'settings-04-schema-as-typed');
+  // A key being typed is completed from the keys the schema allows there.
+  await editor.fill('model:\n  name: fake/fake-model\nconfig:\n  sandbox:\n    ena');
+  const complete = page.getByRole('group', { name: 'Complete the key' });
+  await complete.getByRole('button', { name: 'enabled', exact: true }).click();
+  assert.equal(await editor.inputValue(), 'model:\n  name: fake/fake-model\nconfig:\n  sandbox:\n    enabled: ');
+  // Back at the top level, the manifest's own keys.
+  await page.keyboard.type('true\ninstr');
+  await complete.getByRole('button', { name: 'instructions', exact: true }).click();
+  await page.keyboard.type('Help.');
+  assert.match(await editor.inputValue(), /\ninstructions: Help\.$/);
+  await problems.waitFor({ state: 'detached' });
+  assert.equal(await editor.getAttribute('aria-invalid'), null);
+  assert.deepEqual(page.problems, []);
+});
