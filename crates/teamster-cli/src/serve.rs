@@ -111,6 +111,8 @@ pub async fn serve(
         sandboxes: sandboxes.await.context("checking the sandbox provider")?.with_network(sandbox_network(&args)),
         traces: trace_exporter(args.otlp_endpoint.as_deref())?,
         limits: crate::limits::service_limits(&args),
+        // In-process tools are for programs that embed the runtime; the server has none.
+        tool_sets: teamster_service::ToolSets::default(),
     };
     let service = Service::start(store, config).await.context("starting the service")?;
     if !args.no_example {

@@ -40,6 +40,7 @@ use std::time::Duration;
 
 use teamster_protocol::settings::ModelProviderManifest;
 use teamster_store::Store;
+pub use teamster_tools::tool_sets::{ToolScope, ToolSet, ToolSets};
 
 pub use error::{Result, ServiceError};
 pub use events::{ListOrder, SessionEventsQuery, TurnEventsQuery};
@@ -106,6 +107,10 @@ pub struct ServiceConfig {
     pub traces: Option<OtlpExporter>,
     /// The operator's limits on subjects' running turns and tenants' spending.
     pub limits: Limits,
+    /// Tools the embedding program serves in-process, by name: an agent names one in its
+    /// `mcp_servers` as it names a configured server, and its tools are selected, gated for
+    /// approval and governed by session permissions as an MCP server's are. Empty in the server.
+    pub tool_sets: ToolSets,
 }
 
 impl Default for ServiceConfig {
@@ -123,6 +128,7 @@ impl Default for ServiceConfig {
             sandboxes: Sandboxes::default(),
             traces: None,
             limits: Limits::default(),
+            tool_sets: ToolSets::default(),
         }
     }
 }
@@ -177,6 +183,7 @@ impl Service {
             sealed,
             config.allow_stdio_mcp,
             config.egress.clone(),
+            config.tool_sets.clone(),
         )
         .await?;
         let cluster = feed.as_ref().map(|_| Arc::new(cluster::Cluster::default()));

@@ -1,12 +1,14 @@
 //! The tool seam: [`ToolSource`] lists tools and calls them.
 //!
 //! Built-in tools live in [`builtin`]; [`selector`] picks an MCP server's tools for an agent
-//! (enable, disable, preload and approval selectors). MCP servers and the sandbox implement
-//! the same trait in their own crates. A tool failure is data: [`ToolOutput`] with `is_error`, sent back to the
+//! (enable, disable, preload and approval selectors); [`tool_sets`] holds the tool sets a
+//! program serves in-process, which agents name as they name MCP servers. MCP servers and the
+//! sandbox implement the same trait in their own crates. A tool failure is data: [`ToolOutput`] with `is_error`, sent back to the
 //! model, never an `Err` that ends the turn.
 
 pub mod builtin;
 pub mod selector;
+pub mod tool_sets;
 
 use async_trait::async_trait;
 use teamster_protocol::ToolInfo;

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use teamster_egress::EgressPolicy;
 use teamster_mcp::oauth::TokenKey;
 use teamster_store::Store;
+use teamster_tools::tool_sets::ToolSets;
 
 use crate::error::Result;
 use crate::sealed::SealedSettings;
@@ -40,13 +41,16 @@ pub struct McpHost {
     sealed: SealedSettings,
     /// Where the URLs of agents' inline servers (which members write) may lead.
     egress: Arc<EgressPolicy>,
+    /// The program's in-process tool sets, which agents name as they name configured servers.
+    tool_sets: ToolSets,
 }
 
 impl McpHost {
     /// Loads the configured servers and starts closing idle connections (until the host is
     /// dropped). `links` name the OAuth pages (`None`: users cannot authorize in a browser);
     /// `key` seals tokens (`None`: a random key for this process), `sealed` the servers'
-    /// secrets; `egress` bounds where agents' inline servers may be.
+    /// secrets; `egress` bounds where agents' inline servers may be; `tool_sets` are the
+    /// program's in-process tools.
     pub(crate) async fn start(
         store: Arc<dyn Store>,
         links: Option<Arc<dyn McpLinks>>,
@@ -54,6 +58,7 @@ impl McpHost {
         sealed: SealedSettings,
         allow_stdio: bool,
         egress: Arc<EgressPolicy>,
+        tool_sets: ToolSets,
     ) -> Result<Arc<McpHost>> {
         let host = Arc::new(McpHost {
             registry: servers::McpRegistry::load(store.as_ref(), &sealed).await?,
@@ -63,6 +68,7 @@ impl McpHost {
             allow_stdio,
             sealed,
             egress,
+            tool_sets,
         });
         pool::start_sweeper(&host);
         Ok(host)

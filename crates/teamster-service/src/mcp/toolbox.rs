@@ -1,6 +1,9 @@
 //! A turn's MCP tools: the agent's servers resolved (registry or inline), connected through the
 //! session's pool, their tools picked by the selectors and named so that no two collide, and
-//! an `mcp.initialize` event for the connections the turn opened.
+//! an `mcp.initialize` event for the connections the turn opened. A registry name may also be
+//! one of the program's in-process tool sets (`teamster_tools::tool_sets`), which come first:
+//! the set is opened for the turn instead of connected, and its tools go through the same
+//! selectors, approvals and naming.
 //!
 //! A server that is unknown or cannot be reached does not fail the turn: the turn goes on
 //! without its tools, and the `mcp.initialize` event lists it with an `error` (a Teamster
@@ -19,9 +22,10 @@ use teamster_mcp::{McpConnection, McpError, McpServerConfig, Transport};
 use teamster_protocol::agent::{AgentSpec, McpServer, McpServerSource};
 use teamster_protocol::event::{McpAuthRequired, McpInitialize, McpServerAuth, McpServerInit};
 use teamster_protocol::settings::McpServerAuth as ManifestAuth;
-use teamster_protocol::{Event, MAIN_THREAD_ID, Subject, ids, timestamp};
+use teamster_protocol::{Event, MAIN_THREAD_ID, ids, timestamp};
 use teamster_store::TurnRecord;
 use teamster_tools::selector::Selectors;
+use teamster_tools::tool_sets::{ToolScope, ToolSet};
 use teamster_tools::{NoProgress, ProgressSink, Tool, ToolOutput, ToolSource};
 use tokio_util::sync::CancellationToken;
 
@@ -41,6 +45,8 @@ const MAX_TOOL_NAME: usize = 64;
 struct Planned<'a> {
     server: &'a McpServer,
     config: Result<McpServerConfig, String>,
+    /// The program's in-process tool set of that name, used instead of any connection.
+    local: Option<Arc<dyn ToolSet>>,
     /// Whether the server is configured for OAuth (`dcr`): its connections carry the user's
     /// token, and without one the turn asks the user to authorize it.
     oauth: bool,
@@ -57,6 +63,8 @@ struct Connected<'a> {
 enum Outcome {
     /// Its connection and whether this turn opened it.
     Ready(Pooled, bool),
+    /// An in-process tool set, opened for the turn, and the tools it listed.
+    Local(Arc<dyn ToolSource>, Vec<Tool>),
     /// Why it cannot be used; the turn goes on without it.
     Failed(String),
     /// The user must authorize it (OAuth) first; the turn pauses.
@@ -101,7 +109,7 @@ impl McpHost {
         let user = &turn.created_by;
         let planned: Vec<Planned<'_>> = servers.iter().map(|server| self.plan_server(server)).collect();
         let connected = futures_util::future::join_all(
-            planned.into_iter().map(|planned| self.connect_server(&turn.session_id, user, planned, cancel)),
+            planned.into_iter().map(|planned| self.connect_server(turn, planned, cancel)),
         )
         .await;
 
@@ -110,31 +118,39 @@ impl McpHost {
         let mut unauthorized = Vec::new();
         for Connected { server, id, outcome } in connected {
             let name = server.source.name();
-            match outcome {
+            let (source, tools): (Arc<dyn ToolSource>, Vec<Tool>) = match outcome {
                 Outcome::Ready(pooled, opened) => {
                     if opened {
                         entries.push(pooled.connection.init_event_entry());
                     }
-                    // Validated when the agent was saved; a failure here means a stale spec.
-                    match Selectors::from_server(server) {
-                        Ok(selectors) => {
-                            let selection = selectors.apply(pooled.tools.as_ref().clone());
-                            if !selection.unknown_names.is_empty() {
-                                tracing::warn!(server = name, names = ?selection.unknown_names, "MCP tool selectors name tools the server does not have; ignored");
-                            }
-                            selected.push((name, pooled.connection, selection.tools));
-                        }
-                        Err(error) => entries.push(failed_entry(id, name, error.to_string())),
-                    }
+                    (pooled.connection, pooled.tools.as_ref().clone())
                 }
-                Outcome::NeedsAuthorization => match self.oauth.auth_url(user, name, &turn.session_id) {
-                    Ok(auth_url) => unauthorized.push(McpServerAuth { id, name: name.to_owned(), auth_url }),
-                    Err(error) => entries.push(failed_entry(id, name, format!("the authorization link cannot be made: {error}"))),
-                },
+                Outcome::Local(source, tools) => (source, tools),
+                Outcome::NeedsAuthorization => {
+                    match self.oauth.auth_url(user, name, &turn.session_id) {
+                        Ok(auth_url) => unauthorized.push(McpServerAuth { id, name: name.to_owned(), auth_url }),
+                        Err(error) => {
+                            entries.push(failed_entry(id, name, format!("the authorization link cannot be made: {error}")));
+                        }
+                    }
+                    continue;
+                }
                 Outcome::Failed(error) => {
                     tracing::warn!(server = name, %error, "MCP server unavailable; the turn goes on without its tools");
                     entries.push(failed_entry(id, name, error));
+                    continue;
                 }
+            };
+            // Validated when the agent was saved; a failure here means a stale spec.
+            match Selectors::from_server(server) {
+                Ok(selectors) => {
+                    let selection = selectors.apply(tools);
+                    if !selection.unknown_names.is_empty() {
+                        tracing::warn!(server = name, names = ?selection.unknown_names, "MCP tool selectors name tools the server does not have; ignored");
+                    }
+                    selected.push((name, source, selection.tools));
+                }
+                Err(error) => entries.push(failed_entry(id, name, error.to_string())),
             }
         }
         let initialized = (!entries.is_empty()).then(|| {
@@ -163,8 +179,8 @@ impl McpHost {
             .map(|(server, _, tools)| (*server, tools.iter().map(|selected| selected.tool.name.as_str()).collect()))
             .collect();
         let names = tool_names(&listed, &reserved);
-        for ((_, connection, tools), names) in selected.into_iter().zip(names) {
-            let mut source = ServerTools { connection, tools: Vec::new(), server_names: HashMap::new() };
+        for ((_, server, tools), names) in selected.into_iter().zip(names) {
+            let mut source = ServerTools { server, tools: Vec::new(), server_names: HashMap::new() };
             let mut preloaded = HashSet::new();
             for (selected, name) in tools.into_iter().zip(names) {
                 let mut tool = selected.tool;
@@ -180,8 +196,15 @@ impl McpHost {
         (initialized, TurnTools::Ready(toolbox))
     }
 
-    /// Where one of the agent's servers is.
+    /// Where one of the agent's servers is: a registry name is the program's in-process tool
+    /// set of that name first, then the configured server.
     fn plan_server<'a>(&self, server: &'a McpServer) -> Planned<'a> {
+        if let McpServerSource::Registry { name } = &server.source
+            && let Some(set) = self.tool_sets.get(name)
+        {
+            let config = Err(format!("{name:?} is an in-process tool set"));
+            return Planned { server, config, local: Some(set.clone()), oauth: false };
+        }
         let (config, oauth) = match &server.source {
             McpServerSource::Registry { name } => match self.registry.get(name) {
                 Some(manifest) => {
@@ -196,26 +219,30 @@ impl McpHost {
                 (Err(format!("MCP servers of type {kind:?} cannot be used by an agent")), false)
             }
         };
-        Planned { server, config, oauth }
+        Planned { server, config, local: None, oauth }
     }
 
     /// The connection of the session and user to a server, reused when it is open and alive,
     /// else opened and listed (bounded in time, abandoned when the turn is cancelled). An OAuth
     /// server's connection sends the user's token; a 401 is retried once after a refresh, then
     /// asks for the user's authorization.
-    async fn connect_server<'a>(
-        &self,
-        session_id: &str,
-        user: &Subject,
-        planned: Planned<'a>,
-        cancel: &CancellationToken,
-    ) -> Connected<'a> {
+    async fn connect_server<'a>(&self, turn: &TurnRecord, planned: Planned<'a>, cancel: &CancellationToken) -> Connected<'a> {
+        let (session_id, user) = (turn.session_id.as_str(), &turn.created_by);
         let server = planned.server;
         let name = server.source.name();
         let fallback_id = match &server.source {
             McpServerSource::Inline { name, .. } => inline_server_id(name),
             _ => registry_server_id(name),
         };
+        if let Some(set) = planned.local {
+            let scope = ToolScope { session_id: session_id.to_owned(), turn_id: turn.id.clone(), user: user.clone() };
+            let source = set.open(&scope);
+            let outcome = match source.list().await {
+                Ok(tools) => Outcome::Local(source, tools),
+                Err(error) => Outcome::Failed(error.to_string()),
+            };
+            return Connected { server, id: fallback_id, outcome };
+        }
         let mut config = match planned.config {
             Ok(config) => config,
             Err(error) => return Connected { server, id: fallback_id, outcome: Outcome::Failed(error) },
@@ -302,9 +329,10 @@ fn failed_entry(id: String, name: &str, error: String) -> McpServerInit {
     McpServerInit { id, name: name.to_owned(), session_id: None, transport_type: None, error: Some(error) }
 }
 
-/// One server's selected tools under the names the model calls them by.
+/// One server's (or in-process tool set's) selected tools under the names the model calls
+/// them by.
 struct ServerTools {
-    connection: Arc<McpConnection>,
+    server: Arc<dyn ToolSource>,
     tools: Vec<Tool>,
     /// The model's name of each tool to the server's own.
     server_names: HashMap<String, String>,
@@ -322,7 +350,7 @@ impl ToolSource for ServerTools {
 
     async fn call_reporting(&self, name: &str, arguments: &str, progress: &dyn ProgressSink) -> ToolOutput {
         match self.server_names.get(name) {
-            Some(own) => self.connection.call_reporting(own, arguments, progress).await,
+            Some(own) => self.server.call_reporting(own, arguments, progress).await,
             None => ToolOutput::error(format!("There is no tool named {name:?}.")),
         }
     }
