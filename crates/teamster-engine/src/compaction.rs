@@ -117,6 +117,8 @@ pub(crate) async fn compact(
             tools: Vec::new(),
             params: ModelParams { max_tokens: Some(summary_budget), ..ModelParams::default() },
             response_format: None,
+            // A summary is read by the model, not by a person.
+            sub_agent: true,
         };
         let parts = InputParts { harness: estimate_tokens(SUMMARY_INSTRUCTIONS), ..InputParts::default() };
         let step =

@@ -370,6 +370,7 @@ async fn thread_loop(mut thread: Thread, resolutions: Vec<Resolution>, shared: &
             tools: definitions,
             params: thread.params.clone(),
             response_format: thread.response_format.clone(),
+            sub_agent: thread.depth > 0,
         };
         let step = model_step(
             thread.model.as_ref(),

@@ -31,6 +31,18 @@ pub const ENV_OPENAI_MODELS: &[&str] = &["gpt-4o", "gpt-4o-mini", "gpt-4.1", "gp
 pub const ENV_ANTHROPIC_MODELS: &[&str] =
     &["claude-opus-4-6", "claude-sonnet-4-6", "claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"];
 
+/// What to do about a provider that is not configured: for one the environment can stand for
+/// (`openai`, `anthropic`), set its key variable and restart the server; for any, add it in the
+/// settings.
+pub fn missing_provider_hint(provider: &str) -> String {
+    let settings = "add the provider in the settings (the web UI's Settings page, or PUT /api/v1/settings/model-providers)";
+    match provider {
+        "openai" => format!("set OPENAI_API_KEY in the server's environment and restart it, or {settings}"),
+        "anthropic" => format!("set ANTHROPIC_API_KEY in the server's environment and restart it, or {settings}"),
+        _ => settings.to_owned(),
+    }
+}
+
 /// The most concurrent requests a provider manifest may allow.
 pub const MAX_CONCURRENT_REQUESTS: u64 = 10_000;
 
@@ -66,7 +78,7 @@ impl std::fmt::Debug for ResolvedModel {
 pub enum ResolveError {
     #[error("invalid model name {name:?}: expected `provider/model`, for example `offline/echo`")]
     InvalidName { name: String },
-    #[error("unknown model provider {provider:?}; configured providers: {}", known.join(", "))]
+    #[error("there is no model provider named {provider:?} (configured providers: {}); {}", known.join(", "), missing_provider_hint(provider))]
     UnknownProvider { provider: String, known: Vec<String> },
     #[error("provider {provider:?} has no model {model:?}; its models: {}", known.join(", "))]
     UnknownModel { provider: String, model: String, known: Vec<String> },
@@ -422,6 +434,9 @@ mod tests {
         let error = registry.resolve("nope/x").unwrap_err();
         assert!(matches!(&error, ResolveError::UnknownProvider { known, .. } if known == &["local", "offline"]));
         assert!(error.to_string().contains("local, offline"), "{error}");
+        assert!(error.to_string().contains("add the provider in the settings"), "{error}");
+        let error = registry.resolve("openai/gpt-4o").unwrap_err().to_string();
+        assert!(error.contains("no model provider named \"openai\"") && error.contains("set OPENAI_API_KEY") && error.contains("restart"), "{error}");
         assert!(matches!(registry.resolve("echo"), Err(ResolveError::InvalidName { .. })));
         assert!(matches!(registry.resolve("offline/"), Err(ResolveError::InvalidName { .. })));
     }

@@ -13,6 +13,10 @@ pub struct ModelRequest {
     pub tools: Vec<ToolDefinition>,
     pub params: ModelParams,
     pub response_format: Option<ResponseFormat>,
+    /// Whether the request is a sub-agent's (a thread below the turn's main one), whose answer
+    /// goes to another agent rather than to a person. Providers ignore it; the offline demo
+    /// model keeps its "use a real model" hint out of such answers.
+    pub sub_agent: bool,
 }
 
 /// A message of the conversation sent to a model.

@@ -322,6 +322,7 @@ async fn the_request_carries_headers_system_grouped_tool_results_cache_marks_and
                 strict: Some(true),
             },
         }),
+        sub_agent: false,
     };
     let (items, recorded) = run(Reply::sse(vec![fixture("plain_text.sse")]), request).await;
     assert!(items.iter().all(Result::is_ok), "{items:?}");

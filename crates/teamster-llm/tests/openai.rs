@@ -344,6 +344,7 @@ async fn the_request_carries_messages_tools_params_and_stream_options() {
                 strict: Some(true),
             },
         }),
+        sub_agent: false,
     };
     let (items, recorded) = run(Reply::sse(vec![fixture("plain_text.sse")]), request).await;
     assert!(items.iter().all(Result::is_ok));

@@ -181,6 +181,16 @@ pub struct McpServerRequest {
     pub manifest: crate::settings::McpServerManifest,
 }
 
+/// `PATCH /settings/model-providers/{name}` and `PATCH /settings/mcp-servers/{name}`: a new
+/// name for a configured provider or server.
+#[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RenameSettingRequest {
+    /// The new name: 2-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter and
+    /// ending with a letter or digit. Agents that name the old name must be changed to it.
+    pub name: String,
+}
+
 /// The body of `POST`/`PUT /settings/skills` (`CreateSkillRequest`, `UpdateSkillRequest`).
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

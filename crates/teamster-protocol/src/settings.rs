@@ -226,6 +226,27 @@ pub struct ConfiguredMcpServer {
     pub auth_status: McpAuthStatus,
 }
 
+/// The outcome of `POST /mcp-servers/{name}/test`: whether this server could connect to the
+/// MCP server and list its tools, as a turn would.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct McpServerTestResult {
+    /// Whether the server connected and listed its tools.
+    pub ok: bool,
+    /// The names of the tools it listed (empty when it failed).
+    pub tools: Vec<String>,
+    /// How long connecting and listing took, in milliseconds.
+    pub elapsed_ms: u64,
+    /// Why it failed: `unreachable` (it could not be reached or answered wrongly),
+    /// `auth_required` (it wants authorization, the caller's first for an OAuth server) or
+    /// `invalid_config` (its configuration cannot be used here); absent when it worked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    /// What failed, in words; absent when it worked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// An MCP server agents can name, without its configuration (`AvailableMCPServer`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -64,14 +64,35 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
                     ApiError::bad_request("invalid_json", format!("the request body is not valid JSON: {inner}"))
                 }
                 serde_json::error::Category::Data => {
-                    let at = if path == "." { String::new() } else { format!(" at {path}") };
-                    let error = ApiError::bad_request("invalid_request", format!("the request body is invalid{at}: {inner}"));
-                    if path == "." { error } else { error.with_param(&path) }
+                    let (param, message) = named_field(&path, &inner);
+                    let error = ApiError::bad_request("invalid_request", format!("the request body is invalid: {message}"));
+                    match param {
+                        Some(param) => error.with_param(&param),
+                        None => error,
+                    }
                 }
             }
         })?;
         deserializer.end().map_err(|error| ApiError::bad_request("invalid_json", format!("the request body is not valid JSON: {error}")))?;
         Ok(JsonBody(value))
+    }
+}
+
+/// A data error of a body that is valid JSON, said of the field the user filled in (its path,
+/// such as `manifest.models[0].name`), never of a line and column of JSON they may never have
+/// seen: the field's path (none for the whole body) and the message. A missing field is named
+/// with its path.
+fn named_field(path: &str, error: &serde_json::Error) -> (Option<String>, String) {
+    let text = error.to_string();
+    let position = format!(" at line {} column {}", error.line(), error.column());
+    let text = text.strip_suffix(&position).unwrap_or(&text);
+    let missing = text.strip_prefix("missing field `").and_then(|rest| rest.strip_suffix('`'));
+    let path = (path != ".").then_some(path);
+    match (missing, path) {
+        (Some(field), Some(path)) => (Some(format!("{path}.{field}")), format!("{path}.{field} is required")),
+        (Some(field), None) => (Some(field.to_owned()), format!("{field} is required")),
+        (None, Some(path)) => (Some(path.to_owned()), format!("{path}: {text}")),
+        (None, None) => (None, text.to_owned()),
     }
 }
 
@@ -84,7 +105,35 @@ fn is_json_media_type(value: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::is_json_media_type;
+    use super::{is_json_media_type, named_field};
+
+    #[test]
+    fn data_errors_name_the_field_not_a_line_and_column() {
+        #[derive(Debug, serde::Deserialize)]
+        struct Model {
+            #[allow(dead_code)]
+            name: String,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        struct Body {
+            #[allow(dead_code)]
+            models: Vec<Model>,
+        }
+        let error_of = |json: &str| {
+            let mut deserializer = serde_json::Deserializer::from_str(json);
+            let error = serde_path_to_error::deserialize::<_, Body>(&mut deserializer).unwrap_err();
+            let path = error.path().to_string();
+            named_field(&path, &error.into_inner())
+        };
+        let (param, message) = error_of("{\"models\": [{\"name\": 5}]}");
+        assert_eq!(param.as_deref(), Some("models[0].name"));
+        assert_eq!(message, "models[0].name: invalid type: integer `5`, expected a string");
+        let (param, message) = error_of("{\"models\": [{}]}");
+        assert_eq!((param.as_deref(), message.as_str()), (Some("models[0].name"), "models[0].name is required"));
+        let (param, message) = error_of("{}");
+        assert_eq!((param.as_deref(), message.as_str()), (Some("models"), "models is required"));
+        assert!(!message.contains("line"));
+    }
 
     #[test]
     fn json_media_types() {

@@ -186,6 +186,9 @@ impl Service {
             config.tool_sets.clone(),
         )
         .await?;
+        if let Some(message) = catalog.unopenable_settings() {
+            tracing::error!("{message}; this server reports itself not ready (GET /readyz) until they can be opened");
+        }
         let cluster = feed.as_ref().map(|_| Arc::new(cluster::Cluster::default()));
         let planner = planner::Planner {
             store: store.clone(),
@@ -278,9 +281,13 @@ impl Service {
         self.inner.telemetry.stream_opened()
     }
 
-    /// Whether the store answers a cheap query (one setting by key) within
-    /// [`READY_CHECK_TIMEOUT`]; the reason it does not is logged, not returned.
+    /// Whether the stored settings open with this server's secret key (when not, the error says
+    /// so) and the store answers a cheap query (one setting by key) within
+    /// [`READY_CHECK_TIMEOUT`] (the reason it does not is logged, not returned).
     pub async fn ready(&self) -> Result<()> {
+        if let Some(message) = self.inner.catalog.unopenable_settings() {
+            return Err(ServiceError::Unavailable(message));
+        }
         let started = std::time::Instant::now();
         let answer = tokio::time::timeout(READY_CHECK_TIMEOUT, self.store().get_setting("readiness", "check")).await;
         self.inner.telemetry.store_ready_check(started.elapsed());

@@ -9,8 +9,14 @@
 //! as written before sealing (or without a key): it still reads, and the service seals such
 //! documents when it starts ([`SealedSettings::seal_plain`]). Without a secret key (the embedded
 //! runtime and tests by default) values are stored as given: a random key would lose them.
+//!
+//! A document whose secrets this server's key cannot open (another replica sealed it under
+//! another key) is skipped where settings are listed, and remembered: the server is not ready
+//! while there is one ([`SealedSettings::unopenable`]), since replicas sharing a store need the
+//! same key.
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -21,6 +27,10 @@ use teamster_store::Store;
 
 use crate::error::{Result, ServiceError};
 
+/// What to do about settings sealed under another key.
+const SAME_KEY: &str = "every replica that shares a database needs the same secret key (the same \
+    `--secret-key-file` contents, or the same `TEAMSTER_SECRET_KEY`) as the one that stored them";
+
 /// What marks a sealed value in a stored document.
 const SEALED_PREFIX: &str = "sealed:";
 
@@ -29,6 +39,9 @@ const SEALED_PREFIX: &str = "sealed:";
 pub(crate) struct SealedSettings {
     /// `None` without a secret key: values are stored as given.
     cipher: Option<Arc<TokenCipher>>,
+    /// The names of the documents, by kind, whose secrets the last listing of that kind could
+    /// not open; shared by every clone.
+    unopenable: Arc<Mutex<BTreeMap<String, BTreeSet<String>>>>,
 }
 
 /// Why a stored settings document cannot be read.
@@ -81,7 +94,7 @@ fn may_carry_credentials(url: &str) -> bool {
 impl SealedSettings {
     /// Sealing under `key`; `None` stores values as given.
     pub fn new(key: Option<&TokenKey>) -> SealedSettings {
-        SealedSettings { cipher: key.map(|key| Arc::new(TokenCipher::new(key))) }
+        SealedSettings { cipher: key.map(|key| Arc::new(TokenCipher::new(key))), unopenable: Arc::default() }
     }
 
     /// The text to store for the document `name` of `kind`, its secrets sealed.
@@ -115,16 +128,50 @@ impl SealedSettings {
         Ok((document, plain))
     }
 
-    /// Every readable document of `kind`, by name; unreadable ones are logged and skipped.
+    /// Every readable document of `kind`, by name; unreadable ones are logged and skipped, and
+    /// those whose secrets this key cannot open are remembered ([`SealedSettings::unopenable`]).
     pub async fn list<T: Secrets>(&self, store: &dyn Store, kind: &str) -> Result<Vec<(String, T)>> {
         let mut documents = Vec::new();
+        let mut unopenable = BTreeSet::new();
         for (name, stored) in store.list_settings(kind).await? {
             match self.open(kind, &name, &stored) {
                 Ok((document, _)) => documents.push((name, document)),
+                Err(error @ (SealError::Cipher { .. } | SealError::NoKey { .. })) => {
+                    tracing::error!(%kind, %name, %error, "a stored setting cannot be opened with this server's secret key; skipped");
+                    unopenable.insert(name);
+                }
                 Err(error) => tracing::error!(%kind, %name, %error, "a stored setting is unreadable; skipped"),
             }
         }
+        let mut remembered = self.unopenable.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match unopenable.is_empty() {
+            true => remembered.remove(kind),
+            false => remembered.insert(kind.to_owned(), unopenable),
+        };
         Ok(documents)
+    }
+
+    /// One stored document of `kind`; an error when it cannot be read.
+    pub async fn get<T: Secrets>(&self, store: &dyn Store, kind: &str, name: &str) -> Result<Option<T>> {
+        let Some(stored) = store.get_setting(kind, name).await? else { return Ok(None) };
+        let (document, _) = self.open(kind, name, &stored).map_err(|error| {
+            ServiceError::Unavailable(format!("the stored {kind} {name:?} cannot be read: {error}; {SAME_KEY}"))
+        })?;
+        Ok(Some(document))
+    }
+
+    /// What is wrong when the last listings met documents whose secrets this server's key
+    /// cannot open (`kind name` of each), with what to do; `None` when there were none.
+    pub fn unopenable(&self) -> Option<String> {
+        let remembered = self.unopenable.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let names: Vec<String> =
+            remembered.iter().flat_map(|(kind, names)| names.iter().map(move |name| format!("{kind} {name:?}"))).collect();
+        (!names.is_empty()).then(|| {
+            format!(
+                "this server's secret key cannot open the secrets of stored settings ({}), so they are not in force; {SAME_KEY}",
+                names.join(", ")
+            )
+        })
     }
 
     /// Stores the document `name` of `kind`, its secrets sealed.
@@ -255,5 +302,17 @@ mod tests {
         let listed = settings.list::<ModelProviderManifest>(&store, "model-provider").await.unwrap();
         assert_eq!(listed, vec![("p".to_owned(), provider("sk-old"))]);
         assert_eq!(settings.seal_plain::<ModelProviderManifest>(&store, "model-provider").await.unwrap(), 0);
+        assert_eq!(settings.unopenable(), None);
+
+        // Another key lists nothing, remembers what it could not open, and says what to do.
+        let other = sealing();
+        assert!(other.list::<ModelProviderManifest>(&store, "model-provider").await.unwrap().is_empty());
+        let message = other.unopenable().expect("the provider cannot be opened");
+        assert!(message.contains("model-provider \"p\"") && message.contains("TEAMSTER_SECRET_KEY"), "{message}");
+        assert!(matches!(other.get::<ModelProviderManifest>(&store, "model-provider", "p").await, Err(ServiceError::Unavailable(_))));
+        // Once it is gone, the next listing forgets it.
+        store.delete_setting("model-provider", "p").await.unwrap();
+        other.list::<ModelProviderManifest>(&store, "model-provider").await.unwrap();
+        assert_eq!(other.unopenable(), None);
     }
 }

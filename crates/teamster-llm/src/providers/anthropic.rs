@@ -831,6 +831,7 @@ mod tests {
                 extra,
             },
             response_format: Some(ResponseFormat::Text),
+            sub_agent: false,
         };
         assert_eq!(
             body_of(&request),

@@ -1,8 +1,9 @@
 //! The offline demo model (`offline/echo`): what a new user without an API key talks to.
 //!
-//! It is not a language model and says so. It streams, word by word, a reply that introduces
-//! itself as Teamster's offline demo model, echoes the user's last message and explains how to
-//! configure a real provider. It calls a tool the agent offers when the user names it (`look up
+//! It is not a language model and says so. It streams, word by word, a short reply that echoes
+//! the user's last message. Its first reply in a conversation introduces it and says, once, how
+//! to use a real model; a sub-agent's answers (read by another agent, not a person) never carry
+//! that hint. It calls a tool the agent offers when the user names it (`look up
 //! order_status {"order_id": "A1"}`: the JSON object after the name is the arguments), or, when
 //! the user asks for the time or the date, the `get_current_datetime` tool; then it answers with
 //! the tool's result. So the whole agent loop (model call, tool call, second model call), with
@@ -21,11 +22,11 @@ pub const OFFLINE_MODEL: &str = "echo";
 /// The tool the offline model calls when asked for the time or the date.
 const DATETIME_TOOL: &str = "get_current_datetime";
 
-/// How to get a real model, appended to every reply.
-const SETUP_HINT: &str = "To talk to a real model, set the OPENAI_API_KEY environment variable \
-    (and OPENAI_BASE_URL for another OpenAI-compatible endpoint) before starting Teamster, or add \
-    a provider with PUT /api/v1/settings/model-providers, then give your agent a model such as \
-    openai/gpt-4o-mini.";
+/// How to get a real model: said once per conversation, in the first reply.
+const SETUP_HINT: &str = "I am Teamster's offline demo model, not a real LLM. To use a real model, set \
+    OPENAI_API_KEY and restart Teamster, or add a provider in Settings.";
+/// The most characters of the user's message a reply echoes.
+const MAX_ECHO_CHARS: usize = 200;
 
 /// Teamster's offline demo model: deterministic, instant, and honest about what it is.
 #[derive(Clone, Debug, Default)]
@@ -56,19 +57,11 @@ fn answer(request: &ModelRequest) -> Vec<ModelEvent> {
     if let Some(Message::Tool { tool_call_id, content }) = request.messages.last() {
         let tool_name = tool_name_of(&request.messages, tool_call_id).unwrap_or("the tool");
         let reply = if tool_name == DATETIME_TOOL {
-            format!(
-                "I am Teamster's offline demo model, not a real LLM. I asked the {DATETIME_TOOL} tool, \
-                 and it says the current date and time is {}. {SETUP_HINT}",
-                content.trim()
-            )
+            format!("The {DATETIME_TOOL} tool says it is {}.", content.trim())
         } else {
-            format!(
-                "I am Teamster's offline demo model, not a real LLM. The tool {tool_name} answered: {}. \
-                 {SETUP_HINT}",
-                content.trim()
-            )
+            format!("The tool {tool_name} answered: {}", content.trim())
         };
-        return stream_words(&reply, input_tokens);
+        return stream_words(&with_hint(reply, request), input_tokens);
     }
 
     // A fresh request (the last message is the user's) may ask for a tool.
@@ -102,13 +95,30 @@ fn answer(request: &ModelRequest) -> Vec<ModelEvent> {
     }
 
     let reply = match last_user.map(str::trim).filter(|text| !text.is_empty()) {
-        Some(text) => format!(
-            "Hello! I am Teamster's offline demo model (offline/echo), not a real LLM, so all I can \
-             do is echo you. You said: \"{text}\". {SETUP_HINT}"
-        ),
-        None => format!("Hello! I am Teamster's offline demo model (offline/echo), not a real LLM. {SETUP_HINT}"),
+        Some(text) => format!("You said: \"{}\"", shortened(text)),
+        None => "Hello!".to_owned(),
     };
-    stream_words(&reply, input_tokens)
+    stream_words(&with_hint(reply, request), input_tokens)
+}
+
+/// `reply`, followed by [`SETUP_HINT`] when a person reads it (not a sub-agent's answer) and no
+/// earlier reply of the conversation gave the hint.
+fn with_hint(reply: String, request: &ModelRequest) -> String {
+    let hinted = request.messages.iter().any(|message| {
+        matches!(message, Message::Assistant { content: Some(content), .. } if content.contains(SETUP_HINT))
+    });
+    match request.sub_agent || hinted {
+        true => reply,
+        false => format!("{reply}\n\n{SETUP_HINT}"),
+    }
+}
+
+/// `text` cut to [`MAX_ECHO_CHARS`] characters, with an ellipsis when cut.
+fn shortened(text: &str) -> String {
+    match text.char_indices().nth(MAX_ECHO_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
 }
 
 /// Streams `reply` one word (with the whitespace after it) per event, then finishes.
@@ -230,7 +240,7 @@ mod tests {
         let text = text_of(&events);
         assert!(text.contains("offline demo model"), "{text}");
         assert!(text.contains("You said: \"hello there\""), "{text}");
-        assert!(text.contains("OPENAI_API_KEY") && text.contains("PUT /api/v1/settings/model-providers"), "{text}");
+        assert!(text.contains("OPENAI_API_KEY") && text.contains("add a provider in Settings"), "{text}");
         let words = events.iter().filter(|event| matches!(event, ModelEvent::Text(_))).count();
         assert_eq!(words, text.split(' ').count());
         let n = events.len();
@@ -244,6 +254,28 @@ mod tests {
                 ..TokenUsage::default()
             })
         );
+    }
+
+    #[test]
+    fn replies_are_short_and_the_hint_comes_once_and_never_to_a_sub_agent() {
+        let mut request = ModelRequest { model: OFFLINE_MODEL.into(), messages: vec![Message::user("hi")], ..ModelRequest::default() };
+        let first = text_of(&answer(&request));
+        assert_eq!(first, format!("You said: \"hi\"\n\n{SETUP_HINT}"));
+        assert!(first.len() < 200, "{first}");
+
+        // The next reply of the same conversation echoes only.
+        request.messages.push(Message::Assistant { content: Some(first), reasoning: None, thinking: Vec::new(), tool_calls: Vec::new() });
+        request.messages.push(Message::user("again"));
+        assert_eq!(text_of(&answer(&request)), "You said: \"again\"");
+
+        // A sub-agent's first answer carries no hint.
+        let sub_agent =
+            ModelRequest { model: OFFLINE_MODEL.into(), messages: vec![Message::user("go west")], sub_agent: true, ..ModelRequest::default() };
+        assert_eq!(text_of(&answer(&sub_agent)), "You said: \"go west\"");
+
+        // A long message is echoed in part.
+        let long = ModelRequest { model: OFFLINE_MODEL.into(), messages: vec![Message::user("x".repeat(5000))], sub_agent: true, ..ModelRequest::default() };
+        assert_eq!(text_of(&answer(&long)), format!("You said: \"{}…\"", "x".repeat(MAX_ECHO_CHARS)));
     }
 
     #[test]

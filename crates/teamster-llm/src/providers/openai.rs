@@ -642,6 +642,7 @@ mod tests {
                     strict: Some(true),
                 },
             }),
+            sub_agent: false,
         };
         let body = serde_json::to_value(ChatRequest::new(&request, false)).unwrap();
         assert_eq!(
@@ -717,6 +718,7 @@ mod tests {
             }],
             params,
             response_format: Some(ResponseFormat::JsonObject),
+            sub_agent: false,
         };
         let expected = serde_json::json!({
             "model": "qwen2.5",

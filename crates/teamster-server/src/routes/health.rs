@@ -1,5 +1,6 @@
 //! `GET /healthz`: the process is up and serving. `GET /readyz`: it can serve requests, because
-//! its store answers (503 in the error shape when it does not). `GET /metrics`: its metrics in
+//! its store answers and its secret key opens the stored settings (503 in the error shape when
+//! not). `GET /metrics`: its metrics in
 //! the Prometheus text exposition format.
 //!
 //! The two checks say nothing but up or not, so they are public; the metrics add up every
@@ -31,7 +32,7 @@ async fn live() -> axum::Json<serde_json::Value> {
 
 #[utoipa::path(get, path = "/readyz", operation_id = "readyz", tag = "Health", summary = "Readiness",
     responses((status = 200, description = "The store answers.", body = Object, example = json!({"status": "ready"})),
-        (status = 503, description = "The store did not answer a one-row read within 2 s.", body = teamster_protocol::api::ErrorResponse)))]
+        (status = 503, description = "The store did not answer a one-row read within 2 s, or this server's secret key cannot open stored settings (the message says which; replicas sharing a database need the same key).", body = teamster_protocol::api::ErrorResponse)))]
 async fn ready(State(state): State<AppState>) -> ApiResult<axum::Json<serde_json::Value>> {
     state.service.ready().await?;
     Ok(axum::Json(json!({"status": "ready"})))

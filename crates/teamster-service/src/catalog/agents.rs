@@ -192,9 +192,9 @@ impl Catalog {
             return Err(ServiceError::invalid_param(
                 param,
                 format!(
-                    "there is no model provider named {provider:?}; configured providers: {}. Add it first \
-                     (PUT /settings/model-providers or the environment)",
-                    known.join(", ")
+                    "there is no model provider named {provider:?} (configured providers: {}); {}",
+                    known.join(", "),
+                    teamster_llm::registry::missing_provider_hint(&provider)
                 ),
             ));
         }

@@ -129,6 +129,79 @@ impl Catalog {
         Ok(ConfiguredModelProvider { name, manifest: manifest.redacted() })
     }
 
+    /// Deletes a provider stored through the settings API. A provider the environment stands
+    /// for (`OPENAI_API_KEY`, ...) cannot be deleted here; when a stored one overrode it, the
+    /// environment's comes back. Agents that name the provider's models fail their next turn
+    /// with an error that names the provider (and, at save time, are refused).
+    pub async fn delete_model_provider(&self, name: &str) -> Result<()> {
+        let _writing = self.provider_writes.lock().await;
+        if !self.store().delete_setting(SETTING_KIND, name).await? {
+            return Err(self.not_stored(name));
+        }
+        self.rebuild_providers().await
+    }
+
+    /// Renames a `custom` provider stored through the settings API (a well-known provider is
+    /// named by its type). Agents that name the old name must be changed to the new one.
+    pub async fn rename_model_provider(&self, name: &str, new_name: &str) -> Result<ConfiguredModelProvider> {
+        let _writing = self.provider_writes.lock().await;
+        let Some(stored) = self.sealed.get::<ModelProviderManifest>(self.store(), SETTING_KIND, name).await? else {
+            return Err(self.not_stored(name));
+        };
+        if stored.kind != "custom" {
+            return Err(ServiceError::invalid_param(
+                "name",
+                format!("the {name:?} provider is named by its type; only custom providers have a name of their own to change"),
+            ));
+        }
+        let mut renamed = stored;
+        renamed.name = Some(new_name.to_owned());
+        validate_manifest(&renamed).map_err(|message| ServiceError::invalid_param("name", message))?;
+        if new_name != name && self.read_providers().manifests.contains_key(new_name) {
+            return Err(ServiceError::Conflict {
+                code: "already_exists",
+                message: format!("a model provider named {new_name:?} already exists"),
+            });
+        }
+        self.sealed.put(self.store(), SETTING_KIND, new_name, &renamed).await?;
+        if new_name != name {
+            self.store().delete_setting(SETTING_KIND, name).await?;
+        }
+        self.rebuild_providers().await?;
+        Ok(ConfiguredModelProvider { name: new_name.to_owned(), manifest: renamed.redacted() })
+    }
+
+    /// What is wrong when stored settings (providers or MCP servers) cannot be opened with
+    /// this server's secret key; `None` when all could.
+    pub(crate) fn unopenable_settings(&self) -> Option<String> {
+        self.sealed.unopenable()
+    }
+
+    /// Why a provider cannot be deleted or renamed: it is not stored (404), or only the
+    /// environment stands for it (409).
+    fn not_stored(&self, name: &str) -> ServiceError {
+        if self.env_providers.iter().any(|manifest| manifest.provider_name() == name) {
+            ServiceError::Conflict {
+                code: "configured_by_environment",
+                message: format!(
+                    "the model provider {name:?} comes from the server's environment (its API key variable); unset the \
+                     variable and restart the server to remove it"
+                ),
+            }
+        } else {
+            ServiceError::NotFound(format!("no model provider named {name:?} is configured in the settings"))
+        }
+    }
+
+    /// Rebuilds the providers in force from the store and the environment. The caller holds
+    /// `provider_writes`.
+    async fn rebuild_providers(&self) -> Result<()> {
+        let manifests = Providers::manifests(self.store(), &self.sealed, &self.env_providers).await?;
+        let mut providers = self.providers.write().unwrap_or_else(|p| p.into_inner());
+        *providers = Providers::from_manifests(manifests, providers.http.clone(), providers.options);
+        Ok(())
+    }
+
     /// Reads the providers from the store again (another replica changed them), and rebuilds
     /// the registry if they differ from those in force.
     pub(crate) async fn reload_model_providers(&self) -> Result<()> {

@@ -17,7 +17,7 @@ use teamster_mcp::{HttpTransport, McpConnection, McpError, McpServerConfig, Stdi
 use teamster_protocol::agent::{McpServer, McpServerSource, is_valid_resource_name};
 use teamster_protocol::settings::{
     AvailableMcpServer, ConfiguredMcpServer, McpAuthStatus, McpServerAuth, McpServerAuthPublic, McpServerManifest,
-    REDACTED,
+    McpServerTestResult, REDACTED,
 };
 use teamster_store::Store;
 use teamster_tools::selector::Selectors;
@@ -153,6 +153,82 @@ impl McpHost {
         registry.servers.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name.clone(), manifest.clone());
         let authorized = self.authorized_servers(&caller.subject).await?;
         Ok(configured(&name, &manifest, authorized.contains(&name)))
+    }
+
+    /// Deletes a configured MCP server. Agents that name it fail to connect to it at their next
+    /// turn, with an error that names it (and, at save time, are refused).
+    pub async fn delete_mcp_server(&self, name: &str) -> Result<()> {
+        let registry = &self.registry;
+        let _writing = registry.writes.lock().await;
+        let stored = self.store().delete_setting(SETTING_KIND, name).await?;
+        let known = registry.servers.write().unwrap_or_else(std::sync::PoisonError::into_inner).remove(name).is_some();
+        if !stored && !known {
+            return Err(not_found(name));
+        }
+        Ok(())
+    }
+
+    /// Renames a configured MCP server, keeping its secrets. Agents that name the old name must
+    /// be changed to the new one; users of an OAuth server authorize it again under its new name.
+    pub async fn rename_mcp_server(&self, caller: &Caller, name: &str, new_name: &str) -> Result<ConfiguredMcpServer> {
+        let registry = &self.registry;
+        let _writing = registry.writes.lock().await;
+        let mut manifest = registry.get(name).ok_or_else(|| not_found(name))?;
+        manifest.name = new_name.to_owned();
+        validate_manifest(&manifest).map_err(|error| match error {
+            ServiceError::Invalid { message, .. } => ServiceError::invalid_param("name", message),
+            other => other,
+        })?;
+        if new_name != name {
+            if registry.get(new_name).is_some() {
+                return Err(ServiceError::Conflict {
+                    code: "already_exists",
+                    message: format!("an MCP server named {new_name:?} already exists"),
+                });
+            }
+            self.sealed.put(self.store(), SETTING_KIND, new_name, &manifest).await?;
+            self.store().delete_setting(SETTING_KIND, name).await?;
+            let mut servers = registry.servers.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            servers.remove(name);
+            servers.insert(new_name.to_owned(), manifest.clone());
+        }
+        let authorized = self.authorized_servers(&caller.subject).await?;
+        Ok(configured(new_name, &manifest, authorized.contains(new_name)))
+    }
+
+    /// Tests a configured server as a turn would use it: connects (with the caller's token for
+    /// an OAuth server) and lists its tools. A failure is part of the answer, not an error; only
+    /// an unknown name is.
+    pub async fn test_mcp_server(&self, caller: &Caller, name: &str) -> Result<McpServerTestResult> {
+        if self.registry.get(name).is_none() {
+            return Err(not_found(name));
+        }
+        let started = std::time::Instant::now();
+        let listed = self.list_mcp_server_tools(caller, name).await;
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let failed = |code: &str, message: String| McpServerTestResult {
+            ok: false,
+            tools: Vec::new(),
+            elapsed_ms,
+            error_code: Some(code.to_owned()),
+            error: Some(message),
+        };
+        Ok(match listed {
+            Ok(entries) => McpServerTestResult {
+                ok: true,
+                tools: entries
+                    .iter()
+                    .filter_map(|entry| entry.get("name").and_then(serde_json::Value::as_str).map(str::to_owned))
+                    .collect(),
+                elapsed_ms,
+                error_code: None,
+                error: None,
+            },
+            Err(ServiceError::AuthRequired(message)) => failed("auth_required", message),
+            Err(ServiceError::Upstream(message)) => failed("unreachable", message),
+            Err(ServiceError::Unprocessable(message) | ServiceError::Forbidden(message)) => failed("invalid_config", message),
+            Err(other) => return Err(other),
+        })
     }
 
     /// Connects to a configured server and lists its tools as the `tools/list` entries it gave

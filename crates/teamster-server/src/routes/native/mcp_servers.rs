@@ -2,7 +2,9 @@
 //! secrets redacted in every response, a redacted value sent back keeps the stored one),
 //! `/api/v1/mcp-servers` lists what agents can name, and `/api/v1/mcp-servers/{name}/tools`
 //! connects to one and lists its tools (502 when it cannot be reached, 422 when it wants
-//! authorization).
+//! authorization), and `POST /api/v1/mcp-servers/{name}/test` tests one (its verdict in a 200).
+//! `DELETE` and `PATCH` (a new name) under `/api/v1/settings/mcp-servers/{name}` undo and
+//! rename a configured server.
 //!
 //! OAuth (`dcr` servers): `GET /api/v1/mcp-servers/{name}/authorize` answers the caller's
 //! `MCPAuthStatus`, or, with the `ticket` of an `mcp.auth_required` event's `auth_url`, sends
@@ -13,8 +15,8 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
-use teamster_protocol::api::{Data, McpServerRequest};
-use teamster_protocol::settings::{AvailableMcpServer, ConfiguredMcpServer, McpAuthStatus};
+use teamster_protocol::api::{Data, McpServerRequest, RenameSettingRequest};
+use teamster_protocol::settings::{AvailableMcpServer, ConfiguredMcpServer, McpAuthStatus, McpServerTestResult};
 use teamster_service::{McpServerWrite, OAuthCallback};
 use crate::routes::routes;
 
@@ -23,8 +25,8 @@ use crate::auth::Authenticated;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::JsonBody;
 use crate::params::Params;
-use crate::openapi::JsonObject;
 use crate::routes::ApiRouter;
+use crate::schemas::JsonObject;
 
 /// The longest callback query string read; authorization responses are far smaller.
 const MAX_CALLBACK_QUERY_BYTES: usize = 16 * 1024;
@@ -37,7 +39,8 @@ and return to the chat.</p></body></html>\n";
 pub fn routes() -> ApiRouter {
     ApiRouter::new()
         .routes(routes!(list_settings, create, upsert))
-        .routes(routes!(fetch_setting))
+        .routes(routes!(fetch_setting, delete, rename))
+        .routes(routes!(test))
         .routes(routes!(list_available))
         .routes(routes!(callback))
         .routes(routes!(list_tools))
@@ -77,6 +80,40 @@ async fn upsert(
 ) -> ApiResult<Json<Data<ConfiguredMcpServer>>> {
     let server = state.service.mcp().write_mcp_server(&caller, body.manifest, McpServerWrite::Upsert).await?;
     Ok(Json(Data { data: server }))
+}
+
+#[utoipa::path(delete, path = "/settings/mcp-servers/{name}", operation_id = "deleteMcpServer", tag = "MCP Servers", summary = "Delete an MCP server",
+    params(("name" = String, Path, description = "The MCP server's name.")),
+    description = "Agents that name the server are refused at save time and, at their next turn, fail to connect to it with an error naming it.",
+    responses((status = 204, description = "Deleted."),
+        (status = 404, description = "No server of this name.", body = teamster_protocol::api::ErrorResponse)))]
+async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
+    state.service.mcp().delete_mcp_server(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(patch, path = "/settings/mcp-servers/{name}", operation_id = "renameMcpServer", tag = "MCP Servers", summary = "Rename an MCP server",
+    params(("name" = String, Path, description = "The MCP server's current name.")), request_body = RenameSettingRequest,
+    description = "Keeps the server's secrets. Agents that name the old name must be changed to the new one; users of an OAuth server authorize it again.",
+    responses((status = 200, description = "The server under its new name, secrets redacted.", body = Data<ConfiguredMcpServer>),
+        (status = 404, description = "No server of this name.", body = teamster_protocol::api::ErrorResponse),
+        (status = 409, description = "The new name is taken.", body = teamster_protocol::api::ErrorResponse)))]
+async fn rename(
+    State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
+    Path(name): Path<String>,
+    JsonBody(body): JsonBody<RenameSettingRequest>,
+) -> ApiResult<Json<Data<ConfiguredMcpServer>>> {
+    Ok(Json(Data { data: state.service.mcp().rename_mcp_server(&caller, &name, &body.name).await? }))
+}
+
+#[utoipa::path(post, path = "/mcp-servers/{name}/test", operation_id = "testMcpServer", tag = "MCP Servers", summary = "Test the connection to an MCP server",
+    params(("name" = String, Path, description = "The MCP server's name.")),
+    description = "Connects to the server as a turn of the caller would (with the caller's token for an OAuth server) and lists its tools, within 10 s each. A server that fails is a 200 whose `ok` is false, with the reason.",
+    responses((status = 200, description = "The verdict: the tools' names, or why it failed.", body = Data<McpServerTestResult>),
+        (status = 404, description = "No server of this name.", body = teamster_protocol::api::ErrorResponse)))]
+async fn test(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(name): Path<String>) -> ApiResult<Json<Data<McpServerTestResult>>> {
+    Ok(Json(Data { data: state.service.mcp().test_mcp_server(&caller, &name).await? }))
 }
 
 #[utoipa::path(get, path = "/mcp-servers", operation_id = "listMcpServers", tag = "MCP Servers", summary = "List MCP servers for chat",
