@@ -9,7 +9,7 @@ use teamster_engine::{attachment_path, declared_media_type, split_data_url};
 use teamster_llm::Image;
 use teamster_protocol::input::{TurnInput, UserContentPart};
 use teamster_protocol::{Event, UserContent};
-use teamster_store::Store;
+use teamster_store::SessionStore;
 
 use crate::input_files::{FILE_REFERENCE_SCHEME, parse_reference};
 use crate::sandboxes::TurnSandbox;
@@ -32,7 +32,7 @@ pub(crate) fn stored_files(input: &[TurnInput]) -> impl Iterator<Item = &str> {
 }
 
 /// The bytes of a file part: decoded from its data URL, or read from the session's files.
-async fn file_bytes(store: &dyn Store, session_id: &str, data: &str) -> Result<Vec<u8>, String> {
+async fn file_bytes(store: &dyn SessionStore, session_id: &str, data: &str) -> Result<Vec<u8>, String> {
     if let Some((_, payload)) = split_data_url(data) {
         return base64::engine::general_purpose::STANDARD.decode(payload).map_err(|error| error.to_string());
     }
@@ -46,7 +46,7 @@ async fn file_bytes(store: &dyn Store, session_id: &str, data: &str) -> Result<V
 /// Writes the files of `input` that are not native images into the sandbox, where the model is
 /// told they are. Writing again (a resumed turn) replaces them with the same bytes.
 pub(crate) async fn write_into_sandbox(
-    store: &dyn Store,
+    store: &dyn SessionStore,
     session_id: &str,
     sandbox: &TurnSandbox,
     input: &[TurnInput],
@@ -71,7 +71,7 @@ pub(crate) async fn write_into_sandbox(
 /// `history` with every stored image a message references replaced by its data URL, so the
 /// model sees it; borrowed as it is when there is none. An image that cannot be read stays a
 /// reference, and the model is told it is not available.
-pub(crate) async fn with_images<'a>(store: &dyn Store, session_id: &str, history: &'a [Event]) -> Cow<'a, [Event]> {
+pub(crate) async fn with_images<'a>(store: &dyn SessionStore, session_id: &str, history: &'a [Event]) -> Cow<'a, [Event]> {
     let is_stored_image = |data: &str| {
         data.starts_with(FILE_REFERENCE_SCHEME) && declared_media_type(data).is_some_and(Image::is_native)
     };

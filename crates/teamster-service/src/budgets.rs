@@ -41,7 +41,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use teamster_engine::{Reservations, SpendLimit};
 use teamster_protocol::agent::Budget;
 use teamster_protocol::{Event, Subject, TurnMetrics, TurnState};
-use teamster_store::{Spend, Store};
+use teamster_store::{Spend, UsageStore};
 
 /// How old this replica's copy of a tenant's total may get before a check reads it again (in
 /// the background: a check never waits on the store).
@@ -60,7 +60,7 @@ pub struct TenantBudget {
 /// replica's turns spent since.
 pub(crate) struct TenantLedger {
     budget: Option<TenantBudget>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn UsageStore>,
     /// Tenant to this replica's view of it (bounded by the tenants with turns here).
     tenants: Mutex<HashMap<String, Arc<TenantView>>>,
 }
@@ -130,7 +130,7 @@ fn exhausted(spent: Spend, budget: &Budget, whose: &str) -> Option<String> {
 }
 
 impl TenantLedger {
-    pub(crate) fn new(budget: Option<TenantBudget>, store: Arc<dyn Store>) -> TenantLedger {
+    pub(crate) fn new(budget: Option<TenantBudget>, store: Arc<dyn UsageStore>) -> TenantLedger {
         TenantLedger { budget: budget.filter(|budget| !budget.window.is_zero()), store, tenants: Mutex::default() }
     }
 
@@ -359,7 +359,7 @@ mod tests {
         TurnMetrics { total_tokens: tokens, total_cost_in_usd: cost, ..TurnMetrics::default() }
     }
 
-    async fn store() -> Arc<dyn Store> {
+    async fn store() -> Arc<dyn teamster_store::Store> {
         Arc::new(teamster_store_sqlite::SqliteStore::connect("sqlite::memory:").await.expect("an in-memory store"))
     }
 

@@ -11,7 +11,7 @@
 
 use teamster_protocol::AgentSpec;
 use teamster_sandbox::{OpenedFile, SandboxError};
-use teamster_store::Store;
+use teamster_store::SettingsStore;
 
 use crate::error::{Result, ServiceError};
 use crate::input_files::short;
@@ -59,7 +59,7 @@ impl SandboxLink {
 }
 
 /// Records both links of a session's new sandbox, the first with the session's creator.
-pub(crate) async fn link(store: &dyn Store, session_id: &str, owner: &str, sandbox_id: &str) -> Result<()> {
+pub(crate) async fn link(store: &dyn SettingsStore, session_id: &str, owner: &str, sandbox_id: &str) -> Result<()> {
     let now = teamster_protocol::timestamp::now();
     let link = SandboxLink { session_id: session_id.to_owned(), owner: Some(owner.to_owned()) };
     let value = serde_json::to_string(&link).map_err(|error| ServiceError::invalid(error.to_string()))?;

@@ -14,7 +14,7 @@ use teamster_protocol::input::{TurnInput, UserContentPart};
 use teamster_protocol::sse::{MAX_STRING_CHARS, json_string_chars};
 use teamster_protocol::{UserContent, timestamp};
 use teamster_llm::Image;
-use teamster_store::{SessionFile, Store};
+use teamster_store::{SessionFile, SessionStore};
 
 use crate::error::{Result, ServiceError};
 
@@ -40,7 +40,7 @@ pub(crate) struct PendingFile {
 /// session has, at most [`MAX_ATTACHMENT_BYTES`], and images the model reads natively unless
 /// the session's agent has a sandbox (`sandboxed`) to put other files in.
 pub(crate) async fn prepare(
-    store: &dyn Store,
+    store: &dyn SessionStore,
     session_id: &str,
     sandboxed: bool,
     mut input: Vec<TurnInput>,
@@ -92,7 +92,7 @@ pub(crate) async fn prepare(
 }
 
 /// Stores the files of a prepared input.
-pub(crate) async fn store_files(store: &dyn Store, session_id: &str, files: Vec<PendingFile>) -> Result<()> {
+pub(crate) async fn store_files(store: &dyn SessionStore, session_id: &str, files: Vec<PendingFile>) -> Result<()> {
     let created_at = timestamp::now();
     for file in files {
         let record = SessionFile {
@@ -126,7 +126,7 @@ fn check_file_name(index: usize, name: &str) -> Result<()> {
 /// Checks one file part's data. A data URL that is short enough stays inline (`None`); a
 /// longer one is decoded for storage. A reference must name a file of this session.
 async fn prepare_file(
-    store: &dyn Store,
+    store: &dyn SessionStore,
     session_id: &str,
     sandboxed: bool,
     index: usize,

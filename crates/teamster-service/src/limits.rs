@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use teamster_engine::FanOut;
 use teamster_protocol::ids;
-use teamster_store::{Store, TurnPlace};
+use teamster_store::{TurnPlace, UsageStore};
 
 use crate::budgets::TenantBudget;
 use crate::error::{Result, ServiceError};
@@ -76,7 +76,7 @@ pub struct RateLimited {
 pub struct RequestRate {
     /// Requests per minute per subject, and the burst a rested subject may send at once.
     per_minute: u32,
-    store: Arc<dyn Store>,
+    store: Arc<dyn UsageStore>,
     /// When idle buckets were last forgotten, in seconds since the Unix epoch.
     last_sweep: AtomicU64,
 }
@@ -89,7 +89,7 @@ impl std::fmt::Debug for RequestRate {
 
 impl RequestRate {
     /// A limit of `per_minute` requests a minute per subject (at least 1) over `store`.
-    pub fn new(store: Arc<dyn Store>, per_minute: u32) -> RequestRate {
+    pub fn new(store: Arc<dyn UsageStore>, per_minute: u32) -> RequestRate {
         RequestRate { per_minute: per_minute.max(1), store, last_sweep: AtomicU64::new(now_secs()) }
     }
 
@@ -138,7 +138,7 @@ fn now_secs() -> u64 {
 /// Each subject's running turns, counted in the store.
 pub(crate) struct TurnQuota {
     max: Option<u32>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn UsageStore>,
 }
 
 impl std::fmt::Debug for TurnQuota {
@@ -152,7 +152,7 @@ impl std::fmt::Debug for TurnQuota {
 #[must_use]
 pub(crate) struct Reservation {
     /// The store and the place's id; `None` when the quota has no limit.
-    place: Option<(Arc<dyn Store>, String)>,
+    place: Option<(Arc<dyn UsageStore>, String)>,
 }
 
 impl Reservation {
@@ -184,7 +184,7 @@ impl Drop for Reservation {
 }
 
 impl TurnQuota {
-    pub(crate) fn new(max: Option<u32>, store: Arc<dyn Store>) -> TurnQuota {
+    pub(crate) fn new(max: Option<u32>, store: Arc<dyn UsageStore>) -> TurnQuota {
         TurnQuota { max, store }
     }
 
@@ -237,7 +237,7 @@ impl std::fmt::Debug for ModelCallPlaces {
 mod tests {
     use super::*;
 
-    async fn store() -> Arc<dyn Store> {
+    async fn store() -> Arc<dyn teamster_store::Store> {
         Arc::new(teamster_store_sqlite::SqliteStore::connect("sqlite::memory:").await.expect("an in-memory store"))
     }
 

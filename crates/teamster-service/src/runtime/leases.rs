@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use teamster_protocol::{CancelReason, ids};
 use teamster_store::codec::UNCLAIMED_LEASE_GRACE_MS;
-use teamster_store::{Store, TurnLease};
+use teamster_store::{CoordinationStore, TurnLease};
 
 use super::TurnRuntime;
 use super::clock::{clock, millis};
@@ -163,7 +163,7 @@ impl Leases {
 
     /// Renews the leases that are due, and lets go of the holds that ran out or were taken
     /// over. One store call for all of them.
-    async fn keep(&self, store: &dyn Store) {
+    async fn keep(&self, store: &dyn CoordinationStore) {
         let now = clock();
         let holds: Vec<Arc<Hold>> = lock(&self.holds).values().cloned().collect();
         let mut due = Vec::new();

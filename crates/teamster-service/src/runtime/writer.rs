@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use teamster_store::{LogWrite, Store, TurnLease};
+use teamster_store::{EventLog, LogWrite, TurnLease};
 use tokio::sync::{mpsc, oneshot};
 
 use super::leases::Leases;
@@ -41,7 +41,7 @@ pub struct EventWriter {
 impl EventWriter {
     /// Starts the writer task on the current runtime, writing under the leases of `leases`.
     /// Each commit's duration goes to `telemetry`.
-    pub(crate) fn start(store: Arc<dyn Store>, leases: Arc<Leases>, telemetry: Arc<Telemetry>) -> EventWriter {
+    pub(crate) fn start(store: Arc<dyn EventLog>, leases: Arc<Leases>, telemetry: Arc<Telemetry>) -> EventWriter {
         let (sender, receiver) = mpsc::unbounded_channel();
         tokio::spawn(run(store, leases, telemetry, receiver));
         EventWriter { sender }
@@ -66,7 +66,7 @@ impl EventWriter {
     }
 }
 
-async fn run(store: Arc<dyn Store>, leases: Arc<Leases>, telemetry: Arc<Telemetry>, mut receiver: mpsc::UnboundedReceiver<Command>) {
+async fn run(store: Arc<dyn EventLog>, leases: Arc<Leases>, telemetry: Arc<Telemetry>, mut receiver: mpsc::UnboundedReceiver<Command>) {
     let mut batch: Vec<LogWrite> = Vec::new();
     // The live log of each write in `batch`.
     let mut owners: Vec<Arc<TurnLog>> = Vec::new();
@@ -112,7 +112,7 @@ async fn run(store: Arc<dyn Store>, leases: Arc<Leases>, telemetry: Arc<Telemetr
 /// Commits a batch under this replica's leases of its turns, retrying with back-off until the
 /// store takes it. Each attempt leaves out the writes of turns fenced by then; the turns whose
 /// writes the store refused are lost here.
-async fn commit(store: &dyn Store, leases: &Leases, telemetry: &Telemetry, batch: &[LogWrite], owners: &[Arc<TurnLog>]) {
+async fn commit(store: &dyn EventLog, leases: &Leases, telemetry: &Telemetry, batch: &[LogWrite], owners: &[Arc<TurnLog>]) {
     let mut delay = Duration::from_millis(10);
     loop {
         let fenced = |index: usize| owners[index].is_fenced();
