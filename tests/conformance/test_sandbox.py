@@ -21,6 +21,7 @@ import time
 import typing
 
 import httpx
+import pytest
 
 import conftest
 import wire
@@ -137,6 +138,48 @@ def test_a_server_without_sandboxes_refuses_agents_that_need_one(server_factory)
     # The server said so at start-up.
     assert re.search(r"WARN .*sandboxes are off.*reason=sandboxes are turned off \(--no-sandbox\)", server_log(own)), \
         server_log(own)[-2000:]
+
+
+def test_sandboxes_work_as_root_on_the_default_data_directory(fake_model, tmp_path):
+    """`teamster serve` with neither --data-dir nor --sandbox-root, as root whose home others
+    cannot enter (as /root is): sandboxes still run, their root outside the data directory,
+    which keeps its default mode and its database."""
+    if os.geteuid() != 0:
+        pytest.skip("sandboxes run as users of their own only as root")
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o700)
+    argv = [str(conftest.binary("TEAMSTER_BIN", "target/debug/teamster")), "serve",
+            "--listen", f"127.0.0.1:{conftest.free_port()}", "--no-example", "--model-retry-base-ms", "20"]
+    process = conftest.Process("teamster", argv, tmp_path / "default-data-dir.log", {"HOME": str(home), "XDG_DATA_HOME": ""})
+    url = process.start()
+    api = wire.Api(url)
+    root = None
+    try:
+        conftest.wait_healthy(url, process)
+        api.ok(api.put("/api/v1/settings/model-providers", json={"manifest": fake_model.provider_manifest()}))
+        assert api.ok(api.get("/api/v1/capabilities"))["data"]["sandbox"] == {"enabled": True}, process.log_tail()
+        session = api.create_session(spec=sandbox_spec())
+        run = api.run_turn(session["id"], exec_call("echo made > here.txt; cat here.txt; id -u") + " " + wire.unique("sbx"))
+        (result,) = tool_results(run)
+        assert result["exit_code"] == 0 and result["stdout"].startswith("made\n"), result
+        assert result["stdout"].split()[1] != "0", "commands do not run as root"
+
+        data_dir = home / ".local" / "share" / "teamster"
+        assert (data_dir / "teamster.db").is_file()
+        assert (data_dir / "teamster.db").stat().st_mode & 0o777 == 0o600
+        found = re.search(r"sandboxes run with bubblewrap root=(\S+)", process.log_path.read_text(errors="replace"))
+        assert found, process.log_tail()
+        root = pathlib.Path(found.group(1))
+        assert not root.is_relative_to(home), root
+        (sandbox_id,) = sandboxes_created(run)
+        assert (root / sandbox_id).is_dir(), list(root.iterdir())
+        assert api.delete(f"/api/v1/sessions/{session['id']}").status_code == 204
+    finally:
+        api.close()
+        process.kill()
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def test_a_server_whose_sandboxes_cannot_start_says_why(server_factory, tmp_path):

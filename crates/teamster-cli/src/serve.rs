@@ -58,7 +58,7 @@ pub async fn serve(
     );
     // Checking that sandboxes work starts one; it overlaps opening the store.
     let sandboxes = tokio::spawn(start_sandboxes(
-        (!args.no_sandbox).then(|| args.sandbox_root.clone().unwrap_or_else(|| data_dir.join("sandboxes"))),
+        (!args.no_sandbox).then(|| args.sandbox_root.clone().unwrap_or_else(|| default_sandbox_root(&data_dir))),
         Duration::from_secs(args.sandbox_idle_hours.saturating_mul(3600)),
         sandbox_limits(&args),
         egress.clone(),
@@ -218,6 +218,48 @@ async fn sweep_idle_sandboxes(provider: Arc<Bubblewrap>, idle: Duration) {
             Err(error) => tracing::warn!(%error, "sweeping idle sandboxes failed"),
         }
     }
+}
+
+/// Where sandboxes live without `--sandbox-root`: `sandboxes` in the data directory, unless the
+/// server runs as root and other users cannot enter a directory above it (root's home is
+/// `0700`), since sandboxes then run as users of their own. Then it is a directory of this data
+/// directory's own under [`SHARED_SANDBOX_ROOT`], named by a hash of the data directory's path,
+/// so servers with different data directories keep apart and a restart finds its sandboxes.
+fn default_sandbox_root(data_dir: &std::path::Path) -> PathBuf {
+    let inside = data_dir.join("sandboxes");
+    use std::os::unix::fs::MetadataExt;
+    let as_root = std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0);
+    if !as_root || others_may_reach(&inside) {
+        return inside;
+    }
+    let absolute = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    let shared = PathBuf::from(SHARED_SANDBOX_ROOT).join(format!("{:016x}", fnv1a(absolute.as_os_str().as_encoded_bytes())));
+    tracing::info!(
+        data_dir = %absolute.display(),
+        sandbox_root = %shared.display(),
+        "other users cannot enter the data directory, and as root sandboxes run as users of their own: they live outside it"
+    );
+    shared
+}
+
+/// Where root's sandboxes live when the data directory is shut to other users.
+const SHARED_SANDBOX_ROOT: &str = "/var/lib/teamster/sandboxes";
+
+/// Whether other users may enter every existing directory above `path` (one not made yet gets
+/// the process's default mode).
+fn others_may_reach(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    absolute.ancestors().skip(1).all(|dir| match std::fs::metadata(dir) {
+        Ok(meta) => meta.permissions().mode() & 0o001 != 0,
+        Err(_) => true,
+    })
+}
+
+/// The 64-bit FNV-1a hash: small, and the same in every build, so a directory named by it is
+/// found again after an upgrade.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// Where the secret key lives unless configured: beside a SQLite database file (so a database
