@@ -19,7 +19,7 @@ use teamster_protocol::agent::{SkillMount, TaggedSkill};
 use teamster_protocol::settings::SkillManifest;
 use teamster_sandbox::{GitAuth, GitSource, SKILLS_DIR, Skill, SkillCache, SkillError, is_skill_name};
 use teamster_egress::EgressPolicy;
-use teamster_store::Store;
+use teamster_store::SettingsStore;
 
 use crate::error::{Result, ServiceError};
 use crate::sandboxes::{TurnSandbox, wanted};
@@ -173,7 +173,7 @@ impl TurnSandbox {
     /// Fetches the spec's skills (all at once), mounts each into this sandbox, and returns
     /// what the model is told about them, in the spec's order. A skill that cannot be had
     /// fails the turn, with git's message (secrets redacted).
-    pub(crate) async fn mount_skills(&self, store: &dyn Store, spec: &AgentSpec) -> std::result::Result<Vec<SkillNote>, String> {
+    pub(crate) async fn mount_skills(&self, store: &dyn SettingsStore, spec: &AgentSpec) -> std::result::Result<Vec<SkillNote>, String> {
         let entries = entries(spec);
         if entries.is_empty() {
             return Ok(Vec::new());
@@ -198,7 +198,7 @@ impl TurnSandbox {
         try_join_all(fetches).await
     }
 
-    async fn fetch(&self, store: &dyn Store, entry: &Entry<'_>, auth: &[GitAuth]) -> std::result::Result<Skill, String> {
+    async fn fetch(&self, store: &dyn SettingsStore, entry: &Entry<'_>, auth: &[GitAuth]) -> std::result::Result<Skill, String> {
         let (source, egress) = match entry.kind {
             EntryKind::Git { url, reference, path } => {
                 (Source::Git(git_source(entry.name, url, reference, path)), Some(self.skills.egress.as_ref()))
@@ -224,7 +224,7 @@ impl TurnSandbox {
 }
 
 /// The git source of a registry skill.
-async fn registry_source(store: &dyn Store, name: &str) -> std::result::Result<GitSource, String> {
+async fn registry_source(store: &dyn SettingsStore, name: &str) -> std::result::Result<GitSource, String> {
     let stored = store
         .get_setting(skills::SETTING_KIND, name)
         .await
