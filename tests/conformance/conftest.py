@@ -276,7 +276,9 @@ class TeamsterServer:
         # may name another root).
         sandbox_root = [] if "--sandbox-root" in self.extra_args else ["--sandbox-root", SANDBOX_ROOT]
         argv = [str(binary("TEAMSTER_BIN", "target/debug/teamster")), "serve",
-                "--listen", f"127.0.0.1:{port}", "--database", self.database, "--no-example",
+                "--listen", f"127.0.0.1:{port}", "--database", self.database,
+                # The example agent only where a test asks for it (`example = True`).
+                *([] if getattr(self, "example", False) else ["--no-example"]),
                 # The secret key file goes here, not into the user's data directory.
                 "--data-dir", str(self.workdir),
                 *sandbox_root,

@@ -124,6 +124,10 @@ def test_chat_approve_answer_cancel_and_resume(tmux, server, gated_agent):
     tmux.wait_for("first", f"You said: say {marker}")
     screen = tmux.wait_for("first", "out tokens")
     assert re.search(r"sess_\w+", screen), screen
+    # The session's page in the web UI is named; the session is titled after the message.
+    web = re.search(rf"in a browser: {re.escape(server.url)}/#/chat/(sess_\w+)", screen)
+    assert web, screen
+    assert server.require_api().ok(server.require_api().get(f"/api/v1/sessions/{web.group(1)}"))["data"]["title"] == f"say {marker}"
 
     # A gated tool: the chat asks, `y` allows it, the call and its result show inline.
     tmux.type("first", call("echo", {"text": "ping-from-chat"}))
@@ -143,23 +147,31 @@ def test_chat_approve_answer_cancel_and_resume(tmux, server, gated_agent):
     tmux.keys("first", "Enter")
     tmux.wait_for("first", "Tool result: Red")
 
-    # A long turn: Ctrl-C cancels it while it streams, a second Ctrl-C leaves.
+    # A long turn with a follow-up and steering queued: Ctrl-C cancels it while it streams and
+    # drops both (nothing starts after it), a second Ctrl-C leaves.
     tmux.type("first", "[tokens:400][delay:50] long one")
     tmux.wait_for("first", "tok5 ")
     tmux.wait_for("first", "working (Ctrl-C cancels)")
+    tmux.type("first", "queued after the long one")
+    tmux.wait_for("first", "› (queued) queued after the long one")
+    tmux.type("first", "/steer shorter please")
+    tmux.wait_for("first", "steering sent")
     tmux.keys("first", "C-c")
-    screen = tmux.wait_for("first", "turn cancelled (client-cancelled)")
-    assert "tok400" not in screen
+    screen = tmux.wait_for("first", "the cancel dropped 2 queued messages; nothing runs now")
+    assert "turn cancelled (client-cancelled)" in screen and "tok400" not in screen
     tmux.keys("first", "C-c")
     screen = tmux.wait_for("first", "[chat exited 0]")
-    session = re.search(r"teamster chat --session (sess_\w+)", screen)
-    assert session, screen
+    session = re.search(r"teamster chat --session (sess_\w+) --server (\S+)`", screen)
+    assert session and session.group(2) == server.url, screen
     session_id = session.group(1)
+    assert f"in a browser: {server.url}/#/chat/{session_id}" in screen
 
-    # The server agrees: four turns, the last cancelled.
+    # The server agrees: the last turn is the cancelled one, and nothing is queued.
     api = server.require_api()
     turns = api.ok(api.get(f"/api/v1/sessions/{session_id}/turns"))["data"]
-    assert turns[0]["state"]["status"] == "cancelled"
+    assert turns[0]["state"]["status"] == "cancelled", turns
+    assert turns[0]["input"][0]["content"] == "[tokens:400][delay:50] long one", turns[0]
+    assert api.ok(api.get(f"/api/v1/sessions/{session_id}/follow-ups"))["data"] == []
 
     # A new chat on the session shows its history, rebuilt from the events, and goes on.
     tmux.start("second", chat_argv(server, "--session", session_id))

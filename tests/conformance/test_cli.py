@@ -1,13 +1,19 @@
 """The `teamster` command-line client against a running server: `agents apply` (create, keep an
 unchanged agent's version, then a new version), `agents list`, `agents get`, `run`, which streams
-one turn to the terminal (in a new session or continuing one), and `sessions`."""
+one turn to the terminal (in a new session or continuing one; a turn that waits for a person
+says how to answer and exits 3, and `run --session --approve/--deny/--answer` answers it), and
+`sessions`; `--api-key` on every client command, and sessions titled after their first message."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import subprocess
 
 import pytest
 
+import conftest
 import wire
 from conftest import binary
 
@@ -119,3 +125,93 @@ def test_errors_are_reported_with_a_failing_exit_code(srv, tmp_path):
     unreachable = cli("http://127.0.0.1:9", "agents", "list")
     assert unreachable.returncode != 0
     assert "cannot reach the server" in unreachable.stderr
+
+
+def ask(question: str, *labels: str) -> str:
+    """A model message (fake model syntax) that asks the user `question` with these choices."""
+    arguments = {"question": question, "options": [{"label": label} for label in labels]}
+    return f"[tool:ask_user_question {json.dumps(arguments)}]"
+
+
+def session_of(ran: subprocess.CompletedProcess) -> str:
+    return ran.stderr.split("session ", 1)[1].split()[0]
+
+
+def test_run_titles_its_session_like_the_web(srv):
+    ran = cli(srv, "run", "demo", "  Plan the   launch \nwith details below")
+    assert ran.returncode == 0, ran.stderr
+    api = wire.Api(srv)
+    assert api.ok(api.get(f"/api/v1/sessions/{session_of(ran)}"))["data"]["title"] == "Plan the   launch"
+    long = cli(srv, "run", "demo", "x" * 200)
+    assert api.ok(api.get(f"/api/v1/sessions/{session_of(long)}"))["data"]["title"] == "x" * 80
+
+
+def test_run_says_what_waits_for_a_person_and_exits_3_then_answers_it(srv):
+    question = wire.unique("Colour")
+    asked = cli(srv, "run", "demo", ask(f"{question}?", "Blue", "Red"))
+    assert asked.returncode == 3, (asked.returncode, asked.stderr)
+    session = session_of(asked)
+    assert "the turn waits for you" in asked.stderr
+    assert re.search(rf"answer \S+: {question}\? \(Blue, Red\)", asked.stderr), asked.stderr
+    assert f"teamster run --session {session} --answer TEXT" in asked.stderr
+    assert f"teamster chat --session {session} --server {srv}" in asked.stderr
+    answered = cli(srv, "run", "--session", session, "--answer", "Blue")
+    assert answered.returncode == 0, answered.stderr
+    assert "Blue" in answered.stdout
+
+    # A gated call: approve or deny it by its id; a call that does not wait is an error.
+    api = wire.Api(srv)
+    api.ok(api.patch(f"/api/v1/sessions/{session}", json={"permissions": {"tools": {"get_current_datetime": "ask"}}}))
+    gated = cli(srv, "run", "--session", session, "[tool:get_current_datetime {}] the time?")
+    assert gated.returncode == 3, (gated.returncode, gated.stderr)
+    call_id = re.search(r"approve or deny (\S+): get_current_datetime\(\{\}\)", gated.stderr).group(1)
+    assert f"teamster run --session {session} --approve {call_id}" in gated.stderr
+    wrong = cli(srv, "run", "--session", session, "--approve", "call_nope")
+    assert wrong.returncode == 1 and f"waiting for one: {call_id}" in wrong.stderr, wrong.stderr
+    approved = cli(srv, "run", "--session", session, "--approve", call_id)
+    assert approved.returncode == 0, approved.stderr
+    assert approved.stdout.strip().startswith("Tool result: 20"), approved.stdout
+    nothing = cli(srv, "run", "--session", session, "--deny", call_id)
+    assert nothing.returncode == 1 and "nothing in session" in nothing.stderr, nothing.stderr
+    # Without --session the decisions are a usage error (status 2), and --help documents the statuses.
+    assert cli(srv, "run", "--approve", call_id).returncode == 2
+    helped = cli(srv, "run", "--help")
+    assert "3 the turn waits for a person" in helped.stdout and "4 the turn was cancelled" in helped.stdout
+
+
+def test_every_client_command_takes_the_api_key_and_the_readme_admin_sees_demo(workdir, fake_model):
+    """As the README's auth section goes: a key made with `teamster keys create` (tenant
+    `default`) before `serve --auth api-keys` sees and runs the example agent `demo`; `agents`,
+    `run`, `sessions` and `keys --server` take `--api-key` or `TEAMSTER_API_KEY`."""
+    server = conftest.TeamsterServer(workdir, fake_model, ["--auth", "api-keys"])
+    server.example = True
+    made = conftest.teamster("keys", "create", "--subject", "ann", "--role", "admin",
+                             "--database", server.database, "--data-dir", str(workdir))
+    assert made.returncode == 0, made.stderr
+    admin = made.stdout.strip()
+    try:
+        server.start()
+        refused = cli(server.url, "agents", "list")
+        assert refused.returncode == 1 and "401" in refused.stderr, refused.stderr
+        listed = cli(server.url, "agents", "list", "--api-key", admin)
+        assert listed.returncode == 0, listed.stderr
+        assert any(line.startswith("demo\t") for line in listed.stdout.splitlines()), listed.stdout
+        ran = cli(server.url, "run", "demo", "hello with a key", "--api-key", admin)
+        assert ran.returncode == 0, ran.stderr
+        from_env = subprocess.run([str(binary("TEAMSTER_BIN", "target/debug/teamster")), "sessions", "--server", server.url],
+                                  capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                                  env={**os.environ, "TEAMSTER_API_KEY": admin})
+        assert from_env.returncode == 0, from_env.stderr
+        assert session_of(ran) in from_env.stdout
+
+        # Keys through the server, as the tenant's admin: a member of the tenant runs demo too.
+        created = cli(server.url, "keys", "create", "--subject", "bob", "--tenant", "default", "--api-key", admin)
+        assert created.returncode == 0, created.stderr
+        member = created.stdout.strip()
+        assert member.startswith("tsk_") and "shown this once" in created.stderr
+        keys = cli(server.url, "keys", "list", "--api-key", admin)
+        assert keys.returncode == 0 and "\tbob\tmember\t" in keys.stdout, keys.stdout
+        assert cli(server.url, "run", "demo", "hi from bob", "--api-key", member).returncode == 0
+        assert cli(server.url, "keys", "list", "--api-key", member).returncode == 1, "a member manages no keys"
+    finally:
+        server.close()

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "teamster", version, about = "An agent harness: define agents once, run them for many users.")]
+#[command(name = "teamster", version, about = "An agent harness: define agents once, run them for many users.", after_help = EXIT_CODES)]
 pub struct Args {
     #[command(subcommand)]
     pub command: Command,
@@ -18,7 +18,8 @@ pub enum Command {
     /// Manage saved agents on a running server.
     Agents(AgentsArgs),
     /// Run one turn of an agent (in a new session, or continuing one) and stream it to the
-    /// terminal.
+    /// terminal; a turn that waits for a person says what waits and how to answer, and exits 3.
+    #[command(after_help = EXIT_CODES)]
     Run(RunArgs),
     /// List your sessions on a running server, newest first.
     Sessions(SessionsArgs),
@@ -30,12 +31,27 @@ pub enum Command {
     Keys(KeysArgs),
 }
 
-/// What every client command needs: where the server is.
+/// The exit statuses of the client commands, shown by `--help`.
+pub const EXIT_CODES: &str = "Exit status: 0 done; 1 an error (the server's, the turn's, or reaching the server); 2 the \
+command line is wrong; 3 the turn waits for a person (an approval, an answer or an authorization: the message says how to \
+give it); 4 the turn was cancelled.";
+
+/// What every client command needs: where the server is, and the caller's key.
 #[derive(clap::Args, Debug)]
 pub struct ClientArgs {
     /// The server to talk to.
     #[arg(long, global = true, env = "TEAMSTER_URL", default_value = "http://127.0.0.1:8790")]
     pub server: String,
+    /// The API key for a server that authenticates (`--auth api-keys`).
+    #[arg(long, global = true, env = "TEAMSTER_API_KEY", hide_env_values = true, value_name = "KEY")]
+    pub api_key: Option<String>,
+}
+
+impl ClientArgs {
+    /// The key to send, if one was given (an empty one counts as none).
+    pub fn key(&self) -> Option<&str> {
+        self.api_key.as_deref().filter(|key| !key.is_empty())
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -117,12 +133,19 @@ pub enum AuthArg {
 pub struct KeysArgs {
     #[command(flatten)]
     pub store: StoreArgs,
+    /// Manage the keys of this running server through `/api/v1/keys` (with an operator's or a
+    /// tenant admin's --api-key) instead of in the store directly.
+    #[arg(long, global = true, value_name = "URL")]
+    pub server: Option<String>,
+    /// The API key of an operator or tenant admin, for --server.
+    #[arg(long, global = true, env = "TEAMSTER_API_KEY", hide_env_values = true, value_name = "KEY")]
+    pub api_key: Option<String>,
     #[command(subcommand)]
     pub command: KeysCommand,
 }
 
-/// API keys, managed in the store itself (with a SQLite database, while no server runs on it;
-/// a running server's operator and tenant admins use `/api/v1/keys`).
+/// API keys, managed in the store itself (with a SQLite database, while no server runs on it),
+/// or with --server through a running server's `/api/v1/keys` (its operator and tenant admins).
 #[derive(Subcommand, Debug)]
 pub enum KeysCommand {
     /// Creates a key and prints it; it is shown this once (only its hash is stored).
@@ -387,13 +410,31 @@ pub enum AgentsCommand {
 pub struct RunArgs {
     #[command(flatten)]
     pub client: ClientArgs,
-    /// `AGENT PROMPT`: the agent's name and what to say; with --session, only `PROMPT`.
-    #[arg(value_name = "AGENT PROMPT", num_args = 1..=2, required = true)]
+    /// `AGENT PROMPT`: the agent's name and what to say; with --session, only `PROMPT` (or
+    /// nothing, with --approve, --deny or --answer).
+    #[arg(value_name = "AGENT PROMPT", num_args = 0..=2)]
     pub words: Vec<String>,
     /// Continue this session (see `teamster sessions`) with its agent, instead of starting a
     /// new session.
-    #[arg(long)]
+    #[arg(long, value_name = "ID")]
     pub session: Option<String>,
+    /// With --session: approve this tool call the session's last turn waits on (repeat it for
+    /// several), instead of saying something.
+    #[arg(long, value_name = "CALL", requires = "session")]
+    pub approve: Vec<String>,
+    /// With --session: deny this waiting tool call (repeat it for several).
+    #[arg(long, value_name = "CALL", requires = "session")]
+    pub deny: Vec<String>,
+    /// With --session: answer the question the session's last turn waits on.
+    #[arg(long, value_name = "TEXT", requires = "session")]
+    pub answer: Option<String>,
+}
+
+impl RunArgs {
+    /// Whether the run decides what the last turn waits on instead of saying something.
+    pub fn decides(&self) -> bool {
+        !self.approve.is_empty() || !self.deny.is_empty() || self.answer.is_some()
+    }
 }
 
 /// A number of CPUs (`0.5`, `2`), from a hundredth to 1024, in thousandths.

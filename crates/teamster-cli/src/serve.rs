@@ -116,7 +116,9 @@ pub async fn serve(
     };
     let service = Service::start(store, config).await.context("starting the service")?;
     if !args.no_example {
-        ensure_example_agent(&service).await?;
+        for tenant in example_tenants(&args) {
+            ensure_example_agent(&service, &tenant).await?;
+        }
     }
 
     listening(address);
@@ -364,15 +366,44 @@ fn lease_config(ttl_ms: u64, renew_ms: u64, takeover_ms: u64, max_takeovers: u64
 }
 
 
-async fn ensure_example_agent(service: &Service) -> anyhow::Result<()> {
+/// The tenants the example agent is made in: the local user's (every request's without
+/// authentication) and, when requests authenticate, the tenant `teamster keys create` puts keys
+/// in by default (and OIDC's default tenant), so the first keys the README makes see it.
+fn example_tenants(args: &ServeArgs) -> Vec<String> {
+    let mut tenants = vec!["local".to_owned()];
+    if args.auth == AuthArg::ApiKeys || args.oidc.enabled() {
+        tenants.push(DEFAULT_KEY_TENANT.to_owned());
+        let oidc_tenant = args.oidc.oidc_default_tenant.trim();
+        if args.oidc.enabled() && !oidc_tenant.is_empty() && !tenants.iter().any(|tenant| tenant == oidc_tenant) {
+            tenants.push(oidc_tenant.to_owned());
+        }
+    }
+    tenants
+}
+
+/// The tenant of a key made without `--tenant`.
+const DEFAULT_KEY_TENANT: &str = "default";
+
+/// Makes the example agent in `tenant` unless it has an agent of that name. Outside the local
+/// tenant it is made by the server (the local subject, whom no key acts as) and shared with the
+/// whole tenant (`team:<tenant>` as `agent-user`): the tenant's admins and the operator manage
+/// it, every member runs it.
+async fn ensure_example_agent(service: &Service, tenant: &str) -> anyhow::Result<()> {
     let manifest: AgentManifest = serde_yaml::from_str(EXAMPLE_AGENT).context("the bundled example agent")?;
     // The local user's, like every agent made without authentication.
-    let local = teamster_service::Caller::local();
-    match service.catalog().get_agent_by_name(&local, &manifest.name).await {
+    let caller = teamster_service::Caller { tenant: tenant.to_owned(), ..teamster_service::Caller::local() };
+    let mut spec = manifest.to_spec();
+    if tenant != "local" {
+        spec.collaborators = Some(vec![teamster_protocol::collaborator::Collaborator {
+            subject: format!("team:{tenant}"),
+            role_id: "agent-user".to_owned(),
+        }]);
+    }
+    match service.catalog().get_agent_by_name(&caller, &manifest.name).await {
         Ok(_) => Ok(()),
         Err(teamster_service::ServiceError::NotFound(_)) => {
-            service.catalog().create_agent(&local, &manifest.name, manifest.to_spec()).await?;
-            tracing::info!(agent = %manifest.name, "created the example agent (offline demo model)");
+            service.catalog().create_agent(&caller, &manifest.name, spec).await?;
+            tracing::info!(agent = %manifest.name, tenant, "created the example agent (offline demo model)");
             Ok(())
         }
         Err(other) => Err(other.into()),

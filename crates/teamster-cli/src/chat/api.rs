@@ -82,9 +82,24 @@ impl ChatApi {
         Ok(names)
     }
 
-    /// Makes a session of the agent; returns its id and mode.
-    pub async fn create_session(&self, agent: &str) -> anyhow::Result<(String, Option<String>)> {
-        let session = self.json(reqwest::Method::POST, "/sessions", Some(json!({ "agent": { "name": agent } }))).await?;
+    /// The server's address, as `teamster chat --server` takes it.
+    pub fn server(&self) -> &str {
+        self.base.strip_suffix("/api/v1").unwrap_or(&self.base)
+    }
+
+    /// Where the web UI shows a session.
+    pub fn web_url(&self, session: &str) -> String {
+        format!("{}/#/chat/{session}", self.server())
+    }
+
+    /// Makes a session of the agent, titled (as the web UI titles them) after its first message;
+    /// returns its id and mode.
+    pub async fn create_session(&self, agent: &str, title: Option<String>) -> anyhow::Result<(String, Option<String>)> {
+        let mut body = json!({ "agent": { "name": agent } });
+        if let Some(title) = title {
+            body["title"] = json!(title);
+        }
+        let session = self.json(reqwest::Method::POST, "/sessions", Some(body)).await?;
         let id = session["data"]["id"].as_str().context("the server returned no session id")?.to_owned();
         Ok((id, session["data"]["mode"].as_str().map(str::to_owned)))
     }

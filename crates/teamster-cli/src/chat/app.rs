@@ -94,6 +94,8 @@ pub struct App {
     /// Steering sent to the running turn and not yet taken by a model call: what the turn
     /// ends without taking starts the next turn.
     steers: usize,
+    /// The latest turn ended cancelled by a client: the server dropped what was queued for it.
+    stopped: bool,
     /// Ids of the last `/sessions` list, for `/resume N`.
     listed_sessions: Vec<String>,
     pub show_reasoning: bool,
@@ -123,6 +125,7 @@ impl App {
             attachments: Vec::new(),
             follow_ups: 0,
             steers: 0,
+            stopped: false,
             listed_sessions: Vec::new(),
             show_reasoning: false,
             scroll_back: 0,
@@ -185,6 +188,16 @@ impl App {
                 if let Event::ModelMessage(message) = &*event {
                     self.steers = self.steers.saturating_sub(message.steering.as_ref().map_or(0, Vec::len));
                 }
+                match &*event {
+                    Event::TurnCreated(_) => self.stopped = false,
+                    Event::TurnDone(done) => {
+                        self.stopped = matches!(
+                            done.state,
+                            teamster_protocol::TurnState::Cancelled { reason: teamster_protocol::CancelReason::ClientCancelled, .. }
+                        );
+                    }
+                    _ => {}
+                }
                 self.transcript.apply(&event);
                 Vec::new()
             }
@@ -232,6 +245,16 @@ impl App {
         }
         self.busy = Busy::Idle;
         self.ask_pending();
+        if self.stopped && self.steers + self.follow_ups > 0 {
+            // The server drops the steering and follow-ups queued for a cancelled turn.
+            let dropped = self.steers + self.follow_ups;
+            self.transcript.note(
+                Tone::Note,
+                format!("the cancel dropped {dropped} queued message{}; nothing runs now", if dropped == 1 { "" } else { "s" }),
+            );
+            self.steers = 0;
+            self.follow_ups = 0;
+        }
         if self.steers > 0 {
             // The server starts a turn with the instructions this one did not take.
             self.steers = 0;
@@ -658,6 +681,22 @@ mod tests {
             vec![Action::Refresh { session: "s1".into() }, Action::WatchNextTurn { session: "s1".into(), after: None }]
         );
         assert_eq!(app.update(ended()), vec![Action::Refresh { session: "s1".into() }]);
+    }
+
+    #[test]
+    fn a_cancel_leaves_nothing_queued_and_watches_no_next_turn() {
+        let mut app = App::new("demo".into());
+        app.update(Incoming::Session { id: "s1".into(), agent: None, mode: None });
+        typed(&mut app, "first");
+        typed(&mut app, "second");
+        typed(&mut app, "/steer faster");
+        assert_eq!(app.update(ctrl('c')), vec![Action::Cancel { session: "s1".into() }]);
+        app.update(event(r#"{"type":"turn.done","id":"d","created_at":"x","thread_id":null,"state":{"status":"cancelled","reason":"client-cancelled","completed_at":"x"}}"#));
+        assert_eq!(app.update(ended()), vec![Action::Refresh { session: "s1".into() }]);
+        assert_eq!(app.busy, Busy::Idle);
+        assert!(app.transcript.rows(false).iter().any(|row| row.text.contains("the cancel dropped 2 queued messages")));
+        // The next message starts a turn of its own, not a follow-up of a turn that is gone.
+        assert!(matches!(typed(&mut app, "again").as_slice(), [Action::Send { .. }]));
     }
 
     #[test]

@@ -57,7 +57,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
     };
     let api = ChatApi::new(&url, args.api_key.clone().filter(|key| !key.is_empty()));
     let result = match check(&api, &args).await {
-        Ok(agent) => chat(api, App::new(agent), args.session.clone()).await,
+        Ok(agent) => chat(api, App::new(agent), args.session.clone(), args.server.is_some()).await,
         Err(error) => Err(error),
     };
     if let Some(embedded) = embedded {
@@ -82,7 +82,8 @@ async fn check(api: &ChatApi, args: &ChatArgs) -> anyhow::Result<String> {
 }
 
 /// Runs the chat on the terminal until the user leaves.
-async fn chat(api: ChatApi, mut app: App, resume: Option<String>) -> anyhow::Result<ExitCode> {
+/// `remote`: the server runs elsewhere (`--server`), not inside this process.
+async fn chat(api: ChatApi, mut app: App, resume: Option<String>, remote: bool) -> anyhow::Result<ExitCode> {
     let mut terminal = ratatui::try_init().context("cannot take the terminal")?;
     let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableBracketedPaste);
     let (news, mut incoming) = unbounded_channel::<Incoming>();
@@ -92,6 +93,8 @@ async fn chat(api: ChatApi, mut app: App, resume: Option<String>) -> anyhow::Res
         let stop = stop.clone();
         move || read_terminal(&keys, &stop)
     });
+    let server = api.server().to_owned();
+    let web_urls = remote.then(|| api.clone());
     let runner = Runner { api, news };
     if let Some(session) = resume {
         app.busy = app::Busy::Loading;
@@ -139,7 +142,14 @@ async fn chat(api: ChatApi, mut app: App, resume: Option<String>) -> anyhow::Res
     ratatui::restore();
     let _ = reader.join();
     if let Some(session) = &app.session_id {
-        println!("session {session} (resume it with `teamster chat --session {session}`)");
+        match &web_urls {
+            // A remote server outlives the chat: the session stays open there, in a browser too.
+            Some(api) => {
+                println!("session {session} (resume it with `teamster chat --session {session} --server {server}`)");
+                println!("in a browser: {}", api.web_url(session));
+            }
+            None => println!("session {session} (resume it with `teamster chat --session {session}`)"),
+        }
     }
     outcome
 }
@@ -180,8 +190,12 @@ impl Runner {
                     let session = match session {
                         Some(session) => session,
                         None => {
-                            let (id, mode) = api.create_session(&agent).await?;
+                            let title = crate::client::session_title(&text).or_else(|| {
+                                attachments.first().and_then(|path| path.file_name()).map(|name| name.to_string_lossy().into_owned())
+                            });
+                            let (id, mode) = api.create_session(&agent, title).await?;
                             let _ = news.send(Incoming::Session { id: id.clone(), agent: None, mode });
+                            let _ = news.send(Incoming::Note(Tone::Note, format!("in a browser: {}", api.web_url(&id))));
                             id
                         }
                     };
@@ -295,6 +309,7 @@ async fn resume(api: &ChatApi, session: &str, news: &UnboundedSender<Incoming>) 
         events.retain(|(event_turn, _)| event_turn != turn);
     }
     let _ = news.send(Incoming::Session { id: session.to_owned(), agent, mode });
+    let _ = news.send(Incoming::Note(Tone::Note, format!("in a browser: {}", api.web_url(session))));
     let _ = news.send(Incoming::History { events: events.into_iter().map(|(_, event)| event).collect(), live: live.is_some() });
     if let Some(turn) = live {
         let stream = api.subscribe(session, &turn, None).await?;
