@@ -13,18 +13,24 @@ use crate::lenient;
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentSpec {
+    /// The model the agent runs on, with its sampling parameters.
     pub model: ModelRef,
+    /// The system prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
     /// Seed user messages sent before the first turn's input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages: Option<Vec<InitialUserMessage>>,
+    /// The MCP servers whose tools the agent may use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_servers: Option<Vec<McpServer>>,
+    /// The shape of the agent's final answer: text, any JSON object, or JSON of a schema.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_format: Option<ResponseFormat>,
+    /// Skills mounted into the agent's sandbox.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skills: Option<Vec<SkillMount>>,
+    /// Runtime limits and features.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<RuntimeConfig>,
     /// Sub-agents declared up front (a Teamster extension).
@@ -62,6 +68,7 @@ pub struct ModeSpec {
     /// For mode pickers; the id when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// What the mode is for, shown in mode pickers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// Added after the agent's own instructions while the mode is in force.
@@ -88,7 +95,9 @@ pub struct ModeSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelRef {
+    /// The model as `provider/model` (`openai/gpt-4o-mini`).
     pub name: String,
+    /// Sampling parameters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<ModelParams>,
 }
@@ -104,18 +113,25 @@ impl ModelRef {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelParams {
+    /// The most tokens the model may write in one call.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
     pub max_tokens: Option<u64>,
+    /// Sampling temperature: higher is more varied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
+    /// Nucleus sampling: the share of probability mass sampled from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f64>,
+    /// Sample from this many most likely tokens only (providers that support it).
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
     pub top_k: Option<u64>,
+    /// Whether the model may call several tools in one message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_tool_calls: Option<bool>,
+    /// How hard a reasoning model thinks: `low`, `medium` or `high` (the model's own levels).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<String>,
+    /// Prompt caching: `{"type": "ephemeral"}` marks the stable prefix for the provider's cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_control: Option<CacheControl>,
     #[serde(flatten)]
@@ -125,6 +141,7 @@ pub struct ModelParams {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CacheControl {
+    /// The kind of cache: `ephemeral`.
     #[serde(rename = "type")]
     pub kind: String,
 }
@@ -135,14 +152,19 @@ pub struct CacheControl {
 pub struct McpServer {
     #[serde(flatten)]
     pub source: McpServerSource,
+    /// The server's tools the agent may use, by name or selector; absent for all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_tools: Option<Vec<String>>,
+    /// The server's tools the agent may not use, by name or selector.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disable_tools: Option<Vec<String>>,
+    /// Tools offered to the model from the first call; the others are found through tool search.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preload_tools: Option<Vec<String>>,
+    /// Tools whose calls wait for a person's approval, by name or selector.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_approval_for_tools: Option<Vec<String>>,
+    /// Whether all the server's tools are offered from the first call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preload: Option<bool>,
 }
@@ -295,11 +317,15 @@ pub enum ResponseFormat {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JsonSchemaFormat {
+    /// The schema's name.
     pub name: String,
+    /// What the answer is, for the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The JSON Schema the answer follows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<serde_json::Value>,
+    /// Whether the provider must hold the answer to the schema exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strict: Option<bool>,
 }
@@ -339,16 +365,22 @@ pub enum TaggedSkill {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RuntimeConfig {
+    /// The most model calls one turn makes.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
     pub iteration_limit: Option<u64>,
+    /// The session's sandbox: a workspace and the `exec` tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxConfig>,
+    /// Whether the model may start sub-agents it describes itself, and how deep they nest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dynamic_sub_agents: Option<SubAgentsConfig>,
+    /// How a long conversation is kept within the model's context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_management: Option<ContextManagementConfig>,
+    /// Whether the agent may answer with UI components.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generative_ui: Option<Toggle>,
+    /// Whether the agent may ask the user questions (the turn waits for the answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ask_user_questions: Option<Toggle>,
     /// Teamster extension: the session's task list and its tools (`task_write`, `task_update`,
@@ -379,8 +411,10 @@ pub struct RuntimeConfig {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FanOutConfig {
+    /// How many tool calls of one model message run at once.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
     pub max_parallel_tool_calls: Option<u64>,
+    /// How many sub-agent threads one turn may start, at every depth.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
     pub max_threads_per_turn: Option<u64>,
 }
@@ -390,8 +424,10 @@ pub struct FanOutConfig {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Budget {
+    /// The most tokens (input and output) the session's model calls may use.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
     pub max_tokens: Option<u64>,
+    /// The most the session's model calls may cost, in US dollars.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost_usd: Option<f64>,
 }
@@ -407,8 +443,10 @@ impl RuntimeConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SubAgentsConfig {
+    /// Whether the model may start sub-agents it describes itself.
     #[serde(default = "default_true", deserialize_with = "lenient::null_as_true")]
     pub enabled: bool,
+    /// How deep sub-agents may nest (1 to 4; 1 means a sub-agent cannot start its own).
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
     pub max_depth: Option<u64>,
 }
@@ -423,10 +461,12 @@ impl SubAgentsConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SubAgentSpec {
+    /// The name the model starts it by.
     pub name: String,
     /// What it is good for, shown to the model.
     #[serde(default)]
     pub description: String,
+    /// Its system prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
     /// The parent's tools it may use, by name; all of them when absent.
@@ -444,6 +484,7 @@ pub struct SubAgentSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Toggle {
+    /// Whether it is on.
     #[serde(default = "default_true", deserialize_with = "lenient::null_as_true")]
     pub enabled: bool,
 }
@@ -455,10 +496,13 @@ fn default_true() -> bool {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SandboxConfig {
+    /// Whether the session has a sandbox (a workspace and the `exec` tool).
     #[serde(default, deserialize_with = "lenient::null_as_default")]
     pub enabled: bool,
+    /// Whether the user may download the workspace's files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_downloads: Option<bool>,
+    /// Credentials the sandbox's network requests to some hosts carry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_policy: Option<NetworkPolicy>,
     /// Teamster extension: whether sandboxed commands may reach the network (off by default).
@@ -469,6 +513,7 @@ pub struct SandboxConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NetworkPolicy {
+    /// Credentials added to requests to matching hosts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_inject: Option<Vec<AuthInject>>,
 }
@@ -476,33 +521,43 @@ pub struct NetworkPolicy {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AuthInject {
+    /// How they are added: `basic`.
     #[serde(rename = "type")]
     pub kind: String,
+    /// The hosts whose requests carry them.
     #[serde(rename = "match")]
     pub matches: HostMatch,
+    /// The credentials.
     pub auth_data: BasicAuth,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HostMatch {
+    /// Host names.
     pub hosts: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BasicAuth {
+    /// Always `basic`.
     #[serde(rename = "type")]
     pub kind: String,
+    /// The user name.
     pub username: String,
+    /// The password.
     pub password: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ContextManagementConfig {
+    /// Summarizing early history when the conversation grows past a threshold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<CompactionConfig>,
+    /// Keeping large tool results out of the context, with a preview and a way to read them in
+    /// parts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub large_tool_response: Option<Toggle>,
 }
@@ -510,8 +565,10 @@ pub struct ContextManagementConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CompactionConfig {
+    /// Whether history is compacted.
     #[serde(default = "default_true", deserialize_with = "lenient::null_as_true")]
     pub enabled: bool,
+    /// The input size, in tokens, past which history is compacted.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
     pub compaction_threshold_tokens: Option<u64>,
 }

@@ -27,10 +27,13 @@ pub struct Page<T> {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[cfg_attr(feature = "openapi", schema(as = TokenPagination))]
 pub struct Pagination {
+    /// The token of the next page; absent or empty on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_page_token: Option<String>,
+    /// The token of the page before, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub previous_page_token: Option<String>,
+    /// The most items a page holds.
     pub limit: u32,
 }
 
@@ -39,17 +42,22 @@ pub struct Pagination {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[cfg_attr(feature = "openapi", schema(as = RequestErrorResponse, example = json!({"error": {"message": "session \"ses_0123\" not found", "type": "not_found_error", "code": "not_found", "param": null}})))]
 pub struct ErrorResponse {
+    /// What failed.
     pub error: ErrorDetail,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorDetail {
+    /// What failed, in words.
     pub message: String,
+    /// The class of error, such as `invalid_request_error` or `not_found_error`.
     #[serde(rename = "type")]
     pub kind: Option<String>,
     /// Always a string when present: clients fail on any other type.
     pub code: Option<String>,
+    /// The request field the error is about, as a path (`manifest.models[0].name`), when it is
+    /// about one.
     pub param: Option<String>,
 }
 
@@ -101,7 +109,9 @@ pub struct UpdateDraftSessionRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[cfg_attr(feature = "openapi", schema(example = json!({"agent": {"name": "support"}, "title": "Order 1234"})))]
 pub struct CreateSessionRequest {
+    /// The agent the session runs: a saved agent by name, or a spec.
     pub agent: SessionAgentInput,
+    /// The session's title; made from the first message when absent.
     #[serde(default)]
     pub title: Option<String>,
 }
@@ -109,8 +119,10 @@ pub struct CreateSessionRequest {
 #[derive(Clone, Debug, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionAgentInput {
+    /// The name of a saved agent.
     #[serde(default)]
     pub name: Option<String>,
+    /// An agent spec, for a session whose agent is not saved.
     #[serde(default)]
     pub spec: Option<AgentSpec>,
 }
@@ -119,8 +131,10 @@ pub struct SessionAgentInput {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UpdateSessionRequest {
+    /// Another agent for the following turns.
     #[serde(default)]
     pub agent: Option<SessionAgentInput>,
+    /// The session's new title.
     #[serde(default)]
     pub title: Option<String>,
     /// Teamster extension: switches the session to one of its agent's modes.
@@ -156,7 +170,9 @@ pub struct CloneSessionRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[cfg_attr(feature = "openapi", schema(example = json!({"name": "support", "manifest": {"model": {"name": "openai/gpt-4o"}, "instructions": "You help customers with their orders."}})))]
 pub struct CreateAgentRequest {
+    /// The agent's name: 2-64 characters of a-z, 0-9, '.', '_' or '-'.
     pub name: String,
+    /// What the agent runs.
     pub manifest: AgentSpec,
 }
 
@@ -164,6 +180,7 @@ pub struct CreateAgentRequest {
 #[derive(Clone, Debug, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UpdateAgentRequest {
+    /// What the new version runs.
     pub manifest: AgentSpec,
 }
 
@@ -171,6 +188,7 @@ pub struct UpdateAgentRequest {
 #[derive(Clone, Debug, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelProviderRequest {
+    /// The provider.
     pub manifest: crate::settings::ModelProviderManifest,
 }
 
@@ -178,6 +196,7 @@ pub struct ModelProviderRequest {
 #[derive(Clone, Debug, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpServerRequest {
+    /// The MCP server.
     pub manifest: crate::settings::McpServerManifest,
 }
 
@@ -196,6 +215,7 @@ pub struct RenameSettingRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SkillRequest {
+    /// The skill.
     pub manifest: crate::settings::SkillManifest,
 }
 
@@ -204,6 +224,7 @@ pub struct SkillRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionEventItem {
     pub turn_id: String,
+    /// The event.
     #[cfg_attr(feature = "openapi", schema(value_type = crate::event::Event))]
     pub event: Box<RawValue>,
 }
@@ -212,21 +233,27 @@ pub struct SessionEventItem {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Capabilities {
+    /// Whether sessions can have sandboxes.
     pub sandbox: Enabled,
+    /// Whether agents can mount skills, and why not.
     pub skill: SkillCapability,
+    /// Whether settings can be changed through the API.
     pub settings: Enabled,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Enabled {
+    /// Whether it is available.
     pub enabled: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SkillCapability {
+    /// Whether agents can mount skills.
     pub enabled: bool,
+    /// Why not, when they cannot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }

@@ -22,8 +22,11 @@ pub enum TaskStatus {
 pub struct Task {
     /// Unique within the list: the agent's own, or `task-<n>` when it gave none.
     pub id: String,
+    /// What the task is.
     pub title: String,
+    /// `pending`, `in_progress` or `completed`.
     pub status: TaskStatus,
+    /// The agent's notes on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
 }
@@ -32,9 +35,13 @@ pub struct Task {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskSummary {
+    /// How many tasks there are.
     pub total: usize,
+    /// How many are not started.
     pub pending: usize,
+    /// How many are under way.
     pub in_progress: usize,
+    /// How many are done.
     pub completed: usize,
 }
 
@@ -44,8 +51,11 @@ pub struct TaskSummary {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskList {
+    /// How many changes the list has had.
     pub version: u64,
+    /// The tasks, in order.
     pub tasks: Vec<Task>,
+    /// How many tasks are in each state.
     pub summary: TaskSummary,
 }
 
@@ -124,8 +134,10 @@ pub enum Permission {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PermissionPolicy {
+    /// Allow, ask or deny, by tool category.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub categories: BTreeMap<ToolCategory, Permission>,
+    /// Allow, ask or deny, by tool name; over the categories.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: BTreeMap<String, Permission>,
 }
@@ -151,8 +163,10 @@ pub enum GrantScope {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Grant {
     pub id: String,
+    /// The tool allowed, for a grant of one tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// The category allowed, for a grant of a category.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub category: Option<ToolCategory>,
     pub created_at: String,
@@ -178,12 +192,15 @@ pub enum PlanStatus {
 pub struct Plan {
     /// The id of the `submit_plan` call.
     pub id: String,
+    /// The plan's title.
     pub title: String,
     /// The plan, as markdown.
     pub plan: String,
+    /// Where the plan stands.
     pub status: PlanStatus,
     /// The mode it was submitted in, and the one its approval switches to.
     pub mode: String,
+    /// The mode the plan's approval switches to.
     pub transitions_to: String,
     /// The user's feedback on a rejected plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -199,6 +216,7 @@ pub struct Plan {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QueuedMessage {
     pub id: String,
+    /// The message: text, or parts.
     pub content: crate::UserContent,
     pub created_at: String,
     /// The turn the follow-up started, when posting it started one at once.
@@ -212,5 +230,6 @@ pub struct QueuedMessage {
 #[cfg_attr(feature = "openapi", schema(example = json!({"content": "Also check the refund policy."})))]
 #[serde(deny_unknown_fields)]
 pub struct QueueMessageRequest {
+    /// The message: text, or parts.
     pub content: crate::UserContent,
 }

@@ -110,9 +110,12 @@ pub struct TurnCreated {
     pub id: String,
     pub turn_id: String,
     pub previous_turn_id: Option<String>,
+    /// What the turn was given.
     #[serde(default)]
     pub input: Vec<TurnInput>,
+    /// The turn's state when created (`running`).
     pub state: TurnState,
+    /// Who created the turn.
     pub created_by: Subject,
     pub created_at: String,
     pub thread_id: Option<String>,
@@ -122,6 +125,7 @@ pub struct TurnCreated {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TurnDone {
     pub id: String,
+    /// How the turn ended.
     pub state: TurnState,
     pub created_at: String,
     pub thread_id: Option<String>,
@@ -134,22 +138,29 @@ pub struct ModelMessage {
     pub id: String,
     pub thread_id: String,
     pub created_at: String,
+    /// The message's text, or its parts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<MessageContent>,
+    /// The name of the agent that wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The model's refusal, when it refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refusal: Option<String>,
+    /// The model's reasoning, as text, when the provider shows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
     /// The provider's reasoning blocks exactly as received, signatures included (a Teamster
     /// extension, absent when there are none): they go back to the provider with the message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_blocks: Option<Vec<ThinkingBlock>>,
+    /// The tools the model called.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,
+    /// Why the model stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<FinishReason>,
+    /// The call's token usage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     /// The user's instructions that joined the running turn right before this message (a
@@ -164,6 +175,7 @@ pub struct ModelMessage {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Steer {
     pub id: String,
+    /// The text the user steered with.
     pub content: crate::UserContent,
     pub created_at: String,
 }
@@ -231,10 +243,14 @@ pub enum FinishReason {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolCall {
     pub id: String,
+    /// Always `function`.
     #[serde(rename = "type", default = "function_type")]
     pub kind: String,
+    /// The function called: its name and arguments.
     pub function: FunctionCall,
+    /// Where the tool comes from: a built-in or an MCP server.
     pub tool_info: ToolInfo,
+    /// Fields the model provider added, passed through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_specific_fields: Option<serde_json::Map<String, serde_json::Value>>,
 }
@@ -246,6 +262,7 @@ fn function_type() -> String {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FunctionCall {
+    /// The tool's name as the model calls it.
     pub name: String,
     /// The arguments as JSON text, exactly as the model produced them.
     pub arguments: String,
@@ -266,15 +283,20 @@ pub enum ToolInfo {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Usage {
+    /// Input tokens of the call, cached parts included.
     pub input_tokens: u64,
+    /// Output tokens of the call, reasoning included.
     pub output_tokens: u64,
+    /// Input tokens read from the provider's prompt cache, when it says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_read_tokens: Option<u64>,
+    /// Input tokens written to the provider's prompt cache, when it says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_write_tokens: Option<u64>,
     /// Output tokens spent on reasoning (an extension: clients ignore unknown keys).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,
+    /// Where the input tokens went (estimated by part).
     pub input_tokens_breakdown: InputTokensBreakdown,
 }
 
@@ -282,10 +304,15 @@ pub struct Usage {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InputTokensBreakdown {
+    /// Text the harness added: summaries of compacted history, notes on shortened tool results.
     pub harness: u64,
+    /// The skills section of the system prompt.
     pub skills: u64,
+    /// The agent's instructions.
     pub instructions: u64,
+    /// The definitions of the tools offered.
     pub tool_definitions: u64,
+    /// The conversation's messages.
     pub messages: u64,
 }
 
@@ -297,19 +324,25 @@ pub struct ModelMessageDelta {
     pub thread_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
+    /// Text to append to the message's content.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// Refusal text to append.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refusal: Option<String>,
+    /// Reasoning text to append.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
     /// Complete reasoning blocks, appended in order (the Teamster extension of [`ModelMessage`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_blocks: Option<Vec<ThinkingBlock>>,
+    /// Fragments of tool calls, each merged into the call of its `index`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<DeltaToolCall>>,
+    /// Why the model stopped, in the last fragment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<FinishReason>,
+    /// The call's token usage, in the last fragment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
 }
@@ -317,15 +350,20 @@ pub struct ModelMessageDelta {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DeltaToolCall {
+    /// Which of the message's tool calls this fragment belongs to.
     pub index: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// Always `function` when present.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// Fragments of the function's name and arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub function: Option<DeltaFunction>,
+    /// Where the tool comes from: a built-in or an MCP server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_info: Option<ToolInfo>,
+    /// Fields the model provider added, passed through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_specific_fields: Option<serde_json::Map<String, serde_json::Value>>,
 }
@@ -333,8 +371,10 @@ pub struct DeltaToolCall {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DeltaFunction {
+    /// The function's name, in the first fragment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Text to append to the arguments (JSON).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<String>,
 }
@@ -346,6 +386,7 @@ pub struct ToolResponse {
     pub thread_id: String,
     pub created_at: String,
     pub tool_call_id: String,
+    /// The tool's result as the model reads it; a failed call's starts with `Error: `.
     pub content: String,
 }
 
@@ -368,10 +409,14 @@ pub struct ToolProgress {
     pub thread_id: String,
     pub created_at: String,
     pub tool_call_id: String,
+    /// The tool that reports.
     pub tool_name: String,
+    /// How far it is, in units of `total`.
     pub progress: f64,
+    /// How far it will go, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<f64>,
+    /// What the tool is doing, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
@@ -382,18 +427,25 @@ pub struct ThreadCreated {
     pub id: String,
     pub created_at: String,
     pub thread_id: String,
+    /// The thread's title.
     pub title: String,
+    /// The agent that runs in the thread.
     pub agent_info: AgentInfo,
+    /// The thread and tool call that started it.
     pub parent: AgentParent,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentInfo {
+    /// Which kind of sub-agent it is.
     #[serde(rename = "type", default = "dynamic_type")]
     pub kind: String,
+    /// The sub-agent's name.
     pub name: String,
+    /// The task it was given.
     pub input: String,
+    /// The model it runs on (`provider/model`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
 }
@@ -405,7 +457,9 @@ fn dynamic_type() -> String {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentParent {
+    /// The thread that started it.
     pub thread_id: String,
+    /// The tool call that started it.
     pub tool_call_id: String,
 }
 
@@ -415,9 +469,12 @@ pub struct ThreadDone {
     pub id: String,
     pub created_at: String,
     pub thread_id: String,
+    /// The thread's title.
     pub title: String,
+    /// The thread and tool call that started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<AgentParent>,
+    /// How the thread ended.
     pub state: ThreadState,
     /// Set on the thread that compacted its parent's context (a Teamster extension; clients
     /// that do not know it see an ordinary sub-agent thread).
@@ -434,6 +491,7 @@ pub struct ThreadDone {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Compaction {
+    /// How many messages a summary replaced.
     #[serde(deserialize_with = "crate::lenient::u64")]
     pub replaced_messages: u64,
     /// The estimated size of the replaced messages, in tokens.
@@ -447,12 +505,15 @@ pub struct Compaction {
 pub enum ThreadState {
     #[serde(rename = "done")]
     Done {
+        /// The thread's final message.
         #[serde(serialize_with = "tagged::message")]
         output: Box<ModelMessage>,
     },
     #[serde(rename = "error")]
     Error {
+        /// What went wrong.
         error: String,
+        /// The thread's final message.
         #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "tagged::optional_message")]
         output: Option<Box<ModelMessage>>,
     },
@@ -464,6 +525,7 @@ pub struct McpInitialize {
     pub id: String,
     pub created_at: String,
     pub thread_id: String,
+    /// Each server the turn connected to, or why it could not.
     pub mcp_servers: Vec<McpServerInit>,
 }
 
@@ -471,9 +533,11 @@ pub struct McpInitialize {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpServerInit {
     pub id: String,
+    /// The server's name, as the agent names it.
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// How the server is reached: `streamable-http`, `sse` or `stdio`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport_type: Option<String>,
     /// Teamster extension: why the server could not be initialized; the turn goes on without
@@ -488,6 +552,7 @@ pub struct McpAuthRequired {
     pub id: String,
     pub created_at: String,
     pub thread_id: Option<String>,
+    /// The servers that want the user's authorization.
     pub mcp_servers: Vec<McpServerAuth>,
 }
 
@@ -495,7 +560,9 @@ pub struct McpAuthRequired {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpServerAuth {
     pub id: String,
+    /// The server's name.
     pub name: String,
+    /// The page where the user authorizes it.
     pub auth_url: String,
 }
 
@@ -504,6 +571,7 @@ pub struct McpServerAuth {
 pub struct SandboxCreated {
     pub id: String,
     pub created_at: String,
+    /// The sandbox's id; files are downloaded under it.
     pub sandbox_id: String,
     pub thread_id: Option<String>,
 }
@@ -515,6 +583,7 @@ pub struct ToolCallsPending {
     pub id: String,
     pub created_at: String,
     pub thread_id: String,
+    /// The calls that wait.
     pub tool_calls: Vec<ToolCallRef>,
 }
 

@@ -14,15 +14,21 @@ use crate::turn::Subject;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Session {
+    /// `agent-session` for a session of the native API.
     #[serde(rename = "type")]
     pub kind: SessionKind,
     pub id: String,
+    /// The saved agent the session runs, by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_name: Option<String>,
+    /// The spec of an agent that is not saved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_spec: Option<AgentSpec>,
+    /// What the session runs: a saved agent (by id and version) or an inline spec.
     pub agent: SessionAgent,
+    /// The session's title.
     pub title: Option<String>,
+    /// The id of the subject that created it.
     pub created_by: String,
     pub created_by_subject: Subject,
     pub created_at: String,

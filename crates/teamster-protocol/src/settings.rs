@@ -15,14 +15,21 @@ pub const REDACTED: &str = "********";
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelProviderManifest {
+    /// The provider's type: a well-known provider (`openai`, `anthropic`, ...) or `custom` (any
+    /// OpenAI-compatible endpoint).
     #[serde(rename = "type")]
     pub kind: String,
+    /// The provider's name, for `custom` providers (agents name its models `NAME/model`); a well-
+    /// known provider is named by its type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The API's base URL; a well-known provider's default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
+    /// The API key; redacted in every response.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<ProviderAuth>,
+    /// The models agents may name, each `provider/name`.
     pub models: Vec<ConfiguredModel>,
     /// The most requests this server sends the provider at once (1 to 10,000); more wait for a
     /// free slot. Absent means the server's default (64).
@@ -72,6 +79,8 @@ impl ModelProviderManifest {
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProviderAuth {
+    /// The provider's API key; redacted in every response, and a redacted key sent back keeps the
+    /// stored one.
     pub api_key: String,
 }
 
@@ -89,6 +98,7 @@ pub struct ConfiguredModel {
     pub name: String,
     /// The id sent to the provider.
     pub model_id: String,
+    /// What the model can do and costs.
     #[serde(default, deserialize_with = "crate::lenient::null_as_default")]
     pub properties: ModelProperties,
 }
@@ -96,10 +106,13 @@ pub struct ConfiguredModel {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelProperties {
+    /// The model's context window, in tokens.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::lenient::opt_u64")]
     pub context_length: Option<u64>,
+    /// The most tokens the model writes in one call.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::lenient::opt_u64")]
     pub max_output_tokens: Option<u64>,
+    /// The reasoning efforts the model accepts, for pickers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_efforts: Option<Vec<String>>,
     /// What the model costs; absent when unknown, and then no cost is computed.
@@ -116,10 +129,15 @@ pub struct ModelProperties {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelPricing {
+    /// US dollars per million input tokens not read from or written to the cache.
     pub input_per_million: f64,
+    /// US dollars per million output tokens.
     pub output_per_million: f64,
+    /// US dollars per million input tokens read from the prompt cache; the input price when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_read_per_million: Option<f64>,
+    /// US dollars per million input tokens written to the prompt cache; the input price when
+    /// absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_write_per_million: Option<f64>,
 }
@@ -128,7 +146,9 @@ pub struct ModelPricing {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ConfiguredModelProvider {
+    /// The provider's name (the part before `/` in model names).
     pub name: String,
+    /// The provider, its API key redacted.
     pub manifest: ModelProviderManifest,
 }
 
@@ -141,16 +161,21 @@ pub struct ConfiguredModelProvider {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpServerManifest {
+    /// `remote` (a server at `url`) or `stdio` (a command this server starts).
     #[serde(rename = "type")]
     pub kind: String,
+    /// The server's name, which agents use: 2-64 characters of a-z, 0-9, '.', '_' or '-'.
     pub name: String,
+    /// What the server offers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Where a remote server listens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// Teamster extension for remote servers: `streamable-http` (the default) or `sse`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<String>,
+    /// How this server authenticates to it: static headers, or OAuth per user (`dcr`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<McpServerAuth>,
     /// Teamster extension for stdio servers: the program to start.
@@ -213,6 +238,7 @@ impl McpServerAuth {
 pub struct McpAuthStatus {
     /// `authenticated`, `auth_required` or `not_required`.
     pub status: String,
+    /// Where the caller authorizes the server, when it must.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authorization_url: Option<String>,
 }
@@ -221,8 +247,11 @@ pub struct McpAuthStatus {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ConfiguredMcpServer {
+    /// The server's name.
     pub name: String,
+    /// The server, its secrets redacted.
     pub manifest: McpServerManifest,
+    /// Whether the caller may use it now.
     pub auth_status: McpAuthStatus,
 }
 
@@ -251,11 +280,14 @@ pub struct McpServerTestResult {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AvailableMcpServer {
+    /// The server's name.
     pub name: String,
     /// The server's URL; `stdio:<name>` for a stdio server.
     pub url: String,
+    /// How the server authenticates, without secrets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<McpServerAuthPublic>,
+    /// Whether the caller may use it now.
     pub auth_status: McpAuthStatus,
 }
 
@@ -263,6 +295,7 @@ pub struct AvailableMcpServer {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpServerAuthPublic {
+    /// `header` (static headers) or `dcr` (OAuth per user).
     #[serde(rename = "type")]
     pub kind: String,
 }
@@ -272,8 +305,10 @@ pub struct McpServerAuthPublic {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SkillManifest {
+    /// Where the skill comes from: `git`.
     #[serde(rename = "type")]
     pub kind: SkillType,
+    /// The skill's name, which agents use.
     pub name: String,
     /// Concise guidance for when the agent should use the skill.
     pub description: String,
@@ -299,7 +334,9 @@ pub enum SkillType {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ConfiguredSkill {
+    /// The skill's name.
     pub name: String,
+    /// The skill.
     pub manifest: SkillManifest,
 }
 
@@ -307,6 +344,8 @@ pub struct ConfiguredSkill {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AvailableSkill {
+    /// The skill's name.
     pub name: String,
+    /// When the agent should use the skill.
     pub description: String,
 }

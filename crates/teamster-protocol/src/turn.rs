@@ -10,8 +10,11 @@ use crate::input::TurnInput;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Subject {
+    /// The subject's id: the user's, or the service account's (`local` without authentication).
     pub subject_id: String,
+    /// `user` or `serviceaccount`.
     pub subject_type: String,
+    /// A readable name of the subject, such as the user's login.
     pub subject_slug: String,
 }
 
@@ -33,8 +36,10 @@ pub struct Turn {
     pub id: String,
     pub session_id: String,
     pub previous_turn_id: Option<String>,
+    /// What the turn was given: the user's message, approvals, answers.
     #[serde(default)]
     pub input: Vec<TurnInput>,
+    /// Where the turn is: `running`, or how it ended.
     pub state: TurnState,
     pub created_by_subject: Subject,
     pub created_at: String,
@@ -61,21 +66,29 @@ pub enum TurnState {
         // The events hold turn states again: the schema walk stops here.
         #[cfg_attr(feature = "openapi", schema(no_recursion))]
         required_actions: Vec<Event>,
+        /// When the turn ended (RFC 3339, UTC, milliseconds).
         completed_at: String,
+        /// The tokens and cost of the turn's model calls.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         metrics: Option<TurnMetrics>,
     },
     #[serde(rename = "cancelled")]
     Cancelled {
+        /// Why the turn was cancelled.
         reason: CancelReason,
+        /// When the turn ended (RFC 3339, UTC, milliseconds).
         completed_at: String,
+        /// The tokens and cost of the turn's model calls.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         metrics: Option<TurnMetrics>,
     },
     #[serde(rename = "error")]
     Error {
+        /// What went wrong.
         message: String,
+        /// When the turn ended (RFC 3339, UTC, milliseconds).
         completed_at: String,
+        /// The tokens and cost of the turn's model calls.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         metrics: Option<TurnMetrics>,
     },
@@ -115,15 +128,22 @@ pub enum CancelReason {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TurnMetrics {
+    /// Input tokens of every model call, cached parts included.
     pub total_input_tokens: u64,
+    /// Output tokens of every model call, reasoning included.
     pub total_output_tokens: u64,
+    /// Input and output tokens together.
     pub total_tokens: u64,
+    /// Input tokens read from the provider's prompt cache, when it says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_cache_read_tokens: Option<u64>,
+    /// Input tokens written to the provider's prompt cache, when it says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_cache_write_tokens: Option<u64>,
+    /// Output tokens spent on reasoning, when the provider says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_reasoning_tokens: Option<u64>,
+    /// The cost in US dollars, when the models have prices configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_cost_in_usd: Option<f64>,
 }

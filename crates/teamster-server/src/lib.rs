@@ -8,6 +8,7 @@ mod auth;
 mod data_stream;
 mod error;
 mod extract;
+mod field_docs;
 mod guard;
 mod in_flight;
 mod links;

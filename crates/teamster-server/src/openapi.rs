@@ -86,6 +86,7 @@ pub fn document() -> &'static OpenApi {
     DOCUMENT.get_or_init(|| {
         let mut api = routes().into_openapi_router(OpenApiRouter::with_openapi(ApiDoc::openapi())).split_for_parts().1;
         finish(&mut api);
+        crate::field_docs::describe_shared_fields(&mut api);
         api
     })
 }
