@@ -1,39 +1,54 @@
 //! A human in the loop, in your process: `cargo run -p teamster --example embedded_approval`.
 //!
-//! The embedded runtime runs an agent with an order desk MCP server (a small one this program
-//! serves itself over stdio, `support/mod.rs`). Refunding an order is destructive, so the turn
-//! stops before the call and waits; the program approves it, and the next turn runs the call
-//! and answers. The waiting turn is durable: with a file or PostgreSQL store, the approval
-//! could come from another process, days later. Runs on the offline demo model (which calls a
-//! tool the user names), or on the OpenAI-compatible endpoint that `OPENAI_API_KEY` (and
-//! `OPENAI_BASE_URL`, `TEAMSTER_MODEL`) name.
+//! The embedded runtime hosts the program's own Rust functions as tools ([`NativeTools`]): an
+//! order desk whose `order_status` only reads and whose `refund_order` changes money. No MCP
+//! server is involved. Refunding is not read-only, so the turn stops before the call and waits;
+//! the program approves it, and the next turn runs the call and answers. The waiting turn is
+//! durable: with a file or PostgreSQL store, the approval could come from another process, days
+//! later (which registers the same tools). Runs on the provider whose key the environment holds
+//! (`OPENAI_API_KEY` and `OPENAI_BASE_URL`, or `ANTHROPIC_API_KEY`; `TEAMSTER_MODEL` picks the
+//! model), or with `-- --offline` on the offline demo model (which calls a tool the user names).
 
 mod support;
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::json;
-use teamster::runtime::{Approval, Event, Runtime, ServiceConfig, TurnInput, user_message};
+use teamster::runtime::{Approval, Event, NativeTools, Runtime, ServiceConfig, ToolScope, TurnInput, user_message};
+use teamster::{ToolError, tool};
+
+/// Arguments of the order desk's tools.
+#[derive(Deserialize, JsonSchema)]
+struct Order {
+    /// The order's id, like A1001.
+    order_id: String,
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    if support::serve_orders_if_asked() {
-        return Ok(());
-    }
-    // Stdio MCP servers start programs on this machine, so the runtime allows them only when
-    // asked to.
-    let config = ServiceConfig { allow_stdio_mcp: true, ..ServiceConfig::default() };
-    let runtime = Runtime::open_with("sqlite::memory:", config).await?;
-    let model = runtime.add_env_model_provider(|name| std::env::var(name).ok(), &support::model_id()).await?;
-    let (command, args) = support::orders_server_command()?;
-    let orders = json!({
-        "type": "stdio", "name": "orders", "description": "The order desk.",
-        "command": command, "args": args, "env": {"CUSTOMER": "cus_42"},
+    let status = tool("order_status", "Where an order is.", |order: Order, scope: &ToolScope| {
+        let customer = scope.user.subject_id.clone();
+        async move { Ok::<_, ToolError>(format!("order {} of {customer} left the warehouse today", order.order_id)) }
     });
-    runtime.add_mcp_server(serde_json::from_value(orders)?).await?;
-    // Calls of tools that write or destroy wait for approval unless the spec says otherwise.
+    let refund = tool("refund_order", "Refunds an order in full.", |order: Order, scope: &ToolScope| {
+        let customer = scope.user.subject_id.clone();
+        async move {
+            if !order.order_id.starts_with('A') {
+                return Err(ToolError::new(format!("no order {:?}: ids look like A1001", order.order_id)));
+            }
+            Ok(format!("order {} of {customer} is refunded", order.order_id))
+        }
+    });
+    let mut config = ServiceConfig::default();
+    NativeTools::new("orders").read_only_tool(status).tool(refund).register(&mut config)?;
+    let runtime = Runtime::open_with("sqlite::memory:", config).await?;
+    let model = support::runtime_model(&runtime).await?;
+    // The agent names the tool set as it would name an MCP server; calls of tools that are not
+    // read-only wait for approval unless the entry's selectors say otherwise.
     let spec = json!({
         "model": {"name": model},
         "instructions": "You help customers with their orders. Use the tools; never guess.",
-        "mcp_servers": [{"type": "truefoundry-mcp-registry", "name": "orders", "preload": true}],
+        "mcp_servers": [{"name": "orders", "preload": true}],
     });
     runtime.save_agent("order-desk", serde_json::from_value(spec)?).await?;
     let session = runtime.create_session("order-desk").await?;

@@ -3,8 +3,9 @@
 //! The same service the Teamster server runs, on an in-memory SQLite store (give a file path
 //! or a `postgres://` URL to keep it). A turn runs whether or not anyone reads it: this program
 //! stops reading halfway, then follows the turn again from the last event it saw. Runs on the
-//! offline demo model, or on the OpenAI-compatible endpoint that `OPENAI_API_KEY` (and
-//! `OPENAI_BASE_URL`, `TEAMSTER_MODEL`) name.
+//! provider whose key the environment holds (`OPENAI_API_KEY` and `OPENAI_BASE_URL`, or
+//! `ANTHROPIC_API_KEY`; `TEAMSTER_MODEL` picks the model), or with `-- --offline` on the offline
+//! demo model.
 
 mod support;
 
@@ -14,7 +15,7 @@ use teamster::runtime::{Runtime, user_message};
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let runtime = Runtime::open("sqlite::memory:").await?;
-    let model = runtime.add_env_model_provider(|name| std::env::var(name).ok(), &support::model_id()).await?;
+    let model = support::runtime_model(&runtime).await?;
     let spec = serde_json::json!({
         "model": {"name": model},
         "instructions": "You are a helpful assistant.",

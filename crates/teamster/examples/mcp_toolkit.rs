@@ -3,13 +3,13 @@
 //! Each customer's run session starts its own connection to an order desk MCP server, which
 //! learns from the session's context whom it serves. The server here is a small one this
 //! program serves itself over stdio (`support/mod.rs`); `McpServer::streamable_http` reaches
-//! any remote one. Runs on the offline demo model (which calls a tool the user names), or on
-//! the OpenAI-compatible endpoint that `OPENAI_API_KEY` (and `OPENAI_BASE_URL`,
-//! `TEAMSTER_MODEL`) name.
+//! any remote one. Runs on the provider whose key the environment holds (`OPENAI_API_KEY` and
+//! `OPENAI_BASE_URL`, or `ANTHROPIC_API_KEY`; `TEAMSTER_MODEL` picks the model), or with
+//! `-- --offline` on the offline demo model (which calls a tool the user names).
 
 mod support;
 
-use teamster::{Agent, AgentItem, AgentRequest, McpServer, McpToolkit, Model};
+use teamster::{Agent, AgentItem, AgentRequest, McpServer, McpToolkit};
 
 /// Who a run is for.
 struct Customer {
@@ -25,7 +25,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let orders = McpToolkit::per_context("orders", move |customer: &Customer| {
         Ok(McpServer::stdio(command.clone(), args.clone()).env("CUSTOMER", customer.id.clone()))
     });
-    let model = Model::from_env_vars_or_offline(|name| std::env::var(name).ok(), &support::model_id())?;
+    let model = support::model()?;
     let agent = Agent::builder("order-desk", model)
         .instructions("You help customers with their orders. Use the tools; never guess.")
         .toolkit(orders)

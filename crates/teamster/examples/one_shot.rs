@@ -1,14 +1,16 @@
 //! One question, one answer: `cargo run -p teamster --example one_shot`.
 //!
-//! Runs on the offline demo model, or on the OpenAI-compatible endpoint that `OPENAI_API_KEY`
-//! (and `OPENAI_BASE_URL`, `TEAMSTER_MODEL`) name.
+//! Runs on the provider whose key the environment holds (`OPENAI_API_KEY` and `OPENAI_BASE_URL`,
+//! or `ANTHROPIC_API_KEY`; `TEAMSTER_MODEL` picks the model), or on the offline demo model when
+//! started with `--offline`: `cargo run -p teamster --example one_shot -- --offline`.
 
-use teamster::{Agent, AgentItem, AgentRequest, Model};
+mod support;
+
+use teamster::{Agent, AgentItem, AgentRequest};
 
 #[tokio::main]
-async fn main() -> Result<(), teamster::Error> {
-    let model_id = std::env::var("TEAMSTER_MODEL").unwrap_or_else(|_| "gpt-4o-mini".to_owned());
-    let model = Model::from_env_vars_or_offline(|name| std::env::var(name).ok(), &model_id)?;
+async fn main() -> Result<(), support::Failure> {
+    let model = support::model()?;
     let agent: Agent<()> = Agent::builder("poet", model).instructions("You answer in one short sentence.").build()?;
 
     let request = AgentRequest { input: vec![AgentItem::user("What is a haiku?")], context: () };

@@ -1,16 +1,19 @@
 //! A run session per user, with a toolkit made for that user and a typed tool:
 //! `cargo run -p teamster --example session_toolkit`.
 //!
-//! The toolkit gives each user's session a clock in that user's time zone. The offline demo
-//! model calls `get_current_datetime` when asked for the time, so the whole loop (model, tool,
-//! model) runs without a provider.
+//! The toolkit gives each user's session a clock in that user's time zone. Runs on the provider
+//! whose key the environment holds, or with `-- --offline` on the offline demo model, which calls
+//! `get_current_datetime` when asked for the time, so the whole loop (model, tool, model) runs
+//! without a provider.
+
+mod support;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use teamster::{Agent, AgentItem, Model, Tool, ToolError, Toolkit, ToolkitSession, tool};
+use teamster::{Agent, AgentItem, Tool, ToolError, Toolkit, ToolkitSession, tool};
 
 /// Who a session is for.
 struct User {
@@ -68,9 +71,8 @@ impl ToolkitSession<User> for ClockSession {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), teamster::Error> {
-    let model_id = std::env::var("TEAMSTER_MODEL").unwrap_or_else(|_| "gpt-4o-mini".to_owned());
-    let model = Model::from_env_vars_or_offline(|name| std::env::var(name).ok(), &model_id)?;
+async fn main() -> Result<(), support::Failure> {
+    let model = support::model()?;
     let agent = Agent::builder("clock", model)
         .dynamic_instructions(|user: &User| Ok(format!("You are {}'s assistant.", user.name)))
         .toolkit(ClockToolkit)

@@ -1,16 +1,18 @@
 //! An answer as it is written: `cargo run -p teamster --example streaming`.
 //!
-//! Prints the text deltas as they arrive, then the complete items of the run.
+//! Prints the text deltas as they arrive, then the complete items of the run. Runs on the
+//! provider whose key the environment holds, or on the offline demo model with `-- --offline`.
+
+mod support;
 
 use std::io::Write;
 
 use futures_util::StreamExt;
-use teamster::{Agent, AgentItem, AgentRequest, AgentStreamEvent, Model};
+use teamster::{Agent, AgentItem, AgentRequest, AgentStreamEvent};
 
 #[tokio::main]
-async fn main() -> Result<(), teamster::Error> {
-    let model_id = std::env::var("TEAMSTER_MODEL").unwrap_or_else(|_| "gpt-4o-mini".to_owned());
-    let model = Model::from_env_vars_or_offline(|name| std::env::var(name).ok(), &model_id)?;
+async fn main() -> Result<(), support::Failure> {
+    let model = support::model()?;
     let agent: Agent<()> = Agent::builder("storyteller", model).instructions("Tell very short stories.").build()?;
 
     let request = AgentRequest { input: vec![AgentItem::user("A story about a lighthouse, please.")], context: () };

@@ -15,6 +15,14 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// No model key was found where one was looked for (the environment's `OPENAI_API_KEY`
+    /// and `ANTHROPIC_API_KEY`). Set one, or run on [`Model::offline`](crate::Model::offline)
+    /// by choice.
+    #[error("no model key: set {} (or run on the offline demo model, Model::offline(), by choice)", variables.join(" or "))]
+    MissingApiKey {
+        /// The variables that were looked for.
+        variables: Vec<String>,
+    },
     /// The agent's definition is not valid (a duplicate tool name, an empty name).
     #[error("invalid agent {agent:?}: {reason}")]
     InvalidAgent {

@@ -54,6 +54,16 @@ mod error;
 mod items;
 mod mcp;
 mod model;
+/// The types a custom [`ModelClient`] reads (a [`ModelRequest`](model_client::ModelRequest)
+/// of messages and tool definitions) and streams back (a
+/// [`ModelStream`](model_client::ModelStream) of [`ModelEvent`](model_client::ModelEvent)s).
+pub mod model_client {
+    pub use teamster_protocol::event::FinishReason;
+    pub use teamster_llm::{
+        AssistantToolCall, Error, Image, Message, ModelEvent, ModelRequest, ModelStream, ThinkingBlock,
+        TokenUsage, ToolDefinition,
+    };
+}
 pub mod runtime;
 mod session;
 mod stream;
@@ -65,6 +75,10 @@ pub use error::Error;
 pub use items::{AgentItem, AgentRequest, AgentResponse, Part, RunSessionRequest, Usage};
 pub use mcp::{McpServer, McpToolkit};
 pub use model::Model;
+/// The trait of a model's client: implement it and pass it to [`Model::from_client`] to run
+/// agents on a model of your own (a test double, an in-house gateway). What it reads and
+/// streams is in [`model_client`].
+pub use teamster_llm::ModelClient;
 pub use session::RunSession;
 pub use stream::{AgentStream, AgentStreamEvent};
 pub use teamster_protocol::agent::{JsonSchemaFormat, ModelParams, ResponseFormat};

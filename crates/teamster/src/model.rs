@@ -21,6 +21,10 @@ use crate::Error;
 /// // Any OpenAI-compatible endpoint.
 /// let local = Model::openai_compatible("http://127.0.0.1:11434/v1", "unused", "llama3.2")?;
 /// assert_eq!(local.name(), "openai/llama3.2");
+///
+/// // Anthropic's Messages API.
+/// let claude = Model::anthropic("sk-ant-...", "claude-sonnet-4-5")?;
+/// assert_eq!(claude.name(), "anthropic/claude-sonnet-4-5");
 /// # Ok::<(), teamster::Error>(())
 /// ```
 #[derive(Clone)]
@@ -38,7 +42,8 @@ impl std::fmt::Debug for Model {
 impl Model {
     /// Teamster's offline demo model (`offline/echo`): deterministic and instant. It echoes
     /// the last user message, and calls a tool named `get_current_datetime` when asked for the
-    /// time and offered one, so a whole agent loop runs without a provider.
+    /// time and offered one, so a whole agent loop runs without a provider. Nothing falls back
+    /// to it: a program that wants it says so.
     pub fn offline() -> Model {
         Model {
             name: format!("{OFFLINE_PROVIDER}/{OFFLINE_MODEL}"),
@@ -50,25 +55,41 @@ impl Model {
     /// `/chat/completions`, as in `https://api.openai.com/v1`). Calls are retried on rate limits
     /// and server errors like every provider's.
     pub fn openai_compatible(base_url: &str, api_key: &str, model_id: &str) -> Result<Model, Error> {
-        let registry = ModelRegistry::new([openai_provider(base_url, api_key, model_id)?], reqwest::Client::new());
-        Model::from_registry(&registry, &format!("{OPENAI_PROVIDER}/{model_id}"))
+        Model::from_provider(provider_manifest(EnvKind::OpenAi, base_url, api_key, model_id)?, model_id)
     }
 
-    /// The model `model_id` of the OpenAI-compatible endpoint the environment names, read
-    /// through `vars` (`|name| std::env::var(name).ok()`): `OPENAI_API_KEY`, and
-    /// `OPENAI_BASE_URL` for another endpoint than OpenAI's. The offline demo model when
-    /// `OPENAI_API_KEY` is unset or empty: what the examples use.
+    /// A model of Anthropic's Messages API (`https://api.anthropic.com/v1`), by its model id
+    /// (`claude-sonnet-4-5`, ...). Calls are retried on rate limits and server errors like
+    /// every provider's.
+    pub fn anthropic(api_key: &str, model_id: &str) -> Result<Model, Error> {
+        Model::anthropic_at(ANTHROPIC_BASE_URL, api_key, model_id)
+    }
+
+    /// A model behind an endpoint that speaks Anthropic's Messages API at `base_url` (which
+    /// ends before `/messages`, as in `https://api.anthropic.com/v1`).
+    pub fn anthropic_at(base_url: &str, api_key: &str, model_id: &str) -> Result<Model, Error> {
+        Model::from_provider(provider_manifest(EnvKind::Anthropic, base_url, api_key, model_id)?, model_id)
+    }
+
+    /// The model `model_id` of the provider the environment names, read through `vars`
+    /// (`|name| std::env::var(name).ok()`): OpenAI's (or the OpenAI-compatible endpoint of
+    /// `OPENAI_BASE_URL`) when `OPENAI_API_KEY` is set, Anthropic's (or `ANTHROPIC_BASE_URL`)
+    /// when `ANTHROPIC_API_KEY` is; with both, a `claude-` model id picks Anthropic. Without
+    /// either key it is [`Error::MissingApiKey`], never a silent stand-in: call
+    /// [`Model::offline`] to run without a provider.
     ///
     /// ```
-    /// let model = teamster::Model::from_env_vars_or_offline(|_| None, "gpt-4o-mini")?;
-    /// assert_eq!(model.name(), "offline/echo");
+    /// use teamster::{Error, Model};
+    ///
+    /// let missing = Model::from_env_vars(|_| None, "gpt-4o-mini").unwrap_err();
+    /// assert!(matches!(missing, Error::MissingApiKey { .. }));
+    ///
+    /// let vars = |name: &str| (name == "ANTHROPIC_API_KEY").then(|| "sk-ant-test".to_owned());
+    /// assert_eq!(Model::from_env_vars(vars, "claude-sonnet-4-5")?.name(), "anthropic/claude-sonnet-4-5");
     /// # Ok::<(), teamster::Error>(())
     /// ```
-    pub fn from_env_vars_or_offline(vars: impl Fn(&str) -> Option<String>, model_id: &str) -> Result<Model, Error> {
-        match env_endpoint(vars) {
-            Some((base_url, key)) => Model::openai_compatible(&base_url, &key, model_id),
-            None => Ok(Model::offline()),
-        }
+    pub fn from_env_vars(vars: impl Fn(&str) -> Option<String>, model_id: &str) -> Result<Model, Error> {
+        Model::from_provider(env_provider(vars, model_id)?, model_id)
     }
 
     /// A model behind your own client (any [`ModelClient`]), called with `model_id`.
@@ -76,11 +97,14 @@ impl Model {
         Model { name: format!("custom/{model_id}"), resolved: resolved(Arc::new(client), model_id, "custom") }
     }
 
-    fn from_registry(registry: &ModelRegistry, name: &str) -> Result<Model, Error> {
+    /// The one model of a provider made by [`provider_manifest`].
+    fn from_provider(provider: ModelProviderManifest, model_id: &str) -> Result<Model, Error> {
+        let name = format!("{}/{model_id}", provider.kind);
+        let registry = ModelRegistry::new([provider], reqwest::Client::new());
         let resolved = registry
-            .resolve(name)
-            .map_err(|error| Error::Model { model: name.to_owned(), reason: error.to_string() })?;
-        Ok(Model { name: name.to_owned(), resolved })
+            .resolve(&name)
+            .map_err(|error| Error::Model { model: name.clone(), reason: error.to_string() })?;
+        Ok(Model { name, resolved })
     }
 
     /// The model's name, `provider/model`.
@@ -93,22 +117,51 @@ impl Model {
     }
 }
 
-/// The name of the provider [`Model::openai_compatible`] and the environment's endpoint make.
-pub(crate) const OPENAI_PROVIDER: &str = "openai";
+/// Where Anthropic's Messages API is.
+const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
 
-/// The OpenAI-compatible endpoint `vars` name, as its base URL and key: `OPENAI_API_KEY`, and
-/// `OPENAI_BASE_URL` for another endpoint than OpenAI's; `None` when the key is unset or empty.
-pub(crate) fn env_endpoint(vars: impl Fn(&str) -> Option<String>) -> Option<(String, String)> {
-    let variable = |name: &str| vars(name).map(|value| value.trim().to_owned()).filter(|value| !value.is_empty());
-    let key = variable("OPENAI_API_KEY")?;
-    Some((variable("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".to_owned()), key))
+/// The kinds of provider a key in the environment stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum EnvKind {
+    OpenAi,
+    Anthropic,
 }
 
-/// The provider [`OPENAI_PROVIDER`] of an OpenAI-compatible endpoint with the one model
-/// `model_id`, checked.
-pub(crate) fn openai_provider(base_url: &str, api_key: &str, model_id: &str) -> Result<ModelProviderManifest, Error> {
+impl EnvKind {
+    /// The provider's kind in a manifest, which is also its name here.
+    fn kind(self) -> &'static str {
+        match self {
+            EnvKind::OpenAi => "openai",
+            EnvKind::Anthropic => "anthropic",
+        }
+    }
+}
+
+/// The provider of the environment's key (see [`Model::from_env_vars`]) with the one model
+/// `model_id`; [`Error::MissingApiKey`] without a key.
+pub(crate) fn env_provider(vars: impl Fn(&str) -> Option<String>, model_id: &str) -> Result<ModelProviderManifest, Error> {
+    let variable = |name: &str| vars(name).map(|value| value.trim().to_owned()).filter(|value| !value.is_empty());
+    let openai = variable("OPENAI_API_KEY").map(|key| {
+        (EnvKind::OpenAi, variable("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".to_owned()), key)
+    });
+    let anthropic = variable("ANTHROPIC_API_KEY")
+        .map(|key| (EnvKind::Anthropic, variable("ANTHROPIC_BASE_URL").unwrap_or_else(|| ANTHROPIC_BASE_URL.to_owned()), key));
+    let chosen = match (openai, anthropic) {
+        (Some(_), Some(anthropic)) if model_id.starts_with("claude") => anthropic,
+        (Some(openai), _) => openai,
+        (None, Some(anthropic)) => anthropic,
+        (None, None) => {
+            return Err(Error::MissingApiKey { variables: vec!["OPENAI_API_KEY".to_owned(), "ANTHROPIC_API_KEY".to_owned()] });
+        }
+    };
+    let (kind, base_url, key) = chosen;
+    provider_manifest(kind, &base_url, &key, model_id)
+}
+
+/// A provider of `kind` (named after it) with the one model `model_id`, checked.
+fn provider_manifest(kind: EnvKind, base_url: &str, api_key: &str, model_id: &str) -> Result<ModelProviderManifest, Error> {
     let manifest = serde_json::json!({
-        "type": "openai", "name": OPENAI_PROVIDER, "base_url": base_url, "auth": {"api_key": api_key},
+        "type": kind.kind(), "name": kind.kind(), "base_url": base_url, "auth": {"api_key": api_key},
         "models": [{"name": model_id, "model_id": model_id}],
     });
     let invalid = |reason: String| Error::Model { model: model_id.to_owned(), reason };

@@ -189,17 +189,9 @@ impl<Ctx: Send + Sync> ToolSource for SessionTools<Ctx> {
     }
 
     async fn call(&self, name: &str, arguments: &str) -> ToolOutput {
-        let Some(tool) = self.tools.get(name) else {
-            return ToolOutput::error(format!("there is no tool named {name:?}"));
-        };
-        let arguments = if arguments.trim().is_empty() { "{}" } else { arguments };
-        let arguments = match serde_json::from_str(arguments) {
-            Ok(arguments) => arguments,
-            Err(error) => return ToolOutput::error(format!("the arguments of {name} are not JSON: {error}")),
-        };
-        match tool.call(arguments, &self.context).await {
-            Ok(output) => ToolOutput::ok(output),
-            Err(error) => ToolOutput::error(error.message()),
+        match self.tools.get(name) {
+            Some(tool) => crate::tool::run_call(tool.as_ref(), arguments, &self.context).await,
+            None => ToolOutput::error(format!("there is no tool named {name:?}")),
         }
     }
 }

@@ -141,6 +141,22 @@ where
     }
 }
 
+/// Runs one call of `tool` with `context`: the model's argument text parsed (empty meaning
+/// `{}`), and the tool's answer or failure as the call's result for the model.
+pub(crate) async fn run_call<Ctx>(tool: &dyn Tool<Ctx>, arguments: &str, context: &Ctx) -> teamster_tools::ToolOutput {
+    use teamster_tools::ToolOutput;
+    let name = tool.name();
+    let arguments = if arguments.trim().is_empty() { "{}" } else { arguments };
+    let arguments = match serde_json::from_str(arguments) {
+        Ok(arguments) => arguments,
+        Err(error) => return ToolOutput::error(format!("the arguments of {name} are not JSON: {error}")),
+    };
+    match tool.call(arguments, context).await {
+        Ok(output) => ToolOutput::ok(output),
+        Err(error) => ToolOutput::error(error.message()),
+    }
+}
+
 /// The JSON Schema of `Args` as a tool's parameters: an object schema without the meta-schema
 /// and title keys that providers do not want.
 fn schema_of<Args: JsonSchema>() -> serde_json::Value {

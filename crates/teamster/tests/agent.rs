@@ -285,3 +285,44 @@ async fn the_offline_model_runs_a_whole_loop_without_a_provider() {
     assert_eq!(response.output.len(), 3, "{:?}", response.output);
     assert!(response.text().contains("2030-01-01T09:00:00Z"), "{}", response.text());
 }
+
+#[tokio::test]
+async fn an_anthropic_model_runs_a_tool_loop_over_the_messages_api() {
+    let server = FakeModelServer::start().await.expect("the fake model starts");
+    let model = Model::anthropic_at(&server.base_url(), "test-key", "fake-model").expect("a valid model");
+    assert_eq!(model.name(), "anthropic/fake-model");
+    let agent = Agent::builder("math", model).instructions("Add well.").tool(add()).build().unwrap();
+    let response = agent.run(request(r#"[tool:add {"a": 40, "b": 2}]"#, "ada")).await.unwrap();
+    assert_eq!(response.text(), "Tool result: 42");
+    // Both model calls spoke Anthropic's dialect: the system prompt at the top level, and the
+    // tool's result sent back as a `tool_result` block.
+    let requests: serde_json::Value =
+        reqwest::get(format!("http://{}/requests", server.address())).await.unwrap().json().await.unwrap();
+    let [first, second] = &requests.as_array().unwrap()[..] else { panic!("two model calls: {requests}") };
+    assert!(first["system"].to_string().contains("Add well."), "{first}");
+    let last = second["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["content"][0]["type"], "tool_result", "{second}");
+    assert!(last["content"][0]["content"].to_string().contains("42"), "{second}");
+}
+
+/// An environment of `pairs`, read as `std::env::var` would be.
+fn vars<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    move |name| pairs.iter().find(|(key, _)| *key == name).map(|(_, value)| (*value).to_owned())
+}
+
+#[test]
+fn a_missing_key_is_an_error_not_the_demo_model() {
+    let Err(error) = Model::from_env_vars(|_| None, "gpt-4o-mini") else { panic!("a model without a key") };
+    assert_eq!(error, teamster::Error::MissingApiKey { variables: vec!["OPENAI_API_KEY".to_owned(), "ANTHROPIC_API_KEY".to_owned()] });
+    assert!(error.to_string().contains("Model::offline()"), "{error}");
+    // Blank keys count as missing.
+    assert!(Model::from_env_vars(|_| Some("  ".to_owned()), "gpt-4o-mini").is_err());
+
+    let openai = Model::from_env_vars(vars(&[("OPENAI_API_KEY", "sk")]), "gpt-4o-mini").unwrap();
+    assert_eq!(openai.name(), "openai/gpt-4o-mini");
+    let anthropic = Model::from_env_vars(vars(&[("ANTHROPIC_API_KEY", "sk-ant")]), "claude-haiku-4-5").unwrap();
+    assert_eq!(anthropic.name(), "anthropic/claude-haiku-4-5");
+    let both = [("OPENAI_API_KEY", "sk"), ("ANTHROPIC_API_KEY", "sk-ant")];
+    assert_eq!(Model::from_env_vars(vars(&both), "claude-haiku-4-5").unwrap().name(), "anthropic/claude-haiku-4-5");
+    assert_eq!(Model::from_env_vars(vars(&both), "gpt-4o-mini").unwrap().name(), "openai/gpt-4o-mini");
+}

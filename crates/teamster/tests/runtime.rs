@@ -1,16 +1,18 @@
 //! The embedded runtime through the public API: a turn whose stream is dropped and followed
-//! again from where it stopped, and a turn that waits for an approval and goes on once it is
-//! given. Real parts: the fake model in-process, the MCP test server
+//! again from where it stopped, a turn that waits for an approval and goes on once it is
+//! given, and the same for a native Rust tool the runtime hosts. Real parts: the fake model in-process, the MCP test server
 //! (`tests/mcp_servers/tools_server.py` over stdio, from the interpreter in
 //! `TEAMSTER_TEST_PYTHON`), SQLite in memory.
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
 mod support;
 
 use serde_json::json;
-use teamster::runtime::{Runtime, RuntimeEvent, ServiceConfig, user_message};
+use teamster::runtime::{NativeTools, Runtime, RuntimeEvent, ServiceConfig, ToolScope, user_message};
+use teamster::{ToolError, tool};
 use teamster_fake_model::FakeModelServer;
 use teamster_protocol::input::{Approval, TurnInput};
 use teamster_protocol::{Event, TurnState};
@@ -171,5 +173,76 @@ async fn an_embedded_agent_uses_a_local_skill_in_its_sandbox() {
     let system = requests[0]["messages"][0]["content"].as_str().unwrap_or_default();
     assert!(system.contains("- house-style: How reports are written here. (SKILL.md: /workspace/skills/house-style/SKILL.md)"), "{system}");
     assert!(!system.contains("local-skill-body-5e1"), "only the description is in the context: {system}");
+    runtime.shutdown().await;
+}
+
+/// A program's own tools, hosted by the runtime: `lookup` only reads, `refund` counts its runs
+/// and the sessions it ran for.
+fn order_desk(refunds: Arc<Mutex<Vec<String>>>) -> NativeTools<ToolScope> {
+    let lookup = tool("lookup", "Where an order is.", |order: Order, _: &ToolScope| async move {
+        Ok::<_, ToolError>(format!("{} is on its way", order.order_id))
+    });
+    let refund = tool("refund", "Refunds an order.", move |order: Order, scope: &ToolScope| {
+        refunds.lock().unwrap().push(scope.session_id.clone());
+        let user = scope.user.subject_id.clone();
+        async move { Ok::<_, ToolError>(format!("{} refunded for {user}", order.order_id)) }
+    });
+    NativeTools::new("orders").read_only_tool(lookup).tool(refund)
+}
+
+/// Arguments of the order desk's tools.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Order {
+    order_id: String,
+}
+
+#[tokio::test]
+async fn a_native_tool_waits_for_approval_and_runs_once_when_approved() {
+    let refunds = Arc::new(Mutex::new(Vec::new()));
+    let mut config = ServiceConfig::default();
+    order_desk(refunds.clone()).register(&mut config).unwrap();
+    let runtime = Runtime::open_with("sqlite::memory:", config).await.unwrap();
+    let model = FakeModelServer::start().await.unwrap();
+    support::add_fake_provider(&runtime, &model).await;
+    // The set is named as an MCP server would be; its selectors apply as they do to one.
+    let spec = json!({"model": {"name": "fake/fake-model"}, "mcp_servers": [{"name": "orders", "preload": true}]});
+    runtime.save_agent("desk", serde_json::from_value(spec).unwrap()).await.unwrap();
+    let session = runtime.create_session("desk").await.unwrap();
+
+    // The read-only tool runs at once.
+    let looked = runtime.start_turn(&session.id, vec![user_message(r#"[tool:lookup {"order_id": "A1"}]"#)]).await.unwrap();
+    let looked = looked.finish().await.unwrap();
+    assert!(looked.required_actions().is_empty(), "{:?}", looked.events);
+    assert_eq!(tool_responses(&looked.events), ["A1 is on its way"]);
+
+    // The other waits, without running, until a human approves it.
+    let asked = runtime.start_turn(&session.id, vec![user_message(r#"[tool:refund {"order_id": "A2"}]"#)]).await.unwrap();
+    let waiting = asked.finish().await.unwrap();
+    let [Event::ToolApprovalRequired(pending)] = &waiting.required_actions()[..] else {
+        panic!("one approval awaited: {:?}", waiting.events)
+    };
+    assert!(refunds.lock().unwrap().is_empty(), "the call ran before its approval");
+    let approval = TurnInput::ToolApproval {
+        thread_id: pending.thread_id.clone(),
+        tool_call_id: pending.tool_calls[0].id.clone(),
+        approval: Approval::allow(),
+    };
+    let resumed = runtime.start_turn(&session.id, vec![approval]).await.unwrap().finish().await.unwrap();
+    assert_eq!(tool_responses(&resumed.events), ["A2 refunded for local"]);
+    assert_eq!(resumed.answer(), "Tool result: A2 refunded for local");
+    assert_eq!(refunds.lock().unwrap().as_slice(), std::slice::from_ref(&session.id), "the approved call ran once, for its session");
+    runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_runtime_without_a_model_key_says_so_instead_of_running_the_demo_model() {
+    let runtime = Runtime::open("sqlite::memory:").await.unwrap();
+    let error = runtime.add_env_model_provider(|_| None, "gpt-4o-mini").await.unwrap_err();
+    assert!(
+        matches!(&error, teamster::runtime::RuntimeError::Model(teamster::Error::MissingApiKey { variables }) if variables.len() == 2),
+        "{error:?}"
+    );
+    let spec = serde_json::from_value(json!({"model": {"name": "openai/gpt-4o-mini"}})).unwrap();
+    assert!(runtime.save_agent("assistant", spec).await.is_err(), "no provider was added");
     runtime.shutdown().await;
 }

@@ -1,5 +1,6 @@
-//! What the examples share: the model they run on, and a small MCP server to give them tools
-//! without anything installed.
+//! What the examples share: the model they run on (the environment's provider, or the offline
+//! demo model when started with `--offline`), and a small MCP server to give them tools without
+//! anything installed.
 //!
 //! The server is the example program itself, started again with `--orders-mcp-server`: an
 //! online shop's order desk speaking MCP over stdio (JSON-RPC, one message per line), with a
@@ -14,9 +15,56 @@ use serde_json::{Value, json};
 /// The flag that makes an example program serve the orders MCP server instead.
 const SERVER_FLAG: &str = "--orders-mcp-server";
 
-/// The model id to use on an OpenAI-compatible endpoint: `TEAMSTER_MODEL`, or `gpt-4o-mini`.
+/// The flag that runs an example on the offline demo model, by choice.
+const OFFLINE_FLAG: &str = "--offline";
+
+/// Whether the program was started with [`OFFLINE_FLAG`].
+pub fn offline() -> bool {
+    std::env::args().skip(1).any(|argument| argument == OFFLINE_FLAG)
+}
+
+/// The model id to use: `TEAMSTER_MODEL`, else `claude-haiku-4-5` when only `ANTHROPIC_API_KEY`
+/// is set, else `gpt-4o-mini`.
 pub fn model_id() -> String {
-    std::env::var("TEAMSTER_MODEL").unwrap_or_else(|_| "gpt-4o-mini".to_owned())
+    let set = |name: &str| std::env::var(name).is_ok_and(|value| !value.trim().is_empty());
+    std::env::var("TEAMSTER_MODEL").unwrap_or_else(|_| match set("ANTHROPIC_API_KEY") && !set("OPENAI_API_KEY") {
+        true => "claude-haiku-4-5".to_owned(),
+        false => "gpt-4o-mini".to_owned(),
+    })
+}
+
+/// Why an example stopped.
+pub type Failure = Box<dyn std::error::Error>;
+
+/// The model of a stateless agent: the offline demo model when the program was started with
+/// `--offline`, else the provider whose key the environment holds (`OPENAI_API_KEY` and
+/// `OPENAI_BASE_URL`, or `ANTHROPIC_API_KEY`); without one, the error says what to set.
+pub fn model() -> Result<teamster::Model, Failure> {
+    if offline() {
+        return Ok(teamster::Model::offline());
+    }
+    teamster::Model::from_env_vars(|name| std::env::var(name).ok(), &model_id()).map_err(explain)
+}
+
+/// The model name for the embedded runtime's agents, chosen as [`model`] chooses: the
+/// offline demo model's with `--offline`, else the environment's provider's, added to
+/// `runtime`.
+pub async fn runtime_model(runtime: &teamster::runtime::Runtime) -> Result<String, Failure> {
+    if offline() {
+        return Ok(teamster::Model::offline().name().to_owned());
+    }
+    runtime.add_env_model_provider(|name| std::env::var(name).ok(), &model_id()).await.map_err(|error| match error {
+        teamster::runtime::RuntimeError::Model(error) => explain(error),
+        other => other.into(),
+    })
+}
+
+/// A missing key as a sentence that also names the flag; other errors as they are.
+fn explain(error: teamster::Error) -> Failure {
+    match error {
+        teamster::Error::MissingApiKey { .. } => format!("{error}; or run the example with `-- {OFFLINE_FLAG}`").into(),
+        other => other.into(),
+    }
 }
 
 /// How to start the orders MCP server: this program with [`SERVER_FLAG`].

@@ -1,7 +1,8 @@
 //! [`Runtime`]: the embedded runtime. The service the Teamster server runs, in-process, on a
 //! store of the program's choosing: saved agents, sessions, durable turns whose events can be
 //! followed again from any sequence number, cancellation, approvals and questions, sub-agents
-//! and MCP servers. With [`Sandboxes`] on (bubblewrap, [`Bubblewrap`]), agents run code in a
+//! and MCP servers, and the program's own Rust tools ([`NativeTools`]), gated by approvals as
+//! MCP tools are. With [`Sandboxes`] on (bubblewrap, [`Bubblewrap`]), agents run code in a
 //! sandbox per session and use skills, from git or from local directories ([`SkillSources`]).
 
 use std::pin::Pin;
@@ -23,8 +24,10 @@ pub use teamster_sandbox::{Bubblewrap, Limits as SandboxLimits, SandboxError, Sa
 pub use teamster_service::{Sandboxes, Service, ServiceConfig, ServiceError, SkillCache, SkillSources};
 
 mod harness;
+mod native;
 
 pub use harness::{DisplayState, Harness, HarnessEvent};
+pub use native::{NativeTools, ToolScope};
 
 /// Why a runtime call failed.
 #[derive(Debug, thiserror::Error)]
@@ -123,20 +126,22 @@ impl Runtime {
         Ok(())
     }
 
-    /// Adds the OpenAI-compatible provider the environment names, read through `vars`
-    /// (`OPENAI_API_KEY`, and `OPENAI_BASE_URL` for another endpoint than OpenAI's), with its
-    /// model `model_id`, and answers that model's name (`openai/MODEL_ID`); without a key,
-    /// adds nothing and answers the offline demo model's name. What the examples use.
+    /// Adds the provider the environment names, read through `vars` (`OPENAI_API_KEY`, and
+    /// `OPENAI_BASE_URL` for another endpoint than OpenAI's; or `ANTHROPIC_API_KEY` and
+    /// `ANTHROPIC_BASE_URL`; see [`Model::from_env_vars`](crate::Model::from_env_vars)), with
+    /// its model `model_id`, and answers that model's name (`openai/MODEL_ID`,
+    /// `anthropic/MODEL_ID`). Without a key it adds nothing and fails with
+    /// [`Error::MissingApiKey`](crate::Error::MissingApiKey): agents that should run offline
+    /// name `offline/echo` themselves.
     pub async fn add_env_model_provider(
         &self,
         vars: impl Fn(&str) -> Option<String>,
         model_id: &str,
     ) -> Result<String, RuntimeError> {
-        let Some((base_url, key)) = crate::model::env_endpoint(vars) else {
-            return Ok(crate::Model::offline().name().to_owned());
-        };
-        self.add_model_provider(crate::model::openai_provider(&base_url, &key, model_id)?).await?;
-        Ok(format!("{}/{model_id}", crate::model::OPENAI_PROVIDER))
+        let provider = crate::model::env_provider(vars, model_id)?;
+        let name = format!("{}/{model_id}", provider.kind);
+        self.add_model_provider(provider).await?;
+        Ok(name)
     }
 
     /// Adds or replaces an MCP server that agents may name.

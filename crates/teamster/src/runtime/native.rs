@@ -1,0 +1,146 @@
+//! [`NativeTools`]: a program's own Rust tools (the [`tool`](crate::tool) functions and
+//! [`Tool`] implementations of the stateless level) hosted by the embedded runtime under a
+//! name, so that gating a function behind a human's approval needs no MCP server.
+//!
+//! An agent names the set in its `mcp_servers` as it names a configured server
+//! (`{"name": "orders", "require_approval_for_tools": ["refund_order"]}`), and the set's tools
+//! go through the service's one tool seam (`teamster_tools::tool_sets`): the same selectors
+//! (by default every tool not marked read-only waits for approval, as an MCP tool without
+//! `readOnlyHint` does), the same session permissions and grants, durable waits and
+//! sub-agents. Each turn opens the set with a context the program makes from the turn's
+//! [`ToolScope`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use teamster_protocol::ToolInfo;
+use teamster_service::{ServiceConfig, ToolSet};
+use teamster_tools::{ToolAnnotations, ToolGate, ToolOutput, ToolSource};
+
+use crate::{Error, Tool};
+
+pub use teamster_service::ToolScope;
+
+/// Native Rust tools the runtime hosts under one name, called with a context `Ctx` made for
+/// each turn from its [`ToolScope`].
+///
+/// ```
+/// use schemars::JsonSchema;
+/// use serde::Deserialize;
+/// use teamster::runtime::{NativeTools, Runtime, ServiceConfig, ToolScope};
+/// use teamster::{ToolError, tool};
+///
+/// /// Arguments of `refund_order`.
+/// #[derive(Deserialize, JsonSchema)]
+/// struct Refund {
+///     /// The order to refund.
+///     order_id: String,
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let refund = tool("refund_order", "Refunds an order in full.", |args: Refund, scope: &ToolScope| {
+///     let who = scope.user.subject_id.clone();
+///     async move { Ok::<_, ToolError>(format!("order {} of {who} is refunded", args.order_id)) }
+/// });
+/// let mut config = ServiceConfig::default();
+/// NativeTools::new("orders").tool(refund).register(&mut config)?;
+/// let runtime = Runtime::open_with("sqlite::memory:", config).await?;
+/// // Agents name the set in `mcp_servers`; `refund_order` waits for approval (it is not read-only).
+/// let spec = serde_json::json!({"model": {"name": "offline/echo"}, "mcp_servers": [{"name": "orders"}]});
+/// runtime.save_agent("desk", serde_json::from_value(spec).unwrap()).await?;
+/// runtime.shutdown().await;
+/// # Ok::<(), teamster::runtime::RuntimeError>(())
+/// # }).unwrap();
+/// ```
+pub struct NativeTools<Ctx> {
+    name: String,
+    context: Arc<dyn Fn(&ToolScope) -> Ctx + Send + Sync>,
+    tools: Vec<(Arc<dyn Tool<Ctx>>, bool)>,
+}
+
+impl<Ctx> std::fmt::Debug for NativeTools<Ctx> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let tools: Vec<&str> = self.tools.iter().map(|(tool, _)| tool.name()).collect();
+        formatter.debug_struct("NativeTools").field("name", &self.name).field("tools", &tools).finish()
+    }
+}
+
+impl NativeTools<ToolScope> {
+    /// An empty set named `name` whose tools get the turn's [`ToolScope`] as their context.
+    pub fn new(name: impl Into<String>) -> NativeTools<ToolScope> {
+        NativeTools::with_context(name, ToolScope::clone)
+    }
+}
+
+impl<Ctx: Send + Sync + 'static> NativeTools<Ctx> {
+    /// An empty set named `name` whose tools get the context `context` makes from each turn's
+    /// [`ToolScope`] (the program's user record for the turn's user, say).
+    pub fn with_context(name: impl Into<String>, context: impl Fn(&ToolScope) -> Ctx + Send + Sync + 'static) -> NativeTools<Ctx> {
+        NativeTools { name: name.into(), context: Arc::new(context), tools: Vec::new() }
+    }
+
+    /// Adds a tool that may change something: by default its calls wait for approval.
+    pub fn tool(mut self, tool: Arc<dyn Tool<Ctx>>) -> NativeTools<Ctx> {
+        self.tools.push((tool, false));
+        self
+    }
+
+    /// Adds a tool that only reads (MCP's `readOnlyHint`): by default its calls run at once.
+    pub fn read_only_tool(mut self, tool: Arc<dyn Tool<Ctx>>) -> NativeTools<Ctx> {
+        self.tools.push((tool, true));
+        self
+    }
+
+    /// Adds the set to `config`'s tool sets (replacing a set of the same name), for the
+    /// runtime opened with it. Fails when two tools share a name.
+    pub fn register(self, config: &mut ServiceConfig) -> Result<(), Error> {
+        let mut seen = std::collections::HashSet::new();
+        if let Some((tool, _)) = self.tools.iter().find(|(tool, _)| !seen.insert(tool.name().to_owned())) {
+            return Err(Error::Toolkit { toolkit: self.name, reason: format!("two tools are named {:?}", tool.name()) });
+        }
+        let name = self.name.clone();
+        config.tool_sets.insert(name, Arc::new(self));
+        Ok(())
+    }
+}
+
+impl<Ctx: Send + Sync + 'static> ToolSet for NativeTools<Ctx> {
+    fn open(&self, scope: &ToolScope) -> Arc<dyn ToolSource> {
+        let listed = self
+            .tools
+            .iter()
+            .map(|(tool, read_only)| teamster_tools::Tool {
+                name: tool.name().to_owned(),
+                description: tool.description().to_owned(),
+                input_schema: tool.parameters().clone(),
+                info: ToolInfo::System { name: tool.name().to_owned() },
+                annotations: ToolAnnotations { read_only: *read_only, ..ToolAnnotations::default() },
+                gate: ToolGate::None,
+            })
+            .collect();
+        let tools = self.tools.iter().map(|(tool, _)| (tool.name().to_owned(), tool.clone())).collect();
+        Arc::new(OpenedTools { context: (self.context)(scope), tools, listed })
+    }
+}
+
+/// A set's tools for one turn, called with the context made for it.
+struct OpenedTools<Ctx> {
+    context: Ctx,
+    tools: HashMap<String, Arc<dyn Tool<Ctx>>>,
+    listed: Vec<teamster_tools::Tool>,
+}
+
+#[async_trait]
+impl<Ctx: Send + Sync> ToolSource for OpenedTools<Ctx> {
+    async fn list(&self) -> Result<Vec<teamster_tools::Tool>, teamster_tools::Error> {
+        Ok(self.listed.clone())
+    }
+
+    async fn call(&self, name: &str, arguments: &str) -> ToolOutput {
+        match self.tools.get(name) {
+            Some(tool) => crate::tool::run_call(tool.as_ref(), arguments, &self.context).await,
+            None => ToolOutput::error(format!("there is no tool named {name:?}")),
+        }
+    }
+}
