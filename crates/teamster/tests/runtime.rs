@@ -1,6 +1,6 @@
 //! The embedded runtime through the public API: a turn whose stream is dropped and followed
 //! again from where it stopped, a turn that waits for an approval and goes on once it is
-//! given, and the same for a native Rust tool the runtime hosts. Real parts: the fake model in-process, the MCP test server
+//! given, and the same for a native Rust tool the runtime hosts, also across a restart. Real parts: the fake model in-process, the MCP test server
 //! (`tests/mcp_servers/tools_server.py` over stdio, from the interpreter in
 //! `TEAMSTER_TEST_PYTHON`), SQLite in memory.
 
@@ -245,4 +245,54 @@ async fn a_runtime_without_a_model_key_says_so_instead_of_running_the_demo_model
     let spec = serde_json::from_value(json!({"model": {"name": "openai/gpt-4o-mini"}})).unwrap();
     assert!(runtime.save_agent("assistant", spec).await.is_err(), "no provider was added");
     runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_native_tool_approval_outlives_the_runtime_that_asked_for_it() {
+    let temp = TempDir::new("native-durable");
+    let database = temp.0.join("teamster.db").to_string_lossy().into_owned();
+    let model = FakeModelServer::start().await.unwrap();
+    let refunds = Arc::new(Mutex::new(Vec::new()));
+    let open = |refunds: &Arc<Mutex<Vec<String>>>| {
+        let mut config = ServiceConfig::default();
+        order_desk(refunds.clone()).register(&mut config).unwrap();
+        Runtime::open_with(&database, config)
+    };
+    let first = open(&refunds).await.unwrap();
+    support::add_fake_provider(&first, &model).await;
+    // Approval rules are the entry's, as for an MCP server: here every tool of the set asks.
+    let spec = json!({
+        "model": {"name": "fake/fake-model"},
+        "mcp_servers": [{"name": "orders", "preload": true, "require_approval_for_tools": ["@all"]}],
+    });
+    first.save_agent("desk", serde_json::from_value(spec).unwrap()).await.unwrap();
+    let session = first.create_session("desk").await.unwrap();
+    let asked = first.start_turn(&session.id, vec![user_message(r#"[tool:lookup {"order_id": "A3"}]"#)]).await.unwrap();
+    let waiting = asked.finish().await.unwrap();
+    let [Event::ToolApprovalRequired(pending)] = &waiting.required_actions()[..] else {
+        panic!("the read-only tool waits too when the entry says @all: {:?}", waiting.events)
+    };
+    first.shutdown().await;
+    drop(first);
+
+    // Another runtime on the same store, with the same tools registered, takes the approval
+    // (once the first one's tasks have let the database go).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let second = loop {
+        match open(&refunds).await {
+            Ok(runtime) => break runtime,
+            Err(_) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            Err(error) => panic!("the store stays held: {error}"),
+        }
+    };
+    let approval = TurnInput::ToolApproval {
+        thread_id: pending.thread_id.clone(),
+        tool_call_id: pending.tool_calls[0].id.clone(),
+        approval: Approval::allow(),
+    };
+    let resumed = second.start_turn(&session.id, vec![approval]).await.unwrap().finish().await.unwrap();
+    assert_eq!(tool_responses(&resumed.events), ["A3 is on its way"]);
+    second.shutdown().await;
 }
