@@ -88,7 +88,7 @@ def test_sessions_are_listed_and_continued(srv):
     turns = api.ok(api.get(f"/api/v1/sessions/{session_id}/turns"))["data"]
     assert len(turns) == 2 and turns[0]["previous_turn_id"] == turns[1]["id"]
     wrong = cli(srv, "run", "--session", session_id, "demo", "two words")
-    assert wrong.returncode != 0 and "only what to say" in wrong.stderr
+    assert wrong.returncode == 2 and "only what to say" in wrong.stderr
 
 
 def test_serve_help_lists_only_server_flags():

@@ -165,13 +165,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let (session_id, input) = match (&args.session, args.words.as_slice()) {
         (Some(session_id), []) if args.decides() => (session_id.clone(), decisions(&api, session_id, &args).await?),
         (Some(_), [_]) if args.decides() => {
-            bail!("give either what to say or --approve/--deny/--answer, not both")
+            return Ok(usage("give either what to say or --approve/--deny/--answer, not both"))
         }
         (Some(session_id), [prompt]) => {
             api.get(&format!("/sessions/{session_id}")).await?;
             (session_id.clone(), vec![json!({ "type": "user.message", "content": prompt })])
         }
-        (Some(_), _) => bail!("with --session, give only what to say: teamster run --session ID \"...\""),
+        (Some(_), _) => return Ok(usage("with --session, give only what to say: teamster run --session ID \"...\"")),
         (None, [agent, prompt]) => {
             let mut body = json!({ "agent": { "name": agent } });
             if let Some(title) = session_title(prompt) {
@@ -182,7 +182,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             eprintln!("session {session_id} (continue it with --session {session_id})");
             (session_id, vec![json!({ "type": "user.message", "content": prompt })])
         }
-        (None, _) => bail!("give the agent's name and what to say: teamster run AGENT \"...\""),
+        (None, _) => return Ok(usage("give the agent's name and what to say: teamster run AGENT \"...\"")),
     };
     let body = json!({ "input": input, "stream": true });
     let response = api.request(reqwest::Method::POST, &format!("/sessions/{session_id}/turns")).json(&body).send().await;
@@ -211,6 +211,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     bail!("the event stream ended before the turn did")
+}
+
+/// A wrong command line: says why, and exits 2 as clap's own usage errors do.
+fn usage(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
 }
 
 /// A tool call the session's last turn waits on: its thread, id, and whether it wants an
