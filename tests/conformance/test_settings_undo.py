@@ -155,3 +155,35 @@ def test_a_replica_with_another_secret_key_is_not_ready_and_says_why(server_fact
     # Deleting what cannot be opened makes the replica ready again.
     assert own.require_api().delete(f"/api/v1/settings/model-providers/{name}").status_code == 204
     assert httpx.get(f"{own.url}/readyz", timeout=wire.TIMEOUT).status_code == 200
+
+
+def test_the_cli_lists_renames_tests_and_deletes_settings(server, api, mcp_http):
+    def cli(*args: str):
+        return conftest.teamster("settings", *args, "--server", server.url)
+
+    name, renamed = wire.unique("cliprov"), wire.unique("clinew")
+    api.ok(api.post("/api/v1/settings/model-providers", json={"manifest": provider(server.fake, name)}), 201)
+    listed = cli("providers", "list")
+    assert listed.returncode == 0 and f"{name}\tcustom\tfake-model" in listed.stdout.splitlines(), listed
+    moved = cli("providers", "rename", name, renamed)
+    assert moved.returncode == 0 and moved.stdout.strip() == f"renamed model provider {name} to {renamed}", moved
+    gone = cli("providers", "delete", renamed)
+    assert gone.returncode == 0 and renamed not in provider_names(api), gone
+    again = cli("providers", "delete", renamed)
+    assert again.returncode == 1 and "404" in again.stderr and renamed in again.stderr, again
+
+    server_name = wire.unique("clitools")
+    manifest = {"type": "remote", "name": server_name, "description": "Test tools.", "url": f"{mcp_http.base}/mcp"}
+    api.ok(api.post("/api/v1/settings/mcp-servers", json={"manifest": manifest}), 201)
+    tested = cli("mcp-servers", "test", server_name)
+    assert tested.returncode == 0 and f"MCP server {server_name} works" in tested.stdout and "echo" in tested.stdout, tested
+    assert cli("mcp-servers", "rename", server_name, server_name + "-b").returncode == 0
+    assert f"{server_name}-b\tremote\t{mcp_http.base}/mcp" in cli("mcp-servers", "list").stdout.splitlines()
+    assert cli("mcp-servers", "delete", server_name + "-b").returncode == 0
+
+    down = wire.unique("clidown")
+    unreachable = {"type": "remote", "name": down, "description": "Nobody listens.", "url": f"http://127.0.0.1:{conftest.free_port()}/mcp"}
+    api.ok(api.post("/api/v1/settings/mcp-servers", json={"manifest": unreachable}), 201)
+    failed = cli("mcp-servers", "test", down)
+    assert failed.returncode == 1 and f"MCP server {down} does not work (unreachable)" in failed.stderr, failed
+    assert cli("mcp-servers", "delete", down).returncode == 0

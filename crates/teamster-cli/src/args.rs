@@ -29,6 +29,8 @@ pub enum Command {
     Chat(ChatArgs),
     /// Manage API keys.
     Keys(KeysArgs),
+    /// A running server's model providers and MCP servers: list, delete, rename, test.
+    Settings(crate::settings::SettingsArgs),
 }
 
 /// The exit statuses of the client commands, shown by `--help`.

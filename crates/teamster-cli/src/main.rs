@@ -12,6 +12,7 @@ mod limits;
 mod log_lines;
 mod oidc;
 mod serve;
+mod settings;
 mod sse;
 mod store;
 
@@ -43,6 +44,7 @@ fn main() -> ExitCode {
             args::Command::Sessions(sessions) => client::sessions(sessions).await,
             args::Command::Chat(chat) => chat::run(chat).await,
             args::Command::Keys(keys) => keys::run(keys).await,
+            args::Command::Settings(settings) => settings::run(settings).await,
         }
     });
     match result {

@@ -1,0 +1,129 @@
+//! `teamster settings`: a running server's model providers and MCP servers, listed, deleted
+//! and renamed through `/api/v1/settings/...` (its operator's), and an MCP server's connection
+//! tested through `/api/v1/mcp-servers/{name}/test`.
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use serde_json::{Value, json};
+
+use crate::args::ClientArgs;
+use crate::client::Api;
+
+#[derive(clap::Args, Debug)]
+pub struct SettingsArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    #[command(subcommand)]
+    pub command: SettingsCommand,
+}
+
+/// What is configured on the server.
+#[derive(Subcommand, Debug)]
+pub enum SettingsCommand {
+    /// Model providers: list, delete, rename.
+    Providers {
+        #[command(subcommand)]
+        command: ProvidersCommand,
+    },
+    /// MCP servers: list, delete, rename, test.
+    McpServers {
+        #[command(subcommand)]
+        command: McpServersCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ProvidersCommand {
+    /// Lists the providers: name, type and models.
+    List,
+    /// Deletes a provider stored through the settings (agents that name it are refused).
+    Delete { name: String },
+    /// Renames a custom provider; agents must then name its models by the new name.
+    Rename { name: String, new_name: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum McpServersCommand {
+    /// Lists the servers: name, type and URL.
+    List,
+    /// Deletes a server (agents that name it no longer get its tools).
+    Delete { name: String },
+    /// Renames a server; agents must then name it by the new name.
+    Rename { name: String, new_name: String },
+    /// Connects to a server and lists its tools; exits 1 when that fails.
+    Test { name: String },
+}
+
+pub async fn run(args: SettingsArgs) -> anyhow::Result<ExitCode> {
+    let api = Api::new(&args.client.server, args.client.key());
+    match args.command {
+        SettingsCommand::Providers { command } => providers(&api, command).await,
+        SettingsCommand::McpServers { command } => mcp_servers(&api, command).await,
+    }
+}
+
+async fn providers(api: &Api, command: ProvidersCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        ProvidersCommand::List => {
+            for provider in api.get("/settings/model-providers").await?["data"].as_array().into_iter().flatten() {
+                let models: Vec<&str> =
+                    provider["manifest"]["models"].as_array().into_iter().flatten().filter_map(|model| model["name"].as_str()).collect();
+                println!("{}\t{}\t{}", text(&provider["name"]), text(&provider["manifest"]["type"]), models.join(","));
+            }
+        }
+        ProvidersCommand::Delete { name } => {
+            api.send(reqwest::Method::DELETE, &format!("/settings/model-providers/{}", segment(&name)), &Value::Null).await?;
+            println!("deleted model provider {name}");
+        }
+        ProvidersCommand::Rename { name, new_name } => {
+            let path = format!("/settings/model-providers/{}", segment(&name));
+            let renamed = api.send(reqwest::Method::PATCH, &path, &json!({ "name": new_name })).await?;
+            println!("renamed model provider {name} to {}", text(&renamed["data"]["name"]));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn mcp_servers(api: &Api, command: McpServersCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        McpServersCommand::List => {
+            for server in api.get("/settings/mcp-servers").await?["data"].as_array().into_iter().flatten() {
+                let manifest = &server["manifest"];
+                let place = manifest["url"].as_str().or(manifest["command"].as_str()).unwrap_or("");
+                println!("{}\t{}\t{place}", text(&server["name"]), text(&manifest["type"]));
+            }
+        }
+        McpServersCommand::Delete { name } => {
+            api.send(reqwest::Method::DELETE, &format!("/settings/mcp-servers/{}", segment(&name)), &Value::Null).await?;
+            println!("deleted MCP server {name}");
+        }
+        McpServersCommand::Rename { name, new_name } => {
+            let path = format!("/settings/mcp-servers/{}", segment(&name));
+            let renamed = api.send(reqwest::Method::PATCH, &path, &json!({ "name": new_name })).await?;
+            println!("renamed MCP server {name} to {}", text(&renamed["data"]["name"]));
+        }
+        McpServersCommand::Test { name } => {
+            let verdict = &api.send(reqwest::Method::POST, &format!("/mcp-servers/{}/test", segment(&name)), &json!({})).await?["data"];
+            let tools: Vec<&str> = verdict["tools"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            if verdict["ok"] == true {
+                println!("MCP server {name} works ({} ms): {} tools: {}", verdict["elapsed_ms"], tools.len(), tools.join(", "));
+            } else {
+                eprintln!("MCP server {name} does not work ({}): {}", text(&verdict["error_code"]), text(&verdict["error"]));
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A JSON string as text, `?` for anything else.
+fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or("?")
+}
+
+/// A name as one path segment (names are plain, but a typo with `/` or `?` must not change the
+/// route).
+fn segment(name: &str) -> String {
+    url::form_urlencoded::byte_serialize(name.as_bytes()).collect()
+}
