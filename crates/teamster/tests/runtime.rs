@@ -296,3 +296,36 @@ async fn a_native_tool_approval_outlives_the_runtime_that_asked_for_it() {
     assert_eq!(tool_responses(&resumed.events), ["A3 is on its way"]);
     second.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_sub_agent_calls_the_native_tools_of_its_parent() {
+    let mut config = ServiceConfig::default();
+    order_desk(Arc::default()).register(&mut config).unwrap();
+    let runtime = Runtime::open_with("sqlite::memory:", config).await.unwrap();
+    let model = FakeModelServer::start().await.unwrap();
+    support::add_fake_provider(&runtime, &model).await;
+    let spec = json!({
+        "model": {"name": "fake/fake-model"},
+        "mcp_servers": [{"name": "orders", "preload": true}],
+        "config": {"dynamic_sub_agents": {"enabled": true}},
+    });
+    runtime.save_agent("desk", serde_json::from_value(spec).unwrap()).await.unwrap();
+    let session = runtime.create_session("desk").await.unwrap();
+    let spawn = json!({"name": "clerk", "task": r#"[tool:lookup {"order_id": "A4"}]"#});
+    let finished = runtime.start_turn(&session.id, vec![user_message(format!("[tool:run_sub_agent {spawn}]"))]).await.unwrap();
+    let finished = finished.finish().await.unwrap();
+    let on_threads: Vec<(&str, &str)> = finished
+        .events
+        .iter()
+        .filter_map(|event| match &event.event {
+            Event::ToolResponse(response) if response.content.contains("A4") => Some((response.thread_id.as_str(), response.content.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        on_threads.iter().any(|(thread, content)| *thread != "main" && *content == "A4 is on its way"),
+        "the sub-agent's own call of lookup: {:?}",
+        finished.events
+    );
+    runtime.shutdown().await;
+}
