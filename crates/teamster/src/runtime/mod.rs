@@ -43,7 +43,8 @@ pub enum RuntimeError {
     /// conflict, invalid, ...), as the server's status codes do.
     #[error(transparent)]
     Service(#[from] ServiceError),
-    /// A model provider's definition is not valid.
+    /// A model provider cannot be added: its definition is not valid, or the environment
+    /// holds no key for one ([`Error::MissingApiKey`](crate::Error::MissingApiKey)).
     #[error(transparent)]
     Model(#[from] crate::Error),
     /// The sandbox provider could not start (no `bwrap`, no user namespaces).

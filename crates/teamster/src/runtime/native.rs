@@ -15,12 +15,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use teamster_protocol::ToolInfo;
-use teamster_service::{ServiceConfig, ToolSet};
+use teamster_service::ServiceConfig;
+use teamster_tools::tool_sets::ToolSet;
 use teamster_tools::{ToolAnnotations, ToolGate, ToolOutput, ToolSource};
 
 use crate::{Error, Tool};
 
-pub use teamster_service::ToolScope;
+pub use teamster_tools::tool_sets::ToolScope;
 
 /// Native Rust tools the runtime hosts under one name, called with a context `Ctx` made for
 /// each turn from its [`ToolScope`].
