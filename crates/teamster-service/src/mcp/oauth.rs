@@ -915,7 +915,7 @@ mod tests {
     async fn pending_authorizations_are_sealed_taken_once_and_expire() {
         let store: Arc<dyn Store> =
             Arc::new(teamster_store_sqlite::SqliteStore::connect("sqlite::memory:").await.unwrap());
-        let service = McpHost::start(store.clone(), None, None, crate::sealed::SealedSettings::new(None), false, Arc::default()).await.unwrap();
+        let service = McpHost::start(store.clone(), None, None, crate::sealed::SealedSettings::new(None), false, Arc::default(), Default::default()).await.unwrap();
 
         service.put_pending("state-a", &pending("alice")).await.unwrap();
         let rows = store.list_settings(PENDING_KIND).await.unwrap();
