@@ -298,6 +298,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/mcp-servers/{name}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Test the connection to an MCP server
+         * @description Connects to the server as a turn of the caller would (with the caller's token for an OAuth server) and lists its tools, within 10 s each. A server that fails is a 200 whose `ok` is false, with the reason.
+         */
+        post: operations["testMcpServer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/mcp-servers/{name}/tools": {
         parameters: {
             query?: never;
@@ -747,10 +767,22 @@ export interface paths {
         get: operations["getMcpServerSetting"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete an MCP server
+         * @description Agents that name the server are refused at save time and, at their next turn, fail to connect to it with an error naming it.
+         *
+         *     The server's operator only when the server has API keys (403 for tenant admins and members).
+         */
+        delete: operations["deleteMcpServer"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Rename an MCP server
+         * @description Keeps the server's secrets. Agents that name the old name must be changed to the new one; users of an OAuth server authorize it again.
+         *
+         *     The server's operator only when the server has API keys (403 for tenant admins and members).
+         */
+        patch: operations["renameMcpServer"];
         trace?: never;
     };
     "/api/v1/settings/model-providers": {
@@ -781,6 +813,34 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v1/settings/model-providers/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a model provider
+         * @description Deletes a provider stored through the settings API. Agents that name its models are refused at save time and fail their next turn with an error naming the provider. A provider the server's environment stands for (`OPENAI_API_KEY`, ...) is removed by unsetting the variable and restarting (409 `configured_by_environment`); deleting a stored provider that overrode it brings the environment's back.
+         *
+         *     The server's operator only when the server has API keys (403 for tenant admins and members).
+         */
+        delete: operations["deleteModelProvider"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename a model provider
+         * @description Renames a `custom` provider stored through the settings API, keeping its key (a well-known provider is named by its type). Agents that name the old name must be changed to the new one.
+         *
+         *     The server's operator only when the server has API keys (403 for tenant admins and members).
+         */
+        patch: operations["renameModelProvider"];
         trace?: never;
     };
     "/api/v1/settings/skills": {
@@ -890,13 +950,17 @@ export interface components {
     schemas: {
         /** @description A saved agent as the native API shows it: the latest version's spec under `manifest`. */
         Agent: {
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description Who created the agent (absent for agents stored before agents had owners). */
             created_by_subject?: null | components["schemas"]["Subject"];
+            /** @description This object's id. */
             id: string;
             manifest: components["schemas"]["AgentSpec"];
             name: string;
             /** @description The tenant the agent belongs to (absent without authentication). */
             tenant?: string | null;
+            /** @description When it last changed (RFC 3339, UTC, milliseconds). */
             updated_at: string;
             /**
              * Format: int64
@@ -905,13 +969,19 @@ export interface components {
             version: number;
         };
         AgentInfo: {
+            /** @description The task it was given. */
             input: string;
+            /** @description The model it runs on (`provider/model`). */
             model?: string | null;
+            /** @description The sub-agent's name. */
             name: string;
+            /** @description Which kind of sub-agent it is. */
             type?: string;
         };
         AgentParent: {
+            /** @description The thread that started it. */
             thread_id: string;
+            /** @description The tool call that started it. */
             tool_call_id: string;
         };
         /** @description What a session runs: model, instructions, tools and runtime configuration. */
@@ -921,20 +991,26 @@ export interface components {
              *     (the manifest's `collaborators`; ignored in sessions with their own spec).
              */
             collaborators?: components["schemas"]["Collaborator"][] | null;
+            /** @description Runtime limits and features. */
             config?: null | components["schemas"]["RuntimeConfig"];
             /** @description What the agent is for, from its manifest (a Teamster extension; the model never sees it). */
             description?: string | null;
+            /** @description The system prompt. */
             instructions?: string | null;
+            /** @description The MCP servers whose tools the agent may use. */
             mcp_servers?: components["schemas"]["McpServer"][] | null;
             /** @description Seed user messages sent before the first turn's input. */
             messages?: components["schemas"]["InitialUserMessage"][] | null;
+            /** @description The model the agent runs on, with its sampling parameters. */
             model: components["schemas"]["ModelRef"];
             /**
              * @description The agent's modes (a Teamster extension): each layers its instructions, model and tools
              *     onto this agent, and a session is in one of them at a time.
              */
             modes?: components["schemas"]["ModeSpec"][] | null;
+            /** @description The shape of the agent's final answer: text, any JSON object, or JSON of a schema. */
             response_format?: null | components["schemas"]["ResponseFormat"];
+            /** @description Skills mounted into the agent's sandbox. */
             skills?: components["schemas"]["SkillMount"][] | null;
             /**
              * @description The JSON Schema of the session state (a Teamster extension): an object, starting from
@@ -954,7 +1030,9 @@ export interface components {
         };
         /** @description An API key as listed: everything but its secret. */
         ApiKey: {
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description This object's id. */
             id: string;
             revoked_at?: string | null;
             role: components["schemas"]["Role"];
@@ -963,23 +1041,39 @@ export interface components {
         };
         /** @description A human decision on a gated tool call. */
         Approval: {
+            /**
+             * @description Teamster extension ("always allow"): the session grants the tool, or its category,
+             *     from now on. Clients that do not know it send nothing.
+             */
             always?: null | components["schemas"]["GrantScope"];
-            /** @enum {string} */
+            /**
+             * @description Always `allow`.
+             * @enum {string}
+             */
             status: "allow";
         } | {
             reason?: string | null;
-            /** @enum {string} */
+            /**
+             * @description Always `deny`.
+             * @enum {string}
+             */
             status: "deny";
         };
         AuthInject: {
+            /** @description The credentials. */
             auth_data: components["schemas"]["BasicAuth"];
+            /** @description The hosts whose requests carry them. */
             match: components["schemas"]["HostMatch"];
+            /** @description How they are added: `basic`. */
             type: string;
         };
         /** @description An MCP server agents can name, without its configuration (`AvailableMCPServer`). */
         AvailableMcpServer: {
+            /** @description How the server authenticates, without secrets. */
             auth?: null | components["schemas"]["McpServerAuthPublic"];
+            /** @description Whether the caller may use it now. */
             auth_status: components["schemas"]["McpAuthStatus"];
+            /** @description The server's name. */
             name: string;
             /** @description The server's URL; `stdio:<name>` for a stdio server. */
             url: string;
@@ -998,12 +1092,17 @@ export interface components {
         };
         /** @description A skill agents can name, as a chat lists it (`AvailableSkill`). */
         AvailableSkill: {
+            /** @description When the agent should use the skill. */
             description: string;
+            /** @description The skill's name. */
             name: string;
         };
         BasicAuth: {
+            /** @description The password. */
             password: string;
+            /** @description Always `basic`. */
             type: string;
+            /** @description The user name. */
             username: string;
         };
         /**
@@ -1011,12 +1110,19 @@ export interface components {
          *     in US dollars (counted only for models with known prices). Either may be absent.
          */
         Budget: {
-            /** Format: double */
+            /**
+             * Format: double
+             * @description The most the session's model calls may cost, in US dollars.
+             */
             max_cost_usd?: number | null;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description The most tokens (input and output) the session's model calls may use.
+             */
             max_tokens?: number | null;
         };
         CacheControl: {
+            /** @description The kind of cache: `ephemeral`. */
             type: string;
         };
         /**
@@ -1026,8 +1132,11 @@ export interface components {
         CancelReason: "server-execution-timeout" | "client-cancelled" | "cancelled-for-next-turn" | "abandoned";
         /** @description `GET /capabilities`. */
         Capabilities: {
+            /** @description Whether sessions can have sandboxes. */
             sandbox: components["schemas"]["Enabled"];
+            /** @description Whether settings can be changed through the API. */
             settings: components["schemas"]["Enabled"];
+            /** @description Whether agents can mount skills, and why not. */
             skill: components["schemas"]["SkillCapability"];
         };
         /** @description Teamster extension: `POST /api/v1/sessions/{id}/clone`. */
@@ -1049,7 +1158,10 @@ export interface components {
          *     `replaced_messages` messages of the parent thread's history (seed messages not counted).
          */
         Compaction: {
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description How many messages a summary replaced.
+             */
             replaced_messages: number;
             /**
              * Format: int64
@@ -1058,14 +1170,21 @@ export interface components {
             replaced_tokens?: number;
         };
         CompactionConfig: {
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description The input size, in tokens, past which history is compacted.
+             */
             compaction_threshold_tokens?: number | null;
+            /** @description Whether history is compacted. */
             enabled?: boolean;
         };
         /** @description A configured MCP server, secrets redacted (`ConfiguredMCPServer`). */
         ConfiguredMcpServer: {
+            /** @description Whether the caller may use it now. */
             auth_status: components["schemas"]["McpAuthStatus"];
+            /** @description The server, its secrets redacted. */
             manifest: components["schemas"]["McpServerManifest"];
+            /** @description The server's name. */
             name: string;
         };
         ConfiguredModel: {
@@ -1073,29 +1192,45 @@ export interface components {
             model_id: string;
             /** @description The name agents use after `provider/`. */
             name: string;
+            /** @description What the model can do and costs. */
             properties?: components["schemas"]["ModelProperties"];
         };
         /** @description A configured provider as listed: `{ name, manifest }` with the key redacted. */
         ConfiguredModelProvider: {
+            /** @description The provider, its API key redacted. */
             manifest: components["schemas"]["ModelProviderManifest"];
+            /** @description The provider's name (the part before `/` in model names). */
             name: string;
         };
         /** @description A configured skill (`ConfiguredSkill`). */
         ConfiguredSkill: {
+            /** @description The skill. */
             manifest: components["schemas"]["SkillManifest"];
+            /** @description The skill's name. */
             name: string;
         };
         ContentPart: {
             text: string;
-            /** @enum {string} */
+            /**
+             * @description Always `text`: the kind of this object.
+             * @enum {string}
+             */
             type: "text";
         } | {
             refusal: string;
-            /** @enum {string} */
+            /**
+             * @description Always `refusal`: the kind of this object.
+             * @enum {string}
+             */
             type: "refusal";
         };
         ContextManagementConfig: {
+            /** @description Summarizing early history when the conversation grows past a threshold. */
             compaction?: null | components["schemas"]["CompactionConfig"];
+            /**
+             * @description Keeping large tool results out of the context, with a preview and a way to read them in
+             *     parts.
+             */
             large_tool_response?: null | components["schemas"]["Toggle"];
         };
         /**
@@ -1111,7 +1246,9 @@ export interface components {
          *     }
          */
         CreateAgentRequest: {
+            /** @description What the agent runs. */
             manifest: components["schemas"]["AgentSpec"];
+            /** @description The agent's name: 2-64 characters of a-z, 0-9, '.', '_' or '-'. */
             name: string;
         };
         /** @description A created key: its record and the key itself, shown this once. */
@@ -1139,7 +1276,9 @@ export interface components {
          *     }
          */
         CreateSessionRequest: {
+            /** @description The agent the session runs: a saved agent by name, or a spec. */
             agent: components["schemas"]["SessionAgentInput"];
+            /** @description The session's title; made from the first message when absent. */
             title?: string | null;
         };
         /**
@@ -1196,8 +1335,11 @@ export interface components {
         Data_Capabilities: {
             /** @description `GET /capabilities`. */
             data: {
+                /** @description Whether sessions can have sandboxes. */
                 sandbox: components["schemas"]["Enabled"];
+                /** @description Whether settings can be changed through the API. */
                 settings: components["schemas"]["Enabled"];
+                /** @description Whether agents can mount skills, and why not. */
                 skill: components["schemas"]["SkillCapability"];
             };
         };
@@ -1205,8 +1347,11 @@ export interface components {
         Data_ConfiguredMcpServer: {
             /** @description A configured MCP server, secrets redacted (`ConfiguredMCPServer`). */
             data: {
+                /** @description Whether the caller may use it now. */
                 auth_status: components["schemas"]["McpAuthStatus"];
+                /** @description The server, its secrets redacted. */
                 manifest: components["schemas"]["McpServerManifest"];
+                /** @description The server's name. */
                 name: string;
             };
         };
@@ -1214,7 +1359,9 @@ export interface components {
         Data_ConfiguredModelProvider: {
             /** @description A configured provider as listed: `{ name, manifest }` with the key redacted. */
             data: {
+                /** @description The provider, its API key redacted. */
                 manifest: components["schemas"]["ModelProviderManifest"];
+                /** @description The provider's name (the part before `/` in model names). */
                 name: string;
             };
         };
@@ -1222,7 +1369,9 @@ export interface components {
         Data_ConfiguredSkill: {
             /** @description A configured skill (`ConfiguredSkill`). */
             data: {
+                /** @description The skill. */
                 manifest: components["schemas"]["SkillManifest"];
+                /** @description The skill's name. */
                 name: string;
             };
         };
@@ -1241,12 +1390,39 @@ export interface components {
             };
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_McpServerTestResult: {
+            /**
+             * @description The outcome of `POST /mcp-servers/{name}/test`: whether this server could connect to the
+             *     MCP server and list its tools, as a turn would.
+             */
+            data: {
+                /**
+                 * Format: int64
+                 * @description How long connecting and listing took, in milliseconds.
+                 */
+                elapsed_ms: number;
+                /** @description What failed, in words; absent when it worked. */
+                error?: string | null;
+                /**
+                 * @description Why it failed: `unreachable` (it could not be reached or answered wrongly),
+                 *     `auth_required` (it wants authorization, the caller's first for an OAuth server) or
+                 *     `invalid_config` (its configuration cannot be used here); absent when it worked.
+                 */
+                error_code?: string | null;
+                /** @description Whether the server connected and listed its tools. */
+                ok: boolean;
+                /** @description The names of the tools it listed (empty when it failed). */
+                tools: string[];
+            };
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
         Data_QueuedMessage: {
             /**
              * @description A message queued to start a session's next turn once the running one ends
              *     (`/api/v1/sessions/{id}/follow-ups`), or to join the running turn (`.../steer`).
              */
             data: {
+                /** @description The message: text, or parts. */
                 content: components["schemas"]["UserContent"];
                 created_at: string;
                 id: string;
@@ -1256,15 +1432,21 @@ export interface components {
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
         Data_Session: {
+            /** @description The requested object or objects. */
             data: components["schemas"]["SessionControl"] & {
+                /** @description What the session runs: a saved agent (by id and version) or an inline spec. */
                 agent: components["schemas"]["SessionAgent"];
+                /** @description The saved agent the session runs, by name. */
                 agent_name?: string | null;
                 agent_spec?: null | components["schemas"]["AgentSpec"];
                 created_at: string;
+                /** @description The id of the subject that created it. */
                 created_by: string;
                 created_by_subject: components["schemas"]["Subject"];
                 id: string;
+                /** @description The session's title. */
                 title?: string | null;
+                /** @description `agent-session` for a session of the native API. */
                 type: components["schemas"]["SessionKind"];
                 updated_at: string;
             };
@@ -1277,9 +1459,14 @@ export interface components {
              *     list.
              */
             data: {
+                /** @description How many tasks are in each state. */
                 summary: components["schemas"]["TaskSummary"];
+                /** @description The tasks, in order. */
                 tasks: components["schemas"]["Task"][];
-                /** Format: int64 */
+                /**
+                 * Format: int64
+                 * @description How many changes the list has had.
+                 */
                 version: number;
             };
         };
@@ -1290,14 +1477,17 @@ export interface components {
                 created_at: string;
                 created_by_subject: components["schemas"]["Subject"];
                 id: string;
+                /** @description What the turn was given: the user's message, approvals, answers. */
                 input?: components["schemas"]["TurnInput"][];
                 previous_turn_id?: string | null;
                 session_id: string;
+                /** @description Where the turn is: `running`, or how it ended. */
                 state: components["schemas"]["TurnState"];
             };
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
         Data_Vec_Agent: {
+            /** @description The requested object or objects. */
             data: {
                 created_at: string;
                 created_by_subject?: null | components["schemas"]["Subject"];
@@ -1316,6 +1506,7 @@ export interface components {
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
         Data_Vec_ApiKey: {
+            /** @description The requested object or objects. */
             data: {
                 created_at: string;
                 id: string;
@@ -1327,9 +1518,12 @@ export interface components {
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
         Data_Vec_AvailableMcpServer: {
+            /** @description The requested object or objects. */
             data: {
                 auth?: null | components["schemas"]["McpServerAuthPublic"];
+                /** @description Whether the caller may use it now. */
                 auth_status: components["schemas"]["McpAuthStatus"];
+                /** @description The server's name. */
                 name: string;
                 /** @description The server's URL; `stdio:<name>` for a stdio server. */
                 url: string;
@@ -1337,6 +1531,7 @@ export interface components {
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
         Data_Vec_AvailableModel: {
+            /** @description The requested object or objects. */
             data: {
                 /** @description The id sent to the provider. */
                 model_id: string;
@@ -1348,50 +1543,67 @@ export interface components {
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
         Data_Vec_AvailableSkill: {
+            /** @description The requested object or objects. */
             data: {
+                /** @description When the agent should use the skill. */
                 description: string;
+                /** @description The skill's name. */
                 name: string;
             }[];
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
         Data_Vec_ConfiguredMcpServer: {
+            /** @description The requested object or objects. */
             data: {
+                /** @description Whether the caller may use it now. */
                 auth_status: components["schemas"]["McpAuthStatus"];
+                /** @description The server, its secrets redacted. */
                 manifest: components["schemas"]["McpServerManifest"];
+                /** @description The server's name. */
                 name: string;
             }[];
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
         Data_Vec_ConfiguredModelProvider: {
+            /** @description The requested object or objects. */
             data: {
+                /** @description The provider, its API key redacted. */
                 manifest: components["schemas"]["ModelProviderManifest"];
+                /** @description The provider's name (the part before `/` in model names). */
                 name: string;
             }[];
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
         Data_Vec_ConfiguredSkill: {
+            /** @description The requested object or objects. */
             data: {
+                /** @description The skill. */
                 manifest: components["schemas"]["SkillManifest"];
+                /** @description The skill's name. */
                 name: string;
             }[];
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
         Data_Vec_Grant: {
+            /** @description The requested object or objects. */
             data: {
                 category?: null | components["schemas"]["ToolCategory"];
                 created_at: string;
                 id: string;
+                /** @description The tool allowed, for a grant of one tool. */
                 tool?: string | null;
             }[];
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
         Data_Vec_JsonObject: {
+            /** @description The requested object or objects. */
             data: {
                 [key: string]: unknown;
             }[];
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
         Data_Vec_Plan: {
+            /** @description The requested object or objects. */
             data: {
                 created_at: string;
                 /** @description The user's feedback on a rejected plan. */
@@ -1402,8 +1614,11 @@ export interface components {
                 mode: string;
                 /** @description The plan, as markdown. */
                 plan: string;
+                /** @description Where the plan stands. */
                 status: components["schemas"]["PlanStatus"];
+                /** @description The plan's title. */
                 title: string;
+                /** @description The mode the plan's approval switches to. */
                 transitions_to: string;
                 /** @description The turn that submitted it. */
                 turn_id: string;
@@ -1411,7 +1626,9 @@ export interface components {
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
         Data_Vec_QueuedMessage: {
+            /** @description The requested object or objects. */
             data: {
+                /** @description The message: text, or parts. */
                 content: components["schemas"]["UserContent"];
                 created_at: string;
                 id: string;
@@ -1421,85 +1638,144 @@ export interface components {
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
         Data_Vec_SkillManifest: {
+            /** @description The requested object or objects. */
             data: {
                 /** @description Concise guidance for when the agent should use the skill. */
                 description: string;
+                /** @description The skill's name, which agents use. */
                 name: string;
                 /** @description The skill's directory within the repository; its root when absent. */
                 path?: string | null;
                 /** @description A branch, tag or commit SHA. */
                 ref: string;
+                /** @description Where the skill comes from: `git`. */
                 type: components["schemas"]["SkillType"];
                 /** @description The repository: an `https://` URL (Teamster also takes `http://` and `git://`). */
                 url: string;
             }[];
         };
         DeltaFunction: {
+            /** @description Text to append to the arguments (JSON). */
             arguments?: string | null;
+            /** @description The function's name, in the first fragment. */
             name?: string | null;
         };
         DeltaToolCall: {
+            /** @description Fragments of the function's name and arguments. */
             function?: null | components["schemas"]["DeltaFunction"];
+            /** @description This object's id. */
             id?: string | null;
-            /** Format: int32 */
+            /**
+             * Format: int32
+             * @description Which of the message's tool calls this fragment belongs to.
+             */
             index: number;
+            /** @description Fields the model provider added, passed through. */
             provider_specific_fields?: {
                 [key: string]: unknown;
             } | null;
+            /** @description Where the tool comes from: a built-in or an MCP server. */
             tool_info?: null | components["schemas"]["ToolInfo"];
+            /** @description Always `function` when present. */
             type?: string | null;
         };
         /** @description An empty JSON object, the body of cancel and delete responses. */
         Empty: Record<string, never>;
         Enabled: {
+            /** @description Whether it is available. */
             enabled: boolean;
         };
         ErrorDetail: {
             /** @description Always a string when present: clients fail on any other type. */
             code?: string | null;
+            /** @description What failed, in words. */
             message: string;
+            /**
+             * @description The request field the error is about, as a path (`manifest.models[0].name`), when it is
+             *     about one.
+             */
             param?: string | null;
+            /** @description The class of error, such as `invalid_request_error` or `not_found_error`. */
             type?: string | null;
         };
         /** @description One event of a turn, by `type`. */
         Event: (components["schemas"]["TurnCreated"] & {
-            /** @enum {string} */
+            /**
+             * @description Always `turn.created`: the kind of this object.
+             * @enum {string}
+             */
             type: "turn.created";
         }) | (components["schemas"]["TurnDone"] & {
-            /** @enum {string} */
+            /**
+             * @description Always `turn.done`: the kind of this object.
+             * @enum {string}
+             */
             type: "turn.done";
         }) | (components["schemas"]["ModelMessage"] & {
-            /** @enum {string} */
+            /**
+             * @description Always `model.message`: the kind of this object.
+             * @enum {string}
+             */
             type: "model.message";
         }) | (components["schemas"]["ModelMessageDelta"] & {
-            /** @enum {string} */
+            /**
+             * @description Always `model.message.delta`: the kind of this object.
+             * @enum {string}
+             */
             type: "model.message.delta";
         }) | (components["schemas"]["ToolResponse"] & {
-            /** @enum {string} */
+            /**
+             * @description Always `tool.response`: the kind of this object.
+             * @enum {string}
+             */
             type: "tool.response";
         }) | (components["schemas"]["ThreadCreated"] & {
-            /** @enum {string} */
+            /**
+             * @description Always `thread.created`: the kind of this object.
+             * @enum {string}
+             */
             type: "thread.created";
         }) | (components["schemas"]["ThreadDone"] & {
-            /** @enum {string} */
+            /**
+             * @description Always `thread.done`: the kind of this object.
+             * @enum {string}
+             */
             type: "thread.done";
         }) | (components["schemas"]["McpInitialize"] & {
-            /** @enum {string} */
+            /**
+             * @description Always `mcp.initialize`: the kind of this object.
+             * @enum {string}
+             */
             type: "mcp.initialize";
         }) | (components["schemas"]["McpAuthRequired"] & {
-            /** @enum {string} */
+            /**
+             * @description Always `mcp.auth_required`: the kind of this object.
+             * @enum {string}
+             */
             type: "mcp.auth_required";
         }) | (components["schemas"]["SandboxCreated"] & {
-            /** @enum {string} */
+            /**
+             * @description Always `sandbox.created`: the kind of this object.
+             * @enum {string}
+             */
             type: "sandbox.created";
         }) | (components["schemas"]["ToolCallsPending"] & {
-            /** @enum {string} */
+            /**
+             * @description Always `tool.approval_required`: the kind of this object.
+             * @enum {string}
+             */
             type: "tool.approval_required";
         }) | (components["schemas"]["ToolCallsPending"] & {
-            /** @enum {string} */
+            /**
+             * @description Always `tool.response_required`: the kind of this object.
+             * @enum {string}
+             */
             type: "tool.response_required";
         }) | (components["schemas"]["ToolProgress"] & {
-            /** @enum {string} */
+            /**
+             * @description Always `tool.progress`: the kind of this object.
+             * @enum {string}
+             */
             type: "tool.progress";
         });
         /**
@@ -1507,9 +1783,15 @@ export interface components {
          *     wait their turn), and how many sub-agent threads the whole turn may start, at every depth.
          */
         FanOutConfig: {
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description How many tool calls of one model message run at once.
+             */
             max_parallel_tool_calls?: number | null;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description How many sub-agent threads one turn may start, at every depth.
+             */
             max_threads_per_turn?: number | null;
         };
         /** @enum {string} */
@@ -1517,6 +1799,7 @@ export interface components {
         FunctionCall: {
             /** @description The arguments as JSON text, exactly as the model produced them. */
             arguments: string;
+            /** @description The tool's name as the model calls it. */
             name: string;
         };
         /** @description Session type and identity for the current request. */
@@ -1539,9 +1822,13 @@ export interface components {
          *     without asking for the rest of the session, until revoked.
          */
         Grant: {
+            /** @description The category allowed, for a grant of a category. */
             category?: null | components["schemas"]["ToolCategory"];
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description This object's id. */
             id: string;
+            /** @description The tool allowed, for a grant of one tool. */
             tool?: string | null;
         };
         /**
@@ -1550,6 +1837,7 @@ export interface components {
          */
         GrantScope: "tool" | "category";
         HostMatch: {
+            /** @description Host names. */
             hosts: string[];
         };
         /** @description A seed message of an agent spec (text only). */
@@ -1559,15 +1847,30 @@ export interface components {
         };
         /** @description Where a call's input tokens went. */
         InputTokensBreakdown: {
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Text the harness added: summaries of compacted history, notes on shortened tool results.
+             */
             harness: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description The agent's instructions.
+             */
             instructions: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description The conversation's messages.
+             */
             messages: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description The skills section of the system prompt.
+             */
             skills: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description The definitions of the tools offered.
+             */
             tool_definitions: number;
         };
         /** @description A JSON object the server passes on as it is (an MCP server's tool entries, a session state). */
@@ -1575,44 +1878,66 @@ export interface components {
             [key: string]: unknown;
         };
         JsonSchemaFormat: {
+            /** @description What the answer is, for the model. */
             description?: string | null;
+            /** @description The schema's name. */
             name: string;
+            /** @description The JSON Schema the answer follows. */
             schema?: unknown;
+            /** @description Whether the provider must hold the answer to the schema exactly. */
             strict?: boolean | null;
         };
         McpAuthRequired: {
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description This object's id. */
             id: string;
+            /** @description The servers that want the user's authorization. */
             mcp_servers: components["schemas"]["McpServerAuth"][];
+            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
             thread_id?: string | null;
         };
         /** @description Whether an MCP server can be used as configured (`MCPAuthStatus`). */
         McpAuthStatus: {
+            /** @description Where the caller authorizes the server, when it must. */
             authorization_url?: string | null;
             /** @description `authenticated`, `auth_required` or `not_required`. */
             status: string;
         };
         McpInitialize: {
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description This object's id. */
             id: string;
+            /** @description Each server the turn connected to, or why it could not. */
             mcp_servers: components["schemas"]["McpServerInit"][];
+            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
             thread_id: string;
         };
         /** @description An MCP server the agent may use, with its tool and approval selectors. */
         McpServer: components["schemas"]["McpServerSource"] & {
+            /** @description The server's tools the agent may not use, by name or selector. */
             disable_tools?: string[] | null;
+            /** @description The server's tools the agent may use, by name or selector; absent for all. */
             enable_tools?: string[] | null;
+            /** @description Whether all the server's tools are offered from the first call. */
             preload?: boolean | null;
+            /** @description Tools offered to the model from the first call; the others are found through tool search. */
             preload_tools?: string[] | null;
+            /** @description Tools whose calls wait for a person's approval, by name or selector. */
             require_approval_for_tools?: string[] | null;
         };
         McpServerAuth: {
+            /** @description The page where the user authorizes it. */
             auth_url: string;
+            /** @description This object's id. */
             id: string;
+            /** @description The server's name. */
             name: string;
         };
         /** @description The kind of authentication a server uses, without secrets (`MCPServerAuthPublic`). */
         McpServerAuthPublic: {
+            /** @description `header` (static headers) or `dcr` (OAuth per user). */
             type: string;
         };
         McpServerInit: {
@@ -1621,9 +1946,13 @@ export interface components {
              *     its tools. Absent when it was.
              */
             error?: string | null;
+            /** @description This object's id. */
             id: string;
+            /** @description The server's name, as the agent names it. */
             name: string;
+            /** @description The id of the session it belongs to. */
             session_id?: string | null;
+            /** @description How the server is reached: `streamable-http`, `sse` or `stdio`. */
             transport_type?: string | null;
         };
         /**
@@ -1637,9 +1966,11 @@ export interface components {
         McpServerManifest: {
             /** @description Teamster extension for stdio servers: the program's arguments. */
             args?: string[] | null;
+            /** @description How this server authenticates to it: static headers, or OAuth per user (`dcr`). */
             auth?: null | components["schemas"]["McpServerAuth"];
             /** @description Teamster extension for stdio servers: the program to start. */
             command?: string | null;
+            /** @description What the server offers. */
             description?: string | null;
             /**
              * @description Teamster extension for stdio servers: variables set for the program, which does not
@@ -1648,14 +1979,18 @@ export interface components {
             env?: {
                 [key: string]: string;
             } | null;
+            /** @description The server's name, which agents use: 2-64 characters of a-z, 0-9, '.', '_' or '-'. */
             name: string;
             /** @description Teamster extension for remote servers: `streamable-http` (the default) or `sse`. */
             transport?: string | null;
+            /** @description `remote` (a server at `url`) or `stdio` (a command this server starts). */
             type: string;
+            /** @description Where a remote server listens. */
             url?: string | null;
         };
         /** @description `POST|PUT /settings/mcp-servers`. */
         McpServerRequest: {
+            /** @description The MCP server. */
             manifest: components["schemas"]["McpServerManifest"];
         };
         McpServerSource: {
@@ -1674,15 +2009,45 @@ export interface components {
             /** @description An inline server's URL (required for `inline`). */
             url?: string;
         };
+        /**
+         * @description The outcome of `POST /mcp-servers/{name}/test`: whether this server could connect to the
+         *     MCP server and list its tools, as a turn would.
+         */
+        McpServerTestResult: {
+            /**
+             * Format: int64
+             * @description How long connecting and listing took, in milliseconds.
+             */
+            elapsed_ms: number;
+            /** @description What failed, in words; absent when it worked. */
+            error?: string | null;
+            /**
+             * @description Why it failed: `unreachable` (it could not be reached or answered wrongly),
+             *     `auth_required` (it wants authorization, the caller's first for an OAuth server) or
+             *     `invalid_config` (its configuration cannot be used here); absent when it worked.
+             */
+            error_code?: string | null;
+            /** @description Whether the server connected and listed its tools. */
+            ok: boolean;
+            /** @description The names of the tools it listed (empty when it failed). */
+            tools: string[];
+        };
         MessageContent: string | components["schemas"]["ContentPart"][];
         /** @description A complete model message, also the placeholder that starts a streamed one. */
         ModelMessage: {
+            /** @description The message's text, or its parts. */
             content?: null | components["schemas"]["MessageContent"];
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description Why the model stopped. */
             finish_reason?: null | components["schemas"]["FinishReason"];
+            /** @description This object's id. */
             id: string;
+            /** @description The name of the agent that wrote it. */
             name?: string | null;
+            /** @description The model's reasoning, as text, when the provider shows it. */
             reasoning_content?: string | null;
+            /** @description The model's refusal, when it refused. */
             refusal?: string | null;
             /**
              * @description The user's instructions that joined the running turn right before this message (a
@@ -1695,36 +2060,63 @@ export interface components {
              *     extension, absent when there are none): they go back to the provider with the message.
              */
             thinking_blocks?: components["schemas"]["ThinkingBlock"][] | null;
+            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
             thread_id: string;
+            /** @description The tools the model called. */
             tool_calls?: components["schemas"]["ToolCall"][] | null;
+            /** @description The call's token usage. */
             usage?: null | components["schemas"]["Usage"];
         };
         /** @description A fragment of a streamed model message. */
         ModelMessageDelta: {
+            /** @description Text to append to the message's content. */
             content?: string | null;
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at?: string | null;
+            /** @description Why the model stopped, in the last fragment. */
             finish_reason?: null | components["schemas"]["FinishReason"];
+            /** @description This object's id. */
             id: string;
+            /** @description Reasoning text to append. */
             reasoning_content?: string | null;
+            /** @description Refusal text to append. */
             refusal?: string | null;
             /** @description Complete reasoning blocks, appended in order (the Teamster extension of [`ModelMessage`]). */
             thinking_blocks?: components["schemas"]["ThinkingBlock"][] | null;
+            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
             thread_id: string;
+            /** @description Fragments of tool calls, each merged into the call of its `index`. */
             tool_calls?: components["schemas"]["DeltaToolCall"][] | null;
+            /** @description The call's token usage, in the last fragment. */
             usage?: null | components["schemas"]["Usage"];
         };
         /** @description Sampling parameters. Unknown keys are kept and passed through to providers that accept them. */
         ModelParams: {
+            /** @description Prompt caching: `{"type": "ephemeral"}` marks the stable prefix for the provider's cache. */
             cache_control?: null | components["schemas"]["CacheControl"];
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description The most tokens the model may write in one call.
+             */
             max_tokens?: number | null;
+            /** @description Whether the model may call several tools in one message. */
             parallel_tool_calls?: boolean | null;
+            /** @description How hard a reasoning model thinks: `low`, `medium` or `high` (the model's own levels). */
             reasoning_effort?: string | null;
-            /** Format: double */
+            /**
+             * Format: double
+             * @description Sampling temperature: higher is more varied.
+             */
             temperature?: number | null;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Sample from this many most likely tokens only (providers that support it).
+             */
             top_k?: number | null;
-            /** Format: double */
+            /**
+             * Format: double
+             * @description Nucleus sampling: the share of probability mass sampled from.
+             */
             top_p?: number | null;
         } & {
             [key: string]: unknown;
@@ -1738,21 +2130,42 @@ export interface components {
          *     (and the dearer cache writes) most providers charge.
          */
         ModelPricing: {
-            /** Format: double */
+            /**
+             * Format: double
+             * @description US dollars per million input tokens read from the prompt cache; the input price when absent.
+             */
             cache_read_per_million?: number | null;
-            /** Format: double */
+            /**
+             * Format: double
+             * @description US dollars per million input tokens written to the prompt cache; the input price when
+             *     absent.
+             */
             cache_write_per_million?: number | null;
-            /** Format: double */
+            /**
+             * Format: double
+             * @description US dollars per million input tokens not read from or written to the cache.
+             */
             input_per_million: number;
-            /** Format: double */
+            /**
+             * Format: double
+             * @description US dollars per million output tokens.
+             */
             output_per_million: number;
         };
         ModelProperties: {
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description The model's context window, in tokens.
+             */
             context_length?: number | null;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description The most tokens the model writes in one call.
+             */
             max_output_tokens?: number | null;
+            /** @description What the model costs; absent when unknown, and then no cost is computed. */
             pricing?: null | components["schemas"]["ModelPricing"];
+            /** @description The reasoning efforts the model accepts, for pickers. */
             reasoning_efforts?: string[] | null;
         };
         /**
@@ -1762,7 +2175,9 @@ export interface components {
          *     (any OpenAI-compatible endpoint) carry their own `name` and a `base_url`.
          */
         ModelProviderManifest: {
+            /** @description The API key; redacted in every response. */
             auth?: null | components["schemas"]["ProviderAuth"];
+            /** @description The API's base URL; a well-known provider's default when absent. */
             base_url?: string | null;
             /**
              * Format: int64
@@ -1770,17 +2185,29 @@ export interface components {
              *     free slot. Absent means the server's default (64).
              */
             max_concurrent_requests?: number | null;
+            /** @description The models agents may name, each `provider/name`. */
             models: components["schemas"]["ConfiguredModel"][];
+            /**
+             * @description The provider's name, for `custom` providers (agents name its models `NAME/model`); a well-
+             *     known provider is named by its type.
+             */
             name?: string | null;
+            /**
+             * @description The provider's type: a well-known provider (`openai`, `anthropic`, ...) or `custom` (any
+             *     OpenAI-compatible endpoint).
+             */
             type: string;
         };
         /** @description `POST|PUT /settings/model-providers`. */
         ModelProviderRequest: {
+            /** @description The provider. */
             manifest: components["schemas"]["ModelProviderManifest"];
         };
         /** @description A model named `provider/model`, with optional sampling parameters. */
         ModelRef: {
+            /** @description The model as `provider/model` (`openai/gpt-4o-mini`). */
             name: string;
+            /** @description Sampling parameters. */
             params?: null | components["schemas"]["ModelParams"];
         };
         /** @description One mode of an agent (`plan`, `build`, ...): what it changes of the agent it is part of. */
@@ -1789,6 +2216,7 @@ export interface components {
             additional_tools?: components["schemas"]["McpServer"][] | null;
             /** @description The mode a session starts in (the first mode when none is marked). */
             default?: boolean;
+            /** @description What the mode is for, shown in mode pickers. */
             description?: string | null;
             /** @description Unique among the agent's modes: 1-64 characters of a-z, 0-9, `_` and `-`. */
             id: string;
@@ -1804,10 +2232,12 @@ export interface components {
             transitions_to?: string | null;
         };
         NetworkPolicy: {
+            /** @description Credentials added to requests to matching hosts. */
             auth_inject?: components["schemas"]["AuthInject"][] | null;
         };
         /** @description `{ "data": [...], "pagination": ... }`, the envelope of every list response. */
         Page_Event: {
+            /** @description This page's items, in the list's order. */
             data: ((components["schemas"]["TurnCreated"] & {
                 /** @enum {string} */
                 type: "turn.created";
@@ -1848,43 +2278,58 @@ export interface components {
                 /** @enum {string} */
                 type: "tool.progress";
             }))[];
+            /** @description The page's size and the tokens of the pages after and before it. */
             pagination: components["schemas"]["TokenPagination"];
         };
         /** @description `{ "data": [...], "pagination": ... }`, the envelope of every list response. */
         Page_Session: {
+            /** @description This page's items, in the list's order. */
             data: (components["schemas"]["SessionControl"] & {
+                /** @description What the session runs: a saved agent (by id and version) or an inline spec. */
                 agent: components["schemas"]["SessionAgent"];
+                /** @description The saved agent the session runs, by name. */
                 agent_name?: string | null;
                 agent_spec?: null | components["schemas"]["AgentSpec"];
                 created_at: string;
+                /** @description The id of the subject that created it. */
                 created_by: string;
                 created_by_subject: components["schemas"]["Subject"];
                 id: string;
+                /** @description The session's title. */
                 title?: string | null;
+                /** @description `agent-session` for a session of the native API. */
                 type: components["schemas"]["SessionKind"];
                 updated_at: string;
             })[];
+            /** @description The page's size and the tokens of the pages after and before it. */
             pagination: components["schemas"]["TokenPagination"];
         };
         /** @description `{ "data": [...], "pagination": ... }`, the envelope of every list response. */
         Page_SessionEventItem: {
+            /** @description This page's items, in the list's order. */
             data: {
+                /** @description The event. */
                 event: components["schemas"]["Event"];
                 turn_id: string;
             }[];
+            /** @description The page's size and the tokens of the pages after and before it. */
             pagination: components["schemas"]["TokenPagination"];
         };
         /** @description `{ "data": [...], "pagination": ... }`, the envelope of every list response. */
         Page_Turn: {
+            /** @description This page's items, in the list's order. */
             data: (components["schemas"]["SessionControl"] & {
                 created_at: string;
                 created_by_subject: components["schemas"]["Subject"];
                 id: string;
+                /** @description What the turn was given: the user's message, approvals, answers. */
                 input?: components["schemas"]["TurnInput"][];
                 previous_turn_id?: string | null;
                 session_id: string;
+                /** @description Where the turn is: `running`, or how it ended. */
                 state: components["schemas"]["TurnState"];
             })[];
+            /** @description The page's size and the tokens of the pages after and before it. */
             pagination: components["schemas"]["TokenPagination"];
         };
         /**
@@ -1898,15 +2343,18 @@ export interface components {
          *     `require_approval_for_tools` (which decides what neither names).
          */
         PermissionPolicy: {
+            /** @description Allow, ask or deny, by tool category. */
             categories?: {
                 [key: string]: components["schemas"]["Permission"];
             };
+            /** @description Allow, ask or deny, by tool name; over the categories. */
             tools?: {
                 [key: string]: components["schemas"]["Permission"];
             };
         };
         /** @description A plan the agent submitted with `submit_plan` (`GET /api/v1/sessions/{id}/plans`). */
         Plan: {
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
             /** @description The user's feedback on a rejected plan. */
             feedback?: string | null;
@@ -1916,8 +2364,11 @@ export interface components {
             mode: string;
             /** @description The plan, as markdown. */
             plan: string;
+            /** @description Where the plan stands. */
             status: components["schemas"]["PlanStatus"];
+            /** @description The plan's title. */
             title: string;
+            /** @description The mode the plan's approval switches to. */
             transitions_to: string;
             /** @description The turn that submitted it. */
             turn_id: string;
@@ -1929,6 +2380,10 @@ export interface components {
          */
         PlanStatus: "draft" | "pending_approval" | "approved" | "executing" | "executed" | "failed";
         ProviderAuth: {
+            /**
+             * @description The provider's API key; redacted in every response, and a redacted key sent back keeps the
+             *     stored one.
+             */
             api_key: string;
         };
         /**
@@ -1936,8 +2391,11 @@ export interface components {
          *     (`/api/v1/sessions/{id}/follow-ups`), or to join the running turn (`.../steer`).
          */
         QueuedMessage: {
+            /** @description The message: text, or parts. */
             content: components["schemas"]["UserContent"];
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description This object's id. */
             id: string;
             /** @description The turn the follow-up started, when posting it started one at once. */
             turn_id?: string | null;
@@ -1949,7 +2407,19 @@ export interface components {
          *     }
          */
         QueueMessageRequest: {
+            /** @description The message: text, or parts. */
             content: components["schemas"]["UserContent"];
+        };
+        /**
+         * @description `PATCH /settings/model-providers/{name}` and `PATCH /settings/mcp-servers/{name}`: a new
+         *     name for a configured provider or server.
+         */
+        RenameSettingRequest: {
+            /**
+             * @description The new name: 2-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter and
+             *     ending with a letter or digit. Agents that name the old name must be changed to it.
+             */
+            name: string;
         };
         /**
          * @description The error body of every 4xx and 5xx response.
@@ -1963,17 +2433,27 @@ export interface components {
          *     }
          */
         RequestErrorResponse: {
+            /** @description What failed. */
             error: components["schemas"]["ErrorDetail"];
         };
         ResponseFormat: {
-            /** @enum {string} */
+            /**
+             * @description Always `text`: the kind of this object.
+             * @enum {string}
+             */
             type: "text";
         } | {
-            /** @enum {string} */
+            /**
+             * @description Always `json_object`: the kind of this object.
+             * @enum {string}
+             */
             type: "json_object";
         } | {
             json_schema: components["schemas"]["JsonSchemaFormat"];
-            /** @enum {string} */
+            /**
+             * @description Always `json_schema`: the kind of this object.
+             * @enum {string}
+             */
             type: "json_schema";
         };
         /**
@@ -1986,16 +2466,41 @@ export interface components {
         Role: "operator" | "admin" | "member";
         /** @description Runtime limits and features of an agent. Absent sub-objects take the spec's defaults. */
         RuntimeConfig: {
+            /** @description Whether the agent may ask the user questions (the turn waits for the answer). */
             ask_user_questions?: null | components["schemas"]["Toggle"];
+            /**
+             * @description Teamster extension: what one session of this agent may spend on model calls, over all
+             *     its turns; a turn that reaches it ends, before its next model call, in error naming the
+             *     budget.
+             */
             budget?: null | components["schemas"]["Budget"];
+            /** @description How a long conversation is kept within the model's context. */
             context_management?: null | components["schemas"]["ContextManagementConfig"];
+            /** @description Whether the model may start sub-agents it describes itself, and how deep they nest. */
             dynamic_sub_agents?: null | components["schemas"]["SubAgentsConfig"];
+            /**
+             * @description Teamster extension: how far one turn may fan out; each value may only lower the
+             *     operator's (a larger one is ignored).
+             */
             fan_out?: null | components["schemas"]["FanOutConfig"];
+            /** @description Whether the agent may answer with UI components. */
             generative_ui?: null | components["schemas"]["Toggle"];
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description The most model calls one turn makes.
+             */
             iteration_limit?: number | null;
+            /** @description The session's sandbox: a workspace and the `exec` tool. */
             sandbox?: null | components["schemas"]["SandboxConfig"];
+            /**
+             * @description Teamster extension: the agent reads and changes the session state with the tools
+             *     `state_get` and `state_update`.
+             */
             state_tool?: null | components["schemas"]["Toggle"];
+            /**
+             * @description Teamster extension: the session's task list and its tools (`task_write`, `task_update`,
+             *     `task_complete`, `task_check`); off unless enabled.
+             */
             tasks?: null | components["schemas"]["Toggle"];
             /**
              * @description Teamster extension: the permission category of tools by name, where the harness's
@@ -2006,45 +2511,71 @@ export interface components {
             } | null;
         };
         SandboxConfig: {
+            /** @description Whether the session has a sandbox (a workspace and the `exec` tool). */
             enabled?: boolean;
+            /** @description Whether the user may download the workspace's files. */
             file_downloads?: boolean | null;
             /** @description Teamster extension: whether sandboxed commands may reach the network (off by default). */
             network?: boolean | null;
+            /** @description Credentials the sandbox's network requests to some hosts carry. */
             network_policy?: null | components["schemas"]["NetworkPolicy"];
         };
         SandboxCreated: {
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description This object's id. */
             id: string;
+            /** @description The sandbox's id; files are downloaded under it. */
             sandbox_id: string;
+            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
             thread_id?: string | null;
         };
         Session: components["schemas"]["SessionControl"] & {
+            /** @description What the session runs: a saved agent (by id and version) or an inline spec. */
             agent: components["schemas"]["SessionAgent"];
+            /** @description The saved agent the session runs, by name. */
             agent_name?: string | null;
+            /** @description The spec of an agent that is not saved. */
             agent_spec?: null | components["schemas"]["AgentSpec"];
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description The id of the subject that created it. */
             created_by: string;
+            /** @description Who created it. */
             created_by_subject: components["schemas"]["Subject"];
+            /** @description This object's id. */
             id: string;
+            /** @description The session's title. */
             title?: string | null;
+            /** @description `agent-session` for a session of the native API. */
             type: components["schemas"]["SessionKind"];
+            /** @description When it last changed (RFC 3339, UTC, milliseconds). */
             updated_at: string;
         };
         /** @description The native API's view of what a session runs. */
         SessionAgent: {
+            /** @description This object's id. */
             id: string;
             name?: string | null;
-            /** @enum {string} */
+            /**
+             * @description Always `reference`: the kind of this object.
+             * @enum {string}
+             */
             type: "reference";
             /** Format: int64 */
             version: number;
         } | {
             spec: components["schemas"]["AgentSpec"];
-            /** @enum {string} */
+            /**
+             * @description Always `inline`: the kind of this object.
+             * @enum {string}
+             */
             type: "inline";
         };
         SessionAgentInput: {
+            /** @description The name of a saved agent. */
             name?: string | null;
+            /** @description An agent spec, for a session whose agent is not saved. */
             spec?: null | components["schemas"]["AgentSpec"];
         };
         /**
@@ -2070,24 +2601,30 @@ export interface components {
         };
         /** @description One item of a session's event list. */
         SessionEventItem: {
+            /** @description The event. */
             event: components["schemas"]["Event"];
+            /** @description The id of the turn it belongs to. */
             turn_id: string;
         };
         /** @enum {string} */
         SessionKind: "session" | "session/draft";
         SkillCapability: {
+            /** @description Whether agents can mount skills. */
             enabled: boolean;
+            /** @description Why not, when they cannot. */
             reason?: string | null;
         };
         /** @description A skill kept in a git repository (`SkillManifest`; `type` is always `git`). */
         SkillManifest: {
             /** @description Concise guidance for when the agent should use the skill. */
             description: string;
+            /** @description The skill's name, which agents use. */
             name: string;
             /** @description The skill's directory within the repository; its root when absent. */
             path?: string | null;
             /** @description A branch, tag or commit SHA. */
             ref: string;
+            /** @description Where the skill comes from: `git`. */
             type: components["schemas"]["SkillType"];
             /** @description The repository: an `https://` URL (Teamster also takes `http://` and `git://`). */
             url: string;
@@ -2098,6 +2635,7 @@ export interface components {
         };
         /** @description The body of `POST`/`PUT /settings/skills` (`CreateSkillRequest`, `UpdateSkillRequest`). */
         SkillRequest: {
+            /** @description The skill. */
             manifest: components["schemas"]["SkillManifest"];
         };
         /**
@@ -2107,8 +2645,11 @@ export interface components {
         SkillType: "git";
         /** @description A user instruction sent while a turn ran (`POST /api/v1/sessions/{id}/steer`). */
         Steer: {
+            /** @description The text the user steered with. */
             content: components["schemas"]["UserContent"];
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description This object's id. */
             id: string;
         };
         /**
@@ -2116,8 +2657,12 @@ export interface components {
          *     sub-agents may nest; 1, the default, means a sub-agent cannot start sub-agents).
          */
         SubAgentsConfig: {
+            /** @description Whether the model may start sub-agents it describes itself. */
             enabled?: boolean;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description How deep sub-agents may nest (1 to 4; 1 means a sub-agent cannot start its own).
+             */
             max_depth?: number | null;
         };
         /**
@@ -2129,38 +2674,52 @@ export interface components {
             agent?: string | null;
             /** @description What it is good for, shown to the model. */
             description?: string;
+            /** @description Its system prompt. */
             instructions?: string | null;
             /** @description `provider/model`; the parent's model when absent. */
             model?: string | null;
+            /** @description The name the model starts it by. */
             name: string;
             /** @description The parent's tools it may use, by name; all of them when absent. */
             tools?: string[] | null;
         };
         /** @description Who made a request. Kept on sessions and turns; filled by authentication. */
         Subject: {
+            /** @description The subject's id: the user's, or the service account's (`local` without authentication). */
             subject_id: string;
+            /** @description A readable name of the subject, such as the user's login. */
             subject_slug: string;
+            /** @description `user` or `serviceaccount`. */
             subject_type: string;
         };
         TaggedSkill: {
             name: string;
             path?: string | null;
             ref: string;
-            /** @enum {string} */
+            /**
+             * @description Always `git`: the kind of this object.
+             * @enum {string}
+             */
             type: "git";
             url: string;
         } | {
             fqn: string;
             preload?: boolean | null;
-            /** @enum {string} */
+            /**
+             * @description Always `truefoundry-skills-registry`: the kind of this object.
+             * @enum {string}
+             */
             type: "truefoundry-skills-registry";
         };
         /** @description One task of a session's list. */
         Task: {
             /** @description Unique within the list: the agent's own, or `task-<n>` when it gave none. */
             id: string;
+            /** @description The agent's notes on it. */
             notes?: string | null;
+            /** @description `pending`, `in_progress` or `completed`. */
             status: components["schemas"]["TaskStatus"];
+            /** @description What the task is. */
             title: string;
         };
         /**
@@ -2169,9 +2728,14 @@ export interface components {
          *     list.
          */
         TaskList: {
+            /** @description How many tasks are in each state. */
             summary: components["schemas"]["TaskSummary"];
+            /** @description The tasks, in order. */
             tasks: components["schemas"]["Task"][];
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description How many changes the list has had.
+             */
             version: number;
         };
         /**
@@ -2181,9 +2745,13 @@ export interface components {
         TaskStatus: "pending" | "in_progress" | "completed";
         /** @description How many tasks are in each state. */
         TaskSummary: {
+            /** @description How many are done. */
             completed: number;
+            /** @description How many are under way. */
             in_progress: number;
+            /** @description How many are not started. */
             pending: number;
+            /** @description How many tasks there are. */
             total: number;
         };
         /**
@@ -2193,60 +2761,106 @@ export interface components {
         ThinkingBlock: {
             signature: string;
             thinking: string;
-            /** @enum {string} */
+            /**
+             * @description Always `thinking`: the kind of this object.
+             * @enum {string}
+             */
             type: "thinking";
         } | {
             data: string;
-            /** @enum {string} */
+            /**
+             * @description Always `redacted_thinking`: the kind of this object.
+             * @enum {string}
+             */
             type: "redacted_thinking";
         };
         ThreadCreated: {
+            /** @description The agent that runs in the thread. */
             agent_info: components["schemas"]["AgentInfo"];
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description This object's id. */
             id: string;
+            /** @description The thread and tool call that started it. */
             parent: components["schemas"]["AgentParent"];
+            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
             thread_id: string;
+            /** @description The thread's title. */
             title: string;
         };
         ThreadDone: {
+            /**
+             * @description Set on the thread that compacted its parent's context (a Teamster extension; clients
+             *     that do not know it see an ordinary sub-agent thread).
+             */
             compaction?: null | components["schemas"]["Compaction"];
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description This object's id. */
             id: string;
+            /**
+             * @description The usage of the thread's own model calls (a Teamster extension: the per-thread
+             *     breakdown of the turn's metrics).
+             */
             metrics?: null | components["schemas"]["TurnMetrics"];
+            /** @description The thread and tool call that started it. */
             parent?: null | components["schemas"]["AgentParent"];
+            /** @description How the thread ended. */
             state: components["schemas"]["ThreadState"];
+            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
             thread_id: string;
+            /** @description The thread's title. */
             title: string;
         };
         ThreadState: {
+            /** @description The thread's final message. */
             output: components["schemas"]["ModelMessage"];
-            /** @enum {string} */
+            /**
+             * @description Always `done`.
+             * @enum {string}
+             */
             status: "done";
         } | {
+            /** @description What went wrong. */
             error: string;
+            /** @description The thread's final message. */
             output?: null | components["schemas"]["ModelMessage"];
-            /** @enum {string} */
+            /**
+             * @description Always `error`.
+             * @enum {string}
+             */
             status: "error";
         };
         /** @description `{ "enabled": bool }`, enabled when absent. */
         Toggle: {
+            /** @description Whether it is on. */
             enabled?: boolean;
         };
         /** @description Token pagination: there is a next page iff `next_page_token` is a non-empty string. */
         TokenPagination: {
-            /** Format: int32 */
+            /**
+             * Format: int32
+             * @description The most items a page holds.
+             */
             limit: number;
+            /** @description The token of the next page; absent or empty on the last page. */
             next_page_token?: string | null;
+            /** @description The token of the page before, when there is one. */
             previous_page_token?: string | null;
         };
         /** @description A tool call inside a complete model message. */
         ToolCall: {
+            /** @description The function called: its name and arguments. */
             function: components["schemas"]["FunctionCall"];
+            /** @description This object's id. */
             id: string;
+            /** @description Fields the model provider added, passed through. */
             provider_specific_fields?: {
                 [key: string]: unknown;
             } | null;
+            /** @description Where the tool comes from: a built-in or an MCP server. */
             tool_info: components["schemas"]["ToolInfo"];
+            /** @description Always `function`. */
             type?: string;
         };
         ToolCallRef: {
@@ -2257,9 +2871,13 @@ export interface components {
         };
         /** @description `tool.approval_required` and `tool.response_required`: calls waiting for a human. */
         ToolCallsPending: {
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description This object's id. */
             id: string;
+            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
             thread_id: string;
+            /** @description The calls that wait. */
             tool_calls: components["schemas"]["ToolCallRef"][];
         };
         /**
@@ -2271,13 +2889,19 @@ export interface components {
         /** @description Where a tool comes from. */
         ToolInfo: {
             name: string;
-            /** @enum {string} */
+            /**
+             * @description Always `truefoundry-system`: the kind of this object.
+             * @enum {string}
+             */
             type: "truefoundry-system";
         } | {
             name: string;
             server_id: string;
             server_name: string;
-            /** @enum {string} */
+            /**
+             * @description Always `mcp`: the kind of this object.
+             * @enum {string}
+             */
             type: "mcp";
         };
         /**
@@ -2285,119 +2909,212 @@ export interface components {
          *     `notifications/progress`): `progress` grows with each report of the call.
          */
         ToolProgress: {
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description This object's id. */
             id: string;
+            /** @description What the tool is doing, in words. */
             message?: string | null;
-            /** Format: double */
+            /**
+             * Format: double
+             * @description How far it is, in units of `total`.
+             */
             progress: number;
+            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
             thread_id: string;
+            /** @description The id of the tool call it concerns. */
             tool_call_id: string;
+            /** @description The tool that reports. */
             tool_name: string;
-            /** Format: double */
+            /**
+             * Format: double
+             * @description How far it will go, when known.
+             */
             total?: number | null;
         };
         ToolResponse: {
+            /** @description The tool's result as the model reads it; a failed call's starts with `Error: `. */
             content: string;
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description This object's id. */
             id: string;
+            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
             thread_id: string;
+            /** @description The id of the tool call it concerns. */
             tool_call_id: string;
         };
         /** @description A turn as both dialects show it. */
         Turn: components["schemas"]["SessionControl"] & {
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description Who created it. */
             created_by_subject: components["schemas"]["Subject"];
+            /** @description This object's id. */
             id: string;
+            /** @description What the turn was given: the user's message, approvals, answers. */
             input?: components["schemas"]["TurnInput"][];
+            /** @description The id of the session's turn before this one; absent for the first turn. */
             previous_turn_id?: string | null;
+            /** @description The id of the session it belongs to. */
             session_id: string;
+            /** @description Where the turn is: `running`, or how it ended. */
             state: components["schemas"]["TurnState"];
         };
         TurnCreated: {
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description Who created the turn. */
             created_by: components["schemas"]["Subject"];
+            /** @description This object's id. */
             id: string;
+            /** @description What the turn was given. */
             input?: components["schemas"]["TurnInput"][];
+            /** @description The id of the session's turn before this one; absent for the first turn. */
             previous_turn_id?: string | null;
+            /** @description The turn's state when created (`running`). */
             state: components["schemas"]["TurnState"];
+            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
             thread_id?: string | null;
+            /** @description The id of the turn it belongs to. */
             turn_id: string;
         };
         TurnDone: {
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /** @description This object's id. */
             id: string;
+            /** @description How the turn ended. */
             state: components["schemas"]["TurnState"];
+            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
             thread_id?: string | null;
         };
         /** @description One item of a turn's `input`. */
         TurnInput: {
             content: components["schemas"]["UserContent"];
-            /** @enum {string} */
+            /**
+             * @description Always `user.message`: the kind of this object.
+             * @enum {string}
+             */
             type: "user.message";
         } | {
             approval: components["schemas"]["Approval"];
+            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
             thread_id: string;
+            /** @description The id of the tool call it concerns. */
             tool_call_id: string;
-            /** @enum {string} */
+            /**
+             * @description Always `user.tool_approval`: the kind of this object.
+             * @enum {string}
+             */
             type: "user.tool_approval";
         } | {
             content: string;
+            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
             thread_id: string;
+            /** @description The id of the tool call it concerns. */
             tool_call_id: string;
-            /** @enum {string} */
+            /**
+             * @description Always `user.tool_response`: the kind of this object.
+             * @enum {string}
+             */
             type: "user.tool_response";
         };
         /** @description Token and cost totals of every model call of every thread of a turn. */
         TurnMetrics: {
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Input tokens read from the provider's prompt cache, when it says.
+             */
             total_cache_read_tokens?: number | null;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Input tokens written to the provider's prompt cache, when it says.
+             */
             total_cache_write_tokens?: number | null;
-            /** Format: double */
+            /**
+             * Format: double
+             * @description The cost in US dollars, when the models have prices configured.
+             */
             total_cost_in_usd?: number | null;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Input tokens of every model call, cached parts included.
+             */
             total_input_tokens: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Output tokens of every model call, reasoning included.
+             */
             total_output_tokens: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Output tokens spent on reasoning, when the provider says.
+             */
             total_reasoning_tokens?: number | null;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Input and output tokens together.
+             */
             total_tokens: number;
         };
         /** @description The state of a turn, by `status`. */
         TurnState: {
-            /** @enum {string} */
+            /**
+             * @description Always `running`.
+             * @enum {string}
+             */
             status: "running";
         } | {
+            /** @description When the turn ended (RFC 3339, UTC, milliseconds). */
             completed_at: string;
+            /** @description The tokens and cost of the turn's model calls. */
             metrics?: null | components["schemas"]["TurnMetrics"];
+            /** @description The final main-thread message. */
             output?: null | components["schemas"]["ModelMessage"];
             /**
              * @description Pending human actions (`tool.approval_required`, `tool.response_required`,
              *     `mcp.auth_required`); the next turn's input resumes them.
              */
             required_actions: components["schemas"]["Event"][];
-            /** @enum {string} */
+            /**
+             * @description Always `done`.
+             * @enum {string}
+             */
             status: "done";
         } | {
+            /** @description When the turn ended (RFC 3339, UTC, milliseconds). */
             completed_at: string;
+            /** @description The tokens and cost of the turn's model calls. */
             metrics?: null | components["schemas"]["TurnMetrics"];
+            /** @description Why the turn was cancelled. */
             reason: components["schemas"]["CancelReason"];
-            /** @enum {string} */
+            /**
+             * @description Always `cancelled`.
+             * @enum {string}
+             */
             status: "cancelled";
         } | {
+            /** @description When the turn ended (RFC 3339, UTC, milliseconds). */
             completed_at: string;
+            /** @description What went wrong. */
             message: string;
+            /** @description The tokens and cost of the turn's model calls. */
             metrics?: null | components["schemas"]["TurnMetrics"];
-            /** @enum {string} */
+            /**
+             * @description Always `error`.
+             * @enum {string}
+             */
             status: "error";
         };
         /** @description Native `PUT /agents/{id}`: a new immutable version. */
         UpdateAgentRequest: {
+            /** @description What the new version runs. */
             manifest: components["schemas"]["AgentSpec"];
         };
         /** @description Native `PATCH /sessions/{id}`. */
         UpdateSessionRequest: {
+            /** @description Another agent for the following turns. */
             agent?: null | components["schemas"]["SessionAgentInput"];
             /** @description Teamster extension: switches the session to one of its agent's modes. */
             mode?: string | null;
@@ -2406,21 +3123,36 @@ export interface components {
              *     back to the agent's (or the mode's) model.
              */
             model?: string | null;
+            /** @description Teamster extension: the session's permission policy (replaces the one it had). */
             permissions?: null | components["schemas"]["PermissionPolicy"];
             /** @description Teamster extension: a JSON merge patch of the session state. */
             state?: unknown;
+            /** @description The session's new title. */
             title?: string | null;
         };
         /** @description Token usage of one model call. */
         Usage: {
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Input tokens read from the provider's prompt cache, when it says.
+             */
             cache_read_tokens?: number | null;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Input tokens written to the provider's prompt cache, when it says.
+             */
             cache_write_tokens?: number | null;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Input tokens of the call, cached parts included.
+             */
             input_tokens: number;
+            /** @description Where the input tokens went (estimated by part). */
             input_tokens_breakdown: components["schemas"]["InputTokensBreakdown"];
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Output tokens of the call, reasoning included.
+             */
             output_tokens: number;
             /**
              * Format: int64
@@ -2432,12 +3164,18 @@ export interface components {
         UserContent: string | components["schemas"]["UserContentPart"][];
         UserContentPart: {
             text: string;
-            /** @enum {string} */
+            /**
+             * @description Always `text`: the kind of this object.
+             * @enum {string}
+             */
             type: "text";
         } | {
             data: string;
             name: string;
-            /** @enum {string} */
+            /**
+             * @description Always `file`: the kind of this object.
+             * @enum {string}
+             */
             type: "file";
         };
     };
@@ -3120,6 +3858,47 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Data_ConfiguredMcpServer"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    testMcpServer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The MCP server's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The verdict: the tools' names, or why it failed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_McpServerTestResult"];
+                };
+            };
+            /** @description No server of this name. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
                 };
             };
             /** @description The error shape, with the status that says what failed. */
@@ -4266,6 +5045,99 @@ export interface operations {
             };
         };
     };
+    deleteMcpServer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The MCP server's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No server of this name. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    renameMcpServer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The MCP server's current name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RenameSettingRequest"];
+            };
+        };
+        responses: {
+            /** @description The server under its new name, secrets redacted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_ConfiguredMcpServer"];
+                };
+            };
+            /** @description No server of this name. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+            /** @description The new name is taken. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
     listModelProviders: {
         parameters: {
             query?: never;
@@ -4348,6 +5220,108 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Data_ConfiguredModelProvider"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    deleteModelProvider: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The provider's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No provider of this name is stored. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+            /** @description The provider comes from the environment. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    renameModelProvider: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The provider's current name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RenameSettingRequest"];
+            };
+        };
+        responses: {
+            /** @description The provider under its new name, its API key redacted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_ConfiguredModelProvider"];
+                };
+            };
+            /** @description No provider of this name is stored. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+            /** @description The new name is taken, or the provider comes from the environment. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
                 };
             };
             /** @description The error shape, with the status that says what failed. */
@@ -4571,7 +5545,7 @@ export interface operations {
                     "application/json": Record<string, never>;
                 };
             };
-            /** @description The store did not answer a one-row read within 2 s. */
+            /** @description The store did not answer a one-row read within 2 s, or this server's secret key cannot open stored settings (the message says which; replicas sharing a database need the same key). */
             503: {
                 headers: {
                     [name: string]: unknown;
