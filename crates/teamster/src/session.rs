@@ -1,15 +1,14 @@
 //! [`RunSession`]: an agent bound to one context, with its toolkits prepared, running as many
 //! times as its owner wants until it is closed.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use async_trait::async_trait;
 use teamster_engine::{ToolBox, TurnOutcome};
-use teamster_protocol::{ToolInfo, TurnMetrics};
-use teamster_tools::{ToolAnnotations, ToolGate, ToolOutput, ToolSource};
+use teamster_protocol::TurnMetrics;
+use teamster_tools::ToolSource;
 
 use crate::agent::close_all;
+use crate::tool::BoundTools;
 use crate::items::to_messages;
 use crate::stream::{RunSink, run_plan};
 use crate::{AgentItem, AgentResponse, AgentStream, Error, RunSessionRequest, Tool, ToolkitSession};
@@ -74,13 +73,11 @@ impl<Ctx: Send + Sync + 'static> RunSession<Ctx> {
     ) -> Result<RunSession<Ctx>, Error> {
         let tools: Vec<Arc<dyn Tool<Ctx>>> =
             tools.into_iter().chain(toolkits.iter().flat_map(|toolkit| toolkit.tools())).collect();
-        let source = match SessionTools::new(&agent, tools, context) {
-            Ok(source) => source,
-            Err(error) => {
-                close_all(toolkits).await;
-                return Err(error);
-            }
-        };
+        let (source, shared) = BoundTools::new(tools.into_iter().map(|tool| (tool, false)), context);
+        if let Some(name) = shared {
+            close_all(toolkits).await;
+            return Err(Error::InvalidAgent { agent, reason: format!("two tools are named {name:?}") });
+        }
         let toolbox = ToolBox::collect(vec![Arc::new(source) as Arc<dyn ToolSource>]).await;
         Ok(RunSession { state: Arc::new(SessionState { agent, engine, toolbox, toolkits: Mutex::new(Some(toolkits)) }) })
     }
@@ -146,52 +143,6 @@ impl<Ctx: 'static> Drop for SessionState<Ctx> {
                 });
             }
             Err(_) => tracing::warn!(agent = %self.agent, "a run session dropped outside a runtime left its toolkits open"),
-        }
-    }
-}
-
-/// A session's tools as the engine's tool source: each call runs with the session's context.
-struct SessionTools<Ctx> {
-    context: Ctx,
-    tools: HashMap<String, Arc<dyn Tool<Ctx>>>,
-    listed: Vec<teamster_tools::Tool>,
-}
-
-impl<Ctx> SessionTools<Ctx> {
-    fn new(agent: &str, tools: Vec<Arc<dyn Tool<Ctx>>>, context: Ctx) -> Result<SessionTools<Ctx>, Error> {
-        let mut by_name = HashMap::new();
-        let mut listed = Vec::new();
-        for tool in tools {
-            let name = tool.name().to_owned();
-            listed.push(teamster_tools::Tool {
-                name: name.clone(),
-                description: tool.description().to_owned(),
-                input_schema: tool.parameters().clone(),
-                info: ToolInfo::System { name: name.clone() },
-                annotations: ToolAnnotations::default(),
-                gate: ToolGate::None,
-            });
-            if by_name.insert(name.clone(), tool).is_some() {
-                return Err(Error::InvalidAgent {
-                    agent: agent.to_owned(),
-                    reason: format!("two tools are named {name:?}"),
-                });
-            }
-        }
-        Ok(SessionTools { context, tools: by_name, listed })
-    }
-}
-
-#[async_trait]
-impl<Ctx: Send + Sync> ToolSource for SessionTools<Ctx> {
-    async fn list(&self) -> Result<Vec<teamster_tools::Tool>, teamster_tools::Error> {
-        Ok(self.listed.clone())
-    }
-
-    async fn call(&self, name: &str, arguments: &str) -> ToolOutput {
-        match self.tools.get(name) {
-            Some(tool) => crate::tool::run_call(tool.as_ref(), arguments, &self.context).await,
-            None => ToolOutput::error(format!("there is no tool named {name:?}")),
         }
     }
 }

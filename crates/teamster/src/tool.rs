@@ -1,13 +1,17 @@
 //! Tools: the [`Tool`] trait an agent calls with its context, and [`tool`], which makes one
 //! from an async function of typed arguments whose JSON Schema is derived.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use futures_util::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
+use teamster_protocol::ToolInfo;
+use teamster_tools::{ToolAnnotations, ToolGate, ToolOutput, ToolSource};
 
 /// A tool the model may call, run with the context of the session that calls it.
 ///
@@ -141,10 +145,54 @@ where
     }
 }
 
+/// Tools bound to the context their calls run with, as the engine's tool source (a session's
+/// tools, or a native tool set opened for a turn).
+pub(crate) struct BoundTools<Ctx> {
+    context: Ctx,
+    tools: HashMap<String, Arc<dyn Tool<Ctx>>>,
+    listed: Vec<teamster_tools::Tool>,
+}
+
+impl<Ctx> BoundTools<Ctx> {
+    /// `tools`, each with whether it only reads, bound to `context`; with the first name two of
+    /// them share, if any (the later one is kept).
+    pub(crate) fn new(tools: impl IntoIterator<Item = (Arc<dyn Tool<Ctx>>, bool)>, context: Ctx) -> (BoundTools<Ctx>, Option<String>) {
+        let (mut by_name, mut listed, mut shared) = (HashMap::new(), Vec::new(), None);
+        for (tool, read_only) in tools {
+            let name = tool.name().to_owned();
+            listed.push(teamster_tools::Tool {
+                name: name.clone(),
+                description: tool.description().to_owned(),
+                input_schema: tool.parameters().clone(),
+                info: ToolInfo::System { name: name.clone() },
+                annotations: ToolAnnotations { read_only, ..ToolAnnotations::default() },
+                gate: ToolGate::None,
+            });
+            if by_name.insert(name.clone(), tool).is_some() && shared.is_none() {
+                shared = Some(name);
+            }
+        }
+        (BoundTools { context, tools: by_name, listed }, shared)
+    }
+}
+
+#[async_trait]
+impl<Ctx: Send + Sync> ToolSource for BoundTools<Ctx> {
+    async fn list(&self) -> Result<Vec<teamster_tools::Tool>, teamster_tools::Error> {
+        Ok(self.listed.clone())
+    }
+
+    async fn call(&self, name: &str, arguments: &str) -> ToolOutput {
+        match self.tools.get(name) {
+            Some(tool) => run_call(tool.as_ref(), arguments, &self.context).await,
+            None => ToolOutput::error(format!("there is no tool named {name:?}")),
+        }
+    }
+}
+
 /// Runs one call of `tool` with `context`: the model's argument text parsed (empty meaning
 /// `{}`), and the tool's answer or failure as the call's result for the model.
-pub(crate) async fn run_call<Ctx>(tool: &dyn Tool<Ctx>, arguments: &str, context: &Ctx) -> teamster_tools::ToolOutput {
-    use teamster_tools::ToolOutput;
+pub(crate) async fn run_call<Ctx>(tool: &dyn Tool<Ctx>, arguments: &str, context: &Ctx) -> ToolOutput {
     let name = tool.name();
     let arguments = if arguments.trim().is_empty() { "{}" } else { arguments };
     let arguments = match serde_json::from_str(arguments) {

@@ -10,15 +10,13 @@
 //! sub-agents. Each turn opens the set with a context the program makes from the turn's
 //! [`ToolScope`].
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use teamster_protocol::ToolInfo;
 use teamster_service::ServiceConfig;
 use teamster_tools::tool_sets::ToolSet;
-use teamster_tools::{ToolAnnotations, ToolGate, ToolOutput, ToolSource};
+use teamster_tools::ToolSource;
 
+use crate::tool::BoundTools;
 use crate::{Error, Tool};
 
 pub use teamster_tools::tool_sets::ToolScope;
@@ -108,40 +106,8 @@ impl<Ctx: Send + Sync + 'static> NativeTools<Ctx> {
 
 impl<Ctx: Send + Sync + 'static> ToolSet for NativeTools<Ctx> {
     fn open(&self, scope: &ToolScope) -> Arc<dyn ToolSource> {
-        let listed = self
-            .tools
-            .iter()
-            .map(|(tool, read_only)| teamster_tools::Tool {
-                name: tool.name().to_owned(),
-                description: tool.description().to_owned(),
-                input_schema: tool.parameters().clone(),
-                info: ToolInfo::System { name: tool.name().to_owned() },
-                annotations: ToolAnnotations { read_only: *read_only, ..ToolAnnotations::default() },
-                gate: ToolGate::None,
-            })
-            .collect();
-        let tools = self.tools.iter().map(|(tool, _)| (tool.name().to_owned(), tool.clone())).collect();
-        Arc::new(OpenedTools { context: (self.context)(scope), tools, listed })
-    }
-}
-
-/// A set's tools for one turn, called with the context made for it.
-struct OpenedTools<Ctx> {
-    context: Ctx,
-    tools: HashMap<String, Arc<dyn Tool<Ctx>>>,
-    listed: Vec<teamster_tools::Tool>,
-}
-
-#[async_trait]
-impl<Ctx: Send + Sync> ToolSource for OpenedTools<Ctx> {
-    async fn list(&self) -> Result<Vec<teamster_tools::Tool>, teamster_tools::Error> {
-        Ok(self.listed.clone())
-    }
-
-    async fn call(&self, name: &str, arguments: &str) -> ToolOutput {
-        match self.tools.get(name) {
-            Some(tool) => crate::tool::run_call(tool.as_ref(), arguments, &self.context).await,
-            None => ToolOutput::error(format!("there is no tool named {name:?}")),
-        }
+        // Registration refused tools that share a name: nothing is shared here.
+        let (tools, _) = BoundTools::new(self.tools.iter().cloned(), (self.context)(scope));
+        Arc::new(tools)
     }
 }
