@@ -19,6 +19,7 @@ mod params;
 mod prefix;
 mod rate_limit;
 mod routes;
+mod schemas;
 mod sse;
 mod streamed;
 mod trace_context;

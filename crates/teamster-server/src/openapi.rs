@@ -26,11 +26,6 @@ use crate::AppState;
 use crate::auth::{is_admin_only, is_operator_only, is_public};
 use crate::routes::{ApiRouter, health, native, routes};
 
-/// A JSON object the server passes on as it is (an MCP server's tool entries, a session state).
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code, reason = "only a type for the document: the handlers send the objects they got")]
-pub struct JsonObject(serde_json::Map<String, serde_json::Value>);
-
 /// The name of the security scheme (the spec's).
 const BEARER: &str = "BearerAuth";
 

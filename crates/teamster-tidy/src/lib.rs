@@ -6,8 +6,12 @@
 //! with one deliberate mistake each, so a rule that can no longer fail is noticed. The rules
 //! are the "Invariant" lines of ARCHITECTURE.md. Source rules read text, not syntax: a file's
 //! `#[cfg(test)]` module (by convention its end) is not checked, and doc comments are skipped.
-//! Within each crate, modules may not depend on each other in a cycle (see `modules`).
+//! Within each crate, modules may not depend on each other in a cycle (see `modules`), a type's
+//! inherent impls live in the file that defines it (see `impls`), and a crate with rooms keeps
+//! each room's knowledge in that room (`ROOM_RULES`). Every crate has its section in
+//! ARCHITECTURE.md's code map.
 
+mod impls;
 mod modules;
 
 use std::fmt;
@@ -133,6 +137,58 @@ const RECURSIVE_TYPES: &[(&str, &[&str], &str)] = &[(
     "a turn's state holds the events it waits on, and `turn.created`/`turn.done` hold a turn state",
 )];
 
+/// What only some rooms (top-level modules) of a crate may name, outside doc comments and tests:
+/// the crate, the text, the rooms allowed it, and why.
+const ROOM_RULES: &[(&str, &[&str], &[&str], &str)] = &[
+    (
+        "teamster",
+        &["teamster_service", "teamster_store", "teamster_sandbox"],
+        &["runtime"],
+        "the library's stateless level knows no service, store or sandbox: only `runtime` does",
+    ),
+    (
+        "teamster-llm",
+        &["reqwest"],
+        &["providers", "registry"],
+        "only the providers (and the registry that makes their clients) speak HTTP to a provider",
+    ),
+];
+
+/// Types whose inherent impls live outside the file that defines them, today: the crate, the
+/// type, and the files (under the crate's `src`) that hold such an impl. The list only shrinks:
+/// a new stray impl fails, and so does an entry no impl needs any more.
+pub const IMPL_EXCEPTIONS: &[ImplException] = &[
+    ("teamster-llm", "TokenUsage", &["cost.rs"]),
+    ("teamster-sandbox", "Bubblewrap", &["network.rs"]),
+    (
+        "teamster-service",
+        "Service",
+        &[
+            "clones.rs",
+            "downloads.rs",
+            "events.rs",
+            "follow_ups.rs",
+            "limits.rs",
+            "plans.rs",
+            "skills.rs",
+            "tasks.rs",
+            "turns.rs",
+        ],
+    ),
+    ("teamster-service", "Catalog", &["catalog/agents.rs", "catalog/providers.rs", "catalog/sessions.rs"]),
+    (
+        "teamster-service",
+        "TurnRuntime",
+        &["runtime/history.rs", "runtime/recovery.rs", "runtime/remote.rs", "runtime/retention.rs", "runtime/subscribe.rs"],
+    ),
+    ("teamster-service", "TurnSandbox", &["sandboxes/skill_mounts.rs"]),
+    ("teamster-service", "McpHost", &["mcp/oauth.rs", "mcp/servers.rs", "mcp/toolbox.rs"]),
+];
+
+/// A crate, one of its types, and the files other than the type's own that may hold its
+/// inherent impls.
+pub type ImplException = (&'static str, &'static str, &'static [&'static str]);
+
 struct SourceRule {
     needles: &'static [&'static str],
     allowed: &'static [&'static str],
@@ -158,7 +214,15 @@ impl fmt::Display for Violation {
 
 /// Every violation in the workspace rooted at `root`.
 pub fn check(root: &Path) -> std::io::Result<Vec<Violation>> {
+    check_with(root, IMPL_EXCEPTIONS)
+}
+
+/// Every violation in the workspace rooted at `root`, with `impl_exceptions` as the stray impls
+/// allowed (a scratch tree brings its own).
+pub fn check_with(root: &Path, impl_exceptions: &[ImplException]) -> std::io::Result<Vec<Violation>> {
     let mut violations = Vec::new();
+    let map = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap_or_default();
+    let code_map = code_map(&map);
     let mut crates: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))?
         .filter_map(|entry| entry.ok().map(|entry| entry.path()))
         .filter(|path| path.join("Cargo.toml").is_file())
@@ -173,14 +237,27 @@ pub fn check(root: &Path) -> std::io::Result<Vec<Violation>> {
             continue;
         };
         check_manifest(&name, &manifest, &relative(&manifest_path), &mut violations);
+        let crate_path = relative(&crate_dir);
+        if !code_map.contains(&format!("### `{}`", crate_path.display())) {
+            violations.push(Violation {
+                file: PathBuf::from("ARCHITECTURE.md"),
+                line: None,
+                message: format!("crate {name} has no section (### `{}`) in the code map", crate_path.display()),
+            });
+        }
         let mut sources = Vec::new();
         let src = crate_dir.join("src");
         rust_files(&src, &mut sources)?;
         sources.sort();
+        let mut impls = impls::Impls::default();
         for source in &sources {
             let text = std::fs::read_to_string(source)?;
             check_source(&name, &text, &relative(source), &mut violations);
+            let in_src = source.strip_prefix(&src).unwrap_or(source);
+            check_rooms(&name, in_src, &text, &relative(source), &mut violations);
+            impls.read(in_src, &text);
         }
+        check_impls(&name, &impls, &relative(&src), impl_exceptions, &mut violations);
         for cycle in modules::cycles(&modules::read_modules(&src, &sources)?) {
             let recursive_type = RECURSIVE_TYPES.iter().any(|(krate, members, _)| {
                 *krate == name && members.len() == cycle.len() && cycle.iter().all(|module| members.contains(&module.as_str()))
@@ -196,6 +273,76 @@ pub fn check(root: &Path) -> std::io::Result<Vec<Violation>> {
         }
     }
     Ok(violations)
+}
+
+/// The "Code map" section of ARCHITECTURE.md: from its heading to the next `## ` heading.
+fn code_map(architecture: &str) -> String {
+    let Some(start) = architecture.find("\n## Code map") else { return String::new() };
+    let rest = &architecture[start + 1..];
+    let end = rest[1..].find("\n## ").map_or(rest.len(), |at| at + 1);
+    rest[..end].to_owned()
+}
+
+/// A crate's stray inherent impls against its exceptions, and the exceptions that are stale.
+fn check_impls(name: &str, impls: &impls::Impls, src: &Path, exceptions: &[ImplException], violations: &mut Vec<Violation>) {
+    let strays = impls.strays();
+    let listed = |type_name: &str, file: &Path| {
+        exceptions.iter().any(|(krate, listed_type, files)| {
+            *krate == name && *listed_type == type_name && files.iter().any(|listed_file| Path::new(listed_file) == file)
+        })
+    };
+    for stray in &strays {
+        if !listed(&stray.type_name, &stray.file) {
+            violations.push(Violation {
+                file: src.join(&stray.file),
+                line: Some(stray.line),
+                message: format!(
+                    "`impl {}` outside {}, the file that defines it: a type's methods live with it",
+                    stray.type_name,
+                    src.join(&stray.defined_in).display()
+                ),
+            });
+        }
+    }
+    for (_, type_name, files) in exceptions.iter().filter(|(krate, _, _)| *krate == name) {
+        for file in *files {
+            if !strays.iter().any(|stray| stray.type_name == *type_name && stray.file == Path::new(file)) {
+                violations.push(Violation {
+                    file: PathBuf::from("crates/teamster-tidy/src/lib.rs"),
+                    line: None,
+                    message: format!(
+                        "IMPL_EXCEPTIONS lists `impl {type_name}` in {name}'s {file}, which has none any more: remove the entry"
+                    ),
+                });
+            }
+        }
+    }
+}
+
+/// The room rules of a crate on one of its files (`in_src`: its path under `src`).
+fn check_rooms(name: &str, in_src: &Path, text: &str, file: &Path, violations: &mut Vec<Violation>) {
+    let room = in_src.iter().next().and_then(|first| first.to_str()).map(|first| first.trim_end_matches(".rs"));
+    for (krate, needles, rooms, why) in ROOM_RULES {
+        if *krate != name || room.is_some_and(|room| rooms.contains(&room)) {
+            continue;
+        }
+        for (index, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("#[cfg(test)]") {
+                break;
+            }
+            if code.starts_with("//") {
+                continue;
+            }
+            if let Some(needle) = needles.iter().find(|needle| code.contains(*needle)) {
+                violations.push(Violation {
+                    file: file.to_path_buf(),
+                    line: Some(index + 1),
+                    message: format!("`{needle}` outside {rooms:?} in {name}: {why}"),
+                });
+            }
+        }
+    }
 }
 
 fn check_manifest(name: &str, manifest: &str, file: &Path, violations: &mut Vec<Violation>) {

@@ -1,6 +1,6 @@
 //! The module rule: within a crate, modules depend on each other one way. A module's
-//! dependencies are the modules its paths name (`crate::a::b`, `super::a`, `use crate::{a, b}`),
-//! each resolved to the deepest module that exists; a module naming one of its ancestors (a
+//! dependencies are the modules its paths name (`crate::a::b`, `super::a`, `self::a`,
+//! `use crate::{a, b}`, and a child's bare path such as `child::f()` in its parent), each resolved to the deepest module that exists; a module naming one of its ancestors (a
 //! child using its parent's types) is the structure itself, not a dependency. A cycle among
 //! the rest means two modules each know the other, and one of them should be split.
 
@@ -30,8 +30,13 @@ pub(crate) fn cycles(sources: &[(Module, String)]) -> Vec<Vec<String>> {
     let modules: BTreeSet<Module> = sources.iter().map(|(module, _)| module.clone()).collect();
     let mut edges: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
     for (module, text) in sources {
+        let children: Vec<&str> = modules
+            .iter()
+            .filter(|other| other.len() == module.len() + 1 && other.starts_with(module))
+            .filter_map(|child| child.last().map(String::as_str))
+            .collect();
         let targets = edges.entry(module.clone()).or_default();
-        for path in named_paths(text) {
+        for path in named_paths(text, &children) {
             let Some(absolute) = resolve(module, &path) else { continue };
             let Some(target) = deepest(&modules, &absolute) else { continue };
             if !module.starts_with(&target) {
@@ -96,6 +101,7 @@ fn resolve(module: &Module, path: &[String]) -> Option<Module> {
     let mut segments = path.iter();
     let mut base: Module = match segments.next()?.as_str() {
         "crate" => Vec::new(),
+        "self" => module.clone(),
         "super" => module[..module.len().checked_sub(1)?].to_vec(),
         _ => return None,
     };
@@ -111,9 +117,10 @@ fn resolve(module: &Module, path: &[String]) -> Option<Module> {
     Some(base)
 }
 
-/// The `crate::…` and `super::…` paths in a source's code (not its comments or its
-/// `#[cfg(test)]` module), with each item of a `{…}` group as a path of its own.
-fn named_paths(text: &str) -> Vec<Vec<String>> {
+/// The `crate::…`, `super::…` and `self::…` paths in a source's code (not its comments or its
+/// `#[cfg(test)]` module), and the bare paths that start with one of the module's `children`
+/// (read as `self::child::…`), with each item of a `{…}` group as a path of its own.
+fn named_paths(text: &str, children: &[&str]) -> Vec<Vec<String>> {
     let mut paths = Vec::new();
     for line in text.lines() {
         let code = line.trim_start();
@@ -123,15 +130,33 @@ fn named_paths(text: &str) -> Vec<Vec<String>> {
         if code.starts_with("//") {
             continue;
         }
-        for (start, _) in code.match_indices("crate::").chain(code.match_indices("super::")) {
-            let before = code[..start].chars().next_back();
-            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
-                continue;
+        for root in ["crate", "super", "self"] {
+            for start in path_starts(code, root) {
+                paths.extend(expand(&code[start..]));
             }
-            paths.extend(expand(&code[start..]));
+        }
+        for child in children {
+            for start in path_starts(code, child) {
+                let mut path = expand(&code[start..]);
+                for named in &mut path {
+                    named.insert(0, "self".to_owned());
+                }
+                paths.extend(path);
+            }
         }
     }
     paths
+}
+
+/// Where paths starting with the segment `first` begin in a line of code: `first::` not preceded
+/// by part of another name or path.
+fn path_starts<'a>(code: &'a str, first: &'a str) -> impl Iterator<Item = usize> + 'a {
+    let needle = format!("{first}::");
+    let starts: Vec<usize> = code.match_indices(needle.as_str()).map(|(start, _)| start).collect();
+    starts.into_iter().filter(move |start| {
+        let before = code[..*start].chars().next_back();
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+    })
 }
 
 /// The paths a path expression starting at `text` names: `a::b::C` is one, `a::{b, c::D}` two.

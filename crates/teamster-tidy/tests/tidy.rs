@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use teamster_tidy::check;
+use teamster_tidy::{ImplException, check, check_with};
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -20,13 +20,17 @@ fn the_workspace_keeps_its_architecture() {
 /// text.
 type Crate<'a> = (&'a str, &'a str, &'a str, &'a str);
 
-/// A scratch tree with one crate per [`Crate`].
-struct Tree(PathBuf);
+/// A scratch tree with one crate per [`Crate`], each with its section in the tree's
+/// ARCHITECTURE.md, checked with its own impl exceptions (none unless told).
+struct Tree(PathBuf, &'static [ImplException]);
 
 impl Tree {
     fn new(label: &str, crates: &[Crate<'_>]) -> Tree {
         let root = std::env::temp_dir().join(format!("teamster-tidy-{label}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let sections: String = crates.iter().map(|(name, ..)| format!("### `crates/{name}`\n\nA crate.\n\n")).collect();
+        std::fs::write(root.join("ARCHITECTURE.md"), format!("# Architecture\n\n## Code map\n\n{sections}## Cross-cutting concerns\n")).unwrap();
         for (name, dependencies, file, source) in crates {
             let dir = root.join("crates").join(name);
             let path = dir.join("src").join(file);
@@ -34,11 +38,27 @@ impl Tree {
             std::fs::write(dir.join("Cargo.toml"), format!("[package]\nname = \"{name}\"\n\n[dependencies]\n{dependencies}\n\n[dev-dependencies]\naxum = \"1\"\n")).unwrap();
             std::fs::write(path, source).unwrap();
         }
-        Tree(root)
+        Tree(root, &[])
+    }
+
+    /// Writes a file under a crate's directory.
+    fn write(&self, krate: &str, file: &str, text: &str) {
+        let path = self.0.join("crates").join(krate).join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
     }
 
     fn messages(&self) -> Vec<String> {
-        check(&self.0).unwrap().iter().map(ToString::to_string).collect()
+        check_with(&self.0, self.1).unwrap().iter().map(ToString::to_string).collect()
+    }
+
+    /// Asserts that the tree has exactly one violation, and that it contains `expected`.
+    fn assert_one(&self, expected: &str) {
+        let messages = self.messages();
+        assert!(
+            messages.len() == 1 && messages[0].contains(expected),
+            "expected one violation containing {expected:?}, got {messages:#?}"
+        );
     }
 }
 
@@ -122,4 +142,62 @@ fn modules_that_know_each_other_are_a_cycle_but_a_child_using_its_parent_is_not(
         messages.len() == 1 && messages[0].contains("module cycle in teamster-service: crate::recovery -> crate::runner -> crate::recovery"),
         "{messages:#?}"
     );
+}
+
+#[test]
+fn a_parents_bare_path_to_its_child_is_an_edge() {
+    let lib = "//! The server.\nmod openapi;\nmod routes;\n";
+    let tree = Tree::new("bare-path", &[("teamster-server", "", "lib.rs", lib)]);
+    let krate = "teamster-server";
+    tree.write(krate, "src/openapi.rs", "//! The document.\nuse crate::routes::native;\npub struct JsonObject;\n");
+    tree.write(krate, "src/routes/mod.rs", "//! Routes.\npub mod native;\n");
+    tree.write(krate, "src/routes/native/mod.rs", "//! Native routes.\nmod sessions;\npub fn router() { sessions::router(); }\n");
+    tree.write(krate, "src/routes/native/sessions.rs", "//! Sessions.\npub fn router() {}\n");
+    assert_eq!(tree.messages(), Vec::<String>::new(), "one way");
+
+    tree.write(krate, "src/routes/native/sessions.rs", "//! Sessions.\nuse crate::openapi::JsonObject;\npub fn router() {}\n");
+    tree.assert_one("module cycle in teamster-server: crate::openapi -> crate::routes::native -> crate::routes::native::sessions -> crate::openapi");
+
+    // `self::child` is the same edge.
+    tree.write(krate, "src/routes/native/mod.rs", "//! Native routes.\nmod sessions;\npub fn router() { self::sessions::router(); }\n");
+    tree.assert_one("module cycle in teamster-server");
+}
+
+#[test]
+fn a_types_inherent_impls_live_in_its_file_unless_listed_and_a_stale_entry_fails() {
+    let lib = "//! The service.\nmod turns;\npub struct Service;\nimpl Service {\n    pub fn new() -> Service { Service }\n}\n";
+    let turns = "//! Turns.\nuse crate::Service;\nimpl std::fmt::Debug for Service {\n    fn fmt(&self, _: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { Ok(()) }\n}\n";
+    let mut tree = Tree::new("impls", &[("teamster-service", "", "lib.rs", lib)]);
+    tree.write("teamster-service", "src/turns.rs", turns);
+    assert_eq!(tree.messages(), Vec::<String>::new(), "a trait impl may live elsewhere");
+
+    let stray = format!("{turns}impl Service {{\n    pub fn create_turn(&self) {{}}\n}}\n");
+    tree.write("teamster-service", "src/turns.rs", &stray);
+    tree.assert_one("src/turns.rs:6: `impl Service` outside crates/teamster-service/src/lib.rs");
+
+    tree.1 = &[("teamster-service", "Service", &["turns.rs"])];
+    assert_eq!(tree.messages(), Vec::<String>::new(), "a listed exception passes");
+
+    tree.write("teamster-service", "src/turns.rs", turns);
+    tree.assert_one("IMPL_EXCEPTIONS lists `impl Service` in teamster-service's turns.rs, which has none any more");
+}
+
+#[test]
+fn a_room_rule_holds_a_crates_other_rooms() {
+    let lib = "//! The library.\nmod agent;\nmod runtime;\n";
+    let tree = Tree::new("rooms", &[("teamster", "", "lib.rs", lib)]);
+    tree.write("teamster", "src/runtime/mod.rs", "//! The runtime.\nuse teamster_service::Service;\n");
+    tree.write("teamster", "src/agent.rs", "//! An agent.\npub struct Agent;\n");
+    assert_eq!(tree.messages(), Vec::<String>::new(), "the runtime room may know the service");
+
+    tree.write("teamster", "src/agent.rs", "//! An agent.\nuse teamster_store::Store;\npub struct Agent;\n");
+    tree.assert_one("src/agent.rs:2: `teamster_store` outside [\"runtime\"] in teamster");
+}
+
+#[test]
+fn a_crate_missing_from_the_map_fails() {
+    let tree = Tree::new("map", &[("teamster-engine", "", "lib.rs", CLEAN_ENGINE)]);
+    assert_eq!(tree.messages(), Vec::<String>::new());
+    std::fs::write(tree.0.join("ARCHITECTURE.md"), "# Architecture\n\n## Code map\n\n## Elsewhere\n\n### `crates/teamster-engine`\n").unwrap();
+    tree.assert_one("crate teamster-engine has no section (### `crates/teamster-engine`) in the code map");
 }

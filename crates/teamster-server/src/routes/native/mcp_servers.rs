@@ -26,7 +26,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::JsonBody;
 use crate::params::Params;
 use crate::routes::ApiRouter;
-use crate::openapi::JsonObject;
+use crate::schemas::JsonObject;
 
 /// The longest callback query string read; authorization responses are far smaller.
 const MAX_CALLBACK_QUERY_BYTES: usize = 16 * 1024;

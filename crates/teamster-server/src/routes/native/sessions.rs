@@ -14,9 +14,9 @@ use crate::AppState;
 use crate::auth::Authenticated;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::JsonBody;
-use crate::openapi::JsonObject;
 use crate::params::Params;
 use crate::routes::ApiRouter;
+use crate::schemas::JsonObject;
 
 pub fn routes() -> ApiRouter {
     ApiRouter::new()
