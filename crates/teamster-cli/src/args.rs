@@ -30,7 +30,7 @@ pub enum Command {
     /// Manage API keys.
     Keys(KeysArgs),
     /// A running server's model providers and MCP servers: list, delete, rename, test.
-    Settings(crate::settings::SettingsArgs),
+    Settings(SettingsArgs),
 }
 
 /// The exit statuses of the client commands, shown by `--help`.
@@ -453,4 +453,50 @@ fn positive_dollars(text: &str) -> Result<f64, String> {
         Ok(amount) if amount.is_finite() && amount > 0.0 => Ok(amount),
         _ => Err(format!("{text:?} is not a positive amount of US dollars")),
     }
+}
+
+/// `teamster settings`: a running server's model providers and MCP servers (`settings.rs`).
+#[derive(clap::Args, Debug)]
+pub struct SettingsArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    #[command(subcommand)]
+    pub command: SettingsCommand,
+}
+
+/// What is configured on the server.
+#[derive(Subcommand, Debug)]
+pub enum SettingsCommand {
+    /// Model providers: list, delete, rename.
+    Providers {
+        #[command(subcommand)]
+        command: ProvidersCommand,
+    },
+    /// MCP servers: list, delete, rename, test.
+    McpServers {
+        #[command(subcommand)]
+        command: McpServersCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ProvidersCommand {
+    /// Lists the providers: name, type and models.
+    List,
+    /// Deletes a provider stored through the settings (agents that name it are refused).
+    Delete { name: String },
+    /// Renames a custom provider; agents must then name its models by the new name.
+    Rename { name: String, new_name: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum McpServersCommand {
+    /// Lists the servers: name, type and URL.
+    List,
+    /// Deletes a server (agents that name it no longer get its tools).
+    Delete { name: String },
+    /// Renames a server; agents must then name it by the new name.
+    Rename { name: String, new_name: String },
+    /// Connects to a server and lists its tools; exits 1 when that fails.
+    Test { name: String },
 }

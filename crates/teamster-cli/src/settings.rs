@@ -4,56 +4,10 @@
 
 use std::process::ExitCode;
 
-use clap::Subcommand;
 use serde_json::{Value, json};
 
-use crate::args::ClientArgs;
+use crate::args::{McpServersCommand, ProvidersCommand, SettingsArgs, SettingsCommand};
 use crate::client::Api;
-
-#[derive(clap::Args, Debug)]
-pub struct SettingsArgs {
-    #[command(flatten)]
-    pub client: ClientArgs,
-    #[command(subcommand)]
-    pub command: SettingsCommand,
-}
-
-/// What is configured on the server.
-#[derive(Subcommand, Debug)]
-pub enum SettingsCommand {
-    /// Model providers: list, delete, rename.
-    Providers {
-        #[command(subcommand)]
-        command: ProvidersCommand,
-    },
-    /// MCP servers: list, delete, rename, test.
-    McpServers {
-        #[command(subcommand)]
-        command: McpServersCommand,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-pub enum ProvidersCommand {
-    /// Lists the providers: name, type and models.
-    List,
-    /// Deletes a provider stored through the settings (agents that name it are refused).
-    Delete { name: String },
-    /// Renames a custom provider; agents must then name its models by the new name.
-    Rename { name: String, new_name: String },
-}
-
-#[derive(Subcommand, Debug)]
-pub enum McpServersCommand {
-    /// Lists the servers: name, type and URL.
-    List,
-    /// Deletes a server (agents that name it no longer get its tools).
-    Delete { name: String },
-    /// Renames a server; agents must then name it by the new name.
-    Rename { name: String, new_name: String },
-    /// Connects to a server and lists its tools; exits 1 when that fails.
-    Test { name: String },
-}
 
 pub async fn run(args: SettingsArgs) -> anyhow::Result<ExitCode> {
     let api = Api::new(&args.client.server, args.client.key());
