@@ -346,9 +346,7 @@ test('stop cancels the running turn', async () => {
   await screenshot(page, '14-stopped');
 });
 
-// Todo until the server discards, at a cancel, the steering that had not yet joined the turn
-// (issue 41, item 3): today the steer starts a turn of its own once the cancelled one ended.
-test('stop after a steer: no new turn starts, and the page shows the true state without a reload', { todo: 'needs the server to drop steering at a cancel' }, async () => {
+test('stop after a steer: no new turn starts, and the page shows the true state without a reload', async () => {
   const page = await openChat();
   const chat = page.locator('.messages');
   await send(page, '[delay:150][tokens:60]');
