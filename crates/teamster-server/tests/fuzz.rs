@@ -214,6 +214,11 @@ fn valid_bodies(ids: &Ids) -> Vec<(Method, &'static str, Value)> {
             "/settings/mcp-servers",
             json!({"manifest": {"type": "remote", "name": "tools", "description": "Tools.", "url": "http://127.0.0.1:9/mcp"}}),
         ),
+        // Renamed to their own names; the provider and the server are made before the routes are
+        // tried (`routes`).
+        (Method::PATCH, "/settings/model-providers/{name}", json!({"name": "local"})),
+        (Method::PATCH, "/settings/mcp-servers/{name}", json!({"name": "tools"})),
+        (Method::POST, "/mcp-servers/{name}/test", json!({})),
         (
             Method::PUT,
             "/settings/skills",
@@ -226,15 +231,23 @@ fn valid_bodies(ids: &Ids) -> Vec<(Method, &'static str, Value)> {
 /// from the list below.
 async fn routes(state: &AppState, ids: &Ids) -> Vec<Route> {
     let document = must(state, Method::GET, "/api/v1/openapi.json", Value::Null).await;
+    let valid = valid_bodies(ids);
+    // The provider and the MCP server that the routes naming one (`{name}`) address.
+    for (method, path, body) in &valid {
+        if *method == Method::PUT && ["/settings/model-providers", "/settings/mcp-servers"].contains(path) {
+            must(state, Method::PUT, &format!("/api/v1{path}"), body.clone()).await;
+        }
+    }
     let fill = |template: &str| {
+        let named = if template.contains("/model-providers/") { "local" } else { "tools" };
         template
+            .replace("{name}", named)
             .replace("{agent_id}", &ids.agent)
             .replace("{session_id}", &ids.session)
             .replace("{chat_id}", &ids.session)
             .replace("{turn_id}", &ids.turn)
             .replace("{draft_session_id}", &ids.draft)
     };
-    let valid = valid_bodies(ids);
     let mut routes = Vec::new();
     for (template, operations) in document["paths"].as_object().expect("the document has paths") {
         for (method, operation) in operations.as_object().into_iter().flatten() {
