@@ -157,6 +157,10 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "/api/v1/settings/model-providers"): Route(operator_only(409), body=lambda world, caller: {"manifest": world.provider}),
     ("GET", "/api/v1/settings/mcp-servers"): Route(operator_only(200)),
     ("GET", "/api/v1/settings/mcp-servers/{name}"): Route(operator_only(404)),
+    ("DELETE", "/api/v1/settings/mcp-servers/{name}"): Route(operator_only(404)),
+    ("PATCH", "/api/v1/settings/mcp-servers/{name}"): Route(operator_only(404), body=lambda world, caller: {"name": "renamed"}),
+    ("DELETE", "/api/v1/settings/model-providers/{name}"): Route(operator_only(404)),
+    ("PATCH", "/api/v1/settings/model-providers/{name}"): Route(operator_only(404), body=lambda world, caller: {"name": "renamed"}),
     ("PUT", "/api/v1/settings/mcp-servers"): Route(operator_only(400), body=lambda world, caller: {}),
     ("POST", "/api/v1/settings/mcp-servers"): Route(operator_only(400), body=lambda world, caller: {}),
     ("GET", "/api/v1/settings/skills"): Route(operator_only(200)),
@@ -169,6 +173,8 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/api/v1/catalogs/skills"): Route(any_caller(200)),
     ("GET", "/api/v1/mcp-servers"): Route(any_caller(200)),
     ("GET", "/api/v1/mcp-servers/{name}/tools"): Route(any_caller(404)),
+    # Testing a server connects as listing its tools does (with the caller's own authorization).
+    ("POST", "/api/v1/mcp-servers/{name}/test"): Route(any_caller(404), body=lambda world, caller: {}),
     ("DELETE", "/api/v1/mcp-servers/{name}/authorize"): Route(any_caller(404)),
     # Agents: listed to whoever may see each; read and run by its runners, edited by its managers.
     ("GET", "/api/v1/agents"): Route(any_caller(200)),
