@@ -115,16 +115,22 @@ function AgentEditor({ agent, onSaved }) {
     localStorage.setItem('teamster.syntax', next);
   };
 
+  // The manifest being edited as `{ manifest }`, or null (with the problem shown) when it does not parse.
+  const parsedManifest = () => {
+    try {
+      return { manifest: parse(text, syntax) };
+    } catch (failure) {
+      setProblem({ message: `The manifest is not valid ${syntax.toUpperCase()}: ${failure.message}` });
+      return null;
+    }
+  };
+
   const save = async (event) => {
     event.preventDefault();
     setNotice(null);
-    let manifest;
-    try {
-      manifest = parse(text, syntax);
-    } catch (failure) {
-      setProblem({ message: `The manifest is not valid ${syntax.toUpperCase()}: ${failure.message}` });
-      return;
-    }
+    const parsed = parsedManifest();
+    if (parsed === null) return;
+    const { manifest } = parsed;
     setSaving(true);
     try {
       if (agent) {
@@ -145,13 +151,9 @@ function AgentEditor({ agent, onSaved }) {
 
   const check = async () => {
     setNotice(null);
-    let manifest;
-    try {
-      manifest = parse(text, syntax);
-    } catch (failure) {
-      setProblem({ message: `The manifest is not valid ${syntax.toUpperCase()}: ${failure.message}` });
-      return;
-    }
+    const parsed = parsedManifest();
+    if (parsed === null) return;
+    const { manifest } = parsed;
     setChecking(true);
     try {
       setReport(await checkAgent(agent?.name ?? agentName.trim(), manifest));
