@@ -18,6 +18,7 @@ Every wait is bounded: reading the `listening on` line, the health check, each H
 from __future__ import annotations
 
 import ctypes
+import glob
 import os
 import pathlib
 import queue
@@ -44,8 +45,10 @@ SANDBOX_ROOT = f"/tmp/teamster-conformance-sandboxes-{os.getpid()}"
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """The run's sandboxes go with it (their servers have stopped by now)."""
-    shutil.rmtree(SANDBOX_ROOT, ignore_errors=True)
+    """The run's sandboxes go with it (their servers have stopped by now), with the roots of
+    tests that needed one of their own (named `SANDBOX_ROOT-…`)."""
+    for root in glob.glob(f"{SANDBOX_ROOT}*"):
+        shutil.rmtree(root, ignore_errors=True)
 
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]

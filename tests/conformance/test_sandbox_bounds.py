@@ -64,8 +64,13 @@ def test_bad_bounds_are_refused_at_start_up(tmp_path):
 def test_a_users_sessions_share_one_disk_quota(server_factory):
     """Each sandbox holds less than its own quota, but a user's sessions together pass
     --sandbox-disk-per-subject-mib: the command that takes them past it is stopped, and the
-    result says which quota and how to make room."""
-    server = server_factory(extra_args=["--sandbox-disk-per-subject-mib", "12"])
+    result says which quota and how to make room.
+
+    The server gets a sandbox root of its own: the shared one holds other tests' sandboxes of
+    the same caller, which a server counts towards the owner's total (as it would another
+    replica's)."""
+    root = f"{conftest.SANDBOX_ROOT}-{wire.unique('quota')}"
+    server = server_factory(extra_args=["--sandbox-disk-per-subject-mib", "12", "--sandbox-root", root])
     api = server.require_api()
     write = "i=0; while [ $i -lt 10 ]; do head -c 1048576 /dev/zero > f$i || exit 1; i=$((i+1)); sleep 0.2; done; echo done"
     first = api.create_session(spec=sandbox_spec())
