@@ -138,6 +138,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/healthz"): Route(public(200)),
     ("GET", "/readyz"): Route(public(200)),
     ("GET", "/api/v1/openapi.json"): Route(public(200)),
+    ("GET", "/api/v1/schemas/agent-manifest.json"): Route(public(200)),
     ("GET", "/api/v1/docs"): Route(public(200)),
     ("GET", "/api/v1/mcp-servers/oauth/callback"): Route(public(400)),
     # The authorize page needs a key, or a ticket of its own, which this call does not carry.
@@ -179,6 +180,8 @@ ROUTES: dict[tuple[str, str], Route] = {
     # Agents: listed to whoever may see each; read and run by its runners, edited by its managers.
     ("GET", "/api/v1/agents"): Route(any_caller(200)),
     ("POST", "/api/v1/agents"): Route(any_caller(201), body=new_agent_body),
+    # A check stores nothing and names only what the caller sent.
+    ("POST", "/api/v1/agents/check"): Route(any_caller(200), body=new_agent_body),
     ("GET", "/api/v1/agents/{agent_id}"): Route(agent_use(200)),
     ("PUT", "/api/v1/agents/{agent_id}"): Route(agent_manage(200), body=agent_body),
     ("DELETE", "/api/v1/agents/{agent_id}"): Route(agent_delete(200), fresh=True),

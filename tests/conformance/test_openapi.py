@@ -101,6 +101,7 @@ def test_the_document_is_valid_openapi_3_1(document):
             "$ref": "#/components/schemas/RequestErrorResponse"}, (method, path)
     public = {(method, path) for (method, path), operation in operations(document).items() if {} in operation.get("security", [])}
     assert public == {("get", "/healthz"), ("get", "/readyz"), ("get", "/api/v1/openapi.json"), ("get", "/api/v1/docs"),
+                      ("get", "/api/v1/schemas/agent-manifest.json"),
                       ("get", "/api/v1/mcp-servers/oauth/callback"), ("get", "/api/v1/mcp-servers/{name}/authorize"),
                       ("get", "/api/v1/auth/login"), ("get", "/api/v1/auth/callback")}
 

@@ -6,6 +6,7 @@
 //! demand: unknown fields are ignored, `null` means absent, and integers may arrive as `512.0`.
 
 pub mod agent;
+pub mod agent_check;
 pub mod api;
 pub mod collaborator;
 pub mod control;

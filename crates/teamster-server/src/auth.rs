@@ -62,6 +62,7 @@ pub(crate) fn is_public(path: &str) -> bool {
     matches!(
         path,
         "/healthz" | "/readyz" | "/api/v1/mcp-servers/oauth/callback" | "/api/v1/openapi.json" | "/api/v1/docs"
+            | "/api/v1/schemas/agent-manifest.json"
             | "/api/v1/auth/login" | "/api/v1/auth/callback" | "/api/v1/auth/logout"
     )
         || path

@@ -13,6 +13,7 @@ mod guard;
 mod in_flight;
 mod links;
 mod listen;
+mod manifest_schema;
 mod oidc;
 mod openapi;
 mod params;

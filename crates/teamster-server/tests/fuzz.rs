@@ -189,6 +189,7 @@ fn valid_bodies(ids: &Ids) -> Vec<(Method, &'static str, Value)> {
     vec![
         (Method::POST, "/agents", json!({"name": "fuzzed", "manifest": offline})),
         (Method::PUT, "/agents/{agent_id}", json!({"manifest": offline})),
+        (Method::POST, "/agents/check", json!({"name": "checked", "manifest": offline})),
         (Method::POST, "/sessions", json!({"agent": {"name": "demo"}, "title": "Fuzzed"})),
         (Method::PATCH, "/sessions/{session_id}", json!({"title": "Renamed", "state": {"step": 1}})),
         (Method::POST, "/sessions/{session_id}/turns", json!({"input": input, "stream": false})),

@@ -11,6 +11,7 @@
 //! Invariant: no HTTP here (no axum, no status codes) and no SQL; errors are
 //! [`ServiceError`]s that the server maps to statuses.
 
+mod agent_check;
 mod attachments;
 mod budgets;
 pub mod catalog;
@@ -209,6 +210,7 @@ impl Service {
         let runtime =
             runtime::TurnRuntime::start(store.clone(), cluster.clone(), Arc::new(planner), runtime_config, telemetry.clone());
         let turn_quota = limits::TurnQuota::new(config.limits.max_concurrent_turns_per_subject, store.clone());
+        catalog.check_servers_with(&mcp);
         let inner = Arc::new(Inner {
             store,
             catalog,
@@ -237,6 +239,20 @@ impl Service {
     /// The MCP host: configured servers, their tools, and users' authorizations of them.
     pub fn mcp(&self) -> &McpHost {
         &self.inner.mcp
+    }
+
+    /// Checks an agent manifest without saving it ("why this toolset", `agent_check.rs`): the
+    /// problems saving would refuse (beside `problems`, those the request already had), its
+    /// models resolved, its MCP servers connected as `caller`, and the tools a new session is
+    /// offered with whether each waits for approval and why. `name` is checked when given.
+    pub async fn check_agent(
+        &self,
+        caller: &Caller,
+        name: Option<&str>,
+        spec: Option<&teamster_protocol::agent::AgentSpec>,
+        problems: Vec<teamster_protocol::agent_check::CheckProblem>,
+    ) -> teamster_protocol::agent_check::AgentCheckReport {
+        agent_check::AgentCheck { catalog: self.catalog(), mcp: self.mcp() }.run(caller, name, spec, problems).await
     }
 
     /// Whether agents may have sandboxes here.

@@ -51,6 +51,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/agents/check": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Check an agent manifest
+         * @description Checks a manifest as creating the agent would, without saving anything, and says what it would run with ("why this toolset"): every model it names resolved; every MCP server it names connected (as the caller, who may have to authorize an OAuth server first); the tools a new session's model is offered, in the starting mode, each with whether its calls wait for a person's approval and why (a session's permission policy and grants may change that later); and each tool the agent could have had but does not, with the key that decides it. Problems saving would refuse (unknown keys, an unknown model or MCP server, a bad name) are in `problems` and leave `ok` false; the answer is 200 all the same. Without `name`, the name is not checked.
+         */
+        post: operations["checkAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/auth/callback": {
         parameters: {
             query?: never;
@@ -378,6 +398,26 @@ export interface paths {
         };
         /** The OpenAPI document */
         get: operations["getOpenApiDocument"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/schemas/agent-manifest.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The agent manifest's JSON Schema
+         * @description The JSON Schema (2020-12) of an agent's `manifest`, generated from the server's own types, for editors to validate and complete manifests with. Every object is closed: the server refuses a key the schema does not list. Public, like this document.
+         */
+        get: operations["getAgentManifestSchema"];
         put?: never;
         post?: never;
         delete?: never;
@@ -948,6 +988,14 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description A tool the agent does not get. */
+        AbsentTool: {
+            name: string;
+            /** @description Why it is absent, naming the key that decides it. */
+            reason: string;
+            /** @description Where it would have come from (as [`ToolCheck::source`]). */
+            source: string;
+        };
         /** @description A saved agent as the native API shows it: the latest version's spec under `manifest`. */
         Agent: {
             /** @description When it was created (RFC 3339, UTC, milliseconds). */
@@ -967,6 +1015,28 @@ export interface components {
              * @description The immutable version number the manifest belongs to (1, 2, ...).
              */
             version: number;
+        };
+        /** @description What checking an agent manifest found. */
+        AgentCheckReport: {
+            /** @description Tools the manifest could have given the agent but does not, each with why. */
+            absent_tools: components["schemas"]["AbsentTool"][];
+            /** @description Every MCP server the manifest names, connected. */
+            mcp_servers: components["schemas"]["McpServerCheck"][];
+            /** @description The mode a new session starts in, whose tools are listed; absent without modes. */
+            mode?: string | null;
+            /** @description Every model the manifest names (its own, its modes', its sub-agents'), resolved. */
+            models: components["schemas"]["ModelCheck"][];
+            /** @description Whether saving the manifest would succeed: no problems. */
+            ok: boolean;
+            /** @description What saving it would refuse, each with the path of the key at fault where there is one. */
+            problems: components["schemas"]["CheckProblem"][];
+            /** @description The tools the model is offered in a new session, as the model calls them. */
+            tools: components["schemas"]["ToolCheck"][];
+            /**
+             * @description What would not stop it being saved but may not be what its author meant (a tool
+             *     selector naming no tool, a server that cannot be reached now).
+             */
+            warnings: components["schemas"]["CheckProblem"][];
         };
         AgentInfo: {
             /** @description The task it was given. */
@@ -1138,6 +1208,12 @@ export interface components {
             settings: components["schemas"]["Enabled"];
             /** @description Whether agents can mount skills, and why not. */
             skill: components["schemas"]["SkillCapability"];
+        };
+        /** @description One problem of a manifest. */
+        CheckProblem: {
+            message: string;
+            /** @description Where in the manifest (`model.name`, `config.sandbox.enabld`), when one key is at fault. */
+            param?: string | null;
         };
         /** @description Teamster extension: `POST /api/v1/sessions/{id}/clone`. */
         CloneSessionRequest: {
@@ -1317,6 +1393,31 @@ export interface components {
                  * @description The immutable version number the manifest belongs to (1, 2, ...).
                  */
                 version: number;
+            };
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_AgentCheckReport: {
+            /** @description What checking an agent manifest found. */
+            data: {
+                /** @description Tools the manifest could have given the agent but does not, each with why. */
+                absent_tools: components["schemas"]["AbsentTool"][];
+                /** @description Every MCP server the manifest names, connected. */
+                mcp_servers: components["schemas"]["McpServerCheck"][];
+                /** @description The mode a new session starts in, whose tools are listed; absent without modes. */
+                mode?: string | null;
+                /** @description Every model the manifest names (its own, its modes', its sub-agents'), resolved. */
+                models: components["schemas"]["ModelCheck"][];
+                /** @description Whether saving the manifest would succeed: no problems. */
+                ok: boolean;
+                /** @description What saving it would refuse, each with the path of the key at fault where there is one. */
+                problems: components["schemas"]["CheckProblem"][];
+                /** @description The tools the model is offered in a new session, as the model calls them. */
+                tools: components["schemas"]["ToolCheck"][];
+                /**
+                 * @description What would not stop it being saved but may not be what its author meant (a tool
+                 *     selector naming no tool, a server that cannot be reached now).
+                 */
+                warnings: components["schemas"]["CheckProblem"][];
             };
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
@@ -1940,6 +2041,18 @@ export interface components {
             /** @description `header` (static headers) or `dcr` (OAuth per user). */
             type: string;
         };
+        /** @description An MCP server the manifest names. */
+        McpServerCheck: {
+            /** @description Whether it connected and listed its tools. */
+            connected: boolean;
+            /** @description Why it could not be used, when it could not (a turn goes on without its tools). */
+            error?: string | null;
+            /** @description How many tools it listed. */
+            listed_tools: number;
+            name: string;
+            /** @description Where the manifest names it: `mcp_servers[0]`, `modes[1].additional_tools[0]`. */
+            param: string;
+        };
         McpServerInit: {
             /**
              * @description Teamster extension: why the server could not be initialized; the turn goes on without
@@ -2033,6 +2146,19 @@ export interface components {
             tools: string[];
         };
         MessageContent: string | components["schemas"]["ContentPart"][];
+        /** @description A model the manifest names. */
+        ModelCheck: {
+            /** @description Whether a turn could call it now. */
+            available: boolean;
+            /** @description Why it cannot be used, when it cannot. */
+            error?: string | null;
+            /** @description The provider's id of the model, when it resolves. */
+            model_id?: string | null;
+            /** @description `provider/model`. */
+            name: string;
+            /** @description Where the manifest names it: `model.name`, `modes[1].model`, `sub_agents[0].model`. */
+            param: string;
+        };
         /** @description A complete model message, also the placeholder that starts a streamed one. */
         ModelMessage: {
             /** @description The message's text, or its parts. */
@@ -2886,6 +3012,25 @@ export interface components {
          * @enum {string}
          */
         ToolCategory: "read" | "edit" | "execute" | "mcp" | "other";
+        /** @description A tool the model is offered. */
+        ToolCheck: {
+            /** @description Why they do, or why they run at once. */
+            approval_reason: string;
+            /** @description The name the model calls it by. */
+            name: string;
+            /**
+             * @description Whether its definition is sent from the start; the model finds the others with
+             *     `search_tools` and loads them with `load_tools`.
+             */
+            preloaded: boolean;
+            /** @description Whether its calls wait for a person's approval. */
+            requires_approval: boolean;
+            /**
+             * @description Where it comes from: `built-in`, `sandbox`, `tasks`, `plan`, `state`, `engine` or
+             *     `mcp:<server>`.
+             */
+            source: string;
+        };
         /** @description Where a tool comes from. */
         ToolInfo: {
             name: string;
@@ -3238,6 +3383,15 @@ export interface operations {
                     "application/json": components["schemas"]["Data_Agent"];
                 };
             };
+            /** @description The manifest is invalid: a key the schema (`/api/v1/schemas/agent-manifest.json`) does not have (code `unknown_field`, with the key that was likely meant), a model the providers do not have, an MCP server that is not configured, or another problem, named in `param`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
             /** @description An agent with this name already exists. */
             409: {
                 headers: {
@@ -3315,6 +3469,15 @@ export interface operations {
                     "application/json": components["schemas"]["Data_Agent"];
                 };
             };
+            /** @description The manifest is invalid, as for creating an agent. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
             /** @description The caller may run the agent but not edit it. */
             403: {
                 headers: {
@@ -3363,6 +3526,39 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    checkAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateAgentRequest"];
+            };
+        };
+        responses: {
+            /** @description The report, also when the manifest has problems. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_AgentCheckReport"];
                 };
             };
             /** @description The error shape, with the status that says what failed. */
@@ -4054,6 +4250,35 @@ export interface operations {
                 };
                 content: {
                     "application/json": Record<string, never>;
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    getAgentManifestSchema: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The schema. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/schema+json": Record<string, never>;
                 };
             };
             /** @description The error shape, with the status that says what failed. */

@@ -11,7 +11,7 @@
 //! caller is the operator, an admin of the tenant `local`, which every agent stored before agents had owners
 //! belongs to, so everything is as it was.
 
-use teamster_protocol::agent::{Agent, AgentSpec, is_valid_resource_name};
+use teamster_protocol::agent::{Agent, AgentSpec, McpServerSource, is_valid_resource_name};
 use teamster_protocol::collaborator::{AgentRole, CollaboratorSubject};
 use teamster_protocol::{RuntimeConfig, ids, timestamp};
 use teamster_store::AgentRecord;
@@ -169,6 +169,54 @@ impl Catalog {
         Ok(())
     }
 
+    /// What saving an agent checks beyond [`Catalog::check_spec`]: every model it names (its
+    /// own, its modes', its sub-agents') is one the providers have, and every MCP server it
+    /// names from the registry is configured (or is one of the program's tool sets), so a
+    /// mistake is a 400 naming it now rather than a turn without a model or tools later.
+    pub(crate) fn check_saved_spec(&self, spec: &AgentSpec) -> Result<()> {
+        self.check_spec(spec)?;
+        self.check_known_model("model.name", &spec.model.name)?;
+        for mode in spec.modes.iter().flatten() {
+            if let Some(model) = &mode.model {
+                self.check_known_model("modes", model)?;
+            }
+        }
+        for declared in spec.sub_agents.iter().flatten() {
+            if let Some(model) = &declared.model {
+                self.check_known_model("sub_agents", model)?;
+            }
+        }
+        let Some(mcp) = self.mcp.get() else { return Ok(()) };
+        let servers = spec.mcp_servers.iter().flatten().map(|server| ("mcp_servers", server));
+        let modes = spec.modes.iter().flatten().flat_map(|mode| mode.additional_tools.iter().flatten().map(|server| ("modes", server)));
+        for (param, server) in servers.chain(modes) {
+            if let McpServerSource::Registry { name } = &server.source
+                && !mcp.names_server(name)
+            {
+                return Err(ServiceError::invalid_param(
+                    param,
+                    format!(
+                        "no MCP server named {name:?} is configured here; an admin adds it in the settings \
+                         (PUT /api/v1/settings/mcp-servers), or give the agent the server inline \
+                         ({{\"type\": \"inline\", \"name\": ..., \"url\": ...}})"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses (400, about `param`) a model the providers do not have; a provider that is
+    /// configured but cannot be used now (its key is missing) is not the agent's mistake.
+    fn check_known_model(&self, param: &'static str, model: &str) -> Result<()> {
+        match self.models().resolve(model) {
+            Err(error @ (teamster_llm::registry::ResolveError::UnknownModel { .. } | teamster_llm::registry::ResolveError::UnknownProvider { .. })) => {
+                Err(ServiceError::invalid_param(param, format!("the model {model:?} is not available: {error}")))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Checks that a model a caller names for a session's next turns is one this server has
     /// (the error names the provider's models, or the providers); returns it.
     pub(crate) fn check_model(&self, model: &str) -> Result<String> {
@@ -209,7 +257,7 @@ impl Catalog {
                 format!("agent name {name:?} must be 2-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter and ending with a letter or digit"),
             ));
         }
-        self.check_spec(&spec)?;
+        self.check_saved_spec(&spec)?;
         let now = timestamp::now();
         let record = AgentRecord {
             id: ids::new_id("agent"),
@@ -237,7 +285,7 @@ impl Catalog {
     /// answers that version.
     pub async fn update_agent(&self, caller: &Caller, agent_id: &str, spec: AgentSpec) -> Result<Agent> {
         let latest = self.agent_for(caller, agent_id, AgentAccess::Manage).await?;
-        self.check_spec(&spec)?;
+        self.check_saved_spec(&spec)?;
         if latest.spec == spec {
             return Ok(agent_view(latest));
         }

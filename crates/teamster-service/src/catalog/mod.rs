@@ -37,6 +37,8 @@ pub struct Catalog {
     sandboxes: crate::Sandboxes,
     /// Seals the providers' API keys in the store.
     sealed: SealedSettings,
+    /// The MCP host, whose configured servers saved agents may name (set once it has started).
+    mcp: std::sync::OnceLock<Arc<crate::mcp::McpHost>>,
 }
 
 impl Catalog {
@@ -56,7 +58,13 @@ impl Catalog {
             env_providers,
             sandboxes,
             sealed,
+            mcp: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Lets saving an agent check the MCP servers it names against `mcp`'s.
+    pub(crate) fn check_servers_with(&self, mcp: &Arc<crate::mcp::McpHost>) {
+        let _first = self.mcp.set(mcp.clone());
     }
 
     fn store(&self) -> &dyn Store {

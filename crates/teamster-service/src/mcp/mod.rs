@@ -24,7 +24,7 @@ pub use links::{McpLinks, OAuthCallback};
 pub use servers::McpServerWrite;
 pub(crate) use oauth::is_oauth_kind;
 pub(crate) use servers::{SETTING_KIND, validate_agent_servers};
-pub(crate) use toolbox::TurnTools;
+pub(crate) use toolbox::{TurnTools, tool_names};
 
 /// The MCP servers, connections and authorizations of this replica.
 pub struct McpHost {

@@ -21,6 +21,8 @@ use teamster_protocol::settings::{
 };
 use teamster_store::Store;
 use teamster_tools::selector::Selectors;
+use teamster_tools::tool_sets::ToolScope;
+use teamster_tools::{Tool, ToolSource};
 
 use crate::error::{Result, ServiceError};
 use crate::sealed::SealedSettings;
@@ -237,12 +239,21 @@ impl McpHost {
     /// is [`ServiceError::Upstream`], one that wants authorization (or the caller's, first)
     /// [`ServiceError::AuthRequired`].
     pub async fn list_mcp_server_tools(&self, caller: &Caller, name: &str) -> Result<Vec<serde_json::Value>> {
+        let (connection, url) = self.connect_configured(caller, name).await?;
+        let tools = connection.list_entries().await.map_err(|error| {
+            ServiceError::Upstream(scrub_url(format!("MCP server {name:?} could not list its tools: {error}"), url.as_deref()))
+        })?;
+        Ok(tools.into_iter().map(|listed| listed.entry).collect())
+    }
+
+    /// Connects to the configured server `name` as `caller` would in a turn (with the caller's
+    /// token for an OAuth server), each step bounded by [`LISTING_TIMEOUT`]; answers the
+    /// connection and the URL its messages must not quote whole.
+    async fn connect_configured(&self, caller: &Caller, name: &str) -> Result<(McpConnection, Option<String>)> {
         let manifest = self.registry.get(name).ok_or_else(|| not_found(name))?;
         let mut config = registry_config(name, &manifest, self.allow_stdio).map_err(|message| {
             if manifest.kind == McpServerManifest::STDIO { ServiceError::Forbidden(message) } else { ServiceError::Unprocessable(message) }
         })?;
-        config.connect_timeout = LISTING_TIMEOUT;
-        config.call_timeout = LISTING_TIMEOUT;
         if matches!(manifest.auth, Some(McpServerAuth::Dcr {})) {
             let Some((bearer, _)) = self.oauth_bearer(&caller.subject, name).await else {
                 return Err(ServiceError::AuthRequired(format!(
@@ -253,17 +264,52 @@ impl McpHost {
                 http.bearer_token = Some(bearer);
             }
         }
-        let url = endpoint_url(&config).map(str::to_owned);
-        let scrub = |message: String| scrub_url(message, url.as_deref());
-        let connection = McpConnection::connect(config).await.map_err(|error| match connect_error(name, error) {
-            ServiceError::Upstream(message) => ServiceError::Upstream(scrub(message)),
-            other => other,
-        })?;
-        let tools = connection.list_entries().await.map_err(|error| {
-            ServiceError::Upstream(scrub(format!("MCP server {name:?} could not list its tools: {error}")))
-        })?;
-        Ok(tools.into_iter().map(|listed| listed.entry).collect())
+        connect_bounded(name, config).await
     }
+
+    /// Whether an agent may name `name` as a registry server: a configured server, or one of
+    /// the program's in-process tool sets.
+    pub(crate) fn names_server(&self, name: &str) -> bool {
+        self.tool_sets.contains(name) || self.registry.get(name).is_some()
+    }
+
+    /// The tools an agent's server entry offers (before the entry's selectors), listed over a
+    /// connection of its own that is closed once listed, connecting as `caller` would in a
+    /// turn; or why the entry cannot be used. The check of an agent (`POST
+    /// /api/v1/agents/check`) asks this.
+    pub(crate) async fn probe(&self, caller: &Caller, server: &McpServer) -> std::result::Result<Vec<Tool>, String> {
+        let (connection, url) = match &server.source {
+            McpServerSource::Registry { name } => {
+                if let Some(set) = self.tool_sets.get(name) {
+                    let scope = ToolScope { session_id: "check".to_owned(), turn_id: "check".to_owned(), user: caller.subject.clone() };
+                    return set.open(&scope).list().await.map_err(|error| error.to_string());
+                }
+                self.connect_configured(caller, name).await.map_err(|error| error.to_string())?
+            }
+            McpServerSource::Inline { name, url, transport } => {
+                connect_bounded(name, inline_config(name, url, transport.as_deref(), &self.egress)).await.map_err(|error| error.to_string())?
+            }
+            McpServerSource::Unsupported { kind, .. } => return Err(format!("MCP servers of type {kind:?} cannot be used by an agent")),
+        };
+        match tokio::time::timeout(LISTING_TIMEOUT, connection.list()).await {
+            Ok(Ok(tools)) => Ok(tools),
+            Ok(Err(error)) => Err(scrub_url(format!("the server could not list its tools: {error}"), url.as_deref())),
+            Err(_) => Err(format!("tools/list did not answer within {} s", LISTING_TIMEOUT.as_secs())),
+        }
+    }
+}
+
+/// Connects with `config`, each step bounded by [`LISTING_TIMEOUT`]; answers the connection and
+/// the URL its messages must not quote whole. A failure is [`connect_error`]'s, its message scrubbed.
+async fn connect_bounded(name: &str, mut config: McpServerConfig) -> Result<(McpConnection, Option<String>)> {
+    config.connect_timeout = LISTING_TIMEOUT;
+    config.call_timeout = LISTING_TIMEOUT;
+    let url = endpoint_url(&config).map(str::to_owned);
+    let connection = McpConnection::connect(config).await.map_err(|error| match connect_error(name, error) {
+        ServiceError::Upstream(message) => ServiceError::Upstream(scrub_url(message, url.as_deref())),
+        other => other,
+    })?;
+    Ok((connection, url))
 }
 
 /// The URL a configuration connects to, for HTTP transports.
