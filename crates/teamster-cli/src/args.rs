@@ -401,6 +401,12 @@ pub enum AgentsCommand {
         /// agent with a real model without editing its file.
         #[arg(long)]
         model: Option<String>,
+        /// Save nothing: check the manifest as saving would, resolve its models, connect to its
+        /// MCP servers, and print the tools a new session is offered, whether each asks for
+        /// approval and why, and each absent tool and why ("why this toolset"). Exits 1 when
+        /// saving would be refused.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// List saved agents.
     List,
@@ -493,6 +499,13 @@ pub enum ProvidersCommand {
 pub enum McpServersCommand {
     /// Lists the servers: name, type and URL.
     List,
+    /// Adds a server, or replaces the one of the same name, from a settings manifest file
+    /// (YAML or JSON, `type: remote` with a `url`, or `type: stdio` with a `command`), as
+    /// `PUT /api/v1/settings/mcp-servers` does; agents then name it in their `mcp_servers`.
+    Apply {
+        #[arg(short = 'f', long = "file")]
+        file: std::path::PathBuf,
+    },
     /// Deletes a server (agents that name it no longer get its tools).
     Delete { name: String },
     /// Renames a server; agents must then name it by the new name.

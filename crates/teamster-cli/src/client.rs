@@ -1,5 +1,5 @@
-//! The terminal client: `agents apply|list|get`, `run` and `sessions` (and `keys` with
-//! `--server`), over the native HTTP API, with the caller's `--api-key`.
+//! The terminal client: `run` and `sessions` (and `agents`, `keys` and `settings`, in files of
+//! their own, through its [`Api`]), over the native HTTP API, with the caller's `--api-key`.
 //!
 //! `run` never pretends a turn is over: one that waits for a person (an approval, an answer, an
 //! authorization) says what waits and how to give it, and exits with [`EXIT_WAITING`].
@@ -11,10 +11,9 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use teamster_protocol::AgentManifest;
 use teamster_protocol::event::{Event, ModelMessage, fold};
 
-use crate::args::{AgentsCommand, ClientArgs, RunArgs, SessionsArgs};
+use crate::args::{ClientArgs, RunArgs, SessionsArgs};
 use crate::sse::SseFrames;
 
 /// The exit status of a turn that waits for a person (see `EXIT_CODES` in `args.rs`).
@@ -47,7 +46,7 @@ impl Api {
         }
     }
 
-    fn of(client: &ClientArgs) -> Api {
+    pub(crate) fn of(client: &ClientArgs) -> Api {
         Api::new(&client.server, client.key())
     }
 
@@ -80,61 +79,10 @@ impl Api {
         self.call(self.request(method, path).json(body)).await
     }
 
-    async fn agent_by_name(&self, name: &str) -> anyhow::Result<Option<Value>> {
+    pub(crate) async fn agent_by_name(&self, name: &str) -> anyhow::Result<Option<Value>> {
         let agents = self.get("/agents").await?;
         Ok(agents["data"].as_array().into_iter().flatten().find(|agent| agent["name"] == name).cloned())
     }
-}
-
-pub async fn agents(client: &ClientArgs, command: AgentsCommand) -> anyhow::Result<ExitCode> {
-    let api = Api::of(client);
-    match command {
-        AgentsCommand::Apply { file, model } => {
-            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-            let mut manifest: AgentManifest =
-                serde_yaml::from_str(&text).with_context(|| format!("{} is not a truefoundry-agent manifest", file.display()))?;
-            if manifest.kind != AgentManifest::TYPE {
-                bail!("{} has type {:?}; expected {:?}", file.display(), manifest.kind, AgentManifest::TYPE);
-            }
-            if let Some(model) = model {
-                manifest.model.name = model;
-            }
-            let spec = serde_json::to_value(manifest.to_spec())?;
-            let (saved, before) = match api.agent_by_name(&manifest.name).await? {
-                Some(existing) => {
-                    let id = existing["id"].as_str().unwrap_or_default();
-                    let saved = api.send(reqwest::Method::PUT, &format!("/agents/{id}"), &json!({ "manifest": spec })).await?;
-                    (saved, Some(existing["version"].clone()))
-                }
-                None => {
-                    (api.send(reqwest::Method::POST, "/agents", &json!({ "name": manifest.name, "manifest": spec })).await?, None)
-                }
-            };
-            let name = saved["data"]["name"].as_str().unwrap_or("?");
-            let version = &saved["data"]["version"];
-            if before.as_ref() == Some(version) {
-                println!("agent {name} is unchanged at version {version}");
-            } else {
-                println!("agent {name} is at version {version}");
-            }
-        }
-        AgentsCommand::List => {
-            let agents = api.get("/agents").await?;
-            for agent in agents["data"].as_array().into_iter().flatten() {
-                println!(
-                    "{}\tv{}\t{}",
-                    agent["name"].as_str().unwrap_or("?"),
-                    agent["version"],
-                    agent["manifest"]["model"]["name"].as_str().unwrap_or("?")
-                );
-            }
-        }
-        AgentsCommand::Get { name } => match api.agent_by_name(&name).await? {
-            Some(agent) => println!("{}", serde_json::to_string_pretty(&agent)?),
-            None => bail!("no agent named {name:?}"),
-        },
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Lists the caller's sessions, newest first: id, agent, last update, title.

@@ -3,6 +3,7 @@
 //!
 //! Thin by design: parse arguments, build configuration, wire the concrete adapters, run.
 
+mod agents;
 mod allocator;
 mod args;
 mod chat;
@@ -39,7 +40,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match args.command {
             args::Command::Serve(serve) => serve::run(*serve).await,
-            args::Command::Agents(agents) => client::agents(&agents.client, agents.command).await,
+            args::Command::Agents(agents) => agents::run(&agents.client, agents.command).await,
             args::Command::Run(run) => client::run(run).await,
             args::Command::Sessions(sessions) => client::sessions(sessions).await,
             args::Command::Chat(chat) => chat::run(chat).await,
