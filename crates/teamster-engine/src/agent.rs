@@ -133,6 +133,7 @@ impl Agent {
             steering: None,
             spend_limit: None,
             fan_out: self.fan_out_under(FanOut::default()),
+            ends_waiting: None,
             model_calls: None,
         }
     }

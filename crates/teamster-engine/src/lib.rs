@@ -45,7 +45,7 @@ pub use sub_agents::{ModelResolver, NamedSubAgent, RUN_SUB_AGENT, SubAgentPolicy
 pub use history::history_from_events;
 pub use large_results::{MAX_READ_CHARS, PREVIEW_CHARS, READ_TOOL_RESULT, ResultFiles};
 pub use resume::{INTERRUPTED_CALL, Resumed, resume_turn};
-pub use run::{TurnOutcome, TurnPlan, run_turn};
+pub use run::{EndsWaiting, TurnOutcome, TurnPlan, run_turn};
 pub use sink::EventSink;
 pub use skills::SkillNote;
 pub use spend_limit::{Reservations, SpendLimit};

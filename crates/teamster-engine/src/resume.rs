@@ -23,14 +23,12 @@
 use std::collections::HashSet;
 
 use teamster_llm::Message;
-use teamster_protocol::event::{ModelMessage, TOOL_ERROR_PREFIX, ToolCall, ToolResponse};
-use teamster_protocol::{Event, ids, timestamp};
+use teamster_protocol::event::{ModelMessage, ToolCall};
+use teamster_protocol::Event;
 use teamster_tools::ToolGate;
-use tokio_util::sync::CancellationToken;
 
 use crate::gates::{ASK_USER_QUESTION, Decision, Resolution, Split};
-use crate::progress::CallProgress;
-use crate::run::{TurnOutcome, TurnPlan};
+use crate::run::{EndsWaiting, TurnOutcome, TurnPlan};
 use crate::sink::EventSink;
 use crate::structured::OutputCheck;
 
@@ -54,14 +52,10 @@ pub enum Resumed {
 
 /// Adjusts the plan of a turn taken over from a stopped server (built from the stored history
 /// as for any turn) to go on from where the turn stopped. `recorded` are the content events the
-/// turn recorded after its `turn.created`, oldest first. Calls that settle at once (when the
-/// turn ends waiting for a human) emit their `tool.response` to `sink`.
-pub async fn resume_turn(
-    mut plan: TurnPlan,
-    recorded: &[Event],
-    sink: &dyn EventSink,
-    cancel: &CancellationToken,
-) -> Resumed {
+/// turn recorded after its `turn.created`, oldest first. When the turn stopped at a message
+/// waiting for a human, what waits is announced to `sink` (unless the turn did), and the plan
+/// runs that message's other calls and ends waiting ([`TurnPlan::ends_waiting`]).
+pub fn resume_turn(mut plan: TurnPlan, recorded: &[Event], sink: &dyn EventSink) -> Resumed {
     let thread_id = plan.thread_id.clone();
     let messages: Vec<&ModelMessage> = recorded
         .iter()
@@ -150,33 +144,11 @@ pub async fn resume_turn(
     } else {
         announced
     };
-    for resolution in unanswered {
-        let content = match resolution.settled_content() {
-            Some(content) => content,
-            None => {
-                if !sink.checkpoint().await {
-                    return Resumed::Finished(TurnOutcome::Interrupted);
-                }
-                let call = &resolution.call.function;
-                let progress = CallProgress::new(sink, &thread_id, &resolution.call.id, &call.name);
-                let output = tokio::select! {
-                    biased;
-                    () = cancel.cancelled() => return Resumed::Finished(TurnOutcome::Interrupted),
-                    output = plan.toolbox.call_reporting(&call.name, &call.arguments, &progress) => output,
-                };
-                sink.tool_called(&call.name, output.is_error);
-                if output.is_error { format!("{TOOL_ERROR_PREFIX}{}", output.content) } else { output.content }
-            }
-        };
-        sink.emit_content(&Event::ToolResponse(ToolResponse {
-            id: ids::new_id("evt"),
-            thread_id: thread_id.clone(),
-            created_at: timestamp::now(),
-            tool_call_id: resolution.call.id.clone(),
-            content,
-        }));
-    }
-    Resumed::Finished(TurnOutcome::Done { output: Some(last), required_actions })
+    // The calls that ran at once and have no result go through the engine's own tool step
+    // (large results kept as files, fan-out bounds, sub-agents) before the turn ends waiting.
+    plan.resolutions.extend(unanswered);
+    plan.ends_waiting = Some(EndsWaiting { message: last, required_actions });
+    Resumed::Run(plan)
 }
 
 /// A turn whose last message was an answer: it ends with it if the answer passes the response

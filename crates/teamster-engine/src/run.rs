@@ -80,6 +80,17 @@ pub struct TurnPlan {
     /// Places for model calls shared by every turn of the same subject (its concurrency
     /// limit): each model call of every thread holds one while it runs; `None` for no limit.
     pub model_calls: Option<Arc<tokio::sync::Semaphore>>,
+    /// Set by [`crate::resume_turn`] for a turn that stopped at a message waiting for a human:
+    /// once `resolutions` have run (the message's calls that run at once), the turn ends
+    /// waiting, as it would have. `None` for every other turn.
+    pub ends_waiting: Option<EndsWaiting>,
+}
+
+/// The message a resumed turn ends with, and what it waits for (see [`TurnPlan::ends_waiting`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndsWaiting {
+    pub message: ModelMessage,
+    pub required_actions: Vec<Event>,
 }
 
 /// The output a model call reserves from a budget when its `max_tokens` is not set.
@@ -154,6 +165,7 @@ pub async fn run_turn(
         spend_limit,
         fan_out,
         model_calls,
+        ends_waiting,
     } = plan;
     let large_results = Arc::new(LargeResults::with_files(result_files));
     if context.large_result_tokens.is_some() {
@@ -199,6 +211,7 @@ pub async fn run_turn(
         iterations_done,
         depth: 0,
         forked: false,
+        ends_waiting,
     };
     let (outcome, _) = run_thread(main, resolutions, &shared).await;
     let totals = metrics.lock().unwrap_or_else(std::sync::PoisonError::into_inner).metrics();
@@ -249,6 +262,8 @@ struct Thread {
     depth: u32,
     /// Whether it is a forked sub-agent (which cannot fork again).
     forked: bool,
+    /// What the thread ends with once its resolutions ran (a resumed turn's main thread).
+    ends_waiting: Option<EndsWaiting>,
 }
 
 /// The result of one tool call, as the calling thread sees it.
@@ -278,12 +293,20 @@ async fn thread_loop(mut thread: Thread, resolutions: Vec<Resolution>, shared: &
         Ok(check) => check,
         Err(message) => return TurnOutcome::Failed { message },
     };
-    if !resolutions.is_empty() {
-        match resolve(&resolutions, &mut thread, shared).await {
+    let waiting = match resolutions.is_empty() {
+        true => Vec::new(),
+        false => match resolve(&resolutions, &mut thread, shared).await {
             None => return TurnOutcome::Interrupted,
-            Some(waiting) if !waiting.is_empty() => return TurnOutcome::Done { output: None, required_actions: waiting },
-            Some(_) => {}
-        }
+            Some(waiting) => waiting,
+        },
+    };
+    if let Some(end) = thread.ends_waiting.take() {
+        let mut required_actions = end.required_actions;
+        required_actions.extend(waiting);
+        return TurnOutcome::Done { output: Some(end.message), required_actions };
+    }
+    if !waiting.is_empty() {
+        return TurnOutcome::Done { output: None, required_actions: waiting };
     }
     let context = thread.conversation.policy;
     // Reported input tokens per estimated token, learnt from this turn's calls, so that the
@@ -748,6 +771,7 @@ fn child_thread(
         iterations_done: 0,
         depth,
         forked: request.fork,
+        ends_waiting: None,
     })
 }
 

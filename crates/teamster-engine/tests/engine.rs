@@ -146,6 +146,8 @@ struct Case {
     skills: Vec<teamster_engine::SkillNote>,
     steering: Option<Arc<dyn teamster_engine::Steering>>,
     spend_limit: Option<Arc<dyn teamster_engine::SpendLimit>>,
+    /// Where large results are kept as files; nowhere when `None`.
+    result_files: Option<Arc<dyn teamster_engine::ResultFiles>>,
 }
 
 impl Default for Case {
@@ -167,6 +169,7 @@ impl Default for Case {
             skills: Vec::new(),
             steering: None,
             spend_limit: None,
+            result_files: None,
         }
     }
 }
@@ -252,11 +255,12 @@ async fn check(case: Case) -> (Vec<String>, TurnOutcome, u64, Vec<ModelRequest>,
         resolutions: case.resolutions,
         sub_agents: case.sub_agents,
         events: case.events,
-        result_files: None,
+        result_files: case.result_files,
         steering: case.steering,
         spend_limit: case.spend_limit,
         fan_out: Default::default(),
         model_calls: None,
+        ends_waiting: None,
     };
     let sink = Arc::new(Transcript::default());
     let cancel = CancellationToken::new();
@@ -269,7 +273,7 @@ async fn check(case: Case) -> (Vec<String>, TurnOutcome, u64, Vec<ModelRequest>,
     }
     let plan = match &case.recorded {
         None => Some(plan),
-        Some(recorded) => match resume_turn(plan, recorded, sink.as_ref(), &cancel).await {
+        Some(recorded) => match resume_turn(plan, recorded, sink.as_ref()) {
             Resumed::Run(plan) => Some(plan),
             Resumed::Finished(outcome) => {
                 let (lines, requests) = (sink.lines.lock().unwrap().clone(), model.requests.lock().unwrap().clone());
@@ -907,6 +911,7 @@ async fn run_with_sub_agents(
         spend_limit: None,
         fan_out: Default::default(),
         model_calls: None,
+        ends_waiting: None,
     };
     let sink = Arc::new(Recorder::default());
     let cancel = CancellationToken::new();
@@ -1086,6 +1091,7 @@ async fn one_sub_agent(
         spend_limit: None,
         fan_out: Default::default(),
         model_calls: None,
+        ends_waiting: None,
     };
     let sink = Arc::new(Recorder::default());
     let (outcome, _) = run_turn(plan, sink.as_ref(), &CancellationToken::new()).await;
@@ -1270,6 +1276,49 @@ async fn a_resumed_turn_whose_answer_was_recorded_ends_with_it() {
     .await;
     assert!(lines.is_empty() && requests.is_empty(), "no model call: {lines:?}");
     assert!(matches!(&outcome, TurnOutcome::Done { output: Some(output), .. } if output.id == "m1"), "{outcome:?}");
+}
+
+/// Keeps large results nowhere but in its list of the calls whose results it was given.
+#[derive(Default)]
+struct KeptResults(Mutex<Vec<String>>);
+
+#[async_trait::async_trait]
+impl teamster_engine::ResultFiles for KeptResults {
+    fn path(&self, tool_call_id: &str) -> String {
+        format!("/workspace/.tool-results/{tool_call_id}.txt")
+    }
+
+    async fn keep(&self, tool_call_id: &str, _content: &str) -> Result<(), String> {
+        self.0.lock().unwrap().push(tool_call_id.to_owned());
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_resumed_turn_runs_its_waiting_messages_other_calls_as_a_fresh_turn_does() {
+    // The call that runs at once (idempotent, so it runs again) returns what counts as a large
+    // result here: it is kept as a file, as in a turn that never stopped, and the turn then
+    // ends waiting for the approval.
+    let calls = [("c1", "get_current_datetime"), ("g1", "deploy")];
+    let announced: Event = serde_json::from_value(serde_json::json!({
+        "type": "tool.approval_required", "id": "evt_wait", "created_at": "2026-11-22T00:00:00.000Z",
+        "thread_id": "main", "tool_calls": [{"id": "g1", "source_event_id": "m1"}]
+    }))
+    .unwrap();
+    let kept = Arc::new(KeptResults::default());
+    let (lines, outcome, _, requests, _) = check(Case {
+        messages: history_with_calls(&calls, &[]),
+        recorded: Some(vec![recorded_message("m1", "", &calls, Some("tool_calls")), announced.clone()]),
+        context: ContextPolicy { compaction_threshold: None, large_result_tokens: Some(1) },
+        result_files: Some(kept.clone()),
+        ..Case::default()
+    })
+    .await;
+    assert!(requests.is_empty(), "no model call");
+    assert_eq!(*kept.0.lock().unwrap(), ["c1"], "the large result was kept as a file");
+    assert_eq!(lines, ["tool.response c1 <datetime>"], "only the ungated call's response");
+    let TurnOutcome::Done { output: Some(output), required_actions } = outcome else { panic!("{outcome:?}") };
+    assert_eq!((output.id.as_str(), required_actions), ("m1", vec![announced]));
 }
 
 #[tokio::test]

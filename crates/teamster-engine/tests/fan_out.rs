@@ -198,6 +198,7 @@ async fn run(setup: Setup) -> (Vec<Event>, TurnOutcome, TurnMetrics) {
         steering: None,
         spend_limit: setup.spend_limit,
         fan_out: setup.fan_out,
+        ends_waiting: None,
         model_calls: setup.model_calls,
     };
     let sink = Recorder::default();

@@ -5,7 +5,6 @@
 use teamster_engine::{MetricsAccumulator, Resumed, TurnOutcome, TurnPlan, resume_turn};
 use teamster_protocol::{Event, TurnMetrics};
 use teamster_store::TurnRecord;
-use tokio_util::sync::CancellationToken;
 
 use super::sink::TurnSink;
 
@@ -24,13 +23,7 @@ pub(crate) enum Resumption {
 /// Decides how a taken-over turn goes on: `history` is what its plan was built from (the
 /// ancestors' events, then the turn's own). Returns the decision and the metrics of the model
 /// calls the turn recorded before it stopped, priced as the plan's model.
-pub(crate) async fn resume(
-    plan: TurnPlan,
-    turn: &TurnRecord,
-    history: &[Event],
-    sink: &TurnSink,
-    cancel: &CancellationToken,
-) -> (Resumption, TurnMetrics) {
+pub(crate) fn resume(plan: TurnPlan, turn: &TurnRecord, history: &[Event], sink: &TurnSink) -> (Resumption, TurnMetrics) {
     let start = history
         .iter()
         .rposition(|event| matches!(event, Event::TurnCreated(created) if created.turn_id == turn.id))
@@ -44,7 +37,7 @@ pub(crate) async fn resume(
             prior.add(usage, plan.pricing.as_ref());
         }
     }
-    let resumption = match resume_turn(plan, recorded, sink, cancel).await {
+    let resumption = match resume_turn(plan, recorded, sink) {
         Resumed::Run(plan) => Resumption::Run(Box::new(plan)),
         Resumed::Finished(outcome) => Resumption::Finished(outcome),
         Resumed::NotResumable(reason) => Resumption::Abandon(reason),

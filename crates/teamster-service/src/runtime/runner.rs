@@ -122,7 +122,7 @@ async fn run(runtime: TurnRuntime, sink: Arc<TurnSink>, session: SessionRecord, 
         }
         Ok((TurnStart::Run(plan), used_history)) => {
             let (resumption, prior) = if resumed {
-                resume::resume(*plan, &turn, &used_history.events, &sink, &log.cancel).await
+                resume::resume(*plan, &turn, &used_history.events, &sink)
             } else {
                 (Resumption::Run(plan), TurnMetrics::default())
             };
