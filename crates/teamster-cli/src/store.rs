@@ -1,9 +1,9 @@
-//! Opening the store a command names (`--database`, or the SQLite file in the data directory).
+//! Opening the store a command names (`--database`, or the SQLite file in the data directory),
+//! through `teamster_stores::open_store` as the library's runtime does.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
 
 use crate::args::StoreArgs;
 
@@ -41,40 +41,6 @@ pub fn database_url(args: &StoreArgs) -> String {
 /// Opens the store the arguments name.
 pub async fn open(args: &StoreArgs) -> anyhow::Result<OpenStore> {
     let database = database_url(args);
-    let shown = without_password(&database);
-    let store: Arc<dyn teamster_store::Store> = if database.starts_with("sqlite:") {
-        Arc::new(teamster_store_sqlite::SqliteStore::connect(&database).await.with_context(|| format!("opening {database}"))?)
-    } else if database.starts_with("postgres://") || database.starts_with("postgresql://") {
-        let store = teamster_store_postgres::PostgresStore::connect(&database);
-        Arc::new(store.await.with_context(|| format!("opening {shown}"))?)
-    } else {
-        bail!("unsupported database URL {shown:?}: use sqlite://PATH or postgres://USER@HOST/DATABASE");
-    };
-    Ok(OpenStore { store, shown })
-}
-
-/// A database URL with the password of its `user:password@` part masked.
-pub fn without_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
-    match authority.rsplit_once('@').and_then(|(credentials, host)| Some((credentials.split_once(':')?.0, host))) {
-        Some((user, host)) => format!("{scheme}://{user}:***@{host}{tail}"),
-        None => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn database_urls_are_shown_without_their_password() {
-        assert_eq!(without_password("postgres://app:s3cr@t@db:5432/teamster"), "postgres://app:***@db:5432/teamster");
-        assert_eq!(without_password("postgresql://app:pw@db?sslmode=require"), "postgresql://app:***@db?sslmode=require");
-        for unchanged in ["postgres://app@db/teamster", "postgres://db/x?user=a:b@c", "sqlite:///tmp/t.db", "sqlite::memory:"] {
-            assert_eq!(without_password(unchanged), unchanged);
-        }
-    }
+    let store = teamster_stores::open_store(&database).await?;
+    Ok(OpenStore { store, shown: teamster_stores::without_password(&database) })
 }

@@ -64,6 +64,7 @@ pub mod model_client {
         TokenUsage, ToolDefinition,
     };
 }
+#[cfg(feature = "runtime")]
 pub mod runtime;
 mod session;
 mod stream;

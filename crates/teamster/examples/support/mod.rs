@@ -49,6 +49,7 @@ pub fn model() -> Result<teamster::Model, Failure> {
 /// The model name for the embedded runtime's agents, chosen as [`model`] chooses: the
 /// offline demo model's with `--offline`, else the environment's provider's, added to
 /// `runtime`.
+#[cfg(feature = "runtime")]
 pub async fn runtime_model(runtime: &teamster::runtime::Runtime) -> Result<String, Failure> {
     if offline() {
         return Ok(teamster::Model::offline().name().to_owned());

@@ -6,7 +6,6 @@
 //! sandbox per session and use skills, from git or from local directories ([`SkillSources`]).
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -14,12 +13,12 @@ use futures_util::Stream;
 use teamster_protocol::UserContent;
 use teamster_protocol::agent::Agent as SavedAgent;
 use teamster_service::{Caller, CreateTurn, EventStream, McpServerWrite, ProviderWrite};
-use teamster_store::Store;
 
 pub use teamster_protocol::event::{ModelMessage, ToolCall};
 pub use teamster_protocol::input::Approval;
 pub use teamster_protocol::settings::{McpServerManifest, ModelProviderManifest};
 pub use teamster_protocol::{AgentSpec, Event, Session, Turn, TurnInput, TurnState};
+#[cfg(feature = "sandbox")]
 pub use teamster_sandbox::{Bubblewrap, Limits as SandboxLimits, SandboxError, SandboxProvider};
 pub use teamster_service::{Sandboxes, Service, ServiceConfig, ServiceError, SkillCache, SkillSources};
 
@@ -33,12 +32,10 @@ pub use native::{NativeTools, ToolScope};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RuntimeError {
-    /// The database URL names no supported store.
-    #[error("unsupported database {0:?}: use sqlite::memory:, sqlite://PATH, a file path, or postgres://USER@HOST/DATABASE")]
-    UnsupportedDatabase(String),
-    /// The store could not be opened.
-    #[error("opening the store: {0}")]
-    Store(#[from] teamster_store::Error),
+    /// The store the database URL names could not be opened, or this build has no backend
+    /// for it (the `sqlite` and `postgres` features).
+    #[error(transparent)]
+    Store(#[from] teamster_stores::OpenError),
     /// The service refused or failed the request; the variant says which way (not found,
     /// conflict, invalid, ...), as the server's status codes do.
     #[error(transparent)]
@@ -48,6 +45,7 @@ pub enum RuntimeError {
     #[error(transparent)]
     Model(#[from] crate::Error),
     /// The sandbox provider could not start (no `bwrap`, no user namespaces).
+    #[cfg(feature = "sandbox")]
     #[error(transparent)]
     Sandbox(#[from] teamster_sandbox::SandboxError),
     /// A stored event could not be read back.
@@ -98,14 +96,7 @@ impl Runtime {
 
     /// Opens the store at `database` with `config`.
     pub async fn open_with(database: &str, config: ServiceConfig) -> Result<Runtime, RuntimeError> {
-        let is_path = !database.trim().is_empty() && !database.contains("://");
-        let store: Arc<dyn Store> = if database.starts_with("postgres://") || database.starts_with("postgresql://") {
-            Arc::new(teamster_store_postgres::PostgresStore::connect(database).await?)
-        } else if database.starts_with("sqlite:") || is_path {
-            Arc::new(teamster_store_sqlite::SqliteStore::connect(database).await?)
-        } else {
-            return Err(RuntimeError::UnsupportedDatabase(database.to_owned()));
-        };
+        let store = teamster_stores::open_store(database).await?;
         let service = Service::start(store, config).await?;
         Ok(Runtime { service, caller: Caller::local() })
     }
