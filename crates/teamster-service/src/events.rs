@@ -1,7 +1,6 @@
 //! Reading events: subscribing to a turn's stream, listing a turn's content events, and a
 //! session's events across turns.
 
-use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use teamster_protocol::api::SessionEventItem;
@@ -9,7 +8,7 @@ use teamster_store::ContentQuery;
 
 use crate::cursor;
 use crate::error::{Result, ServiceError};
-use crate::runtime::{EventStream, TurnLog};
+use crate::runtime::EventStream;
 use crate::{Caller, Service};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -54,11 +53,6 @@ impl Service {
         self.catalog().owned_session(caller, session_id).await?;
         let turn = self.turn_record(session_id, turn_id).await?;
         self.runtime().subscribe(&turn, after).await
-    }
-
-    /// Streams a running turn's live log from `after`.
-    pub fn follow(&self, log: Arc<TurnLog>, after: u64) -> EventStream {
-        self.runtime().follow(log, after)
     }
 
     /// One page of a turn's content events (no `turn.created`, `turn.done` or deltas).

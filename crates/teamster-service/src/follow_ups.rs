@@ -244,7 +244,7 @@ impl Service {
             };
             let caller = Caller::owner(next.created_by.clone());
             return match self.create_turn(&caller, session_id, request).await {
-                Ok((turn, _)) => Ok(Some((next.id, turn.id))),
+                Ok(started) => Ok(Some((next.id, started.turn.id))),
                 Err(error) => {
                     if let Err(requeue) = self.store().queue_message(&next, u32::MAX).await {
                         tracing::warn!(session = %session_id, error = %requeue, "a refused follow-up could not be queued again");

@@ -53,7 +53,7 @@ pub use input_files::DownloadedFile;
 pub use mcp::{McpHost, McpLinks, McpServerWrite, OAuthCallback};
 pub use teamster_mcp::oauth::TokenKey;
 pub use catalog::{Catalog, ProviderWrite, SessionListQuery, SessionScope, SessionUpdate};
-pub use runtime::{EventStream, LeaseConfig, StreamedEvent, TurnLog};
+pub use runtime::{EventStream, LeaseConfig, StartedTurn, StreamedEvent};
 pub use sandboxes::Sandboxes;
 pub use teamster_store::SessionOrder;
 pub use clones::CloneSession;

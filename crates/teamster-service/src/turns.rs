@@ -13,7 +13,7 @@ use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, Turn, TurnState, id
 use teamster_store::{LogWrite, QueueKind, SessionRecord, TurnRecord};
 
 use crate::error::{Result, ServiceError};
-use crate::runtime::{EndingTurn, TurnLog};
+use crate::runtime::{EndingTurn, StartedTurn};
 use crate::{Caller, Service, cursor, input_files, sandboxes};
 
 /// The most input items one turn may carry.
@@ -115,13 +115,14 @@ fn parse_chain(previous_turn_id: Option<&str>) -> Result<Chain> {
 }
 
 impl Service {
-    /// Validates and starts a turn. Returns the running turn and its live log; the turn runs
-    /// on its own task whatever happens to the caller.
+    /// Validates and starts a turn. Returns the running turn, whose events its
+    /// [`StartedTurn::events`] follows; the turn runs on its own task whatever happens to the
+    /// caller.
     ///
     /// A turn created in the session meanwhile (by this replica or another) makes the store's
     /// compare-and-set fail; the request is then decided again against the new last turn (an
     /// `auto` turn chains onto it and cancels it), a few times at most.
-    pub async fn create_turn(&self, caller: &Caller, session_id: &str, request: CreateTurn) -> Result<(Turn, Arc<TurnLog>)> {
+    pub async fn create_turn(&self, caller: &Caller, session_id: &str, request: CreateTurn) -> Result<StartedTurn> {
         for _ in 0..CREATE_ATTEMPTS {
             if let Some(started) = self.try_create_turn(caller, session_id, &request).await? {
                 // Answering a turn that waited for the user lets held follow-ups go on after it.
@@ -143,7 +144,7 @@ impl Service {
         caller: &Caller,
         session_id: &str,
         request: &CreateTurn,
-    ) -> Result<Option<(Turn, Arc<TurnLog>)>> {
+    ) -> Result<Option<StartedTurn>> {
         validate_input(&request.input)?;
         let chain = parse_chain(request.previous_turn_id.as_deref())?;
         let session = self.catalog().owned_session(caller, session_id).await?;
@@ -225,8 +226,8 @@ impl Service {
         input_files::store_files(self.store(), session_id, files).await?;
         let control = self.turn_control(&session, &spec, previous.as_deref(), &request.input).await?;
         let started = self.start_turn(caller, session, spec, previous, input, control, ending).await?;
-        if let Some((_, log)) = &started {
-            reservation.started(&log.turn_id).await;
+        if let Some(started) = &started {
+            reservation.started(&started.turn.id).await;
         }
         Ok(started)
     }
@@ -292,7 +293,7 @@ impl Service {
         input: Vec<TurnInput>,
         control: TurnControl,
         ending_previous: Option<EndingTurn>,
-    ) -> Result<Option<(Turn, Arc<TurnLog>)>> {
+    ) -> Result<Option<StartedTurn>> {
         let now = timestamp::now();
         let record = TurnRecord {
             id: ids::new_id("turn"),
@@ -336,7 +337,7 @@ impl Service {
             }
         }
         let log = self.runtime().begin(session, record.clone(), data, spec, ending_previous);
-        Ok(Some((turn_view(record), log)))
+        Ok(Some(StartedTurn::new(turn_view(record), log, self.runtime().clone())))
     }
 
     /// A turn, with its final state as soon as it is decided.

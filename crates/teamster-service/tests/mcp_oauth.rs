@@ -12,6 +12,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use serde_json::json;
 use teamster_protocol::input::TurnInput;
 use teamster_protocol::settings::McpServerManifest;
@@ -114,9 +115,11 @@ async fn session(service: &Service, caller: &Caller) -> String {
 /// Runs a turn to its end and answers its final state.
 async fn turn(service: &Service, caller: &Caller, session_id: &str, input: Vec<TurnInput>) -> TurnState {
     let request = CreateTurn { input, previous_turn_id: None, at_tip: false };
-    let (_, log) = service.create_turn(caller, session_id, request).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(60), log.wait_finished()).await.expect("the turn ends");
-    log.final_state().expect("a final state")
+    let started = service.create_turn(caller, session_id, request).await.unwrap();
+    // The turn's events end when the turn does.
+    let mut events = started.events(0);
+    tokio::time::timeout(Duration::from_secs(60), async { while events.next().await.is_some() {} }).await.expect("the turn ends");
+    service.get_turn(caller, session_id, &started.turn.id).await.expect("the turn").state
 }
 
 fn whoami() -> Vec<TurnInput> {

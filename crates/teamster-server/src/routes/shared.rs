@@ -27,11 +27,11 @@ pub async fn create_turn(
     format: StreamFormat,
 ) -> ApiResult<Response> {
     let request = CreateTurn { input: body.input.unwrap_or_default(), previous_turn_id: body.previous_turn_id, at_tip: false };
-    let (turn, log) = state.service.create_turn(caller, session_id, request).await?;
+    let started = state.service.create_turn(caller, session_id, request).await?;
     if !body.stream.unwrap_or(stream_by_default) {
-        return Ok(Json(Data { data: turn }).into_response());
+        return Ok(Json(Data { data: started.turn }).into_response());
     }
-    let events = state.service.follow(log, 0);
+    let (events, turn) = (started.events(0), started.turn);
     match format {
         StreamFormat::Native { progress } => Ok(sse_response(events, progress, state)),
         StreamFormat::DataStream => {

@@ -129,10 +129,6 @@ impl TurnLog {
         (batch, complete)
     }
 
-    pub fn last_sequence(&self) -> u64 {
-        lock(&self.events).events.len() as u64
-    }
-
     /// Asks the turn to stop. The first reason given wins.
     pub fn request_cancel(&self, reason: CancelReason) {
         lock(&self.cancel_reason).get_or_insert(reason);

@@ -19,6 +19,7 @@ mod resume;
 mod retention;
 mod runner;
 mod sink;
+mod started;
 mod subscribe;
 mod writer;
 
@@ -36,7 +37,9 @@ use crate::cluster::Cluster;
 use crate::telemetry::Telemetry;
 
 pub use leases::LeaseConfig;
-pub use live::{StreamedEvent, TurnLog};
+pub use live::StreamedEvent;
+pub(crate) use live::TurnLog;
+pub use started::StartedTurn;
 pub(crate) use remote::EndingTurn;
 pub(crate) use sink::TurnSink;
 pub use subscribe::EventStream;

@@ -157,9 +157,8 @@ impl Runtime {
     /// read; dropping them and calling [`Runtime::subscribe`] later picks up where wanted.
     pub async fn start_turn(&self, session_id: &str, input: Vec<TurnInput>) -> Result<StartedTurn, RuntimeError> {
         let request = CreateTurn { input, previous_turn_id: None, at_tip: false };
-        let (turn, log) = self.service.create_turn(&self.caller, session_id, request).await?;
-        let events = TurnEvents::new(self.service.follow(log, 0));
-        Ok(StartedTurn { turn, events })
+        let started = self.service.create_turn(&self.caller, session_id, request).await?;
+        Ok(StartedTurn { events: TurnEvents::new(started.events(0)), turn: started.turn })
     }
 
     /// Follows a turn's events after sequence number `after` (0 for all), live while it runs.

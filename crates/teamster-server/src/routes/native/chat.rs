@@ -55,9 +55,9 @@ async fn create(
             Err(other) => return Err(other.into()),
         }
     }
-    let (turn, log) = state.service.create_turn(&caller, &chat.id, turn).await?;
-    let events = state.service.follow(log, 0);
-    let translator = prior::translator(&state.service, &caller, &chat.id, &turn).await?;
+    let started = state.service.create_turn(&caller, &chat.id, turn).await?;
+    let events = started.events(0);
+    let translator = prior::translator(&state.service, &caller, &chat.id, &started.turn).await?;
     Ok(chat_response(&state, &caller, &chat.id, events, translator, !chat.keep_running))
 }
 
