@@ -10,7 +10,7 @@
 //! Invariant: the engine knows no HTTP, no SQL and no environment variables. It never blocks
 //! on a human: a paused turn ends, and the next turn resumes from stored events.
 
-mod agent;
+mod compiled_agent;
 mod attachments;
 mod compaction;
 mod context;
@@ -34,7 +34,7 @@ mod template;
 mod toolbox;
 mod usage;
 
-pub use agent::{Agent, AgentError};
+pub use compiled_agent::{AgentError, CompiledAgent};
 pub use attachments::{ATTACHMENTS_DIR, attachment_path, declared_media_type, split_data_url};
 pub use compaction::COMPACTION_TITLE;
 pub use context::{ContextPolicy, DEFAULT_COMPACTION_THRESHOLD};

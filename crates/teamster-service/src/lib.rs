@@ -25,14 +25,14 @@ mod follow_ups;
 mod input_files;
 mod limits;
 pub mod mcp;
-mod planner;
-mod plans;
 mod runtime;
 mod sandboxes;
 mod sealed;
+mod session_plans;
 mod skills;
 mod tasks;
 mod telemetry;
+mod turn_planner;
 mod turns;
 
 use teamster_llm::registry::RegistryOptions;
@@ -191,7 +191,7 @@ impl Service {
             tracing::error!("{message}; this server reports itself not ready (GET /readyz) until they can be opened");
         }
         let cluster = feed.as_ref().map(|_| Arc::new(cluster::Cluster::default()));
-        let planner = planner::Planner {
+        let planner = turn_planner::Planner {
             store: store.clone(),
             catalog: catalog.clone(),
             mcp: mcp.clone(),

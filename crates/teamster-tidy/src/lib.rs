@@ -167,7 +167,7 @@ pub const IMPL_EXCEPTIONS: &[ImplException] = &[
             "events.rs",
             "follow_ups.rs",
             "limits.rs",
-            "plans.rs",
+            "session_plans.rs",
             "skills.rs",
             "tasks.rs",
             "turns.rs",

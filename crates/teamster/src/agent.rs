@@ -147,7 +147,7 @@ impl<Ctx: Send + Sync + 'static> Agent<Ctx> {
 
     /// The engine's agent for these instructions: the spec means here what it means to the
     /// server. A stateless run has nobody to ask, so questions and sub-agents are off.
-    fn engine_agent(&self, instructions: Vec<String>) -> Result<teamster_engine::Agent, Error> {
+    fn engine_agent(&self, instructions: Vec<String>) -> Result<teamster_engine::CompiledAgent, Error> {
         let definition = &*self.definition;
         let invalid = |reason: String| Error::InvalidAgent { agent: definition.name.clone(), reason };
         let mut config = serde_json::json!({
@@ -165,7 +165,7 @@ impl<Ctx: Send + Sync + 'static> Agent<Ctx> {
         });
         let spec: AgentSpec = serde_json::from_value(spec).map_err(|error| invalid(error.to_string()))?;
         let models = Arc::new(OneModel(definition.model.resolved().clone()));
-        teamster_engine::Agent::from_spec(&spec, models, |_| None).map_err(|error| invalid(error.to_string()))
+        teamster_engine::CompiledAgent::from_spec(&spec, models, |_| None).map_err(|error| invalid(error.to_string()))
     }
 }
 

@@ -57,7 +57,7 @@ impl<Ctx: 'static> std::fmt::Debug for RunSession<Ctx> {
 
 pub(crate) struct SessionState<Ctx: 'static> {
     agent: String,
-    engine: teamster_engine::Agent,
+    engine: teamster_engine::CompiledAgent,
     toolbox: ToolBox,
     /// The toolkits' sessions; `None` once closed.
     toolkits: Mutex<Option<Vec<Box<dyn ToolkitSession<Ctx>>>>>,
@@ -66,7 +66,7 @@ pub(crate) struct SessionState<Ctx: 'static> {
 impl<Ctx: Send + Sync + 'static> RunSession<Ctx> {
     pub(crate) async fn open(
         agent: String,
-        engine: teamster_engine::Agent,
+        engine: teamster_engine::CompiledAgent,
         tools: Vec<Arc<dyn Tool<Ctx>>>,
         toolkits: Vec<Box<dyn ToolkitSession<Ctx>>>,
         context: Ctx,

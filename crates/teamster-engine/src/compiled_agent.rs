@@ -1,5 +1,7 @@
 //! The meaning of an agent spec: its defaults, clamps, rendered instructions and seed
-//! messages, resolved model and sub-agent policy, made into an [`Agent`] that plans turns.
+//! messages, resolved model and sub-agent policy, made into a [`CompiledAgent`] that plans turns (the
+//! engine's form of an agent; the saved agent is `teamster_protocol::agent::Agent`, the
+//! library's is `teamster::Agent`).
 //!
 //! Every way of running an agent (the server, the embedded runtime, a program's own
 //! `AgentSpec`) builds its turns here, so a spec means the same everywhere: the caller only
@@ -32,7 +34,7 @@ pub enum AgentError {
 
 /// An agent spec made runnable: what every turn of it shares.
 #[derive(Clone)]
-pub struct Agent {
+pub struct CompiledAgent {
     model: ResolvedModel,
     params: ModelParams,
     response_format: Option<ResponseFormat>,
@@ -48,7 +50,7 @@ pub struct Agent {
     fan_out: Option<teamster_protocol::agent::FanOutConfig>,
 }
 
-impl Agent {
+impl CompiledAgent {
     /// Makes a spec runnable: resolves its model through `models` (which also resolves the
     /// models of its sub-agents), renders its instructions and seed messages, applies the
     /// defaults and clamps of its runtime config. `saved` answers the spec of a saved agent a
@@ -58,13 +60,13 @@ impl Agent {
         spec: &AgentSpec,
         models: Arc<dyn ModelResolver>,
         saved: impl Fn(&str) -> Option<AgentSpec>,
-    ) -> Result<Agent, AgentError> {
+    ) -> Result<CompiledAgent, AgentError> {
         let model = models
             .resolve(&spec.model.name)
             .map_err(|reason| AgentError::UnknownModel { model: spec.model.name.clone(), reason })?;
         let variables = spec.variables.clone().unwrap_or_default();
         let config = spec.config.as_ref();
-        Ok(Agent {
+        Ok(CompiledAgent {
             model,
             params: spec.model.params.clone().unwrap_or_default(),
             response_format: spec.response_format.clone(),
@@ -89,7 +91,7 @@ impl Agent {
     }
 
     /// The names of the saved agents the spec's declared sub-agents point at, for a caller that
-    /// loads them before [`Agent::from_spec`].
+    /// loads them before [`CompiledAgent::from_spec`].
     pub fn saved_sub_agents(spec: &AgentSpec) -> impl Iterator<Item = &str> {
         spec.sub_agents.iter().flatten().filter_map(|declared| declared.agent.as_deref())
     }
@@ -225,8 +227,8 @@ mod tests {
             ]
         }));
         let saved = spec_of_saved();
-        let agent = Agent::from_spec(&spec, Arc::new(Offline), |name| (name == "saved-reviewer").then(|| saved.clone())).unwrap();
-        assert_eq!(Agent::saved_sub_agents(&spec).collect::<Vec<_>>(), ["saved-reviewer", "missing"]);
+        let agent = CompiledAgent::from_spec(&spec, Arc::new(Offline), |name| (name == "saved-reviewer").then(|| saved.clone())).unwrap();
+        assert_eq!(CompiledAgent::saved_sub_agents(&spec).collect::<Vec<_>>(), ["saved-reviewer", "missing"]);
 
         let plan = agent.plan(&[], ToolBox::default(), Vec::new());
         assert_eq!(plan.instructions.as_deref(), Some("You help ops."));
@@ -244,7 +246,7 @@ mod tests {
     #[test]
     fn an_unknown_model_is_an_error_saying_so() {
         let spec = spec(serde_json::json!({"model": {"name": "nowhere/none"}}));
-        let error = Agent::from_spec(&spec, Arc::new(Offline), |_| None).err().expect("an unknown model");
+        let error = CompiledAgent::from_spec(&spec, Arc::new(Offline), |_| None).err().expect("an unknown model");
         assert_eq!(error.to_string(), "The model \"nowhere/none\" is not available.");
     }
 

@@ -1,7 +1,7 @@
 //! How a turn is planned: the data a plan needs, loaded — the session's agent spec (from the
 //! catalog) and the saved agents its sub-agents name, the decisions its input carries, the
 //! built-in tools and those of its MCP servers — and handed to the engine's
-//! [`Agent`](teamster_engine::Agent), which knows what a spec means. The turn runtime asks for
+//! [`CompiledAgent`](teamster_engine::CompiledAgent), which knows what a spec means. The turn runtime asks for
 //! a plan through [`PlanTurns`] and knows none of this.
 
 use std::collections::HashMap;
@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use teamster_control::{SUBMIT_PLAN, SessionState, StateSchema, StateSink, SubmitPlan, TaskBoard};
-use teamster_engine::{Agent, Decision, EventSink, ModelResolver, Resolution, ToolBox, pending};
+use teamster_engine::{CompiledAgent, Decision, EventSink, ModelResolver, Resolution, ToolBox, pending};
 use teamster_protocol::Event;
 use teamster_protocol::agent::AgentSpec;
 use teamster_protocol::input::TurnInput;
@@ -67,7 +67,7 @@ impl PlanTurns for Planner {
         let mode = teamster_control::mode_in_force(&base, turn.control.mode.as_deref());
         let models: Arc<dyn ModelResolver> = Arc::new(RegistryModels(self.catalog.models()));
         let mut saved = HashMap::new();
-        for name in Agent::saved_sub_agents(&spec) {
+        for name in CompiledAgent::saved_sub_agents(&spec) {
             match self.store.get_agent_by_name(crate::catalog::tenant_of(&session.created_by.subject_id), name).await {
                 Ok(record) => {
                     saved.insert(name.to_owned(), record.spec);
@@ -75,7 +75,7 @@ impl PlanTurns for Planner {
                 Err(error) => tracing::warn!(saved = %name, %error, "a declared sub-agent's saved agent cannot be read"),
             }
         }
-        let agent = Agent::from_spec(&spec, models, |name| saved.get(name).cloned()).map_err(|error| error.to_string())?;
+        let agent = CompiledAgent::from_spec(&spec, models, |name| saved.get(name).cloned()).map_err(|error| error.to_string())?;
         let resolutions = settle_plans(self.resolutions(turn, history).await?, mode.map(|mode| mode.id.as_str()));
         let mut builtins = self.tools.clone();
         let creator = &session.created_by.subject_id;
