@@ -47,7 +47,7 @@ pub use error::{Result, ServiceError};
 pub use events::{ListOrder, SessionEventsQuery, TurnEventsQuery};
 pub use downloads::{SandboxAddress, SandboxFile};
 pub use sandboxes::{MAX_SKILLS, SkillSources};
-pub use skills::SkillWrite;
+pub use skills::{SkillRegistry, SkillWrite};
 pub use teamster_sandbox::SkillCache;
 pub use input_files::DownloadedFile;
 pub use mcp::{McpHost, McpLinks, McpServerWrite, OAuthCallback};
@@ -148,6 +148,8 @@ struct Inner {
     mcp: Arc<McpHost>,
     runtime: runtime::TurnRuntime,
     sandboxes: Sandboxes,
+    /// The skills agents can name.
+    skills: skills::SkillRegistry,
     /// The sessions this process watches to start their follow-ups.
     follow_up_watchers: follow_ups::Watched,
     /// The process's metrics.
@@ -212,6 +214,7 @@ impl Service {
         let turn_quota = limits::TurnQuota::new(config.limits.max_concurrent_turns_per_subject, store.clone());
         catalog.check_servers_with(&mcp);
         let inner = Arc::new(Inner {
+            skills: skills::SkillRegistry::new(store.clone()),
             store,
             catalog,
             mcp,
@@ -253,6 +256,11 @@ impl Service {
         problems: Vec<teamster_protocol::agent_check::CheckProblem>,
     ) -> teamster_protocol::agent_check::AgentCheckReport {
         agent_check::AgentCheck { catalog: self.catalog(), mcp: self.mcp() }.run(caller, name, spec, problems).await
+    }
+
+    /// The skill registry: the skills configured for agents to name.
+    pub fn skills(&self) -> &SkillRegistry {
+        &self.inner.skills
     }
 
     /// Whether agents may have sandboxes here.

@@ -5,11 +5,13 @@
 //! it is stored, with the checks a fetch makes (`GitSource::check`); fetching it is the
 //! sandbox's business, at turn time.
 
+use std::sync::Arc;
+
 use teamster_protocol::settings::{AvailableSkill, ConfiguredSkill, SkillManifest};
 use teamster_protocol::timestamp;
 use teamster_sandbox::{GitSource, SkillError};
+use teamster_store::SettingsStore;
 
-use crate::Service;
 use crate::error::{Result, ServiceError};
 
 /// The settings kind under which skills are stored.
@@ -25,11 +27,21 @@ pub enum SkillWrite {
     Upsert,
 }
 
-impl Service {
+/// The skill registry (`service.skills()`), on the settings store alone.
+#[derive(Clone)]
+pub struct SkillRegistry {
+    settings: Arc<dyn SettingsStore>,
+}
+
+impl SkillRegistry {
+    pub(crate) fn new(settings: Arc<dyn SettingsStore>) -> SkillRegistry {
+        SkillRegistry { settings }
+    }
+
     /// Every configured skill, by name.
     pub async fn list_skill_settings(&self) -> Result<Vec<ConfiguredSkill>> {
         let mut skills = Vec::new();
-        for (name, value) in self.store().list_settings(SETTING_KIND).await? {
+        for (name, value) in self.settings.list_settings(SETTING_KIND).await? {
             match serde_json::from_str::<SkillManifest>(&value) {
                 Ok(manifest) => skills.push(ConfiguredSkill { name, manifest }),
                 Err(error) => tracing::error!(skill = %name, %error, "stored skill is unreadable; skipped"),
@@ -50,7 +62,7 @@ impl Service {
 
     /// A configured skill by name, if there is one.
     pub async fn skill_setting(&self, name: &str) -> Result<Option<SkillManifest>> {
-        match self.store().get_setting(SETTING_KIND, name).await? {
+        match self.settings.get_setting(SETTING_KIND, name).await? {
             None => Ok(None),
             Some(value) => serde_json::from_str(&value)
                 .map(Some)
@@ -62,11 +74,11 @@ impl Service {
     pub async fn write_skill(&self, manifest: SkillManifest, mode: SkillWrite) -> Result<ConfiguredSkill> {
         validate_manifest(&manifest)?;
         let name = manifest.name.clone();
-        if mode == SkillWrite::Create && self.store().get_setting(SETTING_KIND, &name).await?.is_some() {
+        if mode == SkillWrite::Create && self.settings.get_setting(SETTING_KIND, &name).await?.is_some() {
             return Err(ServiceError::Conflict { code: "already_exists", message: format!("a skill named {name:?} already exists") });
         }
         let value = serde_json::to_string(&manifest).map_err(|error| ServiceError::invalid(error.to_string()))?;
-        self.store().put_setting(SETTING_KIND, &name, &value, &timestamp::now()).await?;
+        self.settings.put_setting(SETTING_KIND, &name, &value, &timestamp::now()).await?;
         Ok(ConfiguredSkill { name, manifest })
     }
 }

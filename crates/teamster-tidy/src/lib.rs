@@ -168,7 +168,6 @@ pub const IMPL_EXCEPTIONS: &[ImplException] = &[
             "follow_ups.rs",
             "limits.rs",
             "session_plans.rs",
-            "skills.rs",
             "tasks.rs",
             "turns.rs",
         ],
