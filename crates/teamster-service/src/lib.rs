@@ -31,7 +31,6 @@ mod sealed;
 mod session_plans;
 mod skills;
 mod tasks;
-mod telemetry;
 mod turn_planner;
 mod turns;
 
@@ -64,9 +63,9 @@ pub use teamster_engine::RUN_SUB_AGENT;
 /// The sandbox's command tool (the stream dialects announce the files its calls make).
 pub use teamster_sandbox::EXEC_TOOL;
 pub use teamster_identity::{ApiKey, ApiKeys, Caller, CreatedKey, IdentityError, NewKey, Role, oidc};
-pub use telemetry::StreamGuard;
-pub use telemetry::otlp::OtlpExporter;
-pub use telemetry::traces::{TraceParent, with_caller_trace};
+pub use teamster_telemetry::StreamGuard;
+pub use teamster_telemetry::otlp::OtlpExporter;
+pub use teamster_telemetry::traces::{TraceParent, with_caller_trace};
 pub use turns::{CreateTurn, TurnListQuery};
 pub use limits::{FanOut, Limits, QuotaExceeded, RateLimited, RequestRate};
 pub use budgets::TenantBudget;
@@ -153,7 +152,7 @@ struct Inner {
     /// The sessions this process watches to start their follow-ups.
     follow_up_watchers: follow_ups::Watched,
     /// The process's metrics.
-    telemetry: Arc<telemetry::Telemetry>,
+    telemetry: Arc<teamster_telemetry::Telemetry>,
     /// Each subject's running turns, against the operator's quota.
     turn_quota: limits::TurnQuota,
     /// The API key records this replica authenticated with.
@@ -208,7 +207,7 @@ impl Service {
             stream_retention: config.stream_retention,
             leases: config.leases,
         };
-        let telemetry = Arc::new(telemetry::Telemetry::with_traces(config.traces.clone()));
+        let telemetry = Arc::new(teamster_telemetry::Telemetry::with_traces(config.traces.clone()));
         let runtime =
             runtime::TurnRuntime::start(store.clone(), cluster.clone(), Arc::new(planner), runtime_config, telemetry.clone());
         let turn_quota = limits::TurnQuota::new(config.limits.max_concurrent_turns_per_subject, store.clone());

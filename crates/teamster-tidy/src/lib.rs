@@ -34,6 +34,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("teamster-engine", &["teamster-protocol", "teamster-llm", "teamster-tools"]),
     ("teamster-control", &["teamster-protocol", "teamster-tools"]),
     ("teamster-identity", &["teamster-protocol", "teamster-store", "teamster-mcp"]),
+    ("teamster-telemetry", &["teamster-protocol", "teamster-llm", "teamster-store"]),
     (
         "teamster-service",
         &[
@@ -47,6 +48,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "teamster-control",
             "teamster-egress",
             "teamster-identity",
+            "teamster-telemetry",
         ],
     ),
     ("teamster-server", &["teamster-protocol", "teamster-service"]),

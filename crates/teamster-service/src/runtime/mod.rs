@@ -34,7 +34,7 @@ use teamster_protocol::{Event, TurnState};
 use teamster_store::{SessionRecord, Store, TurnRecord};
 
 use crate::cluster::Cluster;
-use crate::telemetry::Telemetry;
+use teamster_telemetry::Telemetry;
 
 pub use leases::LeaseConfig;
 pub use live::StreamedEvent;

@@ -61,7 +61,7 @@ pub(crate) fn spawn_resumed(
 }
 
 fn start(runtime: TurnRuntime, log: Arc<TurnLog>, hold: Arc<Hold>, session: SessionRecord, turn: TurnRecord, how: Start) {
-    let trace = runtime.inner.telemetry.start_trace(&session, &turn, crate::telemetry::traces::caller_parent());
+    let trace = runtime.inner.telemetry.start_trace(&session, &turn, teamster_telemetry::traces::caller_parent());
     // Every log line of the turn's task carries its ids, and its trace's when it is traced.
     let span = tracing::info_span!("turn", session_id = %session.id, turn_id = %turn.id, trace_id = tracing::field::Empty);
     if let Some(trace) = &trace {

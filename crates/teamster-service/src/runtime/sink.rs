@@ -20,8 +20,8 @@ use super::history::{MAX_CACHED_HISTORY_BYTES, Written};
 use super::leases::Hold;
 use super::live::TurnLog;
 use super::writer::EventWriter;
-use crate::telemetry::traces::TurnTrace;
-use crate::telemetry::{Telemetry, unix_nanos};
+use teamster_telemetry::traces::TurnTrace;
+use teamster_telemetry::{Telemetry, unix_nanos};
 
 pub struct TurnSink {
     pub log: Arc<TurnLog>,

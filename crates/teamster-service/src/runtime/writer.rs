@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::leases::Leases;
 use super::live::TurnLog;
-use crate::telemetry::Telemetry;
+use teamster_telemetry::Telemetry;
 
 const MAX_BATCH: usize = 4096;
 

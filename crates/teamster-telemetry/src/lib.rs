@@ -34,7 +34,7 @@ const STATUSES: [&str; 3] = ["done", "cancelled", "error"];
 const TOKEN_KINDS: [&str; 5] = ["input", "output", "cache_read", "cache_write", "reasoning"];
 
 /// The process's metrics; shared by the service, its turns and its streams.
-pub(crate) struct Telemetry {
+pub struct Telemetry {
     /// Turns that ended here, by status (in [`STATUSES`] order).
     turns: [AtomicU64; 3],
     /// How long turns ran here, from their start (or takeover) to their end.
@@ -75,12 +75,12 @@ impl Default for Telemetry {
 
 impl Telemetry {
     /// Metrics, and traces exported to `traces` when set.
-    pub(crate) fn with_traces(traces: Option<otlp::OtlpExporter>) -> Telemetry {
+    pub fn with_traces(traces: Option<otlp::OtlpExporter>) -> Telemetry {
         Telemetry { traces, ..Telemetry::default() }
     }
 
     /// A trace for a turn starting now, when traces are exported; `parent` is the caller's.
-    pub(crate) fn start_trace(&self, session: &SessionRecord, turn: &TurnRecord, parent: Option<traces::TraceParent>) -> Option<traces::TurnTrace> {
+    pub fn start_trace(&self, session: &SessionRecord, turn: &TurnRecord, parent: Option<traces::TraceParent>) -> Option<traces::TurnTrace> {
         self.traces.as_ref()?;
         let model = turn.control.model.as_deref().or(match &session.agent {
             SessionAgentRecord::Draft { spec, .. } => Some(spec.model.name.as_str()),
@@ -90,7 +90,7 @@ impl Telemetry {
     }
 
     /// Sends a finished turn's trace.
-    pub(crate) fn export_trace(&self, trace: traces::TurnTrace) {
+    pub fn export_trace(&self, trace: traces::TurnTrace) {
         if let Some(exporter) = &self.traces {
             let trace_id = trace.trace_id;
             exporter.export(trace_id, &trace.finish(unix_nanos()));
@@ -98,7 +98,7 @@ impl Telemetry {
     }
 
     /// Counts a turn that ended here in `state` after running `elapsed`, with its usage.
-    pub(crate) fn turn_ended(&self, state: &TurnState, elapsed: Duration) {
+    pub fn turn_ended(&self, state: &TurnState, elapsed: Duration) {
         let (status, metrics) = match state {
             TurnState::Running => return,
             TurnState::Done { metrics, .. } => (0, metrics),
@@ -129,33 +129,33 @@ impl Telemetry {
     }
 
     /// Records how long a turn took to its first streamed model delta.
-    pub(crate) fn first_token(&self, elapsed: Duration) {
+    pub fn first_token(&self, elapsed: Duration) {
         self.first_token_seconds.observe(elapsed);
     }
 
     /// Counts a call of the tool `name`, and a failure when it failed.
-    pub(crate) fn tool_called(&self, name: &str, is_error: bool) {
+    pub fn tool_called(&self, name: &str, is_error: bool) {
         self.tools.count(name, is_error);
     }
 
     /// Records how long a commit of events took.
-    pub(crate) fn store_write(&self, elapsed: Duration) {
+    pub fn store_write(&self, elapsed: Duration) {
         self.store_write_seconds.observe(elapsed);
     }
 
     /// Records how long a readiness check of the store took.
-    pub(crate) fn store_ready_check(&self, elapsed: Duration) {
+    pub fn store_ready_check(&self, elapsed: Duration) {
         self.store_ready_seconds.observe(elapsed);
     }
 
     /// Counts an event stream as open until the guard is dropped.
-    pub(crate) fn stream_opened(self: &Arc<Self>) -> StreamGuard {
+    pub fn stream_opened(self: &Arc<Self>) -> StreamGuard {
         self.streams.fetch_add(1, Ordering::Relaxed);
         StreamGuard { telemetry: self.clone() }
     }
 
     /// The metrics page, with `running_turns` (the turns running here now).
-    pub(crate) fn render(&self, running_turns: usize) -> String {
+    pub fn render(&self, running_turns: usize) -> String {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed) as f64;
         let mut page = Page::default();
         page.family("teamster_turns", "counter", "Turns that ended on this server, by status.");
@@ -209,7 +209,7 @@ impl Drop for StreamGuard {
 }
 
 /// Now, in nanoseconds since the Unix epoch.
-pub(crate) fn unix_nanos() -> u64 {
+pub fn unix_nanos() -> u64 {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
 }

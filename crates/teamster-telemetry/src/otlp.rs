@@ -45,16 +45,27 @@ impl Lost {
     }
 }
 
+/// Why an exporter could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The endpoint is not an `http://` or `https://` base URL.
+    #[error("the OTLP endpoint must be an http:// or https:// URL, not {0:?}")]
+    NotHttp(String),
+    /// The HTTP client could not be built.
+    #[error("the OTLP HTTP client could not be built: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
 impl OtlpExporter {
     /// Starts the task posting to `<endpoint>/v1/traces` (an `http://` or `https://` base URL,
     /// as `OTEL_EXPORTER_OTLP_ENDPOINT` names it).
-    pub fn start(endpoint: &str) -> Result<OtlpExporter, String> {
+    pub fn start(endpoint: &str) -> Result<OtlpExporter, Error> {
         let base = endpoint.trim_end_matches('/');
         if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(format!("the OTLP endpoint must be an http:// or https:// URL, not {endpoint:?}"));
+            return Err(Error::NotHttp(endpoint.to_owned()));
         }
         let url = format!("{base}/v1/traces");
-        let client = reqwest::Client::builder().timeout(EXPORT_TIMEOUT).build().map_err(|error| error.to_string())?;
+        let client = reqwest::Client::builder().timeout(EXPORT_TIMEOUT).build().map_err(Error::Client)?;
         let (sender, mut receiver) = mpsc::channel::<Vec<u8>>(QUEUE);
         let lost = Arc::new(Lost { url, count: AtomicU64::new(0) });
         let task_lost = lost.clone();

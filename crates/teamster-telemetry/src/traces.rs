@@ -21,7 +21,7 @@ pub async fn with_caller_trace<F: Future>(parent: Option<TraceParent>, future: F
 }
 
 /// The trace of the request being handled here, if any.
-pub(crate) fn caller_parent() -> Option<TraceParent> {
+pub fn caller_parent() -> Option<TraceParent> {
     CALLER.try_with(|parent| *parent).ok().flatten()
 }
 
