@@ -4,13 +4,12 @@
 //! a manifest (`POST /api/v1/agents/check`). The MCP servers a check connects to are covered by
 //! the conformance suite (tests/conformance/test_agent_manifests.py), against a real one.
 
-use std::sync::Arc;
+mod common;
 
 use axum::body::{Body, to_bytes};
 use axum::http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
 use teamster_server::{AppState, ServerConfig, app};
-use teamster_service::{Service, ServiceConfig};
 use tower::ServiceExt;
 
 struct Api {
@@ -19,9 +18,7 @@ struct Api {
 
 impl Api {
     async fn new() -> Api {
-        let store = Arc::new(teamster_store_sqlite::SqliteStore::connect("sqlite::memory:").await.unwrap());
-        let service = Service::start(store, ServiceConfig::default()).await.unwrap();
-        Api { state: AppState::new(service, ServerConfig::default()) }
+        Api { state: common::app_state(ServerConfig::default()).await }
     }
 
     /// Sends a request; answers the status, the body as JSON and the content type.

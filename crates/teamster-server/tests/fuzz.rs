@@ -14,7 +14,8 @@
 //! Each property runs a fixed number of cases; failures are kept in `proptest-regressions/fuzz.txt`
 //! and replayed first.
 
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
 use axum::body::{Body, to_bytes};
@@ -23,7 +24,6 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 use serde_json::{Value, json};
 use teamster_server::{AppState, ServerConfig, app};
-use teamster_service::{Service, ServiceConfig};
 use tower::ServiceExt;
 
 /// Cases per property: about fifteen seconds for the three in a debug build on two cores.
@@ -81,9 +81,7 @@ impl Fixture {
         }));
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let (state, routes) = runtime.block_on(async {
-            let store = Arc::new(teamster_store_sqlite::SqliteStore::connect("sqlite::memory:").await.unwrap());
-            let service = Service::start(store, ServiceConfig::default()).await.unwrap();
-            let state = AppState::new(service, ServerConfig { max_body_bytes: MAX_BODY_BYTES, ..ServerConfig::default() });
+            let state = common::app_state(ServerConfig { max_body_bytes: MAX_BODY_BYTES, ..ServerConfig::default() }).await;
             let ids = setup(&state).await;
             let routes = routes(&state, &ids).await;
             (state, routes)

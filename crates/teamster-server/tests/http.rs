@@ -1,13 +1,12 @@
 //! HTTP behaviour of both dialects, driven through the real application without a socket.
 //! The agent runs on the offline demo model, so the whole turn path is real.
 
-use std::sync::Arc;
+mod common;
 
 use axum::body::{Body, to_bytes};
 use axum::http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
 use teamster_server::{AppState, ServerConfig, app};
-use teamster_service::{Service, ServiceConfig};
 use tower::ServiceExt;
 
 struct Api {
@@ -16,10 +15,7 @@ struct Api {
 
 impl Api {
     async fn new() -> Api {
-        let store = Arc::new(teamster_store_sqlite::SqliteStore::connect("sqlite::memory:").await.unwrap());
-        let service = Service::start(store, ServiceConfig::default()).await.unwrap();
-        let config = ServerConfig { max_body_bytes: 64 * 1024, ..ServerConfig::default() };
-        let api = Api { state: AppState::new(service, config) };
+        let api = Api { state: common::app_state(ServerConfig { max_body_bytes: 64 * 1024, ..ServerConfig::default() }).await };
         let (status, body) = api
             .call(Method::POST, "/api/v1/agents", json!({"name": "demo", "manifest": {"model": {"name": "offline/echo"}}}))
             .await;

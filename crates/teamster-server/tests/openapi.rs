@@ -7,25 +7,23 @@
 //! of the router, since a method it does not route at a path answers the router's own 405. The
 //! gateway dialect (`/v1/...`) has its own spec and is left out.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::convert::Infallible;
-use std::sync::Arc;
 
 use axum::body::{Body, to_bytes};
 use axum::http::{Method, Request, StatusCode};
 use axum::response::Response;
 use serde_json::Value;
 use teamster_server::{AppState, ServerConfig, app, router};
-use teamster_service::{Service, ServiceConfig};
 use tower::ServiceExt;
 
 /// The methods the API uses (`HEAD` comes with every `GET`).
 const METHODS: [Method; 5] = [Method::GET, Method::POST, Method::PUT, Method::PATCH, Method::DELETE];
 
 async fn state() -> AppState {
-    let store = Arc::new(teamster_store_sqlite::SqliteStore::connect("sqlite::memory:").await.unwrap());
-    let service = Service::start(store, ServiceConfig::default()).await.unwrap();
-    AppState::new(service, ServerConfig::default())
+    common::app_state(ServerConfig::default()).await
 }
 
 /// Sends a request without a body to the application `app` made.

@@ -2,19 +2,16 @@
 //! API keys: the page and its assets answer without one, navigations to other non-API paths
 //! get the page, and API paths (known or not) stay the API's.
 
-use std::sync::Arc;
+mod common;
 
 use axum::body::{Body, to_bytes};
 use axum::http::{Method, Request, StatusCode, header};
 use axum::response::Response;
 use teamster_server::{AppState, AuthMode, ServerConfig, app};
-use teamster_service::{Service, ServiceConfig};
 use tower::ServiceExt;
 
 async fn state() -> AppState {
-    let store = Arc::new(teamster_store_sqlite::SqliteStore::connect("sqlite::memory:").await.unwrap());
-    let service = Service::start(store, ServiceConfig::default()).await.unwrap();
-    AppState::new(service, ServerConfig { auth: AuthMode::ApiKeys, ..ServerConfig::default() })
+    common::app_state(ServerConfig { auth: AuthMode::ApiKeys, ..ServerConfig::default() }).await
 }
 
 async fn get(state: &AppState, method: Method, path: &str, headers: &[(header::HeaderName, &str)]) -> Response {
