@@ -26,12 +26,22 @@ use tokio::sync::watch;
 
 /// How often a replica looks up cancel requests for the turns it runs.
 const CANCEL_CHECK: Duration = Duration::from_secs(1);
-/// The settings kinds a replica keeps in memory, and so reloads when any replica writes them.
-const RELOADED_KINDS: [&str; 3] = [crate::catalog::SETTING_KIND, crate::mcp::SETTING_KIND, teamster_identity::SETTING_KIND];
+
+/// What a replica keeps in memory of one kind of settings, and so does when another replica
+/// writes a setting of that kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeptSettings {
+    /// Loaded at start: reloaded.
+    Reloaded,
+    /// OAuth clients or grants cached on use: forgotten.
+    OAuth,
+    /// Read from the store on every use: nothing to do.
+    NotKept,
+}
 
 /// The registry of readers waiting for announcements about turns.
 #[derive(Default)]
-pub(crate) struct Cluster {
+pub struct Cluster {
     /// One sender per watched turn; each reader holds a receiver. The value is the highest
     /// sequence number announced for the turn.
     watchers: Mutex<HashMap<Arc<str>, watch::Sender<u64>>>,
@@ -103,7 +113,9 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// What a replica does when the feed announces something for it; implemented by the service,
 /// which knows where each kind of state lives.
 #[async_trait]
-pub(crate) trait ClusterMember: Send + Sync + 'static {
+pub trait ClusterMember: Send + Sync + 'static {
+    /// What this replica keeps of the settings of `kind`.
+    fn kept(&self, kind: &str) -> KeptSettings;
     /// Cancels a turn if it runs in this process.
     fn cancel_local(&self, turn_id: &str, reason: CancelReason);
     /// Cancels the turns running here that another replica asked to cancel, and tells those
@@ -127,7 +139,7 @@ impl Cluster {
 
 /// Starts relaying the feed to `member`, and the slow check for cancel requests. Both tasks
 /// end once the member is gone.
-pub(crate) fn start(cluster: Arc<Cluster>, feed: ChangeFeed, member: Weak<dyn ClusterMember>) {
+pub fn start(cluster: Arc<Cluster>, feed: ChangeFeed, member: Weak<dyn ClusterMember>) {
     tokio::spawn(relay(cluster, member.clone(), feed));
     tokio::spawn(check_cancel_requests(member));
 }
@@ -154,15 +166,16 @@ fn apply(cluster: &Arc<Cluster>, member: Arc<dyn ClusterMember>, change: Change)
     match change {
         Change::Turn { turn_id, last_sequence } => cluster.wake(&turn_id, last_sequence),
         Change::CancelRequested { turn_id, reason } => member.cancel_local(&turn_id, reason),
-        Change::Setting { kind } if RELOADED_KINDS.contains(&kind.as_str()) => {
-            let cluster = cluster.clone();
-            tokio::spawn(async move { cluster.reload(member.as_ref(), Some(&kind)).await });
-        }
-        Change::Setting { kind } if crate::mcp::is_oauth_kind(&kind) => {
-            tokio::spawn(async move { member.oauth_changed(Some(&kind)).await });
-        }
-        // Other kinds are read from the store on every use.
-        Change::Setting { .. } => {}
+        Change::Setting { kind } => match member.kept(&kind) {
+            KeptSettings::Reloaded => {
+                let cluster = cluster.clone();
+                tokio::spawn(async move { cluster.reload(member.as_ref(), Some(&kind)).await });
+            }
+            KeptSettings::OAuth => {
+                tokio::spawn(async move { member.oauth_changed(Some(&kind)).await });
+            }
+            KeptSettings::NotKept => {}
+        },
         Change::Missed => {
             cluster.wake_all();
             let cluster = cluster.clone();

@@ -177,7 +177,7 @@ impl TurnRuntime {
                 cached = Some((id, history));
                 break;
             }
-            let ancestor = self.store().get_turn(&turn.session_id, &id).await?;
+            let ancestor = self.events().get_turn(&turn.session_id, &id).await?;
             next = ancestor.previous_turn_id;
             uncached.push(id);
         }
@@ -200,7 +200,7 @@ impl TurnRuntime {
         let mut events = Vec::new();
         loop {
             let query = ContentQuery { only_turn_content: false, descending: false, after, limit: HISTORY_PAGE };
-            let page = self.store().read_content(turn_id, &query).await?;
+            let page = self.events().read_content(turn_id, &query).await?;
             events.extend(parse(turn_id, page.iter().map(|stored| (stored.sequence, &*stored.data))));
             match page.last() {
                 Some(last) if page.len() == HISTORY_PAGE as usize => after = Some(last.sequence),

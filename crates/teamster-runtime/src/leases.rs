@@ -246,7 +246,7 @@ pub(super) fn start_keeper(runtime: &TurnRuntime) {
         loop {
             tokio::time::sleep(config.tick()).await;
             let Some(inner) = inner.upgrade() else { return };
-            inner.leases.keep(inner.store.as_ref()).await;
+            inner.leases.keep(inner.stores.coordination.as_ref()).await;
         }
     });
 }

@@ -6,9 +6,13 @@
 //! (`retention`).
 //!
 //! It knows nothing of agents, sessions' owners, providers or MCP: a turn's plan comes from a
-//! [`PlanTurns`] given at start.
+//! [`PlanTurns`] given at start. It reads and writes the store through the three parts it uses
+//! ([`RuntimeStores`]), and hands out running turns as opaque handles ([`RunningTurn`],
+//! [`StartedTurn`]): the live log itself never leaves this crate.
 
 mod clock;
+pub mod cluster;
+mod error;
 mod history;
 mod leases;
 mod live;
@@ -18,6 +22,7 @@ mod remote;
 mod resume;
 mod retention;
 mod runner;
+mod running;
 mod sink;
 mod started;
 mod subscribe;
@@ -31,21 +36,23 @@ use teamster_engine::TurnPlan;
 use teamster_protocol::agent::AgentSpec;
 use teamster_protocol::event::McpAuthRequired;
 use teamster_protocol::{Event, TurnState};
-use teamster_store::{SessionRecord, Store, TurnRecord};
-
-use crate::cluster::Cluster;
+use teamster_store::{CoordinationStore, EventLog, SessionRecord, SessionStore, TurnRecord};
 use teamster_telemetry::Telemetry;
 
+use crate::cluster::Cluster;
+use crate::live::TurnLog;
+
+pub use error::{Result, RuntimeError};
 pub use leases::LeaseConfig;
 pub use live::StreamedEvent;
-pub(crate) use live::TurnLog;
+pub use remote::EndingTurn;
+pub use running::RunningTurn;
+pub use sink::TurnSink;
 pub use started::StartedTurn;
-pub(crate) use remote::EndingTurn;
-pub(crate) use sink::TurnSink;
 pub use subscribe::EventStream;
 
 /// How a planned turn starts.
-pub(crate) enum TurnStart {
+pub enum TurnStart {
     /// The engine runs the plan.
     Run(Box<TurnPlan>),
     /// MCP servers need the user's authorization: the turn ends `done` with this
@@ -60,7 +67,7 @@ pub(crate) enum TurnStart {
 /// again). Content events of the planning itself (such as `mcp.initialize`) go to `sink`.
 /// Errors are messages for the turn's error state.
 #[async_trait]
-pub(crate) trait PlanTurns: Send + Sync {
+pub trait PlanTurns: Send + Sync {
     async fn plan(
         &self,
         session: &SessionRecord,
@@ -75,9 +82,19 @@ pub(crate) trait PlanTurns: Send + Sync {
     async fn ended(&self, _turn: &TurnRecord) {}
 }
 
+/// The parts of the store the runtime reads and writes: sessions (a turn's session, queued
+/// steering), the event log (turns and their streams) and coordination (leases, cancel
+/// requests).
+#[derive(Clone)]
+pub struct RuntimeStores {
+    pub sessions: Arc<dyn SessionStore>,
+    pub events: Arc<dyn EventLog>,
+    pub coordination: Arc<dyn CoordinationStore>,
+}
+
 /// How the runtime runs turns.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct RuntimeConfig {
+pub struct RuntimeConfig {
     pub turn_timeout: Duration,
     pub stream_retention: Duration,
     pub leases: LeaseConfig,
@@ -85,12 +102,12 @@ pub(crate) struct RuntimeConfig {
 
 /// The running turns of this replica; cheap to clone.
 #[derive(Clone)]
-pub(crate) struct TurnRuntime {
+pub struct TurnRuntime {
     inner: Arc<State>,
 }
 
 struct State {
-    store: Arc<dyn Store>,
+    stores: RuntimeStores,
     writer: writer::EventWriter,
     live: live::LiveTurns,
     /// The leases of the turns this replica runs.
@@ -110,8 +127,8 @@ struct State {
 impl TurnRuntime {
     /// Starts the writer, the lease keeper, the takeover of turns whose server stopped and the
     /// stream retention sweeper; they stop once the runtime is dropped.
-    pub(crate) fn start(
-        store: Arc<dyn Store>,
+    pub fn start(
+        stores: RuntimeStores,
         cluster: Option<Arc<Cluster>>,
         planner: Arc<dyn PlanTurns>,
         config: RuntimeConfig,
@@ -120,8 +137,8 @@ impl TurnRuntime {
         let leases = Arc::new(leases::Leases::new(config.leases));
         let runtime = TurnRuntime {
             inner: Arc::new(State {
-                writer: writer::EventWriter::start(store.clone(), leases.clone(), telemetry.clone()),
-                store,
+                writer: writer::EventWriter::start(stores.events.clone(), leases.clone(), telemetry.clone()),
+                stores,
                 live: live::LiveTurns::default(),
                 leases,
                 history: history::HistoryCache::default(),
@@ -138,59 +155,67 @@ impl TurnRuntime {
         runtime
     }
 
-    fn store(&self) -> &dyn Store {
-        self.inner.store.as_ref()
+    fn sessions(&self) -> &dyn SessionStore {
+        self.inner.stores.sessions.as_ref()
+    }
+
+    fn events(&self) -> &dyn EventLog {
+        self.inner.stores.events.as_ref()
+    }
+
+    fn coordination(&self) -> &dyn CoordinationStore {
+        self.inner.stores.coordination.as_ref()
     }
 
     /// Runs a turn whose record and `turn.created` (`created`, its first stream event) were
     /// just stored, with the agent spec it was admitted with, once `ending_previous` (if any)
-    /// has ended. Answers its live log.
-    pub(crate) fn begin(
+    /// has ended.
+    pub fn begin(
         &self,
         session: SessionRecord,
         turn: TurnRecord,
         created: Arc<str>,
         admitted: AgentSpec,
         ending_previous: Option<EndingTurn>,
-    ) -> Arc<TurnLog> {
+    ) -> RunningTurn {
         let log = TurnLog::new(&turn.id, &session.id, vec![created.clone()]);
         self.inner.live.insert(log.clone());
         runner::spawn(self.clone(), log.clone(), session, turn, runner::NewTurn { created, admitted, ending_previous });
-        log
+        RunningTurn::new(log)
     }
 
     /// The number of turns running in this process.
-    pub(crate) fn running_turns(&self) -> usize {
+    pub fn running_turns(&self) -> usize {
         self.inner.live.len()
     }
 
     /// The session's turn running in this process, if any.
-    pub(crate) fn running_in_session(&self, session_id: &str) -> Option<Arc<TurnLog>> {
-        self.inner.live.running_in_session(session_id)
+    pub fn running_in_session(&self, session_id: &str) -> Option<RunningTurn> {
+        self.inner.live.running_in_session(session_id).map(RunningTurn::new)
     }
 
     /// A turn's final state as soon as it has decided it (the store catches up a moment
     /// later), if it runs in this process.
-    pub(crate) fn decided_state(&self, turn_id: &str) -> Option<TurnState> {
+    pub fn decided_state(&self, turn_id: &str) -> Option<TurnState> {
         self.inner.live.get(turn_id).and_then(|log| log.final_state())
     }
 
     /// Waits until every event queued so far is committed.
-    pub(crate) async fn flush(&self) {
+    pub async fn flush(&self) {
         self.inner.writer.flush().await;
     }
 
     /// Hands every running turn over, on shutdown: stops them here without recording an end,
     /// waits up to `grace` for them to stop and for the writer to settle, then releases their
     /// leases, so that another replica (or this server, once restarted) resumes them at once.
-    pub(crate) async fn shutdown(&self, grace: Duration) {
+    pub async fn shutdown(&self, grace: Duration) {
         let running = self.inner.live.all();
         let handed_over = self.inner.leases.hand_over_all();
         let stopped = futures_util::future::join_all(running.iter().map(|log| log.wait_finished()));
         let _ = tokio::time::timeout(grace, stopped).await;
         self.inner.writer.flush().await;
         let owner = &self.inner.leases.owner;
-        let released = handed_over.iter().map(|lease| self.store().release_lease(owner, lease));
+        let released = handed_over.iter().map(|lease| self.coordination().release_lease(owner, lease));
         for (lease, result) in handed_over.iter().zip(futures_util::future::join_all(released).await) {
             if let Err(error) = result {
                 tracing::warn!(turn_id = %lease.turn_id, %error, "releasing a lease failed; it expires on its own");

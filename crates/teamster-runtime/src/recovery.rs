@@ -59,13 +59,13 @@ impl TurnRuntime {
     /// Claims the running turns whose lease has expired (up to a batch) and takes each over.
     async fn take_over_expired(&self) -> Result<()> {
         let leases = &self.inner.leases;
-        for expired in self.store().expired_leases(TAKEOVER_BATCH).await? {
+        for expired in self.coordination().expired_leases(TAKEOVER_BATCH).await? {
             // Still stopping here (its hold ran out): it leaves memory first.
             if self.inner.live.get(&expired.turn_id).is_some() {
                 continue;
             }
             let claimed_at = clock();
-            let claim = self.store().claim_turn(&expired.turn_id, &leases.owner, leases.config.ttl, expired.claims);
+            let claim = self.coordination().claim_turn(&expired.turn_id, &leases.owner, leases.config.ttl, expired.claims);
             let Some(lease) = claim.await? else { continue };
             tracing::warn!(
                 turn_id = %lease.turn_id,
@@ -85,7 +85,7 @@ impl TurnRuntime {
     /// Takes over a turn this replica has just claimed: finishes recording its end if it had
     /// one, ends it `abandoned` if resuming is not safe, or resumes it.
     async fn take_over(&self, session_id: &str, lease: TurnLease, claimed_at: u64) -> Result<()> {
-        let turn = self.store().get_turn(session_id, &lease.turn_id).await?;
+        let turn = self.events().get_turn(session_id, &lease.turn_id).await?;
         if turn.state.is_terminal() {
             return Ok(());
         }
@@ -96,7 +96,7 @@ impl TurnRuntime {
             return self.write_taken_over(&lease, &[state]).await;
         }
         // Asked to stop while nobody ran it: it stops now, as asked.
-        if let Some((_, reason)) = self.store().cancel_requests(&[turn.id.as_str()]).await?.into_iter().next() {
+        if let Some((_, reason)) = self.coordination().cancel_requests(&[turn.id.as_str()]).await?.into_iter().next() {
             return self.end_unrun(&lease, last, reason).await;
         }
         let takeovers = lease.claims.saturating_sub(1);
@@ -112,7 +112,7 @@ impl TurnRuntime {
             tracing::warn!(turn_id = %turn.id, "ending the turn as abandoned: {reason}");
             return self.end_unrun(&lease, last, CancelReason::Abandoned).await;
         }
-        let session = self.store().get_session(session_id).await?;
+        let session = self.sessions().get_session(session_id).await?;
         let events = stream.iter().map(|event| event.data.as_str().into()).collect();
         let log = TurnLog::new(&turn.id, session_id, events);
         let hold = self.inner.leases.hold_taken_over(&log, lease, claimed_at);
@@ -126,7 +126,7 @@ impl TurnRuntime {
         let mut events: Vec<StreamEvent> = Vec::new();
         loop {
             let after = events.last().map_or(0, |event| event.sequence);
-            let page = self.store().read_stream(turn_id, after, STREAM_PAGE).await?;
+            let page = self.events().read_stream(turn_id, after, STREAM_PAGE).await?;
             let full = page.len() == STREAM_PAGE as usize;
             events.extend(page);
             if !full {
@@ -138,7 +138,7 @@ impl TurnRuntime {
     /// Writes a batch of a turn this replica has just claimed with `lease`, under that lease:
     /// if another replica has taken the turn over since, it writes nothing.
     async fn write_taken_over(&self, lease: &TurnLease, batch: &[LogWrite]) -> Result<()> {
-        let refused = self.store().write_held(&self.inner.leases.owner, std::slice::from_ref(lease), batch).await?;
+        let refused = self.events().write_held(&self.inner.leases.owner, std::slice::from_ref(lease), batch).await?;
         if !refused.is_empty() {
             tracing::warn!(turn_id = %lease.turn_id, "another replica took the turn over before its end was recorded here");
         }
@@ -148,11 +148,11 @@ impl TurnRuntime {
     /// Ends a turn nobody runs, held with `lease`, as `cancelled` with `reason`, after its last
     /// stored event (`last`), with the metrics of the model messages it recorded.
     async fn end_unrun(&self, lease: &TurnLease, last: u64, reason: CancelReason) -> Result<()> {
-        let store = self.store();
         let turn_id = lease.turn_id.as_str();
         let turn_key: Arc<str> = turn_id.into();
         let at = timestamp::now();
-        let content = store
+        let content = self
+            .events()
             .read_content(turn_id, &ContentQuery { only_turn_content: false, descending: false, after: None, limit: u32::MAX })
             .await?;
         let state = TurnState::Cancelled {

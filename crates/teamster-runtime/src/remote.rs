@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::TurnRuntime;
 use super::live::TurnLog;
+use super::running::RunningTurn;
 use crate::cluster::TurnWatch;
 use crate::error::Result;
 
@@ -22,9 +23,9 @@ const STORE_POLL: Duration = Duration::from_millis(250);
 
 /// The turn a new turn waits for before it runs: the session's previous turn, being cancelled
 /// for it.
-pub(crate) enum EndingTurn {
+pub enum EndingTurn {
     /// It runs in this process.
-    Local(Arc<TurnLog>),
+    Local(RunningTurn),
     /// It runs on another replica; its end is read from the store.
     Remote { session_id: String, turn_id: String },
 }
@@ -52,12 +53,12 @@ impl TurnRuntime {
     }
 
     /// Whether other processes may share the store (it has a change feed).
-    pub(crate) fn is_clustered(&self) -> bool {
+    pub fn is_clustered(&self) -> bool {
         self.inner.cluster.is_some()
     }
 
     /// Cancels a turn if it runs in this process.
-    pub(crate) fn cancel_local(&self, turn_id: &str, reason: CancelReason) {
+    pub fn cancel_local(&self, turn_id: &str, reason: CancelReason) {
         if let Some(log) = self.inner.live.get(turn_id) {
             tracing::debug!(%turn_id, ?reason, "cancelling a turn at another replica's request");
             log.request_cancel(reason);
@@ -65,13 +66,13 @@ impl TurnRuntime {
     }
 
     /// Tells the turns running here that another replica queued steering instructions for.
-    pub(crate) async fn apply_steers(&self) {
+    pub async fn apply_steers(&self) {
         let running = self.inner.live.all();
         if running.is_empty() {
             return;
         }
         let sessions: Vec<&str> = running.iter().map(|log| log.session_id.as_str()).collect();
-        match self.store().sessions_with_queued(&sessions, teamster_store::QueueKind::Steer).await {
+        match self.sessions().sessions_with_queued(&sessions, teamster_store::QueueKind::Steer).await {
             Ok(steered) => {
                 for log in running.iter().filter(|log| steered.contains(&log.session_id)) {
                     log.mark_steered();
@@ -82,14 +83,14 @@ impl TurnRuntime {
     }
 
     /// Cancels the turns running here that another replica asked to cancel.
-    pub(crate) async fn apply_cancel_requests(&self) {
+    pub async fn apply_cancel_requests(&self) {
         let running: Vec<Arc<TurnLog>> =
             self.inner.live.all().into_iter().filter(|log| log.cancel_reason().is_none()).collect();
         if running.is_empty() {
             return;
         }
         let turn_ids: Vec<&str> = running.iter().map(|log| &*log.turn_id).collect();
-        match self.store().cancel_requests(&turn_ids).await {
+        match self.coordination().cancel_requests(&turn_ids).await {
             Ok(requests) => {
                 for (turn_id, reason) in requests {
                     self.cancel_local(&turn_id, reason);
@@ -101,11 +102,11 @@ impl TurnRuntime {
 
     /// Waits, at most `limit`, until a turn's stored state is terminal; `Ok(false)` if it is
     /// still running then. Woken by the feed, and re-reads on a slow timer in any case.
-    pub(crate) async fn wait_stored_end(&self, session_id: &str, turn_id: &str, limit: Duration) -> Result<bool> {
+    pub async fn wait_stored_end(&self, session_id: &str, turn_id: &str, limit: Duration) -> Result<bool> {
         let deadline = Instant::now() + limit;
         let mut watch = self.watch_turn(turn_id);
         loop {
-            if self.store().get_turn(session_id, turn_id).await?.state.is_terminal() {
+            if self.events().get_turn(session_id, turn_id).await?.state.is_terminal() {
                 return Ok(true);
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -124,7 +125,7 @@ impl TurnRuntime {
     /// The session's last turn, if the store has it running and it does not run in this
     /// process (or was fenced here): a turn another replica runs. Only asked when the store
     /// has a feed.
-    pub(crate) async fn remote_running_turn(&self, session: &teamster_store::SessionRecord) -> Result<Option<String>> {
+    pub async fn remote_running_turn(&self, session: &teamster_store::SessionRecord) -> Result<Option<String>> {
         let Some(last) = &session.last_turn_id else { return Ok(None) };
         if self.inner.live.get(last).is_some_and(|log| !log.is_fenced()) {
             return Ok(None);
@@ -133,20 +134,20 @@ impl TurnRuntime {
         if self.inner.history.contains(last) {
             return Ok(None);
         }
-        let record = self.store().get_turn(&session.id, last).await?;
+        let record = self.events().get_turn(&session.id, last).await?;
         Ok((record.state == teamster_protocol::TurnState::Running).then(|| last.clone()))
     }
 
     /// Asks the replica running a turn to cancel it, and waits, at most `limit`, until the turn
     /// has recorded its end; `Ok(false)` if it has not.
-    pub(crate) async fn cancel_remote(
+    pub async fn cancel_remote(
         &self,
         session_id: &str,
         turn_id: &str,
         reason: CancelReason,
         limit: Duration,
     ) -> Result<bool> {
-        self.store().request_cancel(turn_id, reason).await?;
+        self.coordination().request_cancel(turn_id, reason).await?;
         self.wait_stored_end(session_id, turn_id, limit).await
     }
 }

@@ -46,7 +46,7 @@ impl TurnRuntime {
         let Some(cutoff) = timestamp::shift(&timestamp::now(), -seconds) else { return };
         let mut deleted = 0_u64;
         loop {
-            match self.store().delete_expired_streams(&cutoff, SWEEP_BATCH).await {
+            match self.events().delete_expired_streams(&cutoff, SWEEP_BATCH).await {
                 Ok(count) => {
                     deleted += u64::from(count);
                     if count < SWEEP_BATCH {

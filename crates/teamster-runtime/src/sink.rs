@@ -19,13 +19,16 @@ use teamster_store::LogWrite;
 use super::history::{MAX_CACHED_HISTORY_BYTES, Written};
 use super::leases::Hold;
 use super::live::TurnLog;
+use super::running::RunningTurn;
 use super::writer::EventWriter;
 use teamster_telemetry::traces::TurnTrace;
 use teamster_telemetry::{Telemetry, unix_nanos};
 
+/// Where a running turn's events go (the engine's [`EventSink`]); the planner emits the
+/// content of planning itself (such as `mcp.initialize`) to it too.
 pub struct TurnSink {
-    pub log: Arc<TurnLog>,
-    pub writer: EventWriter,
+    pub(crate) log: Arc<TurnLog>,
+    pub(crate) writer: EventWriter,
     /// This replica's hold on the turn, checked before side effects; `None` for a sink that
     /// only emits an event of a turn that runs here.
     pub(crate) hold: Option<Arc<Hold>>,
@@ -85,6 +88,11 @@ impl Recorded {
 const MAX_HELD: usize = 256;
 
 impl TurnSink {
+    /// The turn this sink writes for.
+    pub fn running(&self) -> RunningTurn {
+        RunningTurn::new(self.log.clone())
+    }
+
     pub(crate) fn new(log: Arc<TurnLog>, writer: EventWriter, hold: Option<Arc<Hold>>, telemetry: Arc<Telemetry>) -> TurnSink {
         TurnSink {
             log,

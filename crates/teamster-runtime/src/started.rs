@@ -1,20 +1,18 @@
-//! [`StartedTurn`]: a turn the service has just started, as it hands it out: the turn as
-//! created, and its events on demand, live from the turn's log while this replica runs it and
-//! from the store after. The live log itself stays inside the runtime.
-
-use std::sync::Arc;
+//! [`StartedTurn`]: a turn just started, as the service hands it out: the turn as created,
+//! and its events on demand, live from the turn's log while this replica runs it and from the
+//! store after.
 
 use teamster_protocol::Turn;
 
-use super::live::TurnLog;
-use super::subscribe::EventStream;
 use super::TurnRuntime;
+use super::running::RunningTurn;
+use super::subscribe::EventStream;
 
 /// A turn that has started; it runs on its own task whether or not its events are read.
 pub struct StartedTurn {
     /// The turn as created (`running`).
     pub turn: Turn,
-    log: Arc<TurnLog>,
+    running: RunningTurn,
     runtime: TurnRuntime,
 }
 
@@ -25,13 +23,14 @@ impl std::fmt::Debug for StartedTurn {
 }
 
 impl StartedTurn {
-    pub(crate) fn new(turn: Turn, log: Arc<TurnLog>, runtime: TurnRuntime) -> StartedTurn {
-        StartedTurn { turn, log, runtime }
+    /// `turn` as its caller shows it, running as `running` on `runtime`.
+    pub fn new(turn: Turn, running: RunningTurn, runtime: TurnRuntime) -> StartedTurn {
+        StartedTurn { turn, running, runtime }
     }
 
     /// The turn's events after sequence number `after` (0 for all of them), followed live
     /// until the turn ends.
     pub fn events(&self, after: u64) -> EventStream {
-        self.runtime.follow(self.log.clone(), after)
+        self.runtime.follow(self.running.log.clone(), after)
     }
 }

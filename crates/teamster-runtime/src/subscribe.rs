@@ -21,7 +21,7 @@ use teamster_store::TurnRecord;
 use super::TurnRuntime;
 use super::live::{StreamedEvent, TurnLog};
 use super::remote::store_poll;
-use crate::error::{Result, ServiceError};
+use crate::error::{Result, RuntimeError};
 
 /// The events of one turn after a cursor, in sequence order, ending after `turn.done`.
 pub type EventStream = Pin<Box<dyn Stream<Item = StreamedEvent> + Send>>;
@@ -36,14 +36,14 @@ const STORE_PAGE: u32 = 1000;
 
 impl TurnRuntime {
     /// Subscribes to a turn's stream after sequence number `after` (0 = from the start).
-    pub(crate) async fn subscribe(&self, turn: &TurnRecord, after: u64) -> Result<EventStream> {
+    pub async fn subscribe(&self, turn: &TurnRecord, after: u64) -> Result<EventStream> {
         let (session_id, turn_id) = (turn.session_id.as_str(), turn.id.as_str());
         // A fenced turn may go on on another replica: it is followed through the store.
         if let Some(log) = self.inner.live.get(turn_id).filter(|log| !log.is_fenced()) {
             return Ok(self.follow(log, after));
         }
-        if turn.state.is_terminal() && self.store().last_sequence(turn_id).await? == 0 {
-            return Err(ServiceError::PreconditionFailed(format!("the event stream of turn {turn_id:?} no longer exists")));
+        if turn.state.is_terminal() && self.events().last_sequence(turn_id).await? == 0 {
+            return Err(RuntimeError::StreamExpired { turn_id: turn_id.to_owned() });
         }
         Ok(self.follow_store(session_id.to_owned(), turn_id.to_owned(), after))
     }
@@ -82,12 +82,12 @@ impl TurnRuntime {
         loop {
             // A wake-up by the feed means new events; the state is checked on the others.
             let terminal = check_state
-                && match self.store().get_turn(session_id, turn_id).await {
+                && match self.events().get_turn(session_id, turn_id).await {
                     Ok(turn) => !matches!(turn.state, TurnState::Running),
                     Err(_) => return,
                 };
             loop {
-                let Ok(page) = self.store().read_stream(turn_id, after, STORE_PAGE).await else { return };
+                let Ok(page) = self.events().read_stream(turn_id, after, STORE_PAGE).await else { return };
                 for event in &page {
                     let streamed = StreamedEvent { sequence: event.sequence, json: event.data.as_str().into() };
                     if !deliver(sender, streamed, STALLED_READER_LIMIT).await {

@@ -112,6 +112,12 @@ impl From<teamster_service::IdentityError> for ApiError {
     }
 }
 
+impl From<teamster_service::McpHostError> for ApiError {
+    fn from(error: teamster_service::McpHostError) -> ApiError {
+        ServiceError::from(error).into()
+    }
+}
+
 impl From<ServiceError> for ApiError {
     fn from(error: ServiceError) -> ApiError {
         let message = error.to_string();

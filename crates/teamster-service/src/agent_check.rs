@@ -21,7 +21,7 @@ use teamster_tools::{Tool, ToolGate, ToolSource};
 use crate::Caller;
 use crate::catalog::Catalog;
 use crate::error::ServiceError;
-use crate::mcp::McpHost;
+use teamster_mcp_host::McpHost;
 
 /// A server's tool the agent gets: the tool, whether it is preloaded, and why its calls ask for
 /// approval or run at once.
@@ -195,7 +195,7 @@ impl AgentCheck<'_> {
         reserved.extend([READ_TOOL_RESULT, ASK_USER_QUESTION, SEARCH_TOOLS, LOAD_TOOLS].map(str::to_owned));
         let listed_names: Vec<(&str, Vec<&str>)> =
             selected.iter().map(|(server, chosen)| (server.source.name(), chosen.iter().map(|(tool, ..)| tool.name.as_str()).collect())).collect();
-        let names = crate::mcp::tool_names(&listed_names, &reserved);
+        let names = teamster_mcp_host::tool_names(&listed_names, &reserved);
         let mut server_tools = Vec::new();
         for ((server, chosen), names) in selected.iter().zip(names) {
             for ((tool, preload, reason), name) in chosen.iter().zip(names) {

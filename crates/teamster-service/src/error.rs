@@ -75,6 +75,43 @@ impl From<teamster_store::Error> for ServiceError {
     }
 }
 
+impl From<teamster_mcp_host::McpHostError> for ServiceError {
+    fn from(error: teamster_mcp_host::McpHostError) -> ServiceError {
+        use teamster_mcp_host::McpHostError;
+        match error {
+            McpHostError::Invalid { message, param } => ServiceError::Invalid { message, param },
+            McpHostError::Forbidden(message) => ServiceError::Forbidden(message),
+            McpHostError::NotFound(message) => ServiceError::NotFound(message),
+            McpHostError::Conflict { code, message } => ServiceError::Conflict { code, message },
+            McpHostError::Unprocessable(message) => ServiceError::Unprocessable(message),
+            McpHostError::AuthRequired(message) => ServiceError::AuthRequired(message),
+            McpHostError::FailedDependency(message) => ServiceError::FailedDependency(message),
+            McpHostError::Upstream(message) => ServiceError::Upstream(message),
+            McpHostError::Unavailable(message) => ServiceError::Unavailable(message),
+            McpHostError::Store(error) => error.into(),
+        }
+    }
+}
+
+impl From<teamster_sealed::SealedError> for ServiceError {
+    fn from(error: teamster_sealed::SealedError) -> ServiceError {
+        match error {
+            teamster_sealed::SealedError::Invalid(message) => ServiceError::invalid(message),
+            teamster_sealed::SealedError::Unreadable(message) => ServiceError::Unavailable(message),
+            teamster_sealed::SealedError::Store(error) => error.into(),
+        }
+    }
+}
+
+impl From<teamster_runtime::RuntimeError> for ServiceError {
+    fn from(error: teamster_runtime::RuntimeError) -> ServiceError {
+        match error {
+            expired @ teamster_runtime::RuntimeError::StreamExpired { .. } => ServiceError::PreconditionFailed(expired.to_string()),
+            teamster_runtime::RuntimeError::Store(error) => error.into(),
+        }
+    }
+}
+
 impl From<teamster_identity::IdentityError> for ServiceError {
     fn from(error: teamster_identity::IdentityError) -> ServiceError {
         use teamster_identity::IdentityError;

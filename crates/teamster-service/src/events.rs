@@ -8,7 +8,7 @@ use teamster_store::ContentQuery;
 
 use crate::cursor;
 use crate::error::{Result, ServiceError};
-use crate::runtime::EventStream;
+use teamster_runtime::EventStream;
 use crate::{Caller, Service};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -52,7 +52,7 @@ impl Service {
     pub async fn subscribe(&self, caller: &Caller, session_id: &str, turn_id: &str, after: u64) -> Result<EventStream> {
         self.catalog().owned_session(caller, session_id).await?;
         let turn = self.turn_record(session_id, turn_id).await?;
-        self.runtime().subscribe(&turn, after).await
+        Ok(self.runtime().subscribe(&turn, after).await?)
     }
 
     /// One page of a turn's content events (no `turn.created`, `turn.done` or deltas).

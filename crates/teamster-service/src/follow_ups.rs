@@ -158,7 +158,7 @@ impl Service {
         match self.tip(session_id).await? {
             Tip::Running(turn_id) => {
                 match self.runtime().running_in_session(session_id) {
-                    Some(log) if *log.turn_id == *turn_id => log.wait_finished().await,
+                    Some(running) if running.turn_id() == turn_id => running.wait_finished().await,
                     _ => {
                         self.runtime().wait_stored_end(session_id, &turn_id, REMOTE_WAIT).await?;
                     }
@@ -178,7 +178,7 @@ impl Service {
     /// What the session's last turn allows now.
     async fn tip(&self, session_id: &str) -> Result<Tip> {
         if let Some(log) = self.runtime().running_in_session(session_id) {
-            return Ok(Tip::Running(log.turn_id.to_string()));
+            return Ok(Tip::Running(log.turn_id().to_owned()));
         }
         let session = self.store().get_session(session_id).await?;
         let Some(last) = session.last_turn_id else { return Ok(Tip::Idle { last: None, stopped_at: None }) };
@@ -298,7 +298,7 @@ impl Service {
         if !self.store().queue_message(&message, MAX_STEERS).await? {
             return Err(ServiceError::TooMany(format!("{MAX_STEERS} instructions wait for this turn already")));
         }
-        if let Some(log) = self.runtime().running_in_session(session_id).filter(|log| *log.turn_id == *turn_id) {
+        if let Some(log) = self.runtime().running_in_session(session_id).filter(|running| running.turn_id() == turn_id) {
             log.mark_steered();
         }
         // Should the turn end before another model call, the instruction starts the next one.
@@ -311,20 +311,20 @@ impl Service {
 /// when the turn's log was told some arrived.
 pub(crate) struct QueuedSteering {
     pub store: std::sync::Arc<dyn teamster_store::Store>,
-    pub log: std::sync::Arc<crate::runtime::TurnLog>,
+    pub turn: teamster_runtime::RunningTurn,
 }
 
 #[async_trait::async_trait]
 impl teamster_engine::Steering for QueuedSteering {
     async fn take(&self) -> Vec<teamster_protocol::event::Steer> {
-        if !self.log.take_steered() {
+        if !self.turn.take_steered() {
             return Vec::new();
         }
-        let queued = match self.store.queued_messages(&self.log.session_id, QueueKind::Steer).await {
+        let queued = match self.store.queued_messages(self.turn.session_id(), QueueKind::Steer).await {
             Ok(queued) => queued,
             Err(error) => {
-                tracing::warn!(turn = %self.log.turn_id, %error, "steering instructions could not be read");
-                self.log.mark_steered();
+                tracing::warn!(turn = %self.turn.turn_id(), %error, "steering instructions could not be read");
+                self.turn.mark_steered();
                 return Vec::new();
             }
         };
@@ -337,7 +337,7 @@ impl teamster_engine::Steering for QueuedSteering {
             // An instruction whose API key was revoked since is dropped (and one whose key
             // cannot be checked now too: it is never joined unchecked).
             if !matches!(credential_in_force(&*self.store, &message).await, Ok(true)) {
-                tracing::warn!(turn = %self.log.turn_id, message = %message.id, "a steering instruction's API key was revoked; it was dropped");
+                tracing::warn!(turn = %self.turn.turn_id(), message = %message.id, "a steering instruction's API key was revoked; it was dropped");
                 continue;
             }
             taken.push(teamster_protocol::event::Steer { id: message.id, content: message.content, created_at: message.created_at });

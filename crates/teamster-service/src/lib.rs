@@ -2,11 +2,10 @@
 //!
 //! It is built of rooms with private state, and [`Service`] is a facade over them: the
 //! [`Catalog`] (agents, sessions, model providers), the [`McpHost`] (MCP servers, connections,
-//! users' authorizations), the turn runtime (`runtime`: a turn runs on a task of its own, so a
-//! client disconnect never cancels it; its events reach subscribers through the in-memory
-//! [`TurnLog`] once the group-commit writer has made them durable), the planner that makes a
-//! turn's plan (`planner`) and, when other replicas share the store, the relay of its change
-//! feed (`cluster`). Requests name a [`Caller`]; every session is checked against it.
+//! users' authorizations), the skill registry, the sandboxes, and the turn runtime of
+//! `teamster-runtime` (a turn runs on a task of its own, so a client disconnect never cancels
+//! it), for which `turn_planner` makes each turn's plan and this facade is the cluster member.
+//! Requests name a [`Caller`]; every session is checked against it.
 //!
 //! Invariant: no HTTP here (no axum, no status codes) and no SQL; errors are
 //! [`ServiceError`]s that the server maps to statuses.
@@ -16,7 +15,6 @@ mod attachments;
 mod budgets;
 pub mod catalog;
 mod clones;
-mod cluster;
 mod cursor;
 mod downloads;
 mod error;
@@ -24,10 +22,7 @@ mod events;
 mod follow_ups;
 mod input_files;
 mod limits;
-pub mod mcp;
-mod runtime;
 mod sandboxes;
-mod sealed;
 mod session_plans;
 mod skills;
 mod tasks;
@@ -39,6 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use teamster_protocol::settings::ModelProviderManifest;
+use teamster_runtime::{RuntimeStores, TurnRuntime, cluster};
 use teamster_store::Store;
 pub use teamster_tools::tool_sets::{ToolScope, ToolSet, ToolSets};
 
@@ -49,10 +45,10 @@ pub use sandboxes::{MAX_SKILLS, SkillSources};
 pub use skills::{SkillRegistry, SkillWrite};
 pub use teamster_sandbox::SkillCache;
 pub use input_files::DownloadedFile;
-pub use mcp::{McpHost, McpLinks, McpServerWrite, OAuthCallback};
+pub use teamster_mcp_host::{McpHost, McpHostError, McpLinks, McpServerWrite, OAuthCallback};
 pub use teamster_mcp::oauth::TokenKey;
 pub use catalog::{Catalog, ProviderWrite, SessionListQuery, SessionScope, SessionUpdate};
-pub use runtime::{EventStream, LeaseConfig, StartedTurn, StreamedEvent};
+pub use teamster_runtime::{EventStream, LeaseConfig, StartedTurn, StreamedEvent};
 pub use sandboxes::Sandboxes;
 pub use teamster_store::SessionOrder;
 pub use clones::CloneSession;
@@ -145,7 +141,7 @@ struct Inner {
     store: Arc<dyn Store>,
     catalog: Arc<Catalog>,
     mcp: Arc<McpHost>,
-    runtime: runtime::TurnRuntime,
+    runtime: TurnRuntime,
     sandboxes: Sandboxes,
     /// The skills agents can name.
     skills: skills::SkillRegistry,
@@ -166,8 +162,8 @@ impl Service {
     pub async fn start(store: Arc<dyn Store>, config: ServiceConfig) -> Result<Service> {
         // Listening first, so no setting changed after the loads below goes unnoticed.
         let feed = store.changes().await?;
-        let sealed = sealed::SealedSettings::new(config.secret_key.as_ref());
-        sealed.seal_all_plain(store.as_ref(), catalog::SETTING_KIND, mcp::SETTING_KIND).await?;
+        let sealed = teamster_sealed::SealedSettings::new(config.secret_key.as_ref());
+        sealed.seal_all_plain(store.as_ref(), catalog::SETTING_KIND, teamster_mcp_host::SETTING_KIND).await?;
         let catalog = Arc::new(
             Catalog::load(
                 store.clone(),
@@ -202,14 +198,14 @@ impl Service {
             fan_out: config.limits.fan_out,
             model_calls: Arc::new(limits::ModelCallPlaces::new(config.limits.max_concurrent_turns_per_subject)),
         };
-        let runtime_config = runtime::RuntimeConfig {
+        let runtime_config = teamster_runtime::RuntimeConfig {
             turn_timeout: config.turn_timeout,
             stream_retention: config.stream_retention,
             leases: config.leases,
         };
         let telemetry = Arc::new(teamster_telemetry::Telemetry::with_traces(config.traces.clone()));
-        let runtime =
-            runtime::TurnRuntime::start(store.clone(), cluster.clone(), Arc::new(planner), runtime_config, telemetry.clone());
+        let stores = RuntimeStores { sessions: store.clone(), events: store.clone(), coordination: store.clone() };
+        let runtime = TurnRuntime::start(stores, cluster.clone(), Arc::new(planner), runtime_config, telemetry.clone());
         let turn_quota = limits::TurnQuota::new(config.limits.max_concurrent_turns_per_subject, store.clone());
         catalog.check_servers_with(&mcp);
         let inner = Arc::new(Inner {
@@ -271,7 +267,7 @@ impl Service {
         &self.inner.follow_up_watchers
     }
 
-    fn runtime(&self) -> &runtime::TurnRuntime {
+    fn runtime(&self) -> &TurnRuntime {
         &self.inner.runtime
     }
 
@@ -337,6 +333,16 @@ impl Service {
 
 #[async_trait::async_trait]
 impl cluster::ClusterMember for Inner {
+    fn kept(&self, kind: &str) -> cluster::KeptSettings {
+        if [catalog::SETTING_KIND, teamster_mcp_host::SETTING_KIND, teamster_identity::SETTING_KIND].contains(&kind) {
+            cluster::KeptSettings::Reloaded
+        } else if teamster_mcp_host::is_oauth_kind(kind) {
+            cluster::KeptSettings::OAuth
+        } else {
+            cluster::KeptSettings::NotKept
+        }
+    }
+
     fn cancel_local(&self, turn_id: &str, reason: teamster_protocol::CancelReason) {
         self.runtime.cancel_local(turn_id, reason);
     }
@@ -353,7 +359,7 @@ impl cluster::ClusterMember for Inner {
         {
             tracing::warn!(%error, "could not reload model providers");
         }
-        if wanted(mcp::SETTING_KIND)
+        if wanted(teamster_mcp_host::SETTING_KIND)
             && let Err(error) = self.mcp.reload().await
         {
             tracing::warn!(%error, "could not reload MCP servers");

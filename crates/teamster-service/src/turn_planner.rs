@@ -18,8 +18,8 @@ use teamster_store::{SessionRecord, Store, TurnRecord};
 use teamster_tools::ToolSource;
 
 use crate::catalog::Catalog;
-use crate::mcp::{McpHost, TurnTools};
-use crate::runtime::{PlanTurns, TurnSink, TurnStart};
+use teamster_mcp_host::{McpHost, TurnTools};
+use teamster_runtime::{PlanTurns, TurnSink, TurnStart};
 use crate::sandboxes::TurnSandbox;
 use crate::follow_ups::QueuedSteering;
 use crate::{Sandboxes, attachments, downloads};
@@ -106,7 +106,7 @@ impl PlanTurns for Planner {
             builtins.push(Arc::new(SessionState::new(schema, session.control.state.clone(), sink)));
         }
         let builtins = ToolBox::collect(builtins).await;
-        let (initialized, tools) = self.mcp.turn_tools(builtins, turn, &spec, history, &sink.log.cancel).await;
+        let (initialized, tools) = self.mcp.turn_tools(builtins, turn, &spec, history, sink.running().cancellation()).await;
         if let Some(event) = initialized {
             sink.emit_content(&event);
         }
@@ -119,7 +119,7 @@ impl PlanTurns for Planner {
         let history = attachments::with_images(&*self.store, &session.id, history).await;
         let mut plan = agent.plan(&history, toolbox, resolutions);
         plan.result_files = sandbox.as_ref().map(TurnSandbox::result_files);
-        plan.steering = Some(Arc::new(QueuedSteering { store: self.store.clone(), log: sink.log.clone() }));
+        plan.steering = Some(Arc::new(QueuedSteering { store: self.store.clone(), turn: sink.running() }));
         plan.skills = skills;
         let session_budget = spec.config.as_ref().and_then(|config| config.budget.as_ref());
         plan.spend_limit = crate::budgets::for_turn(&self.tenant_ledger, session_budget, &turn.created_by, &history).await;

@@ -13,7 +13,7 @@ use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, Turn, TurnState, id
 use teamster_store::{LogWrite, QueueKind, SessionRecord, TurnRecord};
 
 use crate::error::{Result, ServiceError};
-use crate::runtime::{EndingTurn, StartedTurn};
+use teamster_runtime::{EndingTurn, StartedTurn};
 use crate::{Caller, Service, cursor, input_files, sandboxes};
 
 /// The most input items one turn may carry.
@@ -201,11 +201,11 @@ impl Service {
         // A turn that has decided its end (its `turn.done` may already be with the client) is
         // only finishing its writes: the new turn waits for it instead of conflicting.
         if let Some(running) = running.as_ref().filter(|log| log.final_state().is_none()) {
-            let chains_onto_running = previous.as_deref() == Some(&*running.turn_id);
+            let chains_onto_running = previous.as_deref() == Some(running.turn_id());
             if !(matches!(chain, Chain::Auto) || chains_onto_running) {
                 return Err(ServiceError::turn_running(format!(
                     "turn {} is still running in this session; cancel it first, or chain to it with previous_turn_id \"auto\"",
-                    running.turn_id
+                    running.turn_id()
                 )));
             }
             running.request_cancel(CancelReason::CancelledForNextTurn);
@@ -336,8 +336,8 @@ impl Service {
                 tracing::warn!(session = %session.id, %error, "the session could not take the approvals' mode or grants");
             }
         }
-        let log = self.runtime().begin(session, record.clone(), data, spec, ending_previous);
-        Ok(Some(StartedTurn::new(turn_view(record), log, self.runtime().clone())))
+        let running = self.runtime().begin(session, record.clone(), data, spec, ending_previous);
+        Ok(Some(StartedTurn::new(turn_view(record), running, self.runtime().clone())))
     }
 
     /// A turn, with its final state as soon as it is decided.
@@ -427,7 +427,7 @@ impl Service {
         } else if self.runtime().is_clustered()
             && let Some(turn_id) = self.runtime().remote_running_turn(session).await?
         {
-            self.runtime().cancel_remote(&session.id, &turn_id, reason, wait).await
+            Ok(self.runtime().cancel_remote(&session.id, &turn_id, reason, wait).await?)
         } else {
             Ok(true)
         }

@@ -35,6 +35,21 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("teamster-control", &["teamster-protocol", "teamster-tools"]),
     ("teamster-identity", &["teamster-protocol", "teamster-store", "teamster-mcp"]),
     ("teamster-telemetry", &["teamster-protocol", "teamster-llm", "teamster-store"]),
+    ("teamster-runtime", &["teamster-protocol", "teamster-store", "teamster-engine", "teamster-telemetry"]),
+    ("teamster-sealed", &["teamster-protocol", "teamster-store", "teamster-mcp"]),
+    (
+        "teamster-mcp-host",
+        &[
+            "teamster-protocol",
+            "teamster-store",
+            "teamster-tools",
+            "teamster-mcp",
+            "teamster-engine",
+            "teamster-egress",
+            "teamster-identity",
+            "teamster-sealed",
+        ],
+    ),
     (
         "teamster-service",
         &[
@@ -49,6 +64,9 @@ const LAYERS: &[(&str, &[&str])] = &[
             "teamster-egress",
             "teamster-identity",
             "teamster-telemetry",
+            "teamster-runtime",
+            "teamster-sealed",
+            "teamster-mcp-host",
         ],
     ),
     ("teamster-server", &["teamster-protocol", "teamster-service"]),
@@ -175,13 +193,9 @@ pub const IMPL_EXCEPTIONS: &[ImplException] = &[
         ],
     ),
     ("teamster-service", "Catalog", &["catalog/agents.rs", "catalog/providers.rs", "catalog/sessions.rs"]),
-    (
-        "teamster-service",
-        "TurnRuntime",
-        &["runtime/history.rs", "runtime/recovery.rs", "runtime/remote.rs", "runtime/retention.rs", "runtime/subscribe.rs"],
-    ),
+    ("teamster-runtime", "TurnRuntime", &["history.rs", "recovery.rs", "remote.rs", "retention.rs", "subscribe.rs"]),
     ("teamster-service", "TurnSandbox", &["sandboxes/skill_mounts.rs"]),
-    ("teamster-service", "McpHost", &["mcp/oauth.rs", "mcp/servers.rs", "mcp/toolbox.rs"]),
+    ("teamster-mcp-host", "McpHost", &["oauth.rs", "servers.rs", "toolbox.rs"]),
 ];
 
 /// A crate, one of its types, and the files other than the type's own that may hold its

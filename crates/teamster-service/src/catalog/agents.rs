@@ -137,7 +137,7 @@ fn validate_spec(spec: &AgentSpec) -> Result<()> {
         check_budget(budget)?;
     }
     if let Some(servers) = &spec.mcp_servers {
-        crate::mcp::validate_agent_servers(servers)?;
+        teamster_mcp_host::validate_agent_servers(servers)?;
     }
     validate_collaborators(spec)?;
     teamster_control::check_modes(spec).map_err(|message| ServiceError::invalid_param("modes", message))?;
@@ -147,7 +147,7 @@ fn validate_spec(spec: &AgentSpec) -> Result<()> {
     }
     for mode in spec.modes.iter().flatten() {
         if let Some(servers) = &mode.additional_tools {
-            crate::mcp::validate_agent_servers(servers)?;
+            teamster_mcp_host::validate_agent_servers(servers)?;
         }
     }
     crate::sandboxes::validate_skills(spec)

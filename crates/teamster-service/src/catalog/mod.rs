@@ -16,7 +16,7 @@ use teamster_store::{SessionAgentRecord, SessionRecord, Store};
 
 use crate::Caller;
 use crate::error::{Result, ServiceError};
-use crate::sealed::SealedSettings;
+use teamster_sealed::SealedSettings;
 
 pub use providers::ProviderWrite;
 pub(crate) use providers::SETTING_KIND;
@@ -38,7 +38,7 @@ pub struct Catalog {
     /// Seals the providers' API keys in the store.
     sealed: SealedSettings,
     /// The MCP host, whose configured servers saved agents may name (set once it has started).
-    mcp: std::sync::OnceLock<Arc<crate::mcp::McpHost>>,
+    mcp: std::sync::OnceLock<Arc<teamster_mcp_host::McpHost>>,
 }
 
 impl Catalog {
@@ -63,7 +63,7 @@ impl Catalog {
     }
 
     /// Lets saving an agent check the MCP servers it names against `mcp`'s.
-    pub(crate) fn check_servers_with(&self, mcp: &Arc<crate::mcp::McpHost>) {
+    pub(crate) fn check_servers_with(&self, mcp: &Arc<teamster_mcp_host::McpHost>) {
         let _first = self.mcp.set(mcp.clone());
     }
 

@@ -8,7 +8,7 @@ use teamster_protocol::settings::{ConfiguredModelProvider, ModelProviderManifest
 use teamster_store::Store;
 
 use crate::error::{Result, ServiceError};
-use crate::sealed::SealedSettings;
+use teamster_sealed::SealedSettings;
 use super::Catalog;
 
 /// The providers in force, by name, and the registry that resolves `provider/model` names.

@@ -138,7 +138,7 @@ impl Runtime {
 
     /// Adds or replaces an MCP server that agents may name.
     pub async fn add_mcp_server(&self, manifest: McpServerManifest) -> Result<(), RuntimeError> {
-        self.service.mcp().write_mcp_server(&self.caller, manifest, McpServerWrite::Upsert).await?;
+        self.service.mcp().write_mcp_server(&self.caller, manifest, McpServerWrite::Upsert).await.map_err(ServiceError::from)?;
         Ok(())
     }
 

@@ -4,6 +4,7 @@
 //! server hands it [`McpLinks`] to build its own page links and an [`OAuthCallback`] already
 //! read from the callback's query, and gets back where to send the browser.
 
+mod error;
 mod links;
 mod oauth;
 mod pool;
@@ -14,21 +15,20 @@ use std::sync::Arc;
 
 use teamster_egress::EgressPolicy;
 use teamster_mcp::oauth::TokenKey;
-use teamster_store::Store;
+use teamster_store::SettingsStore;
 use teamster_tools::tool_sets::ToolSets;
 
-use crate::error::Result;
-use crate::sealed::SealedSettings;
+use teamster_sealed::SealedSettings;
 
+pub use error::{McpHostError, Result};
 pub use links::{McpLinks, OAuthCallback};
-pub use servers::McpServerWrite;
-pub(crate) use oauth::is_oauth_kind;
-pub(crate) use servers::{SETTING_KIND, validate_agent_servers};
-pub(crate) use toolbox::{TurnTools, tool_names};
+pub use oauth::is_oauth_kind;
+pub use servers::{McpServerWrite, SETTING_KIND, validate_agent_servers};
+pub use toolbox::{TurnTools, tool_names};
 
 /// The MCP servers, connections and authorizations of this replica.
 pub struct McpHost {
-    store: Arc<dyn Store>,
+    store: Arc<dyn SettingsStore>,
     /// The servers configured through the settings API, by name.
     registry: servers::McpRegistry,
     /// Sessions' open connections.
@@ -51,8 +51,8 @@ impl McpHost {
     /// `key` seals tokens (`None`: a random key for this process), `sealed` the servers'
     /// secrets; `egress` bounds where agents' inline servers may be; `tool_sets` are the
     /// program's in-process tools.
-    pub(crate) async fn start(
-        store: Arc<dyn Store>,
+    pub async fn start(
+        store: Arc<dyn SettingsStore>,
         links: Option<Arc<dyn McpLinks>>,
         key: Option<&TokenKey>,
         sealed: SealedSettings,
@@ -74,17 +74,17 @@ impl McpHost {
         Ok(host)
     }
 
-    fn store(&self) -> &dyn Store {
+    fn store(&self) -> &dyn SettingsStore {
         self.store.as_ref()
     }
 
     /// Reads the configured servers again (another replica changed them).
-    pub(crate) async fn reload(&self) -> Result<()> {
+    pub async fn reload(&self) -> Result<()> {
         self.registry.reload(self.store(), &self.sealed).await
     }
 
     /// Closes a session's connections (the session is gone).
-    pub(crate) fn close_session(&self, session_id: &str) {
+    pub fn close_session(&self, session_id: &str) {
         self.pool.remove_session(session_id);
     }
 }

@@ -19,18 +19,18 @@ use teamster_protocol::settings::{
     AvailableMcpServer, ConfiguredMcpServer, McpAuthStatus, McpServerAuth, McpServerAuthPublic, McpServerManifest,
     McpServerTestResult, REDACTED,
 };
-use teamster_store::Store;
+use teamster_store::SettingsStore;
 use teamster_tools::selector::Selectors;
 use teamster_tools::tool_sets::ToolScope;
 use teamster_tools::{Tool, ToolSource};
 
-use crate::error::{Result, ServiceError};
-use crate::sealed::SealedSettings;
+use crate::error::{Result, McpHostError};
+use teamster_sealed::SealedSettings;
 use super::McpHost;
-use crate::Caller;
+use teamster_identity::Caller;
 
 /// The settings kind under which MCP servers are stored.
-pub(crate) const SETTING_KIND: &str = "mcp-server";
+pub const SETTING_KIND: &str = "mcp-server";
 /// The most MCP servers one agent may use.
 pub const MAX_AGENT_MCP_SERVERS: usize = 32;
 /// The longest URL accepted, in bytes.
@@ -54,14 +54,14 @@ pub(crate) struct McpRegistry {
 
 impl McpRegistry {
     /// The servers stored through the settings API; unreadable ones are logged and skipped.
-    pub async fn load(store: &dyn Store, sealed: &SealedSettings) -> Result<McpRegistry> {
+    pub async fn load(store: &dyn SettingsStore, sealed: &SealedSettings) -> Result<McpRegistry> {
         let servers = sealed.list(store, SETTING_KIND).await?.into_iter().collect();
         Ok(McpRegistry { servers: RwLock::new(servers), writes: tokio::sync::Mutex::new(()) })
     }
 
     /// Reads the servers from the store again (another replica changed them). Not between a
     /// write's store update and its memory update.
-    pub async fn reload(&self, store: &dyn Store, sealed: &SealedSettings) -> Result<()> {
+    pub async fn reload(&self, store: &dyn SettingsStore, sealed: &SealedSettings) -> Result<()> {
         let _writing = self.writes.lock().await;
         let loaded = McpRegistry::load(store, sealed).await?.servers.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
         *self.servers.write().unwrap_or_else(std::sync::PoisonError::into_inner) = loaded;
@@ -138,14 +138,14 @@ impl McpHost {
     ) -> Result<ConfiguredMcpServer> {
         validate_manifest(&manifest)?;
         if manifest.kind == McpServerManifest::STDIO && !self.allow_stdio {
-            return Err(ServiceError::Forbidden(stdio_disabled(&manifest.name)));
+            return Err(McpHostError::Forbidden(stdio_disabled(&manifest.name)));
         }
         let name = manifest.name.clone();
         let registry = &self.registry;
         let _writing = registry.writes.lock().await;
         let existing = registry.get(&name);
         if mode == McpServerWrite::Create && existing.is_some() {
-            return Err(ServiceError::Conflict {
+            return Err(McpHostError::Conflict {
                 code: "already_exists",
                 message: format!("an MCP server named {name:?} already exists"),
             });
@@ -178,12 +178,12 @@ impl McpHost {
         let mut manifest = registry.get(name).ok_or_else(|| not_found(name))?;
         manifest.name = new_name.to_owned();
         validate_manifest(&manifest).map_err(|error| match error {
-            ServiceError::Invalid { message, .. } => ServiceError::invalid_param("name", message),
+            McpHostError::Invalid { message, .. } => McpHostError::invalid_param("name", message),
             other => other,
         })?;
         if new_name != name {
             if registry.get(new_name).is_some() {
-                return Err(ServiceError::Conflict {
+                return Err(McpHostError::Conflict {
                     code: "already_exists",
                     message: format!("an MCP server named {new_name:?} already exists"),
                 });
@@ -226,9 +226,9 @@ impl McpHost {
                 error_code: None,
                 error: None,
             },
-            Err(ServiceError::AuthRequired(message)) => failed("auth_required", message),
-            Err(ServiceError::Upstream(message)) => failed("unreachable", message),
-            Err(ServiceError::Unprocessable(message) | ServiceError::Forbidden(message)) => failed("invalid_config", message),
+            Err(McpHostError::AuthRequired(message)) => failed("auth_required", message),
+            Err(McpHostError::Upstream(message)) => failed("unreachable", message),
+            Err(McpHostError::Unprocessable(message) | McpHostError::Forbidden(message)) => failed("invalid_config", message),
             Err(other) => return Err(other),
         })
     }
@@ -236,12 +236,12 @@ impl McpHost {
     /// Connects to a configured server and lists its tools as the `tools/list` entries it gave
     /// (the selectors see the tools made from the same entries), with
     /// the caller's token for an OAuth server. Bounded in time; a server that cannot be reached
-    /// is [`ServiceError::Upstream`], one that wants authorization (or the caller's, first)
-    /// [`ServiceError::AuthRequired`].
+    /// is [`McpHostError::Upstream`], one that wants authorization (or the caller's, first)
+    /// [`McpHostError::AuthRequired`].
     pub async fn list_mcp_server_tools(&self, caller: &Caller, name: &str) -> Result<Vec<serde_json::Value>> {
         let (connection, url) = self.connect_configured(caller, name).await?;
         let tools = connection.list_entries().await.map_err(|error| {
-            ServiceError::Upstream(scrub_url(format!("MCP server {name:?} could not list its tools: {error}"), url.as_deref()))
+            McpHostError::Upstream(scrub_url(format!("MCP server {name:?} could not list its tools: {error}"), url.as_deref()))
         })?;
         Ok(tools.into_iter().map(|listed| listed.entry).collect())
     }
@@ -252,11 +252,11 @@ impl McpHost {
     async fn connect_configured(&self, caller: &Caller, name: &str) -> Result<(McpConnection, Option<String>)> {
         let manifest = self.registry.get(name).ok_or_else(|| not_found(name))?;
         let mut config = registry_config(name, &manifest, self.allow_stdio).map_err(|message| {
-            if manifest.kind == McpServerManifest::STDIO { ServiceError::Forbidden(message) } else { ServiceError::Unprocessable(message) }
+            if manifest.kind == McpServerManifest::STDIO { McpHostError::Forbidden(message) } else { McpHostError::Unprocessable(message) }
         })?;
         if matches!(manifest.auth, Some(McpServerAuth::Dcr {})) {
             let Some((bearer, _)) = self.oauth_bearer(&caller.subject, name).await else {
-                return Err(ServiceError::AuthRequired(format!(
+                return Err(McpHostError::AuthRequired(format!(
                     "MCP server {name:?} requires your authorization first: open GET /api/v1/mcp-servers/{name}/authorize"
                 )));
             };
@@ -269,7 +269,7 @@ impl McpHost {
 
     /// Whether an agent may name `name` as a registry server: a configured server, or one of
     /// the program's in-process tool sets.
-    pub(crate) fn names_server(&self, name: &str) -> bool {
+    pub fn names_server(&self, name: &str) -> bool {
         self.tool_sets.contains(name) || self.registry.get(name).is_some()
     }
 
@@ -277,7 +277,7 @@ impl McpHost {
     /// connection of its own that is closed once listed, connecting as `caller` would in a
     /// turn; or why the entry cannot be used. The check of an agent (`POST
     /// /api/v1/agents/check`) asks this.
-    pub(crate) async fn probe(&self, caller: &Caller, server: &McpServer) -> std::result::Result<Vec<Tool>, String> {
+    pub async fn probe(&self, caller: &Caller, server: &McpServer) -> std::result::Result<Vec<Tool>, String> {
         let (connection, url) = match &server.source {
             McpServerSource::Registry { name } => {
                 if let Some(set) = self.tool_sets.get(name) {
@@ -306,7 +306,7 @@ async fn connect_bounded(name: &str, mut config: McpServerConfig) -> Result<(Mcp
     config.call_timeout = LISTING_TIMEOUT;
     let url = endpoint_url(&config).map(str::to_owned);
     let connection = McpConnection::connect(config).await.map_err(|error| match connect_error(name, error) {
-        ServiceError::Upstream(message) => ServiceError::Upstream(scrub_url(message, url.as_deref())),
+        McpHostError::Upstream(message) => McpHostError::Upstream(scrub_url(message, url.as_deref())),
         other => other,
     })?;
     Ok((connection, url))
@@ -422,18 +422,18 @@ fn percent_decoded(part: &str) -> Option<String> {
 }
 
 /// A connection failure as a request error.
-pub(crate) fn connect_error(name: &str, error: McpError) -> ServiceError {
+pub(crate) fn connect_error(name: &str, error: McpError) -> McpHostError {
     match error {
         McpError::Unauthorized { .. } => {
-            ServiceError::AuthRequired(format!("MCP server {name:?} requires authorization"))
+            McpHostError::AuthRequired(format!("MCP server {name:?} requires authorization"))
         }
-        McpError::InvalidConfig(message) => ServiceError::Unprocessable(format!("MCP server {name:?}: {message}")),
-        other => ServiceError::Upstream(format!("MCP server {name:?} could not be reached: {other}")),
+        McpError::InvalidConfig(message) => McpHostError::Unprocessable(format!("MCP server {name:?}: {message}")),
+        other => McpHostError::Upstream(format!("MCP server {name:?} could not be reached: {other}")),
     }
 }
 
-fn not_found(name: &str) -> ServiceError {
-    ServiceError::NotFound(format!("MCP server {name:?} not found"))
+fn not_found(name: &str) -> McpHostError {
+    McpHostError::NotFound(format!("MCP server {name:?} not found"))
 }
 
 fn configured(name: &str, manifest: &McpServerManifest, authorized: bool) -> ConfiguredMcpServer {
@@ -523,7 +523,7 @@ fn http_transport(endpoint: HttpTransport, transport: Option<&str>) -> Transport
 
 /// Checks a settings manifest: shape, sizes, and that each kind has exactly its own fields.
 fn validate_manifest(manifest: &McpServerManifest) -> Result<()> {
-    let invalid = |param: &'static str, message: String| Err(ServiceError::invalid_param(param, message));
+    let invalid = |param: &'static str, message: String| Err(McpHostError::invalid_param(param, message));
     if !is_valid_resource_name(&manifest.name) {
         return invalid(
             "manifest.name",
@@ -550,11 +550,11 @@ fn validate_manifest(manifest: &McpServerManifest) -> Result<()> {
             let Some(url) = &manifest.url else {
                 return invalid("manifest.url", "a remote MCP server needs a url".to_owned());
             };
-            check_url(url).map_err(|message| ServiceError::invalid_param("manifest.url", message))?;
+            check_url(url).map_err(|message| McpHostError::invalid_param("manifest.url", message))?;
             check_transport(manifest.transport.as_deref())
-                .map_err(|message| ServiceError::invalid_param("manifest.transport", message))?;
+                .map_err(|message| McpHostError::invalid_param("manifest.transport", message))?;
             if let Some(McpServerAuth::Header { headers }) = &manifest.auth {
-                check_headers(headers).map_err(|message| ServiceError::invalid_param("manifest.auth.headers", message))?;
+                check_headers(headers).map_err(|message| McpHostError::invalid_param("manifest.auth.headers", message))?;
             }
         }
         McpServerManifest::STDIO => {
@@ -573,7 +573,7 @@ fn validate_manifest(manifest: &McpServerManifest) -> Result<()> {
                 );
             }
             if let Some(env) = &manifest.env {
-                check_env(env).map_err(|message| ServiceError::invalid_param("manifest.env", message))?;
+                check_env(env).map_err(|message| McpHostError::invalid_param("manifest.env", message))?;
             }
         }
         other => {
@@ -672,7 +672,7 @@ fn restore_redacted(
         match stored.and_then(|stored| stored.get(name)) {
             Some(secret) => value.clone_from(secret),
             None => {
-                return Err(ServiceError::invalid_param(
+                return Err(McpHostError::invalid_param(
                     param,
                     format!("the value of {what}{name:?} is redacted and there is no stored value to keep for this destination (a stored secret is dropped when the server's URL, type or command changes); send the real value"),
                 ));
@@ -694,9 +694,9 @@ fn same_destination(stored: &McpServerManifest, new: &McpServerManifest) -> bool
 
 /// Checks an agent's MCP servers: how many, unique names, inline URLs, selectors; a command
 /// (a stdio server) is refused, since only the settings API may define one.
-pub(crate) fn validate_agent_servers(servers: &[McpServer]) -> Result<()> {
+pub fn validate_agent_servers(servers: &[McpServer]) -> Result<()> {
     if servers.len() > MAX_AGENT_MCP_SERVERS {
-        return Err(ServiceError::invalid_param(
+        return Err(McpHostError::invalid_param(
             "mcp_servers",
             format!("an agent may use at most {MAX_AGENT_MCP_SERVERS} MCP servers"),
         ));
@@ -705,10 +705,10 @@ pub(crate) fn validate_agent_servers(servers: &[McpServer]) -> Result<()> {
     for server in servers {
         let name = server.source.name();
         if name.is_empty() || name.len() > 64 {
-            return Err(ServiceError::invalid_param("mcp_servers", "an MCP server name must have 1 to 64 characters"));
+            return Err(McpHostError::invalid_param("mcp_servers", "an MCP server name must have 1 to 64 characters"));
         }
         if !names.insert(name) {
-            return Err(ServiceError::invalid_param(
+            return Err(McpHostError::invalid_param(
                 "mcp_servers",
                 format!("the MCP server name {name:?} is used twice; give each server of an agent its own name"),
             ));
@@ -718,24 +718,24 @@ pub(crate) fn validate_agent_servers(servers: &[McpServer]) -> Result<()> {
             McpServerSource::Inline { url, transport, .. } => {
                 check_url(url)
                     .and_then(|()| check_transport(transport.as_deref()))
-                    .map_err(|message| ServiceError::invalid_param("mcp_servers", format!("MCP server {name:?}: {message}")))?;
+                    .map_err(|message| McpHostError::invalid_param("mcp_servers", format!("MCP server {name:?}: {message}")))?;
             }
             McpServerSource::Unsupported { has_command: true, .. } => {
-                return Err(ServiceError::Unprocessable(format!(
+                return Err(McpHostError::Unprocessable(format!(
                     "MCP server {name:?}: an agent cannot run a command. Stdio MCP servers run programs on the \
                      server, so only an operator can define them, through PUT /api/v1/settings/mcp-servers; \
                      reference such a server by name with type truefoundry-mcp-registry"
                 )));
             }
             McpServerSource::Unsupported { kind, .. } => {
-                return Err(ServiceError::invalid_param(
+                return Err(McpHostError::invalid_param(
                     "mcp_servers",
                     format!("MCP server {name:?} has unknown type {kind:?}; use truefoundry-mcp-registry or inline"),
                 ));
             }
         }
         Selectors::from_server(server).map_err(|error| {
-            ServiceError::invalid_param("mcp_servers", format!("MCP server {name:?}: {error}"))
+            McpHostError::invalid_param("mcp_servers", format!("MCP server {name:?}: {error}"))
         })?;
     }
     Ok(())
@@ -854,7 +854,7 @@ mod tests {
             {"type": "inline", "name": "x", "url": "http://h/mcp", "command": "rm", "args": ["-rf", "/"]}
         ]))
         .unwrap();
-        assert!(matches!(validate_agent_servers(&servers), Err(ServiceError::Unprocessable(message)) if message.contains("cannot run a command")));
+        assert!(matches!(validate_agent_servers(&servers), Err(McpHostError::Unprocessable(message)) if message.contains("cannot run a command")));
         let twice: Vec<McpServer> =
             serde_json::from_value(serde_json::json!([{"name": "a"}, {"type": "inline", "name": "a", "url": "http://h/mcp"}]))
                 .unwrap();

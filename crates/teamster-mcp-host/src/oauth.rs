@@ -47,13 +47,13 @@ use teamster_mcp::{McpConnection, McpError};
 use teamster_protocol::Subject;
 use teamster_protocol::settings::{ConfiguredMcpServer, McpAuthStatus, McpServerAuth, McpServerManifest};
 use teamster_protocol::timestamp;
-use teamster_store::Store;
+use teamster_store::SettingsStore;
 
-use crate::error::{Result, ServiceError};
+use crate::error::{Result, McpHostError};
 use super::links::{McpLinks, OAuthCallback};
 use super::servers::{registry_config, scrub_url};
 use super::McpHost;
-use crate::Caller;
+use teamster_identity::Caller;
 
 /// The settings kind of registered clients, one per MCP server (named by it).
 const CLIENT_KIND: &str = "mcp-oauth-client";
@@ -111,7 +111,7 @@ impl McpOAuth {
     pub fn new(links: Option<Arc<dyn McpLinks>>, key: Option<&TokenKey>) -> Result<McpOAuth> {
         let cipher = match key {
             Some(key) => TokenCipher::new(key),
-            None => TokenCipher::new(&TokenKey::generate().map_err(|error| ServiceError::Unprocessable(error.to_string()))?),
+            None => TokenCipher::new(&TokenKey::generate().map_err(|error| McpHostError::Unprocessable(error.to_string()))?),
         };
         Ok(McpOAuth {
             cipher: Arc::new(cipher),
@@ -139,7 +139,7 @@ impl McpOAuth {
 
     /// Opens a ticket for `server`, checking that it was made for it and has not expired.
     fn open_ticket(&self, server: &str, ticket: &str, now: u64) -> Result<Ticket> {
-        let invalid = |message: &str| ServiceError::invalid_param("ticket", message.to_owned());
+        let invalid = |message: &str| McpHostError::invalid_param("ticket", message.to_owned());
         if ticket.len() > MAX_TICKET_CHARS {
             return Err(invalid("the ticket is not valid; open the link of a recent mcp.auth_required event"));
         }
@@ -285,7 +285,7 @@ impl McpHost {
         let manifest = self.mcp_server_manifest(name).ok_or_else(|| not_found(name))?;
         let ticket = self.oauth.open_ticket(name, ticket, unix_now())?;
         if !matches!(manifest.auth, Some(McpServerAuth::Dcr {})) {
-            return Err(ServiceError::invalid(format!("MCP server {name:?} does not use OAuth (auth type dcr)")));
+            return Err(McpHostError::invalid(format!("MCP server {name:?} does not use OAuth (auth type dcr)")));
         }
         let return_to = return_to.map(check_return_to).transpose()?;
         self.begin_authorization(&ticket.subject, name, &manifest, Some(ticket.session_id), return_to).await
@@ -300,9 +300,9 @@ impl McpHost {
             .state
             .clone()
             .filter(|state| !state.is_empty())
-            .ok_or_else(|| ServiceError::invalid_param("state", "the callback has no state"))?;
+            .ok_or_else(|| McpHostError::invalid_param("state", "the callback has no state"))?;
         let unknown = || {
-            ServiceError::invalid_param(
+            McpHostError::invalid_param(
                 "state",
                 "the state is unknown or has expired; open the authorization link again",
             )
@@ -313,7 +313,7 @@ impl McpHost {
         let pending = self.take_pending(&state).await?.ok_or_else(unknown)?;
         let fail = |param: &'static str, reason: String| match &pending.return_to {
             Some(return_to) => Ok(Some(with_query(return_to, &[("isSuccess", "false"), ("reason", &reason)]))),
-            None => Err(ServiceError::invalid_param(param, reason)),
+            None => Err(McpHostError::invalid_param(param, reason)),
         };
         if let Some(error) = &callback.error {
             let detail = callback.error_description.as_ref().map(|description| format!(": {}", clean(description))).unwrap_or_default();
@@ -352,7 +352,7 @@ impl McpHost {
 
     /// The MCP servers the user holds usable grants for. Unreadable grants are logged and left
     /// out.
-    pub(crate) async fn authorized_servers(&self, subject: &Subject) -> Result<HashSet<String>> {
+    pub async fn authorized_servers(&self, subject: &Subject) -> Result<HashSet<String>> {
         let grants = read_grants(self.store(), &self.oauth.cipher, subject).await?;
         Ok(grants.into_iter().filter(|(server, grant)| self.grant_is_current(server, grant)).map(|(server, _)| server).collect())
     }
@@ -368,7 +368,7 @@ impl McpHost {
     /// The bearer token provider for the user's connections to a `dcr` server, and the id of
     /// the client it refreshes with; `None` when the user holds no usable grant (the turn then
     /// asks for authorization). Connections of one user to one server share a provider.
-    pub(crate) async fn oauth_bearer(&self, subject: &Subject, server: &str) -> Option<(Arc<OAuthTokenProvider>, String)> {
+    pub async fn oauth_bearer(&self, subject: &Subject, server: &str) -> Option<(Arc<OAuthTokenProvider>, String)> {
         let oauth = &self.oauth;
         let grant = match read_grant(self.store(), &oauth.cipher, subject, server).await {
             Ok(grant) => grant?,
@@ -441,8 +441,8 @@ impl McpHost {
     /// URL or redirect URI, or whose secret expired, is replaced.
     async fn client_record(&self, name: &str, manifest: &McpServerManifest) -> Result<ClientRecord> {
         let oauth = &self.oauth;
-        let mcp_url = manifest.url.clone().ok_or_else(|| ServiceError::Unprocessable(format!("MCP server {name:?} has no URL")))?;
-        let redirect_uri = oauth.redirect_uri.clone().ok_or_else(|| ServiceError::Unprocessable(no_links()))?;
+        let mcp_url = manifest.url.clone().ok_or_else(|| McpHostError::Unprocessable(format!("MCP server {name:?} has no URL")))?;
+        let redirect_uri = oauth.redirect_uri.clone().ok_or_else(|| McpHostError::Unprocessable(no_links()))?;
         let fits = |record: &ClientRecord| record.fits(&mcp_url, &redirect_uri, SystemTime::now());
         if let Some(record) = oauth.cached_client(name).filter(fits) {
             return Ok(record);
@@ -468,7 +468,7 @@ impl McpHost {
             .await
             .map_err(|error| oauth_failure(name, "dynamic client registration", error, Some(&mcp_url)))?;
         let record = ClientRecord { mcp_url, redirect_uri, discovery, credentials };
-        let sealed = oauth.cipher.seal_json(&record, &context).map_err(|error| ServiceError::Unprocessable(error.to_string()))?;
+        let sealed = oauth.cipher.seal_json(&record, &context).map_err(|error| McpHostError::Unprocessable(error.to_string()))?;
         self.store().put_setting(CLIENT_KIND, name, &sealed, &timestamp::now()).await?;
         oauth.cache_client(name, &record);
         tracing::info!(server = %name, client_id = %record.credentials.client_id, "registered an OAuth client for an MCP server");
@@ -511,9 +511,9 @@ impl McpHost {
             .oauth
             .cipher
             .seal_json(pending, &pending_context(&name))
-            .map_err(|error| ServiceError::Unprocessable(error.to_string()))?;
+            .map_err(|error| McpHostError::Unprocessable(error.to_string()))?;
         let row = PendingRow { expires_at: now + PENDING_LIFETIME.as_secs(), sealed };
-        let value = serde_json::to_string(&row).map_err(|error| ServiceError::Unprocessable(error.to_string()))?;
+        let value = serde_json::to_string(&row).map_err(|error| McpHostError::Unprocessable(error.to_string()))?;
         self.store().put_setting(PENDING_KIND, &name, &value, &timestamp::now()).await?;
         Ok(())
     }
@@ -552,7 +552,7 @@ impl McpHost {
     /// to a server whose grant was removed or replaced by another client's are closed (the next
     /// turn connects with the current grant or asks for authorization), and the token providers
     /// of the others read their tokens again (another replica refreshed them).
-    pub(crate) async fn oauth_changed_elsewhere(&self, kind: Option<&str>) {
+    pub async fn oauth_changed_elsewhere(&self, kind: Option<&str>) {
         if kind.is_none_or(|kind| kind == CLIENT_KIND) {
             self.oauth.clients.lock().unwrap_or_else(PoisonError::into_inner).clear();
         }
@@ -594,7 +594,7 @@ impl McpHost {
 /// A [`TokenStore`] over one user's sealed grant row for one server. Tokens of another client
 /// (the user authorized again meanwhile) are not this provider's: they load as none.
 struct GrantStore {
-    store: Arc<dyn Store>,
+    store: Arc<dyn SettingsStore>,
     cipher: Arc<TokenCipher>,
     subject: Subject,
     server: String,
@@ -634,7 +634,7 @@ impl TokenStore for GrantStore {
 
 /// Every grant of a user, by server; unreadable ones are logged and left out.
 async fn read_grants(
-    store: &dyn Store,
+    store: &dyn SettingsStore,
     cipher: &TokenCipher,
     subject: &Subject,
 ) -> Result<HashMap<String, Grant>, teamster_store::Error> {
@@ -652,7 +652,7 @@ async fn read_grants(
 
 /// A user's grant for one server.
 async fn read_grant(
-    store: &dyn Store,
+    store: &dyn SettingsStore,
     cipher: &TokenCipher,
     subject: &Subject,
     server: &str,
@@ -661,7 +661,7 @@ async fn read_grant(
 }
 
 async fn write_grant(
-    store: &dyn Store,
+    store: &dyn SettingsStore,
     cipher: &TokenCipher,
     subject: &Subject,
     server: &str,
@@ -669,14 +669,14 @@ async fn write_grant(
 ) -> Result<()> {
     let sealed = cipher
         .seal_json(grant, &grant_context(subject, server))
-        .map_err(|error| ServiceError::Unprocessable(error.to_string()))?;
+        .map_err(|error| McpHostError::Unprocessable(error.to_string()))?;
     store.put_setting(&grants_kind(subject), server, &sealed, &timestamp::now()).await?;
     Ok(())
 }
 
 /// Whether another replica's change to settings of `kind` concerns the OAuth state replicas
 /// keep in memory: registered clients, and the token providers of users' grants.
-pub(crate) fn is_oauth_kind(kind: &str) -> bool {
+pub fn is_oauth_kind(kind: &str) -> bool {
     kind == CLIENT_KIND || kind.starts_with(GRANTS_KIND_PREFIX)
 }
 
@@ -716,19 +716,19 @@ fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs()
 }
 
-fn not_found(name: &str) -> ServiceError {
-    ServiceError::NotFound(format!("MCP server {name:?} not found"))
+fn not_found(name: &str) -> McpHostError {
+    McpHostError::NotFound(format!("MCP server {name:?} not found"))
 }
 
 /// An OAuth step's failure as a request error: a server that offers no registration is 422,
 /// anything else the authorization server did or did not do is 424.
-fn oauth_failure(name: &str, step: &str, error: OAuthError, url: Option<&str>) -> ServiceError {
+fn oauth_failure(name: &str, step: &str, error: OAuthError, url: Option<&str>) -> McpHostError {
     match error {
-        OAuthError::RegistrationUnsupported => ServiceError::Unprocessable(format!(
+        OAuthError::RegistrationUnsupported => McpHostError::Unprocessable(format!(
             "MCP server {name:?}: its authorization server offers no dynamic client registration"
         )),
         // The server's URL (or one made from it) may be quoted, with its credentials.
-        other => ServiceError::FailedDependency(scrub_url(format!("MCP server {name:?}: {step} failed: {other}"), url)),
+        other => McpHostError::FailedDependency(scrub_url(format!("MCP server {name:?}: {step} failed: {other}"), url)),
     }
 }
 
@@ -748,7 +748,7 @@ fn clean(text: &str) -> String {
 /// A `return_to`: a path on this server's origin (`/...`, not `//...`), bounded, without
 /// control characters or backslashes.
 fn check_return_to(path: &str) -> Result<String> {
-    let invalid = || ServiceError::invalid_param("return_to", "return_to must be a relative path on this server, such as /chat");
+    let invalid = || McpHostError::invalid_param("return_to", "return_to must be a relative path on this server, such as /chat");
     if path.len() > MAX_RETURN_TO_BYTES
         || !path.starts_with('/')
         || path.starts_with("//")
@@ -870,7 +870,7 @@ mod tests {
         }
         for bad in ["", "chat", "//evil.example/x", "/\\evil.example", "https://evil.example/", "/a\nb", &format!("/{}", "a".repeat(3000))] {
             let error = check_return_to(bad).unwrap_err();
-            assert!(matches!(error, ServiceError::Invalid { param: Some("return_to"), .. }), "{bad:?}: {error:?}");
+            assert!(matches!(error, McpHostError::Invalid { param: Some("return_to"), .. }), "{bad:?}: {error:?}");
         }
         assert_eq!(with_query("/chat", &[("isSuccess", "true")]), "/chat?isSuccess=true");
         assert_eq!(
@@ -913,9 +913,9 @@ mod tests {
 
     #[tokio::test]
     async fn pending_authorizations_are_sealed_taken_once_and_expire() {
-        let store: Arc<dyn Store> =
+        let store: Arc<dyn SettingsStore> =
             Arc::new(teamster_store_sqlite::SqliteStore::connect("sqlite::memory:").await.unwrap());
-        let service = McpHost::start(store.clone(), None, None, crate::sealed::SealedSettings::new(None), false, Arc::default(), Default::default()).await.unwrap();
+        let service = McpHost::start(store.clone(), None, None, teamster_sealed::SealedSettings::new(None), false, Arc::default(), Default::default()).await.unwrap();
 
         service.put_pending("state-a", &pending("alice")).await.unwrap();
         let rows = store.list_settings(PENDING_KIND).await.unwrap();

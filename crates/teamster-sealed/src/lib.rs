@@ -23,9 +23,7 @@ use serde::de::DeserializeOwned;
 use teamster_mcp::oauth::{CipherError, TokenCipher, TokenKey};
 use teamster_protocol::settings::{McpServerAuth, McpServerManifest, ModelProviderManifest};
 use teamster_protocol::timestamp;
-use teamster_store::Store;
-
-use crate::error::{Result, ServiceError};
+use teamster_store::SettingsStore;
 
 /// What to do about settings sealed under another key.
 const SAME_KEY: &str = "every replica that shares a database needs the same secret key (the same \
@@ -34,9 +32,24 @@ const SAME_KEY: &str = "every replica that shares a database needs the same secr
 /// What marks a sealed value in a stored document.
 const SEALED_PREFIX: &str = "sealed:";
 
+/// Why sealed settings could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum SealedError {
+    /// The document could not be written as sealed (it is no valid document).
+    #[error("{0}")]
+    Invalid(String),
+    /// A stored document cannot be read, most likely sealed under another key.
+    #[error("{0}")]
+    Unreadable(String),
+    #[error(transparent)]
+    Store(#[from] teamster_store::Error),
+}
+
+pub type Result<T, E = SealedError> = std::result::Result<T, E>;
+
 /// Seals and opens the secret values of settings documents.
 #[derive(Clone)]
-pub(crate) struct SealedSettings {
+pub struct SealedSettings {
     /// `None` without a secret key: values are stored as given.
     cipher: Option<Arc<TokenCipher>>,
     /// The names of the documents, by kind, whose secrets the last listing of that kind could
@@ -46,7 +59,7 @@ pub(crate) struct SealedSettings {
 
 /// Why a stored settings document cannot be read.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum SealError {
+pub enum SealError {
     #[error("it is not a valid document: {0}")]
     Json(#[from] serde_json::Error),
     #[error("its secret {field} cannot be opened: {source}")]
@@ -56,7 +69,7 @@ pub(crate) enum SealError {
 }
 
 /// A settings document whose secret values can be sealed: each with a name of its place.
-pub(crate) trait Secrets: Serialize + DeserializeOwned {
+pub trait Secrets: Serialize + DeserializeOwned {
     fn secrets_mut(&mut self) -> Vec<(String, &mut String)>;
 }
 
@@ -99,7 +112,7 @@ impl SealedSettings {
 
     /// The text to store for the document `name` of `kind`, its secrets sealed.
     pub fn seal<T: Secrets>(&self, kind: &str, name: &str, document: &T) -> Result<String> {
-        let invalid = |error: &dyn std::fmt::Display| ServiceError::invalid(error.to_string());
+        let invalid = |error: &dyn std::fmt::Display| SealedError::Invalid(error.to_string());
         let mut value: T = serde_json::from_value(serde_json::to_value(document).map_err(|error| invalid(&error))?)
             .map_err(|error| invalid(&error))?;
         if let Some(cipher) = &self.cipher {
@@ -130,7 +143,7 @@ impl SealedSettings {
 
     /// Every readable document of `kind`, by name; unreadable ones are logged and skipped, and
     /// those whose secrets this key cannot open are remembered ([`SealedSettings::unopenable`]).
-    pub async fn list<T: Secrets>(&self, store: &dyn Store, kind: &str) -> Result<Vec<(String, T)>> {
+    pub async fn list<T: Secrets>(&self, store: &dyn SettingsStore, kind: &str) -> Result<Vec<(String, T)>> {
         let mut documents = Vec::new();
         let mut unopenable = BTreeSet::new();
         for (name, stored) in store.list_settings(kind).await? {
@@ -152,10 +165,10 @@ impl SealedSettings {
     }
 
     /// One stored document of `kind`; an error when it cannot be read.
-    pub async fn get<T: Secrets>(&self, store: &dyn Store, kind: &str, name: &str) -> Result<Option<T>> {
+    pub async fn get<T: Secrets>(&self, store: &dyn SettingsStore, kind: &str, name: &str) -> Result<Option<T>> {
         let Some(stored) = store.get_setting(kind, name).await? else { return Ok(None) };
         let (document, _) = self.open(kind, name, &stored).map_err(|error| {
-            ServiceError::Unavailable(format!("the stored {kind} {name:?} cannot be read: {error}; {SAME_KEY}"))
+            SealedError::Unreadable(format!("the stored {kind} {name:?} cannot be read: {error}; {SAME_KEY}"))
         })?;
         Ok(Some(document))
     }
@@ -175,14 +188,14 @@ impl SealedSettings {
     }
 
     /// Stores the document `name` of `kind`, its secrets sealed.
-    pub async fn put<T: Secrets>(&self, store: &dyn Store, kind: &str, name: &str, document: &T) -> Result<()> {
+    pub async fn put<T: Secrets>(&self, store: &dyn SettingsStore, kind: &str, name: &str, document: &T) -> Result<()> {
         let value = self.seal(kind, name, document)?;
         Ok(store.put_setting(kind, name, &value, &timestamp::now()).await?)
     }
 
     /// Seals every stored provider (of `provider_kind`) and MCP server (of `server_kind`) that
     /// still holds a secret in plain text.
-    pub async fn seal_all_plain(&self, store: &dyn Store, provider_kind: &str, server_kind: &str) -> Result<()> {
+    pub async fn seal_all_plain(&self, store: &dyn SettingsStore, provider_kind: &str, server_kind: &str) -> Result<()> {
         let providers = self.seal_plain::<ModelProviderManifest>(store, provider_kind).await?;
         let servers = self.seal_plain::<McpServerManifest>(store, server_kind).await?;
         if providers + servers > 0 {
@@ -195,7 +208,7 @@ impl SealedSettings {
     /// Seals the documents of `kind` that still hold a secret in plain text (written before
     /// sealing, or without a key); returns how many. A document another replica rewrote since
     /// it was read here is left to that write.
-    pub async fn seal_plain<T: Secrets>(&self, store: &dyn Store, kind: &str) -> Result<usize> {
+    pub async fn seal_plain<T: Secrets>(&self, store: &dyn SettingsStore, kind: &str) -> Result<usize> {
         if self.cipher.is_none() {
             return Ok(0);
         }
@@ -218,8 +231,6 @@ fn context(kind: &str, name: &str, field: &str) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use teamster_store::SettingsStore;
-
     use super::*;
 
     fn provider(api_key: &str) -> ModelProviderManifest {
@@ -309,7 +320,7 @@ mod tests {
         assert!(other.list::<ModelProviderManifest>(&store, "model-provider").await.unwrap().is_empty());
         let message = other.unopenable().expect("the provider cannot be opened");
         assert!(message.contains("model-provider \"p\"") && message.contains("TEAMSTER_SECRET_KEY"), "{message}");
-        assert!(matches!(other.get::<ModelProviderManifest>(&store, "model-provider", "p").await, Err(ServiceError::Unavailable(_))));
+        assert!(matches!(other.get::<ModelProviderManifest>(&store, "model-provider", "p").await, Err(SealedError::Unreadable(_))));
         // Once it is gone, the next listing forgets it.
         store.delete_setting("model-provider", "p").await.unwrap();
         other.list::<ModelProviderManifest>(&store, "model-provider").await.unwrap();

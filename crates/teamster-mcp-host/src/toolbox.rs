@@ -78,7 +78,7 @@ enum OpenError {
 }
 
 /// A turn's tools, or why it cannot start yet.
-pub(crate) enum TurnTools {
+pub enum TurnTools {
     Ready(ToolBox),
     /// Servers of the agent need the user's authorization: the turn pauses with this
     /// `mcp.auth_required` before any model call.
@@ -94,7 +94,7 @@ impl McpHost {
     /// If any server needs the turn's user to authorize it (an OAuth server for which the user
     /// holds no usable tokens, or whose tokens it refuses), the turn cannot start: the answer is
     /// the `mcp.auth_required` naming every such server, so one pause covers them all.
-    pub(crate) async fn turn_tools(
+    pub async fn turn_tools(
         &self,
         mut toolbox: ToolBox,
         turn: &TurnRecord,
@@ -361,7 +361,7 @@ impl ToolSource for ServerTools {
 /// Names are cut to `^[a-zA-Z0-9_-]{1,64}$` (what OpenAI and Anthropic accept), and a name that
 /// would still collide gets a `_2`, `_3`, ... suffix. Deterministic: the same servers and tools
 /// in the same order always get the same names.
-pub(crate) fn tool_names(servers: &[(&str, Vec<&str>)], reserved: &HashSet<String>) -> Vec<Vec<String>> {
+pub fn tool_names(servers: &[(&str, Vec<&str>)], reserved: &HashSet<String>) -> Vec<Vec<String>> {
     let mut counts: HashMap<String, usize> = HashMap::new();
     for (_, tools) in servers {
         for tool in tools {
