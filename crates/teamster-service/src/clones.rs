@@ -64,15 +64,15 @@ impl Service {
             last_turn_id: None,
             control: source.control.clone(),
         };
-        self.store().create_session(&clone).await?;
+        self.stores().sessions.create_session(&clone).await?;
         if let Err(error) = self.copy_turns(&source, &clone, &chain).await {
             // Nothing half-made stays: the clone goes with its turns.
-            if let Err(cleanup) = self.store().delete_session(&clone.id).await {
+            if let Err(cleanup) = self.stores().sessions.delete_session(&clone.id).await {
                 tracing::warn!(session = %clone.id, error = %cleanup, "a failed clone could not be removed");
             }
             return Err(error);
         }
-        Ok(session_view(self.store().get_session(&clone.id).await?))
+        Ok(session_view(self.stores().sessions.get_session(&clone.id).await?))
     }
 
     /// Copies `chain` (oldest first) with its logs and files into the session `clone`.
@@ -81,15 +81,15 @@ impl Service {
         let mut last: Option<String> = None;
         for turn in chain {
             for digest in attachments::stored_files(&turn.input) {
-                let mut file = self.store().get_file(&source.id, digest).await?;
+                let mut file = self.stores().sessions.get_file(&source.id, digest).await?;
                 file.session_id = clone.id.clone();
-                self.store().put_file(&file).await?;
+                self.stores().sessions.put_file(&file).await?;
             }
             let id = ids::new_id("turn");
             let previous = turn.previous_turn_id.as_deref().and_then(|previous| new_ids.get(previous)).cloned();
             let copy = TurnRecord { id: id.clone(), session_id: clone.id.clone(), previous_turn_id: previous.clone(), ..turn.clone() };
             let writes = self.copied_log(&turn.id, &id, previous.as_deref()).await?;
-            self.store().create_turn(&copy, last.as_deref(), &writes).await?;
+            self.stores().events.create_turn(&copy, last.as_deref(), &writes).await?;
             new_ids.insert(&turn.id, id.clone());
             last = Some(id);
         }
@@ -116,7 +116,7 @@ impl Service {
         let mut writes = Vec::new();
         let mut after = 0;
         loop {
-            let page = self.store().read_stream(turn_id, after, PAGE).await?;
+            let page = self.stores().events.read_stream(turn_id, after, PAGE).await?;
             let full = page.len() == PAGE as usize;
             for event in page {
                 after = event.sequence;
@@ -129,7 +129,7 @@ impl Service {
         let mut after = None;
         loop {
             let query = ContentQuery { only_turn_content: false, descending: false, after, limit: PAGE };
-            let page = self.store().read_content(turn_id, &query).await?;
+            let page = self.stores().events.read_content(turn_id, &query).await?;
             let full = page.len() == PAGE as usize;
             for event in page {
                 after = Some(event.sequence);

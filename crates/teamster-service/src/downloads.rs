@@ -84,7 +84,7 @@ impl Service {
         let (session, sandbox_id) = match address {
             SandboxAddress::Sandbox(sandbox_id) => {
                 let unknown = || ServiceError::NotFound(format!("sandbox {:?} not found", short(sandbox_id)));
-                let Some(link) = self.store().get_setting(SANDBOX_SESSION, sandbox_id).await? else {
+                let Some(link) = self.stores().settings.get_setting(SANDBOX_SESSION, sandbox_id).await? else {
                     return Err(unknown());
                 };
                 let link = SandboxLink::read(link);
@@ -102,7 +102,7 @@ impl Service {
             SandboxAddress::Turn { session_id, turn_id } => {
                 let session = self.catalog().owned_session(caller, session_id).await?;
                 self.turn_record(session_id, turn_id).await?;
-                let sandbox_id = self.store().get_setting(SESSION_SANDBOX, session_id).await?.ok_or_else(|| {
+                let sandbox_id = self.stores().settings.get_setting(SESSION_SANDBOX, session_id).await?.ok_or_else(|| {
                     ServiceError::PreconditionFailed("this session has no sandbox: no turn of it has used one".to_owned())
                 })?;
                 (session, sandbox_id)

@@ -78,7 +78,8 @@ impl Service {
         // Content lands in the store through the writer; flush so a just-finished turn lists whole.
         self.runtime().flush().await;
         let mut page = self
-            .store()
+            .stores()
+            .events
             .read_content(
                 turn_id,
                 &ContentQuery {
@@ -111,7 +112,7 @@ impl Service {
         let (mut next_turn, mut before) = match &query.page_token {
             Some(token) => {
                 let parts = cursor::decode(token, 2)?;
-                let turn = self.store().get_turn(session_id, &parts[0]).await.map_err(|_| {
+                let turn = self.stores().events.get_turn(session_id, &parts[0]).await.map_err(|_| {
                     ServiceError::invalid_param("page_token", "page_token is not a valid page token for this session")
                 })?;
                 (Some(turn), Some(parse_sequence(&parts[1])?))
@@ -140,7 +141,8 @@ impl Service {
         while let Some(turn) = next_turn.take() {
             let wanted = query.limit as usize + 1 - items.len();
             let page = self
-                .store()
+                .stores()
+                .events
                 .read_content(
                     &turn.id,
                     &ContentQuery { only_turn_content: false, descending: true, after: before.take(), limit: wanted as u32 },

@@ -79,7 +79,7 @@ impl Service {
             created_at: timestamp::now(),
             credential: caller.key_id.clone(),
         };
-        if !self.store().queue_message(&message, MAX_FOLLOW_UPS).await? {
+        if !self.stores().sessions.queue_message(&message, MAX_FOLLOW_UPS).await? {
             return Err(ServiceError::TooMany(format!(
                 "this session has {MAX_FOLLOW_UPS} follow-ups queued already; wait for them or cancel one"
             )));
@@ -101,13 +101,13 @@ impl Service {
     /// The session's queued follow-ups, in the order they will run.
     pub async fn follow_ups(&self, caller: &Caller, session_id: &str) -> Result<Vec<FollowUp>> {
         self.catalog().owned_session(caller, session_id).await?;
-        Ok(self.store().queued_messages(session_id, QueueKind::FollowUp).await?.into_iter().map(view).collect())
+        Ok(self.stores().sessions.queued_messages(session_id, QueueKind::FollowUp).await?.into_iter().map(view).collect())
     }
 
     /// Cancels a queued follow-up (404 once it started or was cancelled).
     pub async fn cancel_follow_up(&self, caller: &Caller, session_id: &str, id: &str) -> Result<()> {
         self.catalog().owned_session(caller, session_id).await?;
-        match self.store().remove_queued(session_id, id).await? {
+        match self.stores().sessions.remove_queued(session_id, id).await? {
             true => Ok(()),
             false => Err(ServiceError::NotFound(format!(
                 "follow-up {:?} is not queued in this session",
@@ -120,7 +120,7 @@ impl Service {
     /// left queued when a server stopped; failing to list them only delays them to the next
     /// message queued in their session.
     pub(crate) async fn resume_follow_ups(&self) {
-        match self.store().queued_sessions(MAX_RESUMED_SESSIONS).await {
+        match self.stores().sessions.queued_sessions(MAX_RESUMED_SESSIONS).await {
             Ok(sessions) => {
                 for session_id in sessions {
                     self.watch_follow_ups(&session_id);
@@ -180,7 +180,7 @@ impl Service {
         if let Some(log) = self.runtime().running_in_session(session_id) {
             return Ok(Tip::Running(log.turn_id().to_owned()));
         }
-        let session = self.store().get_session(session_id).await?;
+        let session = self.stores().sessions.get_session(session_id).await?;
         let Some(last) = session.last_turn_id else { return Ok(Tip::Idle { last: None, stopped_at: None }) };
         Ok(match self.turn_record(session_id, &last).await?.state {
             TurnState::Running => Tip::Running(last),
@@ -199,8 +199,8 @@ impl Service {
         let Tip::Idle { stopped_at: Some(stopped_at), .. } = self.tip(session_id).await? else { return Ok(0) };
         let mut dropped = 0;
         for kind in [QueueKind::Steer, QueueKind::FollowUp] {
-            for message in self.store().queued_messages(session_id, kind).await? {
-                if queued_before(&message, &stopped_at) && self.store().remove_queued(session_id, &message.id).await? {
+            for message in self.stores().sessions.queued_messages(session_id, kind).await? {
+                if queued_before(&message, &stopped_at) && self.stores().sessions.remove_queued(session_id, &message.id).await? {
                     dropped += 1;
                 }
             }
@@ -221,19 +221,19 @@ impl Service {
         stopped_at: Option<&str>,
     ) -> Result<Option<(String, String)>> {
         loop {
-            let mut queue = self.store().queued_messages(session_id, QueueKind::Steer).await?;
+            let mut queue = self.stores().sessions.queued_messages(session_id, QueueKind::Steer).await?;
             if queue.is_empty() {
-                queue = self.store().queued_messages(session_id, QueueKind::FollowUp).await?;
+                queue = self.stores().sessions.queued_messages(session_id, QueueKind::FollowUp).await?;
             }
             let Some(next) = queue.into_iter().next() else { return Ok(None) };
-            if !self.store().remove_queued(session_id, &next.id).await? {
+            if !self.stores().sessions.remove_queued(session_id, &next.id).await? {
                 return Err(ServiceError::turn_running("the follow-up was started elsewhere"));
             }
             if stopped_at.is_some_and(|at| queued_before(&next, at)) {
                 tracing::info!(session = %session_id, message = %next.id, "a message queued before the turn was cancelled was dropped");
                 continue;
             }
-            if !credential_in_force(self.store(), &next).await? {
+            if !credential_in_force(self.stores().settings.as_ref(), &next).await? {
                 tracing::warn!(session = %session_id, message = %next.id, "a queued message's API key was revoked; it was dropped");
                 continue;
             }
@@ -246,7 +246,7 @@ impl Service {
             return match self.create_turn(&caller, session_id, request).await {
                 Ok(started) => Ok(Some((next.id, started.turn.id))),
                 Err(error) => {
-                    if let Err(requeue) = self.store().queue_message(&next, u32::MAX).await {
+                    if let Err(requeue) = self.stores().sessions.queue_message(&next, u32::MAX).await {
                         tracing::warn!(session = %session_id, error = %requeue, "a refused follow-up could not be queued again");
                     }
                     Err(error)
@@ -264,7 +264,7 @@ fn queued_before(message: &QueuedMessage, at: &str) -> bool {
 
 /// Whether the API key a message was queued with is still in force (a message queued without
 /// one always is). Read from the store, not a replica's cache of keys.
-async fn credential_in_force(store: &dyn teamster_store::Store, message: &QueuedMessage) -> Result<bool> {
+async fn credential_in_force(store: &dyn teamster_store::SettingsStore, message: &QueuedMessage) -> Result<bool> {
     match &message.credential {
         None => Ok(true),
         Some(key_id) => Ok(teamster_identity::ApiKeys::new(store).in_force(key_id).await?),
@@ -295,7 +295,7 @@ impl Service {
             created_at: timestamp::now(),
             credential: caller.key_id.clone(),
         };
-        if !self.store().queue_message(&message, MAX_STEERS).await? {
+        if !self.stores().sessions.queue_message(&message, MAX_STEERS).await? {
             return Err(ServiceError::TooMany(format!("{MAX_STEERS} instructions wait for this turn already")));
         }
         if let Some(log) = self.runtime().running_in_session(session_id).filter(|running| running.turn_id() == turn_id) {
@@ -310,7 +310,7 @@ impl Service {
 /// A running turn's steering: the instructions queued for its session, taken (each once)
 /// when the turn's log was told some arrived.
 pub(crate) struct QueuedSteering {
-    pub store: std::sync::Arc<dyn teamster_store::Store>,
+    pub stores: teamster_store::StoreParts,
     pub turn: teamster_runtime::RunningTurn,
 }
 
@@ -320,7 +320,7 @@ impl teamster_engine::Steering for QueuedSteering {
         if !self.turn.take_steered() {
             return Vec::new();
         }
-        let queued = match self.store.queued_messages(self.turn.session_id(), QueueKind::Steer).await {
+        let queued = match self.stores.sessions.queued_messages(self.turn.session_id(), QueueKind::Steer).await {
             Ok(queued) => queued,
             Err(error) => {
                 tracing::warn!(turn = %self.turn.turn_id(), %error, "steering instructions could not be read");
@@ -331,12 +331,12 @@ impl teamster_engine::Steering for QueuedSteering {
         let mut taken = Vec::new();
         for message in queued {
             // Removing decides who has it: a message another turn took is not taken twice.
-            if !matches!(self.store.remove_queued(&message.session_id, &message.id).await, Ok(true)) {
+            if !matches!(self.stores.sessions.remove_queued(&message.session_id, &message.id).await, Ok(true)) {
                 continue;
             }
             // An instruction whose API key was revoked since is dropped (and one whose key
             // cannot be checked now too: it is never joined unchecked).
-            if !matches!(credential_in_force(&*self.store, &message).await, Ok(true)) {
+            if !matches!(credential_in_force(self.stores.settings.as_ref(), &message).await, Ok(true)) {
                 tracing::warn!(turn = %self.turn.turn_id(), message = %message.id, "a steering instruction's API key was revoked; it was dropped");
                 continue;
             }

@@ -257,7 +257,7 @@ impl crate::Service {
         if !well_formed {
             return Err(ServiceError::invalid_param("digest", "a file is named by the SHA-256 digest of its reference: 64 lowercase hex digits"));
         }
-        match self.store().get_file(session_id, digest).await {
+        match self.stores().sessions.get_file(session_id, digest).await {
             Ok(file) => Ok(DownloadedFile { media_type: file.media_type, data: file.data }),
             Err(teamster_store::Error::NotFound(_)) => Err(ServiceError::NotFound(format!("this session has no file {digest:?}"))),
             Err(other) => Err(other.into()),

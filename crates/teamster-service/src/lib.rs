@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use teamster_protocol::settings::ModelProviderManifest;
 use teamster_runtime::{RuntimeStores, TurnRuntime, cluster};
-use teamster_store::Store;
+use teamster_store::StoreParts;
 pub use teamster_tools::tool_sets::{ToolScope, ToolSet, ToolSets};
 
 pub use error::{Result, ServiceError};
@@ -138,7 +138,7 @@ pub struct Service {
 }
 
 struct Inner {
-    store: Arc<dyn Store>,
+    stores: StoreParts,
     catalog: Arc<Catalog>,
     mcp: Arc<McpHost>,
     runtime: TurnRuntime,
@@ -158,15 +158,17 @@ struct Inner {
 impl Service {
     /// Starts the service on a store: loads settings, starts the MCP host and the turn
     /// runtime (which takes over turns whose server stopped), and, when other replicas share
-    /// the store, relays its change feed. Must be called inside a Tokio runtime.
-    pub async fn start(store: Arc<dyn Store>, config: ServiceConfig) -> Result<Service> {
+    /// the store, relays its change feed. Must be called inside a Tokio runtime. `store` is
+    /// any store (an `Arc<dyn Store>` or of a backend's type); each room gets the parts it uses.
+    pub async fn start(store: impl Into<StoreParts>, config: ServiceConfig) -> Result<Service> {
+        let stores: StoreParts = store.into();
         // Listening first, so no setting changed after the loads below goes unnoticed.
-        let feed = store.changes().await?;
+        let feed = stores.coordination.changes().await?;
         let sealed = teamster_sealed::SealedSettings::new(config.secret_key.as_ref());
-        sealed.seal_all_plain(store.as_ref(), catalog::SETTING_KIND, teamster_mcp_host::SETTING_KIND).await?;
+        sealed.seal_all_plain(stores.settings.as_ref(), catalog::SETTING_KIND, teamster_mcp_host::SETTING_KIND).await?;
         let catalog = Arc::new(
             Catalog::load(
-                store.clone(),
+                &stores,
                 config.env_providers.clone(),
                 config.model_options,
                 config.sandboxes.clone(),
@@ -175,7 +177,7 @@ impl Service {
             .await?,
         );
         let mcp = McpHost::start(
-            store.clone(),
+            stores.settings.clone(),
             config.mcp_links.clone(),
             config.secret_key.as_ref(),
             sealed,
@@ -189,12 +191,12 @@ impl Service {
         }
         let cluster = feed.as_ref().map(|_| Arc::new(cluster::Cluster::default()));
         let planner = turn_planner::Planner {
-            store: store.clone(),
+            stores: stores.clone(),
             catalog: catalog.clone(),
             mcp: mcp.clone(),
             tools: vec![Arc::new(teamster_tools::builtin::Builtins)],
             sandboxes: config.sandboxes.clone(),
-            tenant_ledger: Arc::new(budgets::TenantLedger::new(config.limits.tenant_budget.clone(), store.clone())),
+            tenant_ledger: Arc::new(budgets::TenantLedger::new(config.limits.tenant_budget.clone(), stores.usage.clone())),
             fan_out: config.limits.fan_out,
             model_calls: Arc::new(limits::ModelCallPlaces::new(config.limits.max_concurrent_turns_per_subject)),
         };
@@ -204,13 +206,14 @@ impl Service {
             leases: config.leases,
         };
         let telemetry = Arc::new(teamster_telemetry::Telemetry::with_traces(config.traces.clone()));
-        let stores = RuntimeStores { sessions: store.clone(), events: store.clone(), coordination: store.clone() };
-        let runtime = TurnRuntime::start(stores, cluster.clone(), Arc::new(planner), runtime_config, telemetry.clone());
-        let turn_quota = limits::TurnQuota::new(config.limits.max_concurrent_turns_per_subject, store.clone());
+        let runtime_stores =
+            RuntimeStores { sessions: stores.sessions.clone(), events: stores.events.clone(), coordination: stores.coordination.clone() };
+        let runtime = TurnRuntime::start(runtime_stores, cluster.clone(), Arc::new(planner), runtime_config, telemetry.clone());
+        let turn_quota = limits::TurnQuota::new(config.limits.max_concurrent_turns_per_subject, stores.usage.clone());
         catalog.check_servers_with(&mcp);
         let inner = Arc::new(Inner {
-            skills: skills::SkillRegistry::new(store.clone()),
-            store,
+            skills: skills::SkillRegistry::new(stores.settings.clone()),
+            stores,
             catalog,
             mcp,
             runtime,
@@ -271,13 +274,13 @@ impl Service {
         &self.inner.runtime
     }
 
-    fn store(&self) -> &dyn Store {
-        self.inner.store.as_ref()
+    fn stores(&self) -> &StoreParts {
+        &self.inner.stores
     }
 
     /// The server's API keys, with this replica's cache of their records.
     pub fn api_keys(&self) -> ApiKeys<'_> {
-        ApiKeys::cached(self.store(), &self.inner.key_cache)
+        ApiKeys::cached(self.stores().settings.as_ref(), &self.inner.key_cache)
     }
 
     /// The caller a bearer key stands for (see [`ApiKeys::authenticate`]).
@@ -308,7 +311,7 @@ impl Service {
             return Err(ServiceError::Unavailable(message));
         }
         let started = std::time::Instant::now();
-        let answer = tokio::time::timeout(READY_CHECK_TIMEOUT, self.store().get_setting("readiness", "check")).await;
+        let answer = tokio::time::timeout(READY_CHECK_TIMEOUT, self.stores().settings.get_setting("readiness", "check")).await;
         self.inner.telemetry.store_ready_check(started.elapsed());
         match answer {
             Ok(Ok(_)) => Ok(()),

@@ -127,7 +127,7 @@ impl RequestRate {
 impl crate::Service {
     /// A limit of `per_minute` requests a minute per subject, counted in this service's store.
     pub fn request_rate(&self, per_minute: u32) -> RequestRate {
-        RequestRate::new(self.inner.store.clone(), per_minute)
+        RequestRate::new(self.inner.stores.usage.clone(), per_minute)
     }
 }
 

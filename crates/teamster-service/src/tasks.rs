@@ -36,7 +36,7 @@ impl Service {
         let mut after = None;
         loop {
             let query = ContentQuery { only_turn_content: true, descending: false, after, limit: PAGE };
-            let page = self.store().read_content(turn_id, &query).await?;
+            let page = self.stores().events.read_content(turn_id, &query).await?;
             let full = page.len() == PAGE as usize;
             after = page.last().map(|event| event.sequence);
             events.extend(page.into_iter().filter_map(|event| serde_json::from_str(&event.data).ok()));

@@ -14,7 +14,7 @@ use teamster_protocol::Event;
 use teamster_protocol::agent::AgentSpec;
 use teamster_protocol::input::TurnInput;
 use teamster_sandbox::SandboxOwner;
-use teamster_store::{SessionRecord, Store, TurnRecord};
+use teamster_store::{SessionRecord, SessionStore, StoreParts, TurnRecord};
 use teamster_tools::ToolSource;
 
 use crate::catalog::Catalog;
@@ -29,7 +29,8 @@ const MAX_RESUMED_PAUSES: usize = 64;
 
 /// Plans turns from the catalog's specs, the built-in tools and the MCP host's tools.
 pub(crate) struct Planner {
-    pub store: Arc<dyn Store>,
+    /// The parts of the store a plan reads from (agents, sessions, files, events, settings).
+    pub stores: StoreParts,
     pub catalog: Arc<Catalog>,
     pub mcp: Arc<McpHost>,
     /// The built-in tools every turn has.
@@ -68,7 +69,7 @@ impl PlanTurns for Planner {
         let models: Arc<dyn ModelResolver> = Arc::new(RegistryModels(self.catalog.models()));
         let mut saved = HashMap::new();
         for name in CompiledAgent::saved_sub_agents(&spec) {
-            match self.store.get_agent_by_name(crate::catalog::tenant_of(&session.created_by.subject_id), name).await {
+            match self.stores.agents.get_agent_by_name(crate::catalog::tenant_of(&session.created_by.subject_id), name).await {
                 Ok(record) => {
                     saved.insert(name.to_owned(), record.spec);
                 }
@@ -84,13 +85,13 @@ impl PlanTurns for Planner {
         let mut skills = Vec::new();
         if let Some(sandbox) = &sandbox {
             if let Some(event) = &sandbox.created {
-                downloads::link(&*self.store, &session.id, &session.created_by.subject_id, &sandbox.sandbox_id)
+                downloads::link(self.stores.settings.as_ref(), &session.id, &session.created_by.subject_id, &sandbox.sandbox_id)
                     .await
                     .map_err(|error| format!("The session's sandbox could not be recorded: {error}."))?;
                 sink.emit_content(event);
             }
-            attachments::write_into_sandbox(&*self.store, &session.id, sandbox, &turn.input).await?;
-            skills = sandbox.mount_skills(&*self.store, &spec).await?;
+            attachments::write_into_sandbox(self.stores.sessions.as_ref(), &session.id, sandbox, &turn.input).await?;
+            skills = sandbox.mount_skills(self.stores.settings.as_ref(), &spec).await?;
             builtins.push(sandbox.tool.clone());
         }
         if tasks_enabled(&spec) {
@@ -102,7 +103,7 @@ impl PlanTurns for Planner {
         if spec.config.as_ref().and_then(|config| config.state_tool.as_ref()).is_some_and(|tool| tool.enabled)
             && let Ok(Some(schema)) = StateSchema::of(&spec)
         {
-            let sink = Arc::new(StoredState { store: self.store.clone(), session_id: session.id.clone() });
+            let sink = Arc::new(StoredState { sessions: self.stores.sessions.clone(), session_id: session.id.clone() });
             builtins.push(Arc::new(SessionState::new(schema, session.control.state.clone(), sink)));
         }
         let builtins = ToolBox::collect(builtins).await;
@@ -116,10 +117,10 @@ impl PlanTurns for Planner {
                 .governed(|tool| teamster_control::permission(&turn.control, &tool.name, teamster_control::category(&base, tool))),
             TurnTools::NeedsAuthorization(required) => return Ok(TurnStart::NeedsAuthorization(required)),
         };
-        let history = attachments::with_images(&*self.store, &session.id, history).await;
+        let history = attachments::with_images(self.stores.sessions.as_ref(), &session.id, history).await;
         let mut plan = agent.plan(&history, toolbox, resolutions);
         plan.result_files = sandbox.as_ref().map(TurnSandbox::result_files);
-        plan.steering = Some(Arc::new(QueuedSteering { store: self.store.clone(), turn: sink.running() }));
+        plan.steering = Some(Arc::new(QueuedSteering { stores: self.stores.clone(), turn: sink.running() }));
         plan.skills = skills;
         let session_budget = spec.config.as_ref().and_then(|config| config.budget.as_ref());
         plan.spend_limit = crate::budgets::for_turn(&self.tenant_ledger, session_budget, &turn.created_by, &history).await;
@@ -142,7 +143,8 @@ impl Planner {
         let read = |id: &str| {
             let id = id.to_owned();
             async move {
-                self.store
+                self.stores
+                    .events
                     .get_turn(&turn.session_id, &id)
                     .await
                     .map_err(|error| format!("The turn this one resumes could not be read: {error}."))
@@ -192,17 +194,17 @@ fn tasks_enabled(spec: &teamster_protocol::AgentSpec) -> bool {
 
 /// The state tools save the session state into the session's record.
 struct StoredState {
-    store: Arc<dyn Store>,
+    sessions: Arc<dyn SessionStore>,
     session_id: String,
 }
 
 #[async_trait]
 impl StateSink for StoredState {
     async fn save(&self, state: &serde_json::Value) -> Result<(), String> {
-        let mut control = self.store.get_session(&self.session_id).await.map_err(|error| error.to_string())?.control;
+        let mut control = self.sessions.get_session(&self.session_id).await.map_err(|error| error.to_string())?.control;
         control.state = Some(state.clone());
         let at = teamster_protocol::timestamp::now();
-        self.store.update_session_control(&self.session_id, &control, &at).await.map_err(|error| error.to_string())
+        self.sessions.update_session_control(&self.session_id, &control, &at).await.map_err(|error| error.to_string())
     }
 }
 

@@ -127,7 +127,7 @@ impl Service {
             if let Some(started) = self.try_create_turn(caller, session_id, &request).await? {
                 // Answering a turn that waited for the user lets held follow-ups go on after it.
                 if request.input.first().is_none_or(|item| item.kind() == InputKind::ToolDecisions)
-                    && !self.store().queued_messages(session_id, QueueKind::FollowUp).await?.is_empty()
+                    && !self.stores().sessions.queued_messages(session_id, QueueKind::FollowUp).await?.is_empty()
                 {
                     self.watch_follow_ups(session_id);
                 }
@@ -151,7 +151,7 @@ impl Service {
         let spec = self.catalog().runnable_spec(caller, &session).await?;
         // Files other than images go into the agent's sandbox, if it has one.
         let sandboxed = self.sandboxes().enabled() && sandboxes::wanted(&spec).is_some();
-        let (input, files) = input_files::prepare(self.store(), session_id, sandboxed, request.input.clone()).await?;
+        let (input, files) = input_files::prepare(self.stores().sessions.as_ref(), session_id, sandboxed, request.input.clone()).await?;
         let previous = match &chain {
             Chain::Auto => session.last_turn_id.clone(),
             Chain::NewRoot if request.at_tip && session.last_turn_id.is_some() => {
@@ -162,7 +162,7 @@ impl Service {
                 return Err(ServiceError::turn_running(format!("turn {id} is no longer the session's last turn")));
             }
             Chain::After(id) => {
-                self.store().get_turn(session_id, id).await.map_err(|error| match error {
+                self.stores().events.get_turn(session_id, id).await.map_err(|error| match error {
                     teamster_store::Error::NotFound(_) => {
                         ServiceError::NotFound(format!("previous turn {id:?} not found in this session"))
                     }
@@ -216,14 +216,14 @@ impl Service {
                     "turn {turn_id} is still running in this session; cancel it first, or chain to it with previous_turn_id \"auto\""
                 )));
             }
-            self.store().request_cancel(turn_id, CancelReason::CancelledForNextTurn).await?;
+            self.stores().coordination.request_cancel(turn_id, CancelReason::CancelledForNextTurn).await?;
         }
         let ending = match (running, remote) {
             (Some(log), _) => Some(EndingTurn::Local(log)),
             (None, Some(turn_id)) => Some(EndingTurn::Remote { session_id: session.id.clone(), turn_id }),
             (None, None) => None,
         };
-        input_files::store_files(self.store(), session_id, files).await?;
+        input_files::store_files(self.stores().sessions.as_ref(), session_id, files).await?;
         let control = self.turn_control(&session, &spec, previous.as_deref(), &request.input).await?;
         let started = self.start_turn(caller, session, spec, previous, input, control, ending).await?;
         if let Some(started) = &started {
@@ -321,7 +321,7 @@ impl Service {
             LogWrite::Stream { turn_id: turn_id.clone(), sequence: 1, data: data.clone() },
             LogWrite::Content { turn_id: turn_id.clone(), sequence: 1, kind: created.kind(), data: data.clone() },
         ];
-        match self.store().create_turn(&record, session.last_turn_id.as_deref(), &writes).await {
+        match self.stores().events.create_turn(&record, session.last_turn_id.as_deref(), &writes).await {
             Ok(()) => {}
             Err(teamster_store::Error::Conflict(_)) => return Ok(None),
             Err(other) => return Err(other.into()),
@@ -332,7 +332,7 @@ impl Service {
             session.control.grants = record.control.grants.clone();
             // The turn runs with its control whatever happens here; only the next turns would
             // miss the change.
-            if let Err(error) = self.store().update_session_control(&session.id, &session.control, &record.created_at).await {
+            if let Err(error) = self.stores().sessions.update_session_control(&session.id, &session.control, &record.created_at).await {
                 tracing::warn!(session = %session.id, %error, "the session could not take the approvals' mode or grants");
             }
         }
@@ -349,7 +349,7 @@ impl Service {
     /// A turn as readers should see it: its stored record, with its final state as soon as the
     /// turn has decided it (the store catches up a moment later).
     pub(crate) async fn turn_record(&self, session_id: &str, turn_id: &str) -> Result<TurnRecord> {
-        let mut record = self.store().get_turn(session_id, turn_id).await.map_err(|error| match error {
+        let mut record = self.stores().events.get_turn(session_id, turn_id).await.map_err(|error| match error {
             teamster_store::Error::NotFound(_) => ServiceError::NotFound(format!("turn {turn_id:?} not found in this session")),
             other => other.into(),
         })?;
@@ -366,7 +366,7 @@ impl Service {
         let mut next_id = match &query.page_token {
             Some(token) => {
                 let id = cursor::decode(token, 1)?.pop().unwrap_or_default();
-                self.store().get_turn(session_id, &id).await.map_err(|_| {
+                self.stores().events.get_turn(session_id, &id).await.map_err(|_| {
                     ServiceError::invalid_param("page_token", "page_token is not a valid page token for this session")
                 })?;
                 Some(id)
@@ -410,7 +410,7 @@ impl Service {
             Err(other) => return Err(other),
         };
         self.stop_running_turn(&session, DELETE_WAIT).await?;
-        self.store().delete_session(session_id).await?;
+        self.stores().sessions.delete_session(session_id).await?;
         self.inner.mcp.close_session(session_id);
         self.inner.sandboxes.destroy(session_id).await;
         Ok(())

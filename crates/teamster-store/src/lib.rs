@@ -14,7 +14,8 @@
 //!
 //! [`Store`] is the sum of six parts, each a trait of its own, so a caller can ask for only the
 //! part it needs: [`AgentStore`], [`SessionStore`], [`EventLog`], [`CoordinationStore`],
-//! [`SettingsStore`] and [`UsageStore`] (the counters of the operator's limits).
+//! [`SettingsStore`] and [`UsageStore`] (the counters of the operator's limits). [`StoreParts`]
+//! holds one store as those six parts, for callers that hand each room only what it uses.
 //!
 //! The event log has two parts:
 //! - the *stream*: every event of a turn, deltas included, as the exact JSON bytes that were
@@ -28,6 +29,7 @@ pub mod codec;
 pub mod conformance;
 mod error;
 mod feed;
+mod parts;
 mod records;
 mod usage;
 
@@ -36,6 +38,7 @@ pub use teamster_protocol::control::SessionControl;
 
 pub use error::Error;
 pub use feed::{Change, ChangeFeed, ChangeSender};
+pub use parts::StoreParts;
 pub use records::*;
 pub use usage::{RequestTaken, Spend, TurnPlace, UsageStore};
 

@@ -269,7 +269,7 @@ impl Catalog {
             tenant: caller.tenant.clone(),
             created_by: Some(caller.subject.clone()),
         };
-        self.store().create_agent(&record).await.map_err(|error| match error {
+        self.agents.create_agent(&record).await.map_err(|error| match error {
             // Names are unique per tenant, so this speaks of the caller's own tenant only.
             teamster_store::Error::Conflict(_) => ServiceError::Conflict {
                 code: "already_exists",
@@ -290,7 +290,7 @@ impl Catalog {
             return Ok(agent_view(latest));
         }
         let record = self
-            .store()
+            .agents
             .add_agent_version(&latest.id, &spec, &timestamp::now())
             .await
             .map_err(|error| not_found_agent(error, agent_id))?;
@@ -299,7 +299,7 @@ impl Catalog {
 
     /// Creates the agent, or adds a version when the name exists (what `agents apply` does).
     pub async fn apply_agent(&self, caller: &Caller, name: &str, spec: AgentSpec) -> Result<Agent> {
-        match self.store().get_agent_by_name(&caller.tenant, name).await {
+        match self.agents.get_agent_by_name(&caller.tenant, name).await {
             Ok(existing) => self.update_agent(caller, &existing.id, spec).await,
             Err(teamster_store::Error::NotFound(_)) => self.create_agent(caller, name, spec).await,
             Err(other) => Err(other.into()),
@@ -321,9 +321,9 @@ impl Catalog {
     }
 
     async fn agent_record(&self, caller: &Caller, id_or_name: &str) -> Result<AgentRecord> {
-        match self.store().get_agent(id_or_name).await {
+        match self.agents.get_agent(id_or_name).await {
             Err(teamster_store::Error::NotFound(_)) if is_valid_resource_name(id_or_name) => {
-                self.store().get_agent_by_name(&caller.tenant, id_or_name).await.map_err(|error| not_found_agent(error, id_or_name))
+                self.agents.get_agent_by_name(&caller.tenant, id_or_name).await.map_err(|error| not_found_agent(error, id_or_name))
             }
             other => other.map_err(|error| not_found_agent(error, id_or_name)),
         }
@@ -332,7 +332,7 @@ impl Catalog {
     /// The agent named `name` if the caller may do `needed` with it (see [`Catalog::agent_for`]).
     pub(crate) async fn agent_by_name_for(&self, caller: &Caller, name: &str, needed: AgentAccess) -> Result<AgentRecord> {
         let not_found = || ServiceError::NotFound(format!("agent {:?} not found", name.chars().take(64).collect::<String>()));
-        let record = self.store().get_agent_by_name(&caller.tenant, name).await.map_err(|error| match error {
+        let record = self.agents.get_agent_by_name(&caller.tenant, name).await.map_err(|error| match error {
             teamster_store::Error::NotFound(_) => not_found(),
             other => other.into(),
         })?;
@@ -350,7 +350,7 @@ impl Catalog {
 
     /// The agents the caller may see.
     pub async fn list_agents(&self, caller: &Caller) -> Result<Vec<Agent>> {
-        let records = self.store().list_agents().await?;
+        let records = self.agents.list_agents().await?;
         Ok(records.into_iter().filter(|record| agent_access(caller, record) > AgentAccess::Hidden).map(agent_view).collect())
     }
 
@@ -359,7 +359,7 @@ impl Catalog {
     pub async fn delete_agent(&self, caller: &Caller, agent_id: &str) -> Result<()> {
         match self.agent_for(caller, agent_id, AgentAccess::Manage).await {
             Ok(record) => {
-                self.store().delete_agent(&record.id).await?;
+                self.agents.delete_agent(&record.id).await?;
                 Ok(())
             }
             Err(ServiceError::NotFound(_)) => Ok(()),
@@ -369,7 +369,7 @@ impl Catalog {
 
     /// The ids of the agents `caller` manages (a session listing shows their sessions).
     pub(crate) async fn managed_agent_ids(&self, caller: &Caller) -> Result<Vec<String>> {
-        let records = self.store().list_agents().await?;
+        let records = self.agents.list_agents().await?;
         Ok(records.into_iter().filter(|record| agent_access(caller, record) == AgentAccess::Manage).map(|record| record.id).collect())
     }
 }

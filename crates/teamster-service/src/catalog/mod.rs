@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 use teamster_llm::registry::{ModelRegistry, RegistryOptions};
 use teamster_protocol::agent::AgentSpec;
 use teamster_protocol::settings::ModelProviderManifest;
-use teamster_store::{SessionAgentRecord, SessionRecord, Store};
+use teamster_store::{AgentStore, SessionAgentRecord, SessionRecord, SessionStore, SettingsStore, StoreParts};
 
 use crate::Caller;
 use crate::error::{Result, ServiceError};
@@ -26,7 +26,9 @@ pub(crate) use sessions::{session_view, validate_title};
 
 /// Agents, sessions and model providers.
 pub struct Catalog {
-    store: Arc<dyn Store>,
+    agents: Arc<dyn AgentStore>,
+    sessions: Arc<dyn SessionStore>,
+    settings: Arc<dyn SettingsStore>,
     /// The providers in force and the registry built from them.
     providers: RwLock<providers::Providers>,
     /// Serialises provider writes.
@@ -44,15 +46,17 @@ pub struct Catalog {
 impl Catalog {
     /// Loads the providers in force: `env_providers`, overridden by the stored ones.
     pub(crate) async fn load(
-        store: Arc<dyn Store>,
+        stores: &StoreParts,
         env_providers: Vec<ModelProviderManifest>,
         model_options: RegistryOptions,
         sandboxes: crate::Sandboxes,
         sealed: SealedSettings,
     ) -> Result<Catalog> {
-        let providers = providers::Providers::load(store.as_ref(), &sealed, &env_providers, model_options).await?;
+        let providers = providers::Providers::load(stores.settings.as_ref(), &sealed, &env_providers, model_options).await?;
         Ok(Catalog {
-            store,
+            agents: stores.agents.clone(),
+            sessions: stores.sessions.clone(),
+            settings: stores.settings.clone(),
             providers: RwLock::new(providers),
             provider_writes: tokio::sync::Mutex::new(()),
             env_providers,
@@ -67,10 +71,6 @@ impl Catalog {
         let _first = self.mcp.set(mcp.clone());
     }
 
-    fn store(&self) -> &dyn Store {
-        self.store.as_ref()
-    }
-
     /// The registry that resolves `provider/model` names, as configured now.
     pub(crate) fn models(&self) -> Arc<ModelRegistry> {
         self.read_providers().registry.clone()
@@ -82,7 +82,7 @@ impl Catalog {
         match &session.agent {
             SessionAgentRecord::Draft { spec, .. } => Ok(spec.clone()),
             SessionAgentRecord::Saved { agent_id, agent_name, version } => {
-                let read = self.store().get_agent_version(agent_id, *version).await;
+                let read = self.agents.get_agent_version(agent_id, *version).await;
                 read.map(|agent| agent.spec).map_err(|error| agent_gone(error, agent_name, *version))
             }
         }
@@ -105,7 +105,7 @@ impl Catalog {
     async fn checked_spec(&self, caller: &Caller, session: &SessionRecord) -> Result<AgentSpec> {
         let spec = match &session.agent {
             SessionAgentRecord::Saved { agent_id, agent_name, version } if !caller.tenant.is_empty() => {
-                let latest = self.store().get_agent(agent_id).await.map_err(|error| agent_gone(error, agent_name, *version))?;
+                let latest = self.agents.get_agent(agent_id).await.map_err(|error| agent_gone(error, agent_name, *version))?;
                 agents::check_access(caller, &latest, agents::AgentAccess::Use, agent_id)?;
                 if latest.version == *version { latest.spec } else { self.session_spec(session).await? }
             }

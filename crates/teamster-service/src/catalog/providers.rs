@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use teamster_llm::registry::{ModelRegistry, RegistryOptions, validate_manifest};
 use teamster_protocol::settings::{ConfiguredModelProvider, ModelProviderManifest, REDACTED};
-use teamster_store::Store;
+use teamster_store::SettingsStore;
 
 use crate::error::{Result, ServiceError};
 use teamster_sealed::SealedSettings;
@@ -27,7 +27,7 @@ impl Providers {
     /// Providers from the environment, overridden by name by those stored through the
     /// settings API.
     pub async fn load(
-        store: &dyn Store,
+        store: &dyn SettingsStore,
         sealed: &SealedSettings,
         env_providers: &[ModelProviderManifest],
         options: RegistryOptions,
@@ -38,7 +38,7 @@ impl Providers {
 
     /// The manifests in force: the environment's, overridden by name by the stored ones.
     async fn manifests(
-        store: &dyn Store,
+        store: &dyn SettingsStore,
         sealed: &SealedSettings,
         env_providers: &[ModelProviderManifest],
     ) -> Result<BTreeMap<String, ModelProviderManifest>> {
@@ -121,7 +121,7 @@ impl Catalog {
                 }
             }
         }
-        self.sealed.put(self.store(), SETTING_KIND, &name, &manifest).await?;
+        self.sealed.put(self.settings.as_ref(), SETTING_KIND, &name, &manifest).await?;
         let mut providers = self.providers.write().unwrap_or_else(|p| p.into_inner());
         let mut manifests = providers.manifests.clone();
         manifests.insert(name.clone(), manifest.clone());
@@ -135,7 +135,7 @@ impl Catalog {
     /// with an error that names the provider (and, at save time, are refused).
     pub async fn delete_model_provider(&self, name: &str) -> Result<()> {
         let _writing = self.provider_writes.lock().await;
-        if !self.store().delete_setting(SETTING_KIND, name).await? {
+        if !self.settings.delete_setting(SETTING_KIND, name).await? {
             return Err(self.not_stored(name));
         }
         self.rebuild_providers().await
@@ -145,7 +145,7 @@ impl Catalog {
     /// named by its type). Agents that name the old name must be changed to the new one.
     pub async fn rename_model_provider(&self, name: &str, new_name: &str) -> Result<ConfiguredModelProvider> {
         let _writing = self.provider_writes.lock().await;
-        let Some(stored) = self.sealed.get::<ModelProviderManifest>(self.store(), SETTING_KIND, name).await? else {
+        let Some(stored) = self.sealed.get::<ModelProviderManifest>(self.settings.as_ref(), SETTING_KIND, name).await? else {
             return Err(self.not_stored(name));
         };
         if stored.kind != "custom" {
@@ -163,9 +163,9 @@ impl Catalog {
                 message: format!("a model provider named {new_name:?} already exists"),
             });
         }
-        self.sealed.put(self.store(), SETTING_KIND, new_name, &renamed).await?;
+        self.sealed.put(self.settings.as_ref(), SETTING_KIND, new_name, &renamed).await?;
         if new_name != name {
-            self.store().delete_setting(SETTING_KIND, name).await?;
+            self.settings.delete_setting(SETTING_KIND, name).await?;
         }
         self.rebuild_providers().await?;
         Ok(ConfiguredModelProvider { name: new_name.to_owned(), manifest: renamed.redacted() })
@@ -196,7 +196,7 @@ impl Catalog {
     /// Rebuilds the providers in force from the store and the environment. The caller holds
     /// `provider_writes`.
     async fn rebuild_providers(&self) -> Result<()> {
-        let manifests = Providers::manifests(self.store(), &self.sealed, &self.env_providers).await?;
+        let manifests = Providers::manifests(self.settings.as_ref(), &self.sealed, &self.env_providers).await?;
         let mut providers = self.providers.write().unwrap_or_else(|p| p.into_inner());
         *providers = Providers::from_manifests(manifests, providers.http.clone(), providers.options);
         Ok(())
@@ -207,7 +207,7 @@ impl Catalog {
     pub(crate) async fn reload_model_providers(&self) -> Result<()> {
         // Not between a write's store update and its registry update.
         let _writing = self.provider_writes.lock().await;
-        let manifests = Providers::manifests(self.store(), &self.sealed, &self.env_providers).await?;
+        let manifests = Providers::manifests(self.settings.as_ref(), &self.sealed, &self.env_providers).await?;
         let mut providers = self.providers.write().unwrap_or_else(|p| p.into_inner());
         if providers.manifests != manifests {
             tracing::debug!("model providers changed on another replica; reloaded");

@@ -159,7 +159,7 @@ impl Catalog {
             last_turn_id: None,
             control: SessionControl::default(),
         };
-        self.store().create_session(&record).await?;
+        self.sessions.create_session(&record).await?;
         Ok(session_view(record))
     }
 
@@ -167,7 +167,7 @@ impl Catalog {
     /// exactly as a missing one (no hint that it exists).
     pub(crate) async fn owned_session(&self, caller: &Caller, session_id: &str) -> Result<SessionRecord> {
         let not_found = || ServiceError::NotFound(format!("session {:?} not found", short(session_id)));
-        let record = self.store().get_session(session_id).await.map_err(|error| match error {
+        let record = self.sessions.get_session(session_id).await.map_err(|error| match error {
             teamster_store::Error::NotFound(_) => not_found(),
             other => other.into(),
         })?;
@@ -187,7 +187,7 @@ impl Catalog {
     pub async fn get_visible_session(&self, caller: &Caller, session_id: &str) -> Result<Session> {
         let owned = self.owned_session(caller, session_id).await;
         let Err(ServiceError::NotFound(message)) = owned else { return owned.map(session_view) };
-        let record = match self.store().get_session(session_id).await {
+        let record = match self.sessions.get_session(session_id).await {
             Ok(record) => record,
             Err(teamster_store::Error::NotFound(_)) => return Err(ServiceError::NotFound(message)),
             Err(other) => return Err(other.into()),
@@ -196,7 +196,7 @@ impl Catalog {
             return Ok(session_view(record));
         }
         let SessionAgentRecord::Saved { agent_id, .. } = &record.agent else { return Err(ServiceError::NotFound(message)) };
-        match self.store().get_agent(agent_id).await {
+        match self.agents.get_agent(agent_id).await {
             Ok(agent) if super::agents::agent_access(caller, &agent) == AgentAccess::Manage => Ok(session_view(record)),
             Ok(_) | Err(teamster_store::Error::NotFound(_)) => Err(ServiceError::NotFound(message)),
             Err(other) => Err(other.into()),
@@ -267,10 +267,10 @@ impl Catalog {
         }
         record.updated_at = timestamp::now();
         if fields {
-            self.store().update_session(&record).await?;
+            self.sessions.update_session(&record).await?;
         }
         if controls {
-            self.store().update_session_control(&record.id, &record.control, &record.updated_at).await?;
+            self.sessions.update_session_control(&record.id, &record.control, &record.updated_at).await?;
         }
         Ok(session_view(record))
     }
@@ -299,7 +299,7 @@ impl Catalog {
         if record.control.grants.len() == before {
             return Err(ServiceError::NotFound(format!("grant {:?} not found in this session", short(grant_id))));
         }
-        Ok(self.store().update_session_control(session_id, &record.control, &timestamp::now()).await?)
+        Ok(self.sessions.update_session_control(session_id, &record.control, &timestamp::now()).await?)
     }
 
     /// One page of sessions and the token of the next page, if any.
@@ -340,7 +340,7 @@ impl Catalog {
             after,
             limit: query.limit + 1,
         };
-        let mut records = self.store().list_sessions(&store_query).await?;
+        let mut records = self.sessions.list_sessions(&store_query).await?;
         let next = if records.len() > query.limit as usize {
             records.truncate(query.limit as usize);
             records.last().map(|last| {
