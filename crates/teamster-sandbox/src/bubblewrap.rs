@@ -26,7 +26,7 @@ use crate::programs::find_program;
 use crate::provider::{ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, OpenedFile, OverQuota, Provisioned, SandboxProvider};
 use crate::quota::{Ledger, Usage};
 use crate::seccomp;
-use crate::skills::{SKILLS_MOUNT_DIR, is_skill_name};
+use crate::skill_mounts::{SKILLS_MOUNT_DIR, is_skill_name};
 use crate::workspace::{Area, open_beneath, sandbox_path};
 use crate::{CgroupPolicy, Limits, SandboxError, SandboxOwner};
 

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::Limits;
-use crate::skills::SKILLS_MOUNT_DIR;
+use crate::skill_mounts::SKILLS_MOUNT_DIR;
 use crate::workspace::{TMP_DIR, WORKSPACE_DIR};
 
 /// The top-level directories that merged-`/usr` systems make symbolic links into `/usr`.

@@ -30,11 +30,10 @@
 //! not fit. A command overshoots the quota by at most what it writes in 250 ms plus one file of
 //! [`Limits::max_file_bytes`].
 //!
-//! Skills (`skills/`) are directories with a `SKILL.md`: [`SkillCache`] fetches one from git on
-//! the host, once per commit, into a directory holding only the skill's files (credentials go to
-//! git through its environment and never into those files), or takes a local directory as it is;
-//! [`parse_skill_md`] reads its front matter; [`SandboxProvider::mount_skill`] shows it read-only
-//! at `/workspace/skills/<name>` ([`SKILLS_DIR`]) to every later command of a sandbox.
+//! Skills (directories with a `SKILL.md`, which `teamster-skills` fetches and reads) are shown
+//! read-only by [`SandboxProvider::mount_skill`] at `/workspace/skills/<name>` ([`SKILLS_DIR`])
+//! to every later command of a sandbox. [`find_program`] and [`capture`] are the process helpers
+//! the sandbox runs its programs with, which the skills fetcher runs git with too.
 
 mod bubblewrap;
 mod cgroup;
@@ -49,7 +48,7 @@ mod programs;
 mod provider;
 mod quota;
 mod seccomp;
-mod skills;
+mod skill_mounts;
 mod workspace;
 
 pub use bubblewrap::Bubblewrap;
@@ -57,10 +56,9 @@ pub use exec_tool::{EXEC_TOOL, ExecTool};
 pub use limits::{CgroupPolicy, Limits};
 pub use owners::{QuotaScope, SandboxOwner};
 pub use provider::{ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, OpenedFile, OverQuota, Provisioned, SandboxProvider};
-pub use skills::{
-    GitAuth, GitSource, MAX_SKILL_BYTES, MAX_SKILL_FILES, MAX_SKILL_MD_BYTES, SKILLS_DIR, Skill, SkillCache, SkillDocument,
-    SkillError, is_skill_name, parse_skill_md,
-};
+pub use output::{Captured, capture};
+pub use programs::{SYSTEM_PATH, find_program};
+pub use skill_mounts::{SKILLS_DIR, is_skill_name};
 pub use workspace::{TMP_DIR, WORKSPACE_DIR};
 
 /// Why a sandbox operation failed. A command that runs and fails is not an error: its exit code

@@ -5,20 +5,20 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// What was captured of one stream.
 #[derive(Debug, Default)]
-pub(crate) struct Captured {
-    pub(crate) kept: Vec<u8>,
-    pub(crate) dropped: u64,
+pub struct Captured {
+    pub kept: Vec<u8>,
+    pub dropped: u64,
 }
 
 impl Captured {
     /// The kept bytes as text (invalid UTF-8 replaced).
-    pub(crate) fn text(&self) -> String {
+    pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.kept).into_owned()
     }
 }
 
 /// Reads `reader` to its end, keeping the first `limit` bytes.
-pub(crate) async fn capture(mut reader: impl AsyncRead + Unpin, limit: usize) -> Captured {
+pub async fn capture(mut reader: impl AsyncRead + Unpin, limit: usize) -> Captured {
     let mut captured = Captured::default();
     let mut buffer = vec![0u8; 16 * 1024];
     loop {

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 const SYSTEM_DIRS: [&str; 5] = ["/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin"];
 
 /// The `PATH` of the programs the harness runs on the host (the same directories, in order).
-pub(crate) const SYSTEM_PATH: &str = "/usr/bin:/bin:/usr/sbin:/sbin:/usr/local/bin";
+pub const SYSTEM_PATH: &str = "/usr/bin:/bin:/usr/sbin:/sbin:/usr/local/bin";
 
 /// The program `name` in the system's program directories.
-pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
+pub fn find_program(name: &str) -> Option<PathBuf> {
     SYSTEM_DIRS.into_iter().map(|dir| Path::new(dir).join(name)).find(|candidate| candidate.is_file())
 }

@@ -43,7 +43,7 @@ pub use events::{ListOrder, SessionEventsQuery, TurnEventsQuery};
 pub use downloads::{SandboxAddress, SandboxFile};
 pub use sandboxes::{MAX_SKILLS, SkillSources};
 pub use skills::{SkillRegistry, SkillWrite};
-pub use teamster_sandbox::SkillCache;
+pub use teamster_skills::SkillCache;
 pub use input_files::DownloadedFile;
 pub use teamster_mcp_host::{McpHost, McpHostError, McpLinks, McpServerWrite, OAuthCallback};
 pub use teamster_mcp::oauth::TokenKey;

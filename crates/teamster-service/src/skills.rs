@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use teamster_protocol::settings::{AvailableSkill, ConfiguredSkill, SkillManifest};
 use teamster_protocol::timestamp;
-use teamster_sandbox::{GitSource, SkillError};
+use teamster_skills::{GitSource, SkillError};
 use teamster_store::SettingsStore;
 
 use crate::error::{Result, ServiceError};

@@ -17,7 +17,8 @@ use teamster_engine::SkillNote;
 use teamster_protocol::AgentSpec;
 use teamster_protocol::agent::{SkillMount, TaggedSkill};
 use teamster_protocol::settings::SkillManifest;
-use teamster_sandbox::{GitAuth, GitSource, SKILLS_DIR, Skill, SkillCache, SkillError, is_skill_name};
+use teamster_sandbox::{SKILLS_DIR, is_skill_name};
+use teamster_skills::{GitAuth, GitSource, Skill, SkillCache, SkillError};
 use teamster_egress::EgressPolicy;
 use teamster_store::SettingsStore;
 

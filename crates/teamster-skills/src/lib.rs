@@ -1,9 +1,9 @@
 //! Skills: a directory with a `SKILL.md` (front matter with a `name` and a `description`, then
 //! markdown) and whatever files it needs. The harness fetches a skill on the host into a
 //! [`SkillCache`] (a git repository at a ref, once per commit) or takes a local directory as it
-//! is, and mounts it read-only into a session's sandbox at `SKILLS_DIR/<name>`
-//! ([`crate::SandboxProvider::mount_skill`]); only the name and description enter the model's
-//! context, and the model reads the rest with `exec` when it needs it.
+//! is, and the service mounts it read-only into a session's sandbox at `SKILLS_DIR/<name>`
+//! (`teamster_sandbox::SandboxProvider::mount_skill`); only the name and description enter the
+//! model's context, and the model reads the rest with `exec` when it needs it.
 //!
 //! `source.rs` checks what a caller names (URLs, refs, paths) and builds the credentials git is
 //! given, `git.rs` runs git, `redact.rs` keeps secrets out of messages, `document.rs` parses
@@ -20,14 +20,7 @@ use std::path::PathBuf;
 pub use cache::SkillCache;
 pub use document::{SkillDocument, parse_skill_md};
 pub use source::{GitAuth, GitSource};
-
-/// Where a session's skills appear inside its sandbox: skill `<name>` at `SKILLS_DIR/<name>`.
-pub const SKILLS_DIR: &str = "/workspace/skills";
-
-/// Where the skills are mounted inside the sandbox; [`SKILLS_DIR`] is a symbolic link to it. A
-/// mount point inside the workspace would be a path the sandbox controls, and `bwrap` follows
-/// symbolic links in a mount's destination outside the sandbox.
-pub(crate) const SKILLS_MOUNT_DIR: &str = "/skills";
+use teamster_sandbox::is_skill_name;
 
 /// The largest `SKILL.md` read.
 pub const MAX_SKILL_MD_BYTES: u64 = 256 * 1024;
@@ -97,15 +90,6 @@ impl SkillError {
     }
 }
 
-/// Whether `name` may name a skill: 1 to 64 letters, digits, `.`, `_` and `-`, not `.` or `..`
-/// (it becomes a directory name on the host and in the sandbox).
-pub fn is_skill_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name != "."
-        && name != ".."
-        && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"._-".contains(&byte))
-}
-
 /// Checks a skill's name, saying what a name may be.
 fn check_name(name: &str) -> Result<(), SkillError> {
     if is_skill_name(name) {
@@ -118,20 +102,4 @@ fn check_name(name: &str) -> Result<(), SkillError> {
             name.chars().take(80).collect::<String>()
         ),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn skill_names_are_safe_directory_names() {
-        let long = "a".repeat(65);
-        for good in ["pdf", "PDF-tools_2.0", "a", ".hidden", &"a".repeat(64)] {
-            assert!(is_skill_name(good), "{good}");
-        }
-        for bad in ["", ".", "..", "a/b", "a b", "ä", "a\0", &long] {
-            assert!(!is_skill_name(bad), "{bad:?}");
-        }
-    }
 }

@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use teamster_sandbox::{
-    Bubblewrap, ExecOutput, ExecRequest, GitAuth, GitSource, Limits, SandboxError, SandboxProvider, SkillCache, SkillError,
-};
+use teamster_sandbox::{Bubblewrap, ExecOutput, ExecRequest, Limits, SandboxError, SandboxProvider};
+use teamster_skills::{GitAuth, GitSource, SkillCache, SkillError};
 
 /// A fresh directory under the system's temporary directory, removed on drop.
 struct Root(PathBuf);

@@ -12,8 +12,7 @@ use std::time::Duration;
 use tokio::process::Command;
 
 use super::SkillError;
-use crate::output::capture;
-use crate::programs::{SYSTEM_PATH, find_program};
+use teamster_sandbox::{SYSTEM_PATH, capture, find_program};
 
 /// The transports git may use (`GIT_ALLOW_PROTOCOL`): no `file`, `ssh` or `ext`.
 const ALLOWED_PROTOCOLS: &str = "https:http:git";
