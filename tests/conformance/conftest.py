@@ -47,7 +47,8 @@ SANDBOX_ROOT = f"/tmp/teamster-conformance-sandboxes-{os.getpid()}"
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The run's sandboxes go with it (their servers have stopped by now), with the roots of
     tests that needed one of their own (named `SANDBOX_ROOT-…`)."""
-    for root in glob.glob(f"{SANDBOX_ROOT}*"):
+    # Exactly this process's roots: another worker's pid may start with this one's digits.
+    for root in [SANDBOX_ROOT, *glob.glob(f"{SANDBOX_ROOT}-*")]:
         shutil.rmtree(root, ignore_errors=True)
 
 
