@@ -9,12 +9,14 @@ cookie. Runs on the suite's backend (SQLite, or PostgreSQL with TEAMSTER_TEST_BA
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 import typing
 import urllib.parse
 from unittest import mock
@@ -44,16 +46,19 @@ def node() -> str:
 
 
 def install_provider() -> None:
-    """`npm ci` in tests/oidc-provider unless node_modules matches package-lock.json."""
+    """`npm ci` in tests/oidc-provider unless node_modules matches package-lock.json. Workers
+    of one run take turns (a file lock): two `npm ci` in one directory undo each other."""
     stamp = PROVIDER_DIR / "node_modules" / ".package-lock.sha256"
     wanted = hashlib.sha256((PROVIDER_DIR / "package-lock.json").read_bytes()).hexdigest()
-    if stamp.is_file() and stamp.read_text().strip() == wanted:
-        return
-    npm = shutil.which("npm", path=f"{os.path.dirname(node())}{os.pathsep}{os.environ.get('PATH', '')}")
-    assert npm, "npm is needed to install the OIDC provider"
-    subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--silent"], cwd=PROVIDER_DIR, check=True,
-                   stdin=subprocess.DEVNULL, timeout=600)
-    stamp.write_text(wanted)
+    with open(os.path.join(tempfile.gettempdir(), "teamster-oidc-provider-install.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.is_file() and stamp.read_text().strip() == wanted:
+            return
+        npm = shutil.which("npm", path=f"{os.path.dirname(node())}{os.pathsep}{os.environ.get('PATH', '')}")
+        assert npm, "npm is needed to install the OIDC provider"
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--silent"], cwd=PROVIDER_DIR, check=True,
+                       stdin=subprocess.DEVNULL, timeout=600)
+        stamp.write_text(wanted)
 
 
 class Setup(typing.NamedTuple):
