@@ -36,7 +36,7 @@ use teamster_engine::TurnPlan;
 use teamster_protocol::agent::AgentSpec;
 use teamster_protocol::event::McpAuthRequired;
 use teamster_protocol::{Event, TurnState};
-use teamster_store::{CoordinationStore, EventLog, SessionRecord, SessionStore, TurnRecord};
+use teamster_store::{CoordinationStore, EventLog, SessionRecord, SessionStore, StoreParts, TurnRecord};
 use teamster_telemetry::Telemetry;
 
 use crate::cluster::Cluster;
@@ -90,6 +90,12 @@ pub struct RuntimeStores {
     pub sessions: Arc<dyn SessionStore>,
     pub events: Arc<dyn EventLog>,
     pub coordination: Arc<dyn CoordinationStore>,
+}
+
+impl From<&StoreParts> for RuntimeStores {
+    fn from(parts: &StoreParts) -> RuntimeStores {
+        RuntimeStores { sessions: parts.sessions.clone(), events: parts.events.clone(), coordination: parts.coordination.clone() }
+    }
 }
 
 /// How the runtime runs turns.

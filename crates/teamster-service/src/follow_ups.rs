@@ -177,8 +177,8 @@ impl Service {
 
     /// What the session's last turn allows now.
     async fn tip(&self, session_id: &str) -> Result<Tip> {
-        if let Some(log) = self.runtime().running_in_session(session_id) {
-            return Ok(Tip::Running(log.turn_id().to_owned()));
+        if let Some(running) = self.runtime().running_in_session(session_id) {
+            return Ok(Tip::Running(running.turn_id().to_owned()));
         }
         let session = self.stores().sessions.get_session(session_id).await?;
         let Some(last) = session.last_turn_id else { return Ok(Tip::Idle { last: None, stopped_at: None }) };
@@ -298,8 +298,8 @@ impl Service {
         if !self.stores().sessions.queue_message(&message, MAX_STEERS).await? {
             return Err(ServiceError::TooMany(format!("{MAX_STEERS} instructions wait for this turn already")));
         }
-        if let Some(log) = self.runtime().running_in_session(session_id).filter(|running| running.turn_id() == turn_id) {
-            log.mark_steered();
+        if let Some(running) = self.runtime().running_in_session(session_id).filter(|running| running.turn_id() == turn_id) {
+            running.mark_steered();
         }
         // Should the turn end before another model call, the instruction starts the next one.
         self.watch_follow_ups(session_id);

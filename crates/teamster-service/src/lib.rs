@@ -206,9 +206,7 @@ impl Service {
             leases: config.leases,
         };
         let telemetry = Arc::new(teamster_telemetry::Telemetry::with_traces(config.traces.clone()));
-        let runtime_stores =
-            RuntimeStores { sessions: stores.sessions.clone(), events: stores.events.clone(), coordination: stores.coordination.clone() };
-        let runtime = TurnRuntime::start(runtime_stores, cluster.clone(), Arc::new(planner), runtime_config, telemetry.clone());
+        let runtime = TurnRuntime::start(RuntimeStores::from(&stores), cluster.clone(), Arc::new(planner), runtime_config, telemetry.clone());
         let turn_quota = limits::TurnQuota::new(config.limits.max_concurrent_turns_per_subject, stores.usage.clone());
         catalog.check_servers_with(&mcp);
         let inner = Arc::new(Inner {

@@ -219,7 +219,7 @@ impl Service {
             self.stores().coordination.request_cancel(turn_id, CancelReason::CancelledForNextTurn).await?;
         }
         let ending = match (running, remote) {
-            (Some(log), _) => Some(EndingTurn::Local(log)),
+            (Some(running), _) => Some(EndingTurn::Local(running)),
             (None, Some(turn_id)) => Some(EndingTurn::Remote { session_id: session.id.clone(), turn_id }),
             (None, None) => None,
         };
