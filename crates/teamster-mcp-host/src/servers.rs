@@ -1,5 +1,7 @@
 //! MCP server settings: the registry agents name servers from (`truefoundry-mcp-registry`),
-//! stored as settings documents, and what an agent may say about MCP servers inline.
+//! stored as settings documents, what an agent may say about MCP servers inline, and how
+//! their manifests are checked, redacted and connected to (the host's operations on them are
+//! in `host.rs`).
 //!
 //! Header values and stdio environment values are secrets: every response shows them redacted,
 //! and a redacted value sent back on a write keeps the stored one. A URL's user info and query
@@ -16,17 +18,13 @@ use teamster_egress::EgressPolicy;
 use teamster_mcp::{HttpTransport, McpConnection, McpError, McpServerConfig, StdioTransport, Transport};
 use teamster_protocol::agent::{McpServer, McpServerSource, is_valid_resource_name};
 use teamster_protocol::settings::{
-    AvailableMcpServer, ConfiguredMcpServer, McpAuthStatus, McpServerAuth, McpServerAuthPublic, McpServerManifest,
-    McpServerTestResult, REDACTED,
+    ConfiguredMcpServer, McpAuthStatus, McpServerAuth, McpServerManifest, REDACTED,
 };
 use teamster_store::SettingsStore;
 use teamster_tools::selector::Selectors;
-use teamster_tools::tool_sets::ToolScope;
-use teamster_tools::{Tool, ToolSource};
 
 use crate::error::{Result, McpHostError};
 use teamster_sealed::SealedSettings;
-use super::McpHost;
 use teamster_identity::Caller;
 
 /// The settings kind under which MCP servers are stored.
@@ -42,14 +40,14 @@ const MAX_ENTRIES: usize = 256;
 /// The longest header value, argument, command or environment value, in bytes.
 const MAX_VALUE_BYTES: usize = 32 * 1024;
 /// How long `GET /mcp-servers/{name}/tools` may spend connecting, and then listing.
-const LISTING_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const LISTING_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The configured MCP servers, by name.
 #[derive(Default)]
 pub(crate) struct McpRegistry {
-    servers: RwLock<BTreeMap<String, McpServerManifest>>,
+    pub(crate) servers: RwLock<BTreeMap<String, McpServerManifest>>,
     /// Serialises writes, so the store and memory agree on the last one.
-    writes: tokio::sync::Mutex<()>,
+    pub(crate) writes: tokio::sync::Mutex<()>,
 }
 
 impl McpRegistry {
@@ -73,7 +71,7 @@ impl McpRegistry {
         self.read().get(name).cloned()
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, McpServerManifest>> {
+    pub(crate) fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, McpServerManifest>> {
         self.servers.read().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
@@ -87,221 +85,9 @@ pub enum McpServerWrite {
     Upsert,
 }
 
-impl McpHost {
-    /// Every configured MCP server, secrets redacted, with the caller's auth status.
-    pub async fn list_mcp_server_settings(&self, caller: &Caller) -> Result<Vec<ConfiguredMcpServer>> {
-        let authorized = self.authorized_servers(&caller.subject).await?;
-        let servers = self.registry.read();
-        Ok(servers.iter().map(|(name, manifest)| configured(name, manifest, authorized.contains(name))).collect())
-    }
-
-    /// One configured MCP server, secrets redacted, with the caller's auth status.
-    pub async fn get_mcp_server_setting(&self, caller: &Caller, name: &str) -> Result<ConfiguredMcpServer> {
-        let manifest = self.registry.get(name).ok_or_else(|| not_found(name))?;
-        let authorized = self.authorized_servers(&caller.subject).await?;
-        Ok(configured(name, &manifest, authorized.contains(name)))
-    }
-
-    /// A configured MCP server as stored, secrets included (for connecting, and for OAuth).
-    pub fn mcp_server_manifest(&self, name: &str) -> Option<McpServerManifest> {
-        self.registry.get(name)
-    }
-
-    /// The MCP servers agents can name, without configuration or secrets, with the caller's
-    /// auth status.
-    pub async fn list_available_mcp_servers(&self, caller: &Caller) -> Result<Vec<AvailableMcpServer>> {
-        let authorized = self.authorized_servers(&caller.subject).await?;
-        let servers = self.registry.read();
-        Ok(servers
-            .iter()
-            .map(|(name, manifest)| AvailableMcpServer {
-                name: name.clone(),
-                url: match (manifest.kind.as_str(), &manifest.url) {
-                    (McpServerManifest::STDIO, _) => format!("stdio:{name}"),
-                    (_, Some(url)) if sees_whole_urls(caller) => url.clone(),
-                    (_, Some(url)) => shown_url(url),
-                    (_, None) => String::new(),
-                },
-                auth: manifest.auth.as_ref().map(|auth| McpServerAuthPublic { kind: auth.kind().to_owned() }),
-                auth_status: auth_status(manifest, authorized.contains(name)),
-            })
-            .collect())
-    }
-
-    /// Creates or replaces an MCP server, stored so it survives restarts. A redacted header or
-    /// environment value keeps the stored one.
-    pub async fn write_mcp_server(
-        &self,
-        caller: &Caller,
-        mut manifest: McpServerManifest,
-        mode: McpServerWrite,
-    ) -> Result<ConfiguredMcpServer> {
-        validate_manifest(&manifest)?;
-        if manifest.kind == McpServerManifest::STDIO && !self.allow_stdio {
-            return Err(McpHostError::Forbidden(stdio_disabled(&manifest.name)));
-        }
-        let name = manifest.name.clone();
-        let registry = &self.registry;
-        let _writing = registry.writes.lock().await;
-        let existing = registry.get(&name);
-        if mode == McpServerWrite::Create && existing.is_some() {
-            return Err(McpHostError::Conflict {
-                code: "already_exists",
-                message: format!("an MCP server named {name:?} already exists"),
-            });
-        }
-        keep_redacted_secrets(&mut manifest, existing.as_ref())?;
-        self.sealed.put(self.store(), SETTING_KIND, &name, &manifest).await?;
-        registry.servers.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name.clone(), manifest.clone());
-        let authorized = self.authorized_servers(&caller.subject).await?;
-        Ok(configured(&name, &manifest, authorized.contains(&name)))
-    }
-
-    /// Deletes a configured MCP server. Agents that name it fail to connect to it at their next
-    /// turn, with an error that names it (and, at save time, are refused).
-    pub async fn delete_mcp_server(&self, name: &str) -> Result<()> {
-        let registry = &self.registry;
-        let _writing = registry.writes.lock().await;
-        let stored = self.store().delete_setting(SETTING_KIND, name).await?;
-        let known = registry.servers.write().unwrap_or_else(std::sync::PoisonError::into_inner).remove(name).is_some();
-        if !stored && !known {
-            return Err(not_found(name));
-        }
-        Ok(())
-    }
-
-    /// Renames a configured MCP server, keeping its secrets. Agents that name the old name must
-    /// be changed to the new one; users of an OAuth server authorize it again under its new name.
-    pub async fn rename_mcp_server(&self, caller: &Caller, name: &str, new_name: &str) -> Result<ConfiguredMcpServer> {
-        let registry = &self.registry;
-        let _writing = registry.writes.lock().await;
-        let mut manifest = registry.get(name).ok_or_else(|| not_found(name))?;
-        manifest.name = new_name.to_owned();
-        validate_manifest(&manifest).map_err(|error| match error {
-            McpHostError::Invalid { message, .. } => McpHostError::invalid_param("name", message),
-            other => other,
-        })?;
-        if new_name != name {
-            if registry.get(new_name).is_some() {
-                return Err(McpHostError::Conflict {
-                    code: "already_exists",
-                    message: format!("an MCP server named {new_name:?} already exists"),
-                });
-            }
-            self.sealed.put(self.store(), SETTING_KIND, new_name, &manifest).await?;
-            self.store().delete_setting(SETTING_KIND, name).await?;
-            let mut servers = registry.servers.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-            servers.remove(name);
-            servers.insert(new_name.to_owned(), manifest.clone());
-        }
-        let authorized = self.authorized_servers(&caller.subject).await?;
-        Ok(configured(new_name, &manifest, authorized.contains(new_name)))
-    }
-
-    /// Tests a configured server as a turn would use it: connects (with the caller's token for
-    /// an OAuth server) and lists its tools. A failure is part of the answer, not an error; only
-    /// an unknown name is.
-    pub async fn test_mcp_server(&self, caller: &Caller, name: &str) -> Result<McpServerTestResult> {
-        if self.registry.get(name).is_none() {
-            return Err(not_found(name));
-        }
-        let started = std::time::Instant::now();
-        let listed = self.list_mcp_server_tools(caller, name).await;
-        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let failed = |code: &str, message: String| McpServerTestResult {
-            ok: false,
-            tools: Vec::new(),
-            elapsed_ms,
-            error_code: Some(code.to_owned()),
-            error: Some(message),
-        };
-        Ok(match listed {
-            Ok(entries) => McpServerTestResult {
-                ok: true,
-                tools: entries
-                    .iter()
-                    .filter_map(|entry| entry.get("name").and_then(serde_json::Value::as_str).map(str::to_owned))
-                    .collect(),
-                elapsed_ms,
-                error_code: None,
-                error: None,
-            },
-            Err(McpHostError::AuthRequired(message)) => failed("auth_required", message),
-            Err(McpHostError::Upstream(message)) => failed("unreachable", message),
-            Err(McpHostError::Unprocessable(message) | McpHostError::Forbidden(message)) => failed("invalid_config", message),
-            Err(other) => return Err(other),
-        })
-    }
-
-    /// Connects to a configured server and lists its tools as the `tools/list` entries it gave
-    /// (the selectors see the tools made from the same entries), with
-    /// the caller's token for an OAuth server. Bounded in time; a server that cannot be reached
-    /// is [`McpHostError::Upstream`], one that wants authorization (or the caller's, first)
-    /// [`McpHostError::AuthRequired`].
-    pub async fn list_mcp_server_tools(&self, caller: &Caller, name: &str) -> Result<Vec<serde_json::Value>> {
-        let (connection, url) = self.connect_configured(caller, name).await?;
-        let tools = connection.list_entries().await.map_err(|error| {
-            McpHostError::Upstream(scrub_url(format!("MCP server {name:?} could not list its tools: {error}"), url.as_deref()))
-        })?;
-        Ok(tools.into_iter().map(|listed| listed.entry).collect())
-    }
-
-    /// Connects to the configured server `name` as `caller` would in a turn (with the caller's
-    /// token for an OAuth server), each step bounded by [`LISTING_TIMEOUT`]; answers the
-    /// connection and the URL its messages must not quote whole.
-    async fn connect_configured(&self, caller: &Caller, name: &str) -> Result<(McpConnection, Option<String>)> {
-        let manifest = self.registry.get(name).ok_or_else(|| not_found(name))?;
-        let mut config = registry_config(name, &manifest, self.allow_stdio).map_err(|message| {
-            if manifest.kind == McpServerManifest::STDIO { McpHostError::Forbidden(message) } else { McpHostError::Unprocessable(message) }
-        })?;
-        if matches!(manifest.auth, Some(McpServerAuth::Dcr {})) {
-            let Some((bearer, _)) = self.oauth_bearer(&caller.subject, name).await else {
-                return Err(McpHostError::AuthRequired(format!(
-                    "MCP server {name:?} requires your authorization first: open GET /api/v1/mcp-servers/{name}/authorize"
-                )));
-            };
-            if let Transport::StreamableHttp(http) | Transport::Sse(http) = &mut config.transport {
-                http.bearer_token = Some(bearer);
-            }
-        }
-        connect_bounded(name, config).await
-    }
-
-    /// Whether an agent may name `name` as a registry server: a configured server, or one of
-    /// the program's in-process tool sets.
-    pub fn names_server(&self, name: &str) -> bool {
-        self.tool_sets.contains(name) || self.registry.get(name).is_some()
-    }
-
-    /// The tools an agent's server entry offers (before the entry's selectors), listed over a
-    /// connection of its own that is closed once listed, connecting as `caller` would in a
-    /// turn; or why the entry cannot be used. The check of an agent (`POST
-    /// /api/v1/agents/check`) asks this.
-    pub async fn probe(&self, caller: &Caller, server: &McpServer) -> std::result::Result<Vec<Tool>, String> {
-        let (connection, url) = match &server.source {
-            McpServerSource::Registry { name } => {
-                if let Some(set) = self.tool_sets.get(name) {
-                    let scope = ToolScope { session_id: "check".to_owned(), turn_id: "check".to_owned(), user: caller.subject.clone() };
-                    return set.open(&scope).list().await.map_err(|error| error.to_string());
-                }
-                self.connect_configured(caller, name).await.map_err(|error| error.to_string())?
-            }
-            McpServerSource::Inline { name, url, transport } => {
-                connect_bounded(name, inline_config(name, url, transport.as_deref(), &self.egress)).await.map_err(|error| error.to_string())?
-            }
-            McpServerSource::Unsupported { kind, .. } => return Err(format!("MCP servers of type {kind:?} cannot be used by an agent")),
-        };
-        match tokio::time::timeout(LISTING_TIMEOUT, connection.list()).await {
-            Ok(Ok(tools)) => Ok(tools),
-            Ok(Err(error)) => Err(scrub_url(format!("the server could not list its tools: {error}"), url.as_deref())),
-            Err(_) => Err(format!("tools/list did not answer within {} s", LISTING_TIMEOUT.as_secs())),
-        }
-    }
-}
-
 /// Connects with `config`, each step bounded by [`LISTING_TIMEOUT`]; answers the connection and
 /// the URL its messages must not quote whole. A failure is [`connect_error`]'s, its message scrubbed.
-async fn connect_bounded(name: &str, mut config: McpServerConfig) -> Result<(McpConnection, Option<String>)> {
+pub(crate) async fn connect_bounded(name: &str, mut config: McpServerConfig) -> Result<(McpConnection, Option<String>)> {
     config.connect_timeout = LISTING_TIMEOUT;
     config.call_timeout = LISTING_TIMEOUT;
     let url = endpoint_url(&config).map(str::to_owned);
@@ -432,11 +218,11 @@ pub(crate) fn connect_error(name: &str, error: McpError) -> McpHostError {
     }
 }
 
-fn not_found(name: &str) -> McpHostError {
+pub(crate) fn not_found(name: &str) -> McpHostError {
     McpHostError::NotFound(format!("MCP server {name:?} not found"))
 }
 
-fn configured(name: &str, manifest: &McpServerManifest, authorized: bool) -> ConfiguredMcpServer {
+pub(crate) fn configured(name: &str, manifest: &McpServerManifest, authorized: bool) -> ConfiguredMcpServer {
     ConfiguredMcpServer {
         name: name.to_owned(),
         manifest: manifest.redacted(),
@@ -447,7 +233,7 @@ fn configured(name: &str, manifest: &McpServerManifest, authorized: bool) -> Con
 /// Whether the server can be used as configured: no credentials needed, static headers, or
 /// OAuth, which needs the user's authorization first (`authorized`: the user holds a usable
 /// grant).
-fn auth_status(manifest: &McpServerManifest, authorized: bool) -> McpAuthStatus {
+pub(crate) fn auth_status(manifest: &McpServerManifest, authorized: bool) -> McpAuthStatus {
     let status = match manifest.auth {
         None => "not_required",
         Some(McpServerAuth::Header { .. }) => "authenticated",
@@ -497,7 +283,7 @@ pub(crate) fn registry_config(name: &str, manifest: &McpServerManifest, allow_st
 }
 
 /// Why a stdio server is neither stored nor started: stdio servers run programs on this host.
-fn stdio_disabled(name: &str) -> String {
+pub(crate) fn stdio_disabled(name: &str) -> String {
     format!(
         "MCP server {name:?} is of type stdio, which runs a command on this host; stdio MCP servers are disabled \
          on this server (its operator enables them with `teamster serve --allow-stdio-mcp`)"
@@ -522,7 +308,7 @@ fn http_transport(endpoint: HttpTransport, transport: Option<&str>) -> Transport
 }
 
 /// Checks a settings manifest: shape, sizes, and that each kind has exactly its own fields.
-fn validate_manifest(manifest: &McpServerManifest) -> Result<()> {
+pub(crate) fn validate_manifest(manifest: &McpServerManifest) -> Result<()> {
     let invalid = |param: &'static str, message: String| Err(McpHostError::invalid_param(param, message));
     if !is_valid_resource_name(&manifest.name) {
         return invalid(
@@ -643,7 +429,7 @@ fn check_env(env: &BTreeMap<String, String>) -> Result<(), String> {
 
 /// Replaces redacted header and environment values with the stored ones; a redacted value
 /// with nothing stored is an error.
-fn keep_redacted_secrets(manifest: &mut McpServerManifest, existing: Option<&McpServerManifest>) -> Result<()> {
+pub(crate) fn keep_redacted_secrets(manifest: &mut McpServerManifest, existing: Option<&McpServerManifest>) -> Result<()> {
     // Stored secrets stay with the destination they were given for: a write that points the
     // server elsewhere must send them again.
     let existing = existing.filter(|existing| same_destination(existing, manifest));

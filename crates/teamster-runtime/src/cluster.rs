@@ -11,7 +11,7 @@
 //!
 //! The feed is a wake-up, never the data, and readers also re-check on a slow timer, so a lost
 //! announcement only delays them: readers re-read the store every second (see the runtime's
-//! `remote.rs`), and a second task looks up cancel requests and steering instructions for this
+//! `replicas.rs`), and a second task looks up cancel requests and steering instructions for this
 //! replica's running turns every [`CANCEL_CHECK`]. A store with no feed (SQLite, one process) uses none of this. What
 //! each announcement does here is the [`ClusterMember`]'s business (the service's facade).
 

@@ -15,9 +15,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use teamster_protocol::Event;
-use teamster_store::{ContentQuery, TurnRecord};
+use teamster_store::{ContentQuery, EventLog, TurnRecord};
 
-use super::TurnRuntime;
 
 /// The most histories kept; the oldest is dropped first.
 const MAX_ENTRIES: usize = 256;
@@ -139,11 +138,11 @@ pub(super) struct History {
     extends: Option<String>,
 }
 
-impl TurnRuntime {
+impl HistoryCache {
     /// Caches the history through a finished turn: what it was planned with, plus what it
     /// recorded (everything after its `turn.created`): `written`, the content its sink kept
     /// as stored, else (a turn taken over) read back from the store.
-    pub(super) async fn cache_history(&self, turn: &TurnRecord, history: History, written: Option<Written>) {
+    pub(super) async fn cache(&self, log: &dyn EventLog, turn: &TurnRecord, history: History, written: Option<Written>) {
         let History { mut events, extends } = history;
         let recorded = match written {
             Some(Written::Kept(content)) => {
@@ -152,12 +151,12 @@ impl TurnRuntime {
             }
             // Too large to cache: the next turn reads it from the store.
             Some(Written::TooLarge) => return,
-            None => self.content_events(&turn.id, Some(1)).await,
+            None => content_events(log, &turn.id, Some(1)).await,
         };
         match recorded {
             Ok(recorded) => {
                 events.extend(recorded);
-                self.inner.history.insert(&turn.id, extends.as_deref(), events);
+                self.insert(&turn.id, extends.as_deref(), events);
             }
             Err(error) => tracing::warn!(turn_id = %turn.id, %error, "history not cached"),
         }
@@ -167,17 +166,22 @@ impl TurnRuntime {
     /// `own_created`, its `turn.created` as stored, for a turn just created (its only content
     /// yet), else read from the store. The chain is read back only to the nearest ancestor
     /// cached here.
-    pub(super) async fn history_events(&self, turn: &TurnRecord, own_created: Option<&str>) -> Result<History, teamster_store::Error> {
+    pub(super) async fn history(
+        &self,
+        log: &dyn EventLog,
+        turn: &TurnRecord,
+        own_created: Option<&str>,
+    ) -> Result<History, teamster_store::Error> {
         // Ancestors not cached here, newest first.
         let mut uncached = Vec::new();
         let mut cached = None;
         let mut next = turn.previous_turn_id.clone();
         while let Some(id) = next {
-            if let Some(history) = self.inner.history.get(&id) {
+            if let Some(history) = self.get(&id) {
                 cached = Some((id, history));
                 break;
             }
-            let ancestor = self.events().get_turn(&turn.session_id, &id).await?;
+            let ancestor = log.get_turn(&turn.session_id, &id).await?;
             next = ancestor.previous_turn_id;
             uncached.push(id);
         }
@@ -186,26 +190,26 @@ impl TurnRuntime {
             None => (None, Vec::new()),
         };
         for turn_id in uncached.iter().rev() {
-            events.extend(self.content_events(turn_id, None).await?);
+            events.extend(content_events(log, turn_id, None).await?);
         }
         match own_created {
             Some(created) => events.extend(parse(&turn.id, [(1, created)])),
-            None => events.extend(self.content_events(&turn.id, None).await?),
+            None => events.extend(content_events(log, &turn.id, None).await?),
         }
         Ok(History { events, extends })
     }
+}
 
-    /// A turn's content events after sequence number `after`, parsed.
-    async fn content_events(&self, turn_id: &str, mut after: Option<u64>) -> Result<Vec<Event>, teamster_store::Error> {
-        let mut events = Vec::new();
-        loop {
-            let query = ContentQuery { only_turn_content: false, descending: false, after, limit: HISTORY_PAGE };
-            let page = self.events().read_content(turn_id, &query).await?;
-            events.extend(parse(turn_id, page.iter().map(|stored| (stored.sequence, &*stored.data))));
-            match page.last() {
-                Some(last) if page.len() == HISTORY_PAGE as usize => after = Some(last.sequence),
-                _ => return Ok(events),
-            }
+/// A turn's content events after sequence number `after`, parsed.
+async fn content_events(log: &dyn EventLog, turn_id: &str, mut after: Option<u64>) -> Result<Vec<Event>, teamster_store::Error> {
+    let mut events = Vec::new();
+    loop {
+        let query = ContentQuery { only_turn_content: false, descending: false, after, limit: HISTORY_PAGE };
+        let page = log.read_content(turn_id, &query).await?;
+        events.extend(parse(turn_id, page.iter().map(|stored| (stored.sequence, &*stored.data))));
+        match page.last() {
+            Some(last) if page.len() == HISTORY_PAGE as usize => after = Some(last.sequence),
+            _ => return Ok(events),
         }
     }
 }

@@ -5,7 +5,7 @@
 //! it for a grace period; this replica's first renewal claims it. One task, the keeper, renews
 //! the leases this replica holds in batches: every [`LeaseConfig::renew_every`], and a new
 //! turn's first renewal a fifth of that after it starts (turns that end sooner cost the store
-//! nothing). A turn taken over from a stopped replica (see `recovery`) is held from its claim.
+//! nothing). A turn taken over from a stopped replica (see `replicas`) is held from its claim.
 //!
 //! A hold is lost when the store says another replica took the turn over, or when this replica
 //! could not renew it in time: [`Hold::is_valid`] ends a margin ([`LeaseConfig::margin`])

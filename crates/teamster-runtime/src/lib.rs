@@ -1,8 +1,8 @@
 //! The turn runtime: everything about turns while they run and just after. It starts a turn's
 //! task (see `runner`), holds its live log in memory (`live`), commits its events through the
 //! group-commit writer (`writer`, fed by the engine's sink, `sink`), keeps its lease
-//! (`leases`), takes over turns whose server stopped (`recovery`, `resume`), follows turns of
-//! other replicas through the store (`remote`, `subscribe`), and drops old streams
+//! (`leases`), takes over turns whose server stopped (`replicas`, `resume`), follows turns of
+//! other replicas through the store (`replicas`, `subscribe`), and drops old streams
 //! (`retention`).
 //!
 //! It knows nothing of agents, sessions' owners, providers or MCP: a turn's plan comes from a
@@ -17,8 +17,7 @@ mod history;
 mod leases;
 mod live;
 mod metrics;
-mod recovery;
-mod remote;
+mod replicas;
 mod resume;
 mod retention;
 mod runner;
@@ -45,7 +44,7 @@ use crate::live::TurnLog;
 pub use error::{Result, RuntimeError};
 pub use leases::LeaseConfig;
 pub use live::StreamedEvent;
-pub use remote::EndingTurn;
+pub use running::EndingTurn;
 pub use running::RunningTurn;
 pub use sink::TurnSink;
 pub use started::StartedTurn;
@@ -156,7 +155,7 @@ impl TurnRuntime {
             }),
         };
         leases::start_keeper(&runtime);
-        recovery::start_takeovers(&runtime);
+        replicas::start_takeovers(&runtime);
         retention::start_sweeper(&runtime);
         runtime
     }

@@ -1,5 +1,5 @@
 //! Stream retention: a finished turn keeps its whole stream (deltas included, for replays and
-//! resumed subscriptions) for [`ServiceConfig::stream_retention`](crate::ServiceConfig), then
+//! resumed subscriptions) for [`RuntimeConfig::stream_retention`](crate::RuntimeConfig), then
 //! loses it; subscribing to it then answers 412, while its folded content events stay listable
 //! until its session is deleted.
 //!
@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use teamster_protocol::timestamp;
+use teamster_store::EventLog;
 
 use super::TurnRuntime;
 
@@ -33,35 +34,33 @@ pub(crate) fn start_sweeper(runtime: &TurnRuntime) {
         loop {
             tokio::time::sleep(every).await;
             let Some(inner) = inner.upgrade() else { return };
-            (TurnRuntime { inner }).sweep_streams(retention).await;
+            sweep_streams(inner.stores.events.as_ref(), retention).await;
         }
     });
 }
 
-impl TurnRuntime {
-    /// Deletes the streams of turns that finished more than `retention` ago, batch by batch,
-    /// until none is left or a batch fails (the next sweep goes on).
-    async fn sweep_streams(&self, retention: Duration) {
-        let seconds = i64::try_from(retention.as_secs()).unwrap_or(i64::MAX);
-        let Some(cutoff) = timestamp::shift(&timestamp::now(), -seconds) else { return };
-        let mut deleted = 0_u64;
-        loop {
-            match self.events().delete_expired_streams(&cutoff, SWEEP_BATCH).await {
-                Ok(count) => {
-                    deleted += u64::from(count);
-                    if count < SWEEP_BATCH {
-                        break;
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "deleting expired event streams failed; the next sweep retries");
+/// Deletes the streams of turns that finished more than `retention` ago, batch by batch,
+/// until none is left or a batch fails (the next sweep goes on).
+async fn sweep_streams(log: &dyn EventLog, retention: Duration) {
+    let seconds = i64::try_from(retention.as_secs()).unwrap_or(i64::MAX);
+    let Some(cutoff) = timestamp::shift(&timestamp::now(), -seconds) else { return };
+    let mut deleted = 0_u64;
+    loop {
+        match log.delete_expired_streams(&cutoff, SWEEP_BATCH).await {
+            Ok(count) => {
+                deleted += u64::from(count);
+                if count < SWEEP_BATCH {
                     break;
                 }
             }
-            tokio::time::sleep(BATCH_PAUSE).await;
+            Err(error) => {
+                tracing::warn!(%error, "deleting expired event streams failed; the next sweep retries");
+                break;
+            }
         }
-        if deleted > 0 {
-            tracing::debug!(turns = deleted, "deleted the event streams of turns past their retention");
-        }
+        tokio::time::sleep(BATCH_PAUSE).await;
+    }
+    if deleted > 0 {
+        tracing::debug!(turns = deleted, "deleted the event streams of turns past their retention");
     }
 }

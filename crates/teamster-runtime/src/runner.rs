@@ -16,7 +16,7 @@ use super::history::History;
 use super::leases::Hold;
 use super::live::TurnLog;
 use super::metrics::add_metrics;
-use super::remote::EndingTurn;
+use super::running::EndingTurn;
 use super::resume::{self, Resumption};
 use super::sink::TurnSink;
 use super::TurnStart;
@@ -36,7 +36,7 @@ pub(crate) struct NewTurn {
 enum Start {
     /// A new turn, once the session's previous turn (if it is still ending) has ended.
     New(Box<NewTurn>),
-    /// A turn this replica took over from a stopped server (see `recovery`), with what is left
+    /// A turn this replica took over from a stopped server (see `replicas`), with what is left
     /// of its time.
     Resumed { timeout: Duration },
 }
@@ -99,7 +99,7 @@ async fn run(runtime: TurnRuntime, sink: Arc<TurnSink>, session: SessionRecord, 
         Start::Resumed { timeout } => (timeout, true, None, None),
     };
     let log = sink.log.clone();
-    let planned = match runtime.history_events(&turn, own.as_deref()).await {
+    let planned = match runtime.inner.history.history(runtime.events(), &turn, own.as_deref()).await {
         Ok(history) => {
             let planning = runtime.inner.planner.plan(&session, &turn, admitted, &history.events, &sink);
             planning.await.map(|start| (start, history))
@@ -201,7 +201,7 @@ async fn finish(runtime: &TurnRuntime, sink: &TurnSink, state: TurnState, histor
     runtime.inner.leases.release_hold(&log.turn_id);
     // A turn fenced while its last writes were committed may have lost some of them.
     if let Some((turn, history)) = history.filter(|_| !log.is_fenced()) {
-        runtime.cache_history(turn, history, sink.take_recorded()).await;
+        runtime.inner.history.cache(runtime.events(), turn, history, sink.take_recorded()).await;
     }
     runtime.inner.live.remove(&log.turn_id);
     log.mark_finished();

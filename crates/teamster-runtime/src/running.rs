@@ -3,10 +3,12 @@
 //! inside the runtime.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use teamster_protocol::{CancelReason, TurnState};
 use tokio_util::sync::CancellationToken;
 
+use crate::TurnRuntime;
 use crate::live::TurnLog;
 
 /// A handle on a turn running in this process; cheap to clone.
@@ -63,5 +65,30 @@ impl RunningTurn {
     /// fenced and stopped.
     pub async fn wait_finished(&self) {
         self.log.wait_finished().await;
+    }
+}
+
+/// The turn a new turn waits for before it runs: the session's previous turn, being cancelled
+/// for it.
+pub enum EndingTurn {
+    /// It runs in this process.
+    Local(RunningTurn),
+    /// It runs on another replica; its end is read from the store.
+    Remote { session_id: String, turn_id: String },
+}
+
+impl EndingTurn {
+    /// Waits, at most `limit`, until the turn has recorded its end.
+    pub(crate) async fn wait(&self, runtime: &TurnRuntime, limit: Duration) {
+        match self {
+            EndingTurn::Local(turn) => {
+                let _ = tokio::time::timeout(limit, turn.wait_finished()).await;
+            }
+            EndingTurn::Remote { session_id, turn_id } => {
+                if let Err(error) = runtime.wait_stored_end(session_id, turn_id, limit).await {
+                    tracing::warn!(%turn_id, %error, "could not wait for the previous turn to end");
+                }
+            }
+        }
     }
 }

@@ -20,7 +20,7 @@ use teamster_store::TurnRecord;
 
 use super::TurnRuntime;
 use super::live::{StreamedEvent, TurnLog};
-use super::remote::store_poll;
+use super::replicas::store_poll;
 use crate::error::{Result, RuntimeError};
 
 /// The events of one turn after a cursor, in sequence order, ending after `turn.done`.

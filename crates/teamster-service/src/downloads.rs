@@ -1,5 +1,6 @@
-//! Files downloaded from a session's sandbox, by the session's creator alone, when its agent
-//! allows downloads (`config.sandbox.file_downloads`, on by default).
+//! Files downloaded from a session by its creator alone: the files its turns' input stored
+//! (named by digest, `input_files.rs`), and files of its sandbox, when its agent allows
+//! downloads (`config.sandbox.file_downloads`, on by default).
 //!
 //! A sandbox is addressed by its id (the gateway dialect, from `sandbox.created`) or by a turn
 //! of its session (the native API). The store keeps both links when a sandbox is made, so every
@@ -68,7 +69,35 @@ pub(crate) async fn link(store: &dyn SettingsStore, session_id: &str, owner: &st
     Ok(())
 }
 
-impl Service {
+/// A stored file of a session, for download.
+#[derive(Clone, Debug)]
+pub struct DownloadedFile {
+    pub media_type: String,
+    pub data: Vec<u8>,
+}
+
+/// A session's files, for download by its creator: those stored with its turns' input, and
+/// those of its sandbox ([`Service::downloads`]).
+pub struct Downloads<'a> {
+    pub(crate) service: &'a Service,
+}
+
+impl Downloads<'_> {
+    /// A file of the caller's session by the SHA-256 digest its `teamster-file:` reference
+    /// names. 404 for another caller's session, an unknown session or an unknown digest.
+    pub async fn session_file(&self, caller: &Caller, session_id: &str, digest: &str) -> Result<DownloadedFile> {
+        self.service.catalog().owned_session(caller, session_id).await?;
+        let well_formed = digest.len() == 64 && digest.bytes().all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte));
+        if !well_formed {
+            return Err(ServiceError::invalid_param("digest", "a file is named by the SHA-256 digest of its reference: 64 lowercase hex digits"));
+        }
+        match self.service.stores().sessions.get_file(session_id, digest).await {
+            Ok(file) => Ok(DownloadedFile { media_type: file.media_type, data: file.data }),
+            Err(teamster_store::Error::NotFound(_)) => Err(ServiceError::NotFound(format!("this session has no file {digest:?}"))),
+            Err(other) => Err(other.into()),
+        }
+    }
+
     /// A file of a sandbox, at an absolute `path` inside it (`/workspace/...` or `/tmp/...`).
     ///
     /// 400 for a malformed or escaping path, 403 for another caller's session or an agent that
@@ -76,21 +105,21 @@ impl Service {
     /// a session the caller does not own), 410 for the owner's sandbox the idle sweep removed or
     /// its session's deletion destroyed, 412 when the session has no sandbox or the server
     /// runs none, 413 for a file over the transfer limit, 502 when the provider fails.
-    pub async fn download_sandbox_file(&self, caller: &Caller, address: SandboxAddress<'_>, path: &str) -> Result<SandboxFile> {
+    pub async fn sandbox_file(&self, caller: &Caller, address: SandboxAddress<'_>, path: &str) -> Result<SandboxFile> {
         check_path(path)?;
-        let Sandboxes::On { provider, .. } = self.sandboxes() else {
+        let Sandboxes::On { provider, .. } = self.service.sandboxes() else {
             return Err(ServiceError::PreconditionFailed("this server runs no sandboxes".to_owned()));
         };
         let (session, sandbox_id) = match address {
             SandboxAddress::Sandbox(sandbox_id) => {
                 let unknown = || ServiceError::NotFound(format!("sandbox {:?} not found", short(sandbox_id)));
-                let Some(link) = self.stores().settings.get_setting(SANDBOX_SESSION, sandbox_id).await? else {
+                let Some(link) = self.service.stores().settings.get_setting(SANDBOX_SESSION, sandbox_id).await? else {
                     return Err(unknown());
                 };
                 let link = SandboxLink::read(link);
                 // Another caller's session: as if the sandbox never was. A deleted one took its
                 // sandbox with it, which only its creator learns.
-                let session = self.catalog().owned_session(caller, &link.session_id).await.map_err(|error| match error {
+                let session = self.service.catalog().owned_session(caller, &link.session_id).await.map_err(|error| match error {
                     ServiceError::NotFound(_) if link.owner.as_deref() == Some(caller.subject.subject_id.as_str()) => {
                         ServiceError::Gone(format!("sandbox {:?} was removed with its session", short(sandbox_id)))
                     }
@@ -100,15 +129,15 @@ impl Service {
                 (session, sandbox_id.to_owned())
             }
             SandboxAddress::Turn { session_id, turn_id } => {
-                let session = self.catalog().owned_session(caller, session_id).await?;
-                self.turn_record(session_id, turn_id).await?;
-                let sandbox_id = self.stores().settings.get_setting(SESSION_SANDBOX, session_id).await?.ok_or_else(|| {
+                let session = self.service.catalog().owned_session(caller, session_id).await?;
+                self.service.turn_record(session_id, turn_id).await?;
+                let sandbox_id = self.service.stores().settings.get_setting(SESSION_SANDBOX, session_id).await?.ok_or_else(|| {
                     ServiceError::PreconditionFailed("this session has no sandbox: no turn of it has used one".to_owned())
                 })?;
                 (session, sandbox_id)
             }
         };
-        check_downloads_allowed(&self.catalog().session_spec(&session).await?)?;
+        check_downloads_allowed(&self.service.catalog().session_spec(&session).await?)?;
         let file = provider.open_file(&sandbox_id, path).await.map_err(|error| match error {
             SandboxError::NotFound(_) => ServiceError::Gone(format!("sandbox {sandbox_id:?} was removed (idle, or with its session)")),
             SandboxError::InvalidPath { .. } | SandboxError::InvalidRequest(_) => ServiceError::invalid_param("path", error.to_string()),

@@ -1,5 +1,5 @@
 //! Reading events: subscribing to a turn's stream, listing a turn's content events, and a
-//! session's events across turns.
+//! session's events across turns ([`Events`]; the views folded from them are in `views.rs`).
 
 
 use serde_json::value::RawValue;
@@ -47,24 +47,29 @@ fn parse_sequence(text: &str) -> Result<u64> {
     text.parse().map_err(|_| ServiceError::invalid_param("page_token", "page_token is not a valid page token"))
 }
 
-impl Service {
+/// A session's events, read by its creator ([`Service::events`]).
+pub struct Events<'a> {
+    pub(crate) service: &'a Service,
+}
+
+impl Events<'_> {
     /// Subscribes to a turn's stream after sequence number `after` (0 = from the start).
     pub async fn subscribe(&self, caller: &Caller, session_id: &str, turn_id: &str, after: u64) -> Result<EventStream> {
-        self.catalog().owned_session(caller, session_id).await?;
-        let turn = self.turn_record(session_id, turn_id).await?;
-        Ok(self.runtime().subscribe(&turn, after).await?)
+        self.service.catalog().owned_session(caller, session_id).await?;
+        let turn = self.service.turn_record(session_id, turn_id).await?;
+        Ok(self.service.runtime().subscribe(&turn, after).await?)
     }
 
     /// One page of a turn's content events (no `turn.created`, `turn.done` or deltas).
-    pub async fn list_turn_events(
+    pub async fn turn_events(
         &self,
         caller: &Caller,
         session_id: &str,
         turn_id: &str,
         query: TurnEventsQuery,
     ) -> Result<(Vec<Box<RawValue>>, Option<String>)> {
-        self.catalog().owned_session(caller, session_id).await?;
-        let turn = self.turn_record(session_id, turn_id).await?;
+        self.service.catalog().owned_session(caller, session_id).await?;
+        let turn = self.service.turn_record(session_id, turn_id).await?;
         if query.require_terminal && !turn.state.is_terminal() {
             return Err(ServiceError::Conflict {
                 code: "turn_running",
@@ -76,8 +81,9 @@ impl Service {
             None => None,
         };
         // Content lands in the store through the writer; flush so a just-finished turn lists whole.
-        self.runtime().flush().await;
+        self.service.runtime().flush().await;
         let mut page = self
+            .service
             .stores()
             .events
             .read_content(
@@ -102,24 +108,24 @@ impl Service {
 
     /// One page of a session's events, newest first, across the chain of turns ending at the
     /// anchor turn.
-    pub async fn list_session_events(
+    pub async fn session_events(
         &self,
         caller: &Caller,
         session_id: &str,
         query: SessionEventsQuery,
     ) -> Result<(Vec<SessionEventItem>, Option<String>)> {
-        let session = self.catalog().owned_session(caller, session_id).await?;
+        let session = self.service.catalog().owned_session(caller, session_id).await?;
         let (mut next_turn, mut before) = match &query.page_token {
             Some(token) => {
                 let parts = cursor::decode(token, 2)?;
-                let turn = self.stores().events.get_turn(session_id, &parts[0]).await.map_err(|_| {
+                let turn = self.service.stores().events.get_turn(session_id, &parts[0]).await.map_err(|_| {
                     ServiceError::invalid_param("page_token", "page_token is not a valid page token for this session")
                 })?;
                 (Some(turn), Some(parse_sequence(&parts[1])?))
             }
             None => {
                 let anchor = match query.last_turn_id.as_deref().or(session.last_turn_id.as_deref()) {
-                    Some(id) => Some(self.turn_record(session_id, id).await?),
+                    Some(id) => Some(self.service.turn_record(session_id, id).await?),
                     None => None,
                 };
                 match anchor {
@@ -127,7 +133,7 @@ impl Service {
                         if !query.include_running_tip && !turn.state.is_terminal() =>
                     {
                         let parent = match &turn.previous_turn_id {
-                            Some(id) => Some(self.turn_record(session_id, id).await?),
+                            Some(id) => Some(self.service.turn_record(session_id, id).await?),
                             None => None,
                         };
                         (parent, None)
@@ -136,11 +142,12 @@ impl Service {
                 }
             }
         };
-        self.runtime().flush().await;
+        self.service.runtime().flush().await;
         let mut items = Vec::new();
         while let Some(turn) = next_turn.take() {
             let wanted = query.limit as usize + 1 - items.len();
             let page = self
+                .service
                 .stores()
                 .events
                 .read_content(
@@ -159,7 +166,7 @@ impl Service {
                 items.push((turn.id.clone(), event.sequence, SessionEventItem { turn_id: turn.id.clone(), event: raw(event.data)? }));
             }
             if let Some(previous) = &turn.previous_turn_id {
-                next_turn = Some(self.turn_record(session_id, previous).await?);
+                next_turn = Some(self.service.turn_record(session_id, previous).await?);
             }
         }
         Ok((items.into_iter().map(|(_, _, item)| item).collect(), None))

@@ -64,12 +64,17 @@ enum Tip {
     Idle { last: Option<String>, stopped_at: Option<String> },
 }
 
-impl Service {
+/// A session's queued follow-ups and steering instructions ([`Service::follow_ups`]).
+pub struct FollowUps<'a> {
+    pub(crate) service: &'a Service,
+}
+
+impl FollowUps<'_> {
     /// Queues a follow-up; with no turn running it starts one at once (its id in `turn_id`).
     /// 429 when the queue is full.
-    pub async fn queue_follow_up(&self, caller: &Caller, session_id: &str, content: UserContent) -> Result<FollowUp> {
+    pub async fn queue(&self, caller: &Caller, session_id: &str, content: UserContent) -> Result<FollowUp> {
         crate::turns::validate_input(&[TurnInput::Message { content: content.clone() }])?;
-        self.catalog().runnable_session(caller, session_id).await?;
+        self.service.catalog().runnable_session(caller, session_id).await?;
         let message = QueuedMessage {
             session_id: session_id.to_owned(),
             id: ids::new_id("fup"),
@@ -79,7 +84,7 @@ impl Service {
             created_at: timestamp::now(),
             credential: caller.key_id.clone(),
         };
-        if !self.stores().sessions.queue_message(&message, MAX_FOLLOW_UPS).await? {
+        if !self.service.stores().sessions.queue_message(&message, MAX_FOLLOW_UPS).await? {
             return Err(ServiceError::TooMany(format!(
                 "this session has {MAX_FOLLOW_UPS} follow-ups queued already; wait for them or cancel one"
             )));
@@ -94,20 +99,20 @@ impl Service {
             Ok(_) | Err(ServiceError::Conflict { .. }) => {}
             Err(error) => return Err(error),
         }
-        self.watch_follow_ups(session_id);
+        self.watch(session_id);
         Ok(queued)
     }
 
     /// The session's queued follow-ups, in the order they will run.
-    pub async fn follow_ups(&self, caller: &Caller, session_id: &str) -> Result<Vec<FollowUp>> {
-        self.catalog().owned_session(caller, session_id).await?;
-        Ok(self.stores().sessions.queued_messages(session_id, QueueKind::FollowUp).await?.into_iter().map(view).collect())
+    pub async fn list(&self, caller: &Caller, session_id: &str) -> Result<Vec<FollowUp>> {
+        self.service.catalog().owned_session(caller, session_id).await?;
+        Ok(self.service.stores().sessions.queued_messages(session_id, QueueKind::FollowUp).await?.into_iter().map(view).collect())
     }
 
     /// Cancels a queued follow-up (404 once it started or was cancelled).
-    pub async fn cancel_follow_up(&self, caller: &Caller, session_id: &str, id: &str) -> Result<()> {
-        self.catalog().owned_session(caller, session_id).await?;
-        match self.stores().sessions.remove_queued(session_id, id).await? {
+    pub async fn cancel(&self, caller: &Caller, session_id: &str, id: &str) -> Result<()> {
+        self.service.catalog().owned_session(caller, session_id).await?;
+        match self.service.stores().sessions.remove_queued(session_id, id).await? {
             true => Ok(()),
             false => Err(ServiceError::NotFound(format!(
                 "follow-up {:?} is not queued in this session",
@@ -119,11 +124,11 @@ impl Service {
     /// Watches the sessions whose follow-ups (or instructions a turn ended before taking) were
     /// left queued when a server stopped; failing to list them only delays them to the next
     /// message queued in their session.
-    pub(crate) async fn resume_follow_ups(&self) {
-        match self.stores().sessions.queued_sessions(MAX_RESUMED_SESSIONS).await {
+    pub(crate) async fn resume(&self) {
+        match self.service.stores().sessions.queued_sessions(MAX_RESUMED_SESSIONS).await {
             Ok(sessions) => {
                 for session_id in sessions {
-                    self.watch_follow_ups(&session_id);
+                    self.watch(&session_id);
                 }
             }
             Err(error) => tracing::warn!(%error, "queued follow-ups could not be listed"),
@@ -131,15 +136,15 @@ impl Service {
     }
 
     /// Makes sure this process watches the session until its follow-ups are used up.
-    pub(crate) fn watch_follow_ups(&self, session_id: &str) {
-        if !self.follow_up_watchers().insert(session_id) {
+    pub(crate) fn watch(&self, session_id: &str) {
+        if !self.service.follow_up_watchers().insert(session_id) {
             return;
         }
-        let service = self.clone();
+        let service = self.service.clone();
         let session_id = session_id.to_owned();
         tokio::spawn(async move {
             for _ in 0..MAX_STEPS {
-                match service.follow_up_step(&session_id).await {
+                match service.follow_ups().follow_up_step(&session_id).await {
                     Ok(true) => {}
                     Ok(false) => break,
                     Err(error) => {
@@ -157,10 +162,10 @@ impl Service {
     async fn follow_up_step(&self, session_id: &str) -> Result<bool> {
         match self.tip(session_id).await? {
             Tip::Running(turn_id) => {
-                match self.runtime().running_in_session(session_id) {
+                match self.service.runtime().running_in_session(session_id) {
                     Some(running) if running.turn_id() == turn_id => running.wait_finished().await,
                     _ => {
-                        self.runtime().wait_stored_end(session_id, &turn_id, REMOTE_WAIT).await?;
+                        self.service.runtime().wait_stored_end(session_id, &turn_id, REMOTE_WAIT).await?;
                     }
                 }
                 Ok(true)
@@ -177,12 +182,12 @@ impl Service {
 
     /// What the session's last turn allows now.
     async fn tip(&self, session_id: &str) -> Result<Tip> {
-        if let Some(running) = self.runtime().running_in_session(session_id) {
+        if let Some(running) = self.service.runtime().running_in_session(session_id) {
             return Ok(Tip::Running(running.turn_id().to_owned()));
         }
-        let session = self.stores().sessions.get_session(session_id).await?;
+        let session = self.service.stores().sessions.get_session(session_id).await?;
         let Some(last) = session.last_turn_id else { return Ok(Tip::Idle { last: None, stopped_at: None }) };
-        Ok(match self.turn_record(session_id, &last).await?.state {
+        Ok(match self.service.turn_record(session_id, &last).await?.state {
             TurnState::Running => Tip::Running(last),
             TurnState::Done { required_actions, .. } if !required_actions.is_empty() => Tip::WaitingForUser,
             TurnState::Cancelled { reason: CancelReason::ClientCancelled, completed_at, .. } => {
@@ -199,8 +204,8 @@ impl Service {
         let Tip::Idle { stopped_at: Some(stopped_at), .. } = self.tip(session_id).await? else { return Ok(0) };
         let mut dropped = 0;
         for kind in [QueueKind::Steer, QueueKind::FollowUp] {
-            for message in self.stores().sessions.queued_messages(session_id, kind).await? {
-                if queued_before(&message, &stopped_at) && self.stores().sessions.remove_queued(session_id, &message.id).await? {
+            for message in self.service.stores().sessions.queued_messages(session_id, kind).await? {
+                if queued_before(&message, &stopped_at) && self.service.stores().sessions.remove_queued(session_id, &message.id).await? {
                     dropped += 1;
                 }
             }
@@ -221,19 +226,19 @@ impl Service {
         stopped_at: Option<&str>,
     ) -> Result<Option<(String, String)>> {
         loop {
-            let mut queue = self.stores().sessions.queued_messages(session_id, QueueKind::Steer).await?;
+            let mut queue = self.service.stores().sessions.queued_messages(session_id, QueueKind::Steer).await?;
             if queue.is_empty() {
-                queue = self.stores().sessions.queued_messages(session_id, QueueKind::FollowUp).await?;
+                queue = self.service.stores().sessions.queued_messages(session_id, QueueKind::FollowUp).await?;
             }
             let Some(next) = queue.into_iter().next() else { return Ok(None) };
-            if !self.stores().sessions.remove_queued(session_id, &next.id).await? {
+            if !self.service.stores().sessions.remove_queued(session_id, &next.id).await? {
                 return Err(ServiceError::turn_running("the follow-up was started elsewhere"));
             }
             if stopped_at.is_some_and(|at| queued_before(&next, at)) {
                 tracing::info!(session = %session_id, message = %next.id, "a message queued before the turn was cancelled was dropped");
                 continue;
             }
-            if !credential_in_force(self.stores().settings.as_ref(), &next).await? {
+            if !credential_in_force(self.service.stores().settings.as_ref(), &next).await? {
                 tracing::warn!(session = %session_id, message = %next.id, "a queued message's API key was revoked; it was dropped");
                 continue;
             }
@@ -243,10 +248,10 @@ impl Service {
                 at_tip: true,
             };
             let caller = Caller::owner(next.created_by.clone());
-            return match self.create_turn(&caller, session_id, request).await {
+            return match self.service.create_turn(&caller, session_id, request).await {
                 Ok(started) => Ok(Some((next.id, started.turn.id))),
                 Err(error) => {
-                    if let Err(requeue) = self.stores().sessions.queue_message(&next, u32::MAX).await {
+                    if let Err(requeue) = self.service.stores().sessions.queue_message(&next, u32::MAX).await {
                         tracing::warn!(session = %session_id, error = %requeue, "a refused follow-up could not be queued again");
                     }
                     Err(error)
@@ -274,12 +279,12 @@ async fn credential_in_force(store: &dyn teamster_store::SettingsStore, message:
 /// The most steering instructions a session keeps queued for its running turn.
 pub const MAX_STEERS: u32 = 16;
 
-impl Service {
+impl FollowUps<'_> {
     /// Queues an instruction for the session's running turn, which takes it before its next
     /// model call (409 when no turn runs; 429 when too many wait).
     pub async fn steer(&self, caller: &Caller, session_id: &str, content: UserContent) -> Result<FollowUp> {
         crate::turns::validate_input(&[TurnInput::Message { content: content.clone() }])?;
-        self.catalog().runnable_session(caller, session_id).await?;
+        self.service.catalog().runnable_session(caller, session_id).await?;
         let Tip::Running(turn_id) = self.tip(session_id).await? else {
             return Err(ServiceError::Conflict {
                 code: "no_running_turn",
@@ -295,14 +300,14 @@ impl Service {
             created_at: timestamp::now(),
             credential: caller.key_id.clone(),
         };
-        if !self.stores().sessions.queue_message(&message, MAX_STEERS).await? {
+        if !self.service.stores().sessions.queue_message(&message, MAX_STEERS).await? {
             return Err(ServiceError::TooMany(format!("{MAX_STEERS} instructions wait for this turn already")));
         }
-        if let Some(running) = self.runtime().running_in_session(session_id).filter(|running| running.turn_id() == turn_id) {
+        if let Some(running) = self.service.runtime().running_in_session(session_id).filter(|running| running.turn_id() == turn_id) {
             running.mark_steered();
         }
         // Should the turn end before another model call, the instruction starts the next one.
-        self.watch_follow_ups(session_id);
+        self.watch(session_id);
         Ok(view(message))
     }
 }

@@ -241,26 +241,3 @@ mod tests {
     }
 }
 
-/// A stored file of a session, for download.
-#[derive(Clone, Debug)]
-pub struct DownloadedFile {
-    pub media_type: String,
-    pub data: Vec<u8>,
-}
-
-impl crate::Service {
-    /// A file of the caller's session by the SHA-256 digest its `teamster-file:` reference
-    /// names. 404 for another caller's session, an unknown session or an unknown digest.
-    pub async fn get_session_file(&self, caller: &crate::Caller, session_id: &str, digest: &str) -> Result<DownloadedFile> {
-        self.catalog().owned_session(caller, session_id).await?;
-        let well_formed = digest.len() == 64 && digest.bytes().all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte));
-        if !well_formed {
-            return Err(ServiceError::invalid_param("digest", "a file is named by the SHA-256 digest of its reference: 64 lowercase hex digits"));
-        }
-        match self.stores().sessions.get_file(session_id, digest).await {
-            Ok(file) => Ok(DownloadedFile { media_type: file.media_type, data: file.data }),
-            Err(teamster_store::Error::NotFound(_)) => Err(ServiceError::NotFound(format!("this session has no file {digest:?}"))),
-            Err(other) => Err(other.into()),
-        }
-    }
-}

@@ -23,11 +23,10 @@ mod follow_ups;
 mod input_files;
 mod limits;
 mod sandboxes;
-mod session_plans;
 mod skills;
-mod tasks;
 mod turn_planner;
 mod turns;
+mod views;
 
 use teamster_llm::registry::RegistryOptions;
 use std::sync::Arc;
@@ -39,19 +38,19 @@ use teamster_store::StoreParts;
 pub use teamster_tools::tool_sets::{ToolScope, ToolSet, ToolSets};
 
 pub use error::{Result, ServiceError};
-pub use events::{ListOrder, SessionEventsQuery, TurnEventsQuery};
-pub use downloads::{SandboxAddress, SandboxFile};
+pub use events::{Events, ListOrder, SessionEventsQuery, TurnEventsQuery};
+pub use downloads::{DownloadedFile, Downloads, SandboxAddress, SandboxFile};
 pub use sandboxes::{MAX_SKILLS, SkillSources};
 pub use skills::{SkillRegistry, SkillWrite};
 pub use teamster_skills::SkillCache;
-pub use input_files::DownloadedFile;
 pub use teamster_mcp_host::{McpHost, McpHostError, McpLinks, McpServerWrite, OAuthCallback};
 pub use teamster_mcp::oauth::TokenKey;
-pub use catalog::{Catalog, ProviderWrite, SessionListQuery, SessionScope, SessionUpdate};
+pub use catalog::{Catalog, ModelProviders, ProviderWrite, SessionListQuery, SessionScope, SessionUpdate};
 pub use teamster_runtime::{EventStream, LeaseConfig, StartedTurn, StreamedEvent};
 pub use sandboxes::Sandboxes;
 pub use teamster_store::SessionOrder;
 pub use clones::CloneSession;
+pub use follow_ups::FollowUps;
 /// The plan tool's name (the stream dialects show its calls as plans).
 pub use teamster_control::SUBMIT_PLAN;
 /// The sub-agent tool's name (the UI message stream shows its calls as the threads they start).
@@ -139,6 +138,8 @@ pub struct Service {
 
 struct Inner {
     stores: StoreParts,
+    /// Opens sealed settings, and says when some cannot be (readiness).
+    sealed: teamster_sealed::SealedSettings,
     catalog: Arc<Catalog>,
     mcp: Arc<McpHost>,
     runtime: TurnRuntime,
@@ -180,13 +181,13 @@ impl Service {
             stores.settings.clone(),
             config.mcp_links.clone(),
             config.secret_key.as_ref(),
-            sealed,
+            sealed.clone(),
             config.allow_stdio_mcp,
             config.egress.clone(),
             config.tool_sets.clone(),
         )
         .await?;
-        if let Some(message) = catalog.unopenable_settings() {
+        if let Some(message) = sealed.unopenable() {
             tracing::error!("{message}; this server reports itself not ready (GET /readyz) until they can be opened");
         }
         let cluster = feed.as_ref().map(|_| Arc::new(cluster::Cluster::default()));
@@ -212,6 +213,7 @@ impl Service {
         let inner = Arc::new(Inner {
             skills: skills::SkillRegistry::new(stores.settings.clone()),
             stores,
+            sealed,
             catalog,
             mcp,
             runtime,
@@ -226,7 +228,7 @@ impl Service {
             cluster::start(cluster, feed, member);
         }
         let service = Service { inner };
-        service.resume_follow_ups().await;
+        service.follow_ups().resume().await;
         Ok(service)
     }
 
@@ -264,6 +266,21 @@ impl Service {
         &self.inner.sandboxes
     }
 
+    /// A session's events, and the views folded from them.
+    pub fn events(&self) -> Events<'_> {
+        Events { service: self }
+    }
+
+    /// A session's files, for download.
+    pub fn downloads(&self) -> Downloads<'_> {
+        Downloads { service: self }
+    }
+
+    /// A session's queued follow-ups and steering instructions.
+    pub fn follow_ups(&self) -> FollowUps<'_> {
+        FollowUps { service: self }
+    }
+
     fn follow_up_watchers(&self) -> &follow_ups::Watched {
         &self.inner.follow_up_watchers
     }
@@ -286,6 +303,11 @@ impl Service {
         Ok(self.api_keys().authenticate(bearer).await?)
     }
 
+    /// A limit of `per_minute` requests a minute per subject, counted in this service's store.
+    pub fn request_rate(&self, per_minute: u32) -> RequestRate {
+        RequestRate::new(self.stores().usage.clone(), per_minute)
+    }
+
     /// The number of turns running in this process.
     pub fn running_turns(&self) -> usize {
         self.runtime().running_turns()
@@ -305,7 +327,7 @@ impl Service {
     /// so) and the store answers a cheap query (one setting by key) within
     /// [`READY_CHECK_TIMEOUT`] (the reason it does not is logged, not returned).
     pub async fn ready(&self) -> Result<()> {
-        if let Some(message) = self.inner.catalog.unopenable_settings() {
+        if let Some(message) = self.inner.sealed.unopenable() {
             return Err(ServiceError::Unavailable(message));
         }
         let started = std::time::Instant::now();
@@ -356,7 +378,7 @@ impl cluster::ClusterMember for Inner {
     async fn reload_settings(&self, kind: Option<&str>) {
         let wanted = |setting_kind: &str| kind.is_none_or(|kind| kind == setting_kind);
         if wanted(catalog::SETTING_KIND)
-            && let Err(error) = self.catalog.reload_model_providers().await
+            && let Err(error) = self.catalog.providers().reload().await
         {
             tracing::warn!(%error, "could not reload model providers");
         }

@@ -124,13 +124,6 @@ impl RequestRate {
     }
 }
 
-impl crate::Service {
-    /// A limit of `per_minute` requests a minute per subject, counted in this service's store.
-    pub fn request_rate(&self, per_minute: u32) -> RequestRate {
-        RequestRate::new(self.inner.stores.usage.clone(), per_minute)
-    }
-}
-
 fn now_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs()
 }

@@ -129,7 +129,7 @@ impl Service {
                 if request.input.first().is_none_or(|item| item.kind() == InputKind::ToolDecisions)
                     && !self.stores().sessions.queued_messages(session_id, QueueKind::FollowUp).await?.is_empty()
                 {
-                    self.watch_follow_ups(session_id);
+                    self.follow_ups().watch(session_id);
                 }
                 return Ok(started);
             }
@@ -254,7 +254,7 @@ impl Service {
             })
             .collect();
         if let Some(previous) = previous.filter(|_| !allowed.is_empty()) {
-            let content = self.turn_content(previous).await?;
+            let content = self.events().turn_content(previous).await?;
             if let Some(target) = in_force(&control).and_then(|mode| mode.transitions_to.clone())
                 && teamster_control::approves_plan(&content, input)
             {
@@ -395,7 +395,7 @@ impl Service {
                 "the running turn did not stop in time; it will stop shortly".to_owned(),
             ));
         }
-        let dropped = self.drop_stopped_queue(session_id).await?;
+        let dropped = self.follow_ups().drop_stopped_queue(session_id).await?;
         if dropped > 0 {
             tracing::info!(session = %session_id, dropped, "the messages queued for the cancelled turn were dropped");
         }

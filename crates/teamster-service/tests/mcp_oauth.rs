@@ -93,7 +93,7 @@ async fn service(oauth: &OAuthServer, model: &teamster_fake_model::FakeModelServ
         "models": [{"name": "fake-model", "model_id": "fake-model"}],
     }))
     .unwrap();
-    service.catalog().write_model_provider(provider, ProviderWrite::Upsert).await.unwrap();
+    service.catalog().providers().write(provider, ProviderWrite::Upsert).await.unwrap();
     let manifest: McpServerManifest = serde_json::from_value(json!({
         "type": "remote", "name": "oauth", "description": "OAuth tools.", "url": format!("{}/mcp", oauth.base),
         "auth": {"type": "dcr"},

@@ -16,6 +16,18 @@ fn the_workspace_keeps_its_architecture() {
     assert!(listed.is_empty(), "architecture violations:\n{}", listed.join("\n"));
 }
 
+/// The allow-list may only shrink, and no type may spread over more than three files: its own
+/// and at most two others.
+#[test]
+fn no_type_is_allowed_impls_in_more_than_two_other_files() {
+    let spread: Vec<String> = teamster_tidy::IMPL_EXCEPTIONS
+        .iter()
+        .filter(|(_, _, files)| files.len() > 2)
+        .map(|(krate, type_name, files)| format!("{krate}'s {type_name} in {}", files.join(", ")))
+        .collect();
+    assert!(spread.is_empty(), "types with impls in more than three files:\n{}", spread.join("\n"));
+}
+
 /// One crate of a scratch tree: its name, its `[dependencies]` lines, a source file's name and
 /// text.
 type Crate<'a> = (&'a str, &'a str, &'a str, &'a str);

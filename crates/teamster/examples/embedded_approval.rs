@@ -14,7 +14,7 @@ mod support;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use teamster::runtime::{Approval, Event, NativeTools, Runtime, ServiceConfig, ToolScope, TurnInput, user_message};
+use teamster::runtime::{Approval, Event, NativeTools, Runtime, RuntimeOptions, ToolScope, TurnInput, user_message};
 use teamster::{ToolError, tool};
 
 /// Arguments of the order desk's tools.
@@ -39,9 +39,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(format!("order {} of {customer} is refunded", order.order_id))
         }
     });
-    let mut config = ServiceConfig::default();
-    NativeTools::new("orders").read_only_tool(status).tool(refund).register(&mut config)?;
-    let runtime = Runtime::open_with("sqlite::memory:", config).await?;
+    let mut options = RuntimeOptions::default();
+    NativeTools::new("orders").read_only_tool(status).tool(refund).register(&mut options)?;
+    let runtime = Runtime::open_with("sqlite::memory:", options).await?;
     let model = support::runtime_model(&runtime).await?;
     // The agent names the tool set as it would name an MCP server; calls of tools that are not
     // read-only wait for approval unless the entry's selectors say otherwise.

@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 mod support;
 
 use serde_json::json;
-use teamster::runtime::{NativeTools, Runtime, RuntimeEvent, ServiceConfig, ToolScope, user_message};
+use teamster::runtime::{NativeTools, Runtime, RuntimeEvent, RuntimeOptions, ToolScope, user_message};
 use teamster::{ToolError, tool};
 use teamster_fake_model::FakeModelServer;
 use teamster_protocol::input::{Approval, TurnInput};
@@ -20,8 +20,9 @@ use teamster_protocol::{Event, TurnState};
 /// A runtime on an in-memory store whose provider `fake` is the fake model, and an agent
 /// `helper` on it with the MCP test server `tools`.
 async fn runtime(model: &FakeModelServer) -> Runtime {
-    let config = ServiceConfig { allow_stdio_mcp: true, ..ServiceConfig::default() };
-    let runtime = Runtime::open_with("sqlite::memory:", config).await.unwrap();
+    let mut options = RuntimeOptions::default();
+    options.allow_stdio_mcp = true;
+    let runtime = Runtime::open_with("sqlite::memory:", options).await.unwrap();
     support::add_fake_provider(&runtime, model).await;
     let python = std::env::var("TEAMSTER_TEST_PYTHON")
         .expect("TEAMSTER_TEST_PYTHON must name a Python with the `mcp` package (scripts/test sets it)");
@@ -141,10 +142,11 @@ async fn an_embedded_agent_uses_a_local_skill_in_its_sandbox() {
     std::fs::write(skill.join("footer.txt"), "-- the team\n").unwrap();
     let root = temp.0.join("sandboxes");
     let provider = teamster::runtime::Bubblewrap::start(&root, teamster::runtime::SandboxLimits::default()).await.unwrap();
-    let skills = teamster::runtime::SkillSources::new(teamster::runtime::SkillCache::new(root.join(".skills")))
-        .with_local("house-style", &skill);
-    let sandboxes = teamster::runtime::Sandboxes::on(std::sync::Arc::new(provider), skills);
-    let runtime = Runtime::open_with("sqlite::memory:", ServiceConfig { sandboxes, ..ServiceConfig::default() }).await.unwrap();
+    let sandbox = teamster::runtime::SandboxOptions::new(std::sync::Arc::new(provider), root.join(".skills"))
+        .with_local_skill("house-style", &skill);
+    let mut options = RuntimeOptions::default();
+    options.sandbox = Some(sandbox);
+    let runtime = Runtime::open_with("sqlite::memory:", options).await.unwrap();
     let model = FakeModelServer::start().await.unwrap();
     support::add_fake_provider(&runtime, &model).await;
     let spec = json!({
@@ -199,9 +201,9 @@ struct Order {
 #[tokio::test]
 async fn a_native_tool_waits_for_approval_and_runs_once_when_approved() {
     let refunds = Arc::new(Mutex::new(Vec::new()));
-    let mut config = ServiceConfig::default();
-    order_desk(refunds.clone()).register(&mut config).unwrap();
-    let runtime = Runtime::open_with("sqlite::memory:", config).await.unwrap();
+    let mut options = RuntimeOptions::default();
+    order_desk(refunds.clone()).register(&mut options).unwrap();
+    let runtime = Runtime::open_with("sqlite::memory:", options).await.unwrap();
     let model = FakeModelServer::start().await.unwrap();
     support::add_fake_provider(&runtime, &model).await;
     // The set is named as an MCP server would be; its selectors apply as they do to one.
@@ -254,9 +256,9 @@ async fn a_native_tool_approval_outlives_the_runtime_that_asked_for_it() {
     let model = FakeModelServer::start().await.unwrap();
     let refunds = Arc::new(Mutex::new(Vec::new()));
     let open = |refunds: &Arc<Mutex<Vec<String>>>| {
-        let mut config = ServiceConfig::default();
-        order_desk(refunds.clone()).register(&mut config).unwrap();
-        Runtime::open_with(&database, config)
+        let mut options = RuntimeOptions::default();
+        order_desk(refunds.clone()).register(&mut options).unwrap();
+        Runtime::open_with(&database, options)
     };
     let first = open(&refunds).await.unwrap();
     support::add_fake_provider(&first, &model).await;
@@ -299,9 +301,9 @@ async fn a_native_tool_approval_outlives_the_runtime_that_asked_for_it() {
 
 #[tokio::test]
 async fn a_sub_agent_calls_the_native_tools_of_its_parent() {
-    let mut config = ServiceConfig::default();
-    order_desk(Arc::default()).register(&mut config).unwrap();
-    let runtime = Runtime::open_with("sqlite::memory:", config).await.unwrap();
+    let mut options = RuntimeOptions::default();
+    order_desk(Arc::default()).register(&mut options).unwrap();
+    let runtime = Runtime::open_with("sqlite::memory:", options).await.unwrap();
     let model = FakeModelServer::start().await.unwrap();
     support::add_fake_provider(&runtime, &model).await;
     let spec = json!({

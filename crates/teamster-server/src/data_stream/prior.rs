@@ -62,7 +62,7 @@ async fn content(service: &Service, caller: &Caller, session_id: &str, turn_id: 
     let mut page_token = None;
     loop {
         let query = TurnEventsQuery { limit: PAGE, order: ListOrder::Ascending, page_token, require_terminal: false };
-        let (page, next) = service.list_turn_events(caller, session_id, turn_id, query).await?;
+        let (page, next) = service.events().turn_events(caller, session_id, turn_id, query).await?;
         // Events this build cannot read (none today) have no part to contribute.
         events.extend(page.iter().filter_map(|raw| serde_json::from_str::<Event>(raw.get()).ok()));
         match next {

@@ -46,14 +46,14 @@ pub async fn create_turn(
 pub async fn subscribe(state: &AppState, caller: &Caller, session_id: &str, turn_id: &str, after: u64, format: StreamFormat) -> ApiResult<Response> {
     match format {
         StreamFormat::Native { progress } => {
-            let events = state.service.subscribe(caller, session_id, turn_id, after).await?;
+            let events = state.service.events().subscribe(caller, session_id, turn_id, after).await?;
             Ok(sse_response(events, progress, state))
         }
         StreamFormat::DataStream => {
             // The parts of an event depend on the ones before it: the stream folds from the start.
             let turn = state.service.get_turn(caller, session_id, turn_id).await?;
             let translator = data_stream::prior::translator(&state.service, caller, session_id, &turn).await?;
-            let events = state.service.subscribe(caller, session_id, turn_id, 0).await?;
+            let events = state.service.events().subscribe(caller, session_id, turn_id, 0).await?;
             Ok(data_stream_response(events, translator, after, state))
         }
     }
@@ -75,7 +75,7 @@ pub async fn session_events(
         last_turn_id: params.string("last_turn_id"),
         include_running_tip,
     };
-    let (events, next) = state.service.list_session_events(caller, session_id, query).await?;
+    let (events, next) = state.service.events().session_events(caller, session_id, query).await?;
     Ok(crate::routes::page(events, next, limit))
 }
 
@@ -97,7 +97,7 @@ pub async fn turn_events(
         page_token: params.string("page_token"),
         require_terminal,
     };
-    let (events, next) = state.service.list_turn_events(caller, session_id, turn_id, query).await?;
+    let (events, next) = state.service.events().turn_events(caller, session_id, turn_id, query).await?;
     Ok(crate::routes::page(events, next, limit))
 }
 
@@ -107,7 +107,7 @@ pub async fn download_sandbox_file(state: &AppState, caller: &Caller, address: S
     let path = params
         .string("path")
         .ok_or_else(|| ApiError::bad_request("invalid_request", "the query parameter path is required").with_param("path"))?;
-    let file = state.service.download_sandbox_file(caller, address, &path).await?;
+    let file = state.service.downloads().sandbox_file(caller, address, &path).await?;
     let ascii_name: String =
         file.name.chars().map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' { c } else { '_' }).collect();
     let disposition = format!("attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{}", percent_encode(&file.name));

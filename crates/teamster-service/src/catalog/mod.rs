@@ -7,18 +7,18 @@ mod agents;
 mod providers;
 mod sessions;
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use teamster_llm::registry::{ModelRegistry, RegistryOptions};
 use teamster_protocol::agent::AgentSpec;
 use teamster_protocol::settings::ModelProviderManifest;
-use teamster_store::{AgentStore, SessionAgentRecord, SessionRecord, SessionStore, SettingsStore, StoreParts};
+use teamster_store::{AgentStore, SessionAgentRecord, SessionRecord, SessionStore, StoreParts};
 
 use crate::Caller;
 use crate::error::{Result, ServiceError};
 use teamster_sealed::SealedSettings;
 
-pub use providers::ProviderWrite;
+pub use providers::{ModelProviders, ProviderWrite};
 pub(crate) use providers::SETTING_KIND;
 pub use sessions::{SessionListQuery, SessionScope, SessionUpdate};
 pub(crate) use agents::tenant_of;
@@ -28,17 +28,10 @@ pub(crate) use sessions::{session_view, validate_title};
 pub struct Catalog {
     agents: Arc<dyn AgentStore>,
     sessions: Arc<dyn SessionStore>,
-    settings: Arc<dyn SettingsStore>,
-    /// The providers in force and the registry built from them.
-    providers: RwLock<providers::Providers>,
-    /// Serialises provider writes.
-    provider_writes: tokio::sync::Mutex<()>,
-    /// Providers from the environment; stored ones override them by name.
-    env_providers: Vec<ModelProviderManifest>,
+    /// The model providers in force.
+    providers: ModelProviders,
     /// Whether specs may ask for a sandbox.
     sandboxes: crate::Sandboxes,
-    /// Seals the providers' API keys in the store.
-    sealed: SealedSettings,
     /// The MCP host, whose configured servers saved agents may name (set once it has started).
     mcp: std::sync::OnceLock<Arc<teamster_mcp_host::McpHost>>,
 }
@@ -52,16 +45,12 @@ impl Catalog {
         sandboxes: crate::Sandboxes,
         sealed: SealedSettings,
     ) -> Result<Catalog> {
-        let providers = providers::Providers::load(stores.settings.as_ref(), &sealed, &env_providers, model_options).await?;
+        let providers = ModelProviders::load(stores.settings.clone(), sealed, env_providers, model_options).await?;
         Ok(Catalog {
             agents: stores.agents.clone(),
             sessions: stores.sessions.clone(),
-            settings: stores.settings.clone(),
-            providers: RwLock::new(providers),
-            provider_writes: tokio::sync::Mutex::new(()),
-            env_providers,
+            providers,
             sandboxes,
-            sealed,
             mcp: std::sync::OnceLock::new(),
         })
     }
@@ -71,9 +60,14 @@ impl Catalog {
         let _first = self.mcp.set(mcp.clone());
     }
 
+    /// The model providers in force.
+    pub fn providers(&self) -> &ModelProviders {
+        &self.providers
+    }
+
     /// The registry that resolves `provider/model` names, as configured now.
     pub(crate) fn models(&self) -> Arc<ModelRegistry> {
-        self.read_providers().registry.clone()
+        self.providers.registry()
     }
 
     /// The spec a session runs: its draft spec, or its saved agent's pinned version

@@ -1,4 +1,5 @@
-//! Model-provider settings: the configured providers and the registry built from them.
+//! Model-provider settings: the configured providers and the registry built from them
+//! ([`ModelProviders`], a room of the catalog with a lock of its own).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,12 +10,25 @@ use teamster_store::SettingsStore;
 
 use crate::error::{Result, ServiceError};
 use teamster_sealed::SealedSettings;
-use super::Catalog;
+
+/// The model providers in force: the environment's, overridden by name by those stored
+/// through the settings API (API keys sealed), and the registry built from them.
+pub struct ModelProviders {
+    settings: Arc<dyn SettingsStore>,
+    /// Seals the providers' API keys in the store.
+    sealed: SealedSettings,
+    /// Providers from the environment; stored ones override them by name.
+    env_providers: Vec<ModelProviderManifest>,
+    /// The providers in force and the registry built from them.
+    in_force: std::sync::RwLock<Providers>,
+    /// Serialises writes, so the store and the registry agree on the last one.
+    writes: tokio::sync::Mutex<()>,
+}
 
 /// The providers in force, by name, and the registry that resolves `provider/model` names.
-pub(crate) struct Providers {
+struct Providers {
     manifests: BTreeMap<String, ModelProviderManifest>,
-    pub registry: Arc<ModelRegistry>,
+    registry: Arc<ModelRegistry>,
     /// One connection pool shared by every provider client.
     http: reqwest::Client,
     options: RegistryOptions,
@@ -24,18 +38,6 @@ pub(crate) struct Providers {
 pub(crate) const SETTING_KIND: &str = "model-provider";
 
 impl Providers {
-    /// Providers from the environment, overridden by name by those stored through the
-    /// settings API.
-    pub async fn load(
-        store: &dyn SettingsStore,
-        sealed: &SealedSettings,
-        env_providers: &[ModelProviderManifest],
-        options: RegistryOptions,
-    ) -> Result<Providers> {
-        let manifests = Providers::manifests(store, sealed, env_providers).await?;
-        Ok(Providers::from_manifests(manifests, reqwest::Client::new(), options))
-    }
-
     /// The manifests in force: the environment's, overridden by name by the stored ones.
     async fn manifests(
         store: &dyn SettingsStore,
@@ -69,10 +71,33 @@ pub enum ProviderWrite {
     Upsert,
 }
 
-impl Catalog {
+impl ModelProviders {
+    /// Loads the providers in force: `env_providers`, overridden by name by the stored ones.
+    pub(crate) async fn load(
+        settings: Arc<dyn SettingsStore>,
+        sealed: SealedSettings,
+        env_providers: Vec<ModelProviderManifest>,
+        options: RegistryOptions,
+    ) -> Result<ModelProviders> {
+        let manifests = Providers::manifests(settings.as_ref(), &sealed, &env_providers).await?;
+        let in_force = Providers::from_manifests(manifests, reqwest::Client::new(), options);
+        Ok(ModelProviders {
+            settings,
+            sealed,
+            env_providers,
+            in_force: std::sync::RwLock::new(in_force),
+            writes: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The registry that resolves `provider/model` names, as configured now.
+    pub(crate) fn registry(&self) -> Arc<ModelRegistry> {
+        self.read().registry.clone()
+    }
+
     /// Every configured provider, API keys redacted.
-    pub fn list_model_providers(&self) -> Vec<ConfiguredModelProvider> {
-        self.read_providers()
+    pub fn list(&self) -> Vec<ConfiguredModelProvider> {
+        self.read()
             .manifests
             .iter()
             .map(|(name, manifest)| ConfiguredModelProvider { name: name.clone(), manifest: manifest.redacted() })
@@ -81,7 +106,7 @@ impl Catalog {
 
     /// Creates or replaces a provider, stored so it survives restarts. A redacted API key
     /// keeps the stored one.
-    pub async fn write_model_provider(
+    pub async fn write(
         &self,
         mut manifest: ModelProviderManifest,
         mode: ProviderWrite,
@@ -89,8 +114,8 @@ impl Catalog {
         validate_manifest(&manifest).map_err(|message| ServiceError::invalid_param("manifest", message))?;
         let name = manifest.provider_name().to_owned();
         // One writer at a time, so the store and the registry agree on the last write.
-        let _writing = self.provider_writes.lock().await;
-        let existing = self.read_providers().manifests.get(&name).cloned();
+        let _writing = self.writes.lock().await;
+        let existing = self.read().manifests.get(&name).cloned();
         if mode == ProviderWrite::Create && existing.is_some() {
             return Err(ServiceError::Conflict {
                 code: "already_exists",
@@ -122,7 +147,7 @@ impl Catalog {
             }
         }
         self.sealed.put(self.settings.as_ref(), SETTING_KIND, &name, &manifest).await?;
-        let mut providers = self.providers.write().unwrap_or_else(|p| p.into_inner());
+        let mut providers = self.in_force.write().unwrap_or_else(|p| p.into_inner());
         let mut manifests = providers.manifests.clone();
         manifests.insert(name.clone(), manifest.clone());
         *providers = Providers::from_manifests(manifests, providers.http.clone(), providers.options);
@@ -133,8 +158,8 @@ impl Catalog {
     /// for (`OPENAI_API_KEY`, ...) cannot be deleted here; when a stored one overrode it, the
     /// environment's comes back. Agents that name the provider's models fail their next turn
     /// with an error that names the provider (and, at save time, are refused).
-    pub async fn delete_model_provider(&self, name: &str) -> Result<()> {
-        let _writing = self.provider_writes.lock().await;
+    pub async fn delete(&self, name: &str) -> Result<()> {
+        let _writing = self.writes.lock().await;
         if !self.settings.delete_setting(SETTING_KIND, name).await? {
             return Err(self.not_stored(name));
         }
@@ -143,8 +168,8 @@ impl Catalog {
 
     /// Renames a `custom` provider stored through the settings API (a well-known provider is
     /// named by its type). Agents that name the old name must be changed to the new one.
-    pub async fn rename_model_provider(&self, name: &str, new_name: &str) -> Result<ConfiguredModelProvider> {
-        let _writing = self.provider_writes.lock().await;
+    pub async fn rename(&self, name: &str, new_name: &str) -> Result<ConfiguredModelProvider> {
+        let _writing = self.writes.lock().await;
         let Some(stored) = self.sealed.get::<ModelProviderManifest>(self.settings.as_ref(), SETTING_KIND, name).await? else {
             return Err(self.not_stored(name));
         };
@@ -157,7 +182,7 @@ impl Catalog {
         let mut renamed = stored;
         renamed.name = Some(new_name.to_owned());
         validate_manifest(&renamed).map_err(|message| ServiceError::invalid_param("name", message))?;
-        if new_name != name && self.read_providers().manifests.contains_key(new_name) {
+        if new_name != name && self.read().manifests.contains_key(new_name) {
             return Err(ServiceError::Conflict {
                 code: "already_exists",
                 message: format!("a model provider named {new_name:?} already exists"),
@@ -169,12 +194,6 @@ impl Catalog {
         }
         self.rebuild_providers().await?;
         Ok(ConfiguredModelProvider { name: new_name.to_owned(), manifest: renamed.redacted() })
-    }
-
-    /// What is wrong when stored settings (providers or MCP servers) cannot be opened with
-    /// this server's secret key; `None` when all could.
-    pub(crate) fn unopenable_settings(&self) -> Option<String> {
-        self.sealed.unopenable()
     }
 
     /// Why a provider cannot be deleted or renamed: it is not stored (404), or only the
@@ -194,21 +213,21 @@ impl Catalog {
     }
 
     /// Rebuilds the providers in force from the store and the environment. The caller holds
-    /// `provider_writes`.
+    /// `writes`.
     async fn rebuild_providers(&self) -> Result<()> {
         let manifests = Providers::manifests(self.settings.as_ref(), &self.sealed, &self.env_providers).await?;
-        let mut providers = self.providers.write().unwrap_or_else(|p| p.into_inner());
+        let mut providers = self.in_force.write().unwrap_or_else(|p| p.into_inner());
         *providers = Providers::from_manifests(manifests, providers.http.clone(), providers.options);
         Ok(())
     }
 
     /// Reads the providers from the store again (another replica changed them), and rebuilds
     /// the registry if they differ from those in force.
-    pub(crate) async fn reload_model_providers(&self) -> Result<()> {
+    pub(crate) async fn reload(&self) -> Result<()> {
         // Not between a write's store update and its registry update.
-        let _writing = self.provider_writes.lock().await;
+        let _writing = self.writes.lock().await;
         let manifests = Providers::manifests(self.settings.as_ref(), &self.sealed, &self.env_providers).await?;
-        let mut providers = self.providers.write().unwrap_or_else(|p| p.into_inner());
+        let mut providers = self.in_force.write().unwrap_or_else(|p| p.into_inner());
         if providers.manifests != manifests {
             tracing::debug!("model providers changed on another replica; reloaded");
             *providers = Providers::from_manifests(manifests, providers.http.clone(), providers.options);
@@ -216,13 +235,13 @@ impl Catalog {
         Ok(())
     }
 
-    pub(crate) fn read_providers(&self) -> std::sync::RwLockReadGuard<'_, Providers> {
-        self.providers.read().unwrap_or_else(|p| p.into_inner())
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Providers> {
+        self.in_force.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Every model agents can name, as `(provider/model, provider, manifest model)`.
-    pub fn list_models(&self) -> Vec<(String, String, teamster_protocol::settings::ConfiguredModel)> {
-        let providers = self.read_providers();
+    pub fn models(&self) -> Vec<(String, String, teamster_protocol::settings::ConfiguredModel)> {
+        let providers = self.read();
         let mut models: Vec<_> = providers
             .manifests
             .iter()

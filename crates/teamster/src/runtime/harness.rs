@@ -177,21 +177,21 @@ impl Harness {
     /// Sends an instruction to the running turn, which takes it before its next model call.
     pub async fn steer(&self, text: impl Into<String>) -> Result<QueuedMessage, RuntimeError> {
         let service = self.runtime.service();
-        Ok(service.steer(self.runtime.caller(), &self.session_id, UserContent::Text(text.into())).await?)
+        Ok(service.follow_ups().steer(self.runtime.caller(), &self.session_id, UserContent::Text(text.into())).await?)
     }
 
     /// Queues a message that starts the next turn once the running one ends (at once when none
     /// runs); [`Harness::run_follow_ups`] follows the turns they start.
     pub async fn follow_up(&self, text: impl Into<String>) -> Result<QueuedMessage, RuntimeError> {
         let service = self.runtime.service();
-        let queued = service.queue_follow_up(self.runtime.caller(), &self.session_id, UserContent::Text(text.into())).await?;
+        let queued = service.follow_ups().queue(self.runtime.caller(), &self.session_id, UserContent::Text(text.into())).await?;
         self.refresh().await?;
         Ok(queued)
     }
 
     /// Cancels a queued follow-up.
     pub async fn cancel_follow_up(&self, id: &str) -> Result<(), RuntimeError> {
-        self.runtime.service().cancel_follow_up(self.runtime.caller(), &self.session_id, id).await?;
+        self.runtime.service().follow_ups().cancel(self.runtime.caller(), &self.session_id, id).await?;
         self.refresh().await
     }
 
@@ -324,9 +324,9 @@ impl Harness {
         let service = self.runtime.service();
         let caller = self.runtime.caller();
         let session = service.catalog().get_session(caller, &self.session_id).await?;
-        let tasks = service.session_tasks(caller, &self.session_id).await?;
-        let plans = service.session_plans(caller, &self.session_id).await?;
-        let follow_ups = service.follow_ups(caller, &self.session_id).await?;
+        let tasks = service.events().tasks(caller, &self.session_id).await?;
+        let plans = service.events().plans(caller, &self.session_id).await?;
+        let follow_ups = service.follow_ups().list(caller, &self.session_id).await?;
         let state = match service.catalog().session_state(caller, &self.session_id).await {
             Ok(state) => Some(state),
             Err(ServiceError::Invalid { .. }) => None,

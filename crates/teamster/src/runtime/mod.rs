@@ -2,8 +2,10 @@
 //! store of the program's choosing: saved agents, sessions, durable turns whose events can be
 //! followed again from any sequence number, cancellation, approvals and questions, sub-agents
 //! and MCP servers, and the program's own Rust tools ([`NativeTools`]), gated by approvals as
-//! MCP tools are. With [`Sandboxes`] on (bubblewrap, [`Bubblewrap`]), agents run code in a
-//! sandbox per session and use skills, from git or from local directories ([`SkillSources`]).
+//! MCP tools are. With a sandbox in its [`RuntimeOptions`] (bubblewrap, [`Bubblewrap`]), agents
+//! run code in a sandbox per session and use skills, from git or from local directories
+//! ([`SandboxOptions`]). It speaks its own types ([`RuntimeOptions`], [`RuntimeError`]); the
+//! service underneath stays out of its API.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -12,7 +14,7 @@ use std::time::Duration;
 use futures_util::Stream;
 use teamster_protocol::UserContent;
 use teamster_protocol::agent::Agent as SavedAgent;
-use teamster_service::{Caller, CreateTurn, EventStream, McpServerWrite, ProviderWrite};
+use teamster_service::{Caller, CreateTurn, EventStream, McpServerWrite, ProviderWrite, Service, ServiceError};
 
 pub use teamster_protocol::event::{ModelMessage, ToolCall};
 pub use teamster_protocol::input::Approval;
@@ -20,40 +22,19 @@ pub use teamster_protocol::settings::{McpServerManifest, ModelProviderManifest};
 pub use teamster_protocol::{AgentSpec, Event, Session, Turn, TurnInput, TurnState};
 #[cfg(feature = "sandbox")]
 pub use teamster_sandbox::{Bubblewrap, Limits as SandboxLimits, SandboxError, SandboxProvider};
-pub use teamster_service::{Sandboxes, Service, ServiceConfig, ServiceError, SkillCache, SkillSources};
 
 mod harness;
 mod native;
+mod options;
 
 pub use harness::{DisplayState, Harness, HarnessEvent};
 pub use native::{NativeTools, ToolScope};
+#[cfg(feature = "sandbox")]
+pub use options::SandboxOptions;
+pub use options::{Refusal, RuntimeError, RuntimeOptions};
 
-/// Why a runtime call failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum RuntimeError {
-    /// The store the database URL names could not be opened, or this build has no backend
-    /// for it (the `sqlite` and `postgres` features).
-    #[error(transparent)]
-    Store(#[from] teamster_stores::OpenError),
-    /// The service refused or failed the request; the variant says which way (not found,
-    /// conflict, invalid, ...), as the server's status codes do.
-    #[error(transparent)]
-    Service(#[from] ServiceError),
-    /// A model provider cannot be added: its definition is not valid, or the environment
-    /// holds no key for one ([`Error::MissingApiKey`](crate::Error::MissingApiKey)).
-    #[error(transparent)]
-    Model(#[from] crate::Error),
-    /// The sandbox provider could not start (no `bwrap`, no user namespaces).
-    #[cfg(feature = "sandbox")]
-    #[error(transparent)]
-    Sandbox(#[from] teamster_sandbox::SandboxError),
-    /// A stored event could not be read back.
-    #[error("reading an event: {0}")]
-    Event(String),
-}
-
-/// The embedded runtime: one [`Service`] over one store, called as one local user.
+/// The embedded runtime: the server's service over one store, in-process, called as one local
+/// user.
 ///
 /// ```
 /// use teamster::runtime::Runtime;
@@ -91,30 +72,29 @@ impl Runtime {
     /// Opens the store at `database` (`sqlite::memory:`, `sqlite://PATH` or a file path, or a
     /// `postgres://` URL) with the default configuration.
     pub async fn open(database: &str) -> Result<Runtime, RuntimeError> {
-        Runtime::open_with(database, ServiceConfig::default()).await
+        Runtime::open_with(database, RuntimeOptions::default()).await
     }
 
-    /// Opens the store at `database` with `config`.
-    pub async fn open_with(database: &str, config: ServiceConfig) -> Result<Runtime, RuntimeError> {
+    /// Opens the store at `database` with `options`.
+    pub async fn open_with(database: &str, options: RuntimeOptions) -> Result<Runtime, RuntimeError> {
         let store = teamster_stores::open_store(database).await?;
-        let service = Service::start(store, config).await?;
+        let service = Service::start(store, options.into_service_config()).await?;
         Ok(Runtime { service, caller: Caller::local() })
     }
 
-    /// The service itself, for everything this facade does not name; calls take
-    /// [`Runtime::caller`].
-    pub fn service(&self) -> &Service {
+    /// The service underneath, for the harness.
+    pub(crate) fn service(&self) -> &Service {
         &self.service
     }
 
     /// Who the runtime's calls are made as.
-    pub fn caller(&self) -> &Caller {
+    pub(crate) fn caller(&self) -> &Caller {
         &self.caller
     }
 
     /// Adds or replaces a model provider (agents name its models `provider/model`).
     pub async fn add_model_provider(&self, manifest: ModelProviderManifest) -> Result<(), RuntimeError> {
-        self.service.catalog().write_model_provider(manifest, ProviderWrite::Upsert).await?;
+        self.service.catalog().providers().write(manifest, ProviderWrite::Upsert).await?;
         Ok(())
     }
 
@@ -163,7 +143,7 @@ impl Runtime {
 
     /// Follows a turn's events after sequence number `after` (0 for all), live while it runs.
     pub async fn subscribe(&self, session_id: &str, turn_id: &str, after: u64) -> Result<TurnEvents, RuntimeError> {
-        let events = self.service.subscribe(&self.caller, session_id, turn_id, after).await?;
+        let events = self.service.events().subscribe(&self.caller, session_id, turn_id, after).await?;
         Ok(TurnEvents::new(events))
     }
 

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use teamster_service::ServiceConfig;
+use super::RuntimeOptions;
 use teamster_tools::tool_sets::ToolSet;
 use teamster_tools::ToolSource;
 
@@ -27,7 +27,7 @@ pub use teamster_tools::tool_sets::ToolScope;
 /// ```
 /// use schemars::JsonSchema;
 /// use serde::Deserialize;
-/// use teamster::runtime::{NativeTools, Runtime, ServiceConfig, ToolScope};
+/// use teamster::runtime::{NativeTools, Runtime, RuntimeOptions, ToolScope};
 /// use teamster::{ToolError, tool};
 ///
 /// /// Arguments of `refund_order`.
@@ -42,9 +42,9 @@ pub use teamster_tools::tool_sets::ToolScope;
 ///     let who = scope.user.subject_id.clone();
 ///     async move { Ok::<_, ToolError>(format!("order {} of {who} is refunded", args.order_id)) }
 /// });
-/// let mut config = ServiceConfig::default();
-/// NativeTools::new("orders").tool(refund).register(&mut config)?;
-/// let runtime = Runtime::open_with("sqlite::memory:", config).await?;
+/// let mut options = RuntimeOptions::default();
+/// NativeTools::new("orders").tool(refund).register(&mut options)?;
+/// let runtime = Runtime::open_with("sqlite::memory:", options).await?;
 /// // Agents name the set in `mcp_servers`; `refund_order` waits for approval (it is not read-only).
 /// let spec = serde_json::json!({"model": {"name": "offline/echo"}, "mcp_servers": [{"name": "orders"}]});
 /// runtime.save_agent("desk", serde_json::from_value(spec).unwrap()).await?;
@@ -91,15 +91,15 @@ impl<Ctx: Send + Sync + 'static> NativeTools<Ctx> {
         self
     }
 
-    /// Adds the set to `config`'s tool sets (replacing a set of the same name), for the
-    /// runtime opened with it. Fails when two tools share a name.
-    pub fn register(self, config: &mut ServiceConfig) -> Result<(), Error> {
+    /// Adds the set to `options`' tool sets (replacing a set of the same name), for the
+    /// runtime opened with them. Fails when two tools share a name.
+    pub fn register(self, options: &mut RuntimeOptions) -> Result<(), Error> {
         let mut seen = std::collections::HashSet::new();
         if let Some((tool, _)) = self.tools.iter().find(|(tool, _)| !seen.insert(tool.name().to_owned())) {
             return Err(Error::Toolkit { toolkit: self.name, reason: format!("two tools are named {:?}", tool.name()) });
         }
         let name = self.name.clone();
-        config.tool_sets.insert(name, Arc::new(self));
+        options.tool_sets.insert(name, Arc::new(self));
         Ok(())
     }
 }

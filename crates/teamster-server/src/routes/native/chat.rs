@@ -74,7 +74,7 @@ async fn resume(State(state): State<AppState>, Authenticated(caller): Authentica
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
     let translator = prior::translator(&state.service, &caller, &chat_id, &turn).await?;
-    let events = state.service.subscribe(&caller, &chat_id, &turn.id, 0).await?;
+    let events = state.service.events().subscribe(&caller, &chat_id, &turn.id, 0).await?;
     Ok(chat_response(&state, &caller, &chat_id, events, translator, false))
 }
 

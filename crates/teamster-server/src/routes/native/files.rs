@@ -19,7 +19,7 @@ pub fn routes() -> ApiRouter {
     responses((status = 200, description = "The file's bytes with its media type, as an attachment.")))]
 /// The file's bytes with its media type, as an attachment named after its digest.
 async fn download(State(state): State<AppState>, Authenticated(caller): Authenticated, Path((session_id, digest)): Path<(String, String)>) -> ApiResult<Response> {
-    let file = state.service.get_session_file(&caller, &session_id, &digest).await?;
+    let file = state.service.downloads().session_file(&caller, &session_id, &digest).await?;
     let disposition = format!("attachment; filename=\"{digest}\"");
     let len = file.data.len() as u64;
     Ok(shared::attachment(file.media_type, disposition, "private, max-age=31536000, immutable", file.data.into(), len))

@@ -38,7 +38,8 @@ async fn models(State(state): State<AppState>) -> Json<Data<Vec<AvailableModel>>
     let models = state
         .service
         .catalog()
-        .list_models()
+        .providers()
+        .models()
         .into_iter()
         .map(|(name, provider, model)| AvailableModel {
             name,

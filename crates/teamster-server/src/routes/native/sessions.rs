@@ -103,14 +103,14 @@ async fn update(
     responses((status = 200, description = "The task list (agents with `config.tasks`).", body = Data<TaskList>)))]
 /// The session's task list (agents with `config.tasks` keep one).
 async fn tasks(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>) -> ApiResult<Json<Data<TaskList>>> {
-    Ok(Json(Data { data: state.service.session_tasks(&caller, &session_id).await? }))
+    Ok(Json(Data { data: state.service.events().tasks(&caller, &session_id).await? }))
 }
 
 #[utoipa::path(get, path = "/sessions/{session_id}/plans", operation_id = "listSessionPlans", tag = "Agent Sessions", summary = "The session's plans", params(("session_id" = String, Path, description = "The session's id.")),
     responses((status = 200, description = "The plans the agent submitted, oldest first.", body = Data<Vec<Plan>>)))]
 /// The plans the session's agent submitted (agents with modes that lead to others).
 async fn plans(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>) -> ApiResult<Json<Data<Vec<Plan>>>> {
-    Ok(Json(Data { data: state.service.session_plans(&caller, &session_id).await? }))
+    Ok(Json(Data { data: state.service.events().plans(&caller, &session_id).await? }))
 }
 
 #[utoipa::path(post, path = "/sessions/{session_id}/clone", operation_id = "cloneSession", tag = "Agent Sessions", summary = "Clone a session", params(("session_id" = String, Path, description = "The session's id.")), request_body = CloneSessionRequest,
@@ -159,7 +159,7 @@ async fn queue_follow_up(
     Path(session_id): Path<String>,
     JsonBody(body): JsonBody<QueueMessageRequest>,
 ) -> ApiResult<(StatusCode, Json<Data<QueuedMessage>>)> {
-    let queued = state.service.queue_follow_up(&caller, &session_id, body.content).await?;
+    let queued = state.service.follow_ups().queue(&caller, &session_id, body.content).await?;
     Ok((StatusCode::CREATED, Json(Data { data: queued })))
 }
 
@@ -172,14 +172,14 @@ async fn steer(
     Path(session_id): Path<String>,
     JsonBody(body): JsonBody<QueueMessageRequest>,
 ) -> ApiResult<(StatusCode, Json<Data<QueuedMessage>>)> {
-    let queued = state.service.steer(&caller, &session_id, body.content).await?;
+    let queued = state.service.follow_ups().steer(&caller, &session_id, body.content).await?;
     Ok((StatusCode::ACCEPTED, Json(Data { data: queued })))
 }
 
 #[utoipa::path(get, path = "/sessions/{session_id}/follow-ups", operation_id = "listFollowUps", tag = "Agent Sessions", summary = "List queued follow-ups", params(("session_id" = String, Path, description = "The session's id.")),
     responses((status = 200, description = "The messages waiting to start the next turns, in order.", body = Data<Vec<QueuedMessage>>)))]
 async fn follow_ups(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>) -> ApiResult<Json<Data<Vec<QueuedMessage>>>> {
-    Ok(Json(Data { data: state.service.follow_ups(&caller, &session_id).await? }))
+    Ok(Json(Data { data: state.service.follow_ups().list(&caller, &session_id).await? }))
 }
 
 #[utoipa::path(delete, path = "/sessions/{session_id}/follow-ups/{follow_up_id}", operation_id = "cancelFollowUp", tag = "Agent Sessions", summary = "Cancel a queued follow-up",
@@ -190,7 +190,7 @@ async fn cancel_follow_up(
     Authenticated(caller): Authenticated,
     Path((session_id, follow_up_id)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    state.service.cancel_follow_up(&caller, &session_id, &follow_up_id).await?;
+    state.service.follow_ups().cancel(&caller, &session_id, &follow_up_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -22,7 +22,7 @@ pub fn routes() -> ApiRouter {
 #[utoipa::path(get, path = "/settings/model-providers", operation_id = "listModelProviders", tag = "Models", summary = "List configured model providers",
     responses((status = 200, description = "The providers, API keys redacted.", body = Data<Vec<ConfiguredModelProvider>>)))]
 async fn list(State(state): State<AppState>) -> Json<Data<Vec<ConfiguredModelProvider>>> {
-    Json(Data { data: state.service.catalog().list_model_providers() })
+    Json(Data { data: state.service.catalog().providers().list() })
 }
 
 #[utoipa::path(post, path = "/settings/model-providers", operation_id = "createModelProvider", tag = "Models", summary = "Create a model provider", request_body = ModelProviderRequest,
@@ -31,7 +31,7 @@ async fn create(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<ModelProviderRequest>,
 ) -> ApiResult<(StatusCode, Json<Data<ConfiguredModelProvider>>)> {
-    let provider = state.service.catalog().write_model_provider(body.manifest, ProviderWrite::Create).await?;
+    let provider = state.service.catalog().providers().write(body.manifest, ProviderWrite::Create).await?;
     Ok((StatusCode::CREATED, Json(Data { data: provider })))
 }
 
@@ -42,7 +42,7 @@ async fn upsert(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<ModelProviderRequest>,
 ) -> ApiResult<Json<Data<ConfiguredModelProvider>>> {
-    Ok(Json(Data { data: state.service.catalog().write_model_provider(body.manifest, ProviderWrite::Upsert).await? }))
+    Ok(Json(Data { data: state.service.catalog().providers().write(body.manifest, ProviderWrite::Upsert).await? }))
 }
 
 #[utoipa::path(delete, path = "/settings/model-providers/{name}", operation_id = "deleteModelProvider", tag = "Models", summary = "Delete a model provider",
@@ -52,7 +52,7 @@ async fn upsert(
         (status = 404, description = "No provider of this name is stored.", body = teamster_protocol::api::ErrorResponse),
         (status = 409, description = "The provider comes from the environment.", body = teamster_protocol::api::ErrorResponse)))]
 async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
-    state.service.catalog().delete_model_provider(&name).await?;
+    state.service.catalog().providers().delete(&name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -67,5 +67,5 @@ async fn rename(
     Path(name): Path<String>,
     JsonBody(body): JsonBody<RenameSettingRequest>,
 ) -> ApiResult<Json<Data<ConfiguredModelProvider>>> {
-    Ok(Json(Data { data: state.service.catalog().rename_model_provider(&name, &body.name).await? }))
+    Ok(Json(Data { data: state.service.catalog().providers().rename(&name, &body.name).await? }))
 }

@@ -1,4 +1,11 @@
-//! Taking over turns whose server stopped: every replica looks, at start and then every
+//! Turns and other replicas.
+//!
+//! **Turns running elsewhere**, seen through the store: whether the session's turn runs
+//! elsewhere, asking it to stop, waiting for it to record its end, and cancel requests other
+//! replicas made for the turns that run here. Readers are woken by the change feed (see
+//! [`crate::cluster`]) and re-read the store on a slow timer in any case.
+//!
+//! **Taking over turns whose server stopped**: every replica looks, at start and then every
 //! [`LeaseConfig::takeover_every`](crate::LeaseConfig), for running turns whose lease has
 //! expired, claims them with compare-and-set (of racing replicas, one wins each turn), and
 //! either resumes each from its log or ends it `cancelled` with reason `abandoned`.
@@ -6,8 +13,8 @@
 //! Resuming starts a runner for the existing turn whose live log begins with the turn's stored
 //! stream, so every subscriber, on any replica, sees one gap-free sequence: events go on at the
 //! next sequence number. The plan is rebuilt from the history as for any turn, then adjusted
-//! (see `resume`). A turn is ended `abandoned` instead, after its
-//! last stored event, when resuming it is not safe or not useful:
+//! (see `resume`). A turn is ended `abandoned` instead, after its last stored event, when
+//! resuming it is not safe or not useful:
 //! - it was taken over more than [`LeaseConfig::max_takeovers`](crate::LeaseConfig) times
 //!   (it may be what stops its servers);
 //! - it is older than the turn timeout (its time is up);
@@ -25,12 +32,131 @@ use std::time::Duration;
 use teamster_protocol::event::TurnDone;
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, TurnState, ids, timestamp};
 use teamster_store::{ContentQuery, LogWrite, StreamEvent, TurnLease};
+use tokio::time::Instant;
 
 use super::TurnRuntime;
-use super::metrics::metrics_from_content;
-use crate::error::Result;
 use super::clock::clock;
 use super::live::TurnLog;
+use super::metrics::metrics_from_content;
+use crate::cluster::TurnWatch;
+use crate::error::Result;
+
+/// How long a reader woken by nothing re-reads the store anyway.
+const FALLBACK_POLL: Duration = Duration::from_secs(1);
+/// How often a reader of a store with no feed re-reads it (a turn of another process sharing
+/// a SQLite file, which only happens around a restart).
+const STORE_POLL: Duration = Duration::from_millis(250);
+
+impl TurnRuntime {
+    /// Registers for wake-ups about a turn; `None` when the store has no feed.
+    pub(crate) fn watch_turn(&self, turn_id: &str) -> Option<TurnWatch> {
+        self.inner.cluster.as_ref().map(|cluster| cluster.watch(turn_id))
+    }
+
+    /// Whether other processes may share the store (it has a change feed).
+    pub fn is_clustered(&self) -> bool {
+        self.inner.cluster.is_some()
+    }
+
+    /// Cancels a turn if it runs in this process.
+    pub fn cancel_local(&self, turn_id: &str, reason: CancelReason) {
+        if let Some(log) = self.inner.live.get(turn_id) {
+            tracing::debug!(%turn_id, ?reason, "cancelling a turn at another replica's request");
+            log.request_cancel(reason);
+        }
+    }
+
+    /// Tells the turns running here that another replica queued steering instructions for.
+    pub async fn apply_steers(&self) {
+        let running = self.inner.live.all();
+        if running.is_empty() {
+            return;
+        }
+        let sessions: Vec<&str> = running.iter().map(|log| log.session_id.as_str()).collect();
+        match self.sessions().sessions_with_queued(&sessions, teamster_store::QueueKind::Steer).await {
+            Ok(steered) => {
+                for log in running.iter().filter(|log| steered.contains(&log.session_id)) {
+                    log.mark_steered();
+                }
+            }
+            Err(error) => tracing::warn!(%error, "could not look up steering instructions"),
+        }
+    }
+
+    /// Cancels the turns running here that another replica asked to cancel.
+    pub async fn apply_cancel_requests(&self) {
+        let running: Vec<Arc<TurnLog>> =
+            self.inner.live.all().into_iter().filter(|log| log.cancel_reason().is_none()).collect();
+        if running.is_empty() {
+            return;
+        }
+        let turn_ids: Vec<&str> = running.iter().map(|log| &*log.turn_id).collect();
+        match self.coordination().cancel_requests(&turn_ids).await {
+            Ok(requests) => {
+                for (turn_id, reason) in requests {
+                    self.cancel_local(&turn_id, reason);
+                }
+            }
+            Err(error) => tracing::warn!(%error, "could not look up cancel requests"),
+        }
+    }
+
+    /// Waits, at most `limit`, until a turn's stored state is terminal; `Ok(false)` if it is
+    /// still running then. Woken by the feed, and re-reads on a slow timer in any case.
+    pub async fn wait_stored_end(&self, session_id: &str, turn_id: &str, limit: Duration) -> Result<bool> {
+        let deadline = Instant::now() + limit;
+        let mut watch = self.watch_turn(turn_id);
+        loop {
+            if self.events().get_turn(session_id, turn_id).await?.state.is_terminal() {
+                return Ok(true);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            match watch.as_mut() {
+                Some(watch) => {
+                    watch.changed(left.min(FALLBACK_POLL)).await;
+                }
+                None => tokio::time::sleep(left.min(STORE_POLL)).await,
+            }
+        }
+    }
+
+    /// The session's last turn, if the store has it running and it does not run in this
+    /// process (or was fenced here): a turn another replica runs. Only asked when the store
+    /// has a feed.
+    pub async fn remote_running_turn(&self, session: &teamster_store::SessionRecord) -> Result<Option<String>> {
+        let Some(last) = &session.last_turn_id else { return Ok(None) };
+        if self.inner.live.get(last).is_some_and(|log| !log.is_fenced()) {
+            return Ok(None);
+        }
+        // A turn whose history is cached here ended here (once stored, an end is final).
+        if self.inner.history.contains(last) {
+            return Ok(None);
+        }
+        let record = self.events().get_turn(&session.id, last).await?;
+        Ok((record.state == teamster_protocol::TurnState::Running).then(|| last.clone()))
+    }
+
+    /// Asks the replica running a turn to cancel it, and waits, at most `limit`, until the turn
+    /// has recorded its end; `Ok(false)` if it has not.
+    pub async fn cancel_remote(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        reason: CancelReason,
+        limit: Duration,
+    ) -> Result<bool> {
+        self.coordination().request_cancel(turn_id, reason).await?;
+        self.wait_stored_end(session_id, turn_id, limit).await
+    }
+}
+
+/// How often a subscriber following a turn through the store re-reads it when nothing woke it.
+pub(crate) fn store_poll(clustered: bool) -> Duration {
+    if clustered { FALLBACK_POLL } else { STORE_POLL }
+}
 
 /// The most turns one scan claims; the next scan (on this replica or another) takes the rest.
 const TAKEOVER_BATCH: u32 = 16;
@@ -183,4 +309,3 @@ fn age(created_at: &str) -> Duration {
     };
     Duration::from_millis(u64::try_from((now - created).whole_milliseconds()).unwrap_or(0))
 }
-
