@@ -34,6 +34,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("teamster-stores", &["teamster-store", "teamster-store-sqlite", "teamster-store-postgres"]),
     ("teamster-engine", &["teamster-protocol", "teamster-llm", "teamster-tools"]),
     ("teamster-control", &["teamster-protocol", "teamster-tools"]),
+    ("teamster-live", &["teamster-protocol"]),
     ("teamster-identity", &["teamster-protocol", "teamster-store", "teamster-mcp"]),
     ("teamster-telemetry", &["teamster-protocol", "teamster-llm", "teamster-store"]),
     ("teamster-runtime", &["teamster-protocol", "teamster-store", "teamster-engine", "teamster-telemetry"]),
@@ -71,7 +72,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "teamster-skills",
         ],
     ),
-    ("teamster-server", &["teamster-protocol", "teamster-service"]),
+    ("teamster-server", &["teamster-protocol", "teamster-service", "teamster-live"]),
     (
         "teamster-cli",
         &[
@@ -96,6 +97,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "teamster-sandbox",
             "teamster-stores",
             "teamster-service",
+            "teamster-live",
         ],
     ),
     ("teamster-fake-model", &[]),
@@ -112,7 +114,7 @@ const LIBRARIES: &[(&str, &[&str], &str)] = &[
     ("http", &["teamster-server"], "only the server knows HTTP"),
     ("tower", &["teamster-server"], "only the server knows HTTP"),
     ("tower-http", &["teamster-server"], "only the server knows HTTP"),
-    ("tokio", &["*", "!teamster-protocol"], "the protocol has no async runtime"),
+    ("tokio", &["*", "!teamster-protocol", "!teamster-live"], "the protocol and the live vocabulary have no async runtime"),
     ("reqwest", &["*", "!teamster-protocol", "!teamster-engine", "!teamster-tools", "!teamster-store"], "the engine, tools, store and protocol make no HTTP requests"),
 ];
 

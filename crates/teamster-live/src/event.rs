@@ -1,0 +1,290 @@
+//! [`LiveEvent`]: one event of the live channel, in the control layer's vocabulary. On the wire
+//! each is an SSE message whose `event:` is its [`name`](LiveEvent::name) and whose data is the
+//! JSON of the event, `type` (the same name) included.
+
+use serde::{Deserialize, Serialize};
+use teamster_protocol::control::{Plan, QueuedMessage, TaskList};
+
+use crate::display::{AgentEndStatus, DisplayState, SubagentStatus, SubagentView, UsageTotals};
+
+/// One event of the live channel.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum LiveEvent {
+    /// A turn started.
+    AgentStart { turn_id: String },
+    /// A turn ended.
+    AgentEnd {
+        turn_id: String,
+        status: AgentEndStatus,
+        /// Why it was cancelled, or what went wrong.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// The agent started a message (the main thread's).
+    MessageStart { message_id: String },
+    /// More of the message: text or reasoning, as it streams.
+    MessageUpdate {
+        message_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text_delta: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning_delta: Option<String>,
+    },
+    /// The message is complete.
+    MessageEnd {
+        message_id: String,
+        /// Its whole text.
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
+    },
+    /// The model began a tool call's input.
+    ToolInputStart { tool_call_id: String, tool_name: String },
+    /// More of a tool call's input (JSON text, as it streams).
+    ToolInputDelta { tool_call_id: String, delta: String },
+    /// A tool call's input is complete.
+    ToolInputEnd { tool_call_id: String },
+    /// The model called a tool, with its whole input; an approval, when the call needs one,
+    /// follows as `tool_approval_required`.
+    ToolStart { tool_call_id: String, tool_name: String, arguments: String },
+    /// A running tool call reported progress.
+    ToolUpdate {
+        tool_call_id: String,
+        tool_name: String,
+        progress: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    /// A tool call answered.
+    ToolEnd { tool_call_id: String, tool_name: String, result: String },
+    /// A tool call waits for the user's approval.
+    ToolApprovalRequired { tool_call_id: String, tool_name: String, arguments: String },
+    /// A tool call waits for the user's answer (`ask_user_question`, a plan to review): its
+    /// input is the payload to show.
+    ToolSuspended { tool_call_id: String, tool_name: String, suspend_payload: serde_json::Value },
+    /// The session's token usage changed.
+    UsageUpdate { usage: UsageTotals },
+    /// Something went wrong.
+    Error { message: String },
+    /// Something worth telling the user (an MCP server to authorize, a sandbox made).
+    Info { message: String },
+    /// The session's mode changed (`None`: the agent's default).
+    ModeChanged { mode: Option<String> },
+    /// The model of the session's next turns changed (`None`: the agent's or the mode's).
+    ModelChanged { model: Option<String> },
+    /// The session state changed.
+    StateChanged { state: serde_json::Value },
+    /// The task list changed.
+    TaskUpdated { tasks: TaskList },
+    /// The plans changed.
+    PlansChanged { plans: Vec<Plan> },
+    /// The queued follow-ups changed; `follow_up` is the one just queued, if one was.
+    FollowUpQueued {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        follow_up: Option<QueuedMessage>,
+        follow_ups: Vec<QueuedMessage>,
+    },
+    /// A sub-agent started, in a thread of its own.
+    SubagentStart {
+        thread_id: String,
+        agent_name: String,
+        task: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// The tool call that started it.
+        tool_call_id: String,
+    },
+    /// A sub-agent's text, as it streams.
+    SubagentTextDelta { thread_id: String, delta: String },
+    /// A sub-agent called a tool.
+    SubagentToolStart { thread_id: String, tool_call_id: String, tool_name: String, arguments: String },
+    /// A sub-agent's tool call answered.
+    SubagentToolEnd { thread_id: String, tool_call_id: String, tool_name: String, result: String },
+    /// A sub-agent ended.
+    SubagentEnd {
+        thread_id: String,
+        status: SubagentStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A sub-agent runs on another model than it was started with.
+    SubagentModelChanged { thread_id: String, model: String },
+    /// The session (the seed's thread) changed: its title.
+    ThreadChanged {
+        session_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+    },
+    /// The display state, whole.
+    DisplayStateChanged { display: Box<DisplayState> },
+}
+
+impl LiveEvent {
+    /// Folds the event into `display`. `display_state_changed` replaces it whole.
+    pub fn fold_into(&self, display: &mut DisplayState) {
+        match self {
+            LiveEvent::AgentStart { turn_id } => {
+                display.running_turn_id = Some(turn_id.clone());
+                display.last_turn_id = Some(turn_id.clone());
+                display.last_turn_status = None;
+                display.streaming_message_id = None;
+                display.streaming_text.clear();
+                display.tool_calls.clear();
+                display.subagents.clear();
+                display.error = None;
+            }
+            LiveEvent::AgentEnd { status, .. } => {
+                display.running_turn_id = None;
+                display.last_turn_status = Some(*status);
+                display.streaming_message_id = None;
+                display.streaming_text.clear();
+            }
+            LiveEvent::MessageStart { message_id } => {
+                display.streaming_message_id = Some(message_id.clone());
+                display.streaming_text.clear();
+            }
+            LiveEvent::MessageUpdate { text_delta, .. } => {
+                if let Some(text) = text_delta {
+                    display.streaming_text.push_str(text);
+                }
+            }
+            LiveEvent::MessageEnd { text, .. } => {
+                display.streaming_message_id = None;
+                display.streaming_text.clear();
+                if !text.is_empty() {
+                    display.last_answer = Some(text.clone());
+                }
+            }
+            LiveEvent::ToolInputStart { tool_call_id, tool_name } => {
+                let call = display.call(tool_call_id);
+                call.tool_name.clone_from(tool_name);
+                call.status = "input".to_owned();
+            }
+            LiveEvent::ToolInputDelta { tool_call_id, delta } => display.call(tool_call_id).arguments.push_str(delta),
+            LiveEvent::ToolInputEnd { .. } => {}
+            LiveEvent::ToolStart { tool_call_id, tool_name, arguments } => {
+                let call = display.call(tool_call_id);
+                call.tool_name.clone_from(tool_name);
+                call.arguments.clone_from(arguments);
+                call.status = "running".to_owned();
+            }
+            LiveEvent::ToolUpdate { tool_call_id, progress, total, .. } => {
+                display.call(tool_call_id).progress = Some((*progress, *total));
+            }
+            LiveEvent::ToolEnd { tool_call_id, result, .. } => {
+                let call = display.call(tool_call_id);
+                call.status = "done".to_owned();
+                call.result = Some(result.clone());
+            }
+            LiveEvent::ToolApprovalRequired { tool_call_id, .. } => display.call(tool_call_id).status = "awaiting_approval".to_owned(),
+            LiveEvent::ToolSuspended { tool_call_id, .. } => display.call(tool_call_id).status = "awaiting_answer".to_owned(),
+            LiveEvent::UsageUpdate { usage } => display.usage = usage.clone(),
+            LiveEvent::Error { message } => display.error = Some(message.clone()),
+            LiveEvent::Info { .. } => {}
+            LiveEvent::ModeChanged { mode } => display.mode.clone_from(mode),
+            LiveEvent::ModelChanged { model } => display.model.clone_from(model),
+            LiveEvent::StateChanged { state } => display.state = Some(state.clone()),
+            LiveEvent::TaskUpdated { tasks } => display.tasks = tasks.clone(),
+            LiveEvent::PlansChanged { plans } => display.plans = plans.clone(),
+            LiveEvent::FollowUpQueued { follow_ups, .. } => display.follow_ups = follow_ups.clone(),
+            LiveEvent::SubagentStart { thread_id, agent_name, task, model, .. } => {
+                display.subagents.insert(
+                    thread_id.clone(),
+                    SubagentView {
+                        agent_name: agent_name.clone(),
+                        task: task.clone(),
+                        model: model.clone(),
+                        status: "running".to_owned(),
+                        text: String::new(),
+                        tools: Vec::new(),
+                    },
+                );
+            }
+            LiveEvent::SubagentTextDelta { thread_id, delta } => {
+                if let Some(subagent) = display.subagents.get_mut(thread_id) {
+                    subagent.text.push_str(delta);
+                }
+            }
+            LiveEvent::SubagentToolStart { thread_id, tool_name, .. } => {
+                if let Some(subagent) = display.subagents.get_mut(thread_id) {
+                    subagent.tools.push(tool_name.clone());
+                }
+            }
+            LiveEvent::SubagentToolEnd { .. } => {}
+            LiveEvent::SubagentEnd { thread_id, status, result, .. } => {
+                if let Some(subagent) = display.subagents.get_mut(thread_id) {
+                    subagent.status = match status {
+                        SubagentStatus::Done => "done",
+                        SubagentStatus::Error => "error",
+                    }
+                    .to_owned();
+                    if let Some(result) = result {
+                        subagent.text.clone_from(result);
+                    }
+                }
+            }
+            LiveEvent::SubagentModelChanged { thread_id, model } => {
+                if let Some(subagent) = display.subagents.get_mut(thread_id) {
+                    subagent.model = Some(model.clone());
+                }
+            }
+            LiveEvent::ThreadChanged { title, .. } => display.title.clone_from(title),
+            LiveEvent::DisplayStateChanged { display: snapshot } => *display = (**snapshot).clone(),
+        }
+    }
+
+    /// The event's name: its SSE `event:` and its `type`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            LiveEvent::AgentStart { .. } => "agent_start",
+            LiveEvent::AgentEnd { .. } => "agent_end",
+            LiveEvent::MessageStart { .. } => "message_start",
+            LiveEvent::MessageUpdate { .. } => "message_update",
+            LiveEvent::MessageEnd { .. } => "message_end",
+            LiveEvent::ToolInputStart { .. } => "tool_input_start",
+            LiveEvent::ToolInputDelta { .. } => "tool_input_delta",
+            LiveEvent::ToolInputEnd { .. } => "tool_input_end",
+            LiveEvent::ToolStart { .. } => "tool_start",
+            LiveEvent::ToolUpdate { .. } => "tool_update",
+            LiveEvent::ToolEnd { .. } => "tool_end",
+            LiveEvent::ToolApprovalRequired { .. } => "tool_approval_required",
+            LiveEvent::ToolSuspended { .. } => "tool_suspended",
+            LiveEvent::UsageUpdate { .. } => "usage_update",
+            LiveEvent::Error { .. } => "error",
+            LiveEvent::Info { .. } => "info",
+            LiveEvent::ModeChanged { .. } => "mode_changed",
+            LiveEvent::ModelChanged { .. } => "model_changed",
+            LiveEvent::StateChanged { .. } => "state_changed",
+            LiveEvent::TaskUpdated { .. } => "task_updated",
+            LiveEvent::PlansChanged { .. } => "plans_changed",
+            LiveEvent::FollowUpQueued { .. } => "follow_up_queued",
+            LiveEvent::SubagentStart { .. } => "subagent_start",
+            LiveEvent::SubagentTextDelta { .. } => "subagent_text_delta",
+            LiveEvent::SubagentToolStart { .. } => "subagent_tool_start",
+            LiveEvent::SubagentToolEnd { .. } => "subagent_tool_end",
+            LiveEvent::SubagentEnd { .. } => "subagent_end",
+            LiveEvent::SubagentModelChanged { .. } => "subagent_model_changed",
+            LiveEvent::ThreadChanged { .. } => "thread_changed",
+            LiveEvent::DisplayStateChanged { .. } => "display_state_changed",
+        }
+    }
+
+    /// Whether the event comes many times a second while a model streams: a display state
+    /// change after it may wait to be coalesced with the next ones.
+    pub fn is_high_frequency(&self) -> bool {
+        matches!(
+            self,
+            LiveEvent::MessageUpdate { .. }
+                | LiveEvent::ToolInputDelta { .. }
+                | LiveEvent::ToolUpdate { .. }
+                | LiveEvent::SubagentTextDelta { .. }
+        )
+    }
+}
