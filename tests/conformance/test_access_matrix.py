@@ -113,6 +113,9 @@ class Route:
     # Callers that may see the owner's subject id in this route's answers (besides its runners).
     sees_subjects: tuple[str, ...] = ()
     query: str = ""
+    # An answer that streams until the client leaves (a live channel): its status and first
+    # chunk are read, then the connection is closed.
+    streams: bool = False
 
 
 def turn_body(world: "World", caller: str) -> dict:
@@ -203,6 +206,8 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "/api/v1/sessions/{session_id}/follow-ups"): Route(own_session(201), body=lambda world, caller: {"content": "later"}, fresh=True),
     ("DELETE", "/api/v1/sessions/{session_id}/follow-ups/{follow_up_id}"): Route(own_session(404)),
     ("GET", "/api/v1/sessions/{session_id}/grants"): Route(own_session(200)),
+    ("GET", "/api/v1/sessions/{session_id}/live"): Route(own_session(200), streams=True),
+    ("GET", "/api/v1/sessions/{session_id}/display"): Route(own_session(200)),
     ("DELETE", "/api/v1/sessions/{session_id}/grants/{grant_id}"): Route(own_session(404)),
     ("GET", "/api/v1/sessions/{session_id}/plans"): Route(own_session(200)),
     # The owner's agent declares no state schema.
@@ -360,7 +365,14 @@ def call(world: World, caller: str, method: str, path: str, route: Route) -> htt
     values = world.path_values(route.fresh, path)
     target = (path + route.query).format(**values)
     body = route.body(world, caller) if route.body is not None else None
-    return world.apis[caller].http.request(method, target, json=body, follow_redirects=False)
+    http = world.apis[caller].http
+    if route.streams:
+        with http.stream(method, target, json=body, follow_redirects=False) as response:
+            first = b"" if response.status_code != 200 else next(response.iter_bytes(), b"")
+            content = first if response.status_code == 200 else response.read()
+            headers = {"content-type": response.headers.get("content-type", "")}
+            return httpx.Response(response.status_code, headers=headers, content=content, request=response.request)
+    return http.request(method, target, json=body, follow_redirects=False)
 
 
 @pytest.mark.timeout(900)

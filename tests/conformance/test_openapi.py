@@ -125,7 +125,8 @@ def test_it_agrees_with_our_spec_where_both_have_the_route(document):
                   ("get", "/api/v1/sessions/{session_id}/grants"), ("get", "/api/v1/sessions/{session_id}/state"),
                   ("post", "/api/v1/sessions/{session_id}/follow-ups"), ("post", "/api/v1/sessions/{session_id}/steer"),
                   ("post", "/api/v1/sessions/{session_id}/clone"), ("post", "/api/v1/keys"), ("get", "/metrics"),
-                  ("get", "/readyz"), ("get", "/api/v1/sessions/{session_id}/files/{digest}")]:
+                  ("get", "/readyz"), ("get", "/api/v1/sessions/{session_id}/files/{digest}"),
+                  ("get", "/api/v1/sessions/{session_id}/live"), ("get", "/api/v1/sessions/{session_id}/display")]:
         assert added in ours, added
 
 

@@ -72,7 +72,9 @@ pub enum SubagentStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolCallView {
+    /// The call's id.
     pub tool_call_id: String,
+    /// The tool's name.
     pub tool_name: String,
     /// Its input (JSON text), as far as it has streamed.
     pub arguments: String,
@@ -90,8 +92,11 @@ pub struct ToolCallView {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SubagentView {
+    /// The sub-agent's name.
     pub agent_name: String,
+    /// The task it was given.
     pub task: String,
+    /// The model it runs on (`provider/model`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// `running`, `done` or `error`.
@@ -102,47 +107,54 @@ pub struct SubagentView {
     pub tools: Vec<String>,
 }
 
-/// What a UI shows of a session.
+/// What a UI shows of a session. Every field is always present (`null` when unset), so a
+/// snapshot has one shape.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DisplayState {
+    /// The session's id.
     pub session_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The session's title.
+    #[serde(default)]
     pub title: Option<String>,
     /// The mode the next turn runs in (`None`: the agent's default, or no modes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub mode: Option<String>,
     /// The model chosen for the next turns (`None`: the agent's or the mode's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub model: Option<String>,
     /// The turn running now.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub running_turn_id: Option<String>,
     /// The last turn, running or not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_turn_id: Option<String>,
     /// How the last turn ended, once it has.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_turn_status: Option<AgentEndStatus>,
     /// The main thread's message being streamed: its id and text so far.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub streaming_message_id: Option<String>,
+    /// The text of that message so far (empty when none streams).
     pub streaming_text: String,
-    /// The main thread's last complete answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The last turn's answer: its main thread's last message with text.
+    #[serde(default)]
     pub last_answer: Option<String>,
     /// The last turn's tool calls, by id, in the order they came.
     pub tool_calls: Vec<ToolCallView>,
     /// The last turn's sub-agents, by thread id.
     pub subagents: BTreeMap<String, SubagentView>,
     /// The last error, until the next turn starts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub error: Option<String>,
+    /// The task list.
     pub tasks: TaskList,
+    /// The plans and where each stands.
     pub plans: Vec<Plan>,
+    /// The queued follow-ups, in the order they will run.
     pub follow_ups: Vec<QueuedMessage>,
     /// The session state, for agents with a `state_schema`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub state: Option<serde_json::Value>,
     /// The session's token usage and cost.
     pub usage: UsageTotals,

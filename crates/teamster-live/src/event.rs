@@ -14,116 +14,242 @@ use crate::display::{AgentEndStatus, DisplayState, SubagentStatus, SubagentView,
 #[non_exhaustive]
 pub enum LiveEvent {
     /// A turn started.
-    AgentStart { turn_id: String },
+    AgentStart {
+        /// The turn's id.
+        turn_id: String,
+    },
     /// A turn ended.
     AgentEnd {
+        /// The turn's id.
         turn_id: String,
+        /// How it ended.
         status: AgentEndStatus,
         /// Why it was cancelled, or what went wrong.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
     /// The agent started a message (the main thread's).
-    MessageStart { message_id: String },
+    MessageStart {
+        /// The message's id (its `model.message` event's).
+        message_id: String,
+    },
     /// More of the message: text or reasoning, as it streams.
     MessageUpdate {
+        /// The message's id (its `model.message` event's).
         message_id: String,
+        /// More text.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         text_delta: Option<String>,
+        /// More reasoning, when the model shows it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reasoning_delta: Option<String>,
     },
     /// The message is complete.
     MessageEnd {
+        /// The message's id (its `model.message` event's).
         message_id: String,
         /// Its whole text.
         text: String,
+        /// Its reasoning, when the model showed it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reasoning: Option<String>,
     },
     /// The model began a tool call's input.
-    ToolInputStart { tool_call_id: String, tool_name: String },
+    ToolInputStart {
+        /// The tool call's id.
+        tool_call_id: String,
+        /// The tool's name.
+        tool_name: String,
+    },
     /// More of a tool call's input (JSON text, as it streams).
-    ToolInputDelta { tool_call_id: String, delta: String },
+    ToolInputDelta {
+        /// The tool call's id.
+        tool_call_id: String,
+        /// More of it.
+        delta: String,
+    },
     /// A tool call's input is complete.
-    ToolInputEnd { tool_call_id: String },
+    ToolInputEnd {
+        /// The tool call's id.
+        tool_call_id: String,
+    },
     /// The model called a tool, with its whole input; an approval, when the call needs one,
     /// follows as `tool_approval_required`.
-    ToolStart { tool_call_id: String, tool_name: String, arguments: String },
+    ToolStart {
+        /// The tool call's id.
+        tool_call_id: String,
+        /// The tool's name.
+        tool_name: String,
+        /// The call's input (JSON text).
+        arguments: String,
+    },
     /// A running tool call reported progress.
     ToolUpdate {
+        /// The tool call's id.
         tool_call_id: String,
+        /// The tool's name.
         tool_name: String,
+        /// How far it is, in units of `total`.
         progress: f64,
+        /// How far it will go, when known.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         total: Option<f64>,
+        /// What happened, in words.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<String>,
     },
     /// A tool call answered.
-    ToolEnd { tool_call_id: String, tool_name: String, result: String },
+    ToolEnd {
+        /// The tool call's id.
+        tool_call_id: String,
+        /// The tool's name.
+        tool_name: String,
+        /// Its answer.
+        result: String,
+    },
     /// A tool call waits for the user's approval.
-    ToolApprovalRequired { tool_call_id: String, tool_name: String, arguments: String },
+    ToolApprovalRequired {
+        /// The tool call's id.
+        tool_call_id: String,
+        /// The tool's name.
+        tool_name: String,
+        /// The call's input (JSON text).
+        arguments: String,
+    },
     /// A tool call waits for the user's answer (`ask_user_question`, a plan to review): its
     /// input is the payload to show.
-    ToolSuspended { tool_call_id: String, tool_name: String, suspend_payload: serde_json::Value },
+    ToolSuspended {
+        /// The tool call's id.
+        tool_call_id: String,
+        /// The tool's name.
+        tool_name: String,
+        /// What to show the user: the call's input (JSON).
+        suspend_payload: serde_json::Value,
+    },
     /// The session's token usage changed.
-    UsageUpdate { usage: UsageTotals },
+    UsageUpdate {
+        /// The totals so far.
+        usage: UsageTotals,
+    },
     /// Something went wrong.
-    Error { message: String },
+    Error {
+        /// What happened, in words.
+        message: String,
+    },
     /// Something worth telling the user (an MCP server to authorize, a sandbox made).
-    Info { message: String },
+    Info {
+        /// What happened, in words.
+        message: String,
+    },
     /// The session's mode changed (`None`: the agent's default).
-    ModeChanged { mode: Option<String> },
+    ModeChanged {
+        /// The mode in force.
+        mode: Option<String>,
+    },
     /// The model of the session's next turns changed (`None`: the agent's or the mode's).
-    ModelChanged { model: Option<String> },
+    ModelChanged {
+        /// The model (`provider/model`).
+        model: Option<String>,
+    },
     /// The session state changed.
-    StateChanged { state: serde_json::Value },
+    StateChanged {
+        /// The state, whole.
+        state: serde_json::Value,
+    },
     /// The task list changed.
-    TaskUpdated { tasks: TaskList },
+    TaskUpdated {
+        /// The task list, whole.
+        tasks: TaskList,
+    },
     /// The plans changed.
-    PlansChanged { plans: Vec<Plan> },
+    PlansChanged {
+        /// The plans, whole.
+        plans: Vec<Plan>,
+    },
     /// The queued follow-ups changed; `follow_up` is the one just queued, if one was.
     FollowUpQueued {
+        /// The one just queued, if one was.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         follow_up: Option<QueuedMessage>,
+        /// Every queued follow-up, in the order they will run.
         follow_ups: Vec<QueuedMessage>,
     },
     /// A sub-agent started, in a thread of its own.
     SubagentStart {
+        /// The sub-agent's thread.
         thread_id: String,
+        /// The sub-agent's name.
         agent_name: String,
+        /// The task it was given.
         task: String,
+        /// The model (`provider/model`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
         /// The tool call that started it.
         tool_call_id: String,
     },
     /// A sub-agent's text, as it streams.
-    SubagentTextDelta { thread_id: String, delta: String },
+    SubagentTextDelta {
+        /// The sub-agent's thread.
+        thread_id: String,
+        /// More of it.
+        delta: String,
+    },
     /// A sub-agent called a tool.
-    SubagentToolStart { thread_id: String, tool_call_id: String, tool_name: String, arguments: String },
+    SubagentToolStart {
+        /// The sub-agent's thread.
+        thread_id: String,
+        /// The tool call's id.
+        tool_call_id: String,
+        /// The tool's name.
+        tool_name: String,
+        /// The call's input (JSON text).
+        arguments: String,
+    },
     /// A sub-agent's tool call answered.
-    SubagentToolEnd { thread_id: String, tool_call_id: String, tool_name: String, result: String },
+    SubagentToolEnd {
+        /// The sub-agent's thread.
+        thread_id: String,
+        /// The tool call's id.
+        tool_call_id: String,
+        /// The tool's name.
+        tool_name: String,
+        /// Its answer.
+        result: String,
+    },
     /// A sub-agent ended.
     SubagentEnd {
+        /// The sub-agent's thread.
         thread_id: String,
+        /// How it ended.
         status: SubagentStatus,
+        /// Its answer.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         result: Option<String>,
+        /// What went wrong, when it failed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
     /// A sub-agent runs on another model than it was started with.
-    SubagentModelChanged { thread_id: String, model: String },
+    SubagentModelChanged {
+        /// The sub-agent's thread.
+        thread_id: String,
+        /// The model (`provider/model`).
+        model: String,
+    },
     /// The session (the seed's thread) changed: its title.
     ThreadChanged {
+        /// The session's id.
         session_id: String,
+        /// Its title now.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         title: Option<String>,
     },
     /// The display state, whole.
-    DisplayStateChanged { display: Box<DisplayState> },
+    DisplayStateChanged {
+        /// The display state.
+        display: Box<DisplayState>,
+    },
 }
 
 impl LiveEvent {
@@ -136,6 +262,7 @@ impl LiveEvent {
                 display.last_turn_status = None;
                 display.streaming_message_id = None;
                 display.streaming_text.clear();
+                display.last_answer = None;
                 display.tool_calls.clear();
                 display.subagents.clear();
                 display.error = None;

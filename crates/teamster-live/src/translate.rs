@@ -2,31 +2,42 @@
 //! follows one turn from its `turn.created` (a channel that joins a running turn replays it
 //! from the start, so the translator sees every event).
 //!
-//! The main thread's messages become `message_*` and `tool_*` events; the threads of
-//! sub-agents become `subagent_*` events; what a turn waits for becomes
-//! `tool_approval_required` and `tool_suspended`; each model call's usage adds to
-//! `usage_update`.
+//! A model message arrives as a placeholder `model.message` that its `model.message.delta`s
+//! fold into (the gateway protocol's stream): the placeholder starts it, the deltas stream it,
+//! and the first event of its thread that is not one of its deltas (or the turn's end) ends
+//! it. Threads stream at once, so each thread has its open message. The main thread's messages
+//! become `message_*` and `tool_*` events; the threads of sub-agents become `subagent_*`
+//! events; what a turn waits for becomes `tool_approval_required` and `tool_suspended`; each
+//! model call's usage adds to `usage_update`.
 
 use std::collections::{BTreeMap, HashMap};
 
-use teamster_protocol::event::{ModelMessage, ModelMessageDelta, ThinkingBlock, ThreadState, ToolCallsPending};
+use teamster_protocol::event::{ModelMessage, ModelMessageDelta, ThinkingBlock, ThreadState, ToolCallsPending, Usage};
 use teamster_protocol::{Event, MAIN_THREAD_ID, TurnState};
 
 use crate::display::{AgentEndStatus, SubagentStatus, UsageTotals};
 use crate::event::LiveEvent;
 
+/// A message being streamed: what its placeholder and deltas have said so far.
+#[derive(Debug, Default)]
+struct OpenMessage {
+    id: String,
+    text: String,
+    reasoning: String,
+    /// Its tool calls by index: id, tool name, input so far.
+    calls: BTreeMap<u32, (String, String, String)>,
+    usage: Option<Usage>,
+}
+
 /// Translates one turn's events (see the [module](self)).
 #[derive(Debug, Default)]
 pub struct TurnTranslator {
     turn_id: String,
-    /// The main thread's message being streamed, and its text so far.
-    streaming: Option<String>,
-    streamed_text: String,
-    /// The tool calls whose input streams in the message, by their index in it.
-    inputs: BTreeMap<u32, (String, String)>,
+    /// Each thread's message being streamed.
+    open: HashMap<String, OpenMessage>,
     /// Every tool call seen, by id: its tool's name and input.
     calls: HashMap<String, (String, String)>,
-    /// The usage of this turn's model calls so far.
+    /// The usage of the model calls so far.
     usage: UsageTotals,
 }
 
@@ -43,30 +54,39 @@ impl TurnTranslator {
 
     /// The live events one native event stands for, in order (none for some).
     pub fn translate(&mut self, event: &Event) -> Vec<LiveEvent> {
+        let mut events = Vec::new();
+        // Whatever is not a delta of a thread's open message ends it.
+        match event {
+            Event::ModelMessageDelta(delta) => {
+                if self.open.get(&delta.thread_id).is_some_and(|open| open.id != delta.id) {
+                    events.extend(self.close(&delta.thread_id));
+                }
+            }
+            Event::ThreadCreated(thread) => events.extend(self.close(&thread.parent.thread_id)),
+            Event::TurnDone(_) | Event::McpAuthRequired(_) | Event::SandboxCreated(_) | Event::TurnCreated(_) => {
+                let threads: Vec<String> = self.open.keys().cloned().collect();
+                for thread in threads {
+                    events.extend(self.close(&thread));
+                }
+            }
+            other => {
+                if let Some(thread) = thread_of(other) {
+                    events.extend(self.close(thread));
+                }
+            }
+        }
+        events.extend(self.event(event));
+        events
+    }
+
+    fn event(&mut self, event: &Event) -> Vec<LiveEvent> {
         match event {
             Event::TurnCreated(created) => {
                 self.turn_id.clone_from(&created.turn_id);
                 vec![LiveEvent::AgentStart { turn_id: created.turn_id.clone() }]
             }
-            Event::ModelMessageDelta(delta) if delta.thread_id == MAIN_THREAD_ID => self.main_delta(delta),
-            Event::ModelMessageDelta(delta) => match &delta.content {
-                Some(text) if !text.is_empty() => {
-                    vec![LiveEvent::SubagentTextDelta { thread_id: delta.thread_id.clone(), delta: text.clone() }]
-                }
-                _ => Vec::new(),
-            },
-            Event::ModelMessage(message) => {
-                let mut events = if message.thread_id == MAIN_THREAD_ID {
-                    self.main_message(message)
-                } else {
-                    self.subagent_message(message)
-                };
-                if let Some(usage) = &message.usage {
-                    self.usage.add(usage);
-                    events.push(LiveEvent::UsageUpdate { usage: self.usage.clone() });
-                }
-                events
-            }
+            Event::ModelMessage(message) => self.open_message(message),
+            Event::ModelMessageDelta(delta) => self.delta(delta),
             Event::ToolProgress(progress) if progress.thread_id == MAIN_THREAD_ID => vec![LiveEvent::ToolUpdate {
                 tool_call_id: progress.tool_call_id.clone(),
                 tool_name: progress.tool_name.clone(),
@@ -123,86 +143,105 @@ impl TurnTranslator {
         }
     }
 
-    fn main_delta(&mut self, delta: &ModelMessageDelta) -> Vec<LiveEvent> {
-        let mut events = self.start_message(&delta.id);
-        let reasoning_delta = delta.reasoning_content.clone().filter(|text| !text.is_empty()).or_else(|| thinking(delta.thinking_blocks.as_deref()));
-        let text_delta = delta.content.clone().filter(|text| !text.is_empty());
-        if let Some(text) = &text_delta {
-            self.streamed_text.push_str(text);
-        }
-        if text_delta.is_some() || reasoning_delta.is_some() {
-            events.push(LiveEvent::MessageUpdate { message_id: delta.id.clone(), text_delta, reasoning_delta });
-        }
-        for call in delta.tool_calls.iter().flatten() {
-            let name = call.function.as_ref().and_then(|function| function.name.clone());
-            let arguments = call.function.as_ref().and_then(|function| function.arguments.clone()).unwrap_or_default();
-            let tool_call_id = match (self.inputs.get(&call.index), &call.id) {
-                (Some((id, _)), _) => id.clone(),
-                (None, Some(id)) => {
-                    let tool_name = name.unwrap_or_default();
-                    self.inputs.insert(call.index, (id.clone(), tool_name.clone()));
-                    events.push(LiveEvent::ToolInputStart { tool_call_id: id.clone(), tool_name });
-                    id.clone()
-                }
-                // A delta before the call's id: nothing to name it by yet.
-                (None, None) => continue,
-            };
-            if !arguments.is_empty() {
-                events.push(LiveEvent::ToolInputDelta { tool_call_id, delta: arguments });
+    /// A placeholder (or a whole message, where no deltas follow): it opens the thread's message.
+    fn open_message(&mut self, message: &ModelMessage) -> Vec<LiveEvent> {
+        let mut open = OpenMessage { id: message.id.clone(), text: message.text(), usage: message.usage.clone(), ..OpenMessage::default() };
+        open.reasoning = message.reasoning_content.clone().or_else(|| thinking(message.thinking_blocks.as_deref())).unwrap_or_default();
+        let mut events = Vec::new();
+        if message.thread_id == MAIN_THREAD_ID {
+            events.push(LiveEvent::MessageStart { message_id: message.id.clone() });
+            if !open.text.is_empty() {
+                events.push(LiveEvent::MessageUpdate { message_id: message.id.clone(), text_delta: Some(open.text.clone()), reasoning_delta: None });
             }
         }
-        events
-    }
-
-    fn start_message(&mut self, message_id: &str) -> Vec<LiveEvent> {
-        if self.streaming.as_deref() == Some(message_id) {
-            return Vec::new();
-        }
-        self.streaming = Some(message_id.to_owned());
-        self.streamed_text.clear();
-        self.inputs.clear();
-        vec![LiveEvent::MessageStart { message_id: message_id.to_owned() }]
-    }
-
-    fn main_message(&mut self, message: &ModelMessage) -> Vec<LiveEvent> {
-        let mut events = self.start_message(&message.id);
-        let reasoning = message.reasoning_content.clone().filter(|text| !text.is_empty()).or_else(|| thinking(message.thinking_blocks.as_deref()));
-        let calls = message.tool_calls.as_deref().unwrap_or_default();
-        for call in calls {
-            if !self.inputs.values().any(|(id, _)| *id == call.id) {
+        for (index, call) in message.tool_calls.iter().flatten().enumerate() {
+            let index = u32::try_from(index).unwrap_or(u32::MAX);
+            open.calls.insert(index, (call.id.clone(), call.function.name.clone(), call.function.arguments.clone()));
+            if message.thread_id == MAIN_THREAD_ID {
                 events.push(LiveEvent::ToolInputStart { tool_call_id: call.id.clone(), tool_name: call.function.name.clone() });
             }
-            events.push(LiveEvent::ToolInputEnd { tool_call_id: call.id.clone() });
         }
-        events.push(LiveEvent::MessageEnd { message_id: message.id.clone(), text: message.text(), reasoning });
-        for call in calls {
-            self.calls.insert(call.id.clone(), (call.function.name.clone(), call.function.arguments.clone()));
-            events.push(LiveEvent::ToolStart {
-                tool_call_id: call.id.clone(),
-                tool_name: call.function.name.clone(),
-                arguments: call.function.arguments.clone(),
-            });
-        }
-        self.streaming = None;
-        self.streamed_text.clear();
-        self.inputs.clear();
+        self.open.insert(message.thread_id.clone(), open);
         events
     }
 
-    fn subagent_message(&mut self, message: &ModelMessage) -> Vec<LiveEvent> {
-        let calls = message.tool_calls.as_deref().unwrap_or_default();
-        calls
-            .iter()
-            .map(|call| {
-                self.calls.insert(call.id.clone(), (call.function.name.clone(), call.function.arguments.clone()));
-                LiveEvent::SubagentToolStart {
-                    thread_id: message.thread_id.clone(),
-                    tool_call_id: call.id.clone(),
-                    tool_name: call.function.name.clone(),
-                    arguments: call.function.arguments.clone(),
+    /// More of a thread's open message.
+    fn delta(&mut self, delta: &ModelMessageDelta) -> Vec<LiveEvent> {
+        let main = delta.thread_id == MAIN_THREAD_ID;
+        let mut events = Vec::new();
+        let open = match self.open.get_mut(&delta.thread_id) {
+            Some(open) => open,
+            None => {
+                // A delta without its placeholder (a stream joined mid-message): it opens one.
+                if main {
+                    events.push(LiveEvent::MessageStart { message_id: delta.id.clone() });
                 }
-            })
-            .collect()
+                self.open.entry(delta.thread_id.clone()).or_insert(OpenMessage { id: delta.id.clone(), ..OpenMessage::default() })
+            }
+        };
+        let text_delta = delta.content.clone().filter(|text| !text.is_empty());
+        let reasoning_delta = delta.reasoning_content.clone().filter(|text| !text.is_empty()).or_else(|| thinking(delta.thinking_blocks.as_deref()));
+        if let Some(text) = &text_delta {
+            open.text.push_str(text);
+        }
+        if let Some(reasoning) = &reasoning_delta {
+            open.reasoning.push_str(reasoning);
+        }
+        if let Some(usage) = &delta.usage {
+            open.usage = Some(usage.clone());
+        }
+        match (main, &text_delta) {
+            (true, _) if text_delta.is_some() || reasoning_delta.is_some() => {
+                events.push(LiveEvent::MessageUpdate { message_id: delta.id.clone(), text_delta, reasoning_delta });
+            }
+            (false, Some(text)) => events.push(LiveEvent::SubagentTextDelta { thread_id: delta.thread_id.clone(), delta: text.clone() }),
+            _ => {}
+        }
+        for call in delta.tool_calls.iter().flatten() {
+            let function = call.function.as_ref();
+            let arguments = function.and_then(|function| function.arguments.clone()).unwrap_or_default();
+            let slot = open.calls.entry(call.index).or_default();
+            let new = slot.0.is_empty() && slot.1.is_empty();
+            if let Some(id) = call.id.as_ref().filter(|id| !id.is_empty()) {
+                slot.0.clone_from(id);
+            }
+            if let Some(name) = function.and_then(|function| function.name.as_ref()).filter(|name| !name.is_empty()) {
+                slot.1.clone_from(name);
+            }
+            slot.2.push_str(&arguments);
+            if main && new {
+                events.push(LiveEvent::ToolInputStart { tool_call_id: slot.0.clone(), tool_name: slot.1.clone() });
+            }
+            if main && !arguments.is_empty() {
+                events.push(LiveEvent::ToolInputDelta { tool_call_id: slot.0.clone(), delta: arguments });
+            }
+        }
+        events
+    }
+
+    /// Ends a thread's open message, if it has one: its tool inputs end, the message ends, its
+    /// tool calls start, and its usage adds up.
+    fn close(&mut self, thread_id: &str) -> Vec<LiveEvent> {
+        let Some(open) = self.open.remove(thread_id) else { return Vec::new() };
+        let mut events = Vec::new();
+        let main = thread_id == MAIN_THREAD_ID;
+        if main {
+            events.extend(open.calls.values().map(|(id, _, _)| LiveEvent::ToolInputEnd { tool_call_id: id.clone() }));
+            let reasoning = (!open.reasoning.is_empty()).then(|| open.reasoning.clone());
+            events.push(LiveEvent::MessageEnd { message_id: open.id.clone(), text: open.text.clone(), reasoning });
+        }
+        for (id, name, arguments) in open.calls.into_values() {
+            self.calls.insert(id.clone(), (name.clone(), arguments.clone()));
+            events.push(match main {
+                true => LiveEvent::ToolStart { tool_call_id: id, tool_name: name, arguments },
+                false => LiveEvent::SubagentToolStart { thread_id: thread_id.to_owned(), tool_call_id: id, tool_name: name, arguments },
+            });
+        }
+        if let Some(usage) = &open.usage {
+            self.usage.add(usage);
+            events.push(LiveEvent::UsageUpdate { usage: self.usage.clone() });
+        }
+        events
     }
 
     fn pending(&self, pending: &ToolCallsPending, event: impl Fn(String, String, String) -> LiveEvent) -> Vec<LiveEvent> {
@@ -254,4 +293,17 @@ fn thinking(blocks: Option<&[ThinkingBlock]>) -> Option<String> {
         })
         .collect();
     (!text.is_empty()).then_some(text)
+}
+
+/// The thread an event belongs to, for the events that end its open message.
+fn thread_of(event: &Event) -> Option<&str> {
+    match event {
+        Event::ModelMessage(message) => Some(&message.thread_id),
+        Event::ToolResponse(response) => Some(&response.thread_id),
+        Event::ToolProgress(progress) => Some(&progress.thread_id),
+        Event::ToolApprovalRequired(pending) | Event::ToolResponseRequired(pending) => Some(&pending.thread_id),
+        Event::ThreadDone(thread) => Some(&thread.thread_id),
+        Event::McpInitialize(initialize) => Some(&initialize.thread_id),
+        _ => None,
+    }
 }

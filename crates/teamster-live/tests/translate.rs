@@ -12,10 +12,19 @@ fn call(id: &str, name: &str, arguments: &str) -> Value {
            "tool_info": {"type": "truefoundry-system", "name": name}})
 }
 
+fn usage() -> Value {
+    json!({"input_tokens": 10, "output_tokens": 5, "cache_read_tokens": 2,
+           "input_tokens_breakdown": {"harness": 0, "skills": 0, "instructions": 0, "tool_definitions": 0, "messages": 10}})
+}
+
+/// The placeholder a streamed message's deltas fold into.
+fn placeholder(id: &str, thread: &str) -> Value {
+    json!({"type": "model.message", "id": id, "thread_id": thread, "created_at": AT})
+}
+
+/// A whole message, with its usage (no deltas follow).
 fn message(id: &str, thread: &str, text: &str, calls: Vec<Value>) -> Value {
-    let mut message = json!({"type": "model.message", "id": id, "thread_id": thread, "created_at": AT, "content": text,
-                             "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_tokens": 2,
-                                       "input_tokens_breakdown": {"harness": 0, "skills": 0, "instructions": 0, "tool_definitions": 0, "messages": 10}}});
+    let mut message = json!({"type": "model.message", "id": id, "thread_id": thread, "created_at": AT, "content": text, "usage": usage()});
     if !calls.is_empty() {
         message["tool_calls"] = Value::Array(calls);
     }
@@ -43,11 +52,12 @@ fn turn() -> Vec<Value> {
     vec![
         json!({"type": "turn.created", "id": "e1", "turn_id": "trn_1", "input": [], "state": {"status": "running"},
                "created_by": {"subject_id": "u", "subject_type": "user", "subject_slug": "u"}, "created_at": AT}),
+        placeholder("m1", "main"),
         delta("m1", "main", json!({"content": "Hel"})),
         delta("m1", "main", json!({"content": "lo", "reasoning_content": "thinking"})),
         delta("m1", "main", json!({"tool_calls": [{"index": 0, "id": "call_1", "function": {"name": "search", "arguments": "{\"q\""}}]})),
         delta("m1", "main", json!({"tool_calls": [{"index": 0, "function": {"arguments": ":1}"}}]})),
-        message("m1", "main", "Hello", vec![call("call_1", "search", "{\"q\":1}")]),
+        delta("m1", "main", json!({"finish_reason": "tool_calls", "usage": usage()})),
         json!({"type": "tool.progress", "id": "p1", "thread_id": "main", "created_at": AT, "tool_call_id": "call_1",
                "tool_name": "search", "progress": 1.0, "total": 2.0}),
         response("main", "call_1", "found"),
@@ -55,8 +65,10 @@ fn turn() -> Vec<Value> {
         json!({"type": "thread.created", "id": "t1", "created_at": AT, "thread_id": "thr_1", "title": "helper",
                "agent_info": {"name": "helper", "input": "look it up", "model": "fake/fake-model"},
                "parent": {"thread_id": "main", "tool_call_id": "call_2"}}),
+        placeholder("s1", "thr_1"),
         delta("s1", "thr_1", json!({"content": "sub"})),
-        message("s1", "thr_1", "", vec![call("call_3", "exec", "{\"command\":\"true\"}")]),
+        delta("s1", "thr_1", json!({"tool_calls": [{"index": 0, "id": "call_3", "function": {"name": "exec", "arguments": "{\"command\":\"true\"}"}}]})),
+        delta("s1", "thr_1", json!({"usage": usage()})),
         response("thr_1", "call_3", "ok"),
         json!({"type": "thread.done", "id": "t2", "created_at": AT, "thread_id": "thr_1", "title": "helper",
                "parent": {"thread_id": "main", "tool_call_id": "call_2"},
@@ -88,7 +100,12 @@ fn translate(events: &[Value]) -> Vec<LiveEvent> {
 
 #[test]
 fn a_turns_events_become_the_control_layers_in_order() {
-    let names: Vec<&str> = translate(&turn()).iter().map(LiveEvent::name).collect();
+    let live = translate(&turn());
+    let names: Vec<&str> = live.iter().map(LiveEvent::name).collect();
+    // The deltas folded: the first message whole at its end, its tool call's input whole at its start.
+    let body = |name: &str| serde_json::to_value(live.iter().find(|event| event.name() == name).unwrap()).unwrap();
+    assert_eq!(body("message_end"), json!({"type": "message_end", "message_id": "m1", "text": "Hello", "reasoning": "thinking"}));
+    assert_eq!(body("tool_start"), json!({"type": "tool_start", "tool_call_id": "call_1", "tool_name": "search", "arguments": "{\"q\":1}"}));
     let expected = [
         "agent_start",
         "message_start",
@@ -117,9 +134,10 @@ fn a_turns_events_become_the_control_layers_in_order() {
         "subagent_end",
         "tool_end",
         "message_start",
+        "message_update",
+        "tool_input_start",
         "tool_input_start",
         "tool_input_end",
-        "tool_input_start",
         "tool_input_end",
         "message_end",
         "tool_start",

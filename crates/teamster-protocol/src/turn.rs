@@ -108,6 +108,14 @@ impl TurnState {
             TurnState::Error { .. } => "error",
         }
     }
+
+    /// The turn's token and cost totals, once it ended with them.
+    pub fn metrics(&self) -> Option<&TurnMetrics> {
+        match self {
+            TurnState::Running => None,
+            TurnState::Done { metrics, .. } | TurnState::Cancelled { metrics, .. } | TurnState::Error { metrics, .. } => metrics.as_ref(),
+        }
+    }
 }
 
 /// Why a turn was cancelled.

@@ -28,6 +28,16 @@ fn invalid(param: &str, message: String) -> ApiError {
 }
 
 impl Params {
+    /// Refuses (400) a parameter not in `known`, naming it.
+    pub fn only(&self, known: &[&str]) -> Result<(), ApiError> {
+        let mut unknown: Vec<&str> = self.0.keys().map(String::as_str).filter(|name| !known.contains(name)).collect();
+        unknown.sort_unstable();
+        match unknown.first() {
+            None => Ok(()),
+            Some(name) => Err(invalid(name, format!("unknown query parameter {name:?}; this route takes {known:?}"))),
+        }
+    }
+
     /// A string parameter; empty means absent.
     pub fn string(&self, name: &str) -> Option<String> {
         self.0.get(name).filter(|value| !value.is_empty()).cloned()

@@ -100,6 +100,7 @@ impl FollowUps<'_> {
             Err(error) => return Err(error),
         }
         self.watch(session_id);
+        self.service.signals().notify(session_id);
         Ok(queued)
     }
 
@@ -113,7 +114,10 @@ impl FollowUps<'_> {
     pub async fn cancel(&self, caller: &Caller, session_id: &str, id: &str) -> Result<()> {
         self.service.catalog().owned_session(caller, session_id).await?;
         match self.service.stores().sessions.remove_queued(session_id, id).await? {
-            true => Ok(()),
+            true => {
+                self.service.signals().notify(session_id);
+                Ok(())
+            }
             false => Err(ServiceError::NotFound(format!(
                 "follow-up {:?} is not queued in this session",
                 id.chars().take(64).collect::<String>()

@@ -22,6 +22,7 @@ mod events;
 mod follow_ups;
 mod input_files;
 mod limits;
+mod live;
 mod sandboxes;
 mod skills;
 mod turn_planner;
@@ -62,6 +63,7 @@ pub use teamster_telemetry::StreamGuard;
 pub use teamster_telemetry::otlp::OtlpExporter;
 pub use teamster_telemetry::traces::{TraceParent, with_caller_trace};
 pub use turns::{CreateTurn, TurnListQuery};
+pub use live::{FALLBACK_READ, Live, LiveChannel};
 pub use limits::{FanOut, Limits, QuotaExceeded, RateLimited, RequestRate};
 pub use budgets::TenantBudget;
 
@@ -148,6 +150,8 @@ struct Inner {
     skills: skills::SkillRegistry,
     /// The sessions this process watches to start their follow-ups.
     follow_up_watchers: follow_ups::Watched,
+    /// Wakes the live channels of a session changed on this replica.
+    signals: Arc<live::SessionSignals>,
     /// The process's metrics.
     telemetry: Arc<teamster_telemetry::Telemetry>,
     /// Each subject's running turns, against the operator's quota.
@@ -166,6 +170,7 @@ impl Service {
         // Listening first, so no setting changed after the loads below goes unnoticed.
         let feed = stores.coordination.changes().await?;
         let sealed = teamster_sealed::SealedSettings::new(config.secret_key.as_ref());
+        let signals = Arc::new(live::SessionSignals::default());
         sealed.seal_all_plain(stores.settings.as_ref(), catalog::SETTING_KIND, teamster_mcp_host::SETTING_KIND).await?;
         let catalog = Arc::new(
             Catalog::load(
@@ -174,6 +179,7 @@ impl Service {
                 config.model_options,
                 config.sandboxes.clone(),
                 sealed.clone(),
+                signals.clone(),
             )
             .await?,
         );
@@ -219,6 +225,7 @@ impl Service {
             runtime,
             sandboxes: config.sandboxes,
             follow_up_watchers: follow_ups::Watched::default(),
+            signals,
             telemetry,
             turn_quota,
             key_cache: teamster_identity::KeyCache::default(),
@@ -269,6 +276,15 @@ impl Service {
     /// A session's events, and the views folded from them.
     pub fn events(&self) -> Events<'_> {
         Events { service: self }
+    }
+
+    /// Sessions' live channels.
+    pub fn live(&self) -> Live<'_> {
+        Live { service: self }
+    }
+
+    fn signals(&self) -> &live::SessionSignals {
+        &self.inner.signals
     }
 
     /// A session's files, for download.

@@ -125,6 +125,7 @@ impl Service {
     pub async fn create_turn(&self, caller: &Caller, session_id: &str, request: CreateTurn) -> Result<StartedTurn> {
         for _ in 0..CREATE_ATTEMPTS {
             if let Some(started) = self.try_create_turn(caller, session_id, &request).await? {
+                self.signals().notify(session_id);
                 // Answering a turn that waited for the user lets held follow-ups go on after it.
                 if request.input.first().is_none_or(|item| item.kind() == InputKind::ToolDecisions)
                     && !self.stores().sessions.queued_messages(session_id, QueueKind::FollowUp).await?.is_empty()
@@ -413,6 +414,7 @@ impl Service {
         self.stores().sessions.delete_session(session_id).await?;
         self.inner.mcp.close_session(session_id);
         self.inner.sandboxes.destroy(session_id).await;
+        self.signals().notify(session_id);
         Ok(())
     }
 

@@ -70,6 +70,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "teamster-sealed",
             "teamster-mcp-host",
             "teamster-skills",
+            "teamster-live",
         ],
     ),
     ("teamster-server", &["teamster-protocol", "teamster-service", "teamster-live"]),

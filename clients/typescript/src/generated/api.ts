@@ -503,6 +503,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/sessions/{session_id}/display": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The session's display state
+         * @description What the live channel would open with now: the session's title, mode, model, state, tasks, plans, follow-ups and usage, and its last turn as a UI shows it.
+         */
+        get: operations["getSessionDisplay"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sessions/{session_id}/events": {
         parameters: {
             query?: never;
@@ -601,6 +621,26 @@ export interface paths {
         post?: never;
         /** Revoke a grant */
         delete: operations["revokeSessionGrant"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sessions/{session_id}/live": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The session's live channel
+         * @description Server-Sent Events of the control layer's vocabulary: `display_state_changed` first (the whole display state), then `agent_start`, `message_update`, `tool_approval_required`, `subagent_start`, `mode_changed`, `follow_up_queued`, `thread_changed`, ... each as it happens, with the display state again after them (at most one per 50 ms while text streams). Each message's `event:` is the event's `type`; its `data:` the event's JSON.
+         */
+        get: operations["getSessionLive"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1038,6 +1078,11 @@ export interface components {
              */
             warnings: components["schemas"]["CheckProblem"][];
         };
+        /**
+         * @description How a turn ended, for `agent_end`.
+         * @enum {string}
+         */
+        AgentEndStatus: "done" | "waiting" | "cancelled" | "error";
         AgentInfo: {
             /** @description The task it was given. */
             input: string;
@@ -1484,6 +1529,52 @@ export interface components {
             };
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_DisplayState: {
+            /**
+             * @description What a UI shows of a session. Every field is always present (`null` when unset), so a
+             *     snapshot has one shape.
+             */
+            data: {
+                /** @description The last error, until the next turn starts. */
+                error?: string | null;
+                /** @description The queued follow-ups, in the order they will run. */
+                follow_ups: components["schemas"]["QueuedMessage"][];
+                /** @description The last turn's answer: its main thread's last message with text. */
+                last_answer?: string | null;
+                /** @description The last turn, running or not. */
+                last_turn_id?: string | null;
+                last_turn_status?: null | components["schemas"]["AgentEndStatus"];
+                /** @description The mode the next turn runs in (`None`: the agent's default, or no modes). */
+                mode?: string | null;
+                /** @description The model chosen for the next turns (`None`: the agent's or the mode's). */
+                model?: string | null;
+                /** @description The plans and where each stands. */
+                plans: components["schemas"]["Plan"][];
+                /** @description The turn running now. */
+                running_turn_id?: string | null;
+                /** @description The session's id. */
+                session_id: string;
+                /** @description The session state, for agents with a `state_schema`. */
+                state?: unknown;
+                /** @description The main thread's message being streamed: its id and text so far. */
+                streaming_message_id?: string | null;
+                /** @description The text of that message so far (empty when none streams). */
+                streaming_text: string;
+                /** @description The last turn's sub-agents, by thread id. */
+                subagents: {
+                    [key: string]: components["schemas"]["SubagentView"];
+                };
+                /** @description The task list. */
+                tasks: components["schemas"]["TaskList"];
+                /** @description The session's title. */
+                title?: string | null;
+                /** @description The last turn's tool calls, by id, in the order they came. */
+                tool_calls: components["schemas"]["ToolCallView"][];
+                /** @description The session's token usage and cost. */
+                usage: components["schemas"]["UsageTotals"];
+            };
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
         Data_JsonObject: {
             /** @description A JSON object the server passes on as it is (an MCP server's tool entries, a session state). */
             data: {
@@ -1780,6 +1871,50 @@ export interface components {
             /** @description Always `function` when present. */
             type?: string | null;
         };
+        /**
+         * @description What a UI shows of a session. Every field is always present (`null` when unset), so a
+         *     snapshot has one shape.
+         */
+        DisplayState: {
+            /** @description The last error, until the next turn starts. */
+            error?: string | null;
+            /** @description The queued follow-ups, in the order they will run. */
+            follow_ups: components["schemas"]["QueuedMessage"][];
+            /** @description The last turn's answer: its main thread's last message with text. */
+            last_answer?: string | null;
+            /** @description The last turn, running or not. */
+            last_turn_id?: string | null;
+            /** @description How the last turn ended, once it has. */
+            last_turn_status?: null | components["schemas"]["AgentEndStatus"];
+            /** @description The mode the next turn runs in (`None`: the agent's default, or no modes). */
+            mode?: string | null;
+            /** @description The model chosen for the next turns (`None`: the agent's or the mode's). */
+            model?: string | null;
+            /** @description The plans and where each stands. */
+            plans: components["schemas"]["Plan"][];
+            /** @description The turn running now. */
+            running_turn_id?: string | null;
+            /** @description The session's id. */
+            session_id: string;
+            /** @description The session state, for agents with a `state_schema`. */
+            state?: unknown;
+            /** @description The main thread's message being streamed: its id and text so far. */
+            streaming_message_id?: string | null;
+            /** @description The text of that message so far (empty when none streams). */
+            streaming_text: string;
+            /** @description The last turn's sub-agents, by thread id. */
+            subagents: {
+                [key: string]: components["schemas"]["SubagentView"];
+            };
+            /** @description The task list. */
+            tasks: components["schemas"]["TaskList"];
+            /** @description The session's title. */
+            title?: string | null;
+            /** @description The last turn's tool calls, by id, in the order they came. */
+            tool_calls: components["schemas"]["ToolCallView"][];
+            /** @description The session's token usage and cost. */
+            usage: components["schemas"]["UsageTotals"];
+        };
         /** @description An empty JSON object, the body of cancel and delete responses. */
         Empty: Record<string, never>;
         Enabled: {
@@ -1987,6 +2122,328 @@ export interface components {
             schema?: unknown;
             /** @description Whether the provider must hold the answer to the schema exactly. */
             strict?: boolean | null;
+        };
+        /** @description One event of the live channel. */
+        LiveEvent: {
+            /** @description The turn's id. */
+            turn_id: string;
+            /**
+             * @description Always `agent_start`: the kind of this object.
+             * @enum {string}
+             */
+            type: "agent_start";
+        } | {
+            /** @description Why it was cancelled, or what went wrong. */
+            reason?: string | null;
+            /** @description How it ended. */
+            status: components["schemas"]["AgentEndStatus"];
+            /** @description The turn's id. */
+            turn_id: string;
+            /**
+             * @description Always `agent_end`: the kind of this object.
+             * @enum {string}
+             */
+            type: "agent_end";
+        } | {
+            /** @description The message's id (its `model.message` event's). */
+            message_id: string;
+            /**
+             * @description Always `message_start`: the kind of this object.
+             * @enum {string}
+             */
+            type: "message_start";
+        } | {
+            /** @description The message's id (its `model.message` event's). */
+            message_id: string;
+            /** @description More reasoning, when the model shows it. */
+            reasoning_delta?: string | null;
+            /** @description More text. */
+            text_delta?: string | null;
+            /**
+             * @description Always `message_update`: the kind of this object.
+             * @enum {string}
+             */
+            type: "message_update";
+        } | {
+            /** @description The message's id (its `model.message` event's). */
+            message_id: string;
+            /** @description Its reasoning, when the model showed it. */
+            reasoning?: string | null;
+            /** @description Its whole text. */
+            text: string;
+            /**
+             * @description Always `message_end`: the kind of this object.
+             * @enum {string}
+             */
+            type: "message_end";
+        } | {
+            /** @description The tool call's id. */
+            tool_call_id: string;
+            /** @description The tool's name. */
+            tool_name: string;
+            /**
+             * @description Always `tool_input_start`: the kind of this object.
+             * @enum {string}
+             */
+            type: "tool_input_start";
+        } | {
+            /** @description More of it. */
+            delta: string;
+            /** @description The tool call's id. */
+            tool_call_id: string;
+            /**
+             * @description Always `tool_input_delta`: the kind of this object.
+             * @enum {string}
+             */
+            type: "tool_input_delta";
+        } | {
+            /** @description The tool call's id. */
+            tool_call_id: string;
+            /**
+             * @description Always `tool_input_end`: the kind of this object.
+             * @enum {string}
+             */
+            type: "tool_input_end";
+        } | {
+            /** @description The call's input (JSON text). */
+            arguments: string;
+            /** @description The tool call's id. */
+            tool_call_id: string;
+            /** @description The tool's name. */
+            tool_name: string;
+            /**
+             * @description Always `tool_start`: the kind of this object.
+             * @enum {string}
+             */
+            type: "tool_start";
+        } | {
+            /** @description What happened, in words. */
+            message?: string | null;
+            /**
+             * Format: double
+             * @description How far it is, in units of `total`.
+             */
+            progress: number;
+            /** @description The tool call's id. */
+            tool_call_id: string;
+            /** @description The tool's name. */
+            tool_name: string;
+            /**
+             * Format: double
+             * @description How far it will go, when known.
+             */
+            total?: number | null;
+            /**
+             * @description Always `tool_update`: the kind of this object.
+             * @enum {string}
+             */
+            type: "tool_update";
+        } | {
+            /** @description Its answer. */
+            result: string;
+            /** @description The tool call's id. */
+            tool_call_id: string;
+            /** @description The tool's name. */
+            tool_name: string;
+            /**
+             * @description Always `tool_end`: the kind of this object.
+             * @enum {string}
+             */
+            type: "tool_end";
+        } | {
+            /** @description The call's input (JSON text). */
+            arguments: string;
+            /** @description The tool call's id. */
+            tool_call_id: string;
+            /** @description The tool's name. */
+            tool_name: string;
+            /**
+             * @description Always `tool_approval_required`: the kind of this object.
+             * @enum {string}
+             */
+            type: "tool_approval_required";
+        } | {
+            /** @description What to show the user: the call's input (JSON). */
+            suspend_payload: unknown;
+            /** @description The tool call's id. */
+            tool_call_id: string;
+            /** @description The tool's name. */
+            tool_name: string;
+            /**
+             * @description Always `tool_suspended`: the kind of this object.
+             * @enum {string}
+             */
+            type: "tool_suspended";
+        } | {
+            /**
+             * @description Always `usage_update`: the kind of this object.
+             * @enum {string}
+             */
+            type: "usage_update";
+            /** @description The totals so far. */
+            usage: components["schemas"]["UsageTotals"];
+        } | {
+            /** @description What happened, in words. */
+            message: string;
+            /**
+             * @description Always `error`: the kind of this object.
+             * @enum {string}
+             */
+            type: "error";
+        } | {
+            /** @description What happened, in words. */
+            message: string;
+            /**
+             * @description Always `info`: the kind of this object.
+             * @enum {string}
+             */
+            type: "info";
+        } | {
+            /** @description The mode in force. */
+            mode?: string | null;
+            /**
+             * @description Always `mode_changed`: the kind of this object.
+             * @enum {string}
+             */
+            type: "mode_changed";
+        } | {
+            /** @description The model (`provider/model`). */
+            model?: string | null;
+            /**
+             * @description Always `model_changed`: the kind of this object.
+             * @enum {string}
+             */
+            type: "model_changed";
+        } | {
+            /** @description The state, whole. */
+            state: unknown;
+            /**
+             * @description Always `state_changed`: the kind of this object.
+             * @enum {string}
+             */
+            type: "state_changed";
+        } | {
+            /** @description The task list, whole. */
+            tasks: components["schemas"]["TaskList"];
+            /**
+             * @description Always `task_updated`: the kind of this object.
+             * @enum {string}
+             */
+            type: "task_updated";
+        } | {
+            /** @description The plans, whole. */
+            plans: components["schemas"]["Plan"][];
+            /**
+             * @description Always `plans_changed`: the kind of this object.
+             * @enum {string}
+             */
+            type: "plans_changed";
+        } | {
+            /** @description The one just queued, if one was. */
+            follow_up?: null | components["schemas"]["QueuedMessage"];
+            /** @description Every queued follow-up, in the order they will run. */
+            follow_ups: components["schemas"]["QueuedMessage"][];
+            /**
+             * @description Always `follow_up_queued`: the kind of this object.
+             * @enum {string}
+             */
+            type: "follow_up_queued";
+        } | {
+            /** @description The sub-agent's name. */
+            agent_name: string;
+            /** @description The model (`provider/model`). */
+            model?: string | null;
+            /** @description The task it was given. */
+            task: string;
+            /** @description The sub-agent's thread. */
+            thread_id: string;
+            /** @description The tool call that started it. */
+            tool_call_id: string;
+            /**
+             * @description Always `subagent_start`: the kind of this object.
+             * @enum {string}
+             */
+            type: "subagent_start";
+        } | {
+            /** @description More of it. */
+            delta: string;
+            /** @description The sub-agent's thread. */
+            thread_id: string;
+            /**
+             * @description Always `subagent_text_delta`: the kind of this object.
+             * @enum {string}
+             */
+            type: "subagent_text_delta";
+        } | {
+            /** @description The call's input (JSON text). */
+            arguments: string;
+            /** @description The sub-agent's thread. */
+            thread_id: string;
+            /** @description The tool call's id. */
+            tool_call_id: string;
+            /** @description The tool's name. */
+            tool_name: string;
+            /**
+             * @description Always `subagent_tool_start`: the kind of this object.
+             * @enum {string}
+             */
+            type: "subagent_tool_start";
+        } | {
+            /** @description Its answer. */
+            result: string;
+            /** @description The sub-agent's thread. */
+            thread_id: string;
+            /** @description The tool call's id. */
+            tool_call_id: string;
+            /** @description The tool's name. */
+            tool_name: string;
+            /**
+             * @description Always `subagent_tool_end`: the kind of this object.
+             * @enum {string}
+             */
+            type: "subagent_tool_end";
+        } | {
+            /** @description What went wrong, when it failed. */
+            error?: string | null;
+            /** @description Its answer. */
+            result?: string | null;
+            /** @description How it ended. */
+            status: components["schemas"]["SubagentStatus"];
+            /** @description The sub-agent's thread. */
+            thread_id: string;
+            /**
+             * @description Always `subagent_end`: the kind of this object.
+             * @enum {string}
+             */
+            type: "subagent_end";
+        } | {
+            /** @description The model (`provider/model`). */
+            model: string;
+            /** @description The sub-agent's thread. */
+            thread_id: string;
+            /**
+             * @description Always `subagent_model_changed`: the kind of this object.
+             * @enum {string}
+             */
+            type: "subagent_model_changed";
+        } | {
+            /** @description The session's id. */
+            session_id: string;
+            /** @description Its title now. */
+            title?: string | null;
+            /**
+             * @description Always `thread_changed`: the kind of this object.
+             * @enum {string}
+             */
+            type: "thread_changed";
+        } | {
+            /** @description The display state. */
+            display: components["schemas"]["DisplayState"];
+            /**
+             * @description Always `display_state_changed`: the kind of this object.
+             * @enum {string}
+             */
+            type: "display_state_changed";
         };
         McpAuthRequired: {
             /** @description When it was created (RFC 3339, UTC, milliseconds). */
@@ -2809,6 +3266,26 @@ export interface components {
             /** @description The parent's tools it may use, by name; all of them when absent. */
             tools?: string[] | null;
         };
+        /**
+         * @description How a sub-agent ended, for `subagent_end`.
+         * @enum {string}
+         */
+        SubagentStatus: "done" | "error";
+        /** @description A sub-agent a UI shows. */
+        SubagentView: {
+            /** @description The sub-agent's name. */
+            agent_name: string;
+            /** @description The model it runs on (`provider/model`). */
+            model?: string | null;
+            /** @description `running`, `done` or `error`. */
+            status: string;
+            /** @description The task it was given. */
+            task: string;
+            /** @description Its text so far (its answer once done). */
+            text: string;
+            /** @description Its tool calls, in order, by name. */
+            tools: string[];
+        };
         /** @description Who made a request. Kept on sessions and turns; filled by authentication. */
         Subject: {
             /** @description The subject's id: the user's, or the service account's (`local` without authentication). */
@@ -3005,6 +3482,24 @@ export interface components {
             thread_id: string;
             /** @description The calls that wait. */
             tool_calls: components["schemas"]["ToolCallRef"][];
+        };
+        /** @description A tool call a UI shows: running, done, or waiting for the user. */
+        ToolCallView: {
+            /** @description Its input (JSON text), as far as it has streamed. */
+            arguments: string;
+            /** @description Its last progress report: how far, of how much. */
+            progress?: [
+                number,
+                number | null
+            ] | null;
+            /** @description Its answer, once it has one. */
+            result?: string | null;
+            /** @description `input`, `running`, `done`, `awaiting_approval` or `awaiting_answer`. */
+            status: string;
+            /** @description The call's id. */
+            tool_call_id: string;
+            /** @description The tool's name. */
+            tool_name: string;
         };
         /**
          * @description What a tool does, for permissions: from MCP annotations and what the harness knows of its
@@ -3304,6 +3799,34 @@ export interface components {
              * @description Output tokens spent on reasoning (an extension: clients ignore unknown keys).
              */
             reasoning_tokens?: number | null;
+        };
+        /** @description Token usage and cost, summed over the model calls seen. */
+        UsageTotals: {
+            /**
+             * Format: int64
+             * @description Input tokens read from the provider's prompt cache.
+             */
+            cache_read_tokens: number;
+            /**
+             * Format: int64
+             * @description Input tokens written to the provider's prompt cache.
+             */
+            cache_write_tokens: number;
+            /**
+             * Format: double
+             * @description The cost in US dollars of the turns that ended, when their models have prices.
+             */
+            cost_usd?: number | null;
+            /**
+             * Format: int64
+             * @description Input tokens, cached ones included.
+             */
+            input_tokens: number;
+            /**
+             * Format: int64
+             * @description Output tokens, reasoning included.
+             */
+            output_tokens: number;
         };
         /** @description A user message body: plain text or an array of text and file parts. */
         UserContent: string | components["schemas"]["UserContentPart"][];
@@ -4537,6 +5060,38 @@ export interface operations {
             };
         };
     };
+    getSessionDisplay: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The display state. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_DisplayState"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
     listSessionEvents: {
         parameters: {
             query?: {
@@ -4760,6 +5315,38 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    getSessionLive: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The channel's events. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["LiveEvent"];
+                };
             };
             /** @description The error shape, with the status that says what failed. */
             default: {

@@ -32,6 +32,8 @@ pub struct Catalog {
     providers: ModelProviders,
     /// Whether specs may ask for a sandbox.
     sandboxes: crate::Sandboxes,
+    /// Wakes the live channels of the sessions it changes.
+    signals: Arc<crate::live::SessionSignals>,
     /// The MCP host, whose configured servers saved agents may name (set once it has started).
     mcp: std::sync::OnceLock<Arc<teamster_mcp_host::McpHost>>,
 }
@@ -44,6 +46,7 @@ impl Catalog {
         model_options: RegistryOptions,
         sandboxes: crate::Sandboxes,
         sealed: SealedSettings,
+        signals: Arc<crate::live::SessionSignals>,
     ) -> Result<Catalog> {
         let providers = ModelProviders::load(stores.settings.clone(), sealed, env_providers, model_options).await?;
         Ok(Catalog {
@@ -51,6 +54,7 @@ impl Catalog {
             sessions: stores.sessions.clone(),
             providers,
             sandboxes,
+            signals,
             mcp: std::sync::OnceLock::new(),
         })
     }

@@ -272,6 +272,7 @@ impl Catalog {
         if controls {
             self.sessions.update_session_control(&record.id, &record.control, &record.updated_at).await?;
         }
+        self.signals.notify(session_id);
         Ok(session_view(record))
     }
 
@@ -299,7 +300,9 @@ impl Catalog {
         if record.control.grants.len() == before {
             return Err(ServiceError::NotFound(format!("grant {:?} not found in this session", short(grant_id))));
         }
-        Ok(self.sessions.update_session_control(session_id, &record.control, &timestamp::now()).await?)
+        self.sessions.update_session_control(session_id, &record.control, &timestamp::now()).await?;
+        self.signals.notify(session_id);
+        Ok(())
     }
 
     /// One page of sessions and the token of the next page, if any.

@@ -5,6 +5,7 @@ mod auth;
 mod chat;
 mod files;
 mod keys;
+mod live;
 mod mcp_servers;
 mod meta;
 mod sessions;
@@ -15,5 +16,5 @@ mod turns;
 use crate::routes::ApiRouter;
 
 pub fn routes() -> ApiRouter {
-    ApiRouter::new().merge(agents::routes()).merge(sessions::routes()).merge(files::routes()).merge(turns::routes()).merge(settings::routes()).merge(mcp_servers::routes()).merge(skills::routes()).merge(meta::routes()).merge(chat::routes()).merge(keys::routes()).merge(auth::routes())
+    ApiRouter::new().merge(agents::routes()).merge(sessions::routes()).merge(live::routes()).merge(files::routes()).merge(turns::routes()).merge(settings::routes()).merge(mcp_servers::routes()).merge(skills::routes()).merge(meta::routes()).merge(chat::routes()).merge(keys::routes()).merge(auth::routes())
 }

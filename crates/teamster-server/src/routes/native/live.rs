@@ -1,0 +1,60 @@
+//! `GET /api/v1/sessions/{id}/live`, and `/display`: a session's live channel (`teamster_service::Live`) as
+//! Server-Sent Events: each event's name on `event:`, its JSON on one `data:` line, and `: ping`
+//! comments while it is quiet. It opens with `display_state_changed` carrying the whole display
+//! state; a reconnect opens a fresh channel (there is no `Last-Event-ID` to resume from).
+
+use axum::extract::{Path, State};
+use axum::body::Bytes;
+use axum::response::Response;
+use futures_util::StreamExt;
+use axum::Json;
+use teamster_live::{DisplayState, LiveEvent};
+use teamster_protocol::api::Data;
+
+use crate::AppState;
+use crate::auth::Authenticated;
+use crate::error::ApiResult;
+use crate::params::Params;
+use crate::routes::{ApiRouter, routes};
+use crate::sse::framed_response;
+
+pub fn routes() -> ApiRouter {
+    ApiRouter::new().routes(routes!(live)).routes(routes!(display))
+}
+
+#[utoipa::path(get, path = "/sessions/{session_id}/display", operation_id = "getSessionDisplay", tag = "Agent Sessions", summary = "The session's display state",
+    params(("session_id" = String, Path, description = "The session's id.")),
+    description = "What the live channel would open with now: the session's title, mode, model, state, tasks, plans, follow-ups and usage, and its last turn as a UI shows it.",
+    responses((status = 200, description = "The display state.", body = Data<DisplayState>)))]
+/// A session's display state.
+async fn display(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>, params: Params) -> ApiResult<Json<Data<DisplayState>>> {
+    params.only(&[])?;
+    Ok(Json(Data { data: state.service.live().display(&caller, &session_id).await? }))
+}
+
+#[utoipa::path(get, path = "/sessions/{session_id}/live", operation_id = "getSessionLive", tag = "Agent Sessions", summary = "The session's live channel",
+    params(("session_id" = String, Path, description = "The session's id.")),
+    description = "Server-Sent Events of the control layer's vocabulary: `display_state_changed` first (the whole display state), then `agent_start`, `message_update`, `tool_approval_required`, `subagent_start`, `mode_changed`, `follow_up_queued`, `thread_changed`, ... each as it happens, with the display state again after them (at most one per 50 ms while text streams). Each message's `event:` is the event's `type`; its `data:` the event's JSON.",
+    responses((status = 200, description = "The channel's events.", content_type = "text/event-stream", body = LiveEvent)))]
+/// A session's live channel.
+async fn live(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>, params: Params) -> ApiResult<Response> {
+    params.only(&[])?;
+    let channel = state.service.live().open(&caller, &session_id).await?;
+    let frames = channel.ready_chunks(64).map(|events| {
+        let mut frames = String::new();
+        for event in &events {
+            push_frame(&mut frames, event);
+        }
+        Bytes::from(frames)
+    });
+    Ok(framed_response(frames, &state))
+}
+
+/// One event as an SSE message: its name, then its JSON on one line.
+fn push_frame(frames: &mut String, event: &LiveEvent) {
+    frames.push_str("event: ");
+    frames.push_str(event.name());
+    frames.push_str("\ndata: ");
+    frames.push_str(&serde_json::to_string(event).unwrap_or_default());
+    frames.push_str("\n\n");
+}

@@ -1,0 +1,214 @@
+"""A session's live channel (`GET /api/v1/sessions/{id}/live`): one SSE stream a UI subscribes
+to once. It opens with the whole display state, then sends the control layer's events as turns
+run and as other clients change the session (its title, mode, model, follow-ups), each followed
+by the display state; the last one equals `GET /api/v1/sessions/{id}/display`."""
+
+from __future__ import annotations
+
+import json
+import threading
+import typing
+
+import httpx
+
+import wire
+
+
+def call(name: str, arguments: dict) -> str:
+    return f"[tool:{name} {json.dumps(arguments)}]"
+
+
+class LiveReader:
+    """Reads a live channel on a thread of its own: every event as `(name, body)`, in order."""
+
+    def __init__(self, root: str, session_id: str, key: str = "K") -> None:
+        self.events: list[tuple[str, dict]] = []
+        self.status: typing.Optional[int] = None
+        self.error: typing.Optional[str] = None
+        self.closed = False
+        self.http = httpx.Client(base_url=root, headers={"Authorization": f"Bearer {key}"},
+                                 timeout=httpx.Timeout(60.0, connect=5.0))
+        self.thread = threading.Thread(target=self._read, args=(session_id,), daemon=True)
+        self.thread.start()
+        wire.wait_until(lambda: self.events or self.error, what="the channel's first event")
+
+    def _read(self, session_id: str) -> None:
+        try:
+            with self.http.stream("GET", f"/api/v1/sessions/{session_id}/live") as response:
+                self.status = response.status_code
+                if response.status_code != 200:
+                    self.error = response.read().decode()
+                    return
+                name = None
+                for line in response.iter_lines():
+                    if line.startswith("event: "):
+                        name = line[len("event: "):]
+                    elif line.startswith("data: "):
+                        body = json.loads(line[len("data: "):])
+                        assert body["type"] == name, (name, body)
+                        self.events.append((name, body))
+                    elif line == "":
+                        name = None
+        except Exception as error:  # noqa: BLE001 - closing the client ends the read
+            if not self.closed:
+                self.error = repr(error)
+
+    def names(self, start: int = 0) -> list[str]:
+        return [name for name, _ in self.events[start:]]
+
+    def wait_for(self, name: str, start: int = 0, what: typing.Optional[str] = None) -> dict:
+        """The first `name` event at or after index `start`, waiting for it."""
+        def found() -> typing.Optional[dict]:
+            assert self.error is None, self.error
+            return next((body for event, body in self.events[start:] if event == name), None)
+        return wire.wait_until(found, what=what or f"{name} on the channel (got {self.names(start)})")
+
+    def last_display(self) -> dict:
+        return next(body["display"] for name, body in reversed(self.events) if name == "display_state_changed")
+
+    def close(self) -> None:
+        self.closed = True
+        self.http.close()
+
+
+def ordered(names: list[str], expected: list[str]) -> bool:
+    """Whether `expected` appears in `names` in this order (other events between)."""
+    position = 0
+    for name in names:
+        if position < len(expected) and name == expected[position]:
+            position += 1
+    return position == len(expected)
+
+
+def spec() -> dict:
+    return {"model": {"name": "fake/fake-model"}, "config": {"tasks": {"enabled": True}},
+            "modes": [{"id": "ask", "default": True}, {"id": "code", "instructions": "Write code."}]}
+
+
+def test_a_channel_shows_turns_and_changes_from_other_clients_in_order(server, api: wire.Api):
+    session = api.create_session(spec=spec())
+    sid = session["id"]
+    live = LiveReader(server.url, sid)
+    try:
+        first_name, first = live.events[0]
+        assert first_name == "display_state_changed"
+        assert first["display"]["session_id"] == sid and first["display"]["running_turn_id"] is None
+
+        # A text turn.
+        start = len(live.events)
+        run = api.run_turn(sid, "Hello there " + wire.unique("text"))
+        assert run.done["state"]["status"] == "done"
+        live.wait_for("agent_end", start)
+        print(live.events[start:])
+        assert ordered(live.names(start), ["agent_start", "message_start", "message_update", "message_end",
+                                            "usage_update", "agent_end", "display_state_changed"]), live.names(start)
+        end = live.wait_for("agent_end", start)
+        assert end == {"type": "agent_end", "turn_id": run.turn_id, "status": "done"}
+
+        # A tool that changes the task list.
+        start = len(live.events)
+        api.run_turn(sid, call("task_write", {"tasks": [{"title": "Read"}, {"title": "Write"}]}))
+        updated = live.wait_for("task_updated", start)
+        assert [task["title"] for task in updated["tasks"]["tasks"]] == ["Read", "Write"]
+        assert ordered(live.names(start), ["agent_start", "tool_start", "tool_end", "agent_end", "task_updated"]), \
+            live.names(start)
+
+        # A sub-agent.
+        start = len(live.events)
+        api.run_turn(sid, call("run_sub_agent", {"name": "helper", "task": "say hi " + wire.unique("sub")}))
+        ended = live.wait_for("subagent_end", start)
+        assert ended["status"] == "done", ended
+        live.wait_for("agent_end", start)
+        assert ordered(live.names(start), ["agent_start", "tool_start", "subagent_start", "subagent_end",
+                                            "tool_end", "agent_end"]), live.names(start)
+
+        # Another client renames the session, switches its mode and its model.
+        start = len(live.events)
+        api.ok(api.patch(f"/api/v1/sessions/{sid}", json={"title": "Renamed elsewhere"}))
+        assert live.wait_for("thread_changed", start) == {"type": "thread_changed", "session_id": sid, "title": "Renamed elsewhere"}
+        api.ok(api.patch(f"/api/v1/sessions/{sid}", json={"mode": "code", "model": "fake/fake-model"}))
+        assert live.wait_for("mode_changed", start)["mode"] == "code"
+        assert live.wait_for("model_changed", start)["model"] == "fake/fake-model"
+
+        # A question: the turn ends waiting, the call suspended with its input as the payload.
+        start = len(live.events)
+        question = {"question": "Which colour?", "options": [{"label": "Blue"}, {"label": "Red"}]}
+        api.run_turn(sid, call("ask_user_question", question))
+        suspended = live.wait_for("tool_suspended", start)
+        assert suspended["tool_name"] == "ask_user_question" and suspended["suspend_payload"]["question"] == "Which colour?"
+        assert live.wait_for("agent_end", start)["status"] == "waiting"
+
+        # A follow-up queued while the turn waits, then cancelled.
+        start = len(live.events)
+        queued = api.ok(api.post(f"/api/v1/sessions/{sid}/follow-ups", json={"content": "later"}), 201)["data"]
+        shown = live.wait_for("follow_up_queued", start)
+        assert shown["follow_up"]["id"] == queued["id"] and [item["id"] for item in shown["follow_ups"]] == [queued["id"]]
+        start = len(live.events)
+        assert api.delete(f"/api/v1/sessions/{sid}/follow-ups/{queued['id']}").status_code == 204
+        assert live.wait_for("follow_up_queued", start)["follow_ups"] == []
+
+        # A turn that fails says why.
+        start = len(live.events)
+        api.run_turn(sid, "[error:400] " + wire.unique("fails"))
+        error = live.wait_for("error", start)
+        assert "400" in error["message"], error
+        assert live.wait_for("agent_end", start)["status"] == "error"
+
+        # Once quiet, the last snapshot is the display state as GET reads it.
+        seen: list[dict] = []
+
+        def settled() -> bool:
+            current = api.ok(api.get(f"/api/v1/sessions/{sid}/display"))["data"]
+            seen[:] = [current, live.last_display()]
+            return live.events[-1][0] == "display_state_changed" and live.last_display() == current
+        try:
+            wire.wait_until(settled, timeout=5, what="the channel's last display state to equal GET /display")
+        except AssertionError:
+            differing = {key: (seen[0].get(key), seen[1].get(key)) for key in seen[0] if seen[0].get(key) != seen[1].get(key)}
+            raise AssertionError(f"GET /display and the channel's last snapshot differ (GET, channel): {differing}")
+        display = live.last_display()
+        assert display["title"] == "Renamed elsewhere" and display["mode"] == "code"
+        assert display["last_turn_status"] == "error" and display["usage"]["input_tokens"] > 0
+        assert [task["title"] for task in display["tasks"]["tasks"]] == ["Read", "Write"]
+    finally:
+        live.close()
+
+
+def test_a_channel_joins_a_running_turn_and_opens_again_from_a_fresh_snapshot(server, api: wire.Api):
+    session = api.create_session("demo")
+    sid = session["id"]
+    turn = api.start_turn(sid, "[delay:30] [tokens:40] slow " + wire.unique("slow"))
+    live = LiveReader(server.url, sid)
+    try:
+        # Joined mid-turn: the snapshot names the running turn and the turn's events follow.
+        assert live.events[0][1]["display"]["running_turn_id"] == turn["id"]
+        assert live.wait_for("agent_end")["turn_id"] == turn["id"]
+        assert ordered(live.names(), ["display_state_changed", "agent_start", "message_update", "agent_end"]), live.names()
+    finally:
+        live.close()
+    again = LiveReader(server.url, sid)
+    try:
+        display = again.events[0][1]["display"]
+        assert display["running_turn_id"] is None and display["last_turn_id"] == turn["id"]
+        assert display["last_answer"], display
+    finally:
+        again.close()
+
+
+def test_a_session_the_caller_may_not_read_is_404_and_unknown_parameters_400(server, api: wire.Api):
+    assert api.get("/api/v1/sessions/ses_nope/live").status_code == 404
+    wire.assert_error(api.get("/api/v1/sessions/ses_nope/display"), 404)
+    session = api.create_session("demo")
+    wire.assert_error(api.get(f"/api/v1/sessions/{session['id']}/live", params={"after": "1"}), 400)
+    wire.assert_error(api.get(f"/api/v1/sessions/{session['id']}/display", params={"x": "1"}), 400)
+
+
+def test_a_deleted_session_ends_its_channel(server, api: wire.Api):
+    session = api.create_session("demo")
+    live = LiveReader(server.url, session["id"])
+    try:
+        api.delete(f"/api/v1/sessions/{session['id']}")
+        wire.wait_until(lambda: not live.thread.is_alive(), what="the channel to end with its session")
+        assert live.error is None
+    finally:
+        live.close()
