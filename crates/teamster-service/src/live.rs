@@ -30,6 +30,9 @@ use crate::{Caller, Service, ServiceError};
 /// How often a channel re-reads its session when nothing told it of a change (one made on
 /// another replica).
 pub const FALLBACK_READ: Duration = Duration::from_secs(1);
+/// The same for a store no other replica shares (no change feed): only another process on
+/// the same SQLite file, around a restart, changes a session unsignalled.
+const ALONE_FALLBACK_READ: Duration = Duration::from_secs(30);
 /// How many events a subscriber may fall behind before it is dropped.
 const BUFFER: usize = 1024;
 /// The most turns, newest first, whose usage a channel sums as it opens.
@@ -199,11 +202,12 @@ impl Channel {
     }
 
     async fn follow(&mut self, signals: &mut broadcast::Receiver<Arc<str>>) -> Stop {
+        let fallback = if self.reader.service.runtime().is_clustered() { FALLBACK_READ } else { ALONE_FALLBACK_READ };
         loop {
             let due = self.coalescer.due();
             let result = tokio::select! {
                 next = next_event(&mut self.following) => match next {
-                    Some(streamed) => self.turn_event(&streamed.json),
+                    Some(streamed) => self.turn_event(&streamed.json).await,
                     None => {
                         self.following = None;
                         self.refresh(true).await
@@ -214,7 +218,7 @@ impl Channel {
                     Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => self.refresh(false).await,
                     Err(broadcast::error::RecvError::Closed) => Err(Stop::Subscriber),
                 },
-                () = tokio::time::sleep(FALLBACK_READ) => self.refresh(false).await,
+                () = tokio::time::sleep(fallback) => self.refresh(false).await,
                 () = sleep_until(due) => self.send_display(),
                 () = self.sender.closed() => Err(Stop::Subscriber),
             };
@@ -224,11 +228,23 @@ impl Channel {
         }
     }
 
-    /// One event of the followed turn, translated, sent and folded in.
-    fn turn_event(&mut self, json: &str) -> std::result::Result<(), Stop> {
+    /// One event of the followed turn, translated, sent and folded in. A tool that changed
+    /// the task list, the plans or the state has the session read again at once.
+    async fn turn_event(&mut self, json: &str) -> std::result::Result<(), Stop> {
         let Some(following) = &mut self.following else { return Ok(()) };
         let events = translate(&mut following.translator, json);
-        self.send_all(events)
+        let changed_views = events.iter().any(|event| match event {
+            LiveEvent::ToolEnd { tool_name, .. } => {
+                teamster_control::TASK_TOOLS.contains(&tool_name.as_str())
+                    || [teamster_control::SUBMIT_PLAN, teamster_control::STATE_UPDATE].contains(&tool_name.as_str())
+            }
+            _ => false,
+        });
+        self.send_all(events)?;
+        match changed_views {
+            true => self.refresh(true).await,
+            false => Ok(()),
+        }
     }
 
     /// Re-reads the session and sends what changed; `views` also re-reads the folded views
