@@ -190,6 +190,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("DELETE", "/api/v1/agents/{agent_id}"): Route(agent_delete(200), fresh=True),
     # Sessions: a new one of the owner's agent is for its runners; the rest is the creator's.
     ("GET", "/api/v1/sessions"): Route(any_caller(200)),
+    ("GET", "/api/v1/live"): Route(any_caller(200), streams=True),
     ("POST", "/api/v1/sessions"): Route(agent_use(201), body=lambda world, caller: {"agent": {"name": world.agent_name}}),
     ("POST", "/api/v1/chat"): Route(agent_use(200), body=chat_body),
     # Nothing runs in the owner's chat; for anyone else, the chat is one where nothing runs

@@ -448,3 +448,27 @@ def test_chained_turns_alternating_replicas_send_the_whole_history_once(cluster,
                  for content in users]
         seen = [next((m for m in markers if m in text), None) for text in texts]
         assert seen == markers[:index + 1], f"turn {index} sent {seen}"
+
+
+def test_live_channels_on_a_show_what_clients_of_b_do(cluster):
+    """A session's channel and the caller's, held on A, while another client works through B:
+    a rename, a turn, a new session (the change feed carries no session changes: A reads them
+    within its one-second fallback)."""
+    from test_live import LiveReader
+
+    session = cluster.a.require_api().create_session(DEMO_AGENT)
+    on_b = cluster.b.require_api()
+    channel = LiveReader(cluster.a.url, session["id"])
+    callers = LiveReader(cluster.a.url, None)
+    try:
+        on_b.ok(on_b.patch(f"/api/v1/sessions/{session['id']}", json={"title": "renamed on B"}))
+        assert channel.wait_for("thread_changed")["title"] == "renamed on B"
+        assert callers.wait_for("thread_changed")["title"] == "renamed on B"
+        run = on_b.run_turn(session["id"], "hello from B " + wire.unique("b"))
+        assert channel.wait_for("agent_end") == {"type": "agent_end", "turn_id": run.turn_id, "status": "done"}
+        assert "message_end" in channel.names()
+        made = on_b.create_session(DEMO_AGENT)
+        assert callers.wait_for("thread_created")["session"]["id"] == made["id"]
+    finally:
+        channel.close()
+        callers.close()

@@ -12,6 +12,7 @@ import typing
 import httpx
 
 import wire
+from test_identity import Keyed, key_for, keyed  # noqa: F401 (the fixture)
 
 
 def call(name: str, arguments: dict) -> str:
@@ -19,34 +20,40 @@ def call(name: str, arguments: dict) -> str:
 
 
 class LiveReader:
-    """Reads a live channel on a thread of its own: every event as `(name, body)`, in order."""
+    """Reads a live channel on a thread of its own: every event as `(name, body)`, in order.
+    `session_id` None reads the caller's channel (`GET /api/v1/live`)."""
 
-    def __init__(self, root: str, session_id: str, key: str = "K") -> None:
+    def __init__(self, root: str, session_id: typing.Optional[str], key: str = "K") -> None:
         self.events: list[tuple[str, dict]] = []
+        self.session_id = session_id
         self.status: typing.Optional[int] = None
         self.error: typing.Optional[str] = None
         self.closed = False
         self.http = httpx.Client(base_url=root, headers={"Authorization": f"Bearer {key}"},
                                  timeout=httpx.Timeout(60.0, connect=5.0))
         self.thread = threading.Thread(target=self._read, args=(session_id,), daemon=True)
+        self.opened = False
         self.thread.start()
-        wire.wait_until(lambda: self.events or self.error, what="the channel's first event")
+        wire.wait_until(lambda: (self.events if session_id else self.opened) or self.error, what="the channel to open")
 
-    def _read(self, session_id: str) -> None:
+    def _read(self, session_id: typing.Optional[str]) -> None:
+        path = "/api/v1/live" if session_id is None else f"/api/v1/sessions/{session_id}/live"
         try:
-            with self.http.stream("GET", f"/api/v1/sessions/{session_id}/live") as response:
+            with self.http.stream("GET", path) as response:
                 self.status = response.status_code
                 if response.status_code != 200:
                     self.error = response.read().decode()
                     return
                 name = None
                 for line in response.iter_lines():
+                    self.opened = True
                     if line.startswith("event: "):
                         name = line[len("event: "):]
                     elif line.startswith("data: "):
                         body = json.loads(line[len("data: "):])
                         assert body["type"] == name, (name, body)
                         self.events.append((name, body))
+                        self.opened = True
                     elif line == "":
                         name = None
         except Exception as error:  # noqa: BLE001 - closing the client ends the read
@@ -214,3 +221,45 @@ def test_a_deleted_session_ends_its_channel(server, api: wire.Api):
         assert live.error is None
     finally:
         live.close()
+
+
+def test_the_callers_channel_shows_its_sessions_created_renamed_and_deleted_by_other_clients(server, api: wire.Api):
+    live = LiveReader(server.url, None)
+    try:
+        # Another client (the same user) creates a session: it shows before any list call.
+        made = api.create_session("demo")
+        created = live.wait_for("thread_created")
+        assert created["session"]["id"] == made["id"] and created["session"]["agent_name"] == "demo"
+        start = len(live.events)
+        api.ok(api.patch(f"/api/v1/sessions/{made['id']}", json={"title": "Quarterly numbers"}))
+        assert live.wait_for("thread_changed", start) == {"type": "thread_changed", "session_id": made["id"], "title": "Quarterly numbers"}
+        # A mode or turn change is not a list change: nothing is sent for it.
+        api.run_turn(made["id"], "hello " + wire.unique("quiet"))
+        start = len(live.events)
+        assert api.delete(f"/api/v1/sessions/{made['id']}").status_code == 204
+        assert live.wait_for("thread_deleted", start) == {"type": "thread_deleted", "session_id": made["id"]}
+        assert [name for name, _ in live.events] == ["thread_created", "thread_changed", "thread_deleted"], live.names()
+    finally:
+        live.close()
+
+
+def test_the_callers_channel_shows_no_one_elses_sessions(keyed: Keyed):
+    admin = wire.Api(keyed.server.url, key=keyed.admin)
+    alice = wire.Api(keyed.server.url, key=key_for(admin, "alice", "acme"))
+    bob_key = key_for(admin, "bob", "acme")
+    bob = wire.Api(keyed.server.url, key=bob_key)
+    live = LiveReader(keyed.server.url, None, key=bob_key)
+    try:
+        draft = {"model": {"name": "fake/fake-model"}}
+        hers = alice.create_session(spec=draft)
+        alice.ok(alice.patch(f"/api/v1/sessions/{hers['id']}", json={"title": "secret plans"}))
+        his = bob.create_session(spec=draft)
+        bob.ok(bob.patch(f"/api/v1/sessions/{his['id']}", json={"title": "bob's"}))
+        live.wait_for("thread_changed")
+        assert [(name, body.get("session", {}).get("id", body.get("session_id"))) for name, body in live.events] == \
+            [("thread_created", his["id"]), ("thread_changed", his["id"])]
+        assert hers["id"] not in json.dumps(live.events) and "secret plans" not in json.dumps(live.events)
+    finally:
+        live.close()
+        for api in (admin, alice, bob):
+            api.close()

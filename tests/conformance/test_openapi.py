@@ -126,7 +126,8 @@ def test_it_agrees_with_our_spec_where_both_have_the_route(document):
                   ("post", "/api/v1/sessions/{session_id}/follow-ups"), ("post", "/api/v1/sessions/{session_id}/steer"),
                   ("post", "/api/v1/sessions/{session_id}/clone"), ("post", "/api/v1/keys"), ("get", "/metrics"),
                   ("get", "/readyz"), ("get", "/api/v1/sessions/{session_id}/files/{digest}"),
-                  ("get", "/api/v1/sessions/{session_id}/live"), ("get", "/api/v1/sessions/{session_id}/display")]:
+                  ("get", "/api/v1/sessions/{session_id}/live"), ("get", "/api/v1/sessions/{session_id}/display"),
+                  ("get", "/api/v1/live")]:
         assert added in ours, added
 
 

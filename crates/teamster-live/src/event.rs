@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use teamster_protocol::control::{Plan, QueuedMessage, TaskList};
+use teamster_protocol::session::Session;
 
 use crate::display::{AgentEndStatus, DisplayState, SubagentStatus, SubagentView, UsageTotals};
 
@@ -245,6 +246,16 @@ pub enum LiveEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         title: Option<String>,
     },
+    /// A session of the caller's was created (on the caller's channel).
+    ThreadCreated {
+        /// The session, as `GET /sessions/{id}` shows it.
+        session: Box<Session>,
+    },
+    /// A session of the caller's was deleted (on the caller's channel).
+    ThreadDeleted {
+        /// The session's id.
+        session_id: String,
+    },
     /// The display state, whole.
     DisplayStateChanged {
         /// The display state.
@@ -363,6 +374,7 @@ impl LiveEvent {
                 }
             }
             LiveEvent::ThreadChanged { title, .. } => display.title.clone_from(title),
+            LiveEvent::ThreadCreated { .. } | LiveEvent::ThreadDeleted { .. } => {}
             LiveEvent::DisplayStateChanged { display: snapshot } => *display = (**snapshot).clone(),
         }
     }
@@ -399,6 +411,8 @@ impl LiveEvent {
             LiveEvent::SubagentEnd { .. } => "subagent_end",
             LiveEvent::SubagentModelChanged { .. } => "subagent_model_changed",
             LiveEvent::ThreadChanged { .. } => "thread_changed",
+            LiveEvent::ThreadCreated { .. } => "thread_created",
+            LiveEvent::ThreadDeleted { .. } => "thread_deleted",
             LiveEvent::DisplayStateChanged { .. } => "display_state_changed",
         }
     }

@@ -72,6 +72,7 @@ impl Service {
             }
             return Err(error);
         }
+        self.signals().notify_listed(&clone.id, &clone.created_by.subject_id);
         Ok(session_view(self.stores().sessions.get_session(&clone.id).await?))
     }
 

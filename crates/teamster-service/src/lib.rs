@@ -24,6 +24,7 @@ mod input_files;
 mod limits;
 mod live;
 mod sandboxes;
+mod signals;
 mod skills;
 mod turn_planner;
 mod turns;
@@ -151,7 +152,7 @@ struct Inner {
     /// The sessions this process watches to start their follow-ups.
     follow_up_watchers: follow_ups::Watched,
     /// Wakes the live channels of a session changed on this replica.
-    signals: Arc<live::SessionSignals>,
+    signals: Arc<signals::SessionSignals>,
     /// The process's metrics.
     telemetry: Arc<teamster_telemetry::Telemetry>,
     /// Each subject's running turns, against the operator's quota.
@@ -170,7 +171,7 @@ impl Service {
         // Listening first, so no setting changed after the loads below goes unnoticed.
         let feed = stores.coordination.changes().await?;
         let sealed = teamster_sealed::SealedSettings::new(config.secret_key.as_ref());
-        let signals = Arc::new(live::SessionSignals::default());
+        let signals = Arc::new(signals::SessionSignals::default());
         sealed.seal_all_plain(stores.settings.as_ref(), catalog::SETTING_KIND, teamster_mcp_host::SETTING_KIND).await?;
         let catalog = Arc::new(
             Catalog::load(
@@ -283,7 +284,7 @@ impl Service {
         Live { service: self }
     }
 
-    fn signals(&self) -> &live::SessionSignals {
+    fn signals(&self) -> &signals::SessionSignals {
         &self.inner.signals
     }
 

@@ -414,7 +414,7 @@ impl Service {
         self.stores().sessions.delete_session(session_id).await?;
         self.inner.mcp.close_session(session_id);
         self.inner.sandboxes.destroy(session_id).await;
-        self.signals().notify(session_id);
+        self.signals().notify_listed(session_id, &session.created_by.subject_id);
         Ok(())
     }
 

@@ -283,6 +283,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/live": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's live channel
+         * @description Server-Sent Events about the caller's own sessions, the ones `GET /sessions` lists: `thread_created` (with the session), `thread_changed` (its title) and `thread_deleted`, as any client makes them (those of another replica within a second).
+         */
+        get: operations["getLive"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/mcp-servers": {
         parameters: {
             query?: never;
@@ -2437,6 +2457,22 @@ export interface components {
              */
             type: "thread_changed";
         } | {
+            /** @description The session, as `GET /sessions/{id}` shows it. */
+            session: components["schemas"]["Session"];
+            /**
+             * @description Always `thread_created`: the kind of this object.
+             * @enum {string}
+             */
+            type: "thread_created";
+        } | {
+            /** @description The session's id. */
+            session_id: string;
+            /**
+             * @description Always `thread_deleted`: the kind of this object.
+             * @enum {string}
+             */
+            type: "thread_deleted";
+        } | {
             /** @description The display state. */
             display: components["schemas"]["DisplayState"];
             /**
@@ -4472,6 +4508,35 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Data_ApiKey"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    getLive: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The channel's events. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["LiveEvent"];
                 };
             };
             /** @description The error shape, with the status that says what failed. */

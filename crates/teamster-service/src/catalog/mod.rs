@@ -33,7 +33,7 @@ pub struct Catalog {
     /// Whether specs may ask for a sandbox.
     sandboxes: crate::Sandboxes,
     /// Wakes the live channels of the sessions it changes.
-    signals: Arc<crate::live::SessionSignals>,
+    signals: Arc<crate::signals::SessionSignals>,
     /// The MCP host, whose configured servers saved agents may name (set once it has started).
     mcp: std::sync::OnceLock<Arc<teamster_mcp_host::McpHost>>,
 }
@@ -46,7 +46,7 @@ impl Catalog {
         model_options: RegistryOptions,
         sandboxes: crate::Sandboxes,
         sealed: SealedSettings,
-        signals: Arc<crate::live::SessionSignals>,
+        signals: Arc<crate::signals::SessionSignals>,
     ) -> Result<Catalog> {
         let providers = ModelProviders::load(stores.settings.clone(), sealed, env_providers, model_options).await?;
         Ok(Catalog {

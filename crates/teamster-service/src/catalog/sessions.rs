@@ -160,6 +160,7 @@ impl Catalog {
             control: SessionControl::default(),
         };
         self.sessions.create_session(&record).await?;
+        self.signals.notify_listed(&record.id, &record.created_by.subject_id);
         Ok(session_view(record))
     }
 
@@ -272,7 +273,7 @@ impl Catalog {
         if controls {
             self.sessions.update_session_control(&record.id, &record.control, &record.updated_at).await?;
         }
-        self.signals.notify(session_id);
+        self.signals.notify_listed(session_id, &record.created_by.subject_id);
         Ok(session_view(record))
     }
 

@@ -1,7 +1,8 @@
-//! `GET /api/v1/sessions/{id}/live`, and `/display`: a session's live channel (`teamster_service::Live`) as
+//! `GET /api/v1/sessions/{id}/live` (and `/display`), a session's live channel, and
+//! `GET /api/v1/live`, the caller's: a live channel (`teamster_service::Live`) as
 //! Server-Sent Events: each event's name on `event:`, its JSON on one `data:` line, and `: ping`
-//! comments while it is quiet. It opens with `display_state_changed` carrying the whole display
-//! state; a reconnect opens a fresh channel (there is no `Last-Event-ID` to resume from).
+//! comments while it is quiet. A session's opens with `display_state_changed` carrying the whole
+//! display state; a reconnect opens a fresh channel (there is no `Last-Event-ID` to resume from).
 
 use axum::extract::{Path, State};
 use axum::body::Bytes;
@@ -10,6 +11,7 @@ use futures_util::StreamExt;
 use axum::Json;
 use teamster_live::{DisplayState, LiveEvent};
 use teamster_protocol::api::Data;
+use teamster_service::LiveChannel;
 
 use crate::AppState;
 use crate::auth::Authenticated;
@@ -19,7 +21,19 @@ use crate::routes::{ApiRouter, routes};
 use crate::sse::framed_response;
 
 pub fn routes() -> ApiRouter {
-    ApiRouter::new().routes(routes!(live)).routes(routes!(display))
+    ApiRouter::new().routes(routes!(live)).routes(routes!(display)).routes(routes!(caller_live))
+}
+
+#[utoipa::path(get, path = "/live", operation_id = "getLive", tag = "Agent Sessions", summary = "The caller's live channel",
+    description = "Server-Sent Events about the caller's own sessions, the ones `GET /sessions` lists: `thread_created` (with the session), `thread_changed` (its title) and `thread_deleted`, as any client makes them (those of another replica within a second).",
+    responses((status = 200, description = "The channel's events.", content_type = "text/event-stream", body = LiveEvent)))]
+/// The caller's live channel.
+async fn caller_live(State(state): State<AppState>, Authenticated(caller): Authenticated, params: Params) -> ApiResult<Response> {
+    params.only(&[])?;
+    let channel = state.service.live().open_caller(&caller).await?;
+    // A comment first: the channel is open (its first event may be long in coming).
+    let opened = futures_util::stream::once(std::future::ready(Bytes::from_static(b": live\n\n")));
+    Ok(framed_response(opened.chain(frames(channel)), &state))
 }
 
 #[utoipa::path(get, path = "/sessions/{session_id}/display", operation_id = "getSessionDisplay", tag = "Agent Sessions", summary = "The session's display state",
@@ -40,14 +54,18 @@ async fn display(State(state): State<AppState>, Authenticated(caller): Authentic
 async fn live(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>, params: Params) -> ApiResult<Response> {
     params.only(&[])?;
     let channel = state.service.live().open(&caller, &session_id).await?;
-    let frames = channel.ready_chunks(64).map(|events| {
+    Ok(framed_response(frames(channel), &state))
+}
+
+/// A channel's events framed, those ready together in one piece.
+fn frames(channel: LiveChannel) -> impl futures_util::Stream<Item = Bytes> + Send + Unpin + 'static {
+    channel.ready_chunks(64).map(|events| {
         let mut frames = String::new();
         for event in &events {
             push_frame(&mut frames, event);
         }
         Bytes::from(frames)
-    });
-    Ok(framed_response(frames, &state))
+    })
 }
 
 /// One event as an SSE message: its name, then its JSON on one line.

@@ -1,120 +1,38 @@
-//! A session's live channel ([`Live`], `service.live()`): one stream of the control layer's
-//! events (`teamster-live`) that a UI subscribes to once instead of polling. It opens with
-//! `display_state_changed` carrying the whole display state, then sends what happens: the
-//! events of each turn as it runs, translated, and the changes of the session's title, mode,
-//! model, state, tasks, plans and follow-ups, each followed by the display state (coalesced
-//! while text streams).
-//!
-//! A channel is a task of its own that follows the session's running turn (on this replica or
-//! another, through the runtime's subscriptions) and re-reads the session when told it changed:
-//! at once for changes made on this replica ([`SessionSignals`], raised by the operations that
-//! change a session), and every [`FALLBACK_READ`] for those made elsewhere. Its buffer is
-//! bounded: a subscriber that stops reading is dropped, never holds a turn up, and may open a
-//! channel again (which starts from a fresh snapshot).
+//! A session's live channel: the snapshot it opens with, then its turns followed and the
+//! session re-read when signalled (see the [module](super)).
 
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
+use futures_util::StreamExt;
 use teamster_live::{Coalescer, DisplayState, LiveEvent, TurnTranslator, UsageTotals};
 use teamster_protocol::control::{Plan, QueuedMessage, TaskList};
 use teamster_protocol::{Event, TurnState};
 use teamster_runtime::EventStream;
 use tokio::sync::{broadcast, mpsc};
 
-use crate::error::Result;
+use super::fallback_read;
+use crate::signals::Signal;
 use crate::{Caller, Service, ServiceError};
 
-/// How often a channel re-reads its session when nothing told it of a change (one made on
-/// another replica).
-pub const FALLBACK_READ: Duration = Duration::from_secs(1);
-/// The same for a store no other replica shares (no change feed): only another process on
-/// the same SQLite file, around a restart, changes a session unsignalled.
-const ALONE_FALLBACK_READ: Duration = Duration::from_secs(30);
-/// How many events a subscriber may fall behind before it is dropped.
-const BUFFER: usize = 1024;
 /// The most turns, newest first, whose usage a channel sums as it opens.
 const USAGE_TURNS: usize = 1000;
-/// How many signals the bus keeps for a channel that has not read them.
-const SIGNALS: usize = 1024;
 
-/// Tells a replica's channels that a session changed (see the [module](self)).
-#[derive(Debug)]
-pub(crate) struct SessionSignals {
-    sender: broadcast::Sender<Arc<str>>,
-}
-
-impl Default for SessionSignals {
-    fn default() -> SessionSignals {
-        SessionSignals { sender: broadcast::Sender::new(SIGNALS) }
-    }
-}
-
-impl SessionSignals {
-    /// Wakes the channels of `session_id`.
-    pub(crate) fn notify(&self, session_id: &str) {
-        let _ = self.sender.send(session_id.into());
-    }
-
-    fn subscribe(&self) -> broadcast::Receiver<Arc<str>> {
-        self.sender.subscribe()
-    }
-}
-
-/// The sessions' live channels ([`Service::live`]).
-pub struct Live<'a> {
-    pub(crate) service: &'a Service,
-}
-
-impl Live<'_> {
-    /// The display state of one of the caller's sessions now: what a channel opened now starts
-    /// with.
-    pub async fn display(&self, caller: &Caller, session_id: &str) -> Result<DisplayState> {
-        let mut channel = self.open(caller, session_id).await?;
-        match channel.next().await {
-            Some(LiveEvent::DisplayStateChanged { display }) => Ok(*display),
-            _ => Err(ServiceError::Unavailable("the session's display state could not be read now".to_owned())),
-        }
-    }
-
-    /// Opens the live channel of one of the caller's sessions (404 as for reading it).
-    pub async fn open(&self, caller: &Caller, session_id: &str) -> Result<LiveChannel> {
-        self.service.catalog().owned_session(caller, session_id).await?;
-        let (sender, receiver) = mpsc::channel(BUFFER);
-        let channel = Channel {
-            reader: Reader { service: self.service.clone(), caller: caller.clone(), session_id: session_id.to_owned() },
-            session_id: session_id.to_owned(),
-            sender,
-            display: DisplayState { session_id: session_id.to_owned(), ..DisplayState::default() },
-            coalescer: Coalescer::default(),
-            following: None,
-        };
-        let signals = self.service.signals().subscribe();
-        tokio::spawn(channel.run(signals));
-        Ok(LiveChannel { receiver })
-    }
-}
-
-/// The events of a session's live channel, as they happen; it ends when the session is
-/// deleted or the subscriber fell too far behind.
-pub struct LiveChannel {
-    receiver: mpsc::Receiver<LiveEvent>,
-}
-
-impl std::fmt::Debug for LiveChannel {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("LiveChannel").finish_non_exhaustive()
-    }
-}
-
-impl Stream for LiveChannel {
-    type Item = LiveEvent;
-
-    fn poll_next(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Option<LiveEvent>> {
-        self.receiver.poll_recv(context)
-    }
+/// Runs the channel of `session_id` for `caller` until the session or the subscriber goes.
+pub(super) async fn run(
+    service: Service,
+    caller: Caller,
+    session_id: String,
+    sender: mpsc::Sender<LiveEvent>,
+    signals: broadcast::Receiver<Signal>,
+) {
+    let channel = Channel {
+        reader: Reader { service, caller, session_id: session_id.clone() },
+        display: DisplayState { session_id: session_id.clone(), ..DisplayState::default() },
+        session_id,
+        sender,
+        coalescer: Coalescer::default(),
+        following: None,
+    };
+    channel.run(signals).await;
 }
 
 /// The turn a channel follows.
@@ -152,7 +70,7 @@ struct Channel {
 }
 
 impl Channel {
-    async fn run(mut self, mut signals: broadcast::Receiver<Arc<str>>) {
+    async fn run(mut self, mut signals: broadcast::Receiver<Signal>) {
         let stop = match self.open().await {
             Ok(()) => self.follow(&mut signals).await,
             Err(stop) => stop,
@@ -201,8 +119,8 @@ impl Channel {
         self.send_display()
     }
 
-    async fn follow(&mut self, signals: &mut broadcast::Receiver<Arc<str>>) -> Stop {
-        let fallback = if self.reader.service.runtime().is_clustered() { FALLBACK_READ } else { ALONE_FALLBACK_READ };
+    async fn follow(&mut self, signals: &mut broadcast::Receiver<Signal>) -> Stop {
+        let fallback = fallback_read(&self.reader.service);
         loop {
             let due = self.coalescer.due();
             let result = tokio::select! {
@@ -214,7 +132,7 @@ impl Channel {
                     }
                 },
                 signal = signals.recv() => match signal {
-                    Ok(session_id) if *session_id != *self.session_id => Ok(()),
+                    Ok(signal) if *signal.session_id != *self.session_id => Ok(()),
                     Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => self.refresh(false).await,
                     Err(broadcast::error::RecvError::Closed) => Err(Stop::Subscriber),
                 },

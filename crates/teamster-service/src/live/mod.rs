@@ -1,0 +1,97 @@
+//! Live channels ([`Live`], `service.live()`): streams of the control layer's events
+//! (`teamster-live`) that a UI subscribes to once instead of polling. A session's channel
+//! (`session.rs`) opens with `display_state_changed` carrying the whole display state, then
+//! sends what happens: each turn's events as it runs, translated, and the changes of the
+//! session's title, mode, model, state, tasks, plans and follow-ups, each followed by the
+//! display state (coalesced while text streams). A caller's channel (`caller.rs`) sends
+//! `thread_created`, `thread_changed` and `thread_deleted` for the caller's sessions.
+//!
+//! A channel is a task of its own. It learns of changes at once when they are made on this
+//! replica (`signals.rs`, raised by the operations that change a session), and re-reads
+//! every [`FALLBACK_READ`] for those made on another (every 30 s when no other replica shares
+//! the store). Its buffer is bounded: a subscriber that stops reading is dropped, never holds a
+//! turn up, and may open a channel again (which starts from a fresh snapshot).
+
+mod caller;
+mod session;
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use teamster_live::{DisplayState, LiveEvent};
+use tokio::sync::mpsc;
+
+use crate::error::Result;
+use crate::{Caller, Service, ServiceError};
+
+/// How often a channel re-reads its session when nothing told it of a change (one made on
+/// another replica).
+pub const FALLBACK_READ: Duration = Duration::from_secs(1);
+/// The same for a store no other replica shares (no change feed): only another process on
+/// the same SQLite file, around a restart, changes a session unsignalled.
+const ALONE_FALLBACK_READ: Duration = Duration::from_secs(30);
+/// How many events a subscriber may fall behind before it is dropped.
+const BUFFER: usize = 1024;
+
+/// The sessions' live channels ([`Service::live`]).
+pub struct Live<'a> {
+    pub(crate) service: &'a Service,
+}
+
+impl Live<'_> {
+    /// The display state of one of the caller's sessions now: what a channel opened now starts
+    /// with.
+    pub async fn display(&self, caller: &Caller, session_id: &str) -> Result<DisplayState> {
+        let mut channel = self.open(caller, session_id).await?;
+        match channel.next().await {
+            Some(LiveEvent::DisplayStateChanged { display }) => Ok(*display),
+            _ => Err(ServiceError::Unavailable("the session's display state could not be read now".to_owned())),
+        }
+    }
+
+    /// Opens the live channel of one of the caller's sessions (404 as for reading it).
+    pub async fn open(&self, caller: &Caller, session_id: &str) -> Result<LiveChannel> {
+        self.service.catalog().owned_session(caller, session_id).await?;
+        let (sender, receiver) = mpsc::channel(BUFFER);
+        let signals = self.service.signals().subscribe();
+        tokio::spawn(session::run(self.service.clone(), caller.clone(), session_id.to_owned(), sender, signals));
+        Ok(LiveChannel { receiver })
+    }
+
+    /// Opens the caller's channel: its sessions created, renamed and deleted.
+    pub async fn open_caller(&self, caller: &Caller) -> Result<LiveChannel> {
+        let (sender, receiver) = mpsc::channel(BUFFER);
+        let signals = self.service.signals().subscribe();
+        let known = caller::known_sessions(self.service, caller).await?;
+        tokio::spawn(caller::run(self.service.clone(), caller.clone(), known, sender, signals));
+        Ok(LiveChannel { receiver })
+    }
+}
+
+/// How long a channel waits for a signal before it reads again anyway.
+fn fallback_read(service: &Service) -> Duration {
+    if service.runtime().is_clustered() { FALLBACK_READ } else { ALONE_FALLBACK_READ }
+}
+
+/// The events of a live channel, as they happen; a session's ends when the session is
+/// deleted; either ends when the subscriber fell too far behind.
+pub struct LiveChannel {
+    receiver: mpsc::Receiver<LiveEvent>,
+}
+
+impl std::fmt::Debug for LiveChannel {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("LiveChannel").finish_non_exhaustive()
+    }
+}
+
+impl Stream for LiveChannel {
+    type Item = LiveEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Option<LiveEvent>> {
+        self.receiver.poll_recv(context)
+    }
+}
+
