@@ -70,6 +70,10 @@ class LiveReader:
             return next((body for event, body in self.events[start:] if event == name), None)
         return wire.wait_until(found, what=what or f"{name} on the channel (got {self.names(start)})")
 
+    def wait_ordered(self, start: int, expected: list[str]) -> None:
+        """Waits until `expected` has come in this order (other events between) from `start`."""
+        wire.wait_until(lambda: ordered(self.names(start), expected), what=f"{expected} in order (got {self.names(start)})")
+
     def last_display(self) -> dict:
         return next(body["display"] for name, body in reversed(self.events) if name == "display_state_changed")
 
@@ -105,10 +109,8 @@ def test_a_channel_shows_turns_and_changes_from_other_clients_in_order(server, a
         start = len(live.events)
         run = api.run_turn(sid, "Hello there " + wire.unique("text"))
         assert run.done["state"]["status"] == "done"
-        live.wait_for("agent_end", start)
-        print(live.events[start:])
-        assert ordered(live.names(start), ["agent_start", "message_start", "message_update", "message_end",
-                                            "usage_update", "agent_end", "display_state_changed"]), live.names(start)
+        live.wait_ordered(start, ["agent_start", "message_start", "message_update", "message_end",
+                                  "usage_update", "agent_end", "display_state_changed"])
         end = live.wait_for("agent_end", start)
         assert end == {"type": "agent_end", "turn_id": run.turn_id, "status": "done"}
 
@@ -117,19 +119,15 @@ def test_a_channel_shows_turns_and_changes_from_other_clients_in_order(server, a
         api.run_turn(sid, call("task_write", {"tasks": [{"title": "Read"}, {"title": "Write"}]}))
         updated = live.wait_for("task_updated", start)
         assert [task["title"] for task in updated["tasks"]["tasks"]] == ["Read", "Write"]
-        live.wait_for("agent_end", start)
         # The list shows as the tool ends, before the turn does.
-        assert ordered(live.names(start), ["agent_start", "tool_start", "tool_end", "task_updated", "agent_end"]), \
-            live.names(start)
+        live.wait_ordered(start, ["agent_start", "tool_start", "tool_end", "task_updated", "agent_end"])
 
         # A sub-agent.
         start = len(live.events)
         api.run_turn(sid, call("run_sub_agent", {"name": "helper", "task": "say hi " + wire.unique("sub")}))
         ended = live.wait_for("subagent_end", start)
         assert ended["status"] == "done", ended
-        live.wait_for("agent_end", start)
-        assert ordered(live.names(start), ["agent_start", "tool_start", "subagent_start", "subagent_end",
-                                            "tool_end", "agent_end"]), live.names(start)
+        live.wait_ordered(start, ["agent_start", "tool_start", "subagent_start", "subagent_end", "tool_end", "agent_end"])
 
         # Another client renames the session, switches its mode and its model.
         start = len(live.events)
@@ -192,7 +190,7 @@ def test_a_channel_joins_a_running_turn_and_opens_again_from_a_fresh_snapshot(se
         # Joined mid-turn: the snapshot names the running turn and the turn's events follow.
         assert live.events[0][1]["display"]["running_turn_id"] == turn["id"]
         assert live.wait_for("agent_end")["turn_id"] == turn["id"]
-        assert ordered(live.names(), ["display_state_changed", "agent_start", "message_update", "agent_end"]), live.names()
+        live.wait_ordered(0, ["display_state_changed", "agent_start", "message_update", "agent_end"])
     finally:
         live.close()
     again = LiveReader(server.url, sid)

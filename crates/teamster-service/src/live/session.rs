@@ -191,7 +191,8 @@ impl Channel {
             self.display.last_turn_id.as_ref() != Some(turn_id) && self.following.as_ref().is_none_or(|following| following.turn_id != *turn_id)
         });
         self.send_all(events)?;
-        if views || new_turn.is_some() {
+        // A new turn's effects on the views show after its events, as it is followed.
+        if views {
             let (tasks, plans) = self.reader.views().await?;
             let mut changed = Vec::new();
             if tasks != self.display.tasks {
