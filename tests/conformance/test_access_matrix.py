@@ -207,6 +207,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "/api/v1/sessions/{session_id}/follow-ups"): Route(own_session(201), body=lambda world, caller: {"content": "later"}, fresh=True),
     ("DELETE", "/api/v1/sessions/{session_id}/follow-ups/{follow_up_id}"): Route(own_session(404)),
     ("GET", "/api/v1/sessions/{session_id}/grants"): Route(own_session(200)),
+    ("GET", "/api/v1/sessions/{session_id}/tools"): Route(own_session(200)),
     ("GET", "/api/v1/sessions/{session_id}/live"): Route(own_session(200), streams=True),
     ("GET", "/api/v1/sessions/{session_id}/display"): Route(own_session(200)),
     ("DELETE", "/api/v1/sessions/{session_id}/grants/{grant_id}"): Route(own_session(404)),

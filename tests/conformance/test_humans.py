@@ -123,3 +123,51 @@ def test_a_new_message_instead_of_an_answer_leaves_the_calls_unrun(api, fake):
     late = api.post(f"/api/v1/sessions/{session['id']}/turns",
                     json={"input": [response(first), response(second)], "stream": False})
     wire.assert_error(late, 400)
+
+
+def test_an_answer_may_leave_out_the_call_when_exactly_one_waits(api, fake):
+    session = api.create_session("demo")
+    paused = api.run_turn(session["id"], f"{ask()} {wire.unique('one')}")
+    (action,) = paused.done["state"]["required_actions"]
+    (call,) = action["tool_calls"]
+    # Neither the thread nor the call is named: the one waiting call is meant.
+    resumed = api.run_turn(session["id"], None, input=[{"type": "user.tool_response", "content": "Blue"}])
+    assert resumed.done["state"]["status"] == "done"
+    responses = [event for event in resumed.stream.payloads if event["type"] == "tool.response"]
+    assert [(event["thread_id"], event["tool_call_id"], event["content"]) for event in responses] == [("main", call["id"], "Blue")]
+    # The stored input names the call it decided.
+    (stored,) = api.get_turn(session["id"], resumed.turn_id)["input"]
+    assert (stored["thread_id"], stored["tool_call_id"]) == ("main", call["id"])
+
+
+def test_leaving_out_the_call_when_two_wait_is_400(api):
+    session, paused, (first, second) = pause_with_two_questions(api)
+    bad = api.post(f"/api/v1/sessions/{session['id']}/turns",
+                   json={"input": [{"type": "user.tool_response", "content": "Blue"}], "stream": False})
+    wire.assert_error(bad, 400)
+    assert "exactly one tool call waits; 2 tool calls wait" in bad.json()["error"]["message"], bad.json()
+    # Naming the calls still works; the thread may be left out.
+    resumed = api.run_turn(session["id"], None, input=[
+        {"type": "user.tool_response", "tool_call_id": first, "content": "Blue"},
+        {"type": "user.tool_response", "tool_call_id": second, "content": "Large"},
+    ])
+    assert resumed.done["state"]["status"] == "done"
+
+
+def test_a_multi_select_answer_is_the_array_of_chosen_labels(api, fake):
+    session = api.create_session("demo")
+    question = {"question": "Which?", "options": [{"label": "Add tests"}, {"label": "Update docs"}, {"label": "Ship"}],
+                "multi_select": True}
+    paused = api.run_turn(session["id"], f"{ask(question)} {wire.unique('multi')}")
+    # Not text and not an array of labels: refused, and the question still waits.
+    for bad_content in ([1, 2], {"label": "Ship"}, None):
+        bad = api.post(f"/api/v1/sessions/{session['id']}/turns",
+                       json={"input": [{"type": "user.tool_response", "content": bad_content}], "stream": False})
+        wire.assert_error(bad, 400)
+    assert api.ok(api.get(f"/api/v1/sessions/{session['id']}/turns"))["data"][0]["id"] == paused.turn_id
+    resumed = api.run_turn(session["id"], None, input=[
+        {"type": "user.tool_response", "content": ["Add tests", "Update docs"]},
+    ])
+    assert resumed.done["state"]["status"] == "done"
+    (response_event,) = [event for event in resumed.stream.payloads if event["type"] == "tool.response"]
+    assert json.loads(response_event["content"]) == ["Add tests", "Update docs"]

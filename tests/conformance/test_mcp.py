@@ -649,6 +649,31 @@ def test_always_allow_grants_a_tool_until_revoked_and_a_denied_tool_never_runs(a
     wire.assert_error(api.get("/api/v1/sessions/ses_nope/grants"), 404)
 
 
+def test_session_tools_list_each_tool_with_its_category_and_the_sessions_permission(api, registered_stdio):
+    session = session_with(api, registry(registered_stdio, preload=True, enable_tools=["echo", "counter"],
+                                         require_approval_for_tools=["counter"]))
+    url = f"/api/v1/sessions/{session}/tools"
+
+    def tools() -> dict:
+        return {tool["name"]: tool for tool in api.ok(api.get(url))["data"]}
+
+    listed = tools()
+    # The agent's rules: echo only reads (category read) and runs at once; counter asks.
+    assert (listed["echo"]["category"], listed["echo"]["permission"]) == ("read", "allow"), listed["echo"]
+    assert (listed["counter"]["category"], listed["counter"]["permission"]) == ("mcp", "ask"), listed["counter"]
+    assert listed["counter"]["requires_approval"] is True and listed["counter"]["source"].startswith("mcp:")
+    assert listed["ask_user_question"]["category"] == "other"
+    # The session's policy and grants override them, and each says why.
+    policy = {"tools": {"echo": "deny"}, "categories": {"mcp": "allow"}}
+    api.ok(api.patch(f"/api/v1/sessions/{session}", json={"permissions": policy}))
+    listed = tools()
+    assert listed["echo"]["permission"] == "deny" and "for this tool" in listed["echo"]["approval_reason"]
+    assert listed["counter"]["permission"] == "allow" and listed["counter"]["requires_approval"] is False
+    assert "mcp category" in listed["counter"]["approval_reason"], listed["counter"]
+    wire.assert_error(api.get("/api/v1/sessions/ses_nope/tools"), 404)
+    wire.assert_error(api.get(f"{url}?verbose=1"), 400)
+
+
 def test_steering_during_a_long_tool_call_reaches_the_next_model_request(api, fake, registered_stdio):
     session = session_with(api, registry(registered_stdio, preload=True, enable_tools=["slow"]))
     api.ok(api.patch(f"/api/v1/sessions/{session}", json={"permissions": {"tools": {"slow": "allow"}}}))

@@ -127,7 +127,7 @@ def test_it_agrees_with_our_spec_where_both_have_the_route(document):
                   ("post", "/api/v1/sessions/{session_id}/clone"), ("post", "/api/v1/keys"), ("get", "/metrics"),
                   ("get", "/readyz"), ("get", "/api/v1/sessions/{session_id}/files/{digest}"),
                   ("get", "/api/v1/sessions/{session_id}/live"), ("get", "/api/v1/sessions/{session_id}/display"),
-                  ("get", "/api/v1/live")]:
+                  ("get", "/api/v1/live"), ("get", "/api/v1/sessions/{session_id}/tools")]:
         assert added in ours, added
 
 
@@ -165,7 +165,7 @@ def test_live_answers_match_their_documented_schemas(document, server_factory):
     running = check("post", "/api/v1/sessions/{session_id}/turns", api.post(
         f"/api/v1/sessions/{sid}/turns", json={"input": [{"type": "user.message", "content": "again"}], "stream": False}))
     api.wait_terminal(sid, running["data"]["id"])
-    for path in ("tasks", "plans", "grants", "follow-ups"):
+    for path in ("tasks", "plans", "grants", "follow-ups", "tools"):
         check("get", f"/api/v1/sessions/{{session_id}}/{path}", api.get(f"/api/v1/sessions/{sid}/{path}"))
     check("post", "/api/v1/sessions/{session_id}/clone", api.post(f"/api/v1/sessions/{sid}/clone", json={}))
     check("post", "/api/v1/sessions/{session_id}/cancel", api.post(f"/api/v1/sessions/{sid}/cancel", json={}))

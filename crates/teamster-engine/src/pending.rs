@@ -69,6 +69,52 @@ pub fn awaits_authorization(state: &TurnState) -> bool {
         if required_actions.iter().any(|action| matches!(action, Event::McpAuthRequired(_))))
 }
 
+/// Names the calls that decisions left out: a decision without a `tool_call_id` is on the one
+/// call waiting (an error when several or none wait), and one without a `thread_id` is in the
+/// thread its call waits in. Decisions that name their call are left for [`check_input`].
+pub fn name_omitted_calls(waiting: &[Waiting], input: &mut [TurnInput]) -> Result<(), DecisionError> {
+    for (index, item) in input.iter_mut().enumerate() {
+        let (thread_id, tool_call_id) = match item {
+            TurnInput::ToolApproval { thread_id, tool_call_id, .. } | TurnInput::ToolResponse { thread_id, tool_call_id, .. } => {
+                (thread_id, tool_call_id)
+            }
+            TurnInput::Message { .. } => continue,
+        };
+        if tool_call_id.is_empty() {
+            let [only] = waiting else {
+                let waits = match waiting.len() {
+                    0 => "no tool call waits".to_owned(),
+                    count => format!("{count} tool calls wait"),
+                };
+                return Err(DecisionError(format!(
+                    "input[{index}] leaves out tool_call_id, which is allowed only when exactly one tool call waits; {waits}"
+                )));
+            };
+            if !thread_id.is_empty() && *thread_id != only.thread_id {
+                return Err(DecisionError(format!(
+                    "input[{index}]: the waiting tool call {:?} is in thread {:?}, not {thread_id:?}",
+                    only.tool_call_id, only.thread_id
+                )));
+            }
+            tool_call_id.clone_from(&only.tool_call_id);
+        }
+        if thread_id.is_empty() {
+            let mut threads = waiting.iter().filter(|call| call.tool_call_id == *tool_call_id).map(|call| &call.thread_id);
+            match (threads.next(), threads.next()) {
+                (Some(thread), None) => thread_id.clone_from(thread),
+                (Some(_), Some(_)) => {
+                    return Err(DecisionError(format!(
+                        "input[{index}]: tool call {tool_call_id:?} waits in several threads; name its thread_id"
+                    )));
+                }
+                // Not waiting: `check_input` says so.
+                (None, _) => {}
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Checks a turn's input against what the turn it follows left waiting: decisions must name
 /// every waiting call exactly once, with the right kind; an empty input cannot leave calls
 /// waiting, and is accepted only to resume a turn that paused for MCP authorization
@@ -237,6 +283,25 @@ mod tests {
             }
         }
         assert!(check_input(&[], false, &[allow("c1")]).unwrap_err().to_string().contains("nothing in this session is"));
+    }
+
+    #[test]
+    fn a_decision_may_leave_out_the_one_waiting_call() {
+        let one = &waiting()[2..];
+        let unnamed = || TurnInput::ToolResponse { thread_id: String::new(), tool_call_id: String::new(), content: "yes".into() };
+        let mut input = vec![unnamed()];
+        name_omitted_calls(one, &mut input).unwrap();
+        assert_eq!(input, [answer("q1")]);
+        check_input(one, false, &input).unwrap();
+        let several = name_omitted_calls(&waiting(), &mut [unnamed()]).unwrap_err().to_string();
+        assert!(several.contains("3 tool calls wait"), "{several}");
+        assert!(name_omitted_calls(&[], &mut [unnamed()]).unwrap_err().to_string().contains("no tool call waits"));
+        let elsewhere = TurnInput::ToolResponse { thread_id: "t9".into(), tool_call_id: String::new(), content: "yes".into() };
+        assert!(name_omitted_calls(one, &mut [elsewhere]).unwrap_err().to_string().contains("not \"t9\""));
+        // A named call without its thread gets the thread it waits in.
+        let mut input = vec![TurnInput::ToolApproval { thread_id: String::new(), tool_call_id: "c2".into(), approval: Approval::allow() }];
+        name_omitted_calls(&waiting(), &mut input).unwrap();
+        assert_eq!(input, [allow("c2")]);
     }
 
     fn done(required_actions: Vec<Event>) -> TurnState {

@@ -261,6 +261,17 @@ pub enum LiveEvent {
         /// The display state.
         display: Box<DisplayState>,
     },
+    /// One event of a turn as it was stored, before the events it translates into: for
+    /// library subscribers that asked for them. The HTTP channels never send it.
+    #[serde(skip)]
+    TurnEvent {
+        /// The turn's id.
+        turn_id: String,
+        /// The event's position in the turn's stream, from 1.
+        sequence: u64,
+        /// The event.
+        event: Box<teamster_protocol::Event>,
+    },
 }
 
 impl LiveEvent {
@@ -374,7 +385,7 @@ impl LiveEvent {
                 }
             }
             LiveEvent::ThreadChanged { title, .. } => display.title.clone_from(title),
-            LiveEvent::ThreadCreated { .. } | LiveEvent::ThreadDeleted { .. } => {}
+            LiveEvent::ThreadCreated { .. } | LiveEvent::ThreadDeleted { .. } | LiveEvent::TurnEvent { .. } => {}
             LiveEvent::DisplayStateChanged { display: snapshot } => *display = (**snapshot).clone(),
         }
     }
@@ -414,6 +425,7 @@ impl LiveEvent {
             LiveEvent::ThreadCreated { .. } => "thread_created",
             LiveEvent::ThreadDeleted { .. } => "thread_deleted",
             LiveEvent::DisplayStateChanged { .. } => "display_state_changed",
+            LiveEvent::TurnEvent { .. } => "turn_event",
         }
     }
 
@@ -426,6 +438,7 @@ impl LiveEvent {
                 | LiveEvent::ToolInputDelta { .. }
                 | LiveEvent::ToolUpdate { .. }
                 | LiveEvent::SubagentTextDelta { .. }
+                | LiveEvent::TurnEvent { .. }
         )
     }
 }

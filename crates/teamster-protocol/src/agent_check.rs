@@ -82,8 +82,13 @@ pub struct ToolCheck {
     /// Where it comes from: `built-in`, `sandbox`, `tasks`, `plan`, `state`, `engine` or
     /// `mcp:<server>`.
     pub source: String,
+    /// What it does, for permissions (`config.tool_categories`, else what it declares).
+    pub category: crate::control::ToolCategory,
     /// Whether its calls wait for a person's approval.
     pub requires_approval: bool,
+    /// Whether its calls run at once (`allow`), wait for approval (`ask`) or are refused
+    /// (`deny`): the agent's rules, then the session's policy and grants.
+    pub permission: crate::control::Permission,
     /// Why they do, or why they run at once.
     pub approval_reason: String,
     /// Whether its definition is sent from the start; the model finds the others with

@@ -12,10 +12,57 @@ use serde::{Deserialize, Serialize};
 pub enum TurnInput {
     #[serde(rename = "user.message")]
     Message { content: UserContent },
+    /// A decision on a call waiting for approval.
     #[serde(rename = "user.tool_approval")]
-    ToolApproval { thread_id: String, tool_call_id: String, approval: Approval },
+    ToolApproval {
+        /// The waiting call's thread. Left out (or empty), it is the thread the call waits in.
+        #[serde(default)]
+        thread_id: String,
+        /// The waiting call. Left out (or empty) when exactly one call waits: that one.
+        #[serde(default)]
+        tool_call_id: String,
+        approval: Approval,
+    },
+    /// The answer to a call waiting for the user (`ask_user_question`, a client-side tool).
     #[serde(rename = "user.tool_response")]
-    ToolResponse { thread_id: String, tool_call_id: String, content: String },
+    ToolResponse {
+        /// The waiting call's thread. Left out (or empty), it is the thread the call waits in.
+        #[serde(default)]
+        thread_id: String,
+        /// The waiting call. Left out (or empty) when exactly one call waits: that one.
+        #[serde(default)]
+        tool_call_id: String,
+        /// The answer: text, or the chosen labels of a multi-select question as an array (kept
+        /// as the JSON text of that array).
+        #[serde(deserialize_with = "answer_text")]
+        #[cfg_attr(feature = "openapi", schema(value_type = Answer))]
+        content: String,
+    },
+}
+
+/// An answer as clients may send it: text, or the labels chosen in a multi-select question.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(untagged)]
+pub enum Answer {
+    /// The answer's text.
+    Text(String),
+    /// The chosen options' labels (`multi_select` questions).
+    Labels(Vec<String>),
+}
+
+impl Answer {
+    /// The answer as the call's result: the text, or the JSON text of the labels.
+    pub fn into_text(self) -> String {
+        match self {
+            Answer::Text(text) => text,
+            Answer::Labels(labels) => serde_json::Value::from(labels).to_string(),
+        }
+    }
+}
+
+fn answer_text<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    Answer::deserialize(deserializer).map(Answer::into_text)
 }
 
 /// The kind of a turn's input: the specs require one kind per turn.
@@ -124,6 +171,18 @@ fn user_message_type() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decisions_may_leave_the_call_out_and_answers_may_be_labels() {
+        let item: TurnInput =
+            serde_json::from_str(r#"{"type":"user.tool_response","content":["Add tests","Update docs"]}"#).unwrap();
+        let TurnInput::ToolResponse { thread_id, tool_call_id, content } = item else { panic!("{item:?}") };
+        assert_eq!((thread_id.as_str(), tool_call_id.as_str()), ("", ""));
+        assert_eq!(serde_json::from_str::<Vec<String>>(&content).unwrap(), ["Add tests", "Update docs"]);
+        assert!(serde_json::from_str::<TurnInput>(r#"{"type":"user.tool_response","content":[1]}"#).is_err());
+        let item: TurnInput = serde_json::from_str(r#"{"type":"user.tool_approval","approval":{"status":"allow"}}"#).unwrap();
+        assert!(matches!(item, TurnInput::ToolApproval { ref tool_call_id, .. } if tool_call_id.is_empty()));
+    }
 
     #[test]
     fn decodes_every_input_kind() {

@@ -13,7 +13,8 @@ use teamster_control::{SUBMIT_PLAN, STATE_GET, STATE_UPDATE, SubmitPlan, TASK_TO
 use teamster_engine::{ASK_USER_QUESTION, LOAD_TOOLS, READ_TOOL_RESULT, RUN_SUB_AGENT, SEARCH_TOOLS};
 use teamster_protocol::agent::{AgentSpec, McpServer, is_valid_resource_name};
 use teamster_protocol::agent_check::{AbsentTool, AgentCheckReport, CheckProblem, McpServerCheck, ModelCheck, ToolCheck};
-use teamster_protocol::control::SessionControl;
+use teamster_protocol::ToolInfo;
+use teamster_protocol::control::{Permission, SessionControl};
 use teamster_sandbox::{EXEC_TOOL, ExecTool};
 use teamster_tools::selector::{Selector, Selectors};
 use teamster_tools::{Tool, ToolGate, ToolSource};
@@ -52,7 +53,7 @@ impl AgentCheck<'_> {
                 report.problems.push(problem(error));
             }
             report.models = self.check_models(spec);
-            self.check_tools(caller, spec, &mut report).await;
+            self.check_tools(caller, spec, &SessionControl::default(), &mut report).await;
         }
         report.ok = report.problems.is_empty();
         report
@@ -77,12 +78,20 @@ impl AgentCheck<'_> {
             .collect()
     }
 
-    /// The servers connected, and the tools of a new session in its starting mode.
-    async fn check_tools(&self, caller: &Caller, spec: &AgentSpec, report: &mut AgentCheckReport) {
-        let control = SessionControl::default();
-        let mode = teamster_control::mode_in_force(spec, None);
+    /// The tools a session with `control` (its mode, policy and grants) offers its model now,
+    /// and whether each runs at once, asks or is refused (`GET /api/v1/sessions/{id}/tools`).
+    pub(crate) async fn session_tools(&self, caller: &Caller, spec: &AgentSpec, control: &SessionControl) -> Vec<ToolCheck> {
+        let mut report = AgentCheckReport::default();
+        self.check_tools(caller, spec, control, &mut report).await;
+        report.tools
+    }
+
+    /// The servers connected, and the tools of a session with `control` (a new session's:
+    /// its starting mode).
+    async fn check_tools(&self, caller: &Caller, spec: &AgentSpec, control: &SessionControl, report: &mut AgentCheckReport) {
+        let mode = teamster_control::mode_in_force(spec, control.mode.as_deref());
         report.mode = mode.map(|mode| mode.id.clone());
-        let running = teamster_control::agent_in_mode(spec, &control);
+        let running = teamster_control::agent_in_mode(spec, control);
         let config = spec.config.as_ref();
         let mut tools: Vec<(Tool, &'static str, String, bool)> = Vec::new();
         let mut absent = Vec::new();
@@ -208,28 +217,31 @@ impl AgentCheck<'_> {
 
         let mut checks: Vec<ToolCheck> = tools
             .into_iter()
-            .map(|(tool, source, reason, preloaded)| check(&tool, source.to_owned(), reason, preloaded))
-            .chain(server_tools.into_iter().map(|(tool, source, reason, preloaded)| check(&tool, source, reason, preloaded)))
+            .map(|(tool, source, reason, preloaded)| check(spec, &tool, source.to_owned(), reason, preloaded))
+            .chain(server_tools.into_iter().map(|(tool, source, reason, preloaded)| check(spec, &tool, source, reason, preloaded)))
             .collect();
         if state_tool {
             for name in state_names {
-                checks.push(engine_tool(name, "state", "the session state is the session's own: its tools run at once"));
+                checks.push(engine_tool(spec, name, "state", "the session state is the session's own: its tools run at once"));
             }
         }
         if asks {
-            checks.push(engine_tool(ASK_USER_QUESTION, "engine", "a question waits for the user's answer; it is not an approval"));
+            checks.push(engine_tool(spec, ASK_USER_QUESTION, "engine", "a question waits for the user's answer; it is not an approval"));
         } else {
             absent.push(gone(ASK_USER_QUESTION, "engine", "config.ask_user_questions.enabled is false"));
         }
         if dynamic || declared {
-            checks.push(engine_tool(RUN_SUB_AGENT, "engine", "a sub-agent runs at once; its own tool calls ask for approval as its tools say"));
+            checks.push(engine_tool(spec, RUN_SUB_AGENT, "engine", "a sub-agent runs at once; its own tool calls ask for approval as its tools say"));
         } else {
             absent.push(gone(RUN_SUB_AGENT, "engine", "config.dynamic_sub_agents.enabled is false and no sub_agents are declared"));
         }
         if deferred {
             for name in [SEARCH_TOOLS, LOAD_TOOLS] {
-                checks.push(engine_tool(name, "engine", "offered because some MCP tools are deferred (not preloaded); they run at once"));
+                checks.push(engine_tool(spec, name, "engine", "offered because some MCP tools are deferred (not preloaded); they run at once"));
             }
+        }
+        for tool in &mut checks {
+            apply_session_rules(control, tool);
         }
 
         // The starting mode may offer only some tools.
@@ -237,7 +249,7 @@ impl AgentCheck<'_> {
             && let Some(only) = &mode.tools
         {
             let (kept, dropped): (Vec<ToolCheck>, Vec<ToolCheck>) =
-                checks.into_iter().partition(|tool| teamster_control::offers(spec, &control, &tool.name));
+                checks.into_iter().partition(|tool| teamster_control::offers(spec, control, &tool.name));
             checks = kept;
             absent.extend(dropped.into_iter().map(|tool| AbsentTool {
                 name: tool.name,
@@ -259,12 +271,52 @@ fn gone(name: &str, source: &str, reason: &str) -> AbsentTool {
     AbsentTool { name: name.to_owned(), source: source.to_owned(), reason: reason.to_owned() }
 }
 
-fn engine_tool(name: &str, source: &str, reason: &str) -> ToolCheck {
-    ToolCheck { name: name.to_owned(), source: source.to_owned(), requires_approval: false, approval_reason: reason.to_owned(), preloaded: true }
+fn engine_tool(spec: &AgentSpec, name: &str, source: &str, reason: &str) -> ToolCheck {
+    let category = teamster_control::category_of(spec, name, &ToolInfo::System { name: name.to_owned() }, false);
+    ToolCheck {
+        name: name.to_owned(),
+        source: source.to_owned(),
+        category,
+        requires_approval: false,
+        permission: Permission::Allow,
+        approval_reason: reason.to_owned(),
+        preloaded: true,
+    }
 }
 
-fn check(tool: &Tool, source: String, reason: String, preloaded: bool) -> ToolCheck {
-    ToolCheck { name: tool.name.clone(), source, requires_approval: tool.gate == ToolGate::Approval, approval_reason: reason, preloaded }
+fn check(spec: &AgentSpec, tool: &Tool, source: String, reason: String, preloaded: bool) -> ToolCheck {
+    let requires_approval = tool.gate == ToolGate::Approval;
+    ToolCheck {
+        name: tool.name.clone(),
+        source,
+        category: teamster_control::category(spec, tool),
+        requires_approval,
+        permission: if requires_approval { Permission::Ask } else { Permission::Allow },
+        approval_reason: reason,
+        preloaded,
+    }
+}
+
+/// What the session's grants and policy make of a tool the agent's rules gate: a grant allows,
+/// then a policy entry for its name, then one for its category.
+fn apply_session_rules(control: &SessionControl, tool: &mut ToolCheck) {
+    let Some(permission) = teamster_control::permission(control, &tool.name, tool.category) else { return };
+    let (category, said) = (wire_name(tool.category), wire_name(permission));
+    let granted = control.grants.iter().any(|grant| grant.tool.as_deref() == Some(tool.name.as_str()) || grant.category == Some(tool.category));
+    tool.approval_reason = if granted {
+        format!("the session's \"always allow\" grant of the tool or of its category ({category}) allows it")
+    } else if control.permissions.tools.contains_key(&tool.name) {
+        format!("the session's permissions say {said} for this tool")
+    } else {
+        format!("the session's permissions say {said} for the {category} category")
+    };
+    tool.permission = permission;
+    tool.requires_approval = permission == Permission::Ask;
+}
+
+/// A value as the wire spells it (`"ask"`, `"execute"`).
+fn wire_name(value: impl serde::Serialize) -> String {
+    serde_json::to_value(value).ok().and_then(|value| value.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 /// A selector as the manifest spells it.

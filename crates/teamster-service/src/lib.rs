@@ -264,6 +264,16 @@ impl Service {
         agent_check::AgentCheck { catalog: self.catalog(), mcp: self.mcp() }.run(caller, name, spec, problems).await
     }
 
+    /// The tools the session's model is offered now (its agent's version in its mode), each
+    /// with its category and whether its calls run at once, ask or are refused under the
+    /// agent's rules and the session's policy and grants; MCP servers are connected as `caller`.
+    pub async fn session_tools(&self, caller: &Caller, session_id: &str) -> Result<Vec<teamster_protocol::agent_check::ToolCheck>> {
+        let session = self.catalog().owned_session(caller, session_id).await?;
+        let spec = self.catalog().runnable_spec(caller, &session).await?;
+        let check = agent_check::AgentCheck { catalog: self.catalog(), mcp: self.mcp() };
+        Ok(check.session_tools(caller, &spec, &session.control).await)
+    }
+
     /// The skill registry: the skills configured for agents to name.
     pub fn skills(&self) -> &SkillRegistry {
         &self.inner.skills

@@ -152,7 +152,6 @@ impl Service {
         let spec = self.catalog().runnable_spec(caller, &session).await?;
         // Files other than images go into the agent's sandbox, if it has one.
         let sandboxed = self.sandboxes().enabled() && sandboxes::wanted(&spec).is_some();
-        let (input, files) = input_files::prepare(self.stores().sessions.as_ref(), session_id, sandboxed, request.input.clone()).await?;
         let previous = match &chain {
             Chain::Auto => session.last_turn_id.clone(),
             Chain::NewRoot if request.at_tip && session.last_turn_id.is_some() => {
@@ -174,7 +173,8 @@ impl Service {
         };
         // Decisions (and an empty input) resume what the previous turn left waiting; user
         // messages need no look at it.
-        if request.input.first().is_none_or(|item| item.kind() == InputKind::ToolDecisions) {
+        let mut named = request.input.clone();
+        if named.first().is_none_or(|item| item.kind() == InputKind::ToolDecisions) {
             let (waiting, awaits_authorization) = match &previous {
                 Some(id) => {
                     let record = self.turn_record(session_id, id).await?;
@@ -187,9 +187,11 @@ impl Service {
                 }
                 None => (Vec::new(), false),
             };
-            pending::check_input(&waiting, awaits_authorization, &request.input)
+            pending::name_omitted_calls(&waiting, &mut named)
+                .and_then(|()| pending::check_input(&waiting, awaits_authorization, &named))
                 .map_err(|error| ServiceError::invalid_param("input", error.0))?;
         }
+        let (input, files) = input_files::prepare(self.stores().sessions.as_ref(), session_id, sandboxed, named.clone()).await?;
         let running = self.runtime().running_in_session(session_id);
         // Held until the turn is stored and running (or this attempt fails), so turns created
         // at the same time cannot all pass the quota.
@@ -225,7 +227,7 @@ impl Service {
             (None, None) => None,
         };
         input_files::store_files(self.stores().sessions.as_ref(), session_id, files).await?;
-        let control = self.turn_control(&session, &spec, previous.as_deref(), &request.input).await?;
+        let control = self.turn_control(&session, &spec, previous.as_deref(), &named).await?;
         let started = self.start_turn(caller, session, spec, previous, input, control, ending).await?;
         if let Some(started) = &started {
             reservation.started(&started.turn.id).await;

@@ -98,6 +98,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "teamster-sandbox",
             "teamster-stores",
             "teamster-service",
+            "teamster-control",
             "teamster-live",
         ],
     ),
@@ -165,7 +166,7 @@ const RECURSIVE_TYPES: &[(&str, &[&str], &str)] = &[(
 const ROOM_RULES: &[(&str, &[&str], &[&str], &str)] = &[
     (
         "teamster",
-        &["teamster_service", "teamster_store", "teamster_sandbox"],
+        &["teamster_service", "teamster_store", "teamster_sandbox", "teamster_live", "teamster_control"],
         &["runtime"],
         "the library's stateless level knows no service, store or sandbox: only `runtime` does",
     ),

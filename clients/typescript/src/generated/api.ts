@@ -734,6 +734,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/sessions/{session_id}/tools": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The session's tools
+         * @description The tools the session's model is offered now (its agent's version, in the session's mode, with its MCP servers connected as the caller), each with its category and whether its calls run at once, ask for approval or are refused under the agent's rules and the session's permissions and grants.
+         */
+        get: operations["listSessionTools"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sessions/{session_id}/turns": {
         parameters: {
             query?: never;
@@ -1163,6 +1183,8 @@ export interface components {
                 [key: string]: string;
             } | null;
         };
+        /** @description An answer as clients may send it: text, or the labels chosen in a multi-select question. */
+        Answer: string | string[];
         /** @description An API key as listed: everything but its secret. */
         ApiKey: {
             /** @description When it was created (RFC 3339, UTC, milliseconds). */
@@ -1864,6 +1886,35 @@ export interface components {
                 type: components["schemas"]["SkillType"];
                 /** @description The repository: an `https://` URL (Teamster also takes `http://` and `git://`). */
                 url: string;
+            }[];
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Vec_ToolCheck: {
+            /** @description The requested object or objects. */
+            data: {
+                /** @description Why they do, or why they run at once. */
+                approval_reason: string;
+                /** @description What it does, for permissions (`config.tool_categories`, else what it declares). */
+                category: components["schemas"]["ToolCategory"];
+                /** @description The name the model calls it by. */
+                name: string;
+                /**
+                 * @description Whether its calls run at once (`allow`), wait for approval (`ask`) or are refused
+                 *     (`deny`): the agent's rules, then the session's policy and grants.
+                 */
+                permission: components["schemas"]["Permission"];
+                /**
+                 * @description Whether its definition is sent from the start; the model finds the others with
+                 *     `search_tools` and loads them with `load_tools`.
+                 */
+                preloaded: boolean;
+                /** @description Whether its calls wait for a person's approval. */
+                requires_approval: boolean;
+                /**
+                 * @description Where it comes from: `built-in`, `sandbox`, `tasks`, `plan`, `state`, `engine` or
+                 *     `mcp:<server>`.
+                 */
+                source: string;
             }[];
         };
         DeltaFunction: {
@@ -3547,8 +3598,15 @@ export interface components {
         ToolCheck: {
             /** @description Why they do, or why they run at once. */
             approval_reason: string;
+            /** @description What it does, for permissions (`config.tool_categories`, else what it declares). */
+            category: components["schemas"]["ToolCategory"];
             /** @description The name the model calls it by. */
             name: string;
+            /**
+             * @description Whether its calls run at once (`allow`), wait for approval (`ask`) or are refused
+             *     (`deny`): the agent's rules, then the session's policy and grants.
+             */
+            permission: components["schemas"]["Permission"];
             /**
              * @description Whether its definition is sent from the start; the model finds the others with
              *     `search_tools` and loads them with `load_tools`.
@@ -3675,21 +3733,25 @@ export interface components {
             type: "user.message";
         } | {
             approval: components["schemas"]["Approval"];
-            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
-            thread_id: string;
-            /** @description The id of the tool call it concerns. */
-            tool_call_id: string;
+            /** @description The waiting call's thread. Left out (or empty), it is the thread the call waits in. */
+            thread_id?: string;
+            /** @description The waiting call. Left out (or empty) when exactly one call waits: that one. */
+            tool_call_id?: string;
             /**
              * @description Always `user.tool_approval`: the kind of this object.
              * @enum {string}
              */
             type: "user.tool_approval";
         } | {
-            content: string;
-            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
-            thread_id: string;
-            /** @description The id of the tool call it concerns. */
-            tool_call_id: string;
+            /**
+             * @description The answer: text, or the chosen labels of a multi-select question as an array (kept
+             *     as the JSON text of that array).
+             */
+            content: components["schemas"]["Answer"];
+            /** @description The waiting call's thread. Left out (or empty), it is the thread the call waits in. */
+            thread_id?: string;
+            /** @description The waiting call. Left out (or empty) when exactly one call waits: that one. */
+            tool_call_id?: string;
             /**
              * @description Always `user.tool_response`: the kind of this object.
              * @enum {string}
@@ -5543,6 +5605,38 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Data_TaskList"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    listSessionTools: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session's tools. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Vec_ToolCheck"];
                 };
             };
             /** @description The error shape, with the status that says what failed. */

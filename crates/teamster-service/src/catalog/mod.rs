@@ -86,6 +86,13 @@ impl Catalog {
         }
     }
 
+    /// The spec one of the caller's sessions runs (its pinned agent version, or its own for a
+    /// draft), as its next turn would check it.
+    pub async fn spec_of_session(&self, caller: &Caller, session_id: &str) -> Result<AgentSpec> {
+        let session = self.owned_session(caller, session_id).await?;
+        self.checked_spec(caller, &session).await
+    }
+
     /// The caller's session, which it may still run (what queueing a message needs).
     pub(crate) async fn runnable_session(&self, caller: &Caller, session_id: &str) -> Result<SessionRecord> {
         let session = self.owned_session(caller, session_id).await?;

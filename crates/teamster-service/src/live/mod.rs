@@ -53,10 +53,20 @@ impl Live<'_> {
 
     /// Opens the live channel of one of the caller's sessions (404 as for reading it).
     pub async fn open(&self, caller: &Caller, session_id: &str) -> Result<LiveChannel> {
+        self.open_session(caller, session_id, false).await
+    }
+
+    /// Opens a session's channel that also sends each turn event as it was stored
+    /// (`LiveEvent::TurnEvent`), before what it translates into: the library's harness.
+    pub async fn open_with_turn_events(&self, caller: &Caller, session_id: &str) -> Result<LiveChannel> {
+        self.open_session(caller, session_id, true).await
+    }
+
+    async fn open_session(&self, caller: &Caller, session_id: &str, turn_events: bool) -> Result<LiveChannel> {
         self.service.catalog().owned_session(caller, session_id).await?;
         let (sender, receiver) = mpsc::channel(BUFFER);
         let signals = self.service.signals().subscribe();
-        tokio::spawn(session::run(self.service.clone(), caller.clone(), session_id.to_owned(), sender, signals));
+        tokio::spawn(session::run(self.service.clone(), caller.clone(), session_id.to_owned(), sender, signals, turn_events));
         Ok(LiveChannel { receiver })
     }
 

@@ -23,8 +23,10 @@ pub(super) async fn run(
     session_id: String,
     sender: mpsc::Sender<LiveEvent>,
     signals: broadcast::Receiver<Signal>,
+    turn_events: bool,
 ) {
     let channel = Channel {
+        turn_events,
         reader: Reader { service, caller, session_id: session_id.clone() },
         display: DisplayState { session_id: session_id.clone(), ..DisplayState::default() },
         session_id,
@@ -67,6 +69,8 @@ struct Channel {
     display: DisplayState,
     coalescer: Coalescer,
     following: Option<Following>,
+    /// Whether each turn event goes out as it was stored too (`LiveEvent::TurnEvent`).
+    turn_events: bool,
 }
 
 impl Channel {
@@ -125,7 +129,7 @@ impl Channel {
             let due = self.coalescer.due();
             let result = tokio::select! {
                 next = next_event(&mut self.following) => match next {
-                    Some(streamed) => self.turn_event(&streamed.json).await,
+                    Some(streamed) => self.turn_event(&streamed).await,
                     None => {
                         self.following = None;
                         self.refresh(true).await
@@ -148,9 +152,15 @@ impl Channel {
 
     /// One event of the followed turn, translated, sent and folded in. A tool that changed
     /// the task list, the plans or the state has the session read again at once.
-    async fn turn_event(&mut self, json: &str) -> std::result::Result<(), Stop> {
+    async fn turn_event(&mut self, streamed: &teamster_runtime::StreamedEvent) -> std::result::Result<(), Stop> {
         let Some(following) = &mut self.following else { return Ok(()) };
-        let events = translate(&mut following.translator, json);
+        // One this version cannot read is skipped.
+        let Ok(event) = serde_json::from_str::<Event>(&streamed.json) else { return Ok(()) };
+        let mut events = following.translator.translate(&event);
+        if self.turn_events {
+            let raw = LiveEvent::TurnEvent { turn_id: following.turn_id.clone(), sequence: streamed.sequence, event: Box::new(event) };
+            events.insert(0, raw);
+        }
         let changed_views = events.iter().any(|event| match event {
             LiveEvent::ToolEnd { tool_name, .. } => {
                 teamster_control::TASK_TOOLS.contains(&tool_name.as_str())

@@ -1,9 +1,16 @@
-//! [`Harness`]: the control layer over one session of an embedded [`Runtime`], for the UIs
-//! that drive agents: send messages and answers, switch modes and models, patch the state,
-//! steer the running turn, queue follow-ups, read tasks, plans and grants, clone. Every turn
-//! event and every change of mode, model, state, tasks, plans or follow-ups goes to the
-//! [`subscribe`](Harness::subscribe)rs as one stream of [`HarnessEvent`]s, and
-//! [`display`](Harness::display) gives the coalesced [`DisplayState`] a UI renders from.
+//! [`Harness`]: the control layer over the sessions of one agent of an embedded [`Runtime`],
+//! for the UIs that drive agents. It is bound to one session at a time (create, switch, list,
+//! rename and delete them), sends messages (with files) and answers, switches modes and
+//! models, patches the state, steers the running turn, queues follow-ups, aborts, and reads
+//! tasks, plans, grants, modes, tools and the conversation.
+//!
+//! Everything that happens in the bound session reaches the [`subscribe`](Harness::subscribe)rs
+//! as [`HarnessEvent`]s, the live channel's vocabulary (`agent_start`, `message_update`,
+//! `tool_approval_required`, `subagent_start`, `mode_changed`, `display_state_changed`, ...),
+//! whoever caused it: this harness, another one, or a client of the server on the same store.
+//! Each turn event also comes as it was stored ([`HarnessEvent::TurnEvent`]), before what it
+//! translates into. [`display`](Harness::display) is the [`DisplayState`] a UI renders from;
+//! when a method that changes the session returns, the display state shows the change.
 //!
 //! ```
 //! use teamster::runtime::{Harness, HarnessEvent, Runtime};
@@ -15,148 +22,337 @@
 //!     "modes": [{"id": "ask", "default": true}, {"id": "code", "instructions": "Write code."}],
 //! })).unwrap();
 //! runtime.save_agent("demo", spec).await?;
-//! let session = runtime.create_session("demo").await?;
-//! let harness = Harness::open(&runtime, &session.id).await?;
+//! let harness = Harness::select_or_create(&runtime, "demo").await?;
 //! let mut events = harness.subscribe();
 //! harness.set_mode("code").await?;
-//! assert_eq!(events.recv().await.unwrap(), HarnessEvent::ModeChanged(Some("code".into())));
+//! assert_eq!(harness.current_mode().await?.map(|mode| mode.id).as_deref(), Some("code"));
 //! let turn = harness.send("Hello").await?;
 //! assert!(turn.answer().contains("Hello"));
-//! assert_eq!(harness.display().mode.as_deref(), Some("code"));
+//! let display = harness.display();
+//! assert_eq!(display.last_answer.as_deref(), Some(turn.answer().as_str()));
+//! // The subscriber saw the mode change, then the turn.
+//! let mut names = Vec::new();
+//! while let Ok(event) = events.try_recv() {
+//!     names.push(event.name());
+//! }
+//! let position = |name| names.iter().position(|seen| *seen == name).unwrap();
+//! assert!(position("mode_changed") < position("agent_start"));
+//! assert!(position("agent_start") < position("agent_end"));
 //! runtime.shutdown().await;
 //! # Ok::<(), teamster::runtime::RuntimeError>(())
 //! # }).unwrap();
 //! ```
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
+use base64::Engine as _;
 use futures_util::StreamExt;
-use teamster_protocol::control::{Grant, Plan, QueuedMessage, TaskList};
-use teamster_protocol::{Event, MAIN_THREAD_ID, UserContent};
-use teamster_service::{CloneSession, ServiceError, SessionUpdate, TurnListQuery};
-use tokio::sync::broadcast;
+use teamster_live::{DisplayState, LiveEvent};
+use teamster_protocol::agent::ModeSpec;
+use teamster_protocol::agent_check::ToolCheck;
+use teamster_protocol::control::{Grant, Plan, QueuedMessage, TaskList, ToolCategory};
+use teamster_protocol::input::{Answer, Approval, UserContentPart};
+use teamster_protocol::{AgentSpec, Session, UserContent};
+use teamster_service::{CloneSession, ServiceError, SessionListQuery, SessionOrder, SessionUpdate, TurnListQuery};
+use tokio::sync::{broadcast, watch};
 
-use crate::runtime::{FinishedTurn, Runtime, RuntimeError, RuntimeEvent, TurnEvents, TurnInput, user_message};
+use crate::runtime::{FinishedTurn, Refusal, Runtime, RuntimeError, TurnEvents, TurnInput, user_message};
+
+/// Something that happened in the harness's session: the live channel's events, and each turn
+/// event as stored ([`HarnessEvent::TurnEvent`]).
+pub type HarnessEvent = LiveEvent;
 
 /// How many of the newest turns `run_follow_ups` looks through.
 const FOLLOW_UP_LOOKBACK: u32 = 50;
 /// How many events a subscriber may fall behind before it misses some.
 const EVENTS_BUFFER: usize = 1024;
+/// How long a method that changed the session waits for the display state to show it; past
+/// that (another client changed it again meanwhile) it returns, and the display catches up.
+const SETTLE_LIMIT: Duration = Duration::from_secs(5);
+/// The most sessions `list_sessions` gives.
+const MAX_LISTED: u32 = 100;
 
-/// Something that happened in the harness's session.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum HarnessEvent {
-    /// An event of a turn the harness follows (boxed: the other variants are small).
-    Turn(Box<RuntimeEvent>),
-    /// The session's mode (an approved plan's, or one chosen).
-    ModeChanged(Option<String>),
-    /// The model chosen for the session's next turns (`None`: the agent's).
-    ModelChanged(Option<String>),
-    /// The session state.
-    StateChanged(serde_json::Value),
-    /// The task list.
-    TasksChanged(TaskList),
-    /// The plans and where each stands.
-    PlansChanged(Vec<Plan>),
-    /// The queued follow-ups.
-    FollowUpsChanged(Vec<QueuedMessage>),
+/// A file sent with a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attachment {
+    /// Its name, as the agent sees it.
+    pub name: String,
+    /// Its media type (`image/png`, `text/csv`).
+    pub media_type: String,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
 }
 
-/// What a UI shows of the session, kept up to date by the harness.
-#[derive(Clone, Debug, Default, PartialEq)]
-#[non_exhaustive]
-pub struct DisplayState {
-    /// The session's title.
-    pub title: Option<String>,
-    /// The mode the next turn runs in (`None`: the agent's default, or no modes).
-    pub mode: Option<String>,
-    /// The model chosen for the next turns (`None`: the agent's or the mode's).
-    pub model: Option<String>,
-    /// The turn running now, if the harness follows one.
-    pub running_turn: Option<String>,
-    /// The text of the main thread's message being streamed.
-    pub streaming: String,
-    /// The main thread's last answer.
-    pub last_answer: Option<String>,
-    /// The last turn the harness followed (or the session's last when it was opened).
-    pub last_followed: Option<String>,
-    /// What the last turn waits for: approvals, answers, authorizations.
-    pub waiting_for: Vec<Event>,
-    /// The task list.
-    pub tasks: TaskList,
-    /// The plans.
-    pub plans: Vec<Plan>,
-    /// The queued follow-ups.
-    pub follow_ups: Vec<QueuedMessage>,
-    /// The session state, for agents with a `state_schema`.
-    pub state: Option<serde_json::Value>,
-}
-
-/// The control layer over one session (see the [module](self)). Cheap to clone; clones share
-/// the subscribers and the display state.
+/// The control layer over the sessions of one agent (see the [module](self)). Cheap to clone;
+/// clones share the bound session, the subscribers and the display state.
 #[derive(Clone)]
 pub struct Harness {
     runtime: Runtime,
-    session_id: String,
     shared: Arc<Shared>,
 }
 
 struct Shared {
     events: broadcast::Sender<HarnessEvent>,
-    display: Mutex<DisplayState>,
+    display: Arc<watch::Sender<DisplayState>>,
+    bound: Mutex<Bound>,
+}
+
+/// The session the harness drives, and the task that follows its live channel.
+struct Bound {
+    session_id: String,
+    agent_name: String,
+    /// The last turn `run_follow_ups` (or a send) followed.
+    last_followed: Option<String>,
+    pump: Option<tokio::task::AbortHandle>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some(pump) = self.bound.get_mut().unwrap_or_else(PoisonError::into_inner).pump.take() {
+            pump.abort();
+        }
+    }
 }
 
 impl std::fmt::Debug for Harness {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("Harness").field("session_id", &self.session_id).finish_non_exhaustive()
+        formatter.debug_struct("Harness").field("session_id", &self.session_id()).finish_non_exhaustive()
     }
 }
 
 impl Harness {
-    /// The harness of a session of `runtime`, its display state read from the session.
+    /// The harness of one of the runtime's sessions (of a saved agent), its display state read
+    /// from the session.
     pub async fn open(runtime: &Runtime, session_id: &str) -> Result<Harness, RuntimeError> {
+        let session = runtime.service().catalog().get_session(runtime.caller(), session_id).await?;
+        let Some(agent_name) = session.agent_name.clone() else {
+            return Err(refused(Refusal::Invalid, "the session has no saved agent: a harness drives the sessions of one saved agent"));
+        };
+        let (display, _) = watch::channel(DisplayState::default());
         let harness = Harness {
             runtime: runtime.clone(),
-            session_id: session_id.to_owned(),
-            shared: Arc::new(Shared { events: broadcast::Sender::new(EVENTS_BUFFER), display: Mutex::default() }),
+            shared: Arc::new(Shared {
+                events: broadcast::Sender::new(EVENTS_BUFFER),
+                display: Arc::new(display),
+                bound: Mutex::new(Bound { session_id: session.id.clone(), agent_name, last_followed: None, pump: None }),
+            }),
         };
-        // A turn still running is not followed yet: `run_follow_ups` takes it up.
-        let query = TurnListQuery { limit: 2, page_token: None };
-        let (turns, _) = runtime.service().list_turns(runtime.caller(), session_id, query).await?;
-        harness.lock().last_followed =
-            turns.into_iter().find(|turn| turn.state.is_terminal()).map(|turn| turn.id);
-        harness.refresh().await?;
+        harness.bind(&session.id).await?;
         Ok(harness)
     }
 
-    /// The session's id.
-    pub fn session_id(&self) -> &str {
-        &self.session_id
+    /// The harness of the agent's newest session of the runtime's user, or of a new one when
+    /// there is none.
+    pub async fn select_or_create(runtime: &Runtime, agent_name: &str) -> Result<Harness, RuntimeError> {
+        let newest = newest_session(runtime, agent_name, None).await?;
+        let session_id = match newest {
+            Some(session) => session.id,
+            None => runtime.create_session(agent_name).await?.id,
+        };
+        Harness::open(runtime, &session_id).await
     }
 
-    /// Every event from now on: turn events and changes. A subscriber more than 1024 events
-    /// behind is told how many it missed (`RecvError::Lagged`) and goes on.
+    /// The id of the session the harness drives now.
+    pub fn session_id(&self) -> String {
+        self.bound().session_id.clone()
+    }
+
+    /// The saved agent whose sessions the harness drives.
+    pub fn agent_name(&self) -> String {
+        self.bound().agent_name.clone()
+    }
+
+    /// Every event from now on, of the session bound now and of those switched to later. A
+    /// subscriber more than 1024 events behind is told how many it missed
+    /// (`RecvError::Lagged`) and goes on.
     pub fn subscribe(&self) -> broadcast::Receiver<HarnessEvent> {
         self.shared.events.subscribe()
     }
 
     /// The display state as it stands.
     pub fn display(&self) -> DisplayState {
-        self.lock().clone()
+        self.shared.display.borrow().clone()
     }
+
+    // Sessions.
+
+    /// Creates a session of the harness's agent (with `title`, if given) and switches to it.
+    pub async fn create_session(&self, title: Option<&str>) -> Result<Session, RuntimeError> {
+        let agent_name = self.agent_name();
+        let service = self.runtime.service();
+        let session = service.catalog().create_session(self.runtime.caller(), &agent_name, title.map(str::to_owned)).await?;
+        self.switch_session(&session.id).await?;
+        Ok(session)
+    }
+
+    /// Switches to another session of the harness's agent. The work running in the session
+    /// left is aborted, as a UI leaving it expects.
+    pub async fn switch_session(&self, session_id: &str) -> Result<(), RuntimeError> {
+        let session = self.runtime.service().catalog().get_session(self.runtime.caller(), session_id).await?;
+        if session.agent_name.as_deref() != Some(self.agent_name().as_str()) {
+            return Err(refused(Refusal::Invalid, format!("session {session_id:?} is not a session of the agent {:?}", self.agent_name())));
+        }
+        let left = self.session_id();
+        if left == session.id {
+            return Ok(());
+        }
+        self.runtime.cancel(&left).await?;
+        self.bind(&session.id).await
+    }
+
+    /// The runtime user's sessions of the harness's agent, the most recently updated first
+    /// (at most 100).
+    pub async fn list_sessions(&self) -> Result<Vec<Session>, RuntimeError> {
+        let query = SessionListQuery {
+            agent_name: Some(self.agent_name()),
+            order_by: SessionOrder::UpdatedAt,
+            descending: true,
+            limit: MAX_LISTED,
+            ..SessionListQuery::default()
+        };
+        let (sessions, _) = self.runtime.service().catalog().list_sessions(self.runtime.caller(), query).await?;
+        Ok(sessions)
+    }
+
+    /// Renames the bound session.
+    pub async fn rename(&self, title: &str) -> Result<(), RuntimeError> {
+        self.update(SessionUpdate { title: Some(title.to_owned()), ..SessionUpdate::default() }).await
+    }
+
+    /// Deletes one of the agent's sessions with its turns. Deleting the bound one moves the
+    /// harness to the agent's newest other session, or to a new one.
+    pub async fn delete_session(&self, session_id: &str) -> Result<(), RuntimeError> {
+        let session = self.runtime.service().catalog().get_session(self.runtime.caller(), session_id).await?;
+        if session.agent_name.as_deref() != Some(self.agent_name().as_str()) {
+            return Err(refused(Refusal::Invalid, format!("session {session_id:?} is not a session of the agent {:?}", self.agent_name())));
+        }
+        self.runtime.service().delete_session(self.runtime.caller(), session_id).await?;
+        if self.session_id() == session_id {
+            let agent_name = self.agent_name();
+            let next = match newest_session(&self.runtime, &agent_name, Some(session_id)).await? {
+                Some(session) => session.id,
+                None => self.runtime.create_session(&agent_name).await?.id,
+            };
+            self.bind(&next).await?;
+        }
+        Ok(())
+    }
+
+    /// A new session with the bound one's history up to `turn_id` (the last turn when `None`),
+    /// and its harness; this one stays where it is.
+    pub async fn clone_session(&self, turn_id: Option<&str>) -> Result<Harness, RuntimeError> {
+        let request = CloneSession { turn_id: turn_id.map(str::to_owned), title: None };
+        let clone = self.runtime.service().clone_session(self.runtime.caller(), &self.session_id(), request).await?;
+        Harness::open(&self.runtime, &clone.id).await
+    }
+
+    // Messages and answers.
 
     /// Sends a user message: runs a turn and returns it once it has ended.
     pub async fn send(&self, text: impl Into<String>) -> Result<FinishedTurn, RuntimeError> {
         self.answer(vec![user_message(text)]).await
     }
 
-    /// Runs a turn with `input` (a message, or the decisions on what the last turn waits for:
-    /// approvals, answers to questions) and returns it once it has ended.
-    pub async fn answer(&self, input: Vec<TurnInput>) -> Result<FinishedTurn, RuntimeError> {
-        let started = self.runtime.start_turn(&self.session_id, input).await?;
-        self.follow(&started.turn.id, started.events).await
+    /// Sends a user message with files (images go to the model; other files into the agent's
+    /// sandbox, when it has one).
+    pub async fn send_with_files(&self, text: impl Into<String>, files: Vec<Attachment>) -> Result<FinishedTurn, RuntimeError> {
+        let mut parts = vec![UserContentPart::Text { text: text.into() }];
+        parts.extend(files.into_iter().map(|file| UserContentPart::File {
+            data: format!("data:{};base64,{}", file.media_type, base64::engine::general_purpose::STANDARD.encode(&file.bytes)),
+            name: file.name,
+        }));
+        self.answer(vec![TurnInput::Message { content: UserContent::Parts(parts) }]).await
     }
+
+    /// Runs a turn with `input` (a message, or the decisions on what the last turn waits for:
+    /// approvals, answers to questions) and returns it once it has ended and the display state
+    /// shows it.
+    pub async fn answer(&self, input: Vec<TurnInput>) -> Result<FinishedTurn, RuntimeError> {
+        let session_id = self.session_id();
+        let started = self.runtime.start_turn(&session_id, input).await?;
+        self.follow(&session_id, &started.turn.id, started.events).await
+    }
+
+    /// Answers a question (`ask_user_question`, a client-side tool) the last turn waits on,
+    /// and runs the turn that goes on. `tool_call_id` may be left out when exactly one call
+    /// waits. For a multi-select question, answer with the chosen labels
+    /// ([`Answer::Labels`]).
+    pub async fn respond(&self, tool_call_id: Option<&str>, answer: Answer) -> Result<FinishedTurn, RuntimeError> {
+        let content = answer.into_text();
+        let tool_call_id = tool_call_id.unwrap_or_default().to_owned();
+        self.answer(vec![TurnInput::ToolResponse { thread_id: String::new(), tool_call_id, content }]).await
+    }
+
+    /// Decides on a call the last turn waits on for approval, and runs the turn that goes
+    /// on. `tool_call_id` may be left out when exactly one call waits.
+    pub async fn approve(&self, tool_call_id: Option<&str>, approval: Approval) -> Result<FinishedTurn, RuntimeError> {
+        let tool_call_id = tool_call_id.unwrap_or_default().to_owned();
+        self.answer(vec![TurnInput::ToolApproval { thread_id: String::new(), tool_call_id, approval }]).await
+    }
+
+    /// Aborts the bound session's running turn, if any (and the steering queued for it).
+    pub async fn abort(&self) -> Result<(), RuntimeError> {
+        self.runtime.cancel(&self.session_id()).await?;
+        self.settle(|display| display.running_turn_id.is_none()).await;
+        Ok(())
+    }
+
+    /// Sends an instruction to the running turn, which takes it before its next model call.
+    pub async fn steer(&self, text: impl Into<String>) -> Result<QueuedMessage, RuntimeError> {
+        let service = self.runtime.service();
+        Ok(service.follow_ups().steer(self.runtime.caller(), &self.session_id(), UserContent::Text(text.into())).await?)
+    }
+
+    /// Queues a message that starts the next turn once the running one ends (at once when none
+    /// runs); [`Harness::run_follow_ups`] follows the turns they start.
+    pub async fn follow_up(&self, text: impl Into<String>) -> Result<QueuedMessage, RuntimeError> {
+        let service = self.runtime.service();
+        let last_turn = self.display().last_turn_id;
+        let queued =
+            service.follow_ups().queue(self.runtime.caller(), &self.session_id(), UserContent::Text(text.into())).await?;
+        let id = queued.id.clone();
+        // Shown as queued, or already taken by a turn that started.
+        self.settle(|display| display.follow_ups.iter().any(|item| item.id == id) || display.last_turn_id != last_turn).await;
+        Ok(queued)
+    }
+
+    /// Cancels a queued follow-up.
+    pub async fn cancel_follow_up(&self, id: &str) -> Result<(), RuntimeError> {
+        self.runtime.service().follow_ups().cancel(self.runtime.caller(), &self.session_id(), id).await?;
+        self.settle(|display| !display.follow_ups.iter().any(|item| item.id == id)).await;
+        Ok(())
+    }
+
+    /// Follows the turns the session started since the last one the harness followed (the
+    /// running one, and those its follow-ups start, even those already over) until none runs
+    /// and none is queued, or the last waits for the user (which holds the queue); returns
+    /// them, oldest first.
+    pub async fn run_follow_ups(&self) -> Result<Vec<FinishedTurn>, RuntimeError> {
+        let session_id = self.session_id();
+        let mut finished = Vec::new();
+        loop {
+            let newer = self.turns_since_followed(&session_id).await?;
+            if newer.is_empty() {
+                let follow_ups = self.runtime.service().follow_ups().list(self.runtime.caller(), &session_id).await?;
+                let waiting = self.display().is_waiting();
+                if follow_ups.is_empty() || waiting {
+                    self.settle(|display| display.follow_ups.is_empty() || display.is_waiting()).await;
+                    return Ok(finished);
+                }
+                // Queued, and about to start: look again once something changes.
+                let mut changes = self.shared.display.subscribe();
+                let _ = tokio::time::timeout(Duration::from_millis(200), changes.changed()).await;
+                continue;
+            }
+            for turn_id in newer {
+                let events = self.runtime.subscribe(&session_id, &turn_id, 0).await?;
+                finished.push(self.follow(&session_id, &turn_id, events).await?);
+            }
+        }
+    }
+
+    // Modes, models, state.
 
     /// Switches the session to one of its agent's modes.
     pub async fn set_mode(&self, mode: &str) -> Result<(), RuntimeError> {
@@ -174,196 +370,199 @@ impl Harness {
         self.update(SessionUpdate { state: Some(patch), ..SessionUpdate::default() }).await
     }
 
-    /// Sends an instruction to the running turn, which takes it before its next model call.
-    pub async fn steer(&self, text: impl Into<String>) -> Result<QueuedMessage, RuntimeError> {
-        let service = self.runtime.service();
-        Ok(service.follow_ups().steer(self.runtime.caller(), &self.session_id, UserContent::Text(text.into())).await?)
+    /// The agent's modes (none when it has none).
+    pub async fn list_modes(&self) -> Result<Vec<ModeSpec>, RuntimeError> {
+        Ok(self.spec().await?.modes.unwrap_or_default())
     }
 
-    /// Queues a message that starts the next turn once the running one ends (at once when none
-    /// runs); [`Harness::run_follow_ups`] follows the turns they start.
-    pub async fn follow_up(&self, text: impl Into<String>) -> Result<QueuedMessage, RuntimeError> {
-        let service = self.runtime.service();
-        let queued = service.follow_ups().queue(self.runtime.caller(), &self.session_id, UserContent::Text(text.into())).await?;
-        self.refresh().await?;
-        Ok(queued)
+    /// The mode the next turn runs in: the one chosen, else the agent's default (`None` when
+    /// the agent has no modes).
+    pub async fn current_mode(&self) -> Result<Option<ModeSpec>, RuntimeError> {
+        let spec = self.spec().await?;
+        let chosen = self.display().mode;
+        Ok(teamster_control::mode_in_force(&spec, chosen.as_deref()).cloned())
     }
 
-    /// Cancels a queued follow-up.
-    pub async fn cancel_follow_up(&self, id: &str) -> Result<(), RuntimeError> {
-        self.runtime.service().follow_ups().cancel(self.runtime.caller(), &self.session_id, id).await?;
-        self.refresh().await
+    /// The agent as the next turn runs it: the session's pinned version with its mode's
+    /// instructions, model and tools, and the model chosen for the session.
+    pub async fn current_agent(&self) -> Result<AgentSpec, RuntimeError> {
+        let session = self.runtime.service().catalog().get_session(self.runtime.caller(), &self.session_id()).await?;
+        let spec = self.spec().await?;
+        Ok(teamster_control::agent_in_mode(&spec, &session.control))
     }
 
-    /// Follows the turns the session started since the last one the harness followed (the
-    /// running one, and those its follow-ups start, even those already over) until none runs
-    /// and none is queued, or the last waits for the user (which holds the queue); returns
-    /// them, oldest first.
-    pub async fn run_follow_ups(&self) -> Result<Vec<FinishedTurn>, RuntimeError> {
-        let mut finished = Vec::new();
-        loop {
-            let newer = self.turns_since_followed().await?;
-            if newer.is_empty() {
-                self.refresh().await?;
-                let display = self.display();
-                if display.follow_ups.is_empty() || !display.waiting_for.is_empty() {
-                    return Ok(finished);
-                }
-                // Queued, and about to start: look again.
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                continue;
+    // Tools and permissions.
+
+    /// The tools the model is offered now, each with its category and whether its calls run
+    /// at once, ask or are refused under the agent's rules and the session's permissions and
+    /// grants.
+    pub async fn tools(&self) -> Result<Vec<ToolCheck>, RuntimeError> {
+        Ok(self.runtime.service().session_tools(self.runtime.caller(), &self.session_id()).await?)
+    }
+
+    /// The category of a tool the model is offered now (`None` for one it is not).
+    pub async fn tool_category(&self, name: &str) -> Result<Option<ToolCategory>, RuntimeError> {
+        Ok(self.tools().await?.into_iter().find(|tool| tool.name == name).map(|tool| tool.category))
+    }
+
+    /// The session's "always allow" grants.
+    pub async fn grants(&self) -> Result<Vec<Grant>, RuntimeError> {
+        Ok(self.runtime.service().catalog().session_grants(self.runtime.caller(), &self.session_id()).await?)
+    }
+
+    /// Revokes a grant: its tool (or category) asks again.
+    pub async fn revoke_grant(&self, id: &str) -> Result<(), RuntimeError> {
+        Ok(self.runtime.service().catalog().revoke_grant(self.runtime.caller(), &self.session_id(), id).await?)
+    }
+
+    /// The task list.
+    pub fn tasks(&self) -> TaskList {
+        self.shared.display.borrow().tasks.clone()
+    }
+
+    /// The plans.
+    pub fn plans(&self) -> Vec<Plan> {
+        self.shared.display.borrow().plans.clone()
+    }
+
+    // The machinery.
+
+    fn bound(&self) -> std::sync::MutexGuard<'_, Bound> {
+        self.shared.bound.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The spec the bound session runs.
+    async fn spec(&self) -> Result<AgentSpec, RuntimeError> {
+        Ok(self.runtime.service().catalog().spec_of_session(self.runtime.caller(), &self.session_id()).await?)
+    }
+
+    /// Binds the harness to `session_id`: follows its live channel from a fresh snapshot, and
+    /// returns once the display state is that snapshot.
+    async fn bind(&self, session_id: &str) -> Result<(), RuntimeError> {
+        let channel = self.runtime.service().live().open_with_turn_events(self.runtime.caller(), session_id).await?;
+        let last_followed = self.last_ended_turn(session_id).await?;
+        let pump = tokio::spawn(pump(
+            self.runtime.clone(),
+            session_id.to_owned(),
+            channel,
+            self.shared.events.clone(),
+            Arc::clone(&self.shared.display),
+        ));
+        {
+            let mut bound = self.bound();
+            if let Some(previous) = bound.pump.replace(pump.abort_handle()) {
+                previous.abort();
             }
-            for turn_id in newer {
-                let events = self.runtime.subscribe(&self.session_id, &turn_id, 0).await?;
-                finished.push(self.follow(&turn_id, events).await?);
-            }
+            bound.session_id = session_id.to_owned();
+            bound.last_followed = last_followed;
         }
+        let mut display = self.shared.display.subscribe();
+        let _ = display.wait_for(|display| display.session_id == session_id).await;
+        Ok(())
+    }
+
+    /// The session's newest turn that has ended: a turn still running is not followed yet
+    /// (`run_follow_ups` takes it up).
+    async fn last_ended_turn(&self, session_id: &str) -> Result<Option<String>, RuntimeError> {
+        let query = TurnListQuery { limit: 2, page_token: None };
+        let (turns, _) = self.runtime.service().list_turns(self.runtime.caller(), session_id, query).await?;
+        Ok(turns.into_iter().find(|turn| turn.state.is_terminal()).map(|turn| turn.id))
     }
 
     /// The session's turns after the last one the harness followed, oldest first.
-    async fn turns_since_followed(&self) -> Result<Vec<String>, RuntimeError> {
-        let followed = self.lock().last_followed.clone();
+    async fn turns_since_followed(&self, session_id: &str) -> Result<Vec<String>, RuntimeError> {
+        let followed = self.bound().last_followed.clone();
         let query = TurnListQuery { limit: FOLLOW_UP_LOOKBACK, page_token: None };
-        let (turns, _) = self.runtime.service().list_turns(self.runtime.caller(), &self.session_id, query).await?;
+        let (turns, _) = self.runtime.service().list_turns(self.runtime.caller(), session_id, query).await?;
         let mut newer: Vec<String> =
             turns.into_iter().map(|turn| turn.id).take_while(|id| Some(id) != followed.as_ref()).collect();
         newer.reverse();
         Ok(newer)
     }
 
-    /// The task list.
-    pub fn tasks(&self) -> TaskList {
-        self.lock().tasks.clone()
-    }
-
-    /// The plans.
-    pub fn plans(&self) -> Vec<Plan> {
-        self.lock().plans.clone()
-    }
-
-    /// The session's "always allow" grants.
-    pub async fn grants(&self) -> Result<Vec<Grant>, RuntimeError> {
-        Ok(self.runtime.service().catalog().session_grants(self.runtime.caller(), &self.session_id).await?)
-    }
-
-    /// Revokes a grant: its tool (or category) asks again.
-    pub async fn revoke_grant(&self, id: &str) -> Result<(), RuntimeError> {
-        Ok(self.runtime.service().catalog().revoke_grant(self.runtime.caller(), &self.session_id, id).await?)
-    }
-
-    /// A new session with this one's history up to `turn_id` (the last turn when `None`), and
-    /// its harness.
-    pub async fn clone_session(&self, turn_id: Option<&str>) -> Result<Harness, RuntimeError> {
-        let request = CloneSession { turn_id: turn_id.map(str::to_owned), title: None };
-        let clone = self.runtime.service().clone_session(self.runtime.caller(), &self.session_id, request).await?;
-        Harness::open(&self.runtime, &clone.id).await
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, DisplayState> {
-        self.shared.display.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn emit(&self, event: HarnessEvent) {
-        // No subscriber is not an error.
-        let _ = self.shared.events.send(event);
-    }
-
+    /// Changes the session, then waits for the display state to show what the store holds.
     async fn update(&self, update: SessionUpdate) -> Result<(), RuntimeError> {
-        self.runtime.service().catalog().update_session(self.runtime.caller(), &self.session_id, update).await?;
-        self.refresh().await
+        let session = self.runtime.service().catalog().update_session(self.runtime.caller(), &self.session_id(), update).await?;
+        self.settle(|display| {
+            display.title == session.title
+                && display.mode == session.control.mode
+                && display.model == session.control.model
+                && (session.control.state.is_none() || display.state == session.control.state)
+        })
+        .await;
+        Ok(())
     }
 
-    /// Reads a turn's events to its end, passing each on and keeping the display state.
-    async fn follow(&self, turn_id: &str, mut events: TurnEvents) -> Result<FinishedTurn, RuntimeError> {
-        {
-            let mut display = self.lock();
-            display.running_turn = Some(turn_id.to_owned());
-            display.last_followed = Some(turn_id.to_owned());
-            display.streaming.clear();
-            display.waiting_for.clear();
-        }
-        let mut read = Vec::new();
-        while let Some(event) = events.next().await {
-            let event = event?;
-            self.show(&event.event);
-            self.emit(HarnessEvent::Turn(Box::new(event.clone())));
-            read.push(event);
-        }
-        let finished = FinishedTurn { events: read };
-        {
-            let mut display = self.lock();
-            display.running_turn = None;
-            display.waiting_for = finished.required_actions().into_iter().cloned().collect();
-            let answer = finished.answer();
-            if !answer.is_empty() {
-                display.last_answer = Some(answer);
-            }
-            display.streaming.clear();
-        }
-        self.refresh().await?;
+    /// Reads a turn's events to its end, then waits for the display state to show the turn
+    /// ended and the views it changed.
+    async fn follow(&self, session_id: &str, turn_id: &str, events: TurnEvents) -> Result<FinishedTurn, RuntimeError> {
+        self.bound().last_followed = Some(turn_id.to_owned());
+        let finished = events.finish().await?;
+        let service = self.runtime.service();
+        let caller = self.runtime.caller();
+        let session = service.catalog().get_session(caller, session_id).await?;
+        let tasks = service.events().tasks(caller, session_id).await?;
+        let plans = service.events().plans(caller, session_id).await?;
+        self.settle(|display| {
+            display.last_turn_id.as_deref() == Some(turn_id)
+                && display.running_turn_id.as_deref() != Some(turn_id)
+                && display.last_turn_status.is_some()
+                && display.mode == session.control.mode
+                && display.tasks == tasks
+                && display.plans == plans
+        })
+        .await;
         Ok(finished)
     }
 
-    /// Folds a turn event into the display state.
-    fn show(&self, event: &Event) {
-        let mut display = self.lock();
-        match event {
-            Event::ModelMessage(message) if message.thread_id == MAIN_THREAD_ID => display.streaming.clear(),
-            Event::ModelMessageDelta(delta) if delta.thread_id == MAIN_THREAD_ID => {
-                if let Some(text) = &delta.content {
-                    display.streaming.push_str(text);
+    /// Waits (at most [`SETTLE_LIMIT`]) for the display state to satisfy `shown`.
+    async fn settle(&self, shown: impl FnMut(&DisplayState) -> bool) {
+        let mut display = self.shared.display.subscribe();
+        let _ = tokio::time::timeout(SETTLE_LIMIT, display.wait_for(shown)).await;
+    }
+}
+
+/// Follows a session's live channel into the display state and the subscribers; opens it
+/// again from a fresh snapshot if it ends while the session is still there (it fell behind).
+async fn pump(
+    runtime: Runtime,
+    session_id: String,
+    mut channel: teamster_service::LiveChannel,
+    events: broadcast::Sender<HarnessEvent>,
+    display: Arc<watch::Sender<DisplayState>>,
+) {
+    loop {
+        while let Some(event) = channel.next().await {
+            display.send_modify(|state| event.fold_into(state));
+            // No subscriber is not an error.
+            let _ = events.send(event);
+        }
+        channel = loop {
+            match runtime.service().live().open_with_turn_events(runtime.caller(), &session_id).await {
+                Ok(reopened) => break reopened,
+                Err(ServiceError::NotFound(_) | ServiceError::Forbidden(_)) => return,
+                Err(error) => {
+                    tracing::warn!(session = %session_id, %error, "the harness could not follow its session again");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             }
-            _ => {}
-        }
-    }
-
-    /// Reads the session's mode, model, state, tasks, plans and follow-ups, and tells
-    /// subscribers what changed.
-    async fn refresh(&self) -> Result<(), RuntimeError> {
-        let service = self.runtime.service();
-        let caller = self.runtime.caller();
-        let session = service.catalog().get_session(caller, &self.session_id).await?;
-        let tasks = service.events().tasks(caller, &self.session_id).await?;
-        let plans = service.events().plans(caller, &self.session_id).await?;
-        let follow_ups = service.follow_ups().list(caller, &self.session_id).await?;
-        let state = match service.catalog().session_state(caller, &self.session_id).await {
-            Ok(state) => Some(state),
-            Err(ServiceError::Invalid { .. }) => None,
-            Err(error) => return Err(error.into()),
         };
-        let mut changes = Vec::new();
-        {
-            let mut display = self.lock();
-            display.title = session.title;
-            if display.mode != session.control.mode {
-                display.mode = session.control.mode;
-                changes.push(HarnessEvent::ModeChanged(display.mode.clone()));
-            }
-            if display.model != session.control.model {
-                display.model = session.control.model;
-                changes.push(HarnessEvent::ModelChanged(display.model.clone()));
-            }
-            if display.state != state {
-                display.state = state;
-                changes.extend(display.state.clone().map(HarnessEvent::StateChanged));
-            }
-            if display.tasks != tasks {
-                display.tasks = tasks;
-                changes.push(HarnessEvent::TasksChanged(display.tasks.clone()));
-            }
-            if display.plans != plans {
-                display.plans = plans;
-                changes.push(HarnessEvent::PlansChanged(display.plans.clone()));
-            }
-            if display.follow_ups != follow_ups {
-                display.follow_ups = follow_ups;
-                changes.push(HarnessEvent::FollowUpsChanged(display.follow_ups.clone()));
-            }
-        }
-        for change in changes {
-            self.emit(change);
-        }
-        Ok(())
     }
+}
+
+/// The runtime user's most recently updated session of `agent_name`, but `except`.
+async fn newest_session(runtime: &Runtime, agent_name: &str, except: Option<&str>) -> Result<Option<Session>, RuntimeError> {
+    let query = SessionListQuery {
+        agent_name: Some(agent_name.to_owned()),
+        order_by: SessionOrder::UpdatedAt,
+        descending: true,
+        limit: 2,
+        ..SessionListQuery::default()
+    };
+    let (sessions, _) = runtime.service().catalog().list_sessions(runtime.caller(), query).await?;
+    Ok(sessions.into_iter().find(|session| Some(session.id.as_str()) != except))
+}
+
+fn refused(refusal: Refusal, message: impl Into<String>) -> RuntimeError {
+    RuntimeError::Refused { refusal, message: message.into() }
 }

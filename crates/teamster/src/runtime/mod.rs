@@ -27,7 +27,12 @@ mod harness;
 mod native;
 mod options;
 
-pub use harness::{DisplayState, Harness, HarnessEvent};
+pub use harness::{Attachment, Harness, HarnessEvent};
+pub use teamster_live::{AgentEndStatus, DisplayState, SubagentStatus, SubagentView, ToolCallView, UsageTotals};
+pub use teamster_protocol::agent::ModeSpec;
+pub use teamster_protocol::agent_check::ToolCheck;
+pub use teamster_protocol::control::{Permission, ToolCategory};
+pub use teamster_protocol::input::Answer;
 pub use native::{NativeTools, ToolScope};
 #[cfg(feature = "sandbox")]
 pub use options::SandboxOptions;

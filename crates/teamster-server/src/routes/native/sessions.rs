@@ -1,9 +1,10 @@
 //! `/api/v1/sessions`: create (from a saved agent by name, or with an inline spec), list,
-//! get, patch, delete, cancel, the session's events and its task list.
+//! get, patch, delete, cancel, the session's events, its task list and its tools.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use teamster_protocol::agent_check::ToolCheck;
 use teamster_protocol::api::{CloneSessionRequest, CreateSessionRequest, Data, Empty, Page, SessionEventItem, UpdateSessionRequest};
 use teamster_protocol::control::{Grant, Plan, QueueMessageRequest, QueuedMessage, TaskList};
 use teamster_protocol::session::Session;
@@ -27,6 +28,7 @@ pub fn routes() -> ApiRouter {
         .routes(routes!(tasks))
         .routes(routes!(plans))
         .routes(routes!(grants))
+        .routes(routes!(tools))
         .routes(routes!(session_state))
         .routes(routes!(clone))
         .routes(routes!(follow_ups, queue_follow_up))
@@ -139,6 +141,20 @@ async fn session_state(State(state): State<AppState>, Authenticated(caller): Aut
 /// The session's grants ("always allow" answers).
 async fn grants(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>) -> ApiResult<Json<Data<Vec<Grant>>>> {
     Ok(Json(Data { data: state.service.catalog().session_grants(&caller, &session_id).await? }))
+}
+
+#[utoipa::path(get, path = "/sessions/{session_id}/tools", operation_id = "listSessionTools", tag = "Agent Sessions", summary = "The session's tools", params(("session_id" = String, Path, description = "The session's id.")),
+    description = "The tools the session's model is offered now (its agent's version, in the session's mode, with its MCP servers connected as the caller), each with its category and whether its calls run at once, ask for approval or are refused under the agent's rules and the session's permissions and grants.",
+    responses((status = 200, description = "The session's tools.", body = Data<Vec<ToolCheck>>)))]
+/// The tools the session's model is offered now, with their categories and permissions.
+async fn tools(
+    State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
+    Path(session_id): Path<String>,
+    params: Params,
+) -> ApiResult<Json<Data<Vec<ToolCheck>>>> {
+    params.only(&[])?;
+    Ok(Json(Data { data: state.service.session_tools(&caller, &session_id).await? }))
 }
 
 #[utoipa::path(delete, path = "/sessions/{session_id}/grants/{grant_id}", operation_id = "revokeSessionGrant", tag = "Agent Sessions", summary = "Revoke a grant",
