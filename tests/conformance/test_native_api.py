@@ -427,3 +427,17 @@ def test_gateway_under_any_prefix(api, client, prefix):
     wire.assert_error(api.get(f"{prefix}/v1/agents/sessions/sess-does-not-exist"), 404, {"not_found"})
     listed = api.ok(api.get(f"{prefix}/v1/x/agents/owned-sessions", params={"agent_name": "demo", "limit": 100}))
     assert session.id in [item["id"] for item in listed["data"]]
+
+
+def test_session_listings_preview_each_sessions_first_user_message(api):
+    quiet = api.create_session("demo")
+    talked = api.create_session("demo")
+    words = " ".join(["word"] * 60)
+    first = f"Refactor the\n  parser {wire.unique('preview')} {words}"
+    assert api.run_turn(talked["id"], first).done["state"]["status"] == "done"
+    assert api.run_turn(talked["id"], "a later message").done["state"]["status"] == "done"
+    listed = {session["id"]: session for session in api.ok(api.get("/api/v1/sessions"))["data"]}
+    preview = listed[talked["id"]]["preview"]
+    one_line = " ".join(first.split())
+    assert preview == one_line[:200] + "…", preview
+    assert "preview" not in listed[quiet["id"]]

@@ -33,6 +33,10 @@ pub struct Session {
     pub created_by_subject: Subject,
     pub created_at: String,
     pub updated_at: String,
+    /// Teamster extension, in listings (`GET /api/v1/sessions`): the start of the session's
+    /// first user message, on one line (at most 200 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
     /// Teamster extension: the mode and model the session's next turn runs with, where a
     /// client or an approved plan chose them.
     #[serde(default, skip_serializing_if = "SessionControl::is_empty", flatten)]

@@ -1,10 +1,12 @@
 //! Views folded from a session's events, for clients: its plans (`teamster_control::plans`,
 //! from the logs of its chain of turns, each turn with the mode it ran in) and its task list
 //! (`teamster_control::task_list`, newest turn first, stopping at the first turn that changed
-//! it: versions only grow along a session's chain of turns, so that turn holds the latest list).
+//! it: versions only grow along a session's chain of turns, so that turn holds the latest list),
+//! and its first user message (the preview of session listings).
 
 use teamster_control::{TurnEvents, mode_in_force, plans, task_list};
-use teamster_protocol::Event;
+use teamster_protocol::input::TurnInput;
+use teamster_protocol::{Event, Session};
 use teamster_protocol::control::{Plan, TaskList};
 use teamster_store::ContentQuery;
 
@@ -16,8 +18,37 @@ use crate::events::Events;
 const MAX_TURNS: usize = 1000;
 /// Content events read from the store at a time.
 const PAGE: u32 = 1000;
+/// The first turns a session's first user message is looked for in (turns that answer
+/// nothing but decisions come before it only in sessions that began from a clone).
+const FIRST_TURNS: u32 = 8;
+/// The most characters of a preview.
+pub const PREVIEW_CHARS: usize = 200;
 
 impl Events<'_> {
+    /// The first user message of one of the caller's sessions (its text; files named), `None`
+    /// before any.
+    pub async fn first_user_message(&self, caller: &Caller, session_id: &str) -> Result<Option<String>> {
+        self.service.catalog().owned_session(caller, session_id).await?;
+        self.first_message_of(session_id).await
+    }
+
+    /// Sessions the caller has just listed, each with its `preview`: the start of its first
+    /// user message, at most [`PREVIEW_CHARS`] characters on one line.
+    pub async fn with_previews(&self, mut sessions: Vec<Session>) -> Result<Vec<Session>> {
+        for session in &mut sessions {
+            session.preview = self.first_message_of(&session.id).await?.map(|text| preview(&text));
+        }
+        Ok(sessions)
+    }
+
+    async fn first_message_of(&self, session_id: &str) -> Result<Option<String>> {
+        let turns = self.service.stores().events.oldest_turns(session_id, FIRST_TURNS).await?;
+        Ok(turns.iter().flat_map(|turn| &turn.input).find_map(|item| match item {
+            TurnInput::Message { content } => Some(content.to_text()),
+            _ => None,
+        }))
+    }
+
     /// The plans the agent submitted in a session, oldest first, as its turns left them.
     pub async fn plans(&self, caller: &Caller, session_id: &str) -> Result<Vec<Plan>> {
         let session = self.service.catalog().owned_session(caller, session_id).await?;
@@ -84,5 +115,14 @@ impl Events<'_> {
                 return Ok(events);
             }
         }
+    }
+}
+
+/// A message on one line, whitespace collapsed, cut at [`PREVIEW_CHARS`] characters (with `…`).
+fn preview(text: &str) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(PREVIEW_CHARS) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line,
     }
 }

@@ -382,6 +382,10 @@ impl EventLog for PostgresStore {
         on_connection!(self, |connection| SQL.running_turns(connection))
     }
 
+    async fn oldest_turns(&self, session_id: &str, limit: u32) -> Result<Vec<TurnRecord>> {
+        on_connection!(self, |connection| SQL.oldest_turns(connection, session_id, limit))
+    }
+
     async fn write(&self, batch: &[LogWrite]) -> Result<()> {
         self.write_under(None, batch).await.map(drop)
     }

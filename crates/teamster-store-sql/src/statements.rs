@@ -278,6 +278,23 @@ where
     }
 
     /// Every running turn, oldest first.
+    /// A session's first turns by creation, oldest first, at most `limit`.
+    pub async fn oldest_turns<'c>(
+        &self,
+        executor: impl Executor<'c, Database = DB>,
+        session_id: &str,
+        limit: u32,
+    ) -> Result<Vec<TurnRecord>> {
+        let sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 ORDER BY created_at, id LIMIT $2");
+        let rows: Vec<TurnRow> = sqlx::query_as(&sql)
+            .bind(session_id)
+            .bind(i64::from(limit))
+            .fetch_all(executor)
+            .await
+            .map_err(error::backend)?;
+        rows.into_iter().map(codec::turn).collect()
+    }
+
     pub async fn running_turns<'c>(&self, executor: impl Executor<'c, Database = DB>) -> Result<Vec<TurnRecord>> {
         let sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE status = 'running' ORDER BY created_at, id");
         let rows: Vec<TurnRow> = sqlx::query_as(&sql).fetch_all(executor).await.map_err(error::backend)?;

@@ -432,6 +432,10 @@ impl EventLog for SqliteStore {
         SQL.running_turns(&mut *self.connections.read().await?).await
     }
 
+    async fn oldest_turns(&self, session_id: &str, limit: u32) -> Result<Vec<TurnRecord>> {
+        SQL.oldest_turns(&mut *self.connections.read().await?, session_id, limit).await
+    }
+
     async fn write(&self, batch: &[LogWrite]) -> Result<()> {
         self.write_under(None, batch).await.map(drop)
     }

@@ -78,6 +78,7 @@ macro_rules! conformance_tests {
             turn_create_race_has_exactly_one_winner,
             get_turn_is_scoped_to_its_session,
             running_turns_are_oldest_first,
+            oldest_turns_are_a_sessions_first,
             stream_events_read_back_byte_identical,
             content_events_replace_and_filter,
             turn_state_writes_update_turn_and_session,
@@ -989,6 +990,20 @@ pub async fn running_turns_are_oldest_first(store: Arc<dyn Store>) {
         .await
         .expect("write");
     assert_eq!(store.running_turns().await.expect("running_turns"), vec![turn_b, turn_d, turn_a]);
+}
+
+/// `oldest_turns` gives a session's own turns by creation time, oldest first, ties by id, at
+/// most `limit`.
+pub async fn oldest_turns_are_a_sessions_first(store: Arc<dyn Store>) {
+    create_draft_sessions(&store, &["ses_1", "ses_2"]).await;
+    assert_eq!(store.oldest_turns("ses_1", 5).await.expect("oldest_turns of a session without turns"), vec![]);
+    let turn_b = create_plain_turn(&store, "ses_1", "turn_b", None, &at(20)).await;
+    let turn_c = create_plain_turn(&store, "ses_1", "turn_c", Some("turn_b"), &at(30)).await;
+    create_plain_turn(&store, "ses_2", "turn_a", None, &at(10)).await;
+    let turn_d = create_plain_turn(&store, "ses_1", "turn_d", Some("turn_c"), &at(30)).await;
+    assert_eq!(store.oldest_turns("ses_1", 5).await.expect("oldest_turns"), vec![turn_b.clone(), turn_c.clone(), turn_d]);
+    assert_eq!(store.oldest_turns("ses_1", 2).await.expect("oldest_turns"), vec![turn_b, turn_c]);
+    assert_eq!(store.oldest_turns("ses_missing", 2).await.expect("oldest_turns of an unknown session"), vec![]);
 }
 
 // The event log.

@@ -154,6 +154,10 @@ pub trait EventLog: Send + Sync {
     /// Turns whose state is still `running`, oldest first (for recovery after a restart).
     async fn running_turns(&self) -> Result<Vec<TurnRecord>>;
 
+    /// A session's first turns by creation, oldest first, at most `limit` (for the previews
+    /// of session listings: the first user message).
+    async fn oldest_turns(&self, session_id: &str, limit: u32) -> Result<Vec<TurnRecord>>;
+
     /// Applies a batch of log writes in one transaction, in order (group commit).
     ///
     /// Writes are idempotent, so a retried batch is harmless: a stream event already stored at

@@ -7,6 +7,7 @@
 mod support;
 
 use serde_json::json;
+use teamster::AgentItem;
 use teamster::runtime::{Answer, Attachment, Harness, HarnessEvent, Runtime, ToolCategory};
 use teamster_fake_model::FakeModelServer;
 use teamster_protocol::control::PlanStatus;
@@ -131,12 +132,24 @@ async fn a_harness_creates_switches_lists_renames_and_deletes_sessions() {
     assert!(changes(&mut events).contains(&HarnessEvent::ThreadChanged { session_id: first.clone(), title: Some("Refactoring".into()) }));
     assert_eq!(harness.display().title.as_deref(), Some("Refactoring"));
 
+    harness.send("Tidy up   the\nparser, please").await.unwrap();
+    // The conversation as messages.
+    let messages = harness.messages().await.unwrap();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert_eq!(messages[0], AgentItem::user("Tidy up   the\nparser, please"));
+    assert!(matches!(&messages[1], AgentItem::Assistant { .. }) && messages[1].text().contains("Tidy up"), "{messages:?}");
+
     let second = harness.create_session(Some("Docs")).await.unwrap();
     assert_eq!(harness.session_id(), second.id);
     assert_eq!(harness.display().title.as_deref(), Some("Docs"));
-    let listed: Vec<String> = harness.list_sessions().await.unwrap().into_iter().map(|session| session.id).collect();
+    let listed = harness.list_sessions().await.unwrap();
     assert_eq!(listed.len(), 2);
-    assert!(listed.contains(&first) && listed.contains(&second.id));
+    let preview = |id: &str| listed.iter().find(|session| session.id == id).map(|session| session.preview.clone());
+    assert_eq!(preview(&first), Some(Some("Tidy up the parser, please".to_owned())), "one line");
+    assert_eq!(preview(&second.id), Some(None), "no message yet");
+    let firsts = harness.first_user_messages(&[&second.id, &first]).await.unwrap();
+    assert_eq!(firsts, [None, Some("Tidy up   the\nparser, please".to_owned())]);
+    assert!(harness.first_user_messages(&["ses_nope"]).await.is_err());
 
     // Switching aborts the work running in the session left.
     let running = tokio::spawn({

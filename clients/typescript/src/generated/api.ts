@@ -1678,6 +1678,11 @@ export interface components {
                 created_by: string;
                 created_by_subject: components["schemas"]["Subject"];
                 id: string;
+                /**
+                 * @description Teamster extension, in listings (`GET /api/v1/sessions`): the start of the session's
+                 *     first user message, on one line (at most 200 characters).
+                 */
+                preview?: string | null;
                 /** @description The session's title. */
                 title?: string | null;
                 /** @description `agent-session` for a session of the native API. */
@@ -2965,6 +2970,11 @@ export interface components {
                 created_by: string;
                 created_by_subject: components["schemas"]["Subject"];
                 id: string;
+                /**
+                 * @description Teamster extension, in listings (`GET /api/v1/sessions`): the start of the session's
+                 *     first user message, on one line (at most 200 characters).
+                 */
+                preview?: string | null;
                 /** @description The session's title. */
                 title?: string | null;
                 /** @description `agent-session` for a session of the native API. */
@@ -3215,6 +3225,11 @@ export interface components {
             created_by_subject: components["schemas"]["Subject"];
             /** @description This object's id. */
             id: string;
+            /**
+             * @description Teamster extension, in listings (`GET /api/v1/sessions`): the start of the session's
+             *     first user message, on one line (at most 200 characters).
+             */
+            preview?: string | null;
             /** @description The session's title. */
             title?: string | null;
             /** @description `agent-session` for a session of the native API. */
@@ -4964,7 +4979,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page of the caller's sessions, most recently updated first. */
+            /** @description A page of the caller's sessions, most recently updated first, each with its `preview` (the start of its first user message). */
             200: {
                 headers: {
                     [name: string]: unknown;

@@ -50,6 +50,7 @@ pub(crate) fn session_view(record: SessionRecord) -> Session {
         created_by_subject: record.created_by,
         created_at: record.created_at,
         updated_at: record.updated_at,
+        preview: None,
         control: record.control,
     }
 }

@@ -1,8 +1,9 @@
 //! [`Harness`]: the control layer over the sessions of one agent of an embedded [`Runtime`],
 //! for the UIs that drive agents. It is bound to one session at a time (create, switch, list,
-//! rename and delete them), sends messages (with files) and answers, switches modes and
-//! models, patches the state, steers the running turn, queues follow-ups, aborts, and reads
-//! tasks, plans, grants, modes, tools and the conversation.
+//! rename and delete them, each listed with a preview of its first message), sends messages
+//! (with files) and answers, switches modes and models, patches the state, steers the running
+//! turn, queues follow-ups, aborts, and reads tasks, plans, grants, modes, tools and the
+//! conversation as messages.
 //!
 //! Everything that happens in the bound session reaches the [`subscribe`](Harness::subscribe)rs
 //! as [`HarnessEvent`]s, the live channel's vocabulary (`agent_start`, `message_update`,
@@ -53,10 +54,14 @@ use teamster_protocol::agent::ModeSpec;
 use teamster_protocol::agent_check::ToolCheck;
 use teamster_protocol::control::{Grant, Plan, QueuedMessage, TaskList, ToolCategory};
 use teamster_protocol::input::{Answer, Approval, UserContentPart};
-use teamster_protocol::{AgentSpec, Session, UserContent};
-use teamster_service::{CloneSession, ServiceError, SessionListQuery, SessionOrder, SessionUpdate, TurnListQuery};
+use teamster_protocol::{AgentSpec, Event, Session, UserContent};
+use teamster_service::{
+    CloneSession, ListOrder, ServiceError, SessionListQuery, SessionOrder, SessionUpdate, TurnEventsQuery, TurnListQuery,
+};
 use tokio::sync::{broadcast, watch};
 
+use crate::AgentItem;
+use crate::items::ItemFolder;
 use crate::runtime::{FinishedTurn, Refusal, Runtime, RuntimeError, TurnEvents, TurnInput, user_message};
 
 /// Something that happened in the harness's session: the live channel's events, and each turn
@@ -72,6 +77,8 @@ const EVENTS_BUFFER: usize = 1024;
 const SETTLE_LIMIT: Duration = Duration::from_secs(5);
 /// The most sessions `list_sessions` gives.
 const MAX_LISTED: u32 = 100;
+/// The most turns, newest first, whose messages `messages` gives.
+const MAX_MESSAGE_TURNS: usize = 1000;
 
 /// A file sent with a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -211,8 +218,63 @@ impl Harness {
             limit: MAX_LISTED,
             ..SessionListQuery::default()
         };
-        let (sessions, _) = self.runtime.service().catalog().list_sessions(self.runtime.caller(), query).await?;
-        Ok(sessions)
+        let service = self.runtime.service();
+        let (sessions, _) = service.catalog().list_sessions(self.runtime.caller(), query).await?;
+        Ok(service.events().with_previews(sessions).await?)
+    }
+
+    /// The first user message of each of `session_ids` (`None` for a session without one
+    /// yet), in their order: previews for a session list.
+    pub async fn first_user_messages(&self, session_ids: &[&str]) -> Result<Vec<Option<String>>, RuntimeError> {
+        let events = self.runtime.service().events();
+        let mut messages = Vec::with_capacity(session_ids.len());
+        for session_id in session_ids {
+            messages.push(events.first_user_message(self.runtime.caller(), session_id).await?);
+        }
+        Ok(messages)
+    }
+
+    /// The bound session's conversation as messages, oldest first: the user's messages, the
+    /// agent's (text, reasoning and tool calls) and the tool results, of its main thread and
+    /// its last 1,000 turns.
+    pub async fn messages(&self) -> Result<Vec<AgentItem>, RuntimeError> {
+        let session_id = self.session_id();
+        let service = self.runtime.service();
+        let caller = self.runtime.caller();
+        let mut turns = Vec::new();
+        let mut page_token = None;
+        while turns.len() < MAX_MESSAGE_TURNS {
+            let query = TurnListQuery { limit: 100, page_token };
+            let (page, next) = service.list_turns(caller, &session_id, query).await?;
+            turns.extend(page);
+            match next {
+                Some(token) => page_token = Some(token),
+                None => break,
+            }
+        }
+        turns.reverse();
+        let mut folder = ItemFolder::default();
+        let mut items = Vec::new();
+        for turn in turns {
+            items.extend(turn.input.iter().filter_map(|input| match input {
+                TurnInput::Message { content } => Some(AgentItem::user(content.to_text())),
+                _ => None,
+            }));
+            let mut page_token = None;
+            loop {
+                let query = TurnEventsQuery { limit: 1000, order: ListOrder::Ascending, page_token, require_terminal: false };
+                let (events, next) = service.events().turn_events(caller, &session_id, &turn.id, query).await?;
+                for raw in events {
+                    let event: Event = serde_json::from_str(raw.get()).map_err(|error| RuntimeError::Event(error.to_string()))?;
+                    items.extend(folder.item(&event));
+                }
+                match next {
+                    Some(token) => page_token = Some(token),
+                    None => break,
+                }
+            }
+        }
+        Ok(items)
     }
 
     /// Renames the bound session.

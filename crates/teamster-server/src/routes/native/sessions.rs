@@ -59,7 +59,7 @@ async fn create(State(state): State<AppState>, Authenticated(caller): Authentica
         ("start_timestamp" = Option<String>, Query, description = "Sessions created at or after this RFC 3339 time."),
         ("end_timestamp" = Option<String>, Query, description = "Sessions created at or before this RFC 3339 time."),
         ("agent_id" = Option<String>, Query, description = "Only sessions of this agent.")),
-    responses((status = 200, description = "A page of the caller's sessions, most recently updated first.", body = Page<Session>)))]
+    responses((status = 200, description = "A page of the caller's sessions, most recently updated first, each with its `preview` (the start of its first user message).", body = Page<Session>)))]
 async fn list(State(state): State<AppState>, Authenticated(caller): Authenticated, params: Params) -> ApiResult<Json<Page<Session>>> {
     let limit = params.limit(25, 25)?;
     let query = SessionListQuery {
@@ -73,6 +73,7 @@ async fn list(State(state): State<AppState>, Authenticated(caller): Authenticate
         ..SessionListQuery::default()
     };
     let (sessions, next) = state.service.catalog().list_sessions(&caller, query).await?;
+    let sessions = state.service.events().with_previews(sessions).await?;
     Ok(crate::routes::page(sessions, next, limit))
 }
 
