@@ -173,6 +173,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     # What every caller may read (the server's, not anyone's).
     ("GET", "/api/v1/capabilities"): Route(any_caller(200)),
     ("GET", "/api/v1/models"): Route(any_caller(200)),
+    ("GET", "/api/v1/models/current"): Route(own_session(200), query="?session_id={session_id}"),
     ("GET", "/api/v1/skills"): Route(any_caller(200)),
     ("GET", "/api/v1/catalogs/skills"): Route(any_caller(200)),
     ("GET", "/api/v1/mcp-servers"): Route(any_caller(200)),

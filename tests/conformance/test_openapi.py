@@ -127,7 +127,8 @@ def test_it_agrees_with_our_spec_where_both_have_the_route(document):
                   ("post", "/api/v1/sessions/{session_id}/clone"), ("post", "/api/v1/keys"), ("get", "/metrics"),
                   ("get", "/readyz"), ("get", "/api/v1/sessions/{session_id}/files/{digest}"),
                   ("get", "/api/v1/sessions/{session_id}/live"), ("get", "/api/v1/sessions/{session_id}/display"),
-                  ("get", "/api/v1/live"), ("get", "/api/v1/sessions/{session_id}/tools")]:
+                  ("get", "/api/v1/live"), ("get", "/api/v1/sessions/{session_id}/tools"),
+                  ("get", "/api/v1/models/current")]:
         assert added in ours, added
 
 
@@ -167,6 +168,7 @@ def test_live_answers_match_their_documented_schemas(document, server_factory):
     api.wait_terminal(sid, running["data"]["id"])
     for path in ("tasks", "plans", "grants", "follow-ups", "tools"):
         check("get", f"/api/v1/sessions/{{session_id}}/{path}", api.get(f"/api/v1/sessions/{sid}/{path}"))
+    check("get", "/api/v1/models/current", api.get(f"/api/v1/models/current?session_id={sid}"))
     check("post", "/api/v1/sessions/{session_id}/clone", api.post(f"/api/v1/sessions/{sid}/clone", json={}))
     check("post", "/api/v1/sessions/{session_id}/cancel", api.post(f"/api/v1/sessions/{sid}/cancel", json={}))
     for path in ("/api/v1/capabilities", "/api/v1/models", "/api/v1/mcp-servers", "/api/v1/skills",

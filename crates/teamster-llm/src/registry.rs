@@ -162,10 +162,13 @@ impl ModelRegistry {
     /// optionally `OPENAI_BASE_URL`), `anthropic` when `ANTHROPIC_API_KEY` is set (and optionally
     /// `ANTHROPIC_BASE_URL`). Empty keys count as unset.
     pub fn env_manifest(vars: impl Fn(&str) -> Option<String>) -> Vec<ModelProviderManifest> {
-        [("openai", "OPENAI", ENV_OPENAI_MODELS), ("anthropic", "ANTHROPIC", ENV_ANTHROPIC_MODELS)]
-            .into_iter()
-            .filter_map(|(kind, prefix, models)| env_provider(&vars, kind, prefix, models))
-            .collect()
+        ENV_PROVIDERS.into_iter().filter_map(|(kind, prefix, models)| env_provider(&vars, kind, prefix, models)).collect()
+    }
+
+    /// The environment variable [`ModelRegistry::env_manifest`] reads the API key of a
+    /// provider type from (`OPENAI_API_KEY`), for the types it knows.
+    pub fn env_api_key_var(kind: &str) -> Option<String> {
+        ENV_PROVIDERS.iter().find(|(known, ..)| *known == kind).map(|(_, prefix, _)| format!("{prefix}_API_KEY"))
     }
 
     /// Resolves `provider/model`. The model part may itself contain `/`.
@@ -240,6 +243,10 @@ fn wrap_client(
 
 /// The provider of type `kind` that `{prefix}_API_KEY` and `{prefix}_BASE_URL` stand for, offering
 /// `models` under their own ids; `None` when the key is unset or empty.
+/// The provider types the environment may stand for: type, variable prefix, models.
+const ENV_PROVIDERS: [(&str, &str, &[&str]); 2] =
+    [("openai", "OPENAI", ENV_OPENAI_MODELS), ("anthropic", "ANTHROPIC", ENV_ANTHROPIC_MODELS)];
+
 fn env_provider(
     vars: impl Fn(&str) -> Option<String>,
     kind: &str,

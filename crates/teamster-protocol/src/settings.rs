@@ -118,6 +118,61 @@ pub struct ModelProperties {
     /// What the model costs; absent when unknown, and then no cost is computed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pricing: Option<ModelPricing>,
+    /// A short name for model pickers; the model's name when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+}
+
+/// A model agents can name, as `GET /api/v1/models` lists it for a caller.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AvailableModel {
+    /// `provider/model`.
+    pub name: String,
+    /// The id sent to the provider.
+    pub model_id: String,
+    /// The provider serving it.
+    pub provider: AvailableModelProvider,
+    /// What the model can do and costs.
+    pub properties: ModelProperties,
+    /// A short name for pickers: `properties.display_name`, else the model's name.
+    pub display_name: String,
+    /// Whether its provider has an API key.
+    pub has_api_key: bool,
+    /// The environment variable the key comes from, when the provider is the environment's
+    /// (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env_var: Option<String>,
+    /// Whether it can be called as configured: its provider has a key, or needs none (the
+    /// offline model, a custom endpoint configured without one).
+    pub has_auth: bool,
+    /// How many times the caller's tenant's sessions switched to it or ran a turn on it.
+    pub use_count: u64,
+}
+
+/// The provider of an [`AvailableModel`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AvailableModelProvider {
+    /// The provider's name.
+    pub name: String,
+}
+
+/// The model a session's next turn runs on (`GET /api/v1/models/current`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CurrentModel {
+    /// `provider/model`.
+    pub name: String,
+    /// What chose it: `session` (a model chosen for the session), `mode` (the session's mode's)
+    /// or `agent` (the agent's own).
+    pub selected_by: String,
+    /// Whether it can be called as configured (see [`AvailableModel::has_auth`]); false when
+    /// no provider serves it.
+    pub has_auth: bool,
+    /// Its catalog entry; absent when no configured provider serves it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<AvailableModel>,
 }
 
 /// A model's prices in US dollars per million tokens.

@@ -228,9 +228,11 @@ impl Service {
         };
         input_files::store_files(self.stores().sessions.as_ref(), session_id, files).await?;
         let control = self.turn_control(&session, &spec, previous.as_deref(), &named).await?;
+        let model = teamster_control::agent_in_mode(&spec, &control.control).model.name;
         let started = self.start_turn(caller, session, spec, previous, input, control, ending).await?;
         if let Some(started) = &started {
             reservation.started(&started.turn.id).await;
+            self.catalog().providers().count_use(&caller.tenant, &model).await;
         }
         Ok(started)
     }

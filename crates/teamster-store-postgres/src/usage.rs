@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use sqlx::Connection;
 use teamster_store::codec::{clamp_i64, lease_millis};
 use teamster_store::{RequestTaken, Result, Spend, TurnPlace, UsageStore};
-use teamster_store_sql::error;
+use teamster_store_sql::{COUNT_MODEL_USE, MODEL_USES, error};
 
 use crate::PostgresStore;
 use crate::leases::NOW_MS;
@@ -160,5 +160,19 @@ impl UsageStore for PostgresStore {
             .map_err(error::backend)
         })?;
         Ok(Spend { tokens: u64::try_from(tokens).unwrap_or_default(), cost_usd })
+    }
+
+    async fn count_model_use(&self, tenant: &str, model: &str) -> Result<()> {
+        on_connection!(self, |connection| async {
+            sqlx::query(COUNT_MODEL_USE).bind(tenant).bind(model).execute(connection).await.map_err(error::backend)
+        })?;
+        Ok(())
+    }
+
+    async fn model_uses(&self, tenant: &str) -> Result<Vec<(String, u64)>> {
+        let rows: Vec<(String, i64)> = on_connection!(self, |connection| async {
+            sqlx::query_as(MODEL_USES).bind(tenant).fetch_all(connection).await.map_err(error::backend)
+        })?;
+        Ok(rows.into_iter().map(|(model, uses)| (model, u64::try_from(uses).unwrap_or_default())).collect())
     }
 }

@@ -3,7 +3,7 @@
 //! the rest.
 //!
 //! [`Sql`] holds the shared statements (reads of every record, deletes, session writes, the
-//! lease compare-and-sets); [`error`] maps sqlx errors onto the store's. Statements number
+//! lease compare-and-sets), `usage.rs` the model-use counter's; [`error`] maps sqlx errors onto the store's. Statements number
 //! their parameters `$N`, which both drivers read as the N-th bound value, so each runs on
 //! SQLite and on PostgreSQL unchanged.
 
@@ -11,6 +11,8 @@ mod columns;
 pub mod error;
 mod listing;
 mod statements;
+mod usage;
 
 pub use columns::{agent_query, session_query};
 pub use statements::{Sql, lease_held, lease_holder};
+pub use usage::{COUNT_MODEL_USE, MODEL_USES};

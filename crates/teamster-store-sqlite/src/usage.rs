@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use teamster_store::codec::{clamp_i64, lease_millis};
 use teamster_store::{RequestTaken, Result, Spend, TurnPlace, UsageStore};
-use teamster_store_sql::error;
+use teamster_store_sql::{COUNT_MODEL_USE, MODEL_USES, error};
 
 use crate::SqliteStore;
 use crate::leases::NOW_MS;
@@ -123,5 +123,20 @@ impl UsageStore for SqliteStore {
         let rows = writer.settle(outcome, error::backend).await?;
         let (tokens, cost_usd) = rows.into_iter().next().unwrap_or_default();
         Ok(Spend { tokens: u64::try_from(tokens).unwrap_or_default(), cost_usd })
+    }
+
+    async fn count_model_use(&self, tenant: &str, model: &str) -> Result<()> {
+        let mut writer = self.connections.write().await?;
+        sqlx::query(COUNT_MODEL_USE).bind(tenant).bind(model).execute(writer.connection()?).await.map_err(error::backend)?;
+        Ok(())
+    }
+
+    async fn model_uses(&self, tenant: &str) -> Result<Vec<(String, u64)>> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(MODEL_USES)
+            .bind(tenant)
+            .fetch_all(&mut *self.connections.read().await?)
+            .await
+            .map_err(error::backend)?;
+        Ok(rows.into_iter().map(|(model, uses)| (model, u64::try_from(uses).unwrap_or_default())).collect())
     }
 }

@@ -94,6 +94,7 @@ macro_rules! conformance_tests {
             request_buckets_take_refill_and_forget,
             turn_places_count_reservations_and_running_turns,
             tenant_spend_adds_up_per_window,
+            model_uses_are_counted_per_tenant,
         }
     };
     (@names; $($check:ident),* $(,)?) => {
@@ -2167,4 +2168,17 @@ mod tests {
         defined.sort_unstable();
         assert_eq!(listed, defined);
     }
+}
+
+/// `count_model_use` counts per tenant and model; `model_uses` lists a tenant's, by model.
+pub async fn model_uses_are_counted_per_tenant(store: Arc<dyn Store>) {
+    assert_eq!(store.model_uses("acme").await.expect("model_uses of a new tenant"), vec![]);
+    for (tenant, model) in [("acme", "openai/gpt"), ("acme", "fake/fake-model"), ("acme", "openai/gpt"), ("other", "openai/gpt")] {
+        store.count_model_use(tenant, model).await.expect("count_model_use");
+    }
+    assert_eq!(
+        store.model_uses("acme").await.expect("model_uses"),
+        vec![("fake/fake-model".to_owned(), 1), ("openai/gpt".to_owned(), 2)]
+    );
+    assert_eq!(store.model_uses("other").await.expect("model_uses"), vec![("openai/gpt".to_owned(), 1)]);
 }

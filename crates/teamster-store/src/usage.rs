@@ -67,4 +67,11 @@ pub trait UsageStore: Send + Sync {
     /// the caller's choosing; windows before it are forgotten) and answers the window's total,
     /// in one statement. Adding nothing reads the total.
     async fn add_tenant_spend(&self, tenant: &str, window: u64, added: Spend) -> Result<Spend>;
+
+    /// Counts one use of `model` (`provider/model`) by `tenant`: a session switched to it, or
+    /// a turn ran on it.
+    async fn count_model_use(&self, tenant: &str, model: &str) -> Result<()>;
+
+    /// How many times `tenant` used each model it used, by model name.
+    async fn model_uses(&self, tenant: &str) -> Result<Vec<(String, u64)>>;
 }

@@ -409,6 +409,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/models/current": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A session's model */
+        get: operations["getCurrentModel"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/openapi.json": {
         parameters: {
             query?: never;
@@ -1235,16 +1252,39 @@ export interface components {
             /** @description The server's URL; `stdio:<name>` for a stdio server. */
             url: string;
         };
-        /** @description A model agents can name. */
+        /** @description A model agents can name, as `GET /api/v1/models` lists it for a caller. */
         AvailableModel: {
+            /**
+             * @description The environment variable the key comes from, when the provider is the environment's
+             *     (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`).
+             */
+            api_key_env_var?: string | null;
+            /** @description A short name for pickers: `properties.display_name`, else the model's name. */
+            display_name: string;
+            /** @description Whether its provider has an API key. */
+            has_api_key: boolean;
+            /**
+             * @description Whether it can be called as configured: its provider has a key, or needs none (the
+             *     offline model, a custom endpoint configured without one).
+             */
+            has_auth: boolean;
             /** @description The id sent to the provider. */
             model_id: string;
             /** @description `provider/model`. */
             name: string;
+            /** @description What the model can do and costs. */
             properties: components["schemas"]["ModelProperties"];
+            /** @description The provider serving it. */
             provider: components["schemas"]["AvailableModelProvider"];
+            /**
+             * Format: int64
+             * @description How many times the caller's tenant's sessions switched to it or ran a turn on it.
+             */
+            use_count: number;
         };
+        /** @description The provider of an [`AvailableModel`]. */
         AvailableModelProvider: {
+            /** @description The provider's name. */
             name: string;
         };
         /** @description A skill agents can name, as a chat lists it (`AvailableSkill`). */
@@ -1463,6 +1503,23 @@ export interface components {
             /** @description Absent means `true` on the native API; the gateway client always sends it. */
             stream?: boolean | null;
         };
+        /** @description The model a session's next turn runs on (`GET /api/v1/models/current`). */
+        CurrentModel: {
+            /**
+             * @description Whether it can be called as configured (see [`AvailableModel::has_auth`]); false when
+             *     no provider serves it.
+             */
+            has_auth: boolean;
+            /** @description Its catalog entry; absent when no configured provider serves it. */
+            model?: null | components["schemas"]["AvailableModel"];
+            /** @description `provider/model`. */
+            name: string;
+            /**
+             * @description What chose it: `session` (a model chosen for the session), `mode` (the session's mode's)
+             *     or `agent` (the agent's own).
+             */
+            selected_by: string;
+        };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
         Data_Agent: {
             /** @description A saved agent as the native API shows it: the latest version's spec under `manifest`. */
@@ -1568,6 +1625,25 @@ export interface components {
             /** @description A created key: its record and the key itself, shown this once. */
             data: components["schemas"]["ApiKey"] & {
                 secret: string;
+            };
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_CurrentModel: {
+            /** @description The model a session's next turn runs on (`GET /api/v1/models/current`). */
+            data: {
+                /**
+                 * @description Whether it can be called as configured (see [`AvailableModel::has_auth`]); false when
+                 *     no provider serves it.
+                 */
+                has_auth: boolean;
+                model?: null | components["schemas"]["AvailableModel"];
+                /** @description `provider/model`. */
+                name: string;
+                /**
+                 * @description What chose it: `session` (a model chosen for the session), `mode` (the session's mode's)
+                 *     or `agent` (the agent's own).
+                 */
+                selected_by: string;
             };
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
@@ -1772,12 +1848,33 @@ export interface components {
         Data_Vec_AvailableModel: {
             /** @description The requested object or objects. */
             data: {
+                /**
+                 * @description The environment variable the key comes from, when the provider is the environment's
+                 *     (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`).
+                 */
+                api_key_env_var?: string | null;
+                /** @description A short name for pickers: `properties.display_name`, else the model's name. */
+                display_name: string;
+                /** @description Whether its provider has an API key. */
+                has_api_key: boolean;
+                /**
+                 * @description Whether it can be called as configured: its provider has a key, or needs none (the
+                 *     offline model, a custom endpoint configured without one).
+                 */
+                has_auth: boolean;
                 /** @description The id sent to the provider. */
                 model_id: string;
                 /** @description `provider/model`. */
                 name: string;
+                /** @description What the model can do and costs. */
                 properties: components["schemas"]["ModelProperties"];
+                /** @description The provider serving it. */
                 provider: components["schemas"]["AvailableModelProvider"];
+                /**
+                 * Format: int64
+                 * @description How many times the caller's tenant's sessions switched to it or ran a turn on it.
+                 */
+                use_count: number;
             }[];
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
@@ -2833,6 +2930,8 @@ export interface components {
              * @description The model's context window, in tokens.
              */
             context_length?: number | null;
+            /** @description A short name for model pickers; the model's name when absent. */
+            display_name?: string | null;
             /**
              * Format: int64
              * @description The most tokens the model writes in one call.
@@ -4879,13 +4978,45 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Every configured model as `{name, model_id, provider: {name}, properties}`. */
+            /** @description Every configured model as `{name, model_id, provider: {name}, properties}`, with its `display_name`, whether it has an API key (`has_api_key`, `api_key_env_var` when the key comes from the environment, `has_auth`) and how often the caller's tenant used it (`use_count`: sessions switched to it or turns run on it). */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Data_Vec_AvailableModel"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    getCurrentModel: {
+        parameters: {
+            query: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The model the session's next turn runs on, what chose it (`session`, `mode` or `agent`), whether it can be called as configured, and its catalog entry. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_CurrentModel"];
                 };
             };
             /** @description The error shape, with the status that says what failed. */

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use teamster_llm::registry::{ModelRegistry, RegistryOptions};
 use teamster_protocol::agent::AgentSpec;
-use teamster_protocol::settings::ModelProviderManifest;
+use teamster_protocol::settings::{CurrentModel, ModelProviderManifest};
 use teamster_store::{AgentStore, SessionAgentRecord, SessionRecord, SessionStore, StoreParts};
 
 use crate::Caller;
@@ -48,7 +48,7 @@ impl Catalog {
         sealed: SealedSettings,
         signals: Arc<crate::signals::SessionSignals>,
     ) -> Result<Catalog> {
-        let providers = ModelProviders::load(stores.settings.clone(), sealed, env_providers, model_options).await?;
+        let providers = ModelProviders::load(stores.settings.clone(), stores.usage.clone(), sealed, env_providers, model_options).await?;
         Ok(Catalog {
             agents: stores.agents.clone(),
             sessions: stores.sessions.clone(),
@@ -91,6 +91,21 @@ impl Catalog {
     pub async fn spec_of_session(&self, caller: &Caller, session_id: &str) -> Result<AgentSpec> {
         let session = self.owned_session(caller, session_id).await?;
         self.checked_spec(caller, &session).await
+    }
+
+    /// The model one of the caller's sessions runs its next turn on, what chose it, whether it
+    /// can be called as configured, and its catalog entry.
+    pub async fn current_model(&self, caller: &Caller, session_id: &str) -> Result<CurrentModel> {
+        let session = self.owned_session(caller, session_id).await?;
+        let spec = self.checked_spec(caller, &session).await?;
+        let mode_model = teamster_control::mode_in_force(&spec, session.control.mode.as_deref()).and_then(|mode| mode.model.clone());
+        let (name, selected_by) = match (session.control.model.clone(), mode_model) {
+            (Some(model), _) => (model, "session"),
+            (None, Some(model)) => (model, "mode"),
+            (None, None) => (spec.model.name.clone(), "agent"),
+        };
+        let model = self.providers.available(&caller.tenant).await?.into_iter().find(|model| model.name == name);
+        Ok(CurrentModel { has_auth: model.as_ref().is_some_and(|model| model.has_auth), selected_by: selected_by.to_owned(), name, model })
     }
 
     /// The caller's session, which it may still run (what queueing a message needs).

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use teamster_llm::registry::{ModelRegistry, RegistryOptions, validate_manifest};
 use teamster_protocol::settings::{ConfiguredModelProvider, ModelProviderManifest, REDACTED};
-use teamster_store::SettingsStore;
+use teamster_llm::providers::offline::OFFLINE_PROVIDER;
+use teamster_protocol::settings::{AvailableModel, AvailableModelProvider};
+use teamster_store::{SettingsStore, UsageStore};
 
 use crate::error::{Result, ServiceError};
 use teamster_sealed::SealedSettings;
@@ -15,6 +17,8 @@ use teamster_sealed::SealedSettings;
 /// through the settings API (API keys sealed), and the registry built from them.
 pub struct ModelProviders {
     settings: Arc<dyn SettingsStore>,
+    /// Counts each tenant's uses of each model.
+    usage: Arc<dyn UsageStore>,
     /// Seals the providers' API keys in the store.
     sealed: SealedSettings,
     /// Providers from the environment; stored ones override them by name.
@@ -75,6 +79,7 @@ impl ModelProviders {
     /// Loads the providers in force: `env_providers`, overridden by name by the stored ones.
     pub(crate) async fn load(
         settings: Arc<dyn SettingsStore>,
+        usage: Arc<dyn UsageStore>,
         sealed: SealedSettings,
         env_providers: Vec<ModelProviderManifest>,
         options: RegistryOptions,
@@ -83,6 +88,7 @@ impl ModelProviders {
         let in_force = Providers::from_manifests(manifests, reqwest::Client::new(), options);
         Ok(ModelProviders {
             settings,
+            usage,
             sealed,
             env_providers,
             in_force: std::sync::RwLock::new(in_force),
@@ -259,5 +265,43 @@ impl ModelProviders {
             },
         ));
         models
+    }
+
+    /// Every model agents can name, as `tenant` sees it: with its display name, whether it has
+    /// an API key and where the key comes from, and how often the tenant used it.
+    pub async fn available(&self, tenant: &str) -> Result<Vec<AvailableModel>> {
+        let uses: BTreeMap<String, u64> = self.usage.model_uses(tenant).await?.into_iter().collect();
+        let models = self.models();
+        let providers = self.read();
+        let available = models
+            .into_iter()
+            .map(|(name, provider, model)| {
+                let manifest = providers.manifests.get(&provider);
+                let has_api_key = manifest.and_then(|manifest| manifest.auth.as_ref()).is_some_and(|auth| !auth.api_key.is_empty());
+                let from_env = manifest.filter(|manifest| self.env_providers.contains(manifest));
+                let needs_no_key =
+                    provider == OFFLINE_PROVIDER || manifest.is_some_and(|manifest| manifest.kind == "custom" && manifest.auth.is_none());
+                AvailableModel {
+                    use_count: uses.get(&name).copied().unwrap_or(0),
+                    display_name: model.properties.display_name.clone().unwrap_or_else(|| model.name.clone()),
+                    api_key_env_var: from_env.and_then(|manifest| ModelRegistry::env_api_key_var(&manifest.kind)),
+                    has_auth: has_api_key || needs_no_key,
+                    has_api_key,
+                    name,
+                    model_id: model.model_id,
+                    provider: AvailableModelProvider { name: provider },
+                    properties: model.properties,
+                }
+            })
+            .collect();
+        Ok(available)
+    }
+
+    /// Counts a use of `model` by `tenant` (a session switched to it, or a turn ran on it).
+    /// Best effort: a store that fails is logged, and the request goes on.
+    pub(crate) async fn count_use(&self, tenant: &str, model: &str) {
+        if let Err(error) = self.usage.count_model_use(tenant, model).await {
+            tracing::warn!(%error, model, "a model use could not be counted");
+        }
     }
 }

@@ -214,6 +214,7 @@ impl Catalog {
         // The control is written on its own, so a title or spec change never reverts a control
         // change made meanwhile from another request (nor the other way round).
         let controls = mode.is_some() || model.is_some() || state.is_some() || permissions.is_some();
+        let switched_model = model.as_deref().is_some_and(|model| !model.is_empty());
         let fields = spec.is_some() || title.is_some() || !controls;
         let mut record = self.owned_session(caller, session_id).await?;
         if let Some(spec) = spec {
@@ -275,6 +276,9 @@ impl Catalog {
             self.sessions.update_session_control(&record.id, &record.control, &record.updated_at).await?;
         }
         self.signals.notify_listed(session_id, &record.created_by.subject_id);
+        if let Some(model) = record.control.model.as_deref().filter(|_| switched_model) {
+            self.providers.count_use(&caller.tenant, model).await;
+        }
         Ok(session_view(record))
     }
 

@@ -1,0 +1,8 @@
+-- How many times each tenant's sessions switched to or ran on each model (`provider/model`),
+-- for the model catalog's `use_count`.
+CREATE TABLE model_uses (
+    tenant TEXT NOT NULL,
+    model TEXT NOT NULL,
+    uses BIGINT NOT NULL,
+    PRIMARY KEY (tenant, model)
+);
