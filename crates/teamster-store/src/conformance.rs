@@ -2151,6 +2151,19 @@ fn expect_conflict<T: Debug>(result: Result<T>, what: &str) {
     }
 }
 
+/// `count_model_use` counts per tenant and model; `model_uses` lists a tenant's, by model.
+pub async fn model_uses_are_counted_per_tenant(store: Arc<dyn Store>) {
+    assert_eq!(store.model_uses("acme").await.expect("model_uses of a new tenant"), vec![]);
+    for (tenant, model) in [("acme", "openai/gpt"), ("acme", "fake/fake-model"), ("acme", "openai/gpt"), ("other", "openai/gpt")] {
+        store.count_model_use(tenant, model).await.expect("count_model_use");
+    }
+    assert_eq!(
+        store.model_uses("acme").await.expect("model_uses"),
+        vec![("fake/fake-model".to_owned(), 1), ("openai/gpt".to_owned(), 2)]
+    );
+    assert_eq!(store.model_uses("other").await.expect("model_uses"), vec![("openai/gpt".to_owned(), 1)]);
+}
+
 #[cfg(test)]
 mod tests {
     /// Every check in this file runs from [`conformance_tests!`](crate::conformance_tests), so a
@@ -2168,17 +2181,4 @@ mod tests {
         defined.sort_unstable();
         assert_eq!(listed, defined);
     }
-}
-
-/// `count_model_use` counts per tenant and model; `model_uses` lists a tenant's, by model.
-pub async fn model_uses_are_counted_per_tenant(store: Arc<dyn Store>) {
-    assert_eq!(store.model_uses("acme").await.expect("model_uses of a new tenant"), vec![]);
-    for (tenant, model) in [("acme", "openai/gpt"), ("acme", "fake/fake-model"), ("acme", "openai/gpt"), ("other", "openai/gpt")] {
-        store.count_model_use(tenant, model).await.expect("count_model_use");
-    }
-    assert_eq!(
-        store.model_uses("acme").await.expect("model_uses"),
-        vec![("fake/fake-model".to_owned(), 1), ("openai/gpt".to_owned(), 2)]
-    );
-    assert_eq!(store.model_uses("other").await.expect("model_uses"), vec![("openai/gpt".to_owned(), 1)]);
 }
