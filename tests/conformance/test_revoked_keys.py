@@ -73,3 +73,28 @@ def test_an_instruction_whose_key_was_revoked_never_joins_the_running_turn(keyed
     (request,) = fake.requests_mentioning(legitimate)
     assert request["messages"][-1] == {"role": "user", "content": legitimate}, request["messages"][-2:]
     assert not fake.requests_mentioning(smuggled)
+
+
+def test_a_revoked_keys_live_channels_end(keyed: Keyed):
+    from test_live import LiveReader
+
+    operator = wire.Api(keyed.server.url, key=keyed.admin)
+    def key_ids() -> set[str]:
+        return {key["id"] for key in operator.ok(operator.get("/api/v1/keys"))["data"]}
+    before = key_ids()
+    stolen_key = key_for(operator, "mallory", "acme")
+    (stolen_id,) = key_ids() - before
+    kept_key = key_for(operator, "mallory", "acme")
+    kept = wire.Api(keyed.server.url, key=kept_key)
+    sid = kept.create_session(spec={"model": {"name": "fake/fake-model"}})["id"]
+    channels = [LiveReader(keyed.server.url, sid, key=stolen_key), LiveReader(keyed.server.url, None, key=stolen_key)]
+    survivor = LiveReader(keyed.server.url, sid, key=kept_key)
+    assert operator.ok(operator.delete(f"/api/v1/keys/{stolen_id}"))["data"]["revoked_at"]
+    # Both of the stolen key's channels end by themselves (their reading threads finish);
+    # the kept key's channel goes on and still follows the session.
+    for channel in channels:
+        channel.thread.join(timeout=20)
+        assert not channel.thread.is_alive() and channel.error is None, channel.error
+    kept.ok(kept.patch(f"/api/v1/sessions/{sid}", json={"title": "still followed"}))
+    survivor.wait_for("thread_changed")
+    survivor.close()

@@ -229,18 +229,7 @@ impl<'a> ApiKeys<'a> {
         if id.is_empty() || id.len() > 64 || !id.bytes().all(|byte| byte.is_ascii_alphanumeric()) {
             return Ok(None);
         }
-        let cached = self.cache.and_then(|cache| cache.get(id));
-        let record = match cached {
-            Some(record) => record,
-            None => {
-                let read_at = self.cache.map(KeyCache::generation);
-                let Some(record) = self.record(id).await? else { return Ok(None) };
-                if let (Some(cache), Some(read_at)) = (self.cache, read_at) {
-                    cache.put(record.clone(), read_at);
-                }
-                record
-            }
-        };
+        let Some(record) = self.cached_record(id).await? else { return Ok(None) };
         if !same_bytes(digest(secret).as_bytes(), record.secret_sha256.as_bytes()) || record.key.revoked_at.is_some() {
             return Ok(None);
         }
@@ -293,6 +282,27 @@ impl<'a> ApiKeys<'a> {
             cache.forget(&record.key.id);
         }
         Ok(stored?)
+    }
+
+    /// Whether a key is still in force, as [`ApiKeys::authenticate`] would find it (through the
+    /// cache: a revocation counts at once on this replica, and on another within
+    /// [`KEY_CACHE_TTL`]). For work that outlives the request that authenticated it, such as a
+    /// live channel.
+    pub async fn still_in_force(&self, id: &str) -> Result<bool> {
+        Ok(self.cached_record(id).await?.is_some_and(|record| record.key.revoked_at.is_none()))
+    }
+
+    /// A key's record, from the cache when it holds a fresh one (then cached).
+    async fn cached_record(&self, id: &str) -> Result<Option<KeyRecord>> {
+        if let Some(record) = self.cache.and_then(|cache| cache.get(id)) {
+            return Ok(Some(record));
+        }
+        let read_at = self.cache.map(KeyCache::generation);
+        let Some(record) = self.record(id).await? else { return Ok(None) };
+        if let (Some(cache), Some(read_at)) = (self.cache, read_at) {
+            cache.put(record.clone(), read_at);
+        }
+        Ok(Some(record))
     }
 
     async fn record(&self, id: &str) -> Result<Option<KeyRecord>> {

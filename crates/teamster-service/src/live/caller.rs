@@ -12,7 +12,7 @@ use teamster_live::LiveEvent;
 use teamster_store::SessionOrder;
 use tokio::sync::{broadcast, mpsc};
 
-use super::fallback_read;
+use super::{fallback_read, key_revoked};
 use crate::signals::Signal;
 use crate::catalog::{SessionListQuery, session_view};
 use crate::error::Result;
@@ -44,6 +44,8 @@ pub(super) async fn run(
 ) {
     let fallback = fallback_read(&service);
     let subject = caller.subject.subject_id.clone();
+    let revoked = key_revoked(&service, &caller);
+    tokio::pin!(revoked);
     loop {
         let events = tokio::select! {
             signal = signals.recv() => match signal {
@@ -56,6 +58,7 @@ pub(super) async fn run(
             },
             () = tokio::time::sleep(fallback) => read_newest(&service, &caller, &mut known).await,
             () = sender.closed() => return,
+            () = &mut revoked => return,
         };
         for event in events {
             if sender.try_send(event).is_err() {

@@ -10,7 +10,8 @@
 //! replica (`signals.rs`, raised by the operations that change a session), and re-reads
 //! every [`FALLBACK_READ`] for those made on another (every 30 s when no other replica shares
 //! the store). Its buffer is bounded: a subscriber that stops reading is dropped, never holds a
-//! turn up, and may open a channel again (which starts from a fresh snapshot).
+//! turn up, and may open a channel again (which starts from a fresh snapshot). A channel
+//! opened with an API key ends once the key is revoked (within the key cache's bound).
 
 mod caller;
 mod session;
@@ -34,6 +35,9 @@ pub const FALLBACK_READ: Duration = Duration::from_secs(1);
 const ALONE_FALLBACK_READ: Duration = Duration::from_secs(30);
 /// How many events a subscriber may fall behind before it is dropped.
 const BUFFER: usize = 1024;
+/// How often a channel opened with an API key checks that the key is still in force (through
+/// the key cache, so a check costs no store read while the key's record is cached).
+const KEY_CHECK: Duration = Duration::from_secs(1);
 
 /// The sessions' live channels ([`Service::live`]).
 pub struct Live<'a> {
@@ -77,6 +81,20 @@ impl Live<'_> {
         let known = caller::known_sessions(self.service, caller).await?;
         tokio::spawn(caller::run(self.service.clone(), caller.clone(), known, sender, signals));
         Ok(LiveChannel { receiver })
+    }
+}
+
+/// Resolves once the API key `caller` opened a channel with is revoked (or unknown); never
+/// for a caller without a key. A store that fails to answer is not a revocation.
+async fn key_revoked(service: &Service, caller: &Caller) {
+    let Some(key_id) = &caller.key_id else { return std::future::pending().await };
+    loop {
+        tokio::time::sleep(KEY_CHECK).await;
+        match service.api_keys().still_in_force(key_id).await {
+            Ok(false) => return,
+            Ok(true) => {}
+            Err(error) => tracing::warn!(%error, "a live channel could not check its API key"),
+        }
     }
 }
 

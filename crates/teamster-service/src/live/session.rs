@@ -9,7 +9,7 @@ use teamster_protocol::{Event, TurnState};
 use teamster_runtime::EventStream;
 use tokio::sync::{broadcast, mpsc};
 
-use super::fallback_read;
+use super::{fallback_read, key_revoked};
 use crate::signals::Signal;
 use crate::{Caller, Service, ServiceError};
 
@@ -125,6 +125,10 @@ impl Channel {
 
     async fn follow(&mut self, signals: &mut broadcast::Receiver<Signal>) -> Stop {
         let fallback = fallback_read(&self.reader.service);
+        let service = self.reader.service.clone();
+        let caller = self.reader.caller.clone();
+        let revoked = key_revoked(&service, &caller);
+        tokio::pin!(revoked);
         loop {
             let due = self.coalescer.due();
             let result = tokio::select! {
@@ -143,6 +147,7 @@ impl Channel {
                 () = tokio::time::sleep(fallback) => self.refresh(false).await,
                 () = sleep_until(due) => self.send_display(),
                 () = self.sender.closed() => Err(Stop::Subscriber),
+                () = &mut revoked => Err(Stop::Session),
             };
             if let Err(stop) = result {
                 return stop;
