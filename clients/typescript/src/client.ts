@@ -1,13 +1,16 @@
 // The client of the native /api/v1 API: one method per route, bodies and answers typed by the
 // OpenAPI document's types (./types.ts), every refusal a TeamsterError, turns streamed as typed
-// events and folded (./stream.ts). Only the global `fetch` is used.
+// events and folded (./stream.ts), live channels read as typed events (./live.ts). Only the
+// global `fetch` is used.
 import { TeamsterError } from './errors.js';
 import type { TurnAccumulator } from './fold.js';
+import { LiveStream } from './live.js';
 import { type ReconnectOptions, TurnStream } from './stream.js';
 import type {
   Agent,
   ApiKey,
   AvailableModel,
+  CallerLiveEvent,
   Capabilities,
   CloneSessionRequest,
   CreateAgentRequest,
@@ -16,8 +19,10 @@ import type {
   CreateSessionRequest,
   CreateTurnRequest,
   Data,
+  DisplayState,
   Grant,
   ListSessionsQuery,
+  LiveEvent,
   Page,
   PageQuery,
   Plan,
@@ -45,6 +50,12 @@ export interface TeamsterClientOptions {
   fetch?: typeof fetch;
   /** How a turn's stream that breaks off is resumed; `false` never resumes. */
   reconnect?: ReconnectOptions | false;
+}
+
+/** Options of a live channel. */
+export interface LiveOptions {
+  /** Drops the channel's request; the iteration then throws the signal's reason. */
+  signal?: AbortSignal;
 }
 
 /** Options of a streamed request. */
@@ -96,6 +107,13 @@ export class TeamsterClient {
   /** The models of the configured providers, as agents name them (`provider/model`). */
   async models(): Promise<AvailableModel[]> {
     return (await this.json<Data<AvailableModel[]>>('GET', '/models')).data;
+  }
+
+  /** The caller's live channel (`GET /live`): `thread_created`, `thread_changed` and
+   * `thread_deleted` for the caller's own sessions (those `sessions.list` lists), as any client
+   * makes them. Iterate it; leaving the loop closes the request. */
+  live(options: LiveOptions = {}): LiveStream<CallerLiveEvent> {
+    return new LiveStream<CallerLiveEvent>((signal) => this.eventStream('GET', '/live', { signal }), options);
   }
 
   /** Sends a request under `/api/v1` and returns the response, which is 2xx: any other status
@@ -269,6 +287,21 @@ export class SessionsApi {
    * `update(id, { state: mergePatch })`. */
   async state(sessionId: string): Promise<unknown> {
     return (await this.client.json<Data<unknown>>('GET', `/sessions/${segment(sessionId)}/state`)).data;
+  }
+
+  /** Teamster extension: the session's live channel (`GET /sessions/{id}/live`). It opens
+   * with `display_state_changed` (the whole display state), then sends what happens as it
+   * happens (`agent_start`, `message_update`, `tool_end`, `task_updated`, `thread_changed`,
+   * ...), each followed by the display state again. Iterate it; leaving the loop closes the
+   * request; a refusal (404, 401) is thrown before the first event. */
+  live(sessionId: string, options: LiveOptions = {}): LiveStream<LiveEvent> {
+    const path = `/sessions/${segment(sessionId)}/live`;
+    return new LiveStream<LiveEvent>((signal) => this.client.eventStream('GET', path, { signal }), options);
+  }
+
+  /** Teamster extension: the session's display state now, what its live channel would open with. */
+  async display(sessionId: string): Promise<DisplayState> {
+    return (await this.client.json<Data<DisplayState>>('GET', `/sessions/${segment(sessionId)}/display`)).data;
   }
 
   /** A page of the session's events, newest first, each with its turn id. */

@@ -1,8 +1,9 @@
 // @teamster/client: a TypeScript client for Teamster's native /api/v1 API.
 export { TeamsterClient, AgentsApi, SessionsApi, TurnsApi, KeysApi } from './client.js';
-export type { TeamsterClientOptions, StreamOptions } from './client.js';
+export type { TeamsterClientOptions, StreamOptions, LiveOptions } from './client.js';
 export { TeamsterError } from './errors.js';
 export { TurnStream } from './stream.js';
+export { LiveStream } from './live.js';
 export type { ReconnectOptions } from './stream.js';
 export { TurnAccumulator, foldDelta, foldEvents, messageText, toolCalls } from './fold.js';
 export type { ParsedToolCall, PendingCall, ThreadView } from './fold.js';

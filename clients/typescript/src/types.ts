@@ -298,6 +298,20 @@ export interface StreamedEvent {
   event: TurnEvent;
 }
 
+// -- live channels (Teamster extension) -----------------------------------------------------
+
+/** One event of a live channel, by `type` (`agent_start`, `message_update`, `task_updated`,
+ * `thread_changed`, `display_state_changed`, ...): the SSE `event:` of each message is its type. */
+export type LiveEvent = Ok<'/api/v1/sessions/{session_id}/live', 'get', 'text/event-stream'>;
+export type LiveEventType = LiveEvent['type'];
+/** The live event of one `type`. */
+export type LiveEventOf<T extends LiveEventType> = Extract<LiveEvent, { type: T }>;
+/** What the caller's channel (`GET /live`) sends: its sessions created, renamed, deleted. */
+export type CallerLiveEvent = LiveEventOf<'thread_created' | 'thread_changed' | 'thread_deleted'>;
+/** What a UI shows of a session: title, mode, model, running turn, tasks, plans, follow-ups,
+ * state, usage and the last turn's answer, calls and sub-agents. */
+export type DisplayState = Single<'/api/v1/sessions/{session_id}/display', 'get'>;
+
 // -- API keys (Teamster extension) ----------------------------------------------------------
 
 export interface Subject {

@@ -82,3 +82,25 @@ test('the useChat transport settings of the README reach /api/v1/chat with the k
   assert.match(text, /"type":"text-delta"/);
   assert.match(text, /data: \[DONE\]/);
 });
+
+test('live channels: another subject\'s session is a 404 and no key a 401, thrown before any event; the key goes with the channel', async () => {
+  const admin = server.client;
+  const alice = new TeamsterClient({ baseUrl: server.url, apiKey: (await admin.keys.create({ subject: 'alice-live', tenant: 'ops' })).secret });
+  const bob = new TeamsterClient({ baseUrl: server.url, apiKey: (await admin.keys.create({ subject: 'bob-live', tenant: 'ops' })).secret });
+  const session = await alice.sessions.create({ agent: { name: 'keyed' } });
+
+  const first = async (stream: AsyncIterable<{ type: string }>) => {
+    for await (const event of stream) return event.type;
+    return 'nothing';
+  };
+  assert.equal(await first(alice.sessions.live(session.id)), 'display_state_changed');
+  for (const [channel, expected] of [
+    [bob.sessions.live(session.id), 404],
+    [new TeamsterClient({ baseUrl: server.url }).sessions.live(session.id), 401],
+    [new TeamsterClient({ baseUrl: server.url }).live(), 401],
+  ] as const) {
+    const refused = await first(channel).catch((error: unknown) => error);
+    assert.ok(refused instanceof TeamsterError && refused.status === expected, String(refused));
+    assert.ok(refused.body?.error.message);
+  }
+});

@@ -50,7 +50,8 @@ export interface Server {
   close(): void;
 }
 
-export async function startServer(options: { auth?: 'api-keys' } = {}): Promise<Server> {
+/** `args`: more flags of `teamster serve` (`--heartbeat-secs 1`). */
+export async function startServer(options: { auth?: 'api-keys'; args?: string[] } = {}): Promise<Server> {
   const workdir = mkdtempSync(path.join(tmpdir(), 'teamster-ts-client-'));
   // Sandboxes run as users of their own, who must be able to pass through to the sandbox root.
   chmodSync(workdir, 0o711);
@@ -68,6 +69,7 @@ export async function startServer(options: { auth?: 'api-keys' } = {}): Promise<
     teamster = await start(binary('TEAMSTER_BIN', 'teamster'), [
       'serve', '--listen', '127.0.0.1:0', '--database', database, '--no-example', '--data-dir', workdir,
       '--sandbox-root', path.join(workdir, 'sandboxes'), ...(options.auth ? ['--auth', options.auth] : []),
+      ...(options.args ?? []),
     ], workdir);
   } catch (error) {
     fake.child.kill();

@@ -10,6 +10,11 @@ type Equal<A, B> = (<V>() => V extends A ? 1 : 2) extends <V>() => V extends B ?
 type Twelve =
   | 'turn.created' | 'turn.done' | 'model.message' | 'model.message.delta' | 'tool.response' | 'thread.created'
   | 'thread.done' | 'mcp.initialize' | 'mcp.auth_required' | 'sandbox.created' | 'tool.approval_required' | 'tool.response_required';
+type LiveTypes =
+  | 'display_state_changed' | 'agent_start' | 'agent_end' | 'message_start' | 'message_update' | 'message_end'
+  | 'tool_start' | 'tool_end' | 'tool_approval_required' | 'tool_suspended' | 'usage_update' | 'mode_changed'
+  | 'model_changed' | 'state_changed' | 'task_updated' | 'plans_changed' | 'follow_up_queued' | 'subagent_start'
+  | 'subagent_end' | 'thread_changed' | 'thread_created' | 'thread_deleted';
 /** Compiles only when `X` is `true`. */
 type Check<X extends true> = X;
 
@@ -56,6 +61,12 @@ export type Checks = [
   Check<NotNever<T.ToolCall>>,
   Check<NotNever<T.ToolInfo>>,
   Check<NotNever<T.ModelMessage>>,
+  Check<NotNever<T.LiveEvent>>,
+  Check<NotNever<T.DisplayState>>,
+  Check<NotNever<T.LiveEventOf<'display_state_changed'>['display']['tasks']>>,
+  // The live channels carry (at least) these events, and the caller's exactly its three.
+  Check<Equal<Exclude<LiveTypes, T.LiveEventType>, never>>,
+  Check<Equal<T.CallerLiveEvent['type'], 'thread_created' | 'thread_changed' | 'thread_deleted'>>,
   // The stream carries (at least) the twelve event types, and lists no other kind.
   Check<Equal<Exclude<Twelve, T.TurnEventType>, never>>,
   Check<Equal<Exclude<T.SessionEvent['type'], T.TurnEventType>, never>>,

@@ -152,3 +152,41 @@ test('a stream that keeps breaking off gives up after its attempts with a Teamst
   const wrong = await new TeamsterClient({ baseUrl: 'http://teamster.test', fetch: html }).turns.stream('s', {}).done().then(() => undefined, (error: unknown) => error);
   assert.ok(wrong instanceof TeamsterError && /expected an event stream/.test(wrong.message), String(wrong));
 });
+
+test('a live channel yields typed events, skips comments, and leaving the loop cancels the body', async () => {
+  let cancelled = false;
+  const requests: string[] = [];
+  const encoder = new TextEncoder();
+  const fake: typeof fetch = async (input) => {
+    requests.push(new URL(String(input)).pathname);
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(encoder.encode(': live\n\nevent: thread_deleted\ndata: {"type":"thread_deleted","session_id":"s1"}\n\n'));
+        controller.enqueue(encoder.encode(': ping\n\nevent: thread_changed\ndata: {"type":"thread_changed","session_id":"s2","title":"T"}\n\n'));
+        // Then nothing more: the channel stays open until the reader leaves.
+      },
+      cancel() {
+        cancelled = true;
+      },
+    });
+    return new Response(body, { headers: { 'content-type': 'text/event-stream; charset=utf-8' } });
+  };
+  const client = new TeamsterClient({ baseUrl: 'http://teamster.test/prefix', fetch: fake });
+  const seen: string[] = [];
+  for await (const event of client.live()) {
+    // The union narrows on `type`.
+    if (event.type === 'thread_changed') {
+      seen.push(`${event.type} ${event.session_id} ${event.title}`);
+      break;
+    }
+    seen.push(`${event.type} ${event.type === 'thread_deleted' ? event.session_id : ''}`);
+  }
+  assert.deepEqual(seen, ['thread_deleted s1', 'thread_changed s2 T']);
+  assert.deepEqual(requests, ['/prefix/api/v1/live']);
+  assert.equal(cancelled, true, 'the body was cancelled');
+
+  // A refusal is thrown before any event, as the client's error.
+  const gone: typeof fetch = async () => new Response(JSON.stringify({ error: { message: 'no session', code: 'not_found' } }), { status: 404 });
+  const refused = await new TeamsterClient({ baseUrl: 'http://teamster.test', fetch: gone }).sessions.live('s').next().then(() => undefined, (error: unknown) => error);
+  assert.ok(refused instanceof TeamsterError && refused.status === 404 && refused.code === 'not_found', String(refused));
+});
