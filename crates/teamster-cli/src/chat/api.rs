@@ -136,12 +136,6 @@ impl ChatApi {
         Ok(events)
     }
 
-    /// The id of the session's newest turn, if it has any.
-    pub async fn latest_turn(&self, session: &str) -> anyhow::Result<Option<String>> {
-        let turns = self.get(&format!("/sessions/{session}/turns?limit=1")).await?;
-        Ok(turns["data"][0]["id"].as_str().map(str::to_owned))
-    }
-
     /// Starts a turn and returns its event stream.
     pub async fn start_turn(&self, session: &str, input: &[TurnInput]) -> anyhow::Result<impl Stream<Item = anyhow::Result<Sequenced>> + use<>> {
         let request = self.request(reqwest::Method::POST, &format!("/sessions/{session}/turns")).json(&json!({ "input": input, "stream": true }));
@@ -155,6 +149,20 @@ impl ChatApi {
             request = request.query(&[("after_sequence_number", after)]);
         }
         Ok(events(self.send(request).await?))
+    }
+
+    /// The session's live channel: each event's JSON (its `type` is the event's name), the
+    /// display state first.
+    pub async fn live(&self, session: &str) -> anyhow::Result<impl Stream<Item = anyhow::Result<Value>> + use<>> {
+        let response = self.send(self.request(reqwest::Method::GET, &format!("/sessions/{session}/live"))).await?;
+        let mut frames = SseFrames::default();
+        Ok(response.bytes_stream().flat_map(move |chunk| {
+            let decoded: Vec<anyhow::Result<Value>> = match chunk {
+                Err(error) => vec![Err(anyhow::Error::new(error).context("the live channel broke"))],
+                Ok(bytes) => frames.push(&bytes).into_iter().filter_map(|frame| serde_json::from_str(&frame.data).ok().map(Ok)).collect(),
+            };
+            futures_util::stream::iter(decoded)
+        }))
     }
 
     pub async fn cancel(&self, session: &str) -> anyhow::Result<()> {

@@ -213,18 +213,25 @@ impl Runner {
                 Action::Steer { session, text } => api.steer(&session, &text).await,
                 Action::FollowUp { session, text } => api.follow_up(&session, &text).await,
                 Action::WatchNextTurn { session, after } => {
-                    let deadline = Instant::now() + FOLLOW_UP_WAIT;
-                    loop {
-                        let latest = api.latest_turn(&session).await?;
-                        if let Some(turn) = latest.filter(|turn| Some(turn) != after.as_ref()) {
+                    // The live channel says when the turn starts: its snapshot names the last
+                    // turn (one may have started already), `agent_start` each new one.
+                    let live = api.live(&session).await?;
+                    let started = live.filter_map(|event| {
+                        let turn = event.ok().and_then(|event| match event["type"].as_str() {
+                            Some("display_state_changed") => event["display"]["last_turn_id"].as_str().map(str::to_owned),
+                            Some("agent_start") => event["turn_id"].as_str().map(str::to_owned),
+                            _ => None,
+                        });
+                        std::future::ready(turn.filter(|turn| Some(turn) != after.as_ref()))
+                    });
+                    let mut started = std::pin::pin!(started);
+                    match tokio::time::timeout(FOLLOW_UP_WAIT, started.next()).await {
+                        Ok(Some(turn)) => {
                             let stream = api.subscribe(&session, &turn, None).await?;
                             follow(&api, &session, Some(turn), stream, &news).await;
-                            break Ok(());
+                            Ok(())
                         }
-                        if Instant::now() > deadline {
-                            bail!("the queued follow-up did not start a turn");
-                        }
-                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        _ => bail!("the queued follow-up did not start a turn"),
                     }
                 }
                 Action::ListSessions => {
