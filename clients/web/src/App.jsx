@@ -16,7 +16,8 @@ export function App() {
   const [draftId, setDraftId] = useState(newChatId);
   const [needsKey, setNeedsKey] = useState(false);
   const [keyDialog, setKeyDialog] = useState(false);
-  // Bumped when the key changes or a turn ends: lists load again.
+  // Bumped when the key changes: lists load again (and the sessions' live channel opens again
+  // with the new key).
   const [generation, setGeneration] = useState(0);
   // Bumped when the key changes: the chat loads again too.
   const [keyGeneration, setKeyGeneration] = useState(0);
@@ -86,7 +87,7 @@ export function App() {
           <Sessions current={chatId} generation={generation} />
         </aside>
         <main className="main">
-          {route.view === 'chat' && <Chat key={`${chatId}:${keyGeneration}`} id={chatId} fresh={chatId === draftId} onStarted={started} onTurnEnded={refresh} />}
+          {route.view === 'chat' && <Chat key={`${chatId}:${keyGeneration}`} id={chatId} fresh={chatId === draftId} onStarted={started} />}
           <Suspense fallback={<p className="muted center" role="status">Loading…</p>}>
             {route.view === 'agents' && <Agents name={route.name} generation={generation} />}
             {route.view === 'settings' && <Settings generation={generation} />}

@@ -1,12 +1,16 @@
 // One chat: useChat against POST /api/v1/chat (the chat id is the session id), with the
 // session's history rebuilt from its events, a running turn resumed after a reload, a stop
-// button that cancels the turn, and a composer with file attachments.
+// button that cancels the turn, and a composer with file attachments. The session's live
+// channel (GET /api/v1/sessions/{id}/live) keeps its title, mode, model and panels current, and
+// tells of turns the page did not start (a follow-up, another client's), which it then follows:
+// nothing is polled.
 import { useChat } from '@ai-sdk/react';
 import { DefaultChatTransport } from 'ai';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { api, apiBase, authHeaders, errorMessage, listAll, reportingFetch } from './api.js';
 import { formatBytes } from './format.js';
 import { loadHistory } from './history.js';
+import { useLive } from './live.js';
 import { Message } from './Message.jsx';
 import { Inspector } from './Inspector.jsx';
 import { Panels } from './Panels.jsx';
@@ -22,7 +26,10 @@ function waitsForUser(part) {
   return name !== null && (part.state === 'approval-requested' || (name === QUESTION_TOOL && part.state === 'input-available'));
 }
 
-export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
+// How long Stop waits for the cancelled turn to end before showing the session as it is.
+const CANCEL_WAIT_MS = 10_000;
+
+export function Chat({ id, fresh: freshAtFirst, onStarted }) {
   // Whether the chat began here, new: kept for the component's life (its first message moves
   // the URL to #/chat/<id>, which makes the prop false).
   const [fresh] = useState(freshAtFirst);
@@ -34,6 +41,9 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
   const [started, setStarted] = useState(!fresh);
   // Set when the user answered a waiting call: the answers go out once every call has one.
   const answered = useRef(false);
+  // How many turns the page's own requests started whose `agent_start` the live channel has
+  // yet to bring: those are streamed already, any other is followed.
+  const ownStarts = useRef(0);
   const agentRef = useRef(agent);
   agentRef.current = agent;
   // The message list follows new output while the user is at its end.
@@ -57,15 +67,17 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
     const last = messages.at(-1);
     if (!answered.current || last?.role !== 'assistant') return false;
     const complete = !last.parts.some(waitsForUser);
-    if (complete) answered.current = false;
+    if (complete) {
+      answered.current = false;
+      ownStarts.current += 1;
+    }
     return complete;
   }, []);
   // Answers whose turn was cancelled (stopped here, or elsewhere) are marked so.
   const [cancelled, setCancelled] = useState(() => new Set());
   const onFinish = useCallback(({ message, isAbort }) => {
     if (isAbort && message?.role === 'assistant') setCancelled((ids) => new Set(ids).add(message.id));
-    onTurnEnded?.();
-  }, [onTurnEnded]);
+  }, []);
   const chat = useChat({ id, transport, sendAutomaticallyWhen, onFinish });
   const { messages, status, error, setMessages, resumeStream, sendMessage, stop, clearError } = chat;
 
@@ -84,15 +96,78 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
       .catch(() => setAgents([]));
   }, [fresh]);
 
+  const busy = status === 'submitted' || status === 'streaming';
+  const busyRef = useRef(busy);
+  busyRef.current = busy;
+
+  // The display state the live channel keeps (title, mode, model, tasks, plans, follow-ups,
+  // state, the running turn), and who waits for the running turn to end.
+  const [display, setDisplay] = useState(null);
+  const displayRef = useRef(null);
+  const idleWaiters = useRef([]);
+  // Bumped when a turn ends: the grants (not on the channel) are read again.
+  const [turnsEnded, setTurnsEnded] = useState(0);
+  const showDisplay = (next) => {
+    displayRef.current = next;
+    setDisplay(next);
+    // The session as the page shows it follows the display state (a plan approved switches the
+    // mode; another client renames the session or switches its model).
+    setSession((known) => (known ? withDisplay(known, next) : known));
+    if (!next.running_turn_id) {
+      idleWaiters.current.splice(0).forEach((resolve) => resolve());
+    }
+  };
+  // Resolves once no turn runs (as the channel has it), or after `ms`.
+  const whenIdle = (ms) => new Promise((resolve) => {
+    if (displayRef.current && !displayRef.current.running_turn_id) return resolve();
+    const timer = setTimeout(resolve, ms);
+    idleWaiters.current.push(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+
+  // Following the server: the turns the page did not start itself (a follow-up, a turn another
+  // client started, one a reload found running) are read from the session's history and their
+  // stream resumed. `following` is set while that (or the first load, or Stop) is under way;
+  // `followAgain` when a turn started meanwhile, to be followed once the page is free.
+  const following = useRef(false);
+  const followAgain = useRef(false);
+  const follow = useCallback(async (work) => {
+    if (following.current) {
+      followAgain.current = true;
+      return;
+    }
+    following.current = true;
+    try {
+      await work();
+      while (followAgain.current && !busyRef.current) {
+        followAgain.current = false;
+        setMessages((await loadHistory(id)).messages);
+        await resumeStream();
+        const settled = await loadHistory(id);
+        if (!settled.running) setMessages(settled.messages);
+      }
+    } catch {
+      // The page keeps what it shows; the next turn the channel tells of loads the session again.
+    } finally {
+      following.current = false;
+    }
+  }, [id, setMessages, resumeStream]);
+  const followServer = useCallback(() => {
+    followAgain.current = true;
+    return follow(async () => {});
+  }, [follow]);
+
   // An existing session: its history, then its running turn if any.
   useEffect(() => {
     if (fresh) return;
     let live = true;
-    (async () => {
+    follow(async () => {
       try {
         const [found, history] = await Promise.all([api('GET', `sessions/${encodeURIComponent(id)}`), loadHistory(id)]);
         if (!live) return;
-        setSession(found.data);
+        setSession(withDisplay(found.data, displayRef.current));
         setMessages(history.messages);
         setLoading(false);
         await resumeStream();
@@ -108,25 +183,79 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
           setLoading(false);
         }
       }
-    })();
+    });
     return () => {
       live = false;
     };
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [id, fresh]);
 
-  const busy = status === 'submitted' || status === 'streaming';
-  // The session as the server has it (its mode changes when a plan is approved), read again
-  // after each turn once it exists.
+  // The session exists on the server once the first message has been answered: then its
+  // channel opens, and a new chat reads the session once.
   const hasAnswer = messages.some((message) => message.role === 'assistant');
+  const [exists, setExists] = useState(!fresh);
   useEffect(() => {
-    if (!started || status !== 'ready' || !hasAnswer) return;
-    let live = true;
-    api('GET', `sessions/${encodeURIComponent(id)}`).then((found) => live && setSession(found.data), () => {});
-    return () => {
-      live = false;
-    };
-  }, [id, started, status, hasAnswer]);
+    if (!exists && started && (status === 'streaming' || (status === 'ready' && hasAnswer))) setExists(true);
+  }, [exists, started, status, hasAnswer]);
+  useEffect(() => {
+    if (!fresh || !exists || session) return;
+    api('GET', `sessions/${encodeURIComponent(id)}`).then((found) => setSession((known) => known ?? withDisplay(found.data, displayRef.current)), () => {});
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [exists]);
+
+  useLive(exists ? `sessions/${encodeURIComponent(id)}/live` : null, {
+    onOpen: (opened) => {
+      // Reopened after a drop: turns may have run meanwhile; the history is read again.
+      if (opened > 1 && !busyRef.current) {
+        ownStarts.current = 0;
+        followServer();
+      }
+    },
+    onEvent: (event) => {
+      const known = displayRef.current;
+      switch (event.type) {
+        case 'display_state_changed': {
+          // The channel's first snapshot: the turn the page's first message started (a new
+          // chat's channel opens once it runs) is in it, not in an `agent_start` to come.
+          if (!known && !busyRef.current) ownStarts.current = 0;
+          else if (!known && ownStarts.current > 0 && (event.display.running_turn_id || fresh)) ownStarts.current -= 1;
+          showDisplay(event.display);
+          return;
+        }
+        case 'agent_start':
+          if (known) showDisplay({ ...known, running_turn_id: event.turn_id, last_turn_id: event.turn_id });
+          if (ownStarts.current > 0) {
+            // The turn the page's own request started: the page streams it already.
+            ownStarts.current -= 1;
+          } else if (busyRef.current) {
+            // Started once the page's own turn ended (a follow-up): followed once it is free.
+            followAgain.current = true;
+          } else {
+            followServer();
+          }
+          return;
+        case 'agent_end':
+          if (known) showDisplay({ ...known, running_turn_id: null, last_turn_status: event.status });
+          setTurnsEnded((count) => count + 1);
+          return;
+        default: {
+          if (!known) return;
+          const changed = changedDisplay(known, event);
+          if (changed) showDisplay(changed);
+        }
+      }
+    },
+  });
+  // A turn that started while the page streamed its own is followed once that one ends.
+  useEffect(() => {
+    if (!busy && followAgain.current && !following.current) follow(async () => {});
+  }, [busy, follow]);
+  // A request of the page's that failed may have started no turn: the next `agent_start` is
+  // followed (at worst a turn the page streamed already is read once more).
+  useEffect(() => {
+    if (status === 'error') ownStarts.current = 0;
+  }, [status]);
+
   // The saved agent's manifest: its modes and whether it has a sandbox.
   const [manifest, setManifest] = useState(null);
   useEffect(() => {
@@ -136,7 +265,6 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
   const remove = async () => {
     if (!confirm('Delete this session and its sandbox?')) return;
     await api('DELETE', `sessions/${encodeURIComponent(id)}`).then(() => {
-      onTurnEnded?.();
       location.hash = href({ view: 'chat', id: null });
     }, (failure) => alert(failure.message));
   };
@@ -147,12 +275,17 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
       localStorage.setItem(AGENT_STORAGE, agent);
       onStarted?.(id);
     }
+    ownStarts.current += 1;
     await sendMessage({ text, files });
     // A new session is titled after its first message, for the list and its search.
     const title = text.trim().split('\n')[0].slice(0, 80) || files?.[0]?.filename;
     if (first && title) {
-      await api('PATCH', `sessions/${encodeURIComponent(id)}`, { title }).then(() => onTurnEnded?.(), () => {});
+      await api('PATCH', `sessions/${encodeURIComponent(id)}`, { title }).catch(() => {});
     }
+  };
+  const regenerate = () => {
+    ownStarts.current += 1;
+    return chat.regenerate();
   };
   // Instructions for the running turn, taken before its next model call.
   const [steers, setSteers] = useState([]);
@@ -163,55 +296,26 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
     await api('POST', `sessions/${encodeURIComponent(id)}/steer`, { content: text });
     setSteers((notes) => [...notes, text]);
   };
-  // A follow-up waits for the running turn to end, then starts the next turn, which the page
-  // follows once the stream it has ends.
-  const [queued, setQueued] = useState(0);
+  // A follow-up waits for the running turn to end, then starts the next turn, which the live
+  // channel tells of and the page follows.
   const queue = async (text) => {
     await api('POST', `sessions/${encodeURIComponent(id)}/follow-ups`, { content: text });
-    setQueued((count) => count + 1);
   };
-  useEffect(() => {
-    if (status !== 'ready' || queued === 0) return;
-    setQueued(0);
-    (async () => {
-      const deadline = Date.now() + 5_000;
-      while (Date.now() < deadline) {
-        const [history, waiting] = await Promise.all([loadHistory(id), api('GET', `sessions/${encodeURIComponent(id)}/follow-ups`)]);
-        if (history.running || waiting.data.length === 0) break;
-        await new Promise((resolve) => setTimeout(resolve, 150));
-      }
-      await followServer();
-    })().catch(() => {});
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [status, queued]);
-  // Stop: the stream ends here and the turn on the server; then the page shows the session as
-  // the server has it once the turn has ended (what the turn did before it stopped, and nothing
-  // the page does not know of), without a reload.
+  // Stop: the stream ends here and the turn on the server; once the channel says the turn has
+  // ended the page shows the session as the server has it (what the turn did before it
+  // stopped, and nothing the page does not know of), without a reload.
   const cancel = async () => {
     stop();
     await api('POST', `sessions/${encodeURIComponent(id)}/cancel`, {}).catch(() => {});
-    const deadline = Date.now() + 10_000;
-    try {
-      let history = await loadHistory(id);
-      while (history.running && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 150));
-        history = await loadHistory(id);
-      }
+    await follow(async () => {
+      await whenIdle(CANCEL_WAIT_MS);
+      const history = await loadHistory(id);
       setMessages(history.messages);
       // A turn still running is one the page did not start: it is followed like a resumed one.
       if (history.running) await resumeStream();
-    } catch {
-      // The page keeps what it shows; the next turn's end loads the session again.
-    }
+    });
   };
   const [inspecting, setInspecting] = useState(false);
-  // The session as the server has it: its history, then its running turn followed live.
-  const followServer = async () => {
-    setMessages((await loadHistory(id)).messages);
-    await resumeStream();
-    const settled = await loadHistory(id);
-    if (!settled.running) setMessages(settled.messages);
-  };
   const answer = {
     // "Always allow": the native API takes the grant with the approval (the chat route takes
     // approvals of this call only), and the page follows the turn that answer starts.
@@ -223,7 +327,13 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
         tool_call_id: split < 0 ? callId : callId.slice(split + 1),
         approval: { status: 'allow', always: 'tool' },
       };
-      await api('POST', `sessions/${encodeURIComponent(id)}/turns`, { stream: false, input: [decision] });
+      ownStarts.current += 1;
+      try {
+        await api('POST', `sessions/${encodeURIComponent(id)}/turns`, { stream: false, input: [decision] });
+      } catch (failure) {
+        ownStarts.current -= 1;
+        throw failure;
+      }
       await followServer();
     },
     approve: (approvalId, approved, reason) => {
@@ -290,7 +400,7 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
         {status === 'submitted' && <p className="muted spinner">Waiting for the agent…</p>}
         {!busy && lastMessage?.role === 'assistant' && (
           <div className="retry">
-            <button type="button" onClick={() => chat.regenerate()}>Retry</button>
+            <button type="button" onClick={regenerate}>Retry</button>
           </div>
         )}
         {error && (
@@ -300,7 +410,7 @@ export function Chat({ id, fresh: freshAtFirst, onStarted, onTurnEnded }) {
           </div>
         )}
       </div>
-      {started && <Panels sessionId={id} refresh={queued} status={hasAnswer ? status : 'pending'} sandbox={manifest ? Boolean(manifest.config?.sandbox?.enabled) : Boolean(session && !session.agent_name)} />}
+      {started && <Panels sessionId={id} display={display} turnsEnded={turnsEnded} sandbox={manifest ? Boolean(manifest.config?.sandbox?.enabled) : Boolean(session && !session.agent_name)} />}
       <Composer busy={busy} disabled={fresh && !started && !agent} onSend={send} onSteer={steer} onQueue={queue} onStop={cancel} />
     </div>
   );
@@ -439,4 +549,36 @@ function toFilePart(file) {
     reader.onerror = () => reject(reader.error);
     reader.readAsDataURL(file);
   });
+}
+
+// The session with what the live channel's display state says of it now (a GET answered
+// before a change the channel has brought since is not shown over it).
+function withDisplay(session, display) {
+  if (!display) return session;
+  const shown = { title: display.title ?? null, mode: display.mode ?? null, model: display.model ?? null };
+  const same = Object.entries(shown).every(([field, value]) => (session[field] ?? null) === value);
+  return same ? session : { ...session, ...shown };
+}
+
+// The display state after an event of the session's channel that changes what the page shows
+// (the `display_state_changed` that follows it would too, a moment later); null for others.
+function changedDisplay(display, event) {
+  switch (event.type) {
+    case 'thread_changed':
+      return { ...display, title: event.title ?? null };
+    case 'mode_changed':
+      return { ...display, mode: event.mode ?? null };
+    case 'model_changed':
+      return { ...display, model: event.model ?? null };
+    case 'state_changed':
+      return { ...display, state: event.state };
+    case 'task_updated':
+      return { ...display, tasks: event.tasks };
+    case 'plans_changed':
+      return { ...display, plans: event.plans };
+    case 'follow_up_queued':
+      return { ...display, follow_ups: event.follow_ups };
+    default:
+      return null;
+  }
 }

@@ -1,44 +1,43 @@
 // Beside a chat: the session's task list and submitted plans (agents that keep them), its
 // follow-up queue (each cancellable), its "always allow" grants (each revocable) and its state
-// object, loaded again whenever a turn ends or `refresh` changes, and (for agents with a
-// sandbox) a box to download any file of it.
+// object, and (for agents with a sandbox) a box to download any file of it. The tasks, plans,
+// follow-ups and state are the live channel's display state, current as they change; the
+// grants are not on the channel, so they are read when the panel opens, when a turn ends (an
+// "always allow" answer grants one) and after a revocation.
 import { useEffect, useId, useState } from 'react';
 import { api } from './api.js';
 import { Markdown } from './Markdown.jsx';
 import { Downloads, isFolder } from './Message.jsx';
 
-export function Panels({ sessionId, status, sandbox, refresh }) {
-  const [tasks, setTasks] = useState(null);
-  const [plans, setPlans] = useState([]);
-  const [followUps, setFollowUps] = useState([]);
+export function Panels({ sessionId, display, turnsEnded, sandbox }) {
   const [grants, setGrants] = useState([]);
-  const [state, setState] = useState(null);
   const [own, setOwn] = useState(0);
   const [problem, setProblem] = useState(null);
   const session = encodeURIComponent(sessionId);
+  const tasks = display?.tasks ?? null;
+  const plans = display?.plans ?? [];
+  const followUps = display?.follow_ups ?? [];
+  const state = display?.state ?? null;
 
+  // Read once the session exists (its channel has opened), then again as said above.
+  const exists = display !== null;
   useEffect(() => {
+    if (!exists) return undefined;
     let live = true;
-    api('GET', `sessions/${session}/follow-ups`).then((body) => live && setFollowUps(body.data ?? []), () => live && setFollowUps([]));
-    if (status !== 'ready') return () => {
-      live = false;
-    };
-    api('GET', `sessions/${session}/tasks`).then((body) => live && setTasks(body.data)).catch(() => live && setTasks(null));
-    api('GET', `sessions/${session}/plans`).then((body) => live && setPlans(body.data ?? [])).catch(() => live && setPlans([]));
     api('GET', `sessions/${session}/grants`).then((body) => live && setGrants(body.data ?? []), () => live && setGrants([]));
-    api('GET', `sessions/${session}/state`).then((body) => live && setState(body.data ?? null), () => live && setState(null));
     return () => {
       live = false;
     };
-  }, [session, status, refresh, own]);
-  const remove = async (path) => {
+  }, [session, exists, turnsEnded, own]);
+  // A follow-up cancelled shows through the channel; a grant revoked is read again.
+  const remove = async (path, grant = false) => {
     try {
       setProblem(null);
       await api('DELETE', path);
     } catch (failure) {
       setProblem(failure.message);
     }
-    setOwn((value) => value + 1);
+    if (grant) setOwn((value) => value + 1);
   };
 
   return (
@@ -90,7 +89,7 @@ export function Panels({ sessionId, status, sandbox, refresh }) {
             {grants.map((grant) => (
               <li key={grant.id}>
                 <span className="tool-name">{grant.tool ?? `category ${grant.category}`}</span>
-                <button type="button" className="link" onClick={() => remove(`sessions/${session}/grants/${encodeURIComponent(grant.id)}`)}>
+                <button type="button" className="link" onClick={() => remove(`sessions/${session}/grants/${encodeURIComponent(grant.id)}`, true)}>
                   Revoke {grant.tool ?? grant.category}
                 </button>
               </li>
