@@ -18,6 +18,7 @@ mod phases;
 mod process;
 mod report;
 mod sandbox;
+mod live;
 mod streams;
 mod wire;
 
@@ -120,7 +121,12 @@ struct Args {
     /// chunks), then `--idle-streams` open streams on a silent turn (memory per stream).
     #[arg(long, conflicts_with_all = ["library", "sandbox", "dialects", "overhead"])]
     streams: bool,
-    /// With `--streams`: subscribers of the running turn.
+    /// Instead of the server table: `--subscribers` clients on one session's live channel
+    /// while one turn streams `--tokens` chunks (CPU per delivered event, memory per channel,
+    /// and the display states the coalescing sends per turn).
+    #[arg(long, conflicts_with_all = ["library", "sandbox", "dialects", "overhead", "streams"])]
+    live: bool,
+    /// With `--streams` and `--live`: subscribers of the running turn (or of the session).
     #[arg(long, default_value_t = 1_000)]
     subscribers: usize,
     /// With `--streams`: idle open streams.
@@ -214,6 +220,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.streams {
         return streams::run(&args).await;
+    }
+    if args.live {
+        return live::run(&args).await;
     }
 
     let proc = ProcReader::new();

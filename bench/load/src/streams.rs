@@ -123,7 +123,7 @@ async fn start_turn(client: &reqwest::Client, base: &str, text: &str) -> anyhow:
 }
 
 /// Samples the server's resident memory every 50 ms until told to stop; answers the peak.
-fn sample_peak_rss(proc: ProcReader, pid: u32) -> (watch::Sender<bool>, tokio::task::JoinHandle<u64>) {
+pub(crate) fn sample_peak_rss(proc: ProcReader, pid: u32) -> (watch::Sender<bool>, tokio::task::JoinHandle<u64>) {
     let (stop, mut stopped) = watch::channel(false);
     let sampler = tokio::spawn(async move {
         let mut peak = 0;
