@@ -11,21 +11,17 @@
 //!
 //! Nothing here asserts a time: the run fails only when a channel misses an event.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
 
 use crate::client::{self, FrameBuffer};
 use crate::process::{self, ProcReader};
+use crate::streams::{Reader, open_readers};
 use crate::{Args, wait_healthy};
 
-/// Connection attempts in flight at once.
-const OPENING_AT_ONCE: usize = 256;
 /// The delay between the turn's chunks.
 const CHUNK_DELAY_MS: u64 = 20;
 /// The bound on every wait.
@@ -48,7 +44,7 @@ struct Heard {
 
 /// Reads a channel until the turn has ended and a display state shows it; `opened` learns when
 /// the first snapshot arrived.
-async fn listen(client: &reqwest::Client, url: &str, opened: impl FnOnce()) -> anyhow::Result<Heard> {
+async fn listen(client: &reqwest::Client, url: &str, opened: Box<dyn FnOnce() + Send>) -> anyhow::Result<Heard> {
     let mut response = client.get(url).header(ACCEPT, "text/event-stream").send().await.with_context(|| format!("GET {url}"))?;
     if !response.status().is_success() {
         bail!("GET {url}: {}", response.status());
@@ -128,30 +124,8 @@ async fn measure(args: &Args, client: &reqwest::Client, proc: &ProcReader, base:
     let session = client::create_session(client, base, "bench").await.context("creating a session")?;
     let url = format!("{base}/api/v1/sessions/{session}/live");
     let rss_before = proc.rss_bytes(Some(pid))?;
-    let started = Instant::now();
-    let opened = Arc::new(AtomicU64::new(0));
-    let gate = Arc::new(Semaphore::new(OPENING_AT_ONCE));
-    let mut listeners = tokio::task::JoinSet::new();
-    for _ in 0..args.subscribers {
-        let (client, url, gate, opened) = (client.clone(), url.clone(), gate.clone(), opened.clone());
-        let permit = gate.acquire_owned().await?;
-        listeners.spawn(async move {
-            let mut permit = Some(permit);
-            listen(&client, &url, move || {
-                opened.fetch_add(1, Ordering::Relaxed);
-                drop(permit.take());
-            })
-            .await
-        });
-    }
-    let deadline = Instant::now() + PHASE_LIMIT;
-    while opened.load(Ordering::Relaxed) < args.subscribers as u64 {
-        if Instant::now() > deadline || listeners.try_join_next().is_some() {
-            bail!("only {} of {} channels opened", opened.load(Ordering::Relaxed), args.subscribers);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let opening = started.elapsed().as_secs_f64();
+    let reader: Reader<Heard> = |client, url, opened| Box::pin(async move { listen(&client, &url, opened).await });
+    let (mut listeners, opening) = open_readers(client, &url, args.subscribers, reader).await?;
     let rss_open = proc.rss_bytes(Some(pid))?;
     let cpu_before = proc.cpu_seconds(Some(pid))?;
     let (stop, sampler) = crate::streams::sample_peak_rss(*proc, pid);

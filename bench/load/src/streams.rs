@@ -122,6 +122,46 @@ async fn start_turn(client: &reqwest::Client, base: &str, text: &str) -> anyhow:
     Ok((session.clone(), format!("{base}/api/v1/sessions/{session}/turns/{turn}/subscribe")))
 }
 
+/// A reader of one stream: given the client, the URL and what to call once its first event
+/// arrived, it reads the stream to its end.
+pub(crate) type Reader<T> =
+    fn(reqwest::Client, String, Box<dyn FnOnce() + Send>) -> std::pin::Pin<Box<dyn Future<Output = anyhow::Result<T>> + Send>>;
+
+/// Opens `count` readers of `url`, at most [`OPENING_AT_ONCE`] connecting at a time, and waits
+/// until each has received its first event; answers them, still reading, and how long the
+/// opening took.
+pub(crate) async fn open_readers<T: Send + 'static>(
+    client: &reqwest::Client,
+    url: &str,
+    count: usize,
+    read: Reader<T>,
+) -> anyhow::Result<(tokio::task::JoinSet<anyhow::Result<T>>, f64)> {
+    let started = Instant::now();
+    let opened = Arc::new(AtomicU64::new(0));
+    let gate = Arc::new(Semaphore::new(OPENING_AT_ONCE));
+    let mut readers = tokio::task::JoinSet::new();
+    for _ in 0..count {
+        let (opened, permit) = (opened.clone(), gate.clone().acquire_owned().await?);
+        let mut permit = Some(permit);
+        readers.spawn(read(
+            client.clone(),
+            url.to_owned(),
+            Box::new(move || {
+                opened.fetch_add(1, Ordering::Relaxed);
+                drop(permit.take());
+            }),
+        ));
+    }
+    let deadline = Instant::now() + PHASE_LIMIT;
+    while opened.load(Ordering::Relaxed) < count as u64 {
+        if Instant::now() > deadline || readers.try_join_next().is_some() {
+            bail!("only {} of {count} streams opened", opened.load(Ordering::Relaxed));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok((readers, started.elapsed().as_secs_f64()))
+}
+
 /// Samples the server's resident memory every 50 ms until told to stop; answers the peak.
 pub(crate) fn sample_peak_rss(proc: ProcReader, pid: u32) -> (watch::Sender<bool>, tokio::task::JoinHandle<u64>) {
     let (stop, mut stopped) = watch::channel(false);
@@ -221,30 +261,8 @@ async fn idle(args: &Args, client: &reqwest::Client, proc: &ProcReader, server: 
     let (session, url) = start_turn(client, &server.base_url, "[tokens:1][delay:600000] idle").await?;
     let rss_before = proc.rss_bytes(Some(server.pid))?;
     let files_before = open_files(server.pid);
-    let started = Instant::now();
-    let opened = Arc::new(AtomicU64::new(0));
-    let gate = Arc::new(Semaphore::new(OPENING_AT_ONCE));
-    let mut readers = tokio::task::JoinSet::new();
-    for _ in 0..args.idle_streams {
-        let (client, url, gate, opened) = (client.clone(), url.clone(), gate.clone(), opened.clone());
-        let permit = gate.acquire_owned().await?;
-        readers.spawn(async move {
-            let mut permit = Some(permit);
-            subscribe(&client, &url, move || {
-                opened.fetch_add(1, Ordering::Relaxed);
-                drop(permit.take());
-            })
-            .await
-        });
-    }
-    let deadline = Instant::now() + PHASE_LIMIT;
-    while opened.load(Ordering::Relaxed) < args.idle_streams as u64 {
-        if Instant::now() > deadline || readers.try_join_next().is_some() {
-            bail!("only {} of {} idle streams opened", opened.load(Ordering::Relaxed), args.idle_streams);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let opening = started.elapsed().as_secs_f64();
+    let reader: Reader<Received> = |client, url, opened| Box::pin(async move { subscribe(&client, &url, opened).await });
+    let (mut readers, opening) = open_readers(client, &url, args.idle_streams, reader).await?;
     let rss_open = proc.rss_bytes(Some(server.pid))?;
     let files_open = open_files(server.pid);
     let cpu_before = proc.cpu_seconds(Some(server.pid))?;
