@@ -1,7 +1,7 @@
 // The page subscribes to the live channels instead of polling: changes made through the API by
 // another client (a title, a mode and model, a turn and the tasks it writes, a new or deleted
-// session) show without a reload, and an open session left idle makes no request at all, its two
-// channels being the only requests that stay open.
+// session) show without a reload, an open session left idle makes no request at all, its two
+// channels being the only requests that stay open, and a channel that drops is opened again.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { expectStatus, launchBrowser, newPage, screenshot, startServer, waitFor } from './harness.js';
@@ -59,6 +59,7 @@ function watchRequests(page) {
     made,
     // The requests still open.
     open: () => made.filter((request) => !ended.has(request)),
+    ended: (request) => ended.has(request),
     describe,
   };
 }
@@ -145,4 +146,35 @@ test('a session created through the API appears in the list without a reload, an
   await waitFor(async () => (await list.locator(`a[href="#/chat/${made.id}"]`).count()) === 0);
   assert.deepEqual(requests.describe(requests.made.slice(loaded)), [], 'the list was not read again');
   assert.deepEqual(page.problems, []);
+});
+
+test('a channel that drops is opened again after a wait, and the list read again shows what changed meanwhile', async () => {
+  const page = await newPage(browser);
+  const requests = watchRequests(page);
+  // The caller's channel: the first answer ends at once (a drop), the second attempt fails,
+  // the third is the server's.
+  let attempts = 0;
+  await page.route('**/api/v1/live', async (route) => {
+    attempts += 1;
+    if (attempts === 1) await route.fulfill({ status: 200, contentType: 'text/event-stream', body: ': live\n\n' });
+    else if (attempts === 2) await route.abort('connectionreset');
+    else await route.continue();
+  });
+  // The sidebar's list (a new chat's agent picker reads `sessions?limit=1` too).
+  const lists = () => requests.made.filter((request) => request.url().includes('/api/v1/sessions?limit=25'));
+  await page.goto(server.url);
+  // The list read when the channel first opened has been answered.
+  await waitFor(async () => lists().length === 1 && requests.ended(lists()[0]));
+  // Made while the channel is down: the list read when it opens again has it.
+  const meanwhile = (await expectStatus(server.api('POST', '/api/v1/sessions', { agent: { name: AGENT }, title: 'Made while the channel was down' }), 201)).data;
+  const list = page.getByRole('list', { name: 'Sessions list' });
+  await list.locator(`a[href="#/chat/${meanwhile.id}"]`).waitFor();
+  assert.equal(attempts, 3, 'opened again after the drop, and again after the failed attempt');
+  assert.equal(lists().length, 2, 'the list is read each time the channel opens');
+  // And the channel is live again.
+  const after = (await expectStatus(server.api('POST', '/api/v1/sessions', { agent: { name: AGENT }, title: 'Made once it was back' }), 201)).data;
+  await list.locator(`a[href="#/chat/${after.id}"]`).waitFor();
+  assert.equal(lists().length, 2);
+  await screenshot(page, 'live-04-reopened');
+  assert.deepEqual(page.problems.filter((problem) => !/ERR_CONNECTION_RESET/.test(problem)), []);
 });
