@@ -75,6 +75,8 @@ const EVENTS_BUFFER: usize = 1024;
 /// How long a method that changed the session waits for the display state to show it; past
 /// that (another client changed it again meanwhile) it returns, and the display catches up.
 const SETTLE_LIMIT: Duration = Duration::from_secs(5);
+/// How long the harness waits before it opens its session's channel again.
+const REOPEN_PAUSE: Duration = Duration::from_millis(200);
 /// The most sessions `list_sessions` gives.
 const MAX_LISTED: u32 = 100;
 /// The most turns, newest first, whose messages `messages` gives.
@@ -519,8 +521,10 @@ impl Harness {
             bound.last_followed = last_followed;
         }
         let mut display = self.shared.display.subscribe();
-        let _ = display.wait_for(|display| display.session_id == session_id).await;
-        Ok(())
+        match tokio::time::timeout(SETTLE_LIMIT, display.wait_for(|display| display.session_id == session_id)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(RuntimeError::Failed(format!("the live channel of session {session_id:?} did not open"))),
+        }
     }
 
     /// The session's newest turn that has ended: a turn still running is not followed yet
@@ -599,6 +603,8 @@ async fn pump(
             // No subscriber is not an error.
             let _ = events.send(event);
         }
+        // A channel that ended at once (its store failing) is not opened again in a busy loop.
+        tokio::time::sleep(REOPEN_PAUSE).await;
         channel = loop {
             match runtime.service().live().open_with_turn_events(runtime.caller(), &session_id).await {
                 Ok(reopened) => break reopened,
