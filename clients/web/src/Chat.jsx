@@ -204,6 +204,8 @@ export function Chat({ id, fresh: freshAtFirst, onStarted }) {
   }, [exists]);
 
   useLive(exists ? `sessions/${encodeURIComponent(id)}/live` : null, {
+    // The channel of a session deleted elsewhere ends, and opening it again answers 404.
+    onEnd: (failure) => failure?.status === 404 && setLoadError('This session was deleted.'),
     onOpen: (opened) => {
       // Reopened after a drop: turns may have run meanwhile; the history is read again.
       if (opened > 1 && !busyRef.current) {

@@ -128,6 +128,20 @@ test('changes made through the API show without a reload: the title in the sessi
   assert.deepEqual(page.problems, []);
 });
 
+test('an open session deleted through the API says so, and leaves the list', async () => {
+  const session = await sessionWithATurn('soon gone');
+  const page = await newPage(browser);
+  await page.goto(`${server.url}/#/chat/${session.id}`);
+  await page.locator('.messages').getByText('You said: soon gone').waitFor();
+  const link = page.getByRole('list', { name: 'Sessions list' }).locator(`a[href="#/chat/${session.id}"]`);
+  await link.waitFor();
+  await expectStatus(server.api('DELETE', `/api/v1/sessions/${session.id}`), 204);
+  await page.getByRole('alert').getByText('This session was deleted.').waitFor();
+  await waitFor(async () => (await link.count()) === 0);
+  await screenshot(page, 'live-03a-deleted-elsewhere');
+  assert.deepEqual(page.problems, []);
+});
+
 test('a session created through the API appears in the list without a reload, and leaves it when deleted', async () => {
   const page = await newPage(browser);
   const requests = watchRequests(page);
