@@ -187,6 +187,29 @@ impl Harness {
     // Sessions.
 
     /// Creates a session of the harness's agent (with `title`, if given) and switches to it.
+    ///
+    /// ```
+    /// use teamster::runtime::{Harness, Runtime};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let runtime = Runtime::open("sqlite::memory:").await?;
+    /// let spec = serde_json::from_value(serde_json::json!({"model": {"name": "offline/echo"}})).unwrap();
+    /// runtime.save_agent("demo", spec).await?;
+    /// let harness = Harness::select_or_create(&runtime, "demo").await?;
+    /// let first = harness.session_id();
+    /// harness.send("Plan the release").await?;
+    /// harness.create_session(Some("Notes")).await?;
+    /// harness.rename("Release notes").await?;
+    /// assert_eq!(harness.display().title.as_deref(), Some("Release notes"));
+    /// let listed = harness.list_sessions().await?;
+    /// let plan = listed.iter().find(|session| session.id == first).unwrap();
+    /// assert_eq!(plan.preview.as_deref(), Some("Plan the release"));
+    /// harness.switch_session(&first).await?;
+    /// assert_eq!(harness.messages().await?.len(), 2, "the message and the answer");
+    /// runtime.shutdown().await;
+    /// # Ok::<(), teamster::runtime::RuntimeError>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn create_session(&self, title: Option<&str>) -> Result<Session, RuntimeError> {
         let agent_name = self.agent_name();
         let service = self.runtime.service();
@@ -342,6 +365,25 @@ impl Harness {
     /// and runs the turn that goes on. `tool_call_id` may be left out when exactly one call
     /// waits. For a multi-select question, answer with the chosen labels
     /// ([`Answer::Labels`]).
+    ///
+    /// ```
+    /// use teamster::runtime::{Answer, Harness, Runtime};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let runtime = Runtime::open("sqlite::memory:").await?;
+    /// let spec = serde_json::from_value(serde_json::json!({"model": {"name": "offline/echo"}})).unwrap();
+    /// runtime.save_agent("demo", spec).await?;
+    /// let harness = Harness::select_or_create(&runtime, "demo").await?;
+    /// // The offline model calls the tool a message names, with the JSON after it.
+    /// let question = r#"use ask_user_question {"question": "Which?", "options": [{"label": "Tests"}, {"label": "Docs"}], "multi_select": true}"#;
+    /// harness.send(question).await?;
+    /// assert!(harness.display().is_waiting());
+    /// let answered = harness.respond(None, Answer::Labels(vec!["Tests".into(), "Docs".into()])).await?;
+    /// assert!(answered.answer().contains(r#"["Tests","Docs"]"#), "{}", answered.answer());
+    /// runtime.shutdown().await;
+    /// # Ok::<(), teamster::runtime::RuntimeError>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn respond(&self, tool_call_id: Option<&str>, answer: Answer) -> Result<FinishedTurn, RuntimeError> {
         let content = answer.into_text();
         let tool_call_id = tool_call_id.unwrap_or_default().to_owned();
@@ -435,6 +477,28 @@ impl Harness {
     }
 
     /// The agent's modes (none when it has none).
+    ///
+    /// ```
+    /// use teamster::runtime::{Harness, Runtime};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let runtime = Runtime::open("sqlite::memory:").await?;
+    /// let spec = serde_json::from_value(serde_json::json!({
+    ///     "model": {"name": "offline/echo"},
+    ///     "modes": [{"id": "ask", "default": true}, {"id": "code", "instructions": "Write code."}],
+    /// })).unwrap();
+    /// runtime.save_agent("demo", spec).await?;
+    /// let harness = Harness::select_or_create(&runtime, "demo").await?;
+    /// let modes: Vec<String> = harness.list_modes().await?.into_iter().map(|mode| mode.id).collect();
+    /// assert_eq!(modes, ["ask", "code"]);
+    /// assert_eq!(harness.current_mode().await?.map(|mode| mode.id).as_deref(), Some("ask"));
+    /// harness.set_mode("code").await?;
+    /// let agent = harness.current_agent().await?;
+    /// assert_eq!(agent.instructions.as_deref(), Some("Write code."));
+    /// runtime.shutdown().await;
+    /// # Ok::<(), teamster::runtime::RuntimeError>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn list_modes(&self) -> Result<Vec<ModeSpec>, RuntimeError> {
         Ok(self.spec().await?.modes.unwrap_or_default())
     }
@@ -460,6 +524,23 @@ impl Harness {
     /// The tools the model is offered now, each with its category and whether its calls run
     /// at once, ask or are refused under the agent's rules and the session's permissions and
     /// grants.
+    ///
+    /// ```
+    /// use teamster::runtime::{Harness, Permission, Runtime, ToolCategory};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let runtime = Runtime::open("sqlite::memory:").await?;
+    /// let spec = serde_json::from_value(serde_json::json!({"model": {"name": "offline/echo"}})).unwrap();
+    /// runtime.save_agent("demo", spec).await?;
+    /// let harness = Harness::select_or_create(&runtime, "demo").await?;
+    /// let tools = harness.tools().await?;
+    /// let ask = tools.iter().find(|tool| tool.name == "ask_user_question").unwrap();
+    /// assert_eq!((ask.category, ask.permission), (ToolCategory::Other, Permission::Allow));
+    /// assert_eq!(harness.tool_category("no_such_tool").await?, None);
+    /// runtime.shutdown().await;
+    /// # Ok::<(), teamster::runtime::RuntimeError>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn tools(&self) -> Result<Vec<ToolCheck>, RuntimeError> {
         Ok(self.runtime.service().session_tools(self.runtime.caller(), &self.session_id()).await?)
     }
