@@ -120,6 +120,10 @@ def test_long_text_is_split_over_data_lines_and_deltas(api):
     assert run.output_text == f"You said: {text}"
 
 
+# The suite's longest stream (100,000 words echoed as deltas): about 30 s alone on PostgreSQL
+# with the debug build, more than the 120 s ceiling once while the suite's other workers and the
+# background release build shared the two cores.
+@pytest.mark.timeout(300)
 def test_the_real_client_reads_a_long_echo(client):
     text = "word " * 100_000
     session = client.create_session(agent_name=DEMO)
