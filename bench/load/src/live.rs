@@ -14,12 +14,12 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use reqwest::header::CONTENT_TYPE;
 use serde_json::{Value, json};
 
 use crate::client::{self, FrameBuffer};
 use crate::process::{self, ProcReader};
-use crate::streams::{Reader, open_readers};
+use crate::streams::{Reader, open_readers, open_stream};
 use crate::{Args, wait_healthy};
 
 /// The delay between the turn's chunks.
@@ -45,10 +45,7 @@ struct Heard {
 /// Reads a channel until the turn has ended and a display state shows it; `opened` learns when
 /// the first snapshot arrived.
 async fn listen(client: &reqwest::Client, url: &str, opened: Box<dyn FnOnce() + Send>) -> anyhow::Result<Heard> {
-    let mut response = client.get(url).header(ACCEPT, "text/event-stream").send().await.with_context(|| format!("GET {url}"))?;
-    if !response.status().is_success() {
-        bail!("GET {url}: {}", response.status());
-    }
+    let mut response = open_stream(client, url).await?;
     let mut heard = Heard::default();
     let mut buffer = FrameBuffer::default();
     let mut opened = Some(opened);

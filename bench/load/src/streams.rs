@@ -48,12 +48,18 @@ struct Received {
     done_at: Option<Instant>,
 }
 
-/// Reads one turn's stream to `turn.done`; `opened` learns when the first event arrived.
-async fn subscribe(client: &reqwest::Client, url: &str, opened: impl FnOnce()) -> anyhow::Result<Received> {
-    let mut response = client.get(url).header(ACCEPT, "text/event-stream").send().await.with_context(|| format!("GET {url}"))?;
+/// Opens an event stream: the answer to `GET url`, which must be a success.
+pub(crate) async fn open_stream(client: &reqwest::Client, url: &str) -> anyhow::Result<reqwest::Response> {
+    let response = client.get(url).header(ACCEPT, "text/event-stream").send().await.with_context(|| format!("GET {url}"))?;
     if !response.status().is_success() {
         bail!("GET {url}: {}", response.status());
     }
+    Ok(response)
+}
+
+/// Reads one turn's stream to `turn.done`; `opened` learns when the first event arrived.
+async fn subscribe(client: &reqwest::Client, url: &str, opened: impl FnOnce()) -> anyhow::Result<Received> {
+    let mut response = open_stream(client, url).await?;
     let mut received = Received::default();
     let mut buffer = FrameBuffer::default();
     let mut opened = Some(opened);
