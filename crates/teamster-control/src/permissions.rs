@@ -38,10 +38,30 @@ pub fn category_of(spec: &AgentSpec, name: &str, info: &ToolInfo, read_only: boo
 /// nothing (the spec's gate stands). A grant allows; a policy entry for the tool's name comes
 /// before one for its category.
 pub fn permission(control: &SessionControl, name: &str, category: ToolCategory) -> Option<Permission> {
+    decision(control, name, category).map(|(permission, _)| permission)
+}
+
+/// Which of the session's rules decides a tool's permission ([`decision`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecidedBy {
+    /// An "always allow" grant of the tool or of its category.
+    Grant,
+    /// The policy's entry for the tool's name.
+    ToolPolicy,
+    /// The policy's entry for the tool's category.
+    CategoryPolicy,
+}
+
+/// What the session's policy and grants say of a tool of `category`, and which rule said it
+/// (see [`permission`]).
+pub fn decision(control: &SessionControl, name: &str, category: ToolCategory) -> Option<(Permission, DecidedBy)> {
     if control.grants.iter().any(|grant| grant.tool.as_deref() == Some(name) || grant.category == Some(category)) {
-        return Some(Permission::Allow);
+        return Some((Permission::Allow, DecidedBy::Grant));
     }
-    control.permissions.tools.get(name).or_else(|| control.permissions.categories.get(&category)).copied()
+    if let Some(permission) = control.permissions.tools.get(name) {
+        return Some((*permission, DecidedBy::ToolPolicy));
+    }
+    control.permissions.categories.get(&category).map(|permission| (*permission, DecidedBy::CategoryPolicy))
 }
 
 /// The grant an "always allow" of a call of `tool` adds, unless one already covers it.

@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 
-use teamster_control::{SUBMIT_PLAN, STATE_GET, STATE_UPDATE, SubmitPlan, TASK_TOOLS, TaskBoard};
+use teamster_control::{DecidedBy, SUBMIT_PLAN, STATE_GET, STATE_UPDATE, SubmitPlan, TASK_TOOLS, TaskBoard};
 use teamster_engine::{ASK_USER_QUESTION, LOAD_TOOLS, READ_TOOL_RESULT, RUN_SUB_AGENT, SEARCH_TOOLS};
 use teamster_protocol::agent::{AgentSpec, McpServer, is_valid_resource_name};
 use teamster_protocol::agent_check::{AbsentTool, AgentCheckReport, CheckProblem, McpServerCheck, ModelCheck, ToolCheck};
@@ -300,15 +300,12 @@ fn check(spec: &AgentSpec, tool: &Tool, source: String, reason: String, preloade
 /// What the session's grants and policy make of a tool the agent's rules gate: a grant allows,
 /// then a policy entry for its name, then one for its category.
 fn apply_session_rules(control: &SessionControl, tool: &mut ToolCheck) {
-    let Some(permission) = teamster_control::permission(control, &tool.name, tool.category) else { return };
+    let Some((permission, decided_by)) = teamster_control::decision(control, &tool.name, tool.category) else { return };
     let (category, said) = (wire_name(tool.category), wire_name(permission));
-    let granted = control.grants.iter().any(|grant| grant.tool.as_deref() == Some(tool.name.as_str()) || grant.category == Some(tool.category));
-    tool.approval_reason = if granted {
-        format!("the session's \"always allow\" grant of the tool or of its category ({category}) allows it")
-    } else if control.permissions.tools.contains_key(&tool.name) {
-        format!("the session's permissions say {said} for this tool")
-    } else {
-        format!("the session's permissions say {said} for the {category} category")
+    tool.approval_reason = match decided_by {
+        DecidedBy::Grant => format!("the session's \"always allow\" grant of the tool or of its category ({category}) allows it"),
+        DecidedBy::ToolPolicy => format!("the session's permissions say {said} for this tool"),
+        DecidedBy::CategoryPolicy => format!("the session's permissions say {said} for the {category} category"),
     };
     tool.permission = permission;
     tool.requires_approval = permission == Permission::Ask;
