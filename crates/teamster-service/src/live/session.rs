@@ -108,7 +108,8 @@ impl Channel {
                 } else {
                     // A finished turn: its replay fills the snapshot, silently.
                     while let Some(streamed) = following.events.next().await {
-                        for event in translate(&mut following.translator, &streamed.json) {
+                        let translated = stored(&streamed.json).map(|event| following.translator.translate(&event));
+                        for event in translated.into_iter().flatten() {
                             event.fold_into(&mut self.display);
                         }
                     }
@@ -159,8 +160,7 @@ impl Channel {
     /// the task list, the plans or the state has the session read again at once.
     async fn turn_event(&mut self, streamed: &teamster_runtime::StreamedEvent) -> std::result::Result<(), Stop> {
         let Some(following) = &mut self.following else { return Ok(()) };
-        // One this version cannot read is skipped.
-        let Ok(event) = serde_json::from_str::<Event>(&streamed.json) else { return Ok(()) };
+        let Some(event) = stored(&streamed.json) else { return Ok(()) };
         let mut events = following.translator.translate(&event);
         if self.turn_events {
             let raw = LiveEvent::TurnEvent { turn_id: following.turn_id.clone(), sequence: streamed.sequence, event: Box::new(event) };
@@ -326,12 +326,9 @@ impl Reader {
     }
 }
 
-/// A stored event's JSON, translated; one this version cannot read is skipped.
-fn translate(translator: &mut TurnTranslator, json: &str) -> Vec<LiveEvent> {
-    match serde_json::from_str::<Event>(json) {
-        Ok(event) => translator.translate(&event),
-        Err(_) => Vec::new(),
-    }
+/// A stored event, read; `None` for one this version cannot read (it is skipped).
+fn stored(json: &str) -> Option<Event> {
+    serde_json::from_str(json).ok()
 }
 
 /// The next event of the followed turn; never, when none is followed.
