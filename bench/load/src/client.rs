@@ -149,6 +149,16 @@ impl Target {
     }
 }
 
+/// The data of an SSE frame: its `data:` lines joined by newlines (`id:` and the rest left out).
+pub fn frame_data(frame: &str) -> String {
+    let lines: Vec<&str> = frame
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .map(|data| data.strip_prefix(' ').unwrap_or(data))
+        .collect();
+    lines.join("\n")
+}
+
 /// Splits an SSE byte stream into frames (the text between blank lines).
 #[derive(Default)]
 pub struct FrameBuffer {

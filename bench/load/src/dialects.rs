@@ -22,7 +22,7 @@ use anyhow::{Context, bail};
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use serde_json::{Value, json};
 
-use crate::client::{self, FrameBuffer, Sample};
+use crate::client::{self, FrameBuffer, Sample, frame_data};
 use crate::phases::{self, Cpu, Probe, SequentialRun, percentile_ms};
 use crate::process::{self, ProcReader, Served};
 use crate::{Args, check_clean, wait_healthy};
@@ -89,15 +89,6 @@ enum Frame {
     Other,
 }
 
-/// The data of an SSE frame: its `data:` lines joined by newlines (`id:` and the rest left out).
-fn frame_data(frame: &str) -> String {
-    let lines: Vec<&str> = frame
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .map(|data| data.strip_prefix(' ').unwrap_or(data))
-        .collect();
-    lines.join("\n")
-}
 
 /// What `data` (a frame's data) is in `dialect`.
 fn classify(dialect: Dialect, data: &str) -> Frame {

@@ -52,8 +52,7 @@ async fn listen(client: &reqwest::Client, url: &str, opened: Box<dyn FnOnce() + 
     let mut settled = false;
     while let Some(chunk) = response.chunk().await.context("reading a channel")? {
         buffer.push(&chunk, |frame| {
-            let text = String::from_utf8_lossy(frame);
-            let data: String = text.lines().filter_map(|line| line.strip_prefix("data:")).map(str::trim_start).collect();
+            let data = client::frame_data(&String::from_utf8_lossy(frame));
             let Ok(event) = serde_json::from_str::<Value>(&data) else { return }; // A comment.
             if let Some(opened) = opened.take() {
                 opened();

@@ -251,12 +251,7 @@ impl Server<'_> {
                     return;
                 }
                 first_event.get_or_insert(now);
-                let data: String = String::from_utf8_lossy(frame)
-                    .lines()
-                    .filter_map(|line| line.strip_prefix("data:"))
-                    .map(|data| data.strip_prefix(' ').unwrap_or(data))
-                    .collect::<Vec<_>>()
-                    .join("\n");
+                let data = client::frame_data(&String::from_utf8_lossy(frame));
                 let Ok(event) = serde_json::from_str::<Value>(&data) else { return };
                 match event["type"].as_str() {
                     Some("model.message.delta") if event["content"].as_str().is_some_and(|text| !text.is_empty()) => {

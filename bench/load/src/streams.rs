@@ -71,7 +71,7 @@ async fn subscribe(client: &reqwest::Client, url: &str, opened: impl FnOnce()) -
             }
             let text = String::from_utf8_lossy(frame);
             let id = text.lines().find_map(|line| line.strip_prefix("id:")).and_then(|id| id.trim().parse::<u64>().ok());
-            let data: String = text.lines().filter_map(|line| line.strip_prefix("data:")).map(str::trim_start).collect();
+            let data = client::frame_data(&text);
             match (id, serde_json::from_str::<Value>(&data)) {
                 (Some(id), Ok(event)) => {
                     received.ids.push(id);
