@@ -35,6 +35,17 @@ impl UsageTotals {
         self.cache_write_tokens += usage.cache_write_tokens.unwrap_or(0);
     }
 
+    /// Adds a finished turn's totals (its tokens, and its cost when its models have prices).
+    pub fn add_turn(&mut self, metrics: &teamster_protocol::turn::TurnMetrics) {
+        self.input_tokens += metrics.total_input_tokens;
+        self.output_tokens += metrics.total_output_tokens;
+        self.cache_read_tokens += metrics.total_cache_read_tokens.unwrap_or(0);
+        self.cache_write_tokens += metrics.total_cache_write_tokens.unwrap_or(0);
+        if let Some(cost) = metrics.total_cost_in_usd {
+            self.add_cost(cost);
+        }
+    }
+
     /// Adds a cost in US dollars.
     pub fn add_cost(&mut self, cost_usd: f64) {
         *self.cost_usd.get_or_insert(0.0) += cost_usd;

@@ -278,13 +278,7 @@ impl Reader {
             let (turns, next) = self.service.list_turns(&self.caller, &self.session_id, query).await.map_err(|_| Stop::Session)?;
             for turn in &turns {
                 if let Some(metrics) = turn.state.metrics() {
-                    usage.input_tokens += metrics.total_input_tokens;
-                    usage.output_tokens += metrics.total_output_tokens;
-                    usage.cache_read_tokens += metrics.total_cache_read_tokens.unwrap_or(0);
-                    usage.cache_write_tokens += metrics.total_cache_write_tokens.unwrap_or(0);
-                    if let Some(cost) = metrics.total_cost_in_usd {
-                        usage.add_cost(cost);
-                    }
+                    usage.add_turn(metrics);
                 }
             }
             match next {
