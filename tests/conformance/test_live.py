@@ -202,6 +202,39 @@ def test_a_channel_joins_a_running_turn_and_opens_again_from_a_fresh_snapshot(se
         again.close()
 
 
+def test_a_channel_joining_a_followed_session_continues_its_display_exactly(server, api: wire.Api):
+    """The session's channels share one follower: one opened mid-turn starts from the display
+    state as of the last event sent, and what it then receives continues it exactly."""
+    session = api.create_session("demo")
+    sid = session["id"]
+    first = LiveReader(server.url, sid)
+    second = None
+    try:
+        turn = api.start_turn(sid, "[delay:30] [tokens:40] slow " + wire.unique("joined"))
+        first.wait_for("message_update", what="the turn to stream on the first channel")
+        second = LiveReader(server.url, sid)
+        name, opened = second.events[0]
+        assert name == "display_state_changed"
+        assert opened["display"]["running_turn_id"] == turn["id"]
+        assert opened["display"]["streaming_text"], "the snapshot holds the text streamed so far"
+        end = second.wait_for("message_end", what="the message to end on the joined channel")
+        second.wait_for("agent_end")
+        deltas = [body.get("text_delta", "") for name, body in second.events if name == "message_update"]
+        assert opened["display"]["streaming_text"] + "".join(deltas) == end["text"], "the joined channel continues the text exactly"
+        first_updates = [body for name, body in first.events if name == "message_update"]
+        second_updates = [body for name, body in second.events if name == "message_update"]
+        assert second_updates and first_updates[-len(second_updates):] == second_updates, "the same events, shared"
+        # Quiet again, both hold the display state the API reads.
+        wire.wait_until(lambda: second.last_display()["running_turn_id"] is None and first.last_display()["running_turn_id"] is None,
+                        what="both channels to show the turn ended")
+        display = api.get(f"/api/v1/sessions/{sid}/display").json()["data"]
+        assert first.last_display() == display == second.last_display()
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+
 def test_a_session_the_caller_may_not_read_is_404_and_unknown_parameters_400(server, api: wire.Api):
     assert api.get("/api/v1/sessions/ses_nope/live").status_code == 404
     wire.assert_error(api.get("/api/v1/sessions/ses_nope/display"), 404)

@@ -2,7 +2,8 @@
 //! ([`LiveEvent`], the names Mastra's harness gives them: `agent_start`, `message_update`,
 //! `tool_approval_required`, `subagent_start`, `display_state_changed`, ...), the translation
 //! of a turn's native events into them ([`TurnTranslator`]), the [`DisplayState`] a UI renders,
-//! folded from them, and when a snapshot of it goes out ([`Coalescer`]).
+//! folded from them, when a snapshot of it goes out ([`Coalescer`]), and an event as the
+//! channels that send it share it ([`SharedEvent`]).
 //!
 //! The server's `GET /api/v1/sessions/{id}/live` and the library's `Harness` both speak it.
 //!
@@ -11,9 +12,11 @@
 mod coalesce;
 mod display;
 mod event;
+mod shared;
 mod translate;
 
 pub use coalesce::{Coalescer, DISPLAY_INTERVAL};
 pub use display::{AgentEndStatus, DisplayState, SubagentStatus, SubagentView, ToolCallView, UsageTotals};
 pub use event::LiveEvent;
+pub use shared::SharedEvent;
 pub use translate::TurnTranslator;

@@ -153,6 +153,8 @@ struct Inner {
     follow_up_watchers: follow_ups::Watched,
     /// Wakes the live channels of a session changed on this replica.
     signals: Arc<signals::SessionSignals>,
+    /// The sessions followed for live channels on this replica.
+    live_hubs: live::Hubs,
     /// The process's metrics.
     telemetry: Arc<teamster_telemetry::Telemetry>,
     /// Each subject's running turns, against the operator's quota.
@@ -227,6 +229,7 @@ impl Service {
             sandboxes: config.sandboxes,
             follow_up_watchers: follow_ups::Watched::default(),
             signals,
+            live_hubs: live::Hubs::default(),
             telemetry,
             turn_quota,
             key_cache: teamster_identity::KeyCache::default(),

@@ -44,7 +44,7 @@ pub(super) async fn run(
 ) {
     let fallback = fallback_read(&service);
     let subject = caller.subject.subject_id.clone();
-    let revoked = key_revoked(&service, &caller);
+    let revoked = key_revoked(service.clone(), caller.clone());
     tokio::pin!(revoked);
     loop {
         let events = tokio::select! {

@@ -6,22 +6,30 @@
 //! display state (coalesced while text streams). A caller's channel (`caller.rs`) sends
 //! `thread_created`, `thread_changed` and `thread_deleted` for the caller's sessions.
 //!
-//! A channel is a task of its own. It learns of changes at once when they are made on this
-//! replica (`signals.rs`, raised by the operations that change a session), and re-reads
-//! every [`FALLBACK_READ`] for those made on another (every 30 s when no other replica shares
-//! the store). Its buffer is bounded: a subscriber that stops reading is dropped, never holds a
-//! turn up, and may open a channel again (which starts from a fresh snapshot). A channel
-//! opened with an API key ends once the key is revoked (within the key cache's bound).
+//! A session has one follower per replica however many channels are open on it (`hub.rs`):
+//! it reads, translates and folds once, and its channels share each event (and its JSON). It
+//! learns of changes at once when they are made on this replica (`signals.rs`, raised by the
+//! operations that change a session), and re-reads every [`FALLBACK_READ`] for those made on
+//! another (every 30 s when no other replica shares the store). A channel's buffer is bounded:
+//! a subscriber that stops reading is dropped, never holds a turn or the other channels up, and
+//! may open a channel again (which starts from a fresh snapshot). A channel opened with an API
+//! key ends once the key is revoked (within the key cache's bound).
 
 mod caller;
+mod hub;
 mod session;
+
+pub(crate) use hub::Hubs;
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
-use teamster_live::{DisplayState, LiveEvent};
+use std::sync::Arc;
+
+use futures_util::stream::BoxStream;
+use teamster_live::{DisplayState, LiveEvent, SharedEvent};
 use tokio::sync::mpsc;
 
 use crate::error::Result;
@@ -48,9 +56,14 @@ impl Live<'_> {
     /// The display state of one of the caller's sessions now: what a channel opened now starts
     /// with.
     pub async fn display(&self, caller: &Caller, session_id: &str) -> Result<DisplayState> {
-        let mut channel = self.open(caller, session_id).await?;
-        match channel.next().await {
-            Some(LiveEvent::DisplayStateChanged { display }) => Ok(*display),
+        self.service.catalog().owned_session(caller, session_id).await?;
+        let joined = self.service.inner.live_hubs.join(self.service, caller, session_id, false);
+        if let Some(display) = joined.first {
+            return Ok(display);
+        }
+        let mut receiver = joined.receiver;
+        match receiver.recv().await.as_deref().map(SharedEvent::event) {
+            Ok(LiveEvent::DisplayStateChanged { display }) => Ok((**display).clone()),
             _ => Err(ServiceError::Unavailable("the session's display state could not be read now".to_owned())),
         }
     }
@@ -68,10 +81,17 @@ impl Live<'_> {
 
     async fn open_session(&self, caller: &Caller, session_id: &str, turn_events: bool) -> Result<LiveChannel> {
         self.service.catalog().owned_session(caller, session_id).await?;
-        let (sender, receiver) = mpsc::channel(BUFFER);
-        let signals = self.service.signals().subscribe();
-        tokio::spawn(session::run(self.service.clone(), caller.clone(), session_id.to_owned(), sender, signals, turn_events));
-        Ok(LiveChannel { receiver })
+        let joined = self.service.inner.live_hubs.join(self.service, caller, session_id, turn_events);
+        let first = joined.first.map(|display| Arc::new(SharedEvent::new(LiveEvent::DisplayStateChanged { display: Box::new(display) })));
+        let revoked = Box::pin(key_revoked(self.service.clone(), caller.clone()));
+        let received = futures_util::stream::unfold((joined.receiver, revoked), |(mut receiver, mut revoked)| async move {
+            tokio::select! {
+                // One that fell too far behind (lagged) is dropped, as is one whose key went.
+                received = receiver.recv() => received.ok().map(|event| (event, (receiver, revoked))),
+                () = &mut revoked => None,
+            }
+        });
+        Ok(LiveChannel { events: futures_util::stream::iter(first).chain(received).boxed() })
     }
 
     /// Opens the caller's channel: its sessions created, renamed and deleted.
@@ -80,13 +100,16 @@ impl Live<'_> {
         let signals = self.service.signals().subscribe();
         let known = caller::known_sessions(self.service, caller).await?;
         tokio::spawn(caller::run(self.service.clone(), caller.clone(), known, sender, signals));
-        Ok(LiveChannel { receiver })
+        let events = futures_util::stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|event| (Arc::new(SharedEvent::new(event)), receiver))
+        });
+        Ok(LiveChannel { events: events.boxed() })
     }
 }
 
 /// Resolves once the API key `caller` opened a channel with is revoked (or unknown); never
 /// for a caller without a key. A store that fails to answer is not a revocation.
-async fn key_revoked(service: &Service, caller: &Caller) {
+async fn key_revoked(service: Service, caller: Caller) {
     let Some(key_id) = &caller.key_id else { return std::future::pending().await };
     loop {
         tokio::time::sleep(KEY_CHECK).await;
@@ -103,10 +126,11 @@ fn fallback_read(service: &Service) -> Duration {
     if service.runtime().is_clustered() { FALLBACK_READ } else { ALONE_FALLBACK_READ }
 }
 
-/// The events of a live channel, as they happen; a session's ends when the session is
-/// deleted; either ends when the subscriber fell too far behind.
+/// The events of a live channel, as they happen, each shared with the session's other
+/// channels; a session's ends when the session is deleted; either ends when the subscriber
+/// fell too far behind.
 pub struct LiveChannel {
-    receiver: mpsc::Receiver<LiveEvent>,
+    events: BoxStream<'static, Arc<SharedEvent>>,
 }
 
 impl std::fmt::Debug for LiveChannel {
@@ -116,10 +140,9 @@ impl std::fmt::Debug for LiveChannel {
 }
 
 impl Stream for LiveChannel {
-    type Item = LiveEvent;
+    type Item = Arc<SharedEvent>;
 
-    fn poll_next(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Option<LiveEvent>> {
-        self.receiver.poll_recv(context)
+    fn poll_next(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Option<Arc<SharedEvent>>> {
+        self.events.poll_next_unpin(context)
     }
 }
-

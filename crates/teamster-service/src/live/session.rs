@@ -1,135 +1,135 @@
-//! A session's live channel: the snapshot it opens with, then its turns followed and the
-//! session re-read when signalled (see the [module](super)).
+//! A session's follower: the snapshot its channels open with, then its turns followed and the
+//! session re-read when signalled, each event published to every channel of the session on this
+//! replica (`hub.rs`; see the [module](super)).
 
+use std::sync::Arc;
 
 use futures_util::StreamExt;
-use teamster_live::{Coalescer, DisplayState, LiveEvent, TurnTranslator, UsageTotals};
+use teamster_live::{Coalescer, LiveEvent, TurnTranslator, UsageTotals};
 use teamster_protocol::control::{Plan, QueuedMessage, TaskList};
 use teamster_protocol::{Event, TurnState};
 use teamster_runtime::EventStream;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 
-use super::{fallback_read, key_revoked};
+use super::fallback_read;
+use super::hub::Hub;
 use crate::signals::Signal;
 use crate::{Caller, Service, ServiceError};
 
-/// The most turns, newest first, whose usage a channel sums as it opens.
+/// The most turns, newest first, whose usage a follower sums as it opens.
 const USAGE_TURNS: usize = 1000;
 
-/// Runs the channel of `session_id` for `caller` until the session or the subscriber goes.
-pub(super) async fn run(
-    service: Service,
-    caller: Caller,
-    session_id: String,
-    sender: mpsc::Sender<LiveEvent>,
-    signals: broadcast::Receiver<Signal>,
-    turn_events: bool,
-) {
-    let channel = Channel {
-        turn_events,
-        reader: Reader { service, caller, session_id: session_id.clone() },
-        display: DisplayState { session_id: session_id.clone(), ..DisplayState::default() },
-        session_id,
-        sender,
+/// Follows the session of `hub`, reading as `caller`, until the session goes or no channel
+/// listens.
+pub(super) async fn run(service: Service, caller: Caller, hub: Arc<Hub>) {
+    let signals = service.signals().subscribe();
+    let follower = Follower {
+        reader: Reader { service, caller, session_id: hub.session_id().to_owned() },
+        hub,
         coalescer: Coalescer::default(),
         following: None,
     };
-    channel.run(signals).await;
+    follower.run(signals).await;
 }
 
-/// The turn a channel follows.
+/// The turn a follower follows.
 struct Following {
     turn_id: String,
     events: EventStream,
     translator: TurnTranslator,
 }
 
-/// Why a channel stops.
+/// Why a follower stops.
 enum Stop {
-    /// The subscriber is gone, or fell too far behind.
-    Subscriber,
+    /// No channel listens any more.
+    Unheard,
     /// The session is gone, or the caller may no longer read it.
     Session,
-    /// The store failed as the channel opened.
+    /// The store failed as the follower opened.
     Failed,
 }
 
-/// What a channel reads with: the service, as the caller, of one session.
+/// What a follower reads with: the service, as the caller, of one session.
 struct Reader {
     service: Service,
     caller: Caller,
     session_id: String,
 }
 
-/// One channel's task.
-struct Channel {
+/// One session's follower.
+struct Follower {
     reader: Reader,
-    session_id: String,
-    sender: mpsc::Sender<LiveEvent>,
-    display: DisplayState,
+    hub: Arc<Hub>,
     coalescer: Coalescer,
     following: Option<Following>,
-    /// Whether each turn event goes out as it was stored too (`LiveEvent::TurnEvent`).
-    turn_events: bool,
 }
 
-impl Channel {
+impl Follower {
     async fn run(mut self, mut signals: broadcast::Receiver<Signal>) {
         let stop = match self.open().await {
             Ok(()) => self.follow(&mut signals).await,
             Err(stop) => stop,
         };
+        // Its channels end once they have read what it published.
+        self.reader.service.inner.live_hubs.leave(&self.hub);
         match stop {
-            Stop::Session => tracing::debug!(session = %self.session_id, "a live channel ended with its session"),
-            Stop::Failed => tracing::warn!(session = %self.session_id, "a live channel could not open"),
-            Stop::Subscriber => {}
+            Stop::Session => tracing::debug!(session = %self.reader.session_id, "a live channel ended with its session"),
+            Stop::Failed => tracing::warn!(session = %self.reader.session_id, "a live channel could not open"),
+            Stop::Unheard => {}
         }
     }
 
-    /// Sends the first snapshot: the session's views, and its last turn replayed (followed on
-    /// when it runs).
+    /// Publishes the first snapshot: the session's views, and its last turn replayed (followed
+    /// on when it runs).
     async fn open(&mut self) -> std::result::Result<(), Stop> {
         let Some(record) = self.reader.session().await? else { return Err(Stop::Failed) };
-        self.display.title = record.title.clone();
-        self.display.mode = record.control.mode.clone();
-        self.display.model = record.control.model.clone();
-        self.display.state = record.control.state.clone();
-        self.display.follow_ups = self.reader.follow_ups().await?;
-        (self.display.tasks, self.display.plans) = self.reader.views().await?;
+        let follow_ups = self.reader.follow_ups().await?;
+        let (tasks, plans) = self.reader.views().await?;
         let usage = self.reader.usage().await?;
+        let mut running_turn = None;
+        let mut replayed = Vec::new();
         if let Some(turn_id) = record.last_turn_id {
             let running = matches!(self.reader.turn_state(&turn_id).await?, Some(TurnState::Running));
-            if let Some(mut following) = self.reader.subscribe(&turn_id, self.display.usage.clone()).await? {
+            if let Some(mut following) = self.reader.subscribe(&turn_id, UsageTotals::default()).await? {
                 if running {
                     // Its events follow, from its start, after the snapshot.
-                    self.display.running_turn_id = Some(turn_id.clone());
-                    self.display.last_turn_id = Some(turn_id.clone());
+                    running_turn = Some(turn_id);
+                    following.translator = TurnTranslator::new(usage.clone());
                     self.following = Some(following);
                 } else {
                     // A finished turn: its replay fills the snapshot, silently.
                     while let Some(streamed) = following.events.next().await {
                         let translated = stored(&streamed.json).map(|event| following.translator.translate(&event));
-                        for event in translated.into_iter().flatten() {
-                            event.fold_into(&mut self.display);
-                        }
+                        replayed.extend(translated.into_iter().flatten());
                     }
                 }
             }
         }
-        // The finished turns' usage, as stored (a replayed turn's is among it).
-        self.display.usage = usage;
-        if let Some(following) = &mut self.following {
-            following.translator = TurnTranslator::new(self.display.usage.clone());
+        let mut published = self.hub.published();
+        let display = &mut published.display;
+        display.title = record.title;
+        display.mode = record.control.mode;
+        display.model = record.control.model;
+        display.state = record.control.state;
+        display.follow_ups = follow_ups;
+        (display.tasks, display.plans) = (tasks, plans);
+        for event in &replayed {
+            event.fold_into(display);
         }
-        self.send_display()
+        if let Some(turn_id) = running_turn {
+            display.running_turn_id = Some(turn_id.clone());
+            display.last_turn_id = Some(turn_id);
+        }
+        // The finished turns' usage, as stored (a replayed turn's is among it).
+        display.usage = usage;
+        self.coalescer.sent(std::time::Instant::now());
+        published.publish_display();
+        Ok(())
     }
 
     async fn follow(&mut self, signals: &mut broadcast::Receiver<Signal>) -> Stop {
         let fallback = fallback_read(&self.reader.service);
-        let service = self.reader.service.clone();
-        let caller = self.reader.caller.clone();
-        let revoked = key_revoked(&service, &caller);
-        tokio::pin!(revoked);
+        let heard = self.hub.sender();
         loop {
             let due = self.coalescer.due();
             let result = tokio::select! {
@@ -141,14 +141,19 @@ impl Channel {
                     }
                 },
                 signal = signals.recv() => match signal {
-                    Ok(signal) if *signal.session_id != *self.session_id => Ok(()),
+                    Ok(signal) if *signal.session_id != *self.reader.session_id => Ok(()),
                     Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => self.refresh(false).await,
-                    Err(broadcast::error::RecvError::Closed) => Err(Stop::Subscriber),
+                    Err(broadcast::error::RecvError::Closed) => Err(Stop::Unheard),
                 },
                 () = tokio::time::sleep(fallback) => self.refresh(false).await,
-                () = sleep_until(due) => self.send_display(),
-                () = self.sender.closed() => Err(Stop::Subscriber),
-                () = &mut revoked => Err(Stop::Session),
+                () = sleep_until(due) => {
+                    self.publish_display();
+                    Ok(())
+                }
+                () = heard.closed() => match self.reader.service.inner.live_hubs.leave_if_unheard(&self.hub) {
+                    true => Err(Stop::Unheard),
+                    false => Ok(()),
+                },
             };
             if let Err(stop) = result {
                 return stop;
@@ -156,13 +161,13 @@ impl Channel {
         }
     }
 
-    /// One event of the followed turn, translated, sent and folded in. A tool that changed
-    /// the task list, the plans or the state has the session read again at once.
+    /// One event of the followed turn, translated, published and folded in. A tool that
+    /// changed the task list, the plans or the state has the session read again at once.
     async fn turn_event(&mut self, streamed: &teamster_runtime::StreamedEvent) -> std::result::Result<(), Stop> {
         let Some(following) = &mut self.following else { return Ok(()) };
         let Some(event) = stored(&streamed.json) else { return Ok(()) };
         let mut events = following.translator.translate(&event);
-        if self.turn_events {
+        if self.hub.turn_events() {
             let raw = LiveEvent::TurnEvent { turn_id: following.turn_id.clone(), sequence: streamed.sequence, event: Box::new(event) };
             events.insert(0, raw);
         }
@@ -173,81 +178,86 @@ impl Channel {
             }
             _ => false,
         });
-        self.send_all(events)?;
+        self.publish_all(events);
         match changed_views {
             true => self.refresh(true).await,
             false => Ok(()),
         }
     }
 
-    /// Re-reads the session and sends what changed; `views` also re-reads the folded views
+    /// Re-reads the session and publishes what changed; `views` also re-reads the folded views
     /// (tasks, plans), which change only with turns.
     async fn refresh(&mut self, views: bool) -> std::result::Result<(), Stop> {
         let Some(record) = self.reader.session().await? else { return Ok(()) };
-        let mut events = Vec::new();
-        if record.title != self.display.title {
-            events.push(LiveEvent::ThreadChanged { session_id: self.session_id.clone(), title: record.title.clone() });
-        }
-        if record.control.mode != self.display.mode {
-            events.push(LiveEvent::ModeChanged { mode: record.control.mode.clone() });
-        }
-        if record.control.model != self.display.model {
-            events.push(LiveEvent::ModelChanged { model: record.control.model.clone() });
-        }
-        if let Some(state) = record.control.state.as_ref().filter(|state| self.display.state.as_ref() != Some(*state)) {
-            events.push(LiveEvent::StateChanged { state: state.clone() });
-        }
         let follow_ups = self.reader.follow_ups().await?;
-        if follow_ups != self.display.follow_ups {
-            let follow_up = follow_ups.iter().find(|queued| !self.display.follow_ups.iter().any(|known| known.id == queued.id)).cloned();
-            events.push(LiveEvent::FollowUpQueued { follow_up, follow_ups });
-        }
+        let mut events = Vec::new();
+        let last_turn_id = {
+            let display = &self.hub.published().display;
+            if record.title != display.title {
+                events.push(LiveEvent::ThreadChanged { session_id: self.reader.session_id.clone(), title: record.title.clone() });
+            }
+            if record.control.mode != display.mode {
+                events.push(LiveEvent::ModeChanged { mode: record.control.mode.clone() });
+            }
+            if record.control.model != display.model {
+                events.push(LiveEvent::ModelChanged { model: record.control.model.clone() });
+            }
+            if let Some(state) = record.control.state.as_ref().filter(|state| display.state.as_ref() != Some(*state)) {
+                events.push(LiveEvent::StateChanged { state: state.clone() });
+            }
+            if follow_ups != display.follow_ups {
+                let follow_up = follow_ups.iter().find(|queued| !display.follow_ups.iter().any(|known| known.id == queued.id)).cloned();
+                events.push(LiveEvent::FollowUpQueued { follow_up, follow_ups });
+            }
+            display.last_turn_id.clone()
+        };
         let new_turn = record.last_turn_id.filter(|turn_id| {
-            self.display.last_turn_id.as_ref() != Some(turn_id) && self.following.as_ref().is_none_or(|following| following.turn_id != *turn_id)
+            last_turn_id.as_ref() != Some(turn_id) && self.following.as_ref().is_none_or(|following| following.turn_id != *turn_id)
         });
-        self.send_all(events)?;
+        self.publish_all(events);
         // A new turn's effects on the views show after its events, as it is followed.
         if views {
             let (tasks, plans) = self.reader.views().await?;
             let mut changed = Vec::new();
-            if tasks != self.display.tasks {
-                changed.push(LiveEvent::TaskUpdated { tasks });
+            {
+                let display = &self.hub.published().display;
+                if tasks != display.tasks {
+                    changed.push(LiveEvent::TaskUpdated { tasks });
+                }
+                if plans != display.plans {
+                    changed.push(LiveEvent::PlansChanged { plans });
+                }
             }
-            if plans != self.display.plans {
-                changed.push(LiveEvent::PlansChanged { plans });
-            }
-            self.send_all(changed)?;
+            self.publish_all(changed);
         }
         if let Some(turn_id) = new_turn {
-            self.following = self.reader.subscribe(&turn_id, self.display.usage.clone()).await?;
+            let usage = self.hub.published().display.usage.clone();
+            self.following = self.reader.subscribe(&turn_id, usage).await?;
         }
         Ok(())
     }
 
-    /// Sends events in order, each folded in, then the display state (or owes it).
-    fn send_all(&mut self, events: Vec<LiveEvent>) -> std::result::Result<(), Stop> {
+    /// Publishes events in order, then the display state (or owes it).
+    fn publish_all(&mut self, events: Vec<LiveEvent>) {
         if events.is_empty() {
-            return Ok(());
+            return;
         }
         let high_frequency = events.iter().all(LiveEvent::is_high_frequency);
+        let now = std::time::Instant::now();
+        let display_now = self.coalescer.after_event(high_frequency, now);
+        let mut published = self.hub.published();
         for event in events {
-            event.fold_into(&mut self.display);
-            self.send(event)?;
+            published.publish(event);
         }
-        if self.coalescer.after_event(high_frequency, std::time::Instant::now()) {
-            self.send_display()?;
+        if display_now {
+            self.coalescer.sent(now);
+            published.publish_display();
         }
-        Ok(())
     }
 
-    fn send_display(&mut self) -> std::result::Result<(), Stop> {
+    fn publish_display(&mut self) {
         self.coalescer.sent(std::time::Instant::now());
-        self.send(LiveEvent::DisplayStateChanged { display: Box::new(self.display.clone()) })
-    }
-
-    /// Queues one event for the subscriber; one that fell [`BUFFER`] events behind is dropped.
-    fn send(&self, event: LiveEvent) -> std::result::Result<(), Stop> {
-        self.sender.try_send(event).map_err(|_| Stop::Subscriber)
+        self.hub.published().publish_display();
     }
 }
 

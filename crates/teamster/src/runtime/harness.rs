@@ -679,10 +679,11 @@ async fn pump(
     display: Arc<watch::Sender<DisplayState>>,
 ) {
     loop {
-        while let Some(event) = channel.next().await {
+        while let Some(shared) = channel.next().await {
+            let event = shared.event();
             display.send_modify(|state| event.fold_into(state));
             // No subscriber is not an error.
-            let _ = events.send(event);
+            let _ = events.send(event.clone());
         }
         // A channel that ended at once (its store failing) is not opened again in a busy loop.
         tokio::time::sleep(REOPEN_PAUSE).await;

@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use axum::response::Response;
 use futures_util::StreamExt;
 use axum::Json;
-use teamster_live::{DisplayState, LiveEvent};
+use teamster_live::{DisplayState, LiveEvent, SharedEvent};
 use teamster_protocol::api::Data;
 use teamster_service::LiveChannel;
 
@@ -68,11 +68,12 @@ fn frames(channel: LiveChannel) -> impl futures_util::Stream<Item = Bytes> + Sen
     })
 }
 
-/// One event as an SSE message: its name, then its JSON on one line.
-fn push_frame(frames: &mut String, event: &LiveEvent) {
+/// One event as an SSE message: its name, then its JSON on one line (made once for all the
+/// channels that send it).
+fn push_frame(frames: &mut String, event: &SharedEvent) {
     frames.push_str("event: ");
-    frames.push_str(event.name());
+    frames.push_str(event.event().name());
     frames.push_str("\ndata: ");
-    frames.push_str(&serde_json::to_string(event).unwrap_or_default());
+    frames.push_str(event.json());
     frames.push_str("\n\n");
 }
