@@ -109,7 +109,7 @@ impl Hub {
         lock(&self.shared)
     }
 
-    /// A handle that resolves once no channel listens.
+    /// The sender, whose `closed()` resolves once no channel listens.
     pub(super) fn sender(&self) -> broadcast::Sender<Arc<SharedEvent>> {
         self.published().sender.clone()
     }

@@ -22,20 +22,19 @@ mod session;
 pub(crate) use hub::Hubs;
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
-use std::sync::Arc;
-
 use futures_util::stream::BoxStream;
+use futures_util::{Stream, StreamExt};
 use teamster_live::{DisplayState, LiveEvent, SharedEvent};
 use tokio::sync::mpsc;
 
 use crate::error::Result;
 use crate::{Caller, Service, ServiceError};
 
-/// How often a channel re-reads its session when nothing told it of a change (one made on
+/// How often a session's follower re-reads it when nothing told it of a change (one made on
 /// another replica).
 pub const FALLBACK_READ: Duration = Duration::from_secs(1);
 /// The same for a store no other replica shares (no change feed): only another process on
