@@ -202,6 +202,42 @@ def test_a_channel_joins_a_running_turn_and_opens_again_from_a_fresh_snapshot(se
         again.close()
 
 
+def test_a_declared_sub_agents_model_is_chosen_per_session(server, api: wire.Api):
+    """`subagent_models` on `PATCH /sessions/{id}` (the seed's per-sub-agent model): the channel
+    says `subagent_model_changed`, and the sub-agents started from then on run on it."""
+    declared = {**spec(), "sub_agents": [{"name": "researcher", "description": "Looks things up."}]}
+    sid = api.create_session(spec=declared)["id"]
+    live = LiveReader(server.url, sid)
+    try:
+        start = len(live.events)
+        api.ok(api.patch(f"/api/v1/sessions/{sid}", json={"subagent_models": {"researcher": "offline/echo"}}))
+        changed = live.wait_for("subagent_model_changed", start)
+        assert changed == {"type": "subagent_model_changed", "agent_name": "researcher", "model": "offline/echo"}
+        session = api.ok(api.get(f"/api/v1/sessions/{sid}"))["data"]
+        assert session["subagent_models"] == {"researcher": "offline/echo"}, session
+
+        start = len(live.events)
+        api.run_turn(sid, call("run_sub_agent", {"name": "lookup", "agent": "researcher", "task": "find it " + wire.unique("sub")}))
+        started = live.wait_for("subagent_start", start)
+        assert (started["agent_name"], started["model"]) == ("lookup", "offline/echo"), started
+        assert live.wait_for("subagent_end", start)["status"] == "done"
+
+        # Given back to its declaration's (the parent's model here).
+        start = len(live.events)
+        api.ok(api.patch(f"/api/v1/sessions/{sid}", json={"subagent_models": {"researcher": ""}}))
+        assert live.wait_for("subagent_model_changed", start) == {"type": "subagent_model_changed", "agent_name": "researcher", "model": None}
+        wire.wait_until(lambda: live.last_display()["subagent_models"] == {}, what="the display to drop the choice")
+
+        # Only declared sub-agents, only models this server has.
+        refused = wire.assert_error(api.patch(f"/api/v1/sessions/{sid}", json={"subagent_models": {"nobody": "offline/echo"}}), 400)
+        assert refused["param"] == "subagent_models" and "researcher" in refused["message"], refused
+        refused = wire.assert_error(api.patch(f"/api/v1/sessions/{sid}", json={"subagent_models": {"researcher": "nope/model"}}), 400)
+        assert refused["param"] == "subagent_models", refused
+        assert "subagent_models" not in api.ok(api.get(f"/api/v1/sessions/{sid}"))["data"]
+    finally:
+        live.close()
+
+
 def test_a_channel_joining_a_followed_session_continues_its_display_exactly(server, api: wire.Api):
     """The session's channels share one follower: one opened mid-turn starts from the display
     state as of the last event sent, and what it then receives continues it exactly."""

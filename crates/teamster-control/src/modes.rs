@@ -88,7 +88,8 @@ pub fn mode_in_force<'a>(spec: &'a AgentSpec, chosen: Option<&str>) -> Option<&'
 }
 
 /// The agent as a turn with `control` runs it: the mode's instructions after the agent's, the
-/// mode's model (and then the session's), the mode's additional MCP servers. Tool limits are
+/// mode's model (and then the session's), the mode's additional MCP servers, the session's
+/// models for its declared sub-agents. Tool limits are
 /// applied to the turn's tools with [`offers`].
 pub fn agent_in_mode(spec: &AgentSpec, control: &SessionControl) -> AgentSpec {
     let mut layered = spec.clone();
@@ -108,6 +109,11 @@ pub fn agent_in_mode(spec: &AgentSpec, control: &SessionControl) -> AgentSpec {
     }
     if let Some(model) = &control.model {
         layered.model.name = model.clone();
+    }
+    for declared in layered.sub_agents.iter_mut().flatten() {
+        if let Some(model) = control.subagent_models.get(&declared.name) {
+            declared.model = Some(model.clone());
+        }
     }
     layered
 }

@@ -134,6 +134,10 @@ pub struct DisplayState {
     /// The model chosen for the next turns (`None`: the agent's or the mode's).
     #[serde(default)]
     pub model: Option<String>,
+    /// The models chosen for declared sub-agents, by name (those not named run on their
+    /// declaration's).
+    #[serde(default)]
+    pub subagent_models: std::collections::BTreeMap<String, String>,
     /// The turn running now.
     #[serde(default)]
     pub running_turn_id: Option<String>,

@@ -231,12 +231,14 @@ pub enum LiveEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
-    /// A sub-agent runs on another model than it was started with.
+    /// The model a declared sub-agent runs on in this session was chosen (or given back to its
+    /// declaration's): the sub-agents started from now on run on it.
     SubagentModelChanged {
-        /// The sub-agent's thread.
-        thread_id: String,
-        /// The model (`provider/model`).
-        model: String,
+        /// The declared sub-agent's name.
+        agent_name: String,
+        /// The model (`provider/model`); `None` for its declaration's.
+        #[serde(default)]
+        model: Option<String>,
     },
     /// The session (the seed's thread) changed: its title.
     ThreadChanged {
@@ -379,11 +381,14 @@ impl LiveEvent {
                     }
                 }
             }
-            LiveEvent::SubagentModelChanged { thread_id, model } => {
-                if let Some(subagent) = display.subagents.get_mut(thread_id) {
-                    subagent.model = Some(model.clone());
+            LiveEvent::SubagentModelChanged { agent_name, model } => match model {
+                Some(model) => {
+                    display.subagent_models.insert(agent_name.clone(), model.clone());
                 }
-            }
+                None => {
+                    display.subagent_models.remove(agent_name);
+                }
+            },
             LiveEvent::ThreadChanged { title, .. } => display.title.clone_from(title),
             LiveEvent::ThreadCreated { .. } | LiveEvent::ThreadDeleted { .. } | LiveEvent::TurnEvent { .. } => {}
             LiveEvent::DisplayStateChanged { display: snapshot } => *display = (**snapshot).clone(),

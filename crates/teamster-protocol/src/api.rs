@@ -144,6 +144,11 @@ pub struct UpdateSessionRequest {
     /// back to the agent's (or the mode's) model.
     #[serde(default)]
     pub model: Option<String>,
+    /// Teamster extension: the `provider/model` a declared sub-agent (by name) runs on in the
+    /// following turns; an empty string goes back to the one its declaration gives. Sub-agents
+    /// not named keep theirs.
+    #[serde(default)]
+    pub subagent_models: Option<std::collections::BTreeMap<String, String>>,
     /// Teamster extension: the session's permission policy (replaces the one it had).
     #[serde(default)]
     pub permissions: Option<crate::control::PermissionPolicy>,

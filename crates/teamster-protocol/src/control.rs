@@ -86,6 +86,10 @@ pub struct SessionControl {
     /// A `provider/model` that replaces the agent's (and the mode's) model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The `provider/model` each named declared sub-agent runs on in this session, replacing
+    /// the one its declaration gives.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub subagent_models: std::collections::BTreeMap<String, String>,
     /// What the session's tools may do without asking.
     #[serde(default, skip_serializing_if = "PermissionPolicy::is_empty")]
     pub permissions: PermissionPolicy,
@@ -101,7 +105,12 @@ pub struct SessionControl {
 impl SessionControl {
     /// Whether nothing is chosen.
     pub fn is_empty(&self) -> bool {
-        self.mode.is_none() && self.model.is_none() && self.permissions.is_empty() && self.grants.is_empty() && self.state.is_none()
+        self.mode.is_none()
+            && self.model.is_none()
+            && self.subagent_models.is_empty()
+            && self.permissions.is_empty()
+            && self.grants.is_empty()
+            && self.state.is_none()
     }
 }
 

@@ -22,6 +22,7 @@ async fn runtime(model: &FakeModelServer) -> Runtime {
         "model": {"name": "fake/fake-model"},
         "config": {"tasks": {"enabled": true}},
         "state_schema": {"type": "object", "properties": {"step": {"type": "integer", "default": 0}}},
+        "sub_agents": [{"name": "researcher", "description": "Looks things up."}],
         "modes": [
             {"id": "plan", "instructions": "Plan first.", "transitions_to": "build", "default": true},
             {"id": "build", "instructions": "Build it."},
@@ -91,6 +92,17 @@ async fn a_harness_drives_plans_modes_tasks_state_and_follow_ups() {
     harness.patch_state(json!({"step": 2})).await.unwrap();
     assert!(changes(&mut events).contains(&HarnessEvent::StateChanged { state: json!({"step": 2}) }));
     assert!(harness.patch_state(json!({"step": "two"})).await.is_err());
+
+    // The session's model, and a declared sub-agent's.
+    harness.set_model("offline/echo").await.unwrap();
+    assert!(changes(&mut events).contains(&HarnessEvent::ModelChanged { model: Some("offline/echo".into()) }));
+    harness.set_subagent_model("researcher", "offline/echo").await.unwrap();
+    let chosen = HarnessEvent::SubagentModelChanged { agent_name: "researcher".into(), model: Some("offline/echo".into()) };
+    assert!(changes(&mut events).contains(&chosen));
+    assert_eq!(harness.display().subagent_models.get("researcher").map(String::as_str), Some("offline/echo"));
+    assert!(harness.set_subagent_model("nobody", "offline/echo").await.is_err());
+    harness.set_model("").await.unwrap();
+    assert!(changes(&mut events).contains(&HarnessEvent::ModelChanged { model: None }));
 
     // A follow-up queued during a turn runs after it.
     let running = tokio::spawn({

@@ -1678,6 +1678,13 @@ export interface components {
                 streaming_message_id?: string | null;
                 /** @description The text of that message so far (empty when none streams). */
                 streaming_text: string;
+                /**
+                 * @description The models chosen for declared sub-agents, by name (those not named run on their
+                 *     declaration's).
+                 */
+                subagent_models?: {
+                    [key: string]: string;
+                };
                 /** @description The last turn's sub-agents, by thread id. */
                 subagents: {
                     [key: string]: components["schemas"]["SubagentView"];
@@ -2075,6 +2082,13 @@ export interface components {
             streaming_message_id?: string | null;
             /** @description The text of that message so far (empty when none streams). */
             streaming_text: string;
+            /**
+             * @description The models chosen for declared sub-agents, by name (those not named run on their
+             *     declaration's).
+             */
+            subagent_models?: {
+                [key: string]: string;
+            };
             /** @description The last turn's sub-agents, by thread id. */
             subagents: {
                 [key: string]: components["schemas"]["SubagentView"];
@@ -2590,10 +2604,10 @@ export interface components {
              */
             type: "subagent_end";
         } | {
-            /** @description The model (`provider/model`). */
-            model: string;
-            /** @description The sub-agent's thread. */
-            thread_id: string;
+            /** @description The declared sub-agent's name. */
+            agent_name: string;
+            /** @description The model (`provider/model`); `None` for its declaration's. */
+            model?: string | null;
             /**
              * @description Always `subagent_model_changed`: the kind of this object.
              * @enum {string}
@@ -3382,6 +3396,13 @@ export interface components {
              *     is first changed). Sessions keep it; turns do not record it.
              */
             state?: unknown;
+            /**
+             * @description The `provider/model` each named declared sub-agent runs on in this session, replacing
+             *     the one its declaration gives.
+             */
+            subagent_models?: {
+                [key: string]: string;
+            };
         };
         /** @description One item of a session's event list. */
         SessionEventItem: {
@@ -3979,6 +4000,14 @@ export interface components {
             permissions?: null | components["schemas"]["PermissionPolicy"];
             /** @description Teamster extension: a JSON merge patch of the session state. */
             state?: unknown;
+            /**
+             * @description Teamster extension: the `provider/model` a declared sub-agent (by name) runs on in the
+             *     following turns; an empty string goes back to the one its declaration gives. Sub-agents
+             *     not named keep theirs.
+             */
+            subagent_models?: {
+                [key: string]: string;
+            } | null;
             /** @description The session's new title. */
             title?: string | null;
         };

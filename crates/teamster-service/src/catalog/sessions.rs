@@ -1,5 +1,7 @@
 //! Sessions: create (from a saved agent or with their own spec), get, update, delete, list.
 
+use std::collections::BTreeMap;
+
 use teamster_protocol::agent::AgentSpec;
 use teamster_control::{StateError, StateSchema};
 use teamster_protocol::control::{Grant, PermissionPolicy, SessionControl};
@@ -65,6 +67,8 @@ pub struct SessionUpdate {
     pub mode: Option<String>,
     /// A `provider/model` for the following turns; empty for the agent's (or the mode's).
     pub model: Option<String>,
+    /// The `provider/model` of declared sub-agents, by name; empty for the declaration's.
+    pub subagent_models: Option<BTreeMap<String, String>>,
     /// The session's permission policy, replacing the one it had.
     pub permissions: Option<PermissionPolicy>,
     /// A JSON merge patch of the session state (checked against the agent's `state_schema`).
@@ -209,11 +213,11 @@ impl Catalog {
     /// one of the agent's and a model one this server has; `None` fields are kept. Nothing is
     /// changed unless all of it can be. An empty update just refreshes `updated_at`.
     pub async fn update_session(&self, caller: &Caller, session_id: &str, update: SessionUpdate) -> Result<Session> {
-        let SessionUpdate { spec, title, mode, model, permissions, state } = update;
+        let SessionUpdate { spec, title, mode, model, subagent_models, permissions, state } = update;
         validate_title(&title)?;
         // The control is written on its own, so a title or spec change never reverts a control
         // change made meanwhile from another request (nor the other way round).
-        let controls = mode.is_some() || model.is_some() || state.is_some() || permissions.is_some();
+        let controls = mode.is_some() || model.is_some() || subagent_models.is_some() || state.is_some() || permissions.is_some();
         let switched_model = model.as_deref().is_some_and(|model| !model.is_empty());
         let fields = spec.is_some() || title.is_some() || !controls;
         let mut record = self.owned_session(caller, session_id).await?;
@@ -232,7 +236,7 @@ impl Catalog {
         if title.is_some() {
             record.title = title;
         }
-        if mode.is_some() || model.is_some() || state.is_some() {
+        if mode.is_some() || model.is_some() || subagent_models.is_some() || state.is_some() {
             let spec = self.session_spec(&record).await?;
             if let Some(patch) = state {
                 let schema = StateSchema::of(&spec)
@@ -260,6 +264,28 @@ impl Catalog {
                 record.control.model = match model.is_empty() {
                     true => None,
                     false => Some(self.check_model(&model)?),
+                };
+            }
+            for (name, model) in subagent_models.into_iter().flatten() {
+                if !spec.sub_agents.iter().flatten().any(|declared| declared.name == name) {
+                    let declared: Vec<&str> = spec.sub_agents.iter().flatten().map(|declared| declared.name.as_str()).collect();
+                    return Err(ServiceError::invalid_param(
+                        "subagent_models",
+                        match declared.is_empty() {
+                            true => format!("the session's agent declares no sub-agents, so there is no {:?}", short(&name)),
+                            false => format!("the session's agent declares no sub-agent {:?}; it declares: {}", short(&name), declared.join(", ")),
+                        },
+                    ));
+                }
+                match model.is_empty() {
+                    true => record.control.subagent_models.remove(&name),
+                    false => {
+                        let model = self.check_model(&model).map_err(|error| match error {
+                            ServiceError::Invalid { message, .. } => ServiceError::invalid_param("subagent_models", message),
+                            other => other,
+                        })?;
+                        record.control.subagent_models.insert(name, model)
+                    }
                 };
             }
         }

@@ -2,6 +2,7 @@
 //! session re-read when signalled, each event published to every channel of the session on this
 //! replica (`hub.rs`; see the [module](super)).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
@@ -110,6 +111,7 @@ impl Follower {
         display.title = record.title;
         display.mode = record.control.mode;
         display.model = record.control.model;
+        display.subagent_models = record.control.subagent_models;
         display.state = record.control.state;
         display.follow_ups = follow_ups;
         (display.tasks, display.plans) = (tasks, plans);
@@ -202,6 +204,7 @@ impl Follower {
             if record.control.model != display.model {
                 events.push(LiveEvent::ModelChanged { model: record.control.model.clone() });
             }
+            events.extend(subagent_model_changes(&display.subagent_models, &record.control.subagent_models));
             if let Some(state) = record.control.state.as_ref().filter(|state| display.state.as_ref() != Some(*state)) {
                 events.push(LiveEvent::StateChanged { state: state.clone() });
             }
@@ -328,6 +331,19 @@ impl Reader {
             Err(_) => Err(Stop::Session),
         }
     }
+}
+
+/// The sub-agent models chosen in `now` but not in `shown`, changed, or no longer chosen.
+fn subagent_model_changes(shown: &BTreeMap<String, String>, now: &BTreeMap<String, String>) -> Vec<LiveEvent> {
+    let chosen = now
+        .iter()
+        .filter(|(name, model)| shown.get(*name) != Some(*model))
+        .map(|(name, model)| LiveEvent::SubagentModelChanged { agent_name: name.clone(), model: Some(model.clone()) });
+    let given_back = shown
+        .keys()
+        .filter(|name| !now.contains_key(*name))
+        .map(|name| LiveEvent::SubagentModelChanged { agent_name: name.clone(), model: None });
+    chosen.chain(given_back).collect()
 }
 
 /// A stored event, read; `None` for one this version cannot read (it is skipped).

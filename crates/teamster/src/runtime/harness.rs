@@ -44,7 +44,8 @@
 //! # }).unwrap();
 //! ```
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -75,6 +76,8 @@ const EVENTS_BUFFER: usize = 1024;
 /// How long a method that changed the session waits for the display state to show it; past
 /// that (another client changed it again meanwhile) it returns, and the display catches up.
 const SETTLE_LIMIT: Duration = Duration::from_secs(5);
+/// How many of the last ended turns the harness remembers (see `Shared::ended`).
+const ENDED_KEPT: usize = 16;
 /// How long the harness waits before it opens its session's channel again.
 const REOPEN_PAUSE: Duration = Duration::from_millis(200);
 /// The most sessions `list_sessions` gives.
@@ -104,6 +107,9 @@ pub struct Harness {
 struct Shared {
     events: broadcast::Sender<HarnessEvent>,
     display: Arc<watch::Sender<DisplayState>>,
+    /// The last turns the channel said ended, newest last: a turn may end and the next (a
+    /// follow-up) start between two looks at the display state.
+    ended: Arc<Mutex<VecDeque<String>>>,
     bound: Mutex<Bound>,
 }
 
@@ -144,6 +150,7 @@ impl Harness {
             shared: Arc::new(Shared {
                 events: broadcast::Sender::new(EVENTS_BUFFER),
                 display: Arc::new(display),
+                ended: Arc::default(),
                 bound: Mutex::new(Bound { session_id: session.id.clone(), agent_name, last_followed: None, pump: None }),
             }),
         };
@@ -470,6 +477,33 @@ impl Harness {
         self.update(SessionUpdate { model: Some(model.to_owned()), ..SessionUpdate::default() }).await
     }
 
+    /// Chooses the model a declared sub-agent runs on from the next turn (`provider/model`;
+    /// `""` for its declaration's); subscribers hear `SubagentModelChanged`.
+    ///
+    /// ```
+    /// use teamster::runtime::{Harness, Runtime};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let runtime = Runtime::open("sqlite::memory:").await?;
+    /// let spec = serde_json::from_value(serde_json::json!({
+    ///     "model": {"name": "offline/echo"},
+    ///     "sub_agents": [{"name": "researcher", "description": "Looks things up."}],
+    /// })).unwrap();
+    /// runtime.save_agent("demo", spec).await?;
+    /// let harness = Harness::select_or_create(&runtime, "demo").await?;
+    /// harness.set_subagent_model("researcher", "offline/echo").await?;
+    /// assert_eq!(harness.display().subagent_models["researcher"], "offline/echo");
+    /// let agent = harness.current_agent().await?;
+    /// assert_eq!(agent.sub_agents.unwrap()[0].model.as_deref(), Some("offline/echo"));
+    /// runtime.shutdown().await;
+    /// # Ok::<(), teamster::runtime::RuntimeError>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn set_subagent_model(&self, agent_name: &str, model: &str) -> Result<(), RuntimeError> {
+        let models = std::collections::BTreeMap::from([(agent_name.to_owned(), model.to_owned())]);
+        self.update(SessionUpdate { subagent_models: Some(models), ..SessionUpdate::default() }).await
+    }
+
     /// Changes the session state with a JSON merge patch (refused whole when it breaks the
     /// agent's `state_schema`).
     pub async fn patch_state(&self, patch: serde_json::Value) -> Result<(), RuntimeError> {
@@ -573,7 +607,7 @@ impl Harness {
     // The machinery.
 
     fn bound(&self) -> std::sync::MutexGuard<'_, Bound> {
-        self.shared.bound.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.shared.bound)
     }
 
     /// The spec the bound session runs.
@@ -592,6 +626,7 @@ impl Harness {
             channel,
             self.shared.events.clone(),
             Arc::clone(&self.shared.display),
+            Arc::clone(&self.shared.ended),
         ));
         {
             let mut bound = self.bound();
@@ -634,6 +669,7 @@ impl Harness {
             display.title == session.title
                 && display.mode == session.control.mode
                 && display.model == session.control.model
+                && display.subagent_models == session.control.subagent_models
                 && (session.control.state.is_none() || display.state == session.control.state)
         })
         .await;
@@ -650,13 +686,15 @@ impl Harness {
         let session = service.catalog().get_session(caller, session_id).await?;
         let tasks = service.events().tasks(caller, session_id).await?;
         let plans = service.events().plans(caller, session_id).await?;
+        let ended = Arc::clone(&self.shared.ended);
         self.settle(|display| {
-            display.last_turn_id.as_deref() == Some(turn_id)
+            let shown_ended = display.last_turn_id.as_deref() == Some(turn_id)
                 && display.running_turn_id.as_deref() != Some(turn_id)
-                && display.last_turn_status.is_some()
-                && display.mode == session.control.mode
-                && display.tasks == tasks
-                && display.plans == plans
+                && display.last_turn_status.is_some();
+            let views_shown = display.mode == session.control.mode && display.tasks == tasks && display.plans == plans;
+            // Past it already: a later turn (a follow-up) started once it ended.
+            let moved_on = display.last_turn_id.as_deref() != Some(turn_id) && lock(&ended).iter().any(|ended| ended == turn_id);
+            (shown_ended && views_shown) || moved_on
         })
         .await;
         Ok(finished)
@@ -677,10 +715,18 @@ async fn pump(
     mut channel: teamster_service::LiveChannel,
     events: broadcast::Sender<HarnessEvent>,
     display: Arc<watch::Sender<DisplayState>>,
+    ended: Arc<Mutex<VecDeque<String>>>,
 ) {
     loop {
         while let Some(shared) = channel.next().await {
             let event = shared.event();
+            if let LiveEvent::AgentEnd { turn_id, .. } = event {
+                let mut ended = lock(&ended);
+                if ended.len() == ENDED_KEPT {
+                    ended.pop_front();
+                }
+                ended.push_back(turn_id.clone());
+            }
             display.send_modify(|state| event.fold_into(state));
             // No subscriber is not an error.
             let _ = events.send(event.clone());
@@ -715,4 +761,8 @@ async fn newest_session(runtime: &Runtime, agent_name: &str, except: Option<&str
 
 fn refused(refusal: Refusal, message: impl Into<String>) -> RuntimeError {
     RuntimeError::Refused { refusal, message: message.into() }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -99,7 +99,7 @@ async fn update(
             return Err(ApiError::bad_request("invalid_request", "agent must be { \"spec\": ... }").with_param("agent"));
         }
     };
-    Ok(Json(Data { data: state.service.catalog().update_session(&caller, &session_id, SessionUpdate { spec, title: body.title, mode: body.mode, model: body.model, permissions: body.permissions, state: body.state }).await? }))
+    Ok(Json(Data { data: state.service.catalog().update_session(&caller, &session_id, SessionUpdate { spec, title: body.title, mode: body.mode, model: body.model, subagent_models: body.subagent_models, permissions: body.permissions, state: body.state }).await? }))
 }
 
 #[utoipa::path(get, path = "/sessions/{session_id}/tasks", operation_id = "getSessionTasks", tag = "Agent Sessions", summary = "The session's task list", params(("session_id" = String, Path, description = "The session's id.")),
