@@ -1,5 +1,5 @@
 //! [`Hubs`]: one follower per session whose events all the session's open channels share. The
-//! first channel opened on a session starts its follower (`session.rs`), which reads, translates
+//! first channel opened on a session makes its hub and starts its follower (`session.rs`), which reads, translates
 //! and folds once, and publishes each event to every subscriber; the last channel to close ends
 //! it. A channel opened later starts from the display state as of the last event published, so
 //! that what it then receives continues it exactly.
@@ -10,8 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use teamster_live::{DisplayState, LiveEvent, SharedEvent};
 use tokio::sync::broadcast;
 
-use super::{BUFFER, session};
-use crate::{Caller, Service};
+use super::BUFFER;
 
 /// The followers running on this replica, by session (and whether they send turn events too).
 #[derive(Default)]
@@ -52,23 +51,26 @@ pub(super) struct Published {
 pub(super) struct Joined {
     pub(super) first: Option<DisplayState>,
     pub(super) receiver: broadcast::Receiver<Arc<SharedEvent>>,
+    /// The hub, when joining made it: its follower is to be started.
+    pub(super) started: Option<Arc<Hub>>,
 }
 
 impl Hubs {
-    /// Joins the hub of `session_id`, starting its follower (reading as `caller`) when none runs.
-    pub(super) fn join(&self, service: &Service, caller: &Caller, session_id: &str, turn_events: bool) -> Joined {
+    /// Joins the hub of `session_id`, making it when none runs (its follower is then for the
+    /// caller to start).
+    pub(super) fn join(&self, session_id: &str, turn_events: bool) -> Joined {
         let key = HubKey { session_id: session_id.to_owned(), turn_events };
         let mut hubs = lock(&self.hubs);
         if let Some(hub) = hubs.get(&key) {
             let published = hub.published();
-            return Joined { first: published.opened.then(|| published.display.clone()), receiver: published.sender.subscribe() };
+            let (first, receiver) = (published.opened.then(|| published.display.clone()), published.sender.subscribe());
+            return Joined { first, receiver, started: None };
         }
         let (sender, receiver) = broadcast::channel(BUFFER);
         let display = DisplayState { session_id: session_id.to_owned(), ..DisplayState::default() };
         let hub = Arc::new(Hub { key: key.clone(), shared: Mutex::new(Published { display, opened: false, sender }) });
         hubs.insert(key, hub.clone());
-        tokio::spawn(session::run(service.clone(), caller.clone(), hub));
-        Joined { first: None, receiver }
+        Joined { first: None, receiver, started: Some(hub) }
     }
 
     /// Takes `hub` off the replica when no channel listens to it (the follower then ends);

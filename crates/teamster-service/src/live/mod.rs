@@ -56,7 +56,7 @@ impl Live<'_> {
     /// with.
     pub async fn display(&self, caller: &Caller, session_id: &str) -> Result<DisplayState> {
         self.service.catalog().owned_session(caller, session_id).await?;
-        let joined = self.service.inner.live_hubs.join(self.service, caller, session_id, false);
+        let joined = self.join(caller, session_id, false);
         if let Some(display) = joined.first {
             return Ok(display);
         }
@@ -80,7 +80,7 @@ impl Live<'_> {
 
     async fn open_session(&self, caller: &Caller, session_id: &str, turn_events: bool) -> Result<LiveChannel> {
         self.service.catalog().owned_session(caller, session_id).await?;
-        let joined = self.service.inner.live_hubs.join(self.service, caller, session_id, turn_events);
+        let joined = self.join(caller, session_id, turn_events);
         let first = joined.first.map(|display| Arc::new(SharedEvent::new(LiveEvent::DisplayStateChanged { display: Box::new(display) })));
         let revoked = Box::pin(key_revoked(self.service.clone(), caller.clone()));
         let received = futures_util::stream::unfold((joined.receiver, revoked), |(mut receiver, mut revoked)| async move {
@@ -91,6 +91,16 @@ impl Live<'_> {
             }
         });
         Ok(LiveChannel { events: futures_util::stream::iter(first).chain(received).boxed() })
+    }
+
+    /// Joins the session's hub on this replica, starting its follower (reading as `caller`)
+    /// when joining made it.
+    fn join(&self, caller: &Caller, session_id: &str, turn_events: bool) -> hub::Joined {
+        let mut joined = self.service.inner.live_hubs.join(session_id, turn_events);
+        if let Some(hub) = joined.started.take() {
+            tokio::spawn(session::run(self.service.clone(), caller.clone(), hub));
+        }
+        joined
     }
 
     /// Opens the caller's channel: its sessions created, renamed and deleted.
