@@ -10,7 +10,9 @@ use teamster_protocol::{AgentSpec, ToolInfo};
 use teamster_tools::Tool;
 
 /// The built-in tools that only read (the task list's reader among them).
-const READING_TOOLS: [&str; 4] = ["read_tool_result", "search_tools", "load_tools", "task_check"];
+const READING_TOOLS: [&str; 8] = ["read_tool_result", "search_tools", "load_tools", "task_check", "read_file", "list_files", "glob", "grep"];
+/// The harness's tools that change the workspace's files (`teamster-workspace`'s).
+const EDITING_TOOLS: [&str; 2] = ["write_file", "edit_file"];
 
 /// The category the spec gives the tool (`config.tool_categories`), else what the harness
 /// knows: MCP tools that declare they only read are `read` and the others `mcp`; the sandbox's
@@ -30,6 +32,7 @@ pub fn category_of(spec: &AgentSpec, name: &str, info: &ToolInfo, read_only: boo
         ToolInfo::Mcp { .. } => ToolCategory::Mcp,
         ToolInfo::System { name } if name == "exec" => ToolCategory::Execute,
         ToolInfo::System { name } if READING_TOOLS.contains(&name.as_str()) => ToolCategory::Read,
+        ToolInfo::System { name } if EDITING_TOOLS.contains(&name.as_str()) => ToolCategory::Edit,
         ToolInfo::System { .. } => ToolCategory::Other,
     }
 }

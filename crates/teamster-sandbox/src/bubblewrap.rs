@@ -27,7 +27,8 @@ use crate::provider::{ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, O
 use crate::quota::{Ledger, Usage};
 use crate::seccomp;
 use crate::skill_mounts::{SKILLS_MOUNT_DIR, is_skill_name};
-use crate::workspace::{Area, open_beneath, sandbox_path};
+use crate::listing::{Listing, list_beneath};
+use crate::workspace::{Area, open_beneath, sandbox_dir, sandbox_path};
 use crate::{CgroupPolicy, Limits, SandboxError, SandboxOwner};
 
 /// The file under the root bound at `/etc/resolv.conf` in network sandboxes.
@@ -463,6 +464,15 @@ impl SandboxProvider for Bubblewrap {
         }
         let stderr = stderr.await.map(|captured| captured.text()).unwrap_or_default();
         Err(SandboxError::InvalidPath { path: path.to_owned(), reason: format!("it cannot be written: {}", stderr.trim()) })
+    }
+
+    async fn list_files(&self, sandbox_id: &str, path: &str, depth: u32, max_entries: usize) -> Result<Listing, SandboxError> {
+        let named = sandbox_dir(path)?;
+        let area = self.existing(sandbox_id).await?.join(named.area.dir_name());
+        let area = tokio::fs::canonicalize(&area).await.map_err(SandboxError::io("resolving the workspace"))?;
+        let shown = path.to_owned();
+        let list = move || list_beneath(&area, Path::new(named.area.inside()), &named.relative, depth, max_entries, &shown);
+        tokio::task::spawn_blocking(list).await.map_err(|error| SandboxError::io("listing files")(std::io::Error::other(error)))?
     }
 
     async fn destroy(&self, session_id: &str) -> Result<(), SandboxError> {

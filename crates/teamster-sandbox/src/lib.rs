@@ -9,7 +9,8 @@
 //! (a Kubernetes pod, Daytona, E2B) implements the same trait.
 //!
 //! [`ExecTool`] offers a session's sandbox to the model as the `exec` tool. `limits.rs` holds
-//! the bounds, `workspace.rs` the safe resolution of paths a caller names,
+//! the bounds, `workspace.rs` the safe resolution of paths a caller names, `listing.rs` the
+//! listing of a directory's files from the host, never following a link,
 //! `command.rs` the `bwrap` command line, `output.rs` the capped capture of a command's output,
 //! `programs.rs` where the host programs are found, `quota.rs` the disk quota, `owners.rs` whose a
 //! sandbox is and the quota of one subject's or tenant's sandboxes together, `seccomp.rs` the
@@ -41,6 +42,7 @@ mod command;
 mod exec_tool;
 mod inherited;
 mod limits;
+mod listing;
 mod network;
 mod output;
 mod owners;
@@ -54,6 +56,7 @@ mod workspace;
 pub use bubblewrap::Bubblewrap;
 pub use exec_tool::{EXEC_TOOL, ExecTool};
 pub use limits::{CgroupPolicy, Limits};
+pub use listing::{FileKind, ListedFile, Listing};
 pub use owners::{QuotaScope, SandboxOwner};
 pub use provider::{ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, OpenedFile, OverQuota, Provisioned, SandboxProvider};
 pub use output::{Captured, capture};

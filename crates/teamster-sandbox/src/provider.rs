@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::io::AsyncRead;
 
-use crate::{SandboxError, SandboxOwner, QuotaScope};
+use crate::{Listing, QuotaScope, SandboxError, SandboxOwner};
 
 /// A session's sandbox, as [`SandboxProvider::provision`] found or made it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -153,6 +153,14 @@ pub trait SandboxProvider: Send + Sync {
     /// Refused with [`SandboxError::QuotaExceeded`] when the file would take the sandbox past
     /// its disk quota.
     async fn write_file(&self, sandbox_id: &str, path: &str, contents: &[u8]) -> Result<(), SandboxError>;
+
+    /// Lists the files under a directory of the sandbox (`path` under `/workspace` or `/tmp`;
+    /// the workspace itself when empty) to `depth` levels, at most `max_entries` of them, never
+    /// following a symbolic link (one is listed as a link).
+    async fn list_files(&self, sandbox_id: &str, path: &str, depth: u32, max_entries: usize) -> Result<Listing, SandboxError> {
+        let _ = (sandbox_id, path, depth, max_entries);
+        Err(SandboxError::Unavailable("this provider cannot list files".to_owned()))
+    }
 
     /// Removes the sandbox of `session_id` and everything in it; nothing when there is none.
     async fn destroy(&self, session_id: &str) -> Result<(), SandboxError>;

@@ -98,6 +98,19 @@ pub(crate) fn sandbox_path(path: &str) -> Result<SandboxPath, SandboxError> {
     Ok(SandboxPath { area, relative })
 }
 
+/// The directory a caller's `path` names for a listing: as [`sandbox_path`] names files, and
+/// the areas themselves too (`""` and `.` for the workspace, `/workspace`, `/tmp`).
+pub(crate) fn sandbox_dir(path: &str) -> Result<SandboxPath, SandboxError> {
+    let trimmed = if path.len() > 1 { path.trim_end_matches('/') } else { path };
+    let root = |area: Area| Ok(SandboxPath { area, relative: PathBuf::new() });
+    match trimmed {
+        "" | "." => root(Area::Workspace),
+        WORKSPACE_DIR => root(Area::Workspace),
+        TMP_DIR => root(Area::Tmp),
+        _ => sandbox_path(path),
+    }
+}
+
 /// A path as shown in an error: cut to 200 characters.
 fn shown(path: &str) -> String {
     match path.char_indices().nth(200) {

@@ -105,8 +105,12 @@ impl AgentCheck<'_> {
         }
         if config.and_then(|config| config.sandbox.as_ref()).is_some_and(|sandbox| sandbox.enabled) {
             offer(ExecTool::definition(), "sandbox", "commands run at once, inside the session's sandbox (no network unless config.sandbox.network)");
+            for tool in teamster_workspace::FileTools::definitions() {
+                offer(tool, "sandbox", "file tools run at once, on the session's workspace");
+            }
         } else {
             absent.push(gone(EXEC_TOOL, "sandbox", "config.sandbox.enabled is not true: the agent has no sandbox"));
+            absent.extend(teamster_workspace::FILE_TOOLS.iter().map(|name| gone(name, "sandbox", "config.sandbox.enabled is not true: the agent has no sandbox")));
         }
         if config.and_then(|config| config.tasks.as_ref()).is_some_and(|tasks| tasks.enabled) {
             for tool in listed(&TaskBoard::from_events(&[])).await {

@@ -44,6 +44,8 @@ pub(crate) struct TurnSandbox {
     pub sandbox_id: String,
     /// The `exec` tool on it.
     pub tool: Arc<dyn ToolSource>,
+    /// The file tools on it (`teamster-workspace`).
+    pub files: Arc<dyn ToolSource>,
     /// `sandbox.created`, when planning this turn made the sandbox.
     pub created: Option<Event>,
 }
@@ -121,7 +123,8 @@ impl Sandboxes {
             })
         });
         let tool = Arc::new(ExecTool::new(provider.clone(), provisioned.sandbox_id.clone(), network));
-        Ok(Some(TurnSandbox { provider, skills, sandbox_id: provisioned.sandbox_id, tool, created }))
+        let files = Arc::new(teamster_workspace::FileTools::new(provider.clone(), provisioned.sandbox_id.clone()));
+        Ok(Some(TurnSandbox { provider, skills, sandbox_id: provisioned.sandbox_id, tool, files, created }))
     }
 
     /// Removes a deleted session's sandbox (logged, not failed, when it cannot be).
@@ -164,5 +167,28 @@ impl TurnSandbox {
     /// Where the turn keeps its large tool results: files of this sandbox.
     pub(crate) fn result_files(&self) -> Arc<dyn ResultFiles> {
         Arc::new(ResultsInSandbox { provider: self.provider.clone(), sandbox_id: self.sandbox_id.clone() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use teamster_protocol::ToolInfo;
+    use teamster_protocol::control::ToolCategory;
+
+    /// The permission policy knows the file tools by name (`teamster-control` knows no sandbox):
+    /// the two lists must agree.
+    #[test]
+    fn the_file_tools_fall_in_the_read_and_edit_categories() {
+        let spec = teamster_protocol::AgentSpec::default();
+        for tool in teamster_workspace::FileTools::definitions() {
+            let expected = match teamster_workspace::READ_TOOLS.contains(&tool.name.as_str()) {
+                true => ToolCategory::Read,
+                false => ToolCategory::Edit,
+            };
+            assert!(matches!(&tool.info, ToolInfo::System { name } if *name == tool.name));
+            assert_eq!(teamster_control::category_of(&spec, &tool.name, &tool.info, false), expected, "{}", tool.name);
+        }
+        let edits = teamster_workspace::FileTools::definitions().into_iter().filter(|tool| teamster_workspace::EDIT_TOOLS.contains(&tool.name.as_str())).count();
+        assert_eq!(edits, teamster_workspace::EDIT_TOOLS.len());
     }
 }

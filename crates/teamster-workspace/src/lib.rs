@@ -1,0 +1,17 @@
+//! A session's workspace as file tools, beside the sandbox's `exec`: `read_file`, `write_file`,
+//! `edit_file`, `list_files`, `glob` and `grep` ([`FileTools`]). They work on the files through
+//! the [`SandboxProvider`] seam, so they keep its confinement: paths are the sandbox's
+//! (relative to `/workspace`, or absolute under it or `/tmp`), `..` is refused, a symbolic link
+//! is never followed out of the workspace, and reads are bounded. No shell starts for a read.
+//!
+//! `tools.rs` holds the tools' definitions and what each call does, `glob.rs` the glob
+//! patterns, `text.rs` what counts as a text file and how lines are cut.
+//!
+//! Invariant: no knowledge of sessions, turns or stores; a sandbox id and a provider in, tool
+//! results out.
+
+mod glob;
+mod text;
+mod tools;
+
+pub use tools::{EDIT_TOOLS, FILE_TOOLS, FileTools, READ_TOOLS};
