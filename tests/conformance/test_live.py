@@ -13,6 +13,7 @@ import httpx
 
 import wire
 from test_identity import Keyed, key_for, keyed  # noqa: F401 (the fixture)
+from test_mcp import mcp_http, registered, registry  # noqa: F401 (the fixtures)
 
 
 def call(name: str, arguments: dict) -> str:
@@ -200,6 +201,55 @@ def test_a_channel_joins_a_running_turn_and_opens_again_from_a_fresh_snapshot(se
         assert display["last_answer"], display
     finally:
         again.close()
+
+
+def test_a_channel_shows_progress_approvals_state_sub_agent_tools_and_info(server, api: wire.Api, registered: str):
+    """The rest of the vocabulary over HTTP: a tool's progress (`tool_update`), an approval, a
+    state change from another client, a sub-agent's own tool calls and text, and `info`."""
+    spec = {"model": {"name": "fake/fake-model"}, "config": {"sandbox": {"enabled": True}},
+            "state_schema": {"type": "object", "properties": {"step": {"type": "integer", "default": 0}}},
+            "mcp_servers": [registry(registered, preload=True, enable_tools=["phases", "write_note"])]}
+    sid = api.create_session(spec=spec)["id"]
+    live = LiveReader(server.url, sid)
+    try:
+        # Progress: one tool_update per notification, between the tool's start and end.
+        start = len(live.events)
+        api.run_turn(sid, call("phases", {"steps": 3}))
+        live.wait_ordered(start, ["agent_start", "tool_input_start", "tool_input_end", "tool_start",
+                                  "tool_update", "tool_update", "tool_update", "tool_end", "agent_end"])
+        updates = [body for name, body in live.events[start:] if name == "tool_update"]
+        assert [(update["progress"], update["total"]) for update in updates] == [(1, 3), (2, 3), (3, 3)], updates
+        # `info`: the session's sandbox, made as its first turn started.
+        info = live.wait_for("info", start)
+        assert info["message"].startswith("sandbox sbx_") and info["message"].endswith("is ready"), info
+
+        # An approval: the turn waits, then the call runs once allowed.
+        start = len(live.events)
+        api.run_turn(sid, call("write_note", {"text": "approved " + wire.unique("note")}))
+        required = live.wait_for("tool_approval_required", start)
+        assert required["tool_name"] == "write_note", required
+        assert live.wait_for("agent_end", start)["status"] == "waiting"
+        start = len(live.events)
+        allowed = api.stream("POST", f"/api/v1/sessions/{sid}/turns",
+                             json={"input": [{"type": "user.tool_approval", "approval": {"status": "allow"}}]})
+        assert allowed.status == 200, allowed.body[:300]
+        ended = live.wait_for("tool_end", start)
+        assert ended["tool_call_id"] == required["tool_call_id"] and "noted" in json.dumps(ended["result"]), ended
+
+        # The state, changed by another client.
+        start = len(live.events)
+        api.ok(api.patch(f"/api/v1/sessions/{sid}", json={"state": {"step": 2}}))
+        assert live.wait_for("state_changed", start) == {"type": "state_changed", "state": {"step": 2}}
+
+        # A sub-agent's own tool call and text.
+        start = len(live.events)
+        task = call("phases", {"steps": 1}) + " sub " + wire.unique("sub")
+        api.run_turn(sid, call("run_sub_agent", {"name": "worker", "task": task}))
+        live.wait_ordered(start, ["subagent_start", "subagent_tool_start", "subagent_tool_end", "subagent_text_delta", "subagent_end"])
+        tool = live.wait_for("subagent_tool_start", start)
+        assert tool["tool_name"] == "phases", tool
+    finally:
+        live.close()
 
 
 def test_a_declared_sub_agents_model_is_chosen_per_session(server, api: wire.Api):
