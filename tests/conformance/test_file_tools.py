@@ -117,3 +117,22 @@ def test_the_agent_check_lists_the_file_tools_with_their_categories(api: wire.Ap
     for name in ["write_file", "edit_file"]:
         assert tools[name]["category"] == "edit", tools[name]
     assert tools["exec"]["category"] == "execute"
+
+
+def test_an_agent_chooses_and_renames_its_sandbox_tools(api: wire.Api):
+    spec = {"model": {"name": "fake/fake-model"},
+            "config": {"sandbox": {"enabled": True, "tools": {"exec": True, "read_file": "Read", "write_file": True, "grep": False}}}}
+    sid = api.create_session(spec=spec)["id"]
+    tools = {tool["name"]: tool for tool in api.ok(api.get(f"/api/v1/sessions/{sid}/tools"))["data"]}
+    assert {"exec", "Read", "write_file"} <= set(tools) and not {"read_file", "grep", "glob", "edit_file", "list_files"} & set(tools)
+    assert tools["Read"]["category"] == "read", tools["Read"]
+
+    ok(api, sid, "write_file", {"path": "note.txt", "content": "chosen\n"})
+    assert ok(api, sid, "Read", {"path": "note.txt"})["content"] == "     1\tchosen"
+    assert "no tool named" in refused(api, sid, "grep", {"pattern": "chosen"})
+
+    for tools_choice, words in [({"rm": True}, "not a sandbox tool"), ({"read_file": "x", "glob": "x"}, "two tools"),
+                                ({"read_file": "no spaces"}, "letters, digits")]:
+        bad = {"model": {"name": "fake/fake-model"}, "config": {"sandbox": {"enabled": True, "tools": tools_choice}}}
+        error = wire.assert_error(api.post("/api/v1/sessions", json={"agent": {"spec": bad}}), 400)
+        assert error["param"] == "config.sandbox.tools" and words in error["message"], error

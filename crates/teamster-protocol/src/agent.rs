@@ -508,6 +508,23 @@ pub struct SandboxConfig {
     /// Teamster extension: whether sandboxed commands may reach the network (off by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<bool>,
+    /// Teamster extension: the sandbox's tools the model sees (`exec`, `read_file`,
+    /// `write_file`, `edit_file`, `list_files`, `glob`, `grep`), each `true` (by its own name),
+    /// a name it is shown by instead (`{"read_file": "Read"}`), or `false`; all of them by
+    /// their own names when absent, only those given `true` or a name when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<BTreeMap<String, SandboxToolChoice>>,
+}
+
+/// One tool's entry in `config.sandbox.tools`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(untagged)]
+pub enum SandboxToolChoice {
+    /// Offered by its own name (`true`), or not offered (`false`).
+    Offered(bool),
+    /// Offered by this name instead.
+    Renamed(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

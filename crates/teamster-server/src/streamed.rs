@@ -45,9 +45,10 @@ impl Messages {
     }
 }
 
-/// Whether a call is of the sandbox's `exec` tool, whose results list the files it made.
+/// Whether a call is of the sandbox's `exec` tool (by whatever name the agent shows it), whose
+/// results list the files it made.
 pub(crate) fn is_exec(call: &ToolCall) -> bool {
-    call.function.name == EXEC_TOOL && matches!(call.tool_info, ToolInfo::System { .. })
+    matches!(&call.tool_info, ToolInfo::System { name } if name == EXEC_TOOL)
 }
 
 /// A file an `exec` call made or changed in the sandbox's workspace, as its result lists it.

@@ -15,7 +15,7 @@ use teamster_protocol::agent::{AgentSpec, McpServer, is_valid_resource_name};
 use teamster_protocol::agent_check::{AbsentTool, AgentCheckReport, CheckProblem, McpServerCheck, ModelCheck, ToolCheck};
 use teamster_protocol::ToolInfo;
 use teamster_protocol::control::{Permission, SessionControl};
-use teamster_sandbox::{EXEC_TOOL, ExecTool};
+use teamster_sandbox::EXEC_TOOL;
 use teamster_tools::selector::{Selector, Selectors};
 use teamster_tools::{Tool, ToolGate, ToolSource};
 
@@ -103,14 +103,23 @@ impl AgentCheck<'_> {
         for tool in listed(&teamster_tools::builtin::Builtins).await {
             offer(tool, "built-in", "built-in tools run at once");
         }
-        if config.and_then(|config| config.sandbox.as_ref()).is_some_and(|sandbox| sandbox.enabled) {
-            offer(ExecTool::definition(), "sandbox", "commands run at once, inside the session's sandbox (no network unless config.sandbox.network)");
-            for tool in teamster_workspace::FileTools::definitions() {
-                offer(tool, "sandbox", "file tools run at once, on the session's workspace");
+        match config.and_then(|config| config.sandbox.as_ref()).filter(|sandbox| sandbox.enabled) {
+            Some(sandbox) => {
+                let chosen = sandbox.tools.as_ref();
+                let shown = teamster_workspace::shown_names(chosen);
+                for tool in teamster_workspace::as_chosen(teamster_workspace::sandbox_tool_definitions(), chosen) {
+                    let reason = match matches!(&tool.info, ToolInfo::System { name } if name == EXEC_TOOL) {
+                        true => "commands run at once, inside the session's sandbox (no network unless config.sandbox.network)",
+                        false => "file tools run at once, on the session's workspace",
+                    };
+                    offer(tool, "sandbox", reason);
+                }
+                let left_out = teamster_workspace::sandbox_tool_names().filter(|name| !shown.contains_key(name));
+                absent.extend(left_out.map(|name| gone(name, "sandbox", "config.sandbox.tools leaves it out")));
             }
-        } else {
-            absent.push(gone(EXEC_TOOL, "sandbox", "config.sandbox.enabled is not true: the agent has no sandbox"));
-            absent.extend(teamster_workspace::FILE_TOOLS.iter().map(|name| gone(name, "sandbox", "config.sandbox.enabled is not true: the agent has no sandbox")));
+            None => absent.extend(
+                teamster_workspace::sandbox_tool_names().map(|name| gone(name, "sandbox", "config.sandbox.enabled is not true: the agent has no sandbox")),
+            ),
         }
         if config.and_then(|config| config.tasks.as_ref()).is_some_and(|tasks| tasks.enabled) {
             for tool in listed(&TaskBoard::from_events(&[])).await {

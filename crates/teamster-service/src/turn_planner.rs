@@ -92,8 +92,7 @@ impl PlanTurns for Planner {
             }
             attachments::write_into_sandbox(self.stores.sessions.as_ref(), &session.id, sandbox, &turn.input).await?;
             skills = sandbox.mount_skills(self.stores.settings.as_ref(), &spec).await?;
-            builtins.push(sandbox.tool.clone());
-            builtins.push(sandbox.files.clone());
+            builtins.push(sandbox.tools.clone());
         }
         if tasks_enabled(&spec) {
             builtins.push(Arc::new(TaskBoard::from_events(history)));

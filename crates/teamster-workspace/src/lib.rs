@@ -4,14 +4,18 @@
 //! (relative to `/workspace`, or absolute under it or `/tmp`), `..` is refused, a symbolic link
 //! is never followed out of the workspace, and reads are bounded. No shell starts for a read.
 //!
-//! `tools.rs` holds the tools' definitions and what each call does, `glob.rs` the glob
-//! patterns, `text.rs` what counts as a text file and how lines are cut.
+//! `tools.rs` holds the tools' definitions and what each call does, `selection.rs` the tools an
+//! agent chose (`config.sandbox.tools`: `exec` and these, each by its name or another, or left
+//! out) as one [`WorkspaceTools`], `glob.rs` the glob patterns, `text.rs` what counts as a text
+//! file and how lines are cut.
 //!
 //! Invariant: no knowledge of sessions, turns or stores; a sandbox id and a provider in, tool
 //! results out.
 
 mod glob;
+mod selection;
 mod text;
 mod tools;
 
+pub use selection::{WorkspaceTools, as_chosen, check_choices, sandbox_tool_definitions, sandbox_tool_names, shown_names};
 pub use tools::{EDIT_TOOLS, FILE_TOOLS, FileTools, READ_TOOLS};

@@ -3312,6 +3312,15 @@ export interface components {
             network?: boolean | null;
             /** @description Credentials the sandbox's network requests to some hosts carry. */
             network_policy?: null | components["schemas"]["NetworkPolicy"];
+            /**
+             * @description Teamster extension: the sandbox's tools the model sees (`exec`, `read_file`,
+             *     `write_file`, `edit_file`, `list_files`, `glob`, `grep`), each `true` (by its own name),
+             *     a name it is shown by instead (`{"read_file": "Read"}`), or `false`; all of them by
+             *     their own names when absent, only those given `true` or a name when present.
+             */
+            tools?: {
+                [key: string]: components["schemas"]["SandboxToolChoice"];
+            } | null;
         };
         SandboxCreated: {
             /** @description When it was created (RFC 3339, UTC, milliseconds). */
@@ -3323,6 +3332,8 @@ export interface components {
             /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
             thread_id?: string | null;
         };
+        /** @description One tool's entry in `config.sandbox.tools`. */
+        SandboxToolChoice: boolean | string;
         Session: components["schemas"]["SessionControl"] & {
             /** @description What the session runs: a saved agent (by id and version) or an inline spec. */
             agent: components["schemas"]["SessionAgent"];

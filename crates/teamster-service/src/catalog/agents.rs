@@ -150,7 +150,8 @@ fn validate_spec(spec: &AgentSpec) -> Result<()> {
             teamster_mcp_host::validate_agent_servers(servers)?;
         }
     }
-    crate::sandboxes::validate_skills(spec)
+    crate::sandboxes::validate_skills(spec)?;
+    crate::sandboxes::validate_tools(spec)
 }
 
 impl Catalog {

@@ -9,7 +9,8 @@ use teamster_engine::ResultFiles;
 use teamster_protocol::agent::SandboxConfig;
 use teamster_protocol::event::SandboxCreated;
 use teamster_protocol::{AgentSpec, Event, ids, timestamp};
-use teamster_sandbox::{ExecTool, SandboxOwner, SandboxProvider};
+use teamster_sandbox::{SandboxOwner, SandboxProvider};
+use teamster_workspace::WorkspaceTools;
 use teamster_tools::ToolSource;
 
 use crate::error::{Result, ServiceError};
@@ -42,12 +43,20 @@ pub(crate) struct TurnSandbox {
     pub provider: Arc<dyn SandboxProvider>,
     pub skills: Arc<SkillSources>,
     pub sandbox_id: String,
-    /// The `exec` tool on it.
-    pub tool: Arc<dyn ToolSource>,
-    /// The file tools on it (`teamster-workspace`).
-    pub files: Arc<dyn ToolSource>,
+    /// The tools on it the agent chose: `exec` and the file tools (`teamster-workspace`).
+    pub tools: Arc<dyn ToolSource>,
     /// `sandbox.created`, when planning this turn made the sandbox.
     pub created: Option<Event>,
+}
+
+/// Checks the sandbox tools a spec chooses (`config.sandbox.tools`): only the sandbox's, each
+/// shown by a valid name, no two by the same.
+pub(crate) fn validate_tools(spec: &AgentSpec) -> Result<()> {
+    let chosen = spec.config.as_ref().and_then(|config| config.sandbox.as_ref()).and_then(|sandbox| sandbox.tools.as_ref());
+    match chosen {
+        Some(choices) => teamster_workspace::check_choices(choices).map_err(|message| ServiceError::invalid_param("config.sandbox.tools", message)),
+        None => Ok(()),
+    }
 }
 
 /// The sandbox a spec asks for, if it asks for one.
@@ -122,9 +131,8 @@ impl Sandboxes {
                 thread_id: None,
             })
         });
-        let tool = Arc::new(ExecTool::new(provider.clone(), provisioned.sandbox_id.clone(), network));
-        let files = Arc::new(teamster_workspace::FileTools::new(provider.clone(), provisioned.sandbox_id.clone()));
-        Ok(Some(TurnSandbox { provider, skills, sandbox_id: provisioned.sandbox_id, tool, files, created }))
+        let tools = Arc::new(WorkspaceTools::new(provider.clone(), provisioned.sandbox_id.clone(), network, wanted.tools.as_ref()));
+        Ok(Some(TurnSandbox { provider, skills, sandbox_id: provisioned.sandbox_id, tools, created }))
     }
 
     /// Removes a deleted session's sandbox (logged, not failed, when it cannot be).
