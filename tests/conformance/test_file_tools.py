@@ -51,10 +51,12 @@ def test_the_file_tools_read_write_edit_list_and_search_the_workspace(api: wire.
 
     edited = ok(api, sid, "edit_file", {"path": "src/app/main.py", "old_string": "print('hi')", "new_string": "print('hello')"})
     assert edited["line"] == 2
+    # A match at the start of a line is on that line.
+    assert ok(api, sid, "edit_file", {"path": "src/app/main.py", "old_string": "main()\n", "new_string": "main()  # run\n"})["line"] == 4
     # The file as a command in the sandbox sees it.
     run = api.run_turn(sid, "[tool:exec {\"command\": \"cat src/app/main.py\"}] " + wire.unique("files"))
     (shown,) = [json.loads(event["content"]) for event in run.stream.payloads if event["type"] == "tool.response"]
-    assert shown["stdout"] == "def main():\n    print('hello')\n\nmain()\n"
+    assert shown["stdout"] == "def main():\n    print('hello')\n\nmain()  # run\n"
     # And as the user downloads it.
     downloaded = api.get(f"/api/v1/sessions/{sid}/turns/{run.turn_id}/download-sandbox-file", params={"path": "/workspace/src/app/main.py"})
     assert downloaded.status_code == 200 and b"print('hello')" in downloaded.content

@@ -99,6 +99,19 @@ impl FileTools {
         ]
     }
 
+    /// Runs the call of the tool `name` with its arguments as the model wrote them.
+    async fn dispatch(&self, name: &str, raw: &str) -> Result<Value, String> {
+        match name {
+            "read_file" => self.read_file(arguments(name, raw)?).await,
+            "write_file" => self.write_file(arguments(name, raw)?).await,
+            "edit_file" => self.edit_file(arguments(name, raw)?).await,
+            "list_files" => self.list_files(arguments(name, raw)?).await,
+            "glob" => self.glob(arguments(name, raw)?).await,
+            "grep" => self.grep(arguments(name, raw)?).await,
+            other => Err(format!("unknown tool {other:?}")),
+        }
+    }
+
     async fn read_file(&self, arguments: ReadArguments) -> Result<Value, String> {
         let text = self.read_text(&arguments.path).await?;
         let lines: Vec<&str> = text.lines().collect();
@@ -140,7 +153,8 @@ impl FileTools {
                 ));
             }
         }
-        let line = text[..text.find(&arguments.old_string).unwrap_or(0)].lines().count().max(1);
+        let at = text.find(&arguments.old_string).unwrap_or(0);
+        let line = text[..at].matches('\n').count() + 1;
         let edited = text.replacen(&arguments.old_string, &arguments.new_string, 1);
         self.provider.write_file(&self.sandbox_id, &arguments.path, edited.as_bytes()).await.map_err(|error| failed("write", error))?;
         Ok(json!({"path": arguments.path, "line": line, "bytes": edited.len()}))
@@ -332,34 +346,7 @@ impl ToolSource for FileTools {
     }
 
     async fn call(&self, name: &str, raw: &str) -> ToolOutput {
-        let result = match name {
-            "read_file" => match arguments(name, raw) {
-                Ok(parsed) => self.read_file(parsed).await,
-                Err(error) => Err(error),
-            },
-            "write_file" => match arguments(name, raw) {
-                Ok(parsed) => self.write_file(parsed).await,
-                Err(error) => Err(error),
-            },
-            "edit_file" => match arguments(name, raw) {
-                Ok(parsed) => self.edit_file(parsed).await,
-                Err(error) => Err(error),
-            },
-            "list_files" => match arguments(name, raw) {
-                Ok(parsed) => self.list_files(parsed).await,
-                Err(error) => Err(error),
-            },
-            "glob" => match arguments(name, raw) {
-                Ok(parsed) => self.glob(parsed).await,
-                Err(error) => Err(error),
-            },
-            "grep" => match arguments(name, raw) {
-                Ok(parsed) => self.grep(parsed).await,
-                Err(error) => Err(error),
-            },
-            other => Err(format!("unknown tool {other:?}")),
-        };
-        match result {
+        match self.dispatch(name, raw).await {
             Ok(value) => ToolOutput::ok(value.to_string()),
             Err(message) => ToolOutput::error(message),
         }
