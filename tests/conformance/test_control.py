@@ -350,6 +350,34 @@ def test_sessions_without_a_state_schema_have_no_state_and_bad_schemas_are_refus
         assert wire.assert_error(response, 400)["param"] == param
 
 
+def test_an_agent_sets_the_initial_state_the_default_mode_and_mode_metadata(api):
+    spec = {**state_spec(), "initial_state": {"count": 3}, "config": {"tasks": {"enabled": True}},
+            "modes": [{"id": "open"}, {"id": "locked", "tools": ["task_check"], "metadata": {"icon": "lock", "order": [2, 1]}}],
+            "default_mode": "locked"}
+    session = api.create_session(spec=spec)
+    sid = session["id"]
+    assert api.ok(api.get(f"/api/v1/sessions/{sid}/state"))["data"] == {"count": 3}, "the initial state over the defaults"
+    # The session starts in the default mode, whatever the order of the modes.
+    offered = {tool["name"] for tool in api.ok(api.get(f"/api/v1/sessions/{sid}/tools"))["data"]}
+    assert "task_check" in offered and "task_write" not in offered, offered
+    api.ok(api.patch(f"/api/v1/sessions/{sid}", json={"mode": "open"}))
+    offered = {tool["name"] for tool in api.ok(api.get(f"/api/v1/sessions/{sid}/tools"))["data"]}
+    assert "task_write" in offered, offered
+    # A mode's metadata comes back with it.
+    modes = api.ok(api.get(f"/api/v1/sessions/{sid}"))["data"]["agent_spec"]["modes"]
+    assert modes[1]["metadata"] == {"icon": "lock", "order": [2, 1]}
+
+    for bad, param, words in [
+        ({**state_spec(), "initial_state": {"count": -1}}, "initial_state", "/count"),
+        ({"model": {"name": "fake/fake-model"}, "initial_state": {"count": 1}}, "initial_state", "needs a state_schema"),
+        ({**spec, "default_mode": "nowhere"}, "default_mode", "nowhere"),
+        ({"model": {"name": "fake/fake-model"}, "default_mode": "open"}, "default_mode", "has none"),
+        ({**spec, "modes": [{"id": "open", "metadata": {"blob": "x" * 20000}}], "default_mode": "open"}, "modes", "metadata"),
+    ]:
+        error = wire.assert_error(api.post("/api/v1/sessions", json={"agent": {"spec": bad}}), 400)
+        assert error["param"] == param and words in error["message"], (param, error)
+
+
 # --------------------------------------------------------------------------------------------
 # Clones
 # --------------------------------------------------------------------------------------------

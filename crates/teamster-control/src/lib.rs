@@ -19,7 +19,7 @@ mod plans;
 mod state;
 mod tasks;
 
-pub use modes::{MAX_MODES, agent_in_mode, check_modes, mode, mode_ids, mode_in_force, offers};
+pub use modes::{MAX_MODES, agent_in_mode, check_default_mode, check_modes, mode, mode_ids, mode_in_force, offers};
 pub use permissions::{DecidedBy, category, category_of, check_policy, decision, grant_for, permission};
 pub use plans::{SUBMIT_PLAN, SubmitPlan, TurnEvents, approved, approves_plan, plans, rejected};
 pub use state::{MAX_STATE_BYTES, STATE_GET, STATE_UPDATE, SessionState, StateError, StateSink, StateSchema, merge_patch};

@@ -13,6 +13,8 @@ use crate::plans::SUBMIT_PLAN;
 
 /// The most modes an agent has.
 pub const MAX_MODES: usize = 16;
+/// The most JSON a mode's `metadata` may hold.
+const MAX_MODE_METADATA_BYTES: usize = 16 * 1024;
 /// The longest mode id, in bytes.
 const MAX_MODE_ID_BYTES: usize = 64;
 
@@ -58,6 +60,12 @@ pub fn check_modes(spec: &AgentSpec) -> Result<(), String> {
     if modes.iter().filter(|mode| mode.default).count() > 1 {
         return Err("modes: at most one mode is the default".to_owned());
     }
+    for (index, mode) in modes.iter().enumerate() {
+        let bytes = mode.metadata.as_ref().map_or(0, |metadata| serde_json::to_string(metadata).map_or(usize::MAX, |text| text.len()));
+        if bytes > MAX_MODE_METADATA_BYTES {
+            return Err(format!("modes[{index}].metadata: at most {MAX_MODE_METADATA_BYTES} bytes of JSON"));
+        }
+    }
     Ok(())
 }
 
@@ -77,12 +85,24 @@ pub fn mode<'a>(spec: &'a AgentSpec, id: &str) -> Option<&'a ModeSpec> {
     spec.modes.iter().flatten().find(|mode| mode.id == id)
 }
 
+/// Checks a spec's `default_mode`: one of its modes.
+pub fn check_default_mode(spec: &AgentSpec) -> Result<(), String> {
+    match &spec.default_mode {
+        Some(default) if mode(spec, default).is_none() => Err(match spec.modes.as_deref().unwrap_or_default().is_empty() {
+            true => format!("default_mode: {default:?} names a mode, and this agent has none"),
+            false => format!("default_mode: {default:?} is not a mode of this agent (modes: {})", mode_ids(spec)),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The mode a session is in: the one chosen if the agent still has it, else the default (the
-/// mode marked so, or the first); none for agents without modes.
+/// agent's `default_mode`, the mode marked so, or the first); none for agents without modes.
 pub fn mode_in_force<'a>(spec: &'a AgentSpec, chosen: Option<&str>) -> Option<&'a ModeSpec> {
     let modes = spec.modes.as_deref().unwrap_or_default();
     chosen
         .and_then(|id| modes.iter().find(|mode| mode.id == id))
+        .or_else(|| spec.default_mode.as_deref().and_then(|id| modes.iter().find(|mode| mode.id == id)))
         .or_else(|| modes.iter().find(|mode| mode.default))
         .or_else(|| modes.first())
 }

@@ -29,6 +29,9 @@ pub enum StateError {
     /// The state would break the schema (or its size bound).
     #[error("{0}")]
     Invalid(String),
+    /// The spec's `initial_state` breaks its schema, or it has no schema.
+    #[error("initial_state: {0}")]
+    Initial(String),
 }
 
 /// The spec's state schema, compiled.
@@ -46,7 +49,12 @@ impl std::fmt::Debug for StateSchema {
 impl StateSchema {
     /// The schema of the spec's state; `Ok(None)` for agents without one.
     pub fn of(spec: &AgentSpec) -> Result<Option<StateSchema>, StateError> {
-        let Some(schema) = &spec.state_schema else { return Ok(None) };
+        let Some(schema) = &spec.state_schema else {
+            return match spec.initial_state {
+                Some(_) => Err(StateError::Initial("an initial state needs a state_schema".to_owned())),
+                None => Ok(None),
+            };
+        };
         if schema.get("type").and_then(Value::as_str) != Some("object") {
             return Err(StateError::Schema("the state is an object: give \"type\": \"object\"".to_owned()));
         }
@@ -63,12 +71,19 @@ impl StateSchema {
                 })
                 .unwrap_or_default(),
         );
-        let schema = StateSchema { validator, initial };
+        let mut schema = StateSchema { validator, initial };
         schema.check(&schema.initial).map_err(|error| StateError::Schema(format!("its defaults are not a valid state: {error}")))?;
+        if let Some(patch) = &spec.initial_state {
+            if !patch.is_object() {
+                return Err(StateError::Initial("the initial state is an object (a merge patch over the schema's defaults)".to_owned()));
+            }
+            schema.initial = schema.patched(None, patch).map_err(|error| StateError::Initial(error.to_string()))?;
+        }
         Ok(Some(schema))
     }
 
-    /// The state of a session that has none stored: the schema's defaults.
+    /// The state of a session that has none stored: the schema's defaults, with the spec's
+    /// `initial_state` over them.
     pub fn initial(&self) -> &Value {
         &self.initial
     }

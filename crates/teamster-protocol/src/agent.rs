@@ -53,6 +53,14 @@ pub struct AgentSpec {
     /// the schema's defaults, that clients and (with `config.state_tool`) the agent change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_schema: Option<serde_json::Value>,
+    /// Teamster extension: the state a new session starts with, a JSON merge patch over the
+    /// `state_schema`'s defaults (checked against the schema).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_state: Option<serde_json::Value>,
+    /// Teamster extension: the mode a new session starts in (one of `modes`); the mode marked
+    /// `default`, else the first, when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_mode: Option<String>,
     /// Who may see, run or manage the saved agent besides its creator and its tenant's admins
     /// (the manifest's `collaborators`; ignored in sessions with their own spec).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -89,6 +97,10 @@ pub struct ModeSpec {
     /// The mode a session starts in (the first mode when none is marked).
     #[serde(default, deserialize_with = "lenient::null_as_default")]
     pub default: bool,
+    /// Free JSON for the clients that show the mode (an icon, a colour, a shortcut), returned
+    /// with it and never read by the harness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
 }
 
 /// A model named `provider/model`, with optional sampling parameters.
@@ -625,6 +637,12 @@ pub struct AgentManifest {
     /// Teamster extension: the JSON Schema of the session state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_schema: Option<serde_json::Value>,
+    /// Teamster extension: the state a new session starts with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_state: Option<serde_json::Value>,
+    /// Teamster extension: the mode a new session starts in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_mode: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collaborators: Option<Vec<Collaborator>>,
     #[serde(default, rename = "ownedBy", skip_serializing_if = "Option::is_none")]
@@ -668,6 +686,8 @@ impl AgentManifest {
             }).filter(|descriptions| !descriptions.is_empty()),
             modes: self.modes.clone(),
             state_schema: self.state_schema.clone(),
+            initial_state: self.initial_state.clone(),
+            default_mode: self.default_mode.clone(),
             collaborators: self.collaborators.clone(),
         }
     }

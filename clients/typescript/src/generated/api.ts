@@ -1165,8 +1165,18 @@ export interface components {
             collaborators?: components["schemas"]["Collaborator"][] | null;
             /** @description Runtime limits and features. */
             config?: null | components["schemas"]["RuntimeConfig"];
+            /**
+             * @description Teamster extension: the mode a new session starts in (one of `modes`); the mode marked
+             *     `default`, else the first, when absent.
+             */
+            default_mode?: string | null;
             /** @description What the agent is for, from its manifest (a Teamster extension; the model never sees it). */
             description?: string | null;
+            /**
+             * @description Teamster extension: the state a new session starts with, a JSON merge patch over the
+             *     `state_schema`'s defaults (checked against the schema).
+             */
+            initial_state?: unknown;
             /** @description The system prompt. */
             instructions?: string | null;
             /** @description The MCP servers whose tools the agent may use. */
@@ -3010,6 +3020,11 @@ export interface components {
             id: string;
             /** @description Added after the agent's own instructions while the mode is in force. */
             instructions?: string | null;
+            /**
+             * @description Free JSON for the clients that show the mode (an icon, a colour, a shortcut), returned
+             *     with it and never read by the harness.
+             */
+            metadata?: unknown;
             /** @description The model of the mode (`provider/model`); the agent's when absent. */
             model?: string | null;
             /** @description For mode pickers; the id when absent. */

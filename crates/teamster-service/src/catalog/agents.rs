@@ -141,7 +141,11 @@ fn validate_spec(spec: &AgentSpec) -> Result<()> {
     }
     validate_collaborators(spec)?;
     teamster_control::check_modes(spec).map_err(|message| ServiceError::invalid_param("modes", message))?;
-    let state = teamster_control::StateSchema::of(spec).map_err(|error| ServiceError::invalid_param("state_schema", error.to_string()))?;
+    teamster_control::check_default_mode(spec).map_err(|message| ServiceError::invalid_param("default_mode", message))?;
+    let state = teamster_control::StateSchema::of(spec).map_err(|error| match error {
+        teamster_control::StateError::Initial(_) => ServiceError::invalid_param("initial_state", error.to_string()),
+        _ => ServiceError::invalid_param("state_schema", error.to_string()),
+    })?;
     if state.is_none() && spec.config.as_ref().and_then(|config| config.state_tool.as_ref()).is_some_and(|tool| tool.enabled) {
         return Err(ServiceError::invalid_param("config.state_tool", "the state tools need a state_schema"));
     }
