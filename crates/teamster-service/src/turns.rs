@@ -195,7 +195,17 @@ impl Service {
         let running = self.runtime().running_in_session(session_id);
         // Held until the turn is stored and running (or this attempt fails), so turns created
         // at the same time cannot all pass the quota.
-        let reservation = self.inner.turn_quota.reserve(&caller.subject.subject_id, session_id).await?;
+        let subject = caller.subject.subject_id.as_str();
+        let reservation = match self.inner.turn_quota.reserve(subject, session_id).await {
+            // A turn this replica already reported ended may not have its end committed yet (the
+            // writer commits in batches), and the store counts it until then: once the writes
+            // queued here are committed, the place is asked for once more.
+            Err(ServiceError::TooMany(_)) => {
+                self.runtime().flush().await;
+                self.inner.turn_quota.reserve(subject, session_id).await?
+            }
+            reserved => reserved?,
+        };
         // With several replicas, the session's turn may run on another one.
         let remote = match running {
             None if self.runtime().is_clustered() => self.runtime().remote_running_turn(&session).await?,
