@@ -19,11 +19,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use crate::cgroup::{CgroupLimits, Cgroups, CommandCgroup};
+use crate::gates::CommandGates;
 use crate::command::{NetworkEntry, SandboxCommand};
 use crate::network::Network;
 use crate::output::capture;
 use crate::programs::find_program;
-use crate::provider::{ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, OpenedFile, OverQuota, Provisioned, SandboxProvider};
+use crate::provider::{
+    ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, OpenedFile, OverQuota, Provisioned, SandboxProvider, WorkspaceState,
+};
 use crate::quota::{Ledger, Usage};
 use crate::seccomp;
 use crate::skill_mounts::{SKILLS_MOUNT_DIR, is_skill_name};
@@ -66,6 +69,8 @@ pub struct Bubblewrap {
     /// Turns true once the sandboxes found under the root at start are measured (their usage
     /// counts toward their owners' quotas).
     learned: tokio::sync::watch::Receiver<bool>,
+    /// Stops a sandbox's commands when its workspace is destroyed.
+    gates: CommandGates,
 }
 
 impl Bubblewrap {
@@ -105,7 +110,7 @@ impl Bubblewrap {
         };
         let cgroups = start_cgroups(&limits)?;
         let (learning, learned) = tokio::sync::watch::channel(false);
-        let provider = Bubblewrap { root, limits, bwrap, prlimit, seccomp, setpriv, ledger, cgroups, learned };
+        let provider = Bubblewrap { root, limits, bwrap, prlimit, seccomp, setpriv, ledger, cgroups, learned, gates: CommandGates::default() };
         // The probe runs under the filter too: where bwrap cannot apply it, sandboxes are unavailable.
         provider.check_it_works().await?;
         let (root, ledger) = (provider.root.clone(), provider.ledger.clone());
@@ -161,6 +166,12 @@ impl Bubblewrap {
             return Err(SandboxError::NotFound(sandbox_id.chars().take(64).collect()));
         }
         Ok(self.root.join(sandbox_id))
+    }
+
+    /// The mark a destroyed workspace leaves beside where its directory was, until the session's
+    /// next provision (or its deletion) removes it.
+    fn tombstone(&self, sandbox_id: &str) -> PathBuf {
+        self.root.join(format!(".{sandbox_id}.destroyed"))
     }
 
     /// The directory of an existing sandbox.
@@ -270,7 +281,10 @@ impl SandboxProvider for Bubblewrap {
         let dir = self.dir(&sandbox_id)?;
         // `create_dir` is atomic, also on storage several replicas share: one of them creates it.
         let created = match tokio::fs::create_dir(&dir).await {
-            Ok(()) => true,
+            Ok(()) => {
+                let _ = tokio::fs::remove_file(self.tombstone(&sandbox_id)).await;
+                true
+            }
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => false,
             Err(error) => return Err(SandboxError::io(format!("creating {}", dir.display()))(error)),
         };
@@ -313,6 +327,7 @@ impl SandboxProvider for Bubblewrap {
     }
 
     async fn exec(&self, sandbox_id: &str, request: ExecRequest) -> Result<ExecOutput, SandboxError> {
+        let mut pass = self.gates.enter(sandbox_id).await;
         let dir = self.existing(sandbox_id).await?;
         check_command(&request)?;
         // The start directory is made and entered inside the sandbox: any path is harmless there.
@@ -357,15 +372,22 @@ impl SandboxProvider for Bubblewrap {
             status = child.wait() => Ended::Exited(status),
             () = tokio::time::sleep(timeout) => Ended::TimedOut,
             over = self.ledger.watch(sandbox_id, &dir, before) => Ended::OverQuota(over),
+            () = pass.closing() => Ended::Destroyed,
         };
         let (status, timed_out, outgrown) = match ended {
             Ended::Exited(status) => (status.map_err(SandboxError::io("waiting for the command"))?, false, None),
-            Ended::TimedOut | Ended::OverQuota(_) => {
+            Ended::TimedOut | Ended::OverQuota(_) | Ended::Destroyed => {
                 // Killing bwrap ends the sandbox's PID namespace, and every process in it.
                 let _ = child.start_kill();
                 let status = child.wait().await.map_err(SandboxError::io("waiting for the killed command"))?;
                 match ended {
                     Ended::OverQuota(over) => (status, false, Some(over)),
+                    Ended::Destroyed => {
+                        if let Some(cgroup) = &cgroup {
+                            cgroup.kill_all();
+                        }
+                        return Err(SandboxError::Destroyed(sandbox_id.to_owned()));
+                    }
                     _ => (status, true, None),
                 }
             }
@@ -431,6 +453,7 @@ impl SandboxProvider for Bubblewrap {
     }
 
     async fn write_file(&self, sandbox_id: &str, path: &str, contents: &[u8]) -> Result<(), SandboxError> {
+        let _pass = self.gates.enter(sandbox_id).await;
         let dir = self.existing(sandbox_id).await?;
         let named = sandbox_path(path)?;
         let limit = self.limits.max_transfer_bytes;
@@ -478,11 +501,45 @@ impl SandboxProvider for Bubblewrap {
     async fn destroy(&self, session_id: &str) -> Result<(), SandboxError> {
         let sandbox_id = Bubblewrap::sandbox_id(session_id);
         let dir = self.dir(&sandbox_id)?;
+        let shut = self.gates.close(&sandbox_id).await;
         self.ledger.forget(&sandbox_id);
-        match tokio::fs::metadata(&dir).await {
+        let _ = tokio::fs::remove_file(self.tombstone(&sandbox_id)).await;
+        let removed = match tokio::fs::metadata(&dir).await {
             Ok(_) => remove_tree(&dir).await,
             Err(_) => Ok(()),
+        };
+        drop(shut);
+        self.gates.forget(&sandbox_id);
+        removed
+    }
+
+    fn name(&self) -> &'static str {
+        "bubblewrap"
+    }
+
+    async fn workspace(&self, session_id: &str) -> Result<WorkspaceState, SandboxError> {
+        let sandbox_id = Bubblewrap::sandbox_id(session_id);
+        if self.existing(&sandbox_id).await.is_ok() {
+            let used = self.ledger.settled(&sandbox_id).await.filter(|usage| usage.complete).map(|usage| (usage.bytes, usage.files));
+            return Ok(WorkspaceState::Ready { sandbox_id, used, quota_bytes: self.limits.max_workspace_bytes });
         }
+        match tokio::fs::metadata(self.tombstone(&sandbox_id)).await {
+            Ok(_) => Ok(WorkspaceState::Destroyed),
+            Err(_) => Ok(WorkspaceState::Absent),
+        }
+    }
+
+    async fn reset(&self, session_id: &str) -> Result<(), SandboxError> {
+        let sandbox_id = Bubblewrap::sandbox_id(session_id);
+        let dir = self.dir(&sandbox_id)?;
+        // Its commands are killed and waited for; none starts until the files are gone.
+        let _shut = self.gates.close(&sandbox_id).await;
+        if tokio::fs::metadata(&dir).await.is_err() {
+            return Ok(());
+        }
+        tokio::fs::write(self.tombstone(&sandbox_id), session_id).await.map_err(SandboxError::io("marking the workspace destroyed"))?;
+        self.ledger.forget(&sandbox_id);
+        remove_tree(&dir).await
     }
 
     /// Records the skill in the sandbox's `skills/` (written aside and renamed, so a concurrent
@@ -641,6 +698,8 @@ enum Ended {
     TimedOut,
     /// The watchdog found the sandbox grown past its quota, or its owner's, as measured.
     OverQuota(OverQuota),
+    /// The workspace is being destroyed.
+    Destroyed,
 }
 
 /// Refuses malformed commands and environments.

@@ -11,7 +11,8 @@
 //! [`ExecTool`] offers a session's sandbox to the model as the `exec` tool. `limits.rs` holds
 //! the bounds, `workspace.rs` the safe resolution of paths a caller names, `listing.rs` the
 //! listing of a directory's files from the host, never following a link,
-//! `command.rs` the `bwrap` command line, `output.rs` the capped capture of a command's output,
+//! `command.rs` the `bwrap` command line, `output.rs` the capped capture of a command's output, `gates.rs` the stopping of a sandbox's
+//! commands when its workspace is destroyed,
 //! `programs.rs` where the host programs are found, `quota.rs` the disk quota, `owners.rs` whose a
 //! sandbox is and the quota of one subject's or tenant's sandboxes together, `seccomp.rs` the
 //! seccomp filter every command runs under (after Docker's default profile: no new namespaces,
@@ -40,6 +41,7 @@ mod bubblewrap;
 mod cgroup;
 mod command;
 mod exec_tool;
+mod gates;
 mod inherited;
 mod limits;
 mod listing;
@@ -58,7 +60,7 @@ pub use exec_tool::{EXEC_TOOL, ExecTool};
 pub use limits::{CgroupPolicy, Limits};
 pub use listing::{FileKind, ListedFile, Listing};
 pub use owners::{QuotaScope, SandboxOwner};
-pub use provider::{ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, OpenedFile, OverQuota, Provisioned, SandboxProvider};
+pub use provider::{ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, OpenedFile, OverQuota, Provisioned, SandboxProvider, WorkspaceState};
 pub use output::{Captured, capture};
 pub use programs::{SYSTEM_PATH, find_program};
 pub use skill_mounts::{SKILLS_DIR, is_skill_name};
@@ -75,6 +77,9 @@ pub enum SandboxError {
     /// The session's sandbox does not exist (never provisioned, or removed).
     #[error("sandbox {0} does not exist")]
     NotFound(String),
+    /// The workspace was destroyed while the command ran; the command was killed.
+    #[error("the workspace was destroyed while the command ran (sandbox {0}); the command was killed")]
+    Destroyed(String),
     /// A path names something outside the workspace, or is malformed.
     #[error("invalid path {path:?}: {reason}")]
     InvalidPath { path: String, reason: String },

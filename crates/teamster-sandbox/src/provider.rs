@@ -19,6 +19,24 @@ pub struct Provisioned {
     pub created: bool,
 }
 
+/// A session's workspace, as its provider finds it ([`SandboxProvider::workspace`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkspaceState {
+    /// Never provisioned, or removed with its session.
+    Absent,
+    /// Destroyed by [`SandboxProvider::reset`]; the session's next provision makes a fresh one.
+    Destroyed,
+    /// Provisioned and usable.
+    Ready {
+        sandbox_id: String,
+        /// What its files took at the last measurement (allocated bytes and entries), when one
+        /// was made on this replica.
+        used: Option<(u64, u64)>,
+        /// Its disk quota in bytes; `u64::MAX` for none.
+        quota_bytes: u64,
+    },
+}
+
 /// A command to run in a sandbox.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExecRequest {
@@ -164,6 +182,26 @@ pub trait SandboxProvider: Send + Sync {
 
     /// Removes the sandbox of `session_id` and everything in it; nothing when there is none.
     async fn destroy(&self, session_id: &str) -> Result<(), SandboxError>;
+
+    /// The provider's name, as users read it (`bubblewrap`).
+    fn name(&self) -> &'static str {
+        "custom"
+    }
+
+    /// The state of the workspace of `session_id`.
+    async fn workspace(&self, session_id: &str) -> Result<WorkspaceState, SandboxError> {
+        let _ = session_id;
+        Err(SandboxError::Unavailable("this provider cannot report a workspace".to_owned()))
+    }
+
+    /// Destroys the workspace of `session_id` while its session goes on: its running commands
+    /// are killed first (their [`SandboxProvider::exec`] answers [`SandboxError::Destroyed`]),
+    /// then its files are removed, and it reads [`WorkspaceState::Destroyed`] until the next
+    /// [`SandboxProvider::provision`] makes a fresh one.
+    async fn reset(&self, session_id: &str) -> Result<(), SandboxError> {
+        let _ = session_id;
+        Err(SandboxError::Unavailable("this provider cannot destroy a workspace".to_owned()))
+    }
 
     /// Mounts a skill into a provisioned sandbox: the files of `dir` (a directory on the host,
     /// from [`crate::SkillCache`]) appear read-only at `/workspace/skills/<name>`

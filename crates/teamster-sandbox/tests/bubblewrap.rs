@@ -223,6 +223,43 @@ async fn a_dropped_command_is_killed_with_everything_it_started() {
 }
 
 #[tokio::test]
+async fn a_destroyed_workspace_kills_its_commands_loses_its_files_and_comes_back_fresh() {
+    use teamster_sandbox::WorkspaceState;
+    let root = Root::new("reset");
+    let sandboxes = std::sync::Arc::new(provider(&root, Limits::default()).await);
+    assert_eq!(sandboxes.workspace("ses_reset").await.unwrap(), WorkspaceState::Absent);
+    let id = sandboxes.provision("ses_reset", &common::owner()).await.unwrap().sandbox_id;
+    assert!(matches!(sandboxes.workspace("ses_reset").await.unwrap(), WorkspaceState::Ready { sandbox_id, .. } if sandbox_id == id));
+    sandboxes.write_file(&id, "notes/kept.txt", b"kept").await.unwrap();
+    let running = {
+        let sandboxes = sandboxes.clone();
+        let id = id.clone();
+        tokio::spawn(async move { sandboxes.exec(&id, marked("sleep 600 & sleep 600", "reset")).await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_marked("reset").len() < 2 {
+        assert!(Instant::now() < deadline, "the command did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    sandboxes.reset("ses_reset").await.unwrap();
+    // The command was killed first, with everything it started, and says why.
+    let answer = running.await.unwrap();
+    assert!(matches!(answer, Err(SandboxError::Destroyed(ref killed)) if *killed == id), "{answer:?}");
+    assert_none_left("reset").await;
+    assert_eq!(sandboxes.workspace("ses_reset").await.unwrap(), WorkspaceState::Destroyed);
+    assert!(matches!(sandboxes.exec(&id, run("true")).await, Err(SandboxError::NotFound(_))));
+    // The next provision makes a fresh, empty one under the same id.
+    let again = sandboxes.provision("ses_reset", &common::owner()).await.unwrap();
+    assert!(again.created && again.sandbox_id == id);
+    assert!(matches!(sandboxes.read_file(&id, "notes/kept.txt").await, Err(SandboxError::NoSuchFile(_))));
+    assert!(matches!(sandboxes.workspace("ses_reset").await.unwrap(), WorkspaceState::Ready { .. }));
+    // Deleting the session leaves no mark behind.
+    sandboxes.reset("ses_reset").await.unwrap();
+    sandboxes.destroy("ses_reset").await.unwrap();
+    assert_eq!(sandboxes.workspace("ses_reset").await.unwrap(), WorkspaceState::Absent);
+}
+
+#[tokio::test]
 async fn files_are_read_only_from_inside_the_workspace() {
     let root = Root::new("files");
     let limits = Limits { max_transfer_bytes: 1000, ..Limits::default() };
