@@ -171,6 +171,9 @@ test('a file a sandbox command makes is a data-file part, and downloads', async 
   const download = await fetch(`${server.url}/api/v1/sessions/${id}/turns/${message.id}/download-sandbox-file?path=${encodeURIComponent(files[0].data.path)}`);
   assert.equal(download.status, 200);
   assert.equal(await download.text(), 'hi\n');
+  // The turn made the workspace: one data part says it is ready.
+  const workspace = message.parts.filter((part) => part.type === 'data-workspace-status');
+  assert.deepEqual(workspace.map((part) => [part.id, part.data.status]), [['workspace', 'ready']]);
 });
 
 test('regenerate runs the last answer again from the turn before it', async () => {

@@ -173,6 +173,9 @@ pub struct DisplayState {
     pub state: Option<serde_json::Value>,
     /// The session's token usage and cost.
     pub usage: UsageTotals,
+    /// Where the session's workspace is in its lifecycle (`none` for agents without a sandbox).
+    #[serde(default)]
+    pub workspace: teamster_protocol::workspace::WorkspaceStatus,
 }
 
 impl DisplayState {

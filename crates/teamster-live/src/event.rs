@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use teamster_protocol::control::{Plan, QueuedMessage, TaskList};
 use teamster_protocol::session::Session;
+use teamster_protocol::workspace::WorkspaceStatus;
 
 use crate::display::{AgentEndStatus, DisplayState, SubagentStatus, SubagentView, UsageTotals};
 
@@ -136,6 +137,24 @@ pub enum LiveEvent {
     Error {
         /// What happened, in words.
         message: String,
+    },
+    /// The session's workspace changed state (made, destroyed, or failed to be made).
+    WorkspaceStatusChanged {
+        status: WorkspaceStatus,
+        /// Its sandbox, once it is ready.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox_id: Option<String>,
+        /// Why it could not be made.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// The session's workspace is ready (after a `workspace_status_changed` saying so).
+    WorkspaceReady {
+        sandbox_id: String,
+    },
+    /// The session's workspace could not be made (after a `workspace_status_changed` saying so).
+    WorkspaceError {
+        error: String,
     },
     /// Something worth telling the user (an MCP server to authorize, a sandbox made).
     Info {
@@ -338,7 +357,8 @@ impl LiveEvent {
             LiveEvent::ToolSuspended { tool_call_id, .. } => display.call(tool_call_id).status = "awaiting_answer".to_owned(),
             LiveEvent::UsageUpdate { usage } => display.usage = usage.clone(),
             LiveEvent::Error { message } => display.error = Some(message.clone()),
-            LiveEvent::Info { .. } => {}
+            LiveEvent::Info { .. } | LiveEvent::WorkspaceReady { .. } | LiveEvent::WorkspaceError { .. } => {}
+            LiveEvent::WorkspaceStatusChanged { status, .. } => display.workspace = *status,
             LiveEvent::ModeChanged { mode } => display.mode.clone_from(mode),
             LiveEvent::ModelChanged { model } => display.model.clone_from(model),
             LiveEvent::StateChanged { state } => display.state = Some(state.clone()),
@@ -395,6 +415,18 @@ impl LiveEvent {
         }
     }
 
+    /// The events saying the session's workspace is now in `status`: the change, then
+    /// `workspace_ready` or `workspace_error` when it is one of those.
+    pub fn workspace(status: WorkspaceStatus, sandbox_id: Option<&str>, error: Option<&str>) -> Vec<LiveEvent> {
+        let changed = LiveEvent::WorkspaceStatusChanged { status, sandbox_id: sandbox_id.map(str::to_owned), error: error.map(str::to_owned) };
+        let outcome = match status {
+            WorkspaceStatus::Ready => sandbox_id.map(|sandbox_id| LiveEvent::WorkspaceReady { sandbox_id: sandbox_id.to_owned() }),
+            WorkspaceStatus::Error => Some(LiveEvent::WorkspaceError { error: error.unwrap_or("the workspace could not be made").to_owned() }),
+            _ => None,
+        };
+        std::iter::once(changed).chain(outcome).collect()
+    }
+
     /// The event's name: its SSE `event:` and its `type`.
     pub fn name(&self) -> &'static str {
         match self {
@@ -414,6 +446,9 @@ impl LiveEvent {
             LiveEvent::UsageUpdate { .. } => "usage_update",
             LiveEvent::Error { .. } => "error",
             LiveEvent::Info { .. } => "info",
+            LiveEvent::WorkspaceStatusChanged { .. } => "workspace_status_changed",
+            LiveEvent::WorkspaceReady { .. } => "workspace_ready",
+            LiveEvent::WorkspaceError { .. } => "workspace_error",
             LiveEvent::ModeChanged { .. } => "mode_changed",
             LiveEvent::ModelChanged { .. } => "model_changed",
             LiveEvent::StateChanged { .. } => "state_changed",

@@ -63,7 +63,7 @@ impl TurnTranslator {
                 }
             }
             Event::ThreadCreated(thread) => events.extend(self.close(&thread.parent.thread_id)),
-            Event::TurnDone(_) | Event::McpAuthRequired(_) | Event::SandboxCreated(_) | Event::TurnCreated(_) => {
+            Event::TurnDone(_) | Event::McpAuthRequired(_) | Event::SandboxCreated(_) | Event::WorkspaceStatus(_) | Event::TurnCreated(_) => {
                 let threads: Vec<String> = self.open.keys().cloned().collect();
                 for thread in threads {
                     events.extend(self.close(&thread));
@@ -138,6 +138,7 @@ impl TurnTranslator {
                 vec![LiveEvent::Info { message: format!("authorize the MCP servers {} to go on", servers.join(", ")) }]
             }
             Event::SandboxCreated(sandbox) => vec![LiveEvent::Info { message: format!("sandbox {} is ready", sandbox.sandbox_id) }],
+            Event::WorkspaceStatus(changed) => LiveEvent::workspace(changed.status, changed.sandbox_id.as_deref(), changed.error.as_deref()),
             Event::McpInitialize(_) => Vec::new(),
             Event::TurnDone(done) => self.turn_done(&done.state),
         }

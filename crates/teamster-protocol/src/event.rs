@@ -43,6 +43,10 @@ pub enum Event {
     /// that ask for it: the gateway dialect has no such event.
     #[serde(rename = "tool.progress")]
     ToolProgress(ToolProgress),
+    /// A Teamster extension, in the stream only (never listed): the session's workspace
+    /// changed state as the turn made it.
+    #[serde(rename = "workspace.status")]
+    WorkspaceStatus(WorkspaceStatusChanged),
 }
 
 impl Event {
@@ -62,6 +66,7 @@ impl Event {
             Event::ToolApprovalRequired(_) => "tool.approval_required",
             Event::ToolResponseRequired(_) => "tool.response_required",
             Event::ToolProgress(_) => "tool.progress",
+            Event::WorkspaceStatus(_) => "workspace.status",
         }
     }
 
@@ -80,13 +85,14 @@ impl Event {
             Event::SandboxCreated(e) => &e.id,
             Event::ToolApprovalRequired(e) | Event::ToolResponseRequired(e) => &e.id,
             Event::ToolProgress(e) => &e.id,
+            Event::WorkspaceStatus(e) => &e.id,
         }
     }
 
     /// Whether the event is listed by the turn-events endpoint: content events only, never
     /// `turn.created`, `turn.done`, deltas or progress.
     pub fn is_turn_content(kind: &str) -> bool {
-        !matches!(kind, "turn.created" | "turn.done" | "model.message.delta" | "tool.progress")
+        !matches!(kind, "turn.created" | "turn.done" | "model.message.delta" | "tool.progress" | "workspace.status")
     }
 
     /// Whether an event's stored JSON is a `tool.progress` (read without parsing it: the
@@ -573,6 +579,20 @@ pub struct SandboxCreated {
     pub created_at: String,
     /// The sandbox's id; files are downloaded under it.
     pub sandbox_id: String,
+    pub thread_id: Option<String>,
+}
+
+/// `workspace.status`: the session's workspace changed state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct WorkspaceStatusChanged {
+    pub id: String,
+    pub created_at: String,
+    pub status: crate::workspace::WorkspaceStatus,
+    /// The workspace's sandbox, once it is ready.
+    pub sandbox_id: Option<String>,
+    /// Why it could not be made (with `error`).
+    pub error: Option<String>,
     pub thread_id: Option<String>,
 }
 

@@ -19,6 +19,7 @@ pub mod settings;
 pub mod sse;
 pub mod timestamp;
 pub mod turn;
+pub mod workspace;
 
 pub use agent::{AgentManifest, AgentSpec, ModelParams, ModelRef, RuntimeConfig};
 pub use event::{Event, ModelMessage, ModelMessageDelta, ToolCall, ToolInfo, Usage};

@@ -327,7 +327,7 @@ impl SandboxProvider for Bubblewrap {
     }
 
     async fn exec(&self, sandbox_id: &str, request: ExecRequest) -> Result<ExecOutput, SandboxError> {
-        let mut pass = self.gates.enter(sandbox_id).await;
+        let pass = self.gates.enter(sandbox_id).await;
         let dir = self.existing(sandbox_id).await?;
         check_command(&request)?;
         // The start directory is made and entered inside the sandbox: any path is harmless there.

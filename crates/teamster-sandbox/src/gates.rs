@@ -6,7 +6,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock, watch};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::{Notify, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 
 /// The gates of a provider's sandboxes, by sandbox id.
 #[derive(Debug, Default)]
@@ -19,21 +21,28 @@ struct Gate {
     /// Held shared by each running command, exclusively while the workspace is destroyed.
     running: Arc<RwLock<()>>,
     /// True while the workspace is being destroyed: its commands stop.
-    closing: watch::Sender<bool>,
+    closing: AtomicBool,
+    /// Wakes the running commands when `closing` turns true.
+    woken: Notify,
 }
 
 /// A command's passage through its sandbox's gate, held while it runs.
 pub(crate) struct Pass {
     _running: OwnedRwLockReadGuard<()>,
-    closing: watch::Receiver<bool>,
-    _gate: Arc<Gate>,
+    gate: Arc<Gate>,
 }
 
 impl Pass {
     /// Resolves once the sandbox's workspace is being destroyed: the command must stop.
-    pub(crate) async fn closing(&mut self) {
-        // The gate lives as long as this pass, so its sender is never dropped before.
-        let _ = self.closing.wait_for(|closing| *closing).await;
+    pub(crate) async fn closing(&self) {
+        loop {
+            // Registered before the flag is read, so a close in between still wakes it.
+            let woken = self.gate.woken.notified();
+            if self.gate.closing.load(Ordering::Acquire) {
+                return;
+            }
+            woken.await;
+        }
     }
 }
 
@@ -45,7 +54,7 @@ pub(crate) struct Shut {
 
 impl Drop for Shut {
     fn drop(&mut self) {
-        self.gate.closing.send_replace(false);
+        self.gate.closing.store(false, Ordering::Release);
     }
 }
 
@@ -54,7 +63,7 @@ impl CommandGates {
         let mut gates = self.gates.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         gates
             .entry(sandbox_id.to_owned())
-            .or_insert_with(|| Arc::new(Gate { running: Arc::new(RwLock::new(())), closing: watch::Sender::new(false) }))
+            .or_insert_with(|| Arc::new(Gate { running: Arc::new(RwLock::new(())), closing: AtomicBool::new(false), woken: Notify::new() }))
             .clone()
     }
 
@@ -62,14 +71,15 @@ impl CommandGates {
     pub(crate) async fn enter(&self, sandbox_id: &str) -> Pass {
         let gate = self.gate(sandbox_id);
         let running = gate.running.clone().read_owned().await;
-        Pass { _running: running, closing: gate.closing.subscribe(), _gate: gate }
+        Pass { _running: running, gate }
     }
 
     /// Tells the sandbox's running commands to stop and waits until they have; the gate stays
     /// shut while the returned guard lives.
     pub(crate) async fn close(&self, sandbox_id: &str) -> Shut {
         let gate = self.gate(sandbox_id);
-        gate.closing.send_replace(true);
+        gate.closing.store(true, Ordering::Release);
+        gate.woken.notify_waiters();
         let running = gate.running.clone().write_owned().await;
         Shut { _running: running, gate }
     }
@@ -87,7 +97,7 @@ mod tests {
     #[tokio::test]
     async fn closing_stops_the_running_commands_and_holds_new_ones_until_it_is_done() {
         let gates = Arc::new(CommandGates::default());
-        let mut pass = gates.enter("sbx_a").await;
+        let pass = gates.enter("sbx_a").await;
         let other = gates.enter("sbx_b").await;
         let closer = tokio::spawn({
             let gates = gates.clone();
@@ -99,10 +109,10 @@ mod tests {
         drop(pass);
         let shut = closer.await.unwrap();
         // A command of another sandbox is untouched; a new one of this sandbox waits.
-        assert!(!*other.closing.borrow());
+        assert!(!other.gate.closing.load(Ordering::Acquire));
         let waiting = tokio::spawn({
             let gates = gates.clone();
-            async move { gates.enter("sbx_a").await.closing.borrow().to_owned() }
+            async move { gates.enter("sbx_a").await.gate.closing.load(Ordering::Acquire) }
         });
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());

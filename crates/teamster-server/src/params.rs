@@ -23,7 +23,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Params {
     }
 }
 
-fn invalid(param: &str, message: String) -> ApiError {
+pub(crate) fn invalid(param: &str, message: String) -> ApiError {
     ApiError::bad_request("invalid_request", message).with_param(param)
 }
 

@@ -29,6 +29,7 @@ mod skills;
 mod turn_planner;
 mod turns;
 mod views;
+mod workspaces;
 
 use teamster_llm::registry::RegistryOptions;
 use std::sync::Arc;
@@ -50,6 +51,8 @@ pub use teamster_mcp::oauth::TokenKey;
 pub use catalog::{Catalog, ModelProviders, ProviderWrite, SessionListQuery, SessionScope, SessionUpdate};
 pub use teamster_runtime::{EventStream, LeaseConfig, StartedTurn, StreamedEvent};
 pub use sandboxes::Sandboxes;
+pub use workspaces::SessionWorkspaces;
+pub use teamster_workspace::{FilesQuery as WorkspaceFilesQuery, MAX_LISTED_DEPTH as MAX_WORKSPACE_LISTING_DEPTH};
 pub use teamster_store::SessionOrder;
 pub use clones::CloneSession;
 pub use follow_ups::FollowUps;
@@ -299,6 +302,11 @@ impl Service {
 
     fn signals(&self) -> &signals::SessionSignals {
         &self.inner.signals
+    }
+
+    /// Sessions' workspaces: reported, made ahead, destroyed.
+    pub fn workspaces(&self) -> SessionWorkspaces<'_> {
+        SessionWorkspaces { service: self }
     }
 
     /// A session's files, for download.

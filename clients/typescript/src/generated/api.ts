@@ -860,6 +860,34 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/sessions/{session_id}/workspace": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The session's workspace
+         * @description Where the session's workspace (its sandbox's files) stands: `none` (not made yet, or the agent has no sandbox: then no `provider`), `provisioning`, `ready` (with its usage, quota and files), `error` (the last attempt to make it failed: `error` says why) or `destroyed`. `files` lists the top level of the workspace, or of `path` to `depth` levels (at most 500 entries).
+         */
+        get: operations["getSessionWorkspace"];
+        put?: never;
+        /**
+         * Make the session's workspace now
+         * @description Makes the session's workspace ahead of its first tool call (a warm start); one that exists is left as it is. The live channel says `workspace_status_changed` and `workspace_ready` (or `workspace_error`). 409 when the session's agent has no sandbox.
+         */
+        post: operations["provisionSessionWorkspace"];
+        /**
+         * Destroy the session's workspace
+         * @description Destroys the session's workspace while the session goes on: a command running in it is killed first (its tool call ends with an error), its files are gone, and the session's next tool call makes a fresh one. 409 when the session's agent has no sandbox.
+         */
+        delete: operations["destroySessionWorkspace"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/settings/mcp-servers": {
         parameters: {
             query?: never;
@@ -1707,6 +1735,8 @@ export interface components {
                 tool_calls: components["schemas"]["ToolCallView"][];
                 /** @description The session's token usage and cost. */
                 usage: components["schemas"]["UsageTotals"];
+                /** @description Where the session's workspace is in its lifecycle (`none` for agents without a sandbox). */
+                workspace?: components["schemas"]["WorkspaceStatus"];
             };
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
@@ -2036,6 +2066,36 @@ export interface components {
                 source: string;
             }[];
         };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Workspace: {
+            /** @description A session's workspace. */
+            data: {
+                /** @description Why the last attempt to make it failed (with `error`). */
+                error?: string | null;
+                /**
+                 * @description The files under the listed directory (the workspace's top level unless `path` and
+                 *     `depth` ask for more), directories before what they hold; empty unless it is ready.
+                 */
+                files: components["schemas"]["WorkspaceFile"][];
+                /** @description Whether more files were there than listed. */
+                files_truncated: boolean;
+                /** @description Who runs it (`bubblewrap`); absent when the session's agent has no sandbox. */
+                provider?: string | null;
+                /**
+                 * Format: int64
+                 * @description Its disk quota in bytes, when it has one.
+                 */
+                quota_bytes?: number | null;
+                /** @description Its sandbox's id, under which its files are downloaded (when it is ready). */
+                sandbox_id?: string | null;
+                status: components["schemas"]["WorkspaceStatus"];
+                /**
+                 * Format: int64
+                 * @description What its files took at the last measurement (allocated bytes), when one was made.
+                 */
+                used_bytes?: number | null;
+            };
+        };
         DeltaFunction: {
             /** @description Text to append to the arguments (JSON). */
             arguments?: string | null;
@@ -2111,6 +2171,8 @@ export interface components {
             tool_calls: components["schemas"]["ToolCallView"][];
             /** @description The session's token usage and cost. */
             usage: components["schemas"]["UsageTotals"];
+            /** @description Where the session's workspace is in its lifecycle (`none` for agents without a sandbox). */
+            workspace?: components["schemas"]["WorkspaceStatus"];
         };
         /** @description An empty JSON object, the body of cancel and delete responses. */
         Empty: Record<string, never>;
@@ -2210,6 +2272,12 @@ export interface components {
              * @enum {string}
              */
             type: "tool.progress";
+        }) | (components["schemas"]["WorkspaceStatusChanged"] & {
+            /**
+             * @description Always `workspace.status`: the kind of this object.
+             * @enum {string}
+             */
+            type: "workspace.status";
         });
         /**
          * @description Bounds on a turn's fan-out: how many tool calls of one model message run at once (the rest
@@ -2487,6 +2555,31 @@ export interface components {
              * @enum {string}
              */
             type: "error";
+        } | {
+            /** @description Why it could not be made. */
+            error?: string | null;
+            /** @description Its sandbox, once it is ready. */
+            sandbox_id?: string | null;
+            status: components["schemas"]["WorkspaceStatus"];
+            /**
+             * @description Always `workspace_status_changed`: the kind of this object.
+             * @enum {string}
+             */
+            type: "workspace_status_changed";
+        } | {
+            sandbox_id: string;
+            /**
+             * @description Always `workspace_ready`: the kind of this object.
+             * @enum {string}
+             */
+            type: "workspace_ready";
+        } | {
+            error: string;
+            /**
+             * @description Always `workspace_error`: the kind of this object.
+             * @enum {string}
+             */
+            type: "workspace_error";
         } | {
             /** @description What happened, in words. */
             message: string;
@@ -3080,6 +3173,9 @@ export interface components {
             }) | (components["schemas"]["ToolProgress"] & {
                 /** @enum {string} */
                 type: "tool.progress";
+            }) | (components["schemas"]["WorkspaceStatusChanged"] & {
+                /** @enum {string} */
+                type: "workspace.status";
             }))[];
             /** @description The page's size and the tokens of the pages after and before it. */
             pagination: components["schemas"]["TokenPagination"];
@@ -4112,6 +4208,65 @@ export interface components {
              * @enum {string}
              */
             type: "file";
+        };
+        /** @description A session's workspace. */
+        Workspace: {
+            /** @description Why the last attempt to make it failed (with `error`). */
+            error?: string | null;
+            /**
+             * @description The files under the listed directory (the workspace's top level unless `path` and
+             *     `depth` ask for more), directories before what they hold; empty unless it is ready.
+             */
+            files: components["schemas"]["WorkspaceFile"][];
+            /** @description Whether more files were there than listed. */
+            files_truncated: boolean;
+            /** @description Who runs it (`bubblewrap`); absent when the session's agent has no sandbox. */
+            provider?: string | null;
+            /**
+             * Format: int64
+             * @description Its disk quota in bytes, when it has one.
+             */
+            quota_bytes?: number | null;
+            /** @description Its sandbox's id, under which its files are downloaded (when it is ready). */
+            sandbox_id?: string | null;
+            status: components["schemas"]["WorkspaceStatus"];
+            /**
+             * Format: int64
+             * @description What its files took at the last measurement (allocated bytes), when one was made.
+             */
+            used_bytes?: number | null;
+        };
+        /** @description A file of a workspace's listing. */
+        WorkspaceFile: {
+            /**
+             * Format: int64
+             * @description Its length in bytes.
+             */
+            bytes: number;
+            kind: components["schemas"]["WorkspaceFileKind"];
+            /** @description Its path as the sandbox shows it (`/workspace/src/main.rs`); files are downloaded by it. */
+            path: string;
+        };
+        /** @enum {string} */
+        WorkspaceFileKind: "file" | "directory" | "link" | "other";
+        /**
+         * @description Where a session's workspace is in its lifecycle.
+         * @enum {string}
+         */
+        WorkspaceStatus: "none" | "provisioning" | "ready" | "error" | "destroyed";
+        /** @description `workspace.status`: the session's workspace changed state. */
+        WorkspaceStatusChanged: {
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
+            created_at: string;
+            /** @description Why it could not be made (with `error`). */
+            error?: string | null;
+            /** @description This object's id. */
+            id: string;
+            /** @description The workspace's sandbox, once it is ready. */
+            sandbox_id?: string | null;
+            status: components["schemas"]["WorkspaceStatus"];
+            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
+            thread_id?: string | null;
         };
     };
     responses: never;
@@ -6077,6 +6232,107 @@ export interface operations {
                 };
                 content: {
                     "text/event-stream": components["schemas"]["Event"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    getSessionWorkspace: {
+        parameters: {
+            query?: {
+                /** @description How many levels to list, 1 to 8 (1 when absent). */
+                depth?: number;
+                /** @description The directory to list: relative to the workspace, or absolute under `/workspace` or `/tmp`. */
+                path?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The workspace. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Workspace"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    provisionSessionWorkspace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The workspace, ready. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Workspace"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    destroySessionWorkspace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The workspace, destroyed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Workspace"];
                 };
             };
             /** @description The error shape, with the status that says what failed. */

@@ -120,6 +120,7 @@ impl Translator {
             Event::ToolResponseRequired(pending) => self.pending(pending, "question", parts),
             Event::McpAuthRequired(auth) => parts.push(Part::custom("mcp-auth-required", auth)),
             Event::SandboxCreated(sandbox) => parts.push(Part::custom("sandbox-created", sandbox)),
+            Event::WorkspaceStatus(changed) => parts.push(Part::custom("workspace-status", changed)),
             Event::McpInitialize(_) => {}
             Event::TurnDone(done) => self.turn_done(&done.state, parts),
         }

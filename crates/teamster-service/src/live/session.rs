@@ -87,6 +87,7 @@ impl Follower {
         let follow_ups = self.reader.follow_ups().await?;
         let (tasks, plans) = self.reader.views().await?;
         let usage = self.reader.usage().await?;
+        let workspace = self.reader.workspace(&record).await;
         let mut running_turn = None;
         let mut replayed = Vec::new();
         if let Some(turn_id) = record.last_turn_id {
@@ -115,6 +116,9 @@ impl Follower {
         display.state = record.control.state;
         display.follow_ups = follow_ups;
         (display.tasks, display.plans) = (tasks, plans);
+        if let Some(workspace) = workspace {
+            display.workspace = workspace.status;
+        }
         for event in &replayed {
             event.fold_into(display);
         }
@@ -192,6 +196,7 @@ impl Follower {
     async fn refresh(&mut self, views: bool) -> std::result::Result<(), Stop> {
         let Some(record) = self.reader.session().await? else { return Ok(()) };
         let follow_ups = self.reader.follow_ups().await?;
+        let workspace = self.reader.workspace(&record).await;
         let mut events = Vec::new();
         let last_turn_id = {
             let display = &self.hub.published().display;
@@ -211,6 +216,9 @@ impl Follower {
             if follow_ups != display.follow_ups {
                 let follow_up = follow_ups.iter().find(|queued| !display.follow_ups.iter().any(|known| known.id == queued.id)).cloned();
                 events.push(LiveEvent::FollowUpQueued { follow_up, follow_ups });
+            }
+            if let Some(workspace) = workspace.filter(|workspace| workspace.status != display.workspace) {
+                events.extend(LiveEvent::workspace(workspace.status, workspace.sandbox_id.as_deref(), workspace.error.as_deref()));
             }
             display.last_turn_id.clone()
         };
@@ -274,6 +282,18 @@ impl Reader {
             Err(error) => {
                 tracing::warn!(session = %self.session_id, %error, "a live channel could not read its session");
                 Ok(None)
+            }
+        }
+    }
+
+    /// Where the session's workspace stands; `None` when that cannot be told now (the next
+    /// read tries again).
+    async fn workspace(&self, record: &teamster_store::SessionRecord) -> Option<teamster_workspace::Standing> {
+        match self.service.workspaces().status(record).await {
+            Ok(standing) => Some(standing),
+            Err(error) => {
+                tracing::debug!(session = %self.session_id, %error, "a live channel could not read its workspace");
+                None
             }
         }
     }

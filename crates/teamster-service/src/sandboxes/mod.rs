@@ -10,7 +10,8 @@ use teamster_protocol::agent::SandboxConfig;
 use teamster_protocol::event::SandboxCreated;
 use teamster_protocol::{AgentSpec, Event, ids, timestamp};
 use teamster_sandbox::{SandboxOwner, SandboxProvider};
-use teamster_workspace::WorkspaceTools;
+use teamster_protocol::workspace::WorkspaceStatus;
+use teamster_workspace::{WorkspaceTools, Workspaces};
 use teamster_tools::ToolSource;
 
 use crate::error::{Result, ServiceError};
@@ -26,7 +27,13 @@ pub enum Sandboxes {
     Off { reason: String },
     /// It does, with this provider, mounting skills from these sources; commands may use the
     /// network when `network` is `Ok`, and otherwise not, for the reason it holds.
-    On { provider: Arc<dyn SandboxProvider>, skills: Arc<SkillSources>, network: std::result::Result<(), String> },
+    On {
+        provider: Arc<dyn SandboxProvider>,
+        /// The lifecycle of the sessions' workspaces on `provider`.
+        workspaces: Arc<Workspaces>,
+        skills: Arc<SkillSources>,
+        network: std::result::Result<(), String>,
+    },
 }
 
 /// Why network sandboxes are refused until the operator allows them.
@@ -45,8 +52,8 @@ pub(crate) struct TurnSandbox {
     pub sandbox_id: String,
     /// The tools on it the agent chose: `exec` and the file tools (`teamster-workspace`).
     pub tools: Arc<dyn ToolSource>,
-    /// `sandbox.created`, when planning this turn made the sandbox.
-    pub created: Option<Event>,
+    /// `sandbox.created` and `workspace.status`, when planning this turn made the sandbox.
+    pub created: Option<(Event, Event)>,
 }
 
 /// Checks the sandbox tools a spec chooses (`config.sandbox.tools`): only the sandbox's, each
@@ -72,13 +79,14 @@ fn wants_network(spec: &AgentSpec) -> bool {
 impl Sandboxes {
     /// Sandboxes run by `provider`, with skills from `skills`.
     pub fn on(provider: Arc<dyn SandboxProvider>, skills: SkillSources) -> Sandboxes {
-        Sandboxes::On { provider, skills: Arc::new(skills), network: Err(NETWORK_OFF.to_owned()) }
+        let workspaces = Arc::new(Workspaces::new(provider.clone()));
+        Sandboxes::On { provider, workspaces, skills: Arc::new(skills), network: Err(NETWORK_OFF.to_owned()) }
     }
 
     /// The same, with commands allowed the network (`Ok`) or refused it for a reason.
     pub fn with_network(self, allowed: std::result::Result<(), String>) -> Sandboxes {
         match self {
-            Sandboxes::On { provider, skills, .. } => Sandboxes::On { provider, skills, network: allowed },
+            Sandboxes::On { provider, workspaces, skills, .. } => Sandboxes::On { provider, workspaces, skills, network: allowed },
             off => off,
         }
     }
@@ -110,35 +118,45 @@ impl Sandboxes {
         spec: &AgentSpec,
     ) -> std::result::Result<Option<TurnSandbox>, String> {
         let Some(wanted) = wanted(spec) else { return Ok(None) };
-        let (provider, skills) = match self {
+        let provider = match self {
             // A spec saved before the operator turned network sandboxes off runs no command with one.
             Sandboxes::On { network: Err(reason), .. } if wants_network(spec) => {
                 return Err(format!("The agent asks for a sandbox with network access, but {reason}."));
             }
-            Sandboxes::On { provider, skills, .. } => (provider.clone(), skills.clone()),
+            Sandboxes::On { provider, workspaces, skills, .. } => (provider.clone(), workspaces, skills.clone()),
             Sandboxes::Off { reason } => return Err(format!("The agent needs a sandbox, but this server runs none: {reason}.")),
         };
-        let provisioned = provider
+        let (provider, workspaces, skills) = provider;
+        let provisioned = workspaces
             .provision(session_id, owner)
             .await
             .map_err(|error| format!("The session's sandbox could not be prepared: {error}."))?;
         let network = wanted.network.unwrap_or(false);
         let created = provisioned.created.then(|| {
-            Event::SandboxCreated(SandboxCreated {
+            let created = Event::SandboxCreated(SandboxCreated {
                 id: ids::new_id("evt"),
                 created_at: timestamp::now(),
                 sandbox_id: provisioned.sandbox_id.clone(),
                 thread_id: None,
-            })
+            });
+            (created, teamster_workspace::status_event(WorkspaceStatus::Ready, Some(&provisioned.sandbox_id), None))
         });
         let tools = Arc::new(WorkspaceTools::new(provider.clone(), provisioned.sandbox_id.clone(), network, wanted.tools.as_ref()));
         Ok(Some(TurnSandbox { provider, skills, sandbox_id: provisioned.sandbox_id, tools, created }))
     }
 
+    /// The lifecycle of the sessions' workspaces, when sandboxes run here.
+    pub(crate) fn workspaces(&self) -> Option<&Arc<Workspaces>> {
+        match self {
+            Sandboxes::On { workspaces, .. } => Some(workspaces),
+            Sandboxes::Off { .. } => None,
+        }
+    }
+
     /// Removes a deleted session's sandbox (logged, not failed, when it cannot be).
     pub(crate) async fn destroy(&self, session_id: &str) {
-        if let Sandboxes::On { provider, .. } = self
-            && let Err(error) = provider.destroy(session_id).await
+        if let Sandboxes::On { workspaces, .. } = self
+            && let Err(error) = workspaces.remove(session_id).await
         {
             tracing::warn!(session_id, %error, "a deleted session's sandbox could not be removed");
         }
