@@ -7,6 +7,7 @@ the next tool call; each change shown on the live channel, in the native stream 
 from __future__ import annotations
 
 import json
+import time
 
 import wire
 from test_data_stream import parts, subscribe
@@ -121,3 +122,52 @@ def test_an_agent_without_a_sandbox_has_no_workspace_and_bad_listings_are_refuse
     assert tool_results(run)[0]["exit_code"] == 0, json.dumps(tool_results(run))
     assert {"path": "/workspace/etc-link", "kind": "link", "bytes": 4} in workspace(api, sid)["files"]
     wire.assert_error(api.get(f"/api/v1/sessions/{sid}/workspace", params={"path": "etc-link"}), 400)
+
+
+def test_a_running_commands_output_streams_before_it_ends(api: wire.Api):
+    sid = api.create_session(spec=sandbox_spec())["id"]
+    command = "for i in 1 2 3 4 5 6; do echo line $i; sleep 0.5; done; echo done >&2"
+    body = {"input": [{"type": "user.message", "content": exec_call(command) + " " + wire.unique("ws")}], "stream": True}
+    arrivals: list[tuple[float, dict]] = []
+    started = time.monotonic()
+    with api.http.stream("POST", f"/api/v1/sessions/{sid}/turns", params={"include": "shell.output"}, json=body) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                arrivals.append((time.monotonic() - started, json.loads(line[len("data: "):])))
+    pieces = [(at, event) for at, event in arrivals if event["type"] == "shell.output"]
+    (ended_at,) = [at for at, event in arrivals if event["type"] == "tool.response"]
+    stdout = "".join(event["text"] for _, event in pieces if event["stream"] == "stdout")
+    assert stdout == "".join(f"line {i}\n" for i in range(1, 7))
+    assert [event["text"] for _, event in pieces if event["stream"] == "stderr"] == ["done\n"]
+    # The first line came while the command still had seconds to run.
+    assert ended_at - pieces[0][0] > 1.5, [(round(at, 2), event["text"]) for at, event in pieces]
+    assert len(pieces) >= 3, "the lines came in several pieces"
+    offsets = [event["offset"] for _, event in pieces if event["stream"] == "stdout"]
+    assert offsets == sorted(offsets) and offsets[0] == 0
+    assert all(event["tool_name"] == "exec" and event["thread_id"] == "main" for _, event in pieces)
+    turn_id = arrivals[0][1]["turn_id"]
+
+    # Not in a native stream that does not ask for them, nor in the turn's listed events.
+    plain = api.stream("GET", f"/api/v1/sessions/{sid}/turns/{turn_id}/subscribe")
+    assert not [event for event in plain.payloads if event["type"] == "shell.output"]
+    asked = api.stream("GET", f"/api/v1/sessions/{sid}/turns/{turn_id}/subscribe", params={"include": "shell.output,tool.progress"})
+    assert len([event for event in asked.payloads if event["type"] == "shell.output"]) == len(pieces)
+    listed = api.ok(api.get(f"/api/v1/sessions/{sid}/turns/{turn_id}/events"))["data"]
+    assert not [event for event in listed if event["type"] == "shell.output"]
+    wire.assert_error(api.get(f"/api/v1/sessions/{sid}/turns/{turn_id}/subscribe", params={"include": "shell"}), 400)
+    # The data stream shows each piece as a tool-progress part of the call.
+    progress = [part for part in parts(subscribe(api, sid, turn_id)) if part.get("type") == "tool-progress"]
+    assert "".join(part["milestone"]["text"] for part in progress if part["milestone"]["stream"] == "stdout") == stdout
+
+
+def test_a_commands_streamed_output_is_bounded(api: wire.Api):
+    sid = api.create_session(spec=sandbox_spec())["id"]
+    run = api.stream("POST", f"/api/v1/sessions/{sid}/turns", params={"include": "shell.output"},
+                     json={"input": [{"type": "user.message", "content": exec_call("head -c 300000 /dev/zero | tr '\\0' x") + " " + wire.unique("ws")}]})
+    pieces = [event for event in run.payloads if event["type"] == "shell.output"]
+    streamed = sum(len(event["text"]) for event in pieces)
+    assert 60 * 1024 < streamed <= 64 * 1024 and pieces[-1].get("truncated"), (streamed, len(pieces))
+    assert not any(event.get("truncated") for event in pieces[:-1])
+    (result,) = tool_results(wire.TurnRun(run))
+    assert "more bytes were dropped" in result["stdout"]

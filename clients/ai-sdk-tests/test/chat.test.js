@@ -176,6 +176,16 @@ test('a file a sandbox command makes is a data-file part, and downloads', async 
   assert.deepEqual(workspace.map((part) => [part.id, part.data.status]), [['workspace', 'ready']]);
 });
 
+test("what a sandbox command prints is a data-shell-output part of its call", async () => {
+  // The sandboxed agent the test before saved (tests in a file run in order).
+  const chat = new Chat({ server, agent: 'builder', id: newChatId() });
+  const message = await send(chat, '[tool:exec {"command": "echo one; echo two >&2; echo three"}]');
+  const [exec] = message.parts.filter((part) => part.type === 'tool-exec');
+  const printed = message.parts.filter((part) => part.type === 'data-shell-output');
+  assert.equal(printed.length, 1, 'one part per call, replaced as it grows');
+  assert.deepEqual(printed[0].data, { toolCallId: exec.toolCallId, toolName: 'exec', stdout: 'one\nthree\n', stderr: 'two\n', truncated: false });
+});
+
 test('regenerate runs the last answer again from the turn before it', async () => {
   const chat = new Chat({ server, agent: AGENT, id: newChatId() });
   await send(chat, 'first');

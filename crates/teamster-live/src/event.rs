@@ -138,6 +138,14 @@ pub enum LiveEvent {
         /// What happened, in words.
         message: String,
     },
+    /// A running command printed this (the sandbox's `exec`, on the main thread).
+    ShellOutput {
+        tool_call_id: String,
+        tool_name: String,
+        /// `stdout` or `stderr`.
+        stream: String,
+        text: String,
+    },
     /// The session's workspace changed state (made, destroyed, or failed to be made).
     WorkspaceStatusChanged {
         status: WorkspaceStatus,
@@ -357,7 +365,7 @@ impl LiveEvent {
             LiveEvent::ToolSuspended { tool_call_id, .. } => display.call(tool_call_id).status = "awaiting_answer".to_owned(),
             LiveEvent::UsageUpdate { usage } => display.usage = usage.clone(),
             LiveEvent::Error { message } => display.error = Some(message.clone()),
-            LiveEvent::Info { .. } | LiveEvent::WorkspaceReady { .. } | LiveEvent::WorkspaceError { .. } => {}
+            LiveEvent::Info { .. } | LiveEvent::WorkspaceReady { .. } | LiveEvent::WorkspaceError { .. } | LiveEvent::ShellOutput { .. } => {}
             LiveEvent::WorkspaceStatusChanged { status, .. } => display.workspace = *status,
             LiveEvent::ModeChanged { mode } => display.mode.clone_from(mode),
             LiveEvent::ModelChanged { model } => display.model.clone_from(model),
@@ -446,6 +454,7 @@ impl LiveEvent {
             LiveEvent::UsageUpdate { .. } => "usage_update",
             LiveEvent::Error { .. } => "error",
             LiveEvent::Info { .. } => "info",
+            LiveEvent::ShellOutput { .. } => "shell_output",
             LiveEvent::WorkspaceStatusChanged { .. } => "workspace_status_changed",
             LiveEvent::WorkspaceReady { .. } => "workspace_ready",
             LiveEvent::WorkspaceError { .. } => "workspace_error",
@@ -477,6 +486,7 @@ impl LiveEvent {
             LiveEvent::MessageUpdate { .. }
                 | LiveEvent::ToolInputDelta { .. }
                 | LiveEvent::ToolUpdate { .. }
+                | LiveEvent::ShellOutput { .. }
                 | LiveEvent::SubagentTextDelta { .. }
                 | LiveEvent::TurnEvent { .. }
         )

@@ -95,6 +95,13 @@ impl TurnTranslator {
                 message: progress.message.clone(),
             }],
             Event::ToolProgress(_) => Vec::new(),
+            Event::ShellOutput(output) if output.thread_id == MAIN_THREAD_ID => vec![LiveEvent::ShellOutput {
+                tool_call_id: output.tool_call_id.clone(),
+                tool_name: output.tool_name.clone(),
+                stream: output.stream.clone(),
+                text: output.text.clone(),
+            }],
+            Event::ShellOutput(_) => Vec::new(),
             Event::ToolResponse(response) => {
                 let tool_name = self.calls.get(&response.tool_call_id).map(|(name, _)| name.clone()).unwrap_or_default();
                 if response.thread_id == MAIN_THREAD_ID {
@@ -302,6 +309,7 @@ fn thread_of(event: &Event) -> Option<&str> {
         Event::ModelMessage(message) => Some(&message.thread_id),
         Event::ToolResponse(response) => Some(&response.thread_id),
         Event::ToolProgress(progress) => Some(&progress.thread_id),
+        Event::ShellOutput(output) => Some(&output.thread_id),
         Event::ToolApprovalRequired(pending) | Event::ToolResponseRequired(pending) => Some(&pending.thread_id),
         Event::ThreadDone(thread) => Some(&thread.thread_id),
         Event::McpInitialize(initialize) => Some(&initialize.thread_id),

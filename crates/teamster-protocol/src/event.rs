@@ -43,6 +43,10 @@ pub enum Event {
     /// that ask for it: the gateway dialect has no such event.
     #[serde(rename = "tool.progress")]
     ToolProgress(ToolProgress),
+    /// A Teamster extension, in the stream only (never listed) and shown to native clients
+    /// that ask for it: what a running command printed.
+    #[serde(rename = "shell.output")]
+    ShellOutput(ShellOutput),
     /// A Teamster extension, in the stream only (never listed): the session's workspace
     /// changed state as the turn made it.
     #[serde(rename = "workspace.status")]
@@ -66,6 +70,7 @@ impl Event {
             Event::ToolApprovalRequired(_) => "tool.approval_required",
             Event::ToolResponseRequired(_) => "tool.response_required",
             Event::ToolProgress(_) => "tool.progress",
+            Event::ShellOutput(_) => "shell.output",
             Event::WorkspaceStatus(_) => "workspace.status",
         }
     }
@@ -85,6 +90,7 @@ impl Event {
             Event::SandboxCreated(e) => &e.id,
             Event::ToolApprovalRequired(e) | Event::ToolResponseRequired(e) => &e.id,
             Event::ToolProgress(e) => &e.id,
+            Event::ShellOutput(e) => &e.id,
             Event::WorkspaceStatus(e) => &e.id,
         }
     }
@@ -92,13 +98,19 @@ impl Event {
     /// Whether the event is listed by the turn-events endpoint: content events only, never
     /// `turn.created`, `turn.done`, deltas or progress.
     pub fn is_turn_content(kind: &str) -> bool {
-        !matches!(kind, "turn.created" | "turn.done" | "model.message.delta" | "tool.progress" | "workspace.status")
+        !matches!(kind, "turn.created" | "turn.done" | "model.message.delta" | "tool.progress" | "shell.output" | "workspace.status")
     }
 
     /// Whether an event's stored JSON is a `tool.progress` (read without parsing it: the
     /// `type` tag is always serialised first).
     pub fn is_progress_json(json: &str) -> bool {
         json.starts_with(r#"{"type":"tool.progress""#)
+    }
+
+    /// Whether an event's stored JSON is a `shell.output` (read like
+    /// [`Event::is_progress_json`]).
+    pub fn is_shell_output_json(json: &str) -> bool {
+        json.starts_with(r#"{"type":"shell.output""#)
     }
 
     /// Whether the event is an action a human must take before the turn can go on.
@@ -425,6 +437,29 @@ pub struct ToolProgress {
     /// What the tool is doing, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+/// What a running command (the sandbox's `exec`) printed, as it came: each call's first
+/// 64 KiB at most, the piece that reaches that cap `truncated` (the call's result says how
+/// much was dropped).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ShellOutput {
+    pub id: String,
+    pub thread_id: String,
+    pub created_at: String,
+    pub tool_call_id: String,
+    /// The tool that runs the command (`exec`, or the name an agent gave it).
+    pub tool_name: String,
+    /// `stdout` or `stderr`.
+    pub stream: String,
+    /// The text, as printed (invalid UTF-8 replaced).
+    pub text: String,
+    /// How many bytes of this stream were streamed before this piece.
+    pub offset: u64,
+    /// Whether this piece reached the call's cap on streamed output: nothing follows it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -22,7 +22,9 @@ use crate::cgroup::{CgroupLimits, Cgroups, CommandCgroup};
 use crate::gates::CommandGates;
 use crate::command::{NetworkEntry, SandboxCommand};
 use crate::network::Network;
-use crate::output::capture;
+use crate::output::{capture, capture_tapped};
+use crate::relay::OutputRelay;
+use teamster_tools::ProgressSink;
 use crate::programs::find_program;
 use crate::provider::{
     ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, OpenedFile, OverQuota, Provisioned, SandboxProvider, WorkspaceState,
@@ -327,6 +329,10 @@ impl SandboxProvider for Bubblewrap {
     }
 
     async fn exec(&self, sandbox_id: &str, request: ExecRequest) -> Result<ExecOutput, SandboxError> {
+        self.exec_streaming(sandbox_id, request, &teamster_tools::NoProgress).await
+    }
+
+    async fn exec_streaming(&self, sandbox_id: &str, request: ExecRequest, output: &dyn ProgressSink) -> Result<ExecOutput, SandboxError> {
         let pass = self.gates.enter(sandbox_id).await;
         let dir = self.existing(sandbox_id).await?;
         check_command(&request)?;
@@ -365,15 +371,21 @@ impl SandboxProvider for Bubblewrap {
         let started = Instant::now();
         let (mut child, cgroup) = self.spawn(sandbox_id, &dir, run, Stdio::null()).await?;
         let limit = self.limits.max_output_bytes;
-        let stdout = tokio::spawn(capture(child.stdout.take().expect("stdout is piped"), limit));
-        let stderr = tokio::spawn(capture(child.stderr.take().expect("stderr is piped"), limit));
-        let ended = tokio::select! {
-            biased;
-            status = child.wait() => Ended::Exited(status),
-            () = tokio::time::sleep(timeout) => Ended::TimedOut,
-            over = self.ledger.watch(sandbox_id, &dir, before) => Ended::OverQuota(over),
-            () = pass.closing() => Ended::Destroyed,
-        };
+        // What the command prints goes to `output` while it runs, as much as its result keeps.
+        let (mut relay, out_tap, err_tap) = OutputRelay::new(output);
+        let stdout = tokio::spawn(capture_tapped(child.stdout.take().expect("stdout is piped"), limit, Some(out_tap)));
+        let stderr = tokio::spawn(capture_tapped(child.stderr.take().expect("stderr is piped"), limit, Some(err_tap)));
+        let ended = relay
+            .during(async {
+                tokio::select! {
+                    biased;
+                    status = child.wait() => Ended::Exited(status),
+                    () = tokio::time::sleep(timeout) => Ended::TimedOut,
+                    over = self.ledger.watch(sandbox_id, &dir, before) => Ended::OverQuota(over),
+                    () = pass.closing() => Ended::Destroyed,
+                }
+            })
+            .await;
         let (status, timed_out, outgrown) = match ended {
             Ended::Exited(status) => (status.map_err(SandboxError::io("waiting for the command"))?, false, None),
             Ended::TimedOut | Ended::OverQuota(_) | Ended::Destroyed => {
@@ -406,6 +418,7 @@ impl SandboxProvider for Bubblewrap {
             }
         };
         let (stdout, stderr) = (drained(stdout).await, drained(stderr).await);
+        relay.finish();
         let files = self.ledger.changed_files(&dir, since, MAX_CHANGED_FILES).await;
         let inside = Area::Workspace.inside();
         let files = files

@@ -12,7 +12,7 @@
 //! the bounds, `workspace.rs` the safe resolution of paths a caller names, `listing.rs` the
 //! listing of a directory's files from the host, never following a link,
 //! `command.rs` the `bwrap` command line, `output.rs` the capped capture of a command's output, `gates.rs` the stopping of a sandbox's
-//! commands when its workspace is destroyed,
+//! commands when its workspace is destroyed, `relay.rs` a running command's output handed on as it comes,
 //! `programs.rs` where the host programs are found, `quota.rs` the disk quota, `owners.rs` whose a
 //! sandbox is and the quota of one subject's or tenant's sandboxes together, `seccomp.rs` the
 //! seccomp filter every command runs under (after Docker's default profile: no new namespaces,
@@ -51,6 +51,7 @@ mod owners;
 mod programs;
 mod provider;
 mod quota;
+mod relay;
 mod seccomp;
 mod skill_mounts;
 mod workspace;

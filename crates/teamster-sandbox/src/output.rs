@@ -1,7 +1,12 @@
 //! Capturing a command's output up to a limit, reading (and counting) the rest so the command
 //! never blocks on a full pipe.
 
+use teamster_tools::OutputStream;
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::mpsc;
+
+/// Where the kept bytes of a stream go as they are read, tagged with their stream.
+pub(crate) type Tap = (OutputStream, mpsc::UnboundedSender<(OutputStream, Vec<u8>)>);
 
 /// What was captured of one stream.
 #[derive(Debug, Default)]
@@ -18,7 +23,12 @@ impl Captured {
 }
 
 /// Reads `reader` to its end, keeping the first `limit` bytes.
-pub async fn capture(mut reader: impl AsyncRead + Unpin, limit: usize) -> Captured {
+pub async fn capture(reader: impl AsyncRead + Unpin, limit: usize) -> Captured {
+    capture_tapped(reader, limit, None).await
+}
+
+/// Like [`capture`], sending each piece of the kept bytes to `tap` as it is read.
+pub(crate) async fn capture_tapped(mut reader: impl AsyncRead + Unpin, limit: usize, tap: Option<Tap>) -> Captured {
     let mut captured = Captured::default();
     let mut buffer = vec![0u8; 16 * 1024];
     loop {
@@ -29,6 +39,11 @@ pub async fn capture(mut reader: impl AsyncRead + Unpin, limit: usize) -> Captur
         let room = limit.saturating_sub(captured.kept.len());
         let kept = read.min(room);
         captured.kept.extend_from_slice(&buffer[..kept]);
+        if let Some((stream, sender)) = &tap
+            && kept > 0
+        {
+            let _ = sender.send((*stream, buffer[..kept].to_vec()));
+        }
         captured.dropped += (read - kept) as u64;
     }
 }

@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use teamster_tools::ProgressSink;
 use tokio::io::AsyncRead;
 
 use crate::{Listing, QuotaScope, SandboxError, SandboxOwner};
@@ -153,6 +154,14 @@ pub trait SandboxProvider: Send + Sync {
 
     /// Runs a command in a provisioned sandbox.
     async fn exec(&self, sandbox_id: &str, request: ExecRequest) -> Result<ExecOutput, SandboxError>;
+
+    /// Runs a command like [`SandboxProvider::exec`], handing what it prints to `output` while
+    /// it runs (at most what its result keeps of each stream). Providers that cannot stream
+    /// output give it all in the result alone.
+    async fn exec_streaming(&self, sandbox_id: &str, request: ExecRequest, output: &dyn ProgressSink) -> Result<ExecOutput, SandboxError> {
+        let _ = output;
+        self.exec(sandbox_id, request).await
+    }
 
     /// Opens a file of the sandbox (`path` under `/workspace` or `/tmp`) for reading, if it is
     /// within the provider's transfer limit: a download streams it from there.

@@ -75,19 +75,23 @@ impl Params {
     }
 
     /// The `stream_format` of a turn's stream: `native` when absent. A native stream carries
-    /// the `tool.progress` extension events only when `include` names them.
+    /// the `tool.progress` and `shell.output` extension events only when `include` names them.
     pub fn stream_format(&self) -> Result<StreamFormat, ApiError> {
-        let mut progress = false;
+        let mut extensions = Extensions::default();
         for name in self.string("include").iter().flat_map(|list| list.split(',')).map(str::trim) {
             match name {
-                "tool.progress" => progress = true,
+                "tool.progress" => extensions.progress = true,
+                "shell.output" => extensions.shell_output = true,
                 other => {
-                    return Err(invalid("include", format!("include may only name \"tool.progress\", not {other:?}")));
+                    return Err(invalid(
+                        "include",
+                        format!("include may only name \"tool.progress\" and \"shell.output\", not {other:?}"),
+                    ));
                 }
             }
         }
         match self.string("stream_format").as_deref() {
-            None | Some("native") => Ok(StreamFormat::Native { progress }),
+            None | Some("native") => Ok(StreamFormat::Native(extensions)),
             Some("data-stream") => Ok(StreamFormat::DataStream),
             Some(other) => Err(invalid(
                 "stream_format",
@@ -108,13 +112,33 @@ impl Params {
     }
 }
 
+/// The extension events a native stream carries besides the stored ones.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extensions {
+    /// `tool.progress`.
+    pub progress: bool,
+    /// `shell.output`.
+    pub shell_output: bool,
+}
+
+impl Extensions {
+    /// Every extension event (the gateway dialect's streams).
+    pub const ALL: Extensions = Extensions { progress: true, shell_output: true };
+
+    /// Whether an event's stored JSON is sent.
+    pub fn sends(self, json: &str) -> bool {
+        (self.progress || !teamster_protocol::Event::is_progress_json(json))
+            && (self.shell_output || !teamster_protocol::Event::is_shell_output_json(json))
+    }
+}
+
 /// The dialect a turn's event stream is sent in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StreamFormat {
-    /// The events as stored (both TrueFoundry dialects); `tool.progress` events only with
-    /// `progress`. The gateway dialect always sends them: its ids must be contiguous, and its
-    /// client skips an event type it does not know (lists never carry them).
-    Native { progress: bool },
+    /// The events as stored (both TrueFoundry dialects), the extension events only as
+    /// `Extensions` asks. The gateway dialect always sends them: its ids must be contiguous,
+    /// and its client skips an event type it does not know (lists never carry them).
+    Native(Extensions),
     /// The AI SDK data stream (`crate::data_stream`).
     DataStream,
 }

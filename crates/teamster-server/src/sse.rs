@@ -17,6 +17,7 @@ use teamster_protocol::Event;
 use teamster_service::EventStream;
 
 use crate::AppState;
+use crate::params::Extensions;
 use crate::data_stream::{Part, Translator};
 
 const HEARTBEAT: &[u8] = b": ping\n\n";
@@ -25,11 +26,11 @@ const HEARTBEAT: &[u8] = b": ping\n\n";
 /// go out as one piece of the body.
 const EVENTS_PER_PIECE: usize = 64;
 
-/// The native response: every event as stored, `tool.progress` only with `progress`.
-pub fn sse_response(events: EventStream, progress: bool, state: &AppState) -> Response {
+/// The native response: every event as stored, the extension events only as `extensions` asks.
+pub fn sse_response(events: EventStream, extensions: Extensions, state: &AppState) -> Response {
     let frames = events.ready_chunks(EVENTS_PER_PIECE).filter_map(move |batch| {
         let mut frames = String::with_capacity(batch.iter().map(|event| event.json.len() + 32).sum());
-        for event in batch.iter().filter(|event| progress || !Event::is_progress_json(&event.json)) {
+        for event in batch.iter().filter(|event| extensions.sends(&event.json)) {
             teamster_protocol::sse::push_frame(&mut frames, event.sequence, &event.json);
         }
         std::future::ready((!frames.is_empty()).then(|| Bytes::from(frames)))

@@ -75,10 +75,33 @@ pub struct ToolProgress {
     pub message: Option<String>,
 }
 
+/// Which of a command's streams output came on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OutputStream {
+    Stdout,
+    Stderr,
+}
+
+impl OutputStream {
+    /// The stream's name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutputStream::Stdout => "stdout",
+            OutputStream::Stderr => "stderr",
+        }
+    }
+}
+
 /// Where a running call's progress reports go. Reporting must not block: the tool's
 /// connection calls it as reports arrive.
 pub trait ProgressSink: Send + Sync {
     fn report(&self, progress: ToolProgress);
+
+    /// Output a running command printed (the sandbox's `exec`), as it comes; sinks that show
+    /// none ignore it.
+    fn output(&self, stream: OutputStream, text: &str) {
+        let _ = (stream, text);
+    }
 }
 
 /// A [`ProgressSink`] that drops every report.

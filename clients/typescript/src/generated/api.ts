@@ -2272,6 +2272,12 @@ export interface components {
              * @enum {string}
              */
             type: "tool.progress";
+        }) | (components["schemas"]["ShellOutput"] & {
+            /**
+             * @description Always `shell.output`: the kind of this object.
+             * @enum {string}
+             */
+            type: "shell.output";
         }) | (components["schemas"]["WorkspaceStatusChanged"] & {
             /**
              * @description Always `workspace.status`: the kind of this object.
@@ -2555,6 +2561,18 @@ export interface components {
              * @enum {string}
              */
             type: "error";
+        } | {
+            /** @description `stdout` or `stderr`. */
+            stream: string;
+            text: string;
+            /** @description The id of the tool call it concerns. */
+            tool_call_id: string;
+            tool_name: string;
+            /**
+             * @description Always `shell_output`: the kind of this object.
+             * @enum {string}
+             */
+            type: "shell_output";
         } | {
             /** @description Why it could not be made. */
             error?: string | null;
@@ -3173,6 +3191,9 @@ export interface components {
             }) | (components["schemas"]["ToolProgress"] & {
                 /** @enum {string} */
                 type: "tool.progress";
+            }) | (components["schemas"]["ShellOutput"] & {
+                /** @enum {string} */
+                type: "shell.output";
             }) | (components["schemas"]["WorkspaceStatusChanged"] & {
                 /** @enum {string} */
                 type: "workspace.status";
@@ -3535,6 +3556,34 @@ export interface components {
         };
         /** @enum {string} */
         SessionKind: "session" | "session/draft";
+        /**
+         * @description What a running command (the sandbox's `exec`) printed, as it came: each call's first
+         *     64 KiB at most, the piece that reaches that cap `truncated` (the call's result says how
+         *     much was dropped).
+         */
+        ShellOutput: {
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
+            created_at: string;
+            /** @description This object's id. */
+            id: string;
+            /**
+             * Format: int64
+             * @description How many bytes of this stream were streamed before this piece.
+             */
+            offset: number;
+            /** @description `stdout` or `stderr`. */
+            stream: string;
+            /** @description The text, as printed (invalid UTF-8 replaced). */
+            text: string;
+            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
+            thread_id: string;
+            /** @description The id of the tool call it concerns. */
+            tool_call_id: string;
+            /** @description The tool that runs the command (`exec`, or the name an agent gave it). */
+            tool_name: string;
+            /** @description Whether this piece reached the call's cap on streamed output: nothing follows it. */
+            truncated?: boolean;
+        };
         SkillCapability: {
             /** @description Whether agents can mount skills. */
             enabled: boolean;
@@ -6046,7 +6095,7 @@ export interface operations {
     createTurn: {
         parameters: {
             query?: {
-                /** @description `tool.progress`: a native stream also carries the `tool.progress` events (a Teamster extension). */
+                /** @description A comma-separated list of Teamster extension events a native stream also carries: `tool.progress` (a running tool's progress reports) and `shell.output` (what a running command prints, as it comes). */
                 include?: string;
                 /** @description `native` (the default: turn events) or `data-stream` (the AI SDK data stream). */
                 stream_format?: string;
@@ -6209,7 +6258,7 @@ export interface operations {
             query?: {
                 /** @description Replay from after this event (the `Last-Event-ID` header wins). */
                 after_sequence_number?: number;
-                /** @description `tool.progress`: a native stream also carries the `tool.progress` events (a Teamster extension). */
+                /** @description A comma-separated list of Teamster extension events a native stream also carries: `tool.progress` (a running tool's progress reports) and `shell.output` (what a running command prints, as it comes). */
                 include?: string;
                 /** @description `native` (the default: turn events) or `data-stream` (the AI SDK data stream). */
                 stream_format?: string;

@@ -114,6 +114,11 @@ impl Translator {
             Event::ModelMessageDelta(delta) => self.delta(delta, parts),
             Event::ToolResponse(response) => self.response(response, parts),
             Event::ToolProgress(progress) => self.progress(progress, parts),
+            Event::ShellOutput(output) => {
+                if self.shown(&output.thread_id) && self.calls.contains_key(&output.tool_call_id) {
+                    parts.push(Part::shell_output(output));
+                }
+            }
             Event::ThreadCreated(created) => self.thread_created(created, parts),
             Event::ThreadDone(done) => self.thread_done(done, parts),
             Event::ToolApprovalRequired(pending) => self.pending(pending, "tool", parts),

@@ -113,6 +113,20 @@ impl Part {
         }
     }
 
+    /// A `tool-progress` part for what a running command printed: its milestone is the piece
+    /// (`stream`, `text`, `offset`, `truncated`), its phase the bytes of the stream so far.
+    pub(super) fn shell_output(output: &teamster_protocol::event::ShellOutput) -> Part {
+        Part::ToolProgress {
+            tool_name: output.tool_name.clone(),
+            tool_call_id: output.tool_call_id.clone(),
+            label: None,
+            phase_index: (output.offset + output.text.len() as u64) as f64,
+            total_phases: None,
+            milestone: serde_json::json!({ "stream": output.stream, "text": output.text, "offset": output.offset, "truncated": output.truncated }),
+            thread_id: (output.thread_id != teamster_protocol::MAIN_THREAD_ID).then(|| output.thread_id.clone()),
+        }
+    }
+
     /// A `tool-progress` part; its milestone is the report's figures.
     pub(super) fn progress(progress: &teamster_protocol::event::ToolProgress) -> Part {
         Part::ToolProgress {

@@ -33,7 +33,7 @@ pub async fn create_turn(
     }
     let (events, turn) = (started.events(0), started.turn);
     match format {
-        StreamFormat::Native { progress } => Ok(sse_response(events, progress, state)),
+        StreamFormat::Native(extensions) => Ok(sse_response(events, extensions, state)),
         StreamFormat::DataStream => {
             // The turn runs already: a failure to read its earlier turns ends this stream only.
             let translator = data_stream::prior::translator(&state.service, caller, session_id, &turn).await?;
@@ -45,9 +45,9 @@ pub async fn create_turn(
 /// Streams a turn's events after `after`, in `format`.
 pub async fn subscribe(state: &AppState, caller: &Caller, session_id: &str, turn_id: &str, after: u64, format: StreamFormat) -> ApiResult<Response> {
     match format {
-        StreamFormat::Native { progress } => {
+        StreamFormat::Native(extensions) => {
             let events = state.service.events().subscribe(caller, session_id, turn_id, after).await?;
-            Ok(sse_response(events, progress, state))
+            Ok(sse_response(events, extensions, state))
         }
         StreamFormat::DataStream => {
             // The parts of an event depend on the ones before it: the stream folds from the start.

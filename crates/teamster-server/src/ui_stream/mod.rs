@@ -78,6 +78,9 @@ pub struct Translator {
     in_step: bool,
     /// The finish reason of the main thread's latest model message.
     last_finish: Option<FinishReason>,
+    /// What each main-thread command printed so far, by call id: stdout, stderr, and whether
+    /// more was printed than streamed (bounded by the engine's cap on streamed output).
+    shell: HashMap<String, (String, String, bool)>,
     /// Set once the turn ended: nothing else follows.
     ended: bool,
 }
@@ -131,6 +134,7 @@ impl Translator {
             Event::ModelMessageDelta(delta) => self.delta(delta, chunks),
             Event::ToolResponse(response) => self.response(response, chunks),
             Event::ToolProgress(progress) => self.progress(progress, chunks),
+            Event::ShellOutput(output) => self.shell_output(output, chunks),
             Event::ThreadCreated(created) => self.thread_created(created, chunks),
             Event::ThreadDone(done) => self.thread_done(done, chunks),
             Event::ToolApprovalRequired(pending) => self.approvals(pending, chunks),
@@ -296,6 +300,27 @@ impl Translator {
             let data = json!({ "path": file.path, "size": file.size, "toolCallId": tool_call_id });
             chunks.push(Chunk::data("file", &file.path, data));
         }
+    }
+
+    /// What a main-thread command printed so far, one part per call, replaced as it grows.
+    fn shell_output(&mut self, output: &teamster_protocol::event::ShellOutput, chunks: &mut Vec<Chunk>) {
+        if output.thread_id != MAIN_THREAD_ID || !self.calls.contains_key(&output.tool_call_id) {
+            return;
+        }
+        let printed = self.shell.entry(output.tool_call_id.clone()).or_default();
+        match output.stream.as_str() {
+            "stderr" => printed.1.push_str(&output.text),
+            _ => printed.0.push_str(&output.text),
+        }
+        printed.2 |= output.truncated;
+        let data = json!({
+            "toolCallId": output.tool_call_id,
+            "toolName": output.tool_name,
+            "stdout": printed.0,
+            "stderr": printed.1,
+            "truncated": printed.2,
+        });
+        chunks.push(Chunk::data("shell-output", &format!("{}-output", output.tool_call_id), data));
     }
 
     /// A main-thread call's latest progress, one part per call.

@@ -14,7 +14,7 @@ use crate::AppState;
 use crate::auth::Authenticated;
 use crate::error::ApiResult;
 use crate::extract::JsonBody;
-use crate::params::{Params, StreamFormat, last_event_id};
+use crate::params::{Extensions, Params, StreamFormat, last_event_id};
 use crate::routes::shared;
 
 pub fn routes() -> Router<AppState> {
@@ -25,7 +25,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 pub async fn create(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>, JsonBody(body): JsonBody<CreateTurnRequest>) -> ApiResult<Response> {
-    shared::create_turn(&state, &caller, &session_id, body, false, StreamFormat::Native { progress: true }).await
+    shared::create_turn(&state, &caller, &session_id, body, false, StreamFormat::Native(Extensions::ALL)).await
 }
 
 async fn fetch(State(state): State<AppState>, Authenticated(caller): Authenticated, Path((session_id, turn_id)): Path<(String, String)>) -> ApiResult<Json<Data<Turn>>> {
@@ -43,7 +43,7 @@ async fn subscribe(
         Some(after) => after,
         None => body.after_sequence_number.unwrap_or(0),
     };
-    shared::subscribe(&state, &caller, &session_id, &turn_id, after, StreamFormat::Native { progress: true }).await
+    shared::subscribe(&state, &caller, &session_id, &turn_id, after, StreamFormat::Native(Extensions::ALL)).await
 }
 
 async fn events(

@@ -30,7 +30,7 @@ pub fn routes() -> ApiRouter {
 }
 
 #[utoipa::path(post, path = "/sessions/{session_id}/turns", operation_id = "createTurn", tag = "Agent Sessions", summary = "Create and execute a turn in a session", params(("session_id" = String, Path, description = "The session's id."), ("stream_format" = Option<String>, Query, description = "`native` (the default: turn events) or `data-stream` (the AI SDK data stream)."),
-        ("include" = Option<String>, Query, description = "`tool.progress`: a native stream also carries the `tool.progress` events (a Teamster extension).")),
+        ("include" = Option<String>, Query, description = "A comma-separated list of Teamster extension events a native stream also carries: `tool.progress` (a running tool's progress reports) and `shell.output` (what a running command prints, as it comes).")),
     request_body = CreateTurnRequest,
     description = "Starts a turn. With `stream` true (the default) the answer is the turn's events as Server-Sent Events; with `stream` false, the running turn at once. `previous_turn_id` chains to a turn (`auto`, the default: the session's last; `none`: a new root).",
     responses((status = 200, description = "When `stream` is false: the running turn. Otherwise the turn's events as Server-Sent Events.",
@@ -78,7 +78,7 @@ async fn events(
 
 #[utoipa::path(get, path = "/sessions/{session_id}/turns/{turn_id}/subscribe", operation_id = "subscribeTurn", tag = "Agent Sessions", summary = "Subscribe to a running turn", params(("session_id" = String, Path, description = "The session's id."), ("turn_id" = String, Path, description = "The turn's id."),
         ("after_sequence_number" = Option<u64>, Query, description = "Replay from after this event (the `Last-Event-ID` header wins)."), ("stream_format" = Option<String>, Query, description = "`native` (the default: turn events) or `data-stream` (the AI SDK data stream)."),
-        ("include" = Option<String>, Query, description = "`tool.progress`: a native stream also carries the `tool.progress` events (a Teamster extension).")),
+        ("include" = Option<String>, Query, description = "A comma-separated list of Teamster extension events a native stream also carries: `tool.progress` (a running tool's progress reports) and `shell.output` (what a running command prints, as it comes).")),
     responses((status = 200, description = "The turn's events as Server-Sent Events, from the cursor to `turn.done`.", content_type = "text/event-stream", body = Event)))]
 async fn subscribe(
     State(state): State<AppState>,
