@@ -370,16 +370,19 @@ def test_chat_attaches_files_and_downloads_sandbox_files(tmux, server, tmp_path)
     assert "[attached file: sales.csv]" in screen
     assert "(+1 attached)" not in screen, "attachments go with one message"
 
-    # Steering sent while a command runs joins the turn's next model call.
-    tmux.type("files", call("exec", {"command": "sleep 6; echo slept"}))
-    tmux.wait_for("files", "→ exec({\"command\": \"sleep 6")
+    # What a command prints shows under its call while it runs; steering sent meanwhile joins
+    # the turn's next model call.
+    tmux.type("files", call("exec", {"command": "echo warming up; sleep 6; echo slept"}))
+    tmux.wait_for("files", "→ exec({\"command\": \"echo warming up")
     tmux.wait_for("files", "working (Ctrl-C cancels)")
+    running = tmux.wait_for("files", "┆ warming up")
+    assert "slept" not in running.replace("echo slept", ""), "the output shows before the command ends"
     tmux.type("files", "/steer mind the logs")
     tmux.wait_for("files", "steering sent")
     tmux.wait_for("files", "› (steer) mind the logs")
     # The model's next call saw it as the last user message (the fake model echoes that).
     screen = tmux.wait_for("files", "You said: mind the logs")
-    assert '"stdout":"slept\\n"' in screen
+    assert '"stdout":"warming up\\nslept\\n"' in screen
     session_id = re.search(r"(sess_\w+)", screen).group(1)
     assert len(api.ok(api.get(f"/api/v1/sessions/{session_id}/turns"))["data"]) == 2, "the steering started no turn"
     assert "starting the turn" not in tmux.wait_for("files", "out tokens")

@@ -14,6 +14,9 @@ const MAX_HISTORY_PAGES: usize = 50;
 /// How many pages of agents (100 each) the chat looks through for the one it was given.
 const MAX_AGENT_PAGES: usize = 20;
 
+/// The extension events the chat's turn streams carry: what a running command prints.
+const SHOWN_EXTENSIONS: &str = "shell.output";
+
 /// A server's native API, with the caller's key if it needs one.
 #[derive(Clone, Debug)]
 pub struct ChatApi {
@@ -136,15 +139,19 @@ impl ChatApi {
         Ok(events)
     }
 
-    /// Starts a turn and returns its event stream.
+    /// Starts a turn and returns its event stream (with what its commands print as they run).
     pub async fn start_turn(&self, session: &str, input: &[TurnInput]) -> anyhow::Result<impl Stream<Item = anyhow::Result<Sequenced>> + use<>> {
-        let request = self.request(reqwest::Method::POST, &format!("/sessions/{session}/turns")).json(&json!({ "input": input, "stream": true }));
+        let request = self
+            .request(reqwest::Method::POST, &format!("/sessions/{session}/turns"))
+            .query(&[("include", SHOWN_EXTENSIONS)])
+            .json(&json!({ "input": input, "stream": true }));
         Ok(events(self.send(request).await?))
     }
 
     /// The event stream of a turn, from its start or after the event numbered `after`.
     pub async fn subscribe(&self, session: &str, turn: &str, after: Option<u64>) -> anyhow::Result<impl Stream<Item = anyhow::Result<Sequenced>> + use<>> {
-        let mut request = self.request(reqwest::Method::GET, &format!("/sessions/{session}/turns/{turn}/subscribe"));
+        let mut request =
+            self.request(reqwest::Method::GET, &format!("/sessions/{session}/turns/{turn}/subscribe")).query(&[("include", SHOWN_EXTENSIONS)]);
         if let Some(after) = after {
             request = request.query(&[("after_sequence_number", after)]);
         }

@@ -68,6 +68,9 @@ pub struct Transcript {
     messages: HashMap<String, ModelMessage>,
     /// Tool results by call id.
     results: HashMap<String, String>,
+    /// What running commands printed so far, by call id (the server streams a call's first
+    /// 64 KiB at most).
+    printed: HashMap<String, String>,
     /// Sub-agent nesting by thread id (the main thread is 0).
     depths: HashMap<String, usize>,
     /// Sub-agent threads' titles, which label their messages.
@@ -111,7 +114,11 @@ impl Transcript {
                 fold(message, delta);
             }
             Event::ToolResponse(response) => {
+                self.printed.remove(&response.tool_call_id);
                 self.results.insert(response.tool_call_id.clone(), response.content.clone());
+            }
+            Event::ShellOutput(output) if !self.results.contains_key(&output.tool_call_id) => {
+                self.printed.entry(output.tool_call_id.clone()).or_default().push_str(&output.text);
             }
             Event::ThreadCreated(created) => {
                 let depth = self.depth(&created.parent.thread_id) + 1;
@@ -258,7 +265,13 @@ impl Transcript {
                 None if self.is_pending(&call.id) => {
                     rows.push(Row { tone: Tone::ToolResult, depth, text: "← waiting for you".to_owned() });
                 }
-                None => {}
+                // A command that runs: the last lines it printed.
+                None => {
+                    let lines: Vec<&str> = self.printed.get(&call.id).map(|printed| printed.lines().collect()).unwrap_or_default();
+                    for line in &lines[lines.len().saturating_sub(MAX_RESULT_LINES)..] {
+                        rows.push(Row { tone: Tone::ToolResult, depth, text: format!("┆ {}", elide(line, MAX_INLINE_CHARS)) });
+                    }
+                }
             }
         }
     }
