@@ -211,6 +211,8 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/api/v1/sessions/{session_id}/tools"): Route(own_session(200)),
     ("GET", "/api/v1/sessions/{session_id}/live"): Route(own_session(200), streams=True),
     ("GET", "/api/v1/sessions/{session_id}/display"): Route(own_session(200)),
+    # Each caller's own resources.
+    ("GET", "/api/v1/resources"): Route(any_caller(200)),
     # The owner's agent has no sandbox: its workspace is `none`, and cannot be made or destroyed.
     ("GET", "/api/v1/sessions/{session_id}/workspace"): Route(own_session(200)),
     ("POST", "/api/v1/sessions/{session_id}/workspace"): Route(own_session(409), body=lambda world, caller: {}),

@@ -114,6 +114,22 @@ pub struct CreateSessionRequest {
     /// The session's title; made from the first message when absent.
     #[serde(default)]
     pub title: Option<String>,
+    /// Teamster extension: the resource the session is about (1 to 256 printable characters);
+    /// with `?reuse_latest=true`, the resource's latest session of the same agent is answered
+    /// instead of a new one.
+    #[serde(default)]
+    pub resource_id: Option<String>,
+}
+
+/// Teamster extension: a resource the caller's sessions are about (`GET /api/v1/resources`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Resource {
+    pub resource_id: String,
+    /// How many of the caller's sessions are about it.
+    pub session_count: u64,
+    /// When the latest of them was last updated.
+    pub updated_at: String,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -155,6 +171,9 @@ pub struct UpdateSessionRequest {
     /// Teamster extension: a JSON merge patch of the session state.
     #[serde(default)]
     pub state: Option<serde_json::Value>,
+    /// Teamster extension: the resource the session is about; an empty string removes it.
+    #[serde(default)]
+    pub resource_id: Option<String>,
 }
 
 /// Teamster extension: `POST /api/v1/sessions/{id}/clone`.

@@ -37,6 +37,10 @@ pub struct Session {
     /// first user message, on one line (at most 200 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preview: Option<String>,
+    /// Teamster extension: the resource the session is about (the application's id for a
+    /// user, a repository, a ticket), set at creation or by `PATCH`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_id: Option<String>,
     /// Teamster extension: the mode and model the session's next turn runs with, where a
     /// client or an approved plan chose them.
     #[serde(default, skip_serializing_if = "SessionControl::is_empty", flatten)]

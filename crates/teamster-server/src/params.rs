@@ -100,6 +100,15 @@ impl Params {
         }
     }
 
+    /// A flag: `true` or `false`, `false` when absent.
+    pub fn flag(&self, name: &str) -> Result<bool, ApiError> {
+        match self.string(name).as_deref() {
+            None | Some("false") => Ok(false),
+            Some("true") => Ok(true),
+            Some(_) => Err(invalid(name, format!("{name} must be true or false"))),
+        }
+    }
+
     /// A non-negative integer.
     pub fn sequence(&self, name: &str) -> Result<Option<u64>, ApiError> {
         match self.string(name) {

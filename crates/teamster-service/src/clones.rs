@@ -55,6 +55,7 @@ impl Service {
 
         let now = timestamp::now();
         let clone = SessionRecord {
+            resource_id: source.resource_id.clone(),
             id: ids::new_id("sess"),
             agent: source.agent.clone(),
             title: request.title.or_else(|| source.title.clone()),

@@ -52,7 +52,7 @@ use teamster_store::{
     SessionFile, SessionRecord, StreamEvent, TurnRecord,
 };
 use teamster_store::{AgentStore, CoordinationStore, EventLog, SessionStore, SettingsStore};
-use teamster_store::{ExpiredLease, QueueKind, QueuedMessage, TurnLease};
+use teamster_store::{ExpiredLease, QueueKind, QueuedMessage, ResourceRecord, TurnLease};
 use teamster_store_sql::{Sql, error};
 
 use crate::connections::Connections;
@@ -294,6 +294,10 @@ impl SessionStore for PostgresStore {
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>> {
         on_connection!(self, |connection| SQL.list_sessions(connection, query))
+    }
+
+    async fn list_resources(&self, created_by: &str, limit: u32) -> Result<Vec<ResourceRecord>> {
+        on_connection!(self, |connection| SQL.list_resources(connection, created_by, limit))
     }
 
     async fn queue_message(&self, message: &QueuedMessage, max: u32) -> Result<bool> {

@@ -124,6 +124,7 @@ fn draft_session(id: &str) -> SessionRecord {
         updated_at: "2025-01-01T00:00:00.000Z".into(),
         last_turn_id: None,
         control: Default::default(),
+        resource_id: None,
     }
 }
 

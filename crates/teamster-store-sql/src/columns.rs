@@ -8,7 +8,7 @@ pub const AGENT_COLUMNS: &str =
 
 /// The columns every session query selects, in [`teamster_store::codec::SessionRow`] order.
 pub const SESSION_COLUMNS: &str = "id, kind, agent_id, agent_version, agent_name, draft_spec, title, \
-     created_by, created_at, updated_at, last_turn_id, control";
+     created_by, created_at, updated_at, last_turn_id, control, resource_id";
 
 /// The query for one version of an agent selected by `condition` on `$1`: the latest, or with
 /// `pinned` the one numbered `$2`.

@@ -45,6 +45,7 @@ pub(crate) fn session_listing(query: &SessionQuery) -> (String, Vec<&str>) {
         ("agent_id", query.agent_id.as_deref()),
         ("kind", query.kind.map(|kind| kind.as_str())),
         ("id", query.session_id.as_deref()),
+        ("resource_id", query.resource_id.as_deref()),
     ];
     for (column, value) in filters {
         if let Some(value) = value {

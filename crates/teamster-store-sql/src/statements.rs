@@ -17,7 +17,7 @@ use teamster_store::codec::{
 };
 use teamster_store::{
     AgentRecord, ContentEvent, ContentQuery, Error, ExpiredLease, QueueKind, QueuedMessage, Result, SessionAgentRecord,
-    SessionQuery, SessionRecord, StreamEvent, TurnLease, TurnRecord,
+    ResourceRecord, SessionQuery, SessionRecord, StreamEvent, TurnLease, TurnRecord,
 };
 
 use crate::columns::{AGENT_COLUMNS, TURN_COLUMNS, agent_query, session_query};
@@ -143,8 +143,8 @@ where
         let created_by = to_json(&session.created_by, "session created_by")?;
         sqlx::query::<DB>(
             "INSERT INTO sessions (id, kind, agent_id, agent_version, agent_name, draft_spec, title, \
-             created_by_id, created_by, created_at, updated_at, last_turn_id, control) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+             created_by_id, created_by, created_at, updated_at, last_turn_id, control, resource_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
         )
         .bind(session.id.as_str())
         .bind(agent.kind)
@@ -159,6 +159,7 @@ where
         .bind(session.updated_at.as_str())
         .bind(session.last_turn_id.as_deref())
         .bind(codec::control_column(&session.control, "session control")?)
+        .bind(session.resource_id.as_deref())
         .execute(executor)
         .await
         .map_err(error::on("session"))?;
@@ -201,7 +202,8 @@ where
         let updated: Option<(String,)> = sqlx::query_as(
             "UPDATE sessions SET title = $1, updated_at = $2, \
              draft_spec = CASE WHEN kind = 'session/draft' AND CAST($3 AS TEXT) IS NOT NULL THEN $3 ELSE draft_spec END, \
-             agent_name = CASE WHEN kind = 'session/draft' AND CAST($3 AS TEXT) IS NOT NULL THEN $4 ELSE agent_name END \
+             agent_name = CASE WHEN kind = 'session/draft' AND CAST($3 AS TEXT) IS NOT NULL THEN $4 ELSE agent_name END, \
+             resource_id = $6 \
              WHERE id = $5 RETURNING id",
         )
         .bind(session.title.as_deref())
@@ -209,6 +211,7 @@ where
         .bind(draft_spec)
         .bind(draft_agent_name)
         .bind(session.id.as_str())
+        .bind(session.resource_id.as_deref())
         .fetch_optional(executor)
         .await
         .map_err(error::backend)?;
@@ -234,6 +237,29 @@ where
         }
         let rows = listing.bind(i64::from(query.limit)).fetch_all(executor).await.map_err(error::backend)?;
         rows.into_iter().map(codec::session).collect()
+    }
+
+    /// The resources of a creator's sessions, the latest updated first.
+    pub async fn list_resources<'c>(
+        &self,
+        executor: impl Executor<'c, Database = DB>,
+        created_by: &str,
+        limit: u32,
+    ) -> Result<Vec<ResourceRecord>> {
+        let rows: Vec<(String, i64, String)> = sqlx::query_as(
+            "SELECT resource_id, COUNT(*), MAX(updated_at) FROM sessions \
+             WHERE created_by_id = $1 AND resource_id IS NOT NULL \
+             GROUP BY resource_id ORDER BY MAX(updated_at) DESC, resource_id LIMIT $2",
+        )
+        .bind(created_by)
+        .bind(i64::from(limit))
+        .fetch_all(executor)
+        .await
+        .map_err(error::backend)?;
+        Ok(rows
+            .into_iter()
+            .map(|(resource_id, sessions, updated_at)| ResourceRecord { resource_id, sessions: u64::try_from(sessions).unwrap_or_default(), updated_at })
+            .collect())
     }
 
     // Turns and their logs.

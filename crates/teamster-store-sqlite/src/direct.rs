@@ -159,6 +159,7 @@ pub(crate) fn session_row(row: &Row<'_>) -> rusqlite::Result<codec::SessionRow> 
         row.get(9)?,
         row.get(10)?,
         row.get(11)?,
+        row.get(12)?,
     ))
 }
 

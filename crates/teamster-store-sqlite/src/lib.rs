@@ -41,7 +41,7 @@ use teamster_store::{
     SessionRecord, StreamEvent, TurnRecord,
 };
 use teamster_store::{AgentStore, CoordinationStore, EventLog, SessionStore, SettingsStore};
-use teamster_store::{ExpiredLease, QueueKind, QueuedMessage, TurnLease};
+use teamster_store::{ExpiredLease, QueueKind, QueuedMessage, ResourceRecord, TurnLease};
 use teamster_store_sql::{Sql, agent_query, error, session_query};
 
 use crate::connections::Connections;
@@ -304,6 +304,10 @@ impl SessionStore for SqliteStore {
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>> {
         SQL.list_sessions(&mut *self.connections.read().await?, query).await
+    }
+
+    async fn list_resources(&self, created_by: &str, limit: u32) -> Result<Vec<ResourceRecord>> {
+        SQL.list_resources(&mut *self.connections.read().await?, created_by, limit).await
     }
 
     async fn queue_message(&self, message: &QueuedMessage, max: u32) -> Result<bool> {

@@ -102,6 +102,7 @@ async fn a_file_database_survives_reopening() {
         updated_at: "2025-01-01T00:00:01.000Z".into(),
         last_turn_id: None,
         control: Default::default(),
+        resource_id: None,
     };
     let turn = TurnRecord {
         id: "turn_1".into(),
@@ -179,6 +180,7 @@ async fn a_call_cancelled_mid_transaction_does_not_wedge_the_writer() {
         updated_at: "2025-01-01T00:00:00.000Z".into(),
         last_turn_id: None,
         control: Default::default(),
+        resource_id: None,
     };
     let turn = |id: &str, previous: Option<&str>| TurnRecord {
         id: id.into(),

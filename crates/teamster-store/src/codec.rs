@@ -93,6 +93,7 @@ pub type SessionRow = (
     String,
     Option<String>,
     Option<String>,
+    Option<String>,
 );
 
 /// A turn as selected: `id, session_id, previous_turn_id, input, state, created_by,
@@ -168,6 +169,7 @@ pub fn session(row: SessionRow) -> Result<SessionRecord> {
         updated_at,
         last_turn_id,
         control,
+        resource_id,
     ) = row;
     let agent = match (SessionKind::parse(&kind), agent_id, agent_version, agent_name, draft_spec) {
         (Some(SessionKind::Saved), Some(agent_id), Some(version), Some(agent_name), _) => {
@@ -187,6 +189,7 @@ pub fn session(row: SessionRow) -> Result<SessionRecord> {
         updated_at,
         last_turn_id,
         control: control_from(control.as_deref(), "session control")?,
+        resource_id,
     })
 }
 

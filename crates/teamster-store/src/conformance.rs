@@ -72,6 +72,7 @@ macro_rules! conformance_tests {
             list_sessions_filters,
             list_sessions_orders,
             list_sessions_keyset_pages_visit_every_session_once,
+            sessions_are_listed_by_resource_and_resources_by_creator,
             turn_create_and_get,
             turn_create_compares_and_sets_the_last_turn,
             turn_create_applies_initial_writes_atomically,
@@ -660,6 +661,48 @@ pub async fn list_sessions_filters(store: Arc<dyn Store>) {
 
 /// Both order keys in both directions, with ties on the key broken by id, and keyset cursors
 /// that land on a tie.
+pub async fn sessions_are_listed_by_resource_and_resources_by_creator(store: Arc<dyn Store>) {
+    let about = |id: &str, creator: &str, resource: Option<&str>, minute: u32| SessionRecord {
+        resource_id: resource.map(str::to_owned),
+        updated_at: at(minute),
+        ..draft_session(id, simple_spec("inline"), None, creator, &at(1))
+    };
+    let sessions = [
+        about("ses_r1", "alice", Some("repo/a"), 10),
+        about("ses_r2", "alice", Some("repo/a"), 30),
+        about("ses_r3", "alice", Some("ticket 7 ✓"), 20),
+        about("ses_r4", "alice", None, 40),
+        about("ses_r5", "bob", Some("repo/a"), 50),
+    ];
+    for session in &sessions {
+        store.create_session(session).await.expect("create_session");
+    }
+    assert_eq!(store.get_session("ses_r3").await.expect("get_session").resource_id.as_deref(), Some("ticket 7 ✓"));
+    let of = |resource: &str| SessionQuery {
+        created_by: Some("alice".into()),
+        resource_id: Some(resource.to_owned()),
+        order_by: SessionOrder::UpdatedAt,
+        descending: true,
+        limit: 10,
+        ..SessionQuery::default()
+    };
+    let ids = |records: Vec<SessionRecord>| records.into_iter().map(|record| record.id).collect::<Vec<_>>();
+    assert_eq!(ids(store.list_sessions(&of("repo/a")).await.expect("list")), ["ses_r2", "ses_r1"]);
+    assert_eq!(ids(store.list_sessions(&of("repo")).await.expect("list")), Vec::<String>::new());
+    let resources = store.list_resources("alice", 10).await.expect("list_resources");
+    let shown: Vec<(&str, u64, &str)> = resources.iter().map(|r| (r.resource_id.as_str(), r.sessions, r.updated_at.as_str())).collect();
+    assert_eq!(shown, [("repo/a", 2, at(30).as_str()), ("ticket 7 ✓", 1, at(20).as_str())]);
+    assert_eq!(store.list_resources("alice", 1).await.expect("list_resources").len(), 1);
+    assert!(store.list_resources("carol", 10).await.expect("list_resources").is_empty());
+    // An update sets and removes it.
+    let moved = SessionRecord { resource_id: Some("repo/b".into()), ..store.get_session("ses_r1").await.expect("get") };
+    store.update_session(&moved).await.expect("update_session");
+    assert_eq!(store.get_session("ses_r1").await.expect("get").resource_id.as_deref(), Some("repo/b"));
+    let cleared = SessionRecord { resource_id: None, ..moved };
+    store.update_session(&cleared).await.expect("update_session");
+    assert_eq!(store.get_session("ses_r1").await.expect("get").resource_id, None);
+}
+
 pub async fn list_sessions_orders(store: Arc<dyn Store>) {
     let sessions = seed_listing(&store).await;
     let ordered = |order_by, descending| {
@@ -1928,6 +1971,7 @@ fn saved_session(id: &str, agent: &AgentRecord, created_by: &str, created_at: &s
         updated_at: created_at.to_owned(),
         last_turn_id: None,
         control: SessionControl::default(),
+        resource_id: None,
     }
 }
 
@@ -1947,6 +1991,7 @@ fn draft_session(
         updated_at: created_at.to_owned(),
         last_turn_id: None,
         control: SessionControl::default(),
+        resource_id: None,
     }
 }
 

@@ -107,6 +107,10 @@ pub trait SessionStore: Send + Sync {
     /// Sessions matching a query, in the query's order, at most `limit`.
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>>;
 
+    /// The resources the sessions `created_by` made are about, the latest updated first, at
+    /// most `limit`.
+    async fn list_resources(&self, created_by: &str, limit: u32) -> Result<Vec<ResourceRecord>>;
+
     /// Stores a file of a session unless the session already has one with its digest (the
     /// same bytes: the first copy is kept). `NotFound` if the session does not exist.
     async fn put_file(&self, file: &SessionFile) -> Result<()>;

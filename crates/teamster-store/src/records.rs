@@ -36,6 +36,19 @@ pub struct SessionRecord {
     pub last_turn_id: Option<String>,
     /// The mode and model chosen for the session's next turns.
     pub control: SessionControl,
+    /// The resource the session is about (the application's id for a user, a repository, a
+    /// ticket).
+    pub resource_id: Option<String>,
+}
+
+/// A resource some of a subject's sessions are about ([`SessionStore::list_resources`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceRecord {
+    pub resource_id: String,
+    /// How many of the subject's sessions are about it.
+    pub sessions: u64,
+    /// The latest `updated_at` of those sessions.
+    pub updated_at: String,
 }
 
 impl SessionRecord {
@@ -74,6 +87,7 @@ pub struct SessionQuery {
     pub agent_id: Option<String>,
     pub kind: Option<SessionKind>,
     pub session_id: Option<String>,
+    pub resource_id: Option<String>,
     /// Inclusive bounds on `created_at`.
     pub created_from: Option<String>,
     pub created_to: Option<String>,

@@ -443,6 +443,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/resources": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's resources
+         * @description The resources the caller's sessions are about (their `resource_id`), the most recently updated first, each with how many sessions are about it; `GET /sessions?resource_id=` lists them.
+         */
+        get: operations["listResources"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/schemas/agent-manifest.json": {
         parameters: {
             query?: never;
@@ -475,7 +495,7 @@ export interface paths {
         put?: never;
         /**
          * Create a session
-         * @description A session of a saved agent (`agent: {"name": ...}`) or with its own spec (`agent: {"spec": ...}`).
+         * @description A session of a saved agent (`agent: {"name": ...}`) or with its own spec (`agent: {"spec": ...}`), about the `resource_id` it names. With `?reuse_latest=true` (and a `resource_id` and a saved agent), the caller's latest session of that agent about that resource is answered (200) when there is one: "select or create".
          */
         post: operations["createSession"];
         delete?: never;
@@ -1519,6 +1539,12 @@ export interface components {
         CreateSessionRequest: {
             /** @description The agent the session runs: a saved agent by name, or a spec. */
             agent: components["schemas"]["SessionAgentInput"];
+            /**
+             * @description Teamster extension: the resource the session is about (1 to 256 printable characters);
+             *     with `?reuse_latest=true`, the resource's latest session of the same agent is answered
+             *     instead of a new one.
+             */
+            resource_id?: string | null;
             /** @description The session's title; made from the first message when absent. */
             title?: string | null;
         };
@@ -1806,6 +1832,11 @@ export interface components {
                  *     first user message, on one line (at most 200 characters).
                  */
                 preview?: string | null;
+                /**
+                 * @description Teamster extension: the resource the session is about (the application's id for a
+                 *     user, a repository, a ticket), set at creation or by `PATCH`.
+                 */
+                resource_id?: string | null;
                 /** @description The session's title. */
                 title?: string | null;
                 /** @description `agent-session` for a session of the native API. */
@@ -2017,6 +2048,20 @@ export interface components {
                 id: string;
                 /** @description The turn the follow-up started, when posting it started one at once. */
                 turn_id?: string | null;
+            }[];
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Vec_Resource: {
+            /** @description The requested object or objects. */
+            data: {
+                resource_id: string;
+                /**
+                 * Format: int64
+                 * @description How many of the caller's sessions are about it.
+                 */
+                session_count: number;
+                /** @description When the latest of them was last updated. */
+                updated_at: string;
             }[];
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
@@ -3220,6 +3265,11 @@ export interface components {
                  *     first user message, on one line (at most 200 characters).
                  */
                 preview?: string | null;
+                /**
+                 * @description Teamster extension: the resource the session is about (the application's id for a
+                 *     user, a repository, a ticket), set at creation or by `PATCH`.
+                 */
+                resource_id?: string | null;
                 /** @description The session's title. */
                 title?: string | null;
                 /** @description `agent-session` for a session of the native API. */
@@ -3361,6 +3411,17 @@ export interface components {
             /** @description What failed. */
             error: components["schemas"]["ErrorDetail"];
         };
+        /** @description Teamster extension: a resource the caller's sessions are about (`GET /api/v1/resources`). */
+        Resource: {
+            resource_id: string;
+            /**
+             * Format: int64
+             * @description How many of the caller's sessions are about it.
+             */
+            session_count: number;
+            /** @description When the latest of them was last updated. */
+            updated_at: string;
+        };
         ResponseFormat: {
             /**
              * @description Always `text`: the kind of this object.
@@ -3486,6 +3547,11 @@ export interface components {
              *     first user message, on one line (at most 200 characters).
              */
             preview?: string | null;
+            /**
+             * @description Teamster extension: the resource the session is about (the application's id for a
+             *     user, a repository, a ticket), set at creation or by `PATCH`.
+             */
+            resource_id?: string | null;
             /** @description The session's title. */
             title?: string | null;
             /** @description `agent-session` for a session of the native API. */
@@ -4169,6 +4235,8 @@ export interface components {
             model?: string | null;
             /** @description Teamster extension: the session's permission policy (replaces the one it had). */
             permissions?: null | components["schemas"]["PermissionPolicy"];
+            /** @description Teamster extension: the resource the session is about; an empty string removes it. */
+            resource_id?: string | null;
             /** @description Teamster extension: a JSON merge patch of the session state. */
             state?: unknown;
             /**
@@ -5318,6 +5386,38 @@ export interface operations {
             };
         };
     };
+    listResources: {
+        parameters: {
+            query?: {
+                /** @description How many, at most 100 (the default). */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller's resources. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Vec_Resource"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
     getAgentManifestSchema: {
         parameters: {
             query?: never;
@@ -5360,6 +5460,8 @@ export interface operations {
                 order?: string;
                 /** @description The `next_page_token` of the previous page. */
                 page_token?: string;
+                /** @description Only sessions about this resource. */
+                resource_id?: string;
                 /** @description Sessions created at or after this RFC 3339 time. */
                 start_timestamp?: string;
             };
@@ -5391,7 +5493,10 @@ export interface operations {
     };
     createSession: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Answer the resource's latest session of the agent instead of a new one, when there is one. */
+                reuse_latest?: boolean;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -5402,6 +5507,15 @@ export interface operations {
             };
         };
         responses: {
+            /** @description The resource's latest session (`reuse_latest`). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Session"];
+                };
+            };
             /** @description The created session. */
             201: {
                 headers: {

@@ -5,6 +5,7 @@
 
 mod agents;
 mod providers;
+mod resources;
 mod sessions;
 
 use std::sync::Arc;
@@ -20,6 +21,8 @@ use teamster_sealed::SealedSettings;
 
 pub use providers::{ModelProviders, ProviderWrite};
 pub(crate) use providers::SETTING_KIND;
+pub use resources::{MAX_LISTED_RESOURCES, NewSession, NewSessionAgent, Resources};
+pub use sessions::MAX_RESOURCE_ID_CHARS;
 pub use sessions::{SessionListQuery, SessionScope, SessionUpdate};
 pub(crate) use agents::tenant_of;
 pub(crate) use sessions::{session_view, validate_title};
@@ -62,6 +65,12 @@ impl Catalog {
     /// Lets saving an agent check the MCP servers it names against `mcp`'s.
     pub(crate) fn check_servers_with(&self, mcp: &Arc<teamster_mcp_host::McpHost>) {
         let _first = self.mcp.set(mcp.clone());
+    }
+
+    /// What the caller's sessions are about: listing resources, selecting or creating a
+    /// resource's session.
+    pub fn resources(&self) -> Resources<'_> {
+        Resources { catalog: self }
     }
 
     /// The model providers in force.

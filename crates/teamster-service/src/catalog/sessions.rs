@@ -53,6 +53,7 @@ pub(crate) fn session_view(record: SessionRecord) -> Session {
         created_at: record.created_at,
         updated_at: record.updated_at,
         preview: None,
+        resource_id: record.resource_id,
         control: record.control,
     }
 }
@@ -73,6 +74,8 @@ pub struct SessionUpdate {
     pub permissions: Option<PermissionPolicy>,
     /// A JSON merge patch of the session state (checked against the agent's `state_schema`).
     pub state: Option<serde_json::Value>,
+    /// The resource the session is about; empty to remove it.
+    pub resource_id: Option<String>,
 }
 
 /// The most tool names a session's permission policy names.
@@ -99,12 +102,34 @@ pub struct SessionListQuery {
     pub kind: Option<SessionKind>,
     pub session_id: Option<String>,
     pub created_by_subject_id: Option<String>,
+    /// Only the sessions about this resource.
+    pub resource_id: Option<String>,
     pub created_from: Option<String>,
     pub created_to: Option<String>,
     pub order_by: SessionOrder,
     pub descending: bool,
     pub page_token: Option<String>,
     pub limit: u32,
+}
+
+/// The longest resource id, in characters.
+pub const MAX_RESOURCE_ID_CHARS: usize = 256;
+/// Checks a resource id: 1 to 256 characters, none of them control characters (an empty one,
+/// in a `PATCH`, removes the session's).
+pub(crate) fn check_resource_id(resource_id: &str) -> Result<()> {
+    let problem = if resource_id.chars().count() > MAX_RESOURCE_ID_CHARS {
+        Some(format!("resource_id is longer than {MAX_RESOURCE_ID_CHARS} characters"))
+    } else if resource_id.chars().any(char::is_control) {
+        Some("resource_id holds a control character".to_owned())
+    } else if !resource_id.is_empty() && resource_id.trim().is_empty() {
+        Some("resource_id is blank".to_owned())
+    } else {
+        None
+    };
+    match problem {
+        Some(message) => Err(ServiceError::invalid_param("resource_id", message)),
+        None => Ok(()),
+    }
 }
 
 pub(crate) fn validate_title(title: &Option<String>) -> Result<()> {
@@ -133,7 +158,7 @@ impl Catalog {
     async fn insert_saved_session(&self, caller: &Caller, id: String, agent_name: &str, title: Option<String>) -> Result<Session> {
         let agent = self.agent_by_name_for(caller, agent_name, AgentAccess::Use).await?;
         let agent = SessionAgentRecord::Saved { agent_id: agent.id, agent_name: agent.name, version: agent.version };
-        self.insert_session(caller, id, agent, title).await
+        self.insert_session(caller, id, agent, title, None).await
     }
 
     /// A session that carries its own spec (a gateway draft, a native inline session).
@@ -149,10 +174,17 @@ impl Catalog {
         if let Some(name) = &agent_name {
             self.agent_by_name_for(caller, name, AgentAccess::Use).await?;
         }
-        self.insert_session(caller, ids::new_id("sess"), SessionAgentRecord::Draft { spec, agent_name }, title).await
+        self.insert_session(caller, ids::new_id("sess"), SessionAgentRecord::Draft { spec, agent_name }, title, None).await
     }
 
-    async fn insert_session(&self, caller: &Caller, id: String, agent: SessionAgentRecord, title: Option<String>) -> Result<Session> {
+    pub(super) async fn insert_session(
+        &self,
+        caller: &Caller,
+        id: String,
+        agent: SessionAgentRecord,
+        title: Option<String>,
+        resource_id: Option<String>,
+    ) -> Result<Session> {
         let now = timestamp::now();
         let record = SessionRecord {
             id,
@@ -163,6 +195,7 @@ impl Catalog {
             updated_at: now,
             last_turn_id: None,
             control: SessionControl::default(),
+            resource_id,
         };
         self.sessions.create_session(&record).await?;
         self.signals.notify_listed(&record.id, &record.created_by.subject_id);
@@ -213,13 +246,14 @@ impl Catalog {
     /// one of the agent's and a model one this server has; `None` fields are kept. Nothing is
     /// changed unless all of it can be. An empty update just refreshes `updated_at`.
     pub async fn update_session(&self, caller: &Caller, session_id: &str, update: SessionUpdate) -> Result<Session> {
-        let SessionUpdate { spec, title, mode, model, subagent_models, permissions, state } = update;
+        let SessionUpdate { spec, title, mode, model, subagent_models, permissions, state, resource_id } = update;
         validate_title(&title)?;
+        let resource_id = resource_id.map(|resource_id| check_resource_id(&resource_id).map(|()| resource_id)).transpose()?;
         // The control is written on its own, so a title or spec change never reverts a control
         // change made meanwhile from another request (nor the other way round).
         let controls = mode.is_some() || model.is_some() || subagent_models.is_some() || state.is_some() || permissions.is_some();
         let switched_model = model.as_deref().is_some_and(|model| !model.is_empty());
-        let fields = spec.is_some() || title.is_some() || !controls;
+        let fields = spec.is_some() || title.is_some() || resource_id.is_some() || !controls;
         let mut record = self.owned_session(caller, session_id).await?;
         if let Some(spec) = spec {
             self.check_spec(&spec)?;
@@ -235,6 +269,9 @@ impl Catalog {
         }
         if title.is_some() {
             record.title = title;
+        }
+        if let Some(resource_id) = resource_id {
+            record.resource_id = Some(resource_id).filter(|resource_id| !resource_id.is_empty());
         }
         if mode.is_some() || model.is_some() || subagent_models.is_some() || state.is_some() {
             let spec = self.session_spec(&record).await?;
@@ -368,6 +405,7 @@ impl Catalog {
             agent_id: query.agent_id,
             kind: query.kind,
             session_id: query.session_id,
+            resource_id: query.resource_id,
             created_from: query.created_from,
             created_to: query.created_to,
             order_by: query.order_by,

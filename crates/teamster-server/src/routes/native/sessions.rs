@@ -8,6 +8,7 @@ use teamster_protocol::agent_check::ToolCheck;
 use teamster_protocol::api::{CloneSessionRequest, CreateSessionRequest, Data, Empty, Page, SessionEventItem, UpdateSessionRequest};
 use teamster_protocol::control::{Grant, Plan, QueueMessageRequest, QueuedMessage, TaskList};
 use teamster_protocol::session::Session;
+use teamster_service::catalog::{NewSession, NewSessionAgent};
 use teamster_service::{CloneSession, SessionListQuery, SessionOrder, SessionUpdate};
 use crate::routes::routes;
 
@@ -38,18 +39,28 @@ pub fn routes() -> ApiRouter {
 }
 
 #[utoipa::path(post, path = "/sessions", operation_id = "createSession", tag = "Agent Sessions", summary = "Create a session", request_body = CreateSessionRequest,
-    description = "A session of a saved agent (`agent: {\"name\": ...}`) or with its own spec (`agent: {\"spec\": ...}`).",
-    responses((status = 201, description = "The created session.", body = Data<Session>)))]
-async fn create(State(state): State<AppState>, Authenticated(caller): Authenticated, JsonBody(body): JsonBody<CreateSessionRequest>) -> ApiResult<(StatusCode, Json<Data<Session>>)> {
-    let session = match (body.agent.name, body.agent.spec) {
-        (Some(name), None) => state.service.catalog().create_session(&caller, &name, body.title).await?,
-        (None, Some(spec)) => state.service.catalog().create_draft_session(&caller, spec, None, body.title).await?,
+    description = "A session of a saved agent (`agent: {\"name\": ...}`) or with its own spec (`agent: {\"spec\": ...}`), about the `resource_id` it names. With `?reuse_latest=true` (and a `resource_id` and a saved agent), the caller's latest session of that agent about that resource is answered (200) when there is one: \"select or create\".",
+    params(("reuse_latest" = Option<bool>, Query, description = "Answer the resource's latest session of the agent instead of a new one, when there is one.")),
+    responses((status = 201, description = "The created session.", body = Data<Session>), (status = 200, description = "The resource's latest session (`reuse_latest`).", body = Data<Session>)))]
+async fn create(
+    State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
+    params: Params,
+    JsonBody(body): JsonBody<CreateSessionRequest>,
+) -> ApiResult<(StatusCode, Json<Data<Session>>)> {
+    params.only(&["reuse_latest"])?;
+    let agent = match (body.agent.name, body.agent.spec) {
+        (Some(name), None) => NewSessionAgent::Saved(name),
+        (None, Some(spec)) => NewSessionAgent::Spec(Box::new(spec)),
         _ => {
             return Err(ApiError::bad_request("invalid_request", "agent must be either { \"name\": ... } or { \"spec\": ... }")
                 .with_param("agent"));
         }
     };
-    Ok((StatusCode::CREATED, Json(Data { data: session })))
+    let new = NewSession { agent, title: body.title, resource_id: body.resource_id, reuse_latest: params.flag("reuse_latest")? };
+    let (session, created) = state.service.catalog().resources().create_or_reuse_session(&caller, new).await?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(Data { data: session })))
 }
 
 #[utoipa::path(get, path = "/sessions", operation_id = "listSessions", tag = "Agent Sessions", summary = "List sessions",
@@ -58,12 +69,14 @@ async fn create(State(state): State<AppState>, Authenticated(caller): Authentica
         ("page_token" = Option<String>, Query, description = "The `next_page_token` of the previous page."),
         ("start_timestamp" = Option<String>, Query, description = "Sessions created at or after this RFC 3339 time."),
         ("end_timestamp" = Option<String>, Query, description = "Sessions created at or before this RFC 3339 time."),
-        ("agent_id" = Option<String>, Query, description = "Only sessions of this agent.")),
+        ("agent_id" = Option<String>, Query, description = "Only sessions of this agent."),
+        ("resource_id" = Option<String>, Query, description = "Only sessions about this resource.")),
     responses((status = 200, description = "A page of the caller's sessions, most recently updated first, each with its `preview` (the start of its first user message).", body = Page<Session>)))]
 async fn list(State(state): State<AppState>, Authenticated(caller): Authenticated, params: Params) -> ApiResult<Json<Page<Session>>> {
     let limit = params.limit(25, 25)?;
     let query = SessionListQuery {
         agent_id: params.string("agent_id"),
+        resource_id: params.string("resource_id"),
         created_from: params.timestamp("start_timestamp")?,
         created_to: params.timestamp("end_timestamp")?,
         order_by: SessionOrder::UpdatedAt,
@@ -99,7 +112,7 @@ async fn update(
             return Err(ApiError::bad_request("invalid_request", "agent must be { \"spec\": ... }").with_param("agent"));
         }
     };
-    Ok(Json(Data { data: state.service.catalog().update_session(&caller, &session_id, SessionUpdate { spec, title: body.title, mode: body.mode, model: body.model, subagent_models: body.subagent_models, permissions: body.permissions, state: body.state }).await? }))
+    Ok(Json(Data { data: state.service.catalog().update_session(&caller, &session_id, SessionUpdate { spec, title: body.title, mode: body.mode, model: body.model, subagent_models: body.subagent_models, permissions: body.permissions, state: body.state, resource_id: body.resource_id }).await? }))
 }
 
 #[utoipa::path(get, path = "/sessions/{session_id}/tasks", operation_id = "getSessionTasks", tag = "Agent Sessions", summary = "The session's task list", params(("session_id" = String, Path, description = "The session's id.")),
