@@ -161,7 +161,8 @@ test('a file a sandbox command makes is a data-file part, and downloads', async 
   const manifest = { model: { name: 'fake/fake-model' }, config: { sandbox: { enabled: true } } };
   await expectStatus(server.api('POST', '/api/v1/agents', { name: 'builder', manifest }), 201);
   const id = newChatId();
-  const chat = new Chat({ server, agent: 'builder', id });
+  const news = [];
+  const chat = new Chat({ server, agent: 'builder', id, onData: (part) => news.push(part) });
   const message = await send(chat, '[tool:exec {"command": "echo hi > hello.txt"}]');
   const [exec] = message.parts.filter((part) => part.type === 'tool-exec');
   assert.equal(exec.state, 'output-available');
@@ -171,9 +172,11 @@ test('a file a sandbox command makes is a data-file part, and downloads', async 
   const download = await fetch(`${server.url}/api/v1/sessions/${id}/turns/${message.id}/download-sandbox-file?path=${encodeURIComponent(files[0].data.path)}`);
   assert.equal(download.status, 200);
   assert.equal(await download.text(), 'hi\n');
-  // The turn made the workspace: one data part says it is ready.
-  const workspace = message.parts.filter((part) => part.type === 'data-workspace-status');
-  assert.deepEqual(workspace.map((part) => [part.id, part.data.status]), [['workspace', 'ready']]);
+  // The turn made the workspace: a transient data part says it is ready (news for onData, not
+  // a part of the message).
+  const workspace = news.filter((part) => part.type === 'data-workspace-status');
+  assert.deepEqual(workspace.map((part) => [part.id, part.data.status, part.transient]), [['workspace', 'ready', true]]);
+  assert.equal(message.parts.filter((part) => part.type === 'data-workspace-status').length, 0);
 });
 
 test("what a sandbox command prints is a data-shell-output part of its call", async () => {

@@ -12,13 +12,13 @@ const PLAN_TOOL = 'submit_plan';
 
 export function Message({ message, sessionId, waiting, cancelled, answer }) {
   const user = message.role === 'user';
-  // A call's progress shows until the call has its result.
+  // A call's progress, and what a running command prints, show until the call has its result.
   const finished = new Set(message.parts.filter((part) => part.toolCallId && part.state?.startsWith('output-')).map((part) => part.toolCallId));
   return (
     <article className={`message ${message.role}`} aria-label={user ? 'You' : 'Agent'}>
       <h3 className="visually-hidden">{user ? 'You' : 'Agent'}</h3>
       {message.parts
-        .filter((part) => part.type !== 'data-tool-progress' || !finished.has(part.data?.toolCallId))
+        .filter((part) => !['data-tool-progress', 'data-shell-output'].includes(part.type) || !finished.has(part.data?.toolCallId))
         .map((part, index) => (
           <Part key={partKey(part, index)} part={part} user={user} sessionId={sessionId} waiting={waiting} answer={answer} />
         ))}
@@ -46,6 +46,7 @@ function Part({ part, user, sessionId, waiting, answer }) {
   if (part.type === 'file') return <FilePart part={part} />;
   if (part.type === 'data-agent') return <AgentThread data={part.data} sessionId={sessionId} />;
   if (part.type === 'data-tool-progress') return <ToolProgress data={part.data} />;
+  if (part.type === 'data-shell-output') return <ShellOutput data={part.data} />;
   if (part.type === 'data-file') {
     return <Downloads sessionId={sessionId} paths={[part.data.path]} sizes={{ [part.data.path]: part.data.size }} />;
   }
@@ -205,6 +206,18 @@ function ToolProgress({ data }) {
         <span className="muted">{data.toolName}: {data.message ?? 'working'}</span>{' '}
         <progress value={known ? data.progress : undefined} max={known ? data.total : undefined} />
       </label>
+    </div>
+  );
+}
+
+// What a running command printed so far (the server streams its first 64 KiB), the newest
+// lines in view.
+function ShellOutput({ data }) {
+  return (
+    <div className="shell-output" role="log" aria-label={`Output of ${data.toolName}`}>
+      {data.stdout && <pre className="stdout">{data.stdout}</pre>}
+      {data.stderr && <pre className="stderr">{data.stderr}</pre>}
+      {data.truncated && <p className="muted">… more output than is shown while it runs; the result holds it.</p>}
     </div>
   );
 }

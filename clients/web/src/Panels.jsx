@@ -1,12 +1,14 @@
 // Beside a chat: the session's task list and submitted plans (agents that keep them), its
 // follow-up queue (each cancellable), its "always allow" grants (each revocable) and its state
-// object, and (for agents with a sandbox) a box to download any file of it. The tasks, plans,
+// object, and (for agents with a sandbox) its workspace: where it stands, its files to browse
+// and download, made ahead or destroyed on demand. The tasks, plans,
 // follow-ups and state are the live channel's display state, current as they change; the
 // grants are not on the channel, so they are read when the panel opens, when a turn ends (an
 // "always allow" answer grants one) and after a revocation.
 import { useEffect, useId, useState } from 'react';
 import { api } from './api.js';
 import { Markdown } from './Markdown.jsx';
+import { formatBytes } from './format.js';
 import { Downloads, isFolder } from './Message.jsx';
 
 export function Panels({ sessionId, display, turnsEnded, sandbox }) {
@@ -103,18 +105,116 @@ export function Panels({ sessionId, display, turnsEnded, sandbox }) {
           <pre className="json">{JSON.stringify(state, null, 2)}</pre>
         </details>
       )}
-      {sandbox && <SandboxDownload sessionId={sessionId} />}
+      {sandbox && <Workspace sessionId={sessionId} status={display?.workspace ?? null} turnsEnded={turnsEnded} />}
     </div>
   );
 }
 
-function SandboxDownload({ sessionId }) {
+const STATUS_WORDS = {
+  none: 'not made yet (the first command makes it)',
+  provisioning: 'being made…',
+  ready: 'ready',
+  error: 'could not be made',
+  destroyed: 'destroyed (the next command makes a fresh one)',
+};
+
+// The session's workspace: its status (the live channel's display state keeps it current),
+// its files one folder at a time (read when the panel opens, when the status changes, when a
+// turn ends and as the user browses), and the buttons that make it now or destroy it.
+function Workspace({ sessionId, status, turnsEnded }) {
+  const [open, setOpen] = useState(false);
+  const [folder, setFolder] = useState('');
+  const [workspace, setWorkspace] = useState(null);
+  const [problem, setProblem] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const [changed, setChanged] = useState(0);
+  const path = `sessions/${encodeURIComponent(sessionId)}/workspace`;
+  useEffect(() => {
+    if (!open) return undefined;
+    let live = true;
+    const query = folder ? `?path=${encodeURIComponent(folder)}` : '';
+    api('GET', `${path}${query}`).then(
+      (body) => {
+        if (!live) return;
+        setWorkspace(body.data);
+        setProblem(null);
+      },
+      (failure) => {
+        if (!live) return;
+        // A folder that went away (the workspace was destroyed): back to the top.
+        if (folder) setFolder('');
+        else setProblem(failure.message);
+      },
+    );
+    return () => {
+      live = false;
+    };
+  }, [path, open, folder, status, turnsEnded, changed]);
+  const act = async (method) => {
+    setBusy(true);
+    try {
+      setProblem(null);
+      await api(method, path);
+      setFolder('');
+    } catch (failure) {
+      setProblem(failure.message);
+    }
+    setBusy(false);
+    setChanged((value) => value + 1);
+  };
+  const shown = workspace?.status ?? status ?? 'none';
+  const files = workspace?.files ?? [];
+  const parent = folder.includes('/') ? folder.slice(0, folder.lastIndexOf('/')) : '';
+  return (
+    <details className="panel workspace" onToggle={(event) => setOpen(event.currentTarget.open)}>
+      <summary>Workspace</summary>
+      <p role="status" className={`workspace-status ${shown}`}>
+        Workspace {STATUS_WORDS[shown] ?? shown}
+        {workspace?.used_bytes != null && workspace?.quota_bytes != null && (
+          <span className="muted"> — {formatBytes(workspace.used_bytes)} of {formatBytes(workspace.quota_bytes)}</span>
+        )}
+      </p>
+      {workspace?.error && <p className="error">{workspace.error}</p>}
+      {problem && <p className="error" role="alert">{problem}</p>}
+      <div className="row">
+        {shown !== 'ready' && <button type="button" disabled={busy} onClick={() => act('POST')}>Prepare workspace</button>}
+        {shown === 'ready' && <button type="button" disabled={busy} onClick={() => act('DELETE')}>Destroy workspace</button>}
+      </div>
+      {shown === 'ready' && (
+        <nav aria-label="Workspace files">
+          <p className="muted">/workspace{folder ? `/${folder}` : ''}</p>
+          <ul className="files">
+            {folder && (
+              <li><button type="button" className="link" onClick={() => setFolder(parent)}>.. (up)</button></li>
+            )}
+            {files.map((file) => {
+              const relative = file.path.replace(/^\/workspace\/?/, '');
+              const name = relative.split('/').at(-1);
+              if (file.kind === 'directory') {
+                return <li key={file.path}><button type="button" className="link" onClick={() => setFolder(relative)}>{name}/</button></li>;
+              }
+              if (file.kind === 'file') {
+                return <li key={file.path}><Downloads sessionId={sessionId} paths={[file.path]} sizes={{ [file.path]: file.bytes }} /></li>;
+              }
+              return <li key={file.path} className="muted">{name} ({file.kind})</li>;
+            })}
+            {files.length === 0 && <li className="muted">No files.</li>}
+          </ul>
+          {workspace?.files_truncated && <p className="muted">More files than shown.</p>}
+        </nav>
+      )}
+      <FindFile sessionId={sessionId} />
+    </details>
+  );
+}
+
+// Any file of the sandbox by its path (`/tmp` too), for download.
+function FindFile({ sessionId }) {
   const [path, setPath] = useState('/workspace/');
   const [wanted, setWanted] = useState(null);
   const inputId = useId();
   return (
-    <details className="panel">
-      <summary>Sandbox files</summary>
+    <div>
       <form className="row" onSubmit={(event) => { event.preventDefault(); setWanted(path.trim()); }}>
         <label htmlFor={inputId}>Path</label>
         <input id={inputId} value={path} onChange={(event) => setPath(event.target.value)} />
@@ -122,6 +222,6 @@ function SandboxDownload({ sessionId }) {
       </form>
       {wanted && isFolder(wanted) && <p className="muted" role="status">{wanted} is a folder: name a file in it (a download is one file).</p>}
       {wanted && !isFolder(wanted) && <Downloads key={wanted} sessionId={sessionId} paths={[wanted]} />}
-    </details>
+    </div>
   );
 }

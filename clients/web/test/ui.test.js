@@ -294,11 +294,49 @@ test('folders are not offered for download: the files in them are', async () => 
   await page.locator('.messages').getByText(/^Tool result: /).waitFor();
   await page.getByRole('button', { name: 'Download /workspace/out/a.txt' }).first().waitFor();
   assert.equal(await page.getByRole('button', { name: 'Download /workspace/out', exact: true }).count(), 0, 'the folder is not offered');
-  await page.getByText('Sandbox files').click();
+  await page.locator('summary', { hasText: 'Workspace' }).click();
   await page.getByRole('button', { name: 'Find' }).click();
   await page.getByText('/workspace/ is a folder: name a file in it').waitFor();
   assert.equal(await page.getByRole('button', { name: 'Download /workspace/', exact: true }).count(), 0);
   await screenshot(page, '11a-folder-not-offered');
+  noProblems(page);
+});
+
+test('the workspace panel shows its status, browses its files and destroys it', async () => {
+  const page = await openChat();
+  await send(page, '[tool:exec {"command": "mkdir -p /workspace/src && printf hello > /workspace/src/a.txt"}]');
+  await page.locator('.messages').getByText(/^Tool result: /).waitFor();
+  await page.locator('summary', { hasText: 'Workspace' }).click();
+  const panel = page.locator('details.workspace');
+  await panel.getByRole('status').getByText('Workspace ready').waitFor();
+  await panel.getByRole('button', { name: 'src/' }).click();
+  const file = panel.getByRole('button', { name: 'Download /workspace/src/a.txt' });
+  await file.waitFor();
+  await panel.getByText('(5 B)').waitFor();
+  await screenshot(page, '11b-workspace-browsed');
+  const [download] = await Promise.all([page.waitForEvent('download'), file.click()]);
+  assert.equal(await readFile(await download.path(), 'utf8'), 'hello');
+  await panel.getByRole('button', { name: '.. (up)' }).click();
+  await panel.getByRole('button', { name: 'src/' }).waitFor();
+  await panel.getByRole('button', { name: 'Destroy workspace' }).click();
+  await panel.getByRole('status').getByText('Workspace destroyed').waitFor();
+  assert.equal(await panel.getByRole('button', { name: 'src/' }).count(), 0, 'its files are gone');
+  await screenshot(page, '11c-workspace-destroyed');
+  await panel.getByRole('button', { name: 'Prepare workspace' }).click();
+  await panel.getByRole('status').getByText('Workspace ready').waitFor();
+  await panel.getByText('No files.').waitFor();
+  noProblems(page);
+});
+
+test('what a running command prints shows before it ends', async () => {
+  const page = await openChat();
+  await send(page, '[tool:exec {"command": "echo first line; sleep 4; echo second line"}]');
+  const output = page.getByRole('log', { name: 'Output of exec' });
+  await output.getByText('first line').waitFor();
+  assert.equal(await page.locator('.messages').getByText(/^Tool result: /).count(), 0, 'the command still runs');
+  await screenshot(page, '11d-output-streaming');
+  await page.locator('.messages').getByText(/^Tool result: .*second line/).waitFor();
+  assert.equal(await output.count(), 0, 'the result replaces the output');
   noProblems(page);
 });
 

@@ -39,13 +39,16 @@ pub enum Chunk {
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
-    /// A data part (`data-<name>`); parts with the same name and id replace each other.
+    /// A data part (`data-<name>`); parts with the same name and id replace each other. A
+    /// transient one is handed to the client's `onData` only, never kept in the message.
     #[serde(untagged)]
     Data {
         #[serde(rename = "type")]
         kind: String,
         id: String,
         data: Value,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        transient: bool,
     },
 }
 
@@ -87,6 +90,11 @@ impl Usage {
 impl Chunk {
     /// A data part of `name` with `id`.
     pub fn data(name: &str, id: &str, data: Value) -> Chunk {
-        Chunk::Data { kind: format!("data-{name}"), id: id.to_owned(), data }
+        Chunk::Data { kind: format!("data-{name}"), id: id.to_owned(), data, transient: false }
+    }
+
+    /// A transient data part of `name` with `id`: news for the client, not a part of the message.
+    pub fn transient_data(name: &str, id: &str, data: Value) -> Chunk {
+        Chunk::Data { kind: format!("data-{name}"), id: id.to_owned(), data, transient: true }
     }
 }

@@ -144,9 +144,9 @@ impl Translator {
             Event::McpAuthRequired(auth) => {
                 chunks.push(Chunk::data("mcp-auth-required", &auth.id, serde_json::to_value(auth).unwrap_or_default()));
             }
-            // One part for the workspace, updated in place as its state changes.
+            // News of the session, not of the conversation: transient, for the client's `onData`.
             Event::WorkspaceStatus(changed) => {
-                chunks.push(Chunk::data("workspace-status", "workspace", serde_json::to_value(changed).unwrap_or_default()));
+                chunks.push(Chunk::transient_data("workspace-status", "workspace", serde_json::to_value(changed).unwrap_or_default()));
             }
             Event::SandboxCreated(_) | Event::McpInitialize(_) => {}
             Event::TurnDone(done) => self.turn_done(&done.state, chunks),
