@@ -52,6 +52,25 @@ async fn assert_none_left(mark: &str) {
     }
 }
 
+/// Starts two sleeping processes marked `mark` in the sandbox, in a task of their own, and
+/// waits (at most ten seconds) until both run.
+async fn start_sleepers<P: SandboxProvider + 'static>(
+    sandboxes: &std::sync::Arc<P>,
+    id: &str,
+    mark: &'static str,
+) -> tokio::task::JoinHandle<Result<ExecOutput, SandboxError>> {
+    let running = {
+        let (sandboxes, id) = (sandboxes.clone(), id.to_owned());
+        tokio::spawn(async move { sandboxes.exec(&id, marked("sleep 600 & sleep 600", mark)).await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_marked(mark).len() < 2 {
+        assert!(Instant::now() < deadline, "the command did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    running
+}
+
 fn ok(output: &ExecOutput) -> &str {
     assert_eq!(output.exit_code, Some(0), "{output:?}");
     &output.stdout
@@ -206,16 +225,7 @@ async fn a_dropped_command_is_killed_with_everything_it_started() {
     let root = Root::new("cancel");
     let sandboxes = std::sync::Arc::new(provider(&root, Limits::default()).await);
     let id = sandboxes.provision("ses_cancel", &common::owner()).await.unwrap().sandbox_id;
-    let running = {
-        let sandboxes = sandboxes.clone();
-        let id = id.clone();
-        tokio::spawn(async move { sandboxes.exec(&id, marked("sleep 600 & sleep 600", "cancel")).await })
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while processes_marked("cancel").len() < 2 {
-        assert!(Instant::now() < deadline, "the command did not start");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let running = start_sleepers(&sandboxes, &id, "cancel").await;
     let cancelled = Instant::now();
     running.abort();
     assert_none_left("cancel").await;
@@ -231,16 +241,7 @@ async fn a_destroyed_workspace_kills_its_commands_loses_its_files_and_comes_back
     let id = sandboxes.provision("ses_reset", &common::owner()).await.unwrap().sandbox_id;
     assert!(matches!(sandboxes.workspace("ses_reset").await.unwrap(), WorkspaceState::Ready { sandbox_id, .. } if sandbox_id == id));
     sandboxes.write_file(&id, "notes/kept.txt", b"kept").await.unwrap();
-    let running = {
-        let sandboxes = sandboxes.clone();
-        let id = id.clone();
-        tokio::spawn(async move { sandboxes.exec(&id, marked("sleep 600 & sleep 600", "reset")).await })
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while processes_marked("reset").len() < 2 {
-        assert!(Instant::now() < deadline, "the command did not start");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let running = start_sleepers(&sandboxes, &id, "reset").await;
     sandboxes.reset("ses_reset").await.unwrap();
     // The command was killed first, with everything it started, and says why.
     let answer = running.await.unwrap();
