@@ -533,7 +533,8 @@ impl SandboxProvider for Bubblewrap {
     async fn workspace(&self, session_id: &str) -> Result<WorkspaceState, SandboxError> {
         let sandbox_id = Bubblewrap::sandbox_id(session_id);
         if self.existing(&sandbox_id).await.is_ok() {
-            let used = self.ledger.settled(&sandbox_id).await.filter(|usage| usage.complete).map(|usage| (usage.bytes, usage.files));
+            // As last measured: a report never waits for a measurement under way.
+            let used = self.ledger.last(&sandbox_id).filter(|usage| usage.complete).map(|usage| (usage.bytes, usage.files));
             return Ok(WorkspaceState::Ready { sandbox_id, used, quota_bytes: self.limits.max_workspace_bytes });
         }
         match tokio::fs::metadata(self.tombstone(&sandbox_id)).await {

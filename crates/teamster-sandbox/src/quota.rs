@@ -449,6 +449,12 @@ impl Ledger {
             .map(|(scope, quota, total)| quota.report(scope, &total, true))
     }
 
+    /// The last measured usage of a sandbox as it stands, without waiting for one under way;
+    /// `None` when the sandbox was never measured.
+    pub(crate) fn last(&self, sandbox_id: &str) -> Option<Usage> {
+        self.state().sandboxes.get(sandbox_id).and_then(|remembered| remembered.usage).map(|(_, usage)| usage)
+    }
+
     /// The last measured usage of a sandbox, once the measurements of the commands and writes
     /// that ended before this call landed (waiting at most [`SETTLE_WAIT`]); `None` when the
     /// sandbox was never measured.
