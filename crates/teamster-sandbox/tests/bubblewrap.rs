@@ -441,12 +441,14 @@ async fn a_subjects_sandboxes_share_one_quota_across_sessions_and_restarts() {
     let (alice, bob) = (SandboxOwner::new("acme", "user:alice"), SandboxOwner::new("acme", "user:bob"));
     let sandboxes = provider(&root, limits.clone()).await;
     let first = sandboxes.provision("ses_alice_1", &alice).await.unwrap().sandbox_id;
-    ok(&sandboxes.exec(&first, run("head -c 6291456 /dev/zero > six")).await.unwrap());
+    ok(&sandboxes.exec(&first, run("head -c 7340032 /dev/zero > seven")).await.unwrap());
 
     // Alice's second session fills its sandbox: each sandbox is under its own 8 MiB, but the
-    // two together pass her 12 MiB, and the command doing that is killed.
+    // two together pass her 12 MiB, and the command doing that is killed. It passes her quota
+    // at 5 MiB and its own at 8: at a MiB per 0.2 s, 0.6 s apart, more than two of the
+    // watchdog's 250 ms measurements see it between the two.
     let second = sandboxes.provision("ses_alice_2", &alice).await.unwrap().sandbox_id;
-    let fill = "i=0; while :; do head -c 1048576 /dev/zero > f$i; i=$((i+1)); sleep 0.1; done";
+    let fill = "i=0; while :; do head -c 1048576 /dev/zero > f$i; i=$((i+1)); sleep 0.2; done";
     let filled = sandboxes.exec(&second, marked(fill, "owner-fill")).await.unwrap();
     let over = filled.over_quota.unwrap_or_else(|| panic!("not stopped for the owner's quota: {filled:?}"));
     assert!(over.killed && over.scope == QuotaScope::Subject && over.max_bytes == 12 * 1024 * 1024, "{over:?}");
