@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { expectStatus, launchBrowser, newPage, screenshot, startServer } from './harness.js';
+import { expectStatus, launchBrowser, newPage, screenshot, startServer, waitFor } from './harness.js';
 
 const DESK = path.resolve(import.meta.dirname, 'fixtures/mcp-stdio-server.js');
 let server;
@@ -132,9 +132,13 @@ test('the agent editor checks the manifest against the schema as it is typed, an
   const complete = page.getByRole('group', { name: 'Complete the key' });
   await complete.getByRole('button', { name: 'enabled', exact: true }).click();
   assert.equal(await editor.inputValue(), 'model:\n  name: fake/fake-model\nconfig:\n  sandbox:\n    enabled: ');
-  // Back at the top level, the manifest's own keys.
+  // Back at the top level, the manifest's own keys. A completion gives the editor its focus
+  // back once it has rendered: typed before that, a key went to the button (seen under load).
+  const focused = () => waitFor(() => editor.evaluate((element) => document.activeElement === element));
+  await focused();
   await page.keyboard.type('true\ninstr');
   await complete.getByRole('button', { name: 'instructions', exact: true }).click();
+  await focused();
   await page.keyboard.type('Help.');
   assert.match(await editor.inputValue(), /\ninstructions: Help\.$/);
   await problems.waitFor({ state: 'detached' });
