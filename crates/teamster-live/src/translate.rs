@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use teamster_protocol::event::{ModelMessage, ModelMessageDelta, ThinkingBlock, ThreadState, ToolCallsPending, Usage};
+use teamster_protocol::workspace::WorkspaceStatus;
 use teamster_protocol::{Event, MAIN_THREAD_ID, TurnState};
 
 use crate::display::{AgentEndStatus, SubagentStatus, UsageTotals};
@@ -63,7 +64,7 @@ impl TurnTranslator {
                 }
             }
             Event::ThreadCreated(thread) => events.extend(self.close(&thread.parent.thread_id)),
-            Event::TurnDone(_) | Event::McpAuthRequired(_) | Event::SandboxCreated(_) | Event::WorkspaceStatus(_) | Event::TurnCreated(_) => {
+            Event::TurnDone(_) | Event::McpAuthRequired(_) | Event::SandboxCreated(_) | Event::TurnCreated(_) => {
                 let threads: Vec<String> = self.open.keys().cloned().collect();
                 for thread in threads {
                     events.extend(self.close(&thread));
@@ -144,8 +145,12 @@ impl TurnTranslator {
                 let servers: Vec<&str> = required.mcp_servers.iter().map(|server| server.name.as_str()).collect();
                 vec![LiveEvent::Info { message: format!("authorize the MCP servers {} to go on", servers.join(", ")) }]
             }
-            Event::SandboxCreated(sandbox) => vec![LiveEvent::Info { message: format!("sandbox {} is ready", sandbox.sandbox_id) }],
-            Event::WorkspaceStatus(changed) => LiveEvent::workspace(changed.status, changed.sandbox_id.as_deref(), changed.error.as_deref()),
+            // A turn that made the sandbox: its workspace is ready.
+            Event::SandboxCreated(sandbox) => {
+                let mut events = vec![LiveEvent::Info { message: format!("sandbox {} is ready", sandbox.sandbox_id) }];
+                events.extend(LiveEvent::workspace(WorkspaceStatus::Ready, Some(&sandbox.sandbox_id), None));
+                events
+            }
             Event::McpInitialize(_) => Vec::new(),
             Event::TurnDone(done) => self.turn_done(&done.state),
         }

@@ -47,10 +47,6 @@ pub enum Event {
     /// that ask for it: what a running command printed.
     #[serde(rename = "shell.output")]
     ShellOutput(ShellOutput),
-    /// A Teamster extension, in the stream only (never listed): the session's workspace
-    /// changed state as the turn made it.
-    #[serde(rename = "workspace.status")]
-    WorkspaceStatus(WorkspaceStatusChanged),
 }
 
 impl Event {
@@ -71,7 +67,6 @@ impl Event {
             Event::ToolResponseRequired(_) => "tool.response_required",
             Event::ToolProgress(_) => "tool.progress",
             Event::ShellOutput(_) => "shell.output",
-            Event::WorkspaceStatus(_) => "workspace.status",
         }
     }
 
@@ -91,14 +86,13 @@ impl Event {
             Event::ToolApprovalRequired(e) | Event::ToolResponseRequired(e) => &e.id,
             Event::ToolProgress(e) => &e.id,
             Event::ShellOutput(e) => &e.id,
-            Event::WorkspaceStatus(e) => &e.id,
         }
     }
 
     /// Whether the event is listed by the turn-events endpoint: content events only, never
     /// `turn.created`, `turn.done`, deltas or progress.
     pub fn is_turn_content(kind: &str) -> bool {
-        !matches!(kind, "turn.created" | "turn.done" | "model.message.delta" | "tool.progress" | "shell.output" | "workspace.status")
+        !matches!(kind, "turn.created" | "turn.done" | "model.message.delta" | "tool.progress" | "shell.output")
     }
 
     /// Whether an event's stored JSON is a `tool.progress` (read without parsing it: the
@@ -614,20 +608,6 @@ pub struct SandboxCreated {
     pub created_at: String,
     /// The sandbox's id; files are downloaded under it.
     pub sandbox_id: String,
-    pub thread_id: Option<String>,
-}
-
-/// `workspace.status`: the session's workspace changed state.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct WorkspaceStatusChanged {
-    pub id: String,
-    pub created_at: String,
-    pub status: crate::workspace::WorkspaceStatus,
-    /// The workspace's sandbox, once it is ready.
-    pub sandbox_id: Option<String>,
-    /// Why it could not be made (with `error`).
-    pub error: Option<String>,
     pub thread_id: Option<String>,
 }
 

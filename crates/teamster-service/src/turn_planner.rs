@@ -84,12 +84,11 @@ impl PlanTurns for Planner {
         let sandbox = self.sandboxes.for_turn(&session.id, &owner, &spec).await?;
         let mut skills = Vec::new();
         if let Some(sandbox) = &sandbox {
-            if let Some((created, ready)) = &sandbox.created {
+            if let Some(created) = &sandbox.created {
                 downloads::link(self.stores.settings.as_ref(), &session.id, &session.created_by.subject_id, &sandbox.sandbox_id)
                     .await
                     .map_err(|error| format!("The session's sandbox could not be recorded: {error}."))?;
                 sink.emit_content(created);
-                sink.emit(ready);
             }
             attachments::write_into_sandbox(self.stores.sessions.as_ref(), &session.id, sandbox, &turn.input).await?;
             skills = sandbox.mount_skills(self.stores.settings.as_ref(), &spec).await?;

@@ -9,7 +9,7 @@
 //! out) as one [`WorkspaceTools`], `glob.rs` the glob patterns, `text.rs` what counts as a text
 //! file and how lines are cut, `lifecycle.rs` the workspace's lifecycle ([`Workspaces`]: made
 //! ahead of the first tool call or by it, reported with its usage and files, destroyed while
-//! the session goes on) and the `workspace.status` events that announce it.
+//! the session goes on).
 //!
 //! Invariant: no knowledge of turns, stores or who may read a session; a session id (only as
 //! the provider's key), a sandbox id and a provider in, reports, events and tool results out.
@@ -20,6 +20,6 @@ mod selection;
 mod text;
 mod tools;
 
-pub use lifecycle::{FilesQuery, MAX_LISTED_DEPTH, MAX_LISTED_FILES, Standing, Workspaces, status_event};
+pub use lifecycle::{FilesQuery, MAX_LISTED_DEPTH, MAX_LISTED_FILES, Standing, Workspaces};
 pub use selection::{WorkspaceTools, as_chosen, check_choices, sandbox_tool_definitions, sandbox_tool_names, shown_names};
 pub use tools::{EDIT_TOOLS, FILE_TOOLS, FileTools, READ_TOOLS};

@@ -3,14 +3,13 @@
 //! and files ([`Workspaces::report`]), and destroyed while its session goes on
 //! ([`Workspaces::destroy`]). Whether one is being made, and why the last attempt failed, is
 //! this replica's knowledge; everything else is the provider's, so every replica sharing it
-//! reports the same.
+//! reports the same. A turn that makes the workspace says so with `sandbox.created`, which the
+//! streams' translators read as the workspace being ready.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use teamster_protocol::event::WorkspaceStatusChanged;
 use teamster_protocol::workspace::{Workspace, WorkspaceFile, WorkspaceFileKind, WorkspaceStatus};
-use teamster_protocol::{Event, ids, timestamp};
 use teamster_sandbox::{FileKind, Provisioned, SandboxError, SandboxOwner, SandboxProvider, WorkspaceState};
 
 /// The most files a report lists.
@@ -185,18 +184,6 @@ impl Workspaces {
     fn failure(&self, session_id: &str) -> Option<String> {
         self.failures.lock().unwrap_or_else(PoisonError::into_inner).get(session_id).map(|(_, error)| error.clone())
     }
-}
-
-/// The `workspace.status` event saying a turn's workspace is now `status`.
-pub fn status_event(status: WorkspaceStatus, sandbox_id: Option<&str>, error: Option<&str>) -> Event {
-    Event::WorkspaceStatus(WorkspaceStatusChanged {
-        id: ids::new_id("evt"),
-        created_at: timestamp::now(),
-        status,
-        sandbox_id: sandbox_id.map(str::to_owned),
-        error: error.map(str::to_owned),
-        thread_id: None,
-    })
 }
 
 fn kind(kind: FileKind) -> WorkspaceFileKind {

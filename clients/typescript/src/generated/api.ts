@@ -2323,12 +2323,6 @@ export interface components {
              * @enum {string}
              */
             type: "shell.output";
-        }) | (components["schemas"]["WorkspaceStatusChanged"] & {
-            /**
-             * @description Always `workspace.status`: the kind of this object.
-             * @enum {string}
-             */
-            type: "workspace.status";
         });
         /**
          * @description Bounds on a turn's fan-out: how many tool calls of one model message run at once (the rest
@@ -3239,9 +3233,6 @@ export interface components {
             }) | (components["schemas"]["ShellOutput"] & {
                 /** @enum {string} */
                 type: "shell.output";
-            }) | (components["schemas"]["WorkspaceStatusChanged"] & {
-                /** @enum {string} */
-                type: "workspace.status";
             }))[];
             /** @description The page's size and the tokens of the pages after and before it. */
             pagination: components["schemas"]["TokenPagination"];
@@ -4371,20 +4362,6 @@ export interface components {
          * @enum {string}
          */
         WorkspaceStatus: "none" | "provisioning" | "ready" | "error" | "destroyed";
-        /** @description `workspace.status`: the session's workspace changed state. */
-        WorkspaceStatusChanged: {
-            /** @description When it was created (RFC 3339, UTC, milliseconds). */
-            created_at: string;
-            /** @description Why it could not be made (with `error`). */
-            error?: string | null;
-            /** @description This object's id. */
-            id: string;
-            /** @description The workspace's sandbox, once it is ready. */
-            sandbox_id?: string | null;
-            status: components["schemas"]["WorkspaceStatus"];
-            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
-            thread_id?: string | null;
-        };
     };
     responses: never;
     parameters: never;

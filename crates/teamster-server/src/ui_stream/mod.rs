@@ -144,11 +144,12 @@ impl Translator {
             Event::McpAuthRequired(auth) => {
                 chunks.push(Chunk::data("mcp-auth-required", &auth.id, serde_json::to_value(auth).unwrap_or_default()));
             }
-            // News of the session, not of the conversation: transient, for the client's `onData`.
-            Event::WorkspaceStatus(changed) => {
-                chunks.push(Chunk::transient_data("workspace-status", "workspace", serde_json::to_value(changed).unwrap_or_default()));
+            // A sandbox made by the turn: its workspace is ready. News of the session, not of the
+            // conversation: transient, for the client's `onData`.
+            Event::SandboxCreated(sandbox) => {
+                chunks.push(Chunk::transient_data("workspace-status", "workspace", crate::data_stream::workspace_ready(sandbox)));
             }
-            Event::SandboxCreated(_) | Event::McpInitialize(_) => {}
+            Event::McpInitialize(_) => {}
             Event::TurnDone(done) => self.turn_done(&done.state, chunks),
         }
     }

@@ -10,7 +10,6 @@ use teamster_protocol::agent::SandboxConfig;
 use teamster_protocol::event::SandboxCreated;
 use teamster_protocol::{AgentSpec, Event, ids, timestamp};
 use teamster_sandbox::{SandboxOwner, SandboxProvider};
-use teamster_protocol::workspace::WorkspaceStatus;
 use teamster_workspace::{WorkspaceTools, Workspaces};
 use teamster_tools::ToolSource;
 
@@ -52,8 +51,8 @@ pub(crate) struct TurnSandbox {
     pub sandbox_id: String,
     /// The tools on it the agent chose: `exec` and the file tools (`teamster-workspace`).
     pub tools: Arc<dyn ToolSource>,
-    /// `sandbox.created` and `workspace.status`, when planning this turn made the sandbox.
-    pub created: Option<(Event, Event)>,
+    /// `sandbox.created`, when planning this turn made the sandbox (its workspace is ready).
+    pub created: Option<Event>,
 }
 
 /// Checks the sandbox tools a spec chooses (`config.sandbox.tools`): only the sandbox's, each
@@ -133,13 +132,12 @@ impl Sandboxes {
             .map_err(|error| format!("The session's sandbox could not be prepared: {error}."))?;
         let network = wanted.network.unwrap_or(false);
         let created = provisioned.created.then(|| {
-            let created = Event::SandboxCreated(SandboxCreated {
+            Event::SandboxCreated(SandboxCreated {
                 id: ids::new_id("evt"),
                 created_at: timestamp::now(),
                 sandbox_id: provisioned.sandbox_id.clone(),
                 thread_id: None,
-            });
-            (created, teamster_workspace::status_event(WorkspaceStatus::Ready, Some(&provisioned.sandbox_id), None))
+            })
         });
         let tools = Arc::new(WorkspaceTools::new(provider.clone(), provisioned.sandbox_id.clone(), network, wanted.tools.as_ref()));
         Ok(Some(TurnSandbox { provider, skills, sandbox_id: provisioned.sandbox_id, tools, created }))
