@@ -24,8 +24,8 @@ pub(crate) struct CallProgress<'a> {
     pub tool_call_id: &'a str,
     pub tool_name: &'a str,
     recorded: AtomicUsize,
-    /// Bytes streamed so far of stdout and stderr, and whether the cap was reached.
-    streamed: Mutex<([u64; 2], usize, bool)>,
+    /// Bytes streamed so far of stdout and stderr.
+    streamed: Mutex<[u64; 2]>,
 }
 
 impl<'a> CallProgress<'a> {
@@ -53,13 +53,13 @@ impl ProgressSink for CallProgress<'_> {
 
     fn output(&self, stream: OutputStream, text: &str) {
         let (text, offset, truncated) = {
-            let mut streamed = self.streamed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let (offsets, total, capped) = &mut *streamed;
-            if *capped || text.is_empty() {
+            let mut offsets = self.streamed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Within a character of the cap nothing more fits: the piece that got there was the last.
+            let room = |offsets: &[u64; 2]| MAX_STREAMED_OUTPUT_BYTES.saturating_sub((offsets[0] + offsets[1]) as usize);
+            if room(&offsets) < 4 || text.is_empty() {
                 return;
             }
-            let room = MAX_STREAMED_OUTPUT_BYTES - *total;
-            let mut cut = room.min(text.len());
+            let mut cut = room(&offsets).min(text.len());
             while !text.is_char_boundary(cut) {
                 cut -= 1;
             }
@@ -67,10 +67,7 @@ impl ProgressSink for CallProgress<'_> {
             let index = usize::from(stream == OutputStream::Stderr);
             let offset = offsets[index];
             offsets[index] += kept.len() as u64;
-            *total += kept.len();
-            // Within a character of the cap, nothing more fits: this piece is the last.
-            *capped = MAX_STREAMED_OUTPUT_BYTES - *total < 4;
-            (kept.to_owned(), offset, *capped)
+            (kept.to_owned(), offset, room(&offsets) < 4)
         };
         self.sink.emit(&Event::ShellOutput(ShellOutput {
             id: ids::new_id("evt"),

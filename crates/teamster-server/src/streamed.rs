@@ -74,3 +74,10 @@ pub(crate) fn produced_files(response: &ToolResponse) -> Vec<ProducedFile> {
 pub(crate) fn call_input(call: &ToolCall) -> Value {
     serde_json::from_str(&call.function.arguments).unwrap_or_else(|_| Value::String(call.function.arguments.clone()))
 }
+
+/// The workspace a turn's `sandbox.created` made, as the streams' `workspace-status` parts carry
+/// it: `status` `ready`, its `sandbox_id`, and when (the native stream says it with the
+/// `sandbox.created` event itself; the gateway's client knows no other).
+pub(crate) fn workspace_ready(sandbox: &teamster_protocol::event::SandboxCreated) -> Value {
+    serde_json::json!({ "status": "ready", "sandbox_id": sandbox.sandbox_id, "created_at": sandbox.created_at })
+}

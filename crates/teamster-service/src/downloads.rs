@@ -107,7 +107,7 @@ impl Downloads<'_> {
     /// runs none, 413 for a file over the transfer limit, 502 when the provider fails.
     pub async fn sandbox_file(&self, caller: &Caller, address: SandboxAddress<'_>, path: &str) -> Result<SandboxFile> {
         check_path(path)?;
-        let Sandboxes::On { provider, .. } = self.service.sandboxes() else {
+        let Sandboxes::On { workspaces, .. } = self.service.sandboxes() else {
             return Err(ServiceError::PreconditionFailed("this server runs no sandboxes".to_owned()));
         };
         let (session, sandbox_id) = match address {
@@ -138,7 +138,7 @@ impl Downloads<'_> {
             }
         };
         check_downloads_allowed(&self.service.catalog().session_spec(&session).await?)?;
-        let file = provider.open_file(&sandbox_id, path).await.map_err(|error| match error {
+        let file = workspaces.provider().open_file(&sandbox_id, path).await.map_err(|error| match error {
             SandboxError::NotFound(_) => ServiceError::Gone(format!("sandbox {sandbox_id:?} was removed (idle, or with its session)")),
             SandboxError::InvalidPath { .. } | SandboxError::InvalidRequest(_) => ServiceError::invalid_param("path", error.to_string()),
             SandboxError::NoSuchFile(_) => ServiceError::NotFound(error.to_string()),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use teamster_protocol::workspace::{Workspace, WorkspaceStatus};
 use teamster_sandbox::{SandboxError, SandboxOwner};
+use teamster_protocol::AgentSpec;
 use teamster_store::SessionRecord;
 use teamster_workspace::{FilesQuery, Standing, Workspaces};
 
@@ -37,10 +38,7 @@ impl SessionWorkspaces<'_> {
     /// The workspace of the caller's session, listing the files `files` asks for. An agent
     /// without a sandbox has none (`status: none`, no provider).
     pub async fn get(&self, caller: &Caller, session_id: &str, files: &FilesQuery) -> Result<Workspace> {
-        let (_, workspaces) = match self.session_workspaces(caller, session_id).await? {
-            Some(found) => found,
-            None => return Ok(without_sandbox()),
-        };
+        let (_, _, Some(workspaces)) = self.lookup(caller, session_id).await? else { return Ok(without_sandbox()) };
         workspaces.report(session_id, files).await.map_err(|error| workspace_error(session_id, error))
     }
 
@@ -72,33 +70,27 @@ impl SessionWorkspaces<'_> {
         workspaces.report(session_id, &FilesQuery::default()).await.map_err(|error| workspace_error(session_id, error))
     }
 
-    /// The status of a session's workspace, for its live channels; `none` without a sandbox.
-    pub(crate) async fn status(&self, session: &SessionRecord) -> Result<Standing> {
+    /// The status of a session's workspace, for its live channels: the provider's answer alone
+    /// (a session whose agent has no sandbox never has one, so it reads `none`), with no read of
+    /// the session's agent on this path, which every re-read of a followed session takes.
+    pub(crate) async fn status(&self, session_id: &str) -> Result<Standing> {
         let Some(workspaces) = self.service.sandboxes().workspaces() else { return Ok(Standing::default()) };
-        if wanted(&self.service.catalog().session_spec(session).await?).is_none() {
-            return Ok(Standing::default());
-        }
-        workspaces.status(&session.id).await.map_err(|error| workspace_error(&session.id, error))
+        workspaces.status(session_id).await.map_err(|error| workspace_error(session_id, error))
     }
 
-    /// The caller's session and the workspaces its sandbox is among; `None` when its agent has
-    /// no sandbox or the server runs none.
-    async fn session_workspaces(&self, caller: &Caller, session_id: &str) -> Result<Option<(SessionRecord, Arc<Workspaces>)>> {
+    /// The caller's session, its agent's spec, and the workspaces its sandbox is among when the
+    /// agent has one and this server runs sandboxes.
+    async fn lookup(&self, caller: &Caller, session_id: &str) -> Result<(SessionRecord, AgentSpec, Option<Arc<Workspaces>>)> {
         let session = self.service.catalog().owned_session(caller, session_id).await?;
         let spec = self.service.catalog().session_spec(&session).await?;
-        match (wanted(&spec), self.service.sandboxes().workspaces()) {
-            (Some(_), Some(workspaces)) => {
-                let workspaces = workspaces.clone();
-                Ok(Some((session, workspaces)))
-            }
-            _ => Ok(None),
-        }
+        let workspaces = wanted(&spec).and(self.service.sandboxes().workspaces()).cloned();
+        Ok((session, spec, workspaces))
     }
 
-    /// Like [`SessionWorkspaces::session_workspaces`], refusing a session without a sandbox.
+    /// Like [`SessionWorkspaces::lookup`], refusing a session without a sandbox (409) and one
+    /// this server cannot run (422).
     async fn sandboxed_session(&self, caller: &Caller, session_id: &str) -> Result<(SessionRecord, Arc<Workspaces>)> {
-        let session = self.service.catalog().owned_session(caller, session_id).await?;
-        let spec = self.service.catalog().session_spec(&session).await?;
+        let (session, spec, workspaces) = self.lookup(caller, session_id).await?;
         if wanted(&spec).is_none() {
             return Err(ServiceError::Conflict {
                 code: "no_sandbox",
@@ -106,10 +98,8 @@ impl SessionWorkspaces<'_> {
             });
         }
         self.service.sandboxes().check(&spec)?;
-        match self.service.sandboxes().workspaces() {
-            Some(workspaces) => Ok((session, workspaces.clone())),
-            None => Err(ServiceError::Unprocessable("this server runs no sandboxes".to_owned())),
-        }
+        let workspaces = workspaces.ok_or_else(|| ServiceError::Unprocessable("this server runs no sandboxes".to_owned()))?;
+        Ok((session, workspaces))
     }
 }
 

@@ -127,7 +127,7 @@ impl Translator {
             // A sandbox made by the turn: its workspace is ready.
             Event::SandboxCreated(sandbox) => {
                 parts.push(Part::custom("sandbox-created", sandbox));
-                parts.push(Part::custom("workspace-status", &workspace_ready(sandbox)));
+                parts.push(Part::custom("workspace-status", &crate::streamed::workspace_ready(sandbox)));
             }
             Event::McpInitialize(_) => {}
             Event::TurnDone(done) => self.turn_done(&done.state, parts),
@@ -415,11 +415,4 @@ pub(crate) fn result_value(content: &str) -> Value {
         return value;
     }
     Value::String(content.to_owned())
-}
-
-/// The workspace a turn's `sandbox.created` made, as the streams' `workspace-status` parts carry
-/// it: `status` `ready`, its `sandbox_id`, and when (the native stream says it with the
-/// `sandbox.created` event itself; the gateway's client knows no other).
-pub(crate) fn workspace_ready(sandbox: &teamster_protocol::event::SandboxCreated) -> Value {
-    serde_json::json!({ "status": "ready", "sandbox_id": sandbox.sandbox_id, "created_at": sandbox.created_at })
 }

@@ -147,7 +147,7 @@ impl Translator {
             // A sandbox made by the turn: its workspace is ready. News of the session, not of the
             // conversation: transient, for the client's `onData`.
             Event::SandboxCreated(sandbox) => {
-                chunks.push(Chunk::transient_data("workspace-status", "workspace", crate::data_stream::workspace_ready(sandbox)));
+                chunks.push(Chunk::transient_data("workspace-status", "workspace", crate::streamed::workspace_ready(sandbox)));
             }
             Event::McpInitialize(_) => {}
             Event::TurnDone(done) => self.turn_done(&done.state, chunks),

@@ -9,7 +9,6 @@ use teamster_store::{SessionAgentRecord, SessionOrder, SessionQuery};
 
 use super::sessions::{check_resource_id, session_view, validate_title};
 use super::Catalog;
-use super::agents::AgentAccess;
 use crate::Caller;
 use crate::error::{Result, ServiceError};
 
@@ -65,15 +64,9 @@ impl Resources<'_> {
         }
         let created = match new.agent {
             NewSessionAgent::Saved(agent_name) => {
-                let agent = self.catalog.agent_by_name_for(caller, &agent_name, AgentAccess::Use).await?;
-                let agent = SessionAgentRecord::Saved { agent_id: agent.id, agent_name: agent.name, version: agent.version };
-                self.catalog.insert_session(caller, ids::new_id("sess"), agent, new.title, new.resource_id).await?
+                self.catalog.insert_saved_session(caller, ids::new_id("sess"), &agent_name, new.title, new.resource_id).await?
             }
-            NewSessionAgent::Spec(spec) => {
-                self.catalog.check_spec(&spec)?;
-                let agent = SessionAgentRecord::Draft { spec: *spec, agent_name: None };
-                self.catalog.insert_session(caller, ids::new_id("sess"), agent, new.title, new.resource_id).await?
-            }
+            NewSessionAgent::Spec(spec) => self.catalog.insert_draft_session(caller, *spec, None, new.title, new.resource_id).await?,
         };
         Ok((created, true))
     }

@@ -143,7 +143,7 @@ impl Catalog {
     /// A session of a saved agent, pinned to the agent's current version.
     pub async fn create_session(&self, caller: &Caller, agent_name: &str, title: Option<String>) -> Result<Session> {
         validate_title(&title)?;
-        self.insert_saved_session(caller, ids::new_id("sess"), agent_name, title).await
+        self.insert_saved_session(caller, ids::new_id("sess"), agent_name, title, None).await
     }
 
     /// A session of a saved agent under an id the client chose (an AI SDK chat id); a conflict
@@ -152,13 +152,22 @@ impl Catalog {
         if !ids::is_valid_id(id) {
             return Err(ServiceError::invalid_param("id", "a session id is 1 to 128 characters of [A-Za-z0-9._~-]"));
         }
-        self.insert_saved_session(caller, id.to_owned(), agent_name, None).await
+        self.insert_saved_session(caller, id.to_owned(), agent_name, None, None).await
     }
 
-    async fn insert_saved_session(&self, caller: &Caller, id: String, agent_name: &str, title: Option<String>) -> Result<Session> {
+    /// A session of the saved agent `agent_name`, which the caller may use, pinned to its
+    /// current version.
+    pub(super) async fn insert_saved_session(
+        &self,
+        caller: &Caller,
+        id: String,
+        agent_name: &str,
+        title: Option<String>,
+        resource_id: Option<String>,
+    ) -> Result<Session> {
         let agent = self.agent_by_name_for(caller, agent_name, AgentAccess::Use).await?;
         let agent = SessionAgentRecord::Saved { agent_id: agent.id, agent_name: agent.name, version: agent.version };
-        self.insert_session(caller, id, agent, title, None).await
+        self.insert_session(caller, id, agent, title, resource_id).await
     }
 
     /// A session that carries its own spec (a gateway draft, a native inline session).
@@ -170,14 +179,27 @@ impl Catalog {
         title: Option<String>,
     ) -> Result<Session> {
         validate_title(&title)?;
+        self.insert_draft_session(caller, spec, agent_name, title, None).await
+    }
+
+    /// A session with a spec of its own (checked), linked to a saved agent the caller may use
+    /// when `agent_name` names one.
+    pub(super) async fn insert_draft_session(
+        &self,
+        caller: &Caller,
+        spec: AgentSpec,
+        agent_name: Option<String>,
+        title: Option<String>,
+        resource_id: Option<String>,
+    ) -> Result<Session> {
         self.check_spec(&spec)?;
         if let Some(name) = &agent_name {
             self.agent_by_name_for(caller, name, AgentAccess::Use).await?;
         }
-        self.insert_session(caller, ids::new_id("sess"), SessionAgentRecord::Draft { spec, agent_name }, title, None).await
+        self.insert_session(caller, ids::new_id("sess"), SessionAgentRecord::Draft { spec, agent_name }, title, resource_id).await
     }
 
-    pub(super) async fn insert_session(
+    async fn insert_session(
         &self,
         caller: &Caller,
         id: String,

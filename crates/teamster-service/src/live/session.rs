@@ -87,7 +87,7 @@ impl Follower {
         let follow_ups = self.reader.follow_ups().await?;
         let (tasks, plans) = self.reader.views().await?;
         let usage = self.reader.usage().await?;
-        let workspace = self.reader.workspace(&record).await;
+        let workspace = self.reader.workspace().await;
         let mut running_turn = None;
         let mut replayed = Vec::new();
         if let Some(turn_id) = record.last_turn_id {
@@ -196,7 +196,7 @@ impl Follower {
     async fn refresh(&mut self, views: bool) -> std::result::Result<(), Stop> {
         let Some(record) = self.reader.session().await? else { return Ok(()) };
         let follow_ups = self.reader.follow_ups().await?;
-        let workspace = self.reader.workspace(&record).await;
+        let workspace = self.reader.workspace().await;
         let mut events = Vec::new();
         let last_turn_id = {
             let display = &self.hub.published().display;
@@ -288,8 +288,8 @@ impl Reader {
 
     /// Where the session's workspace stands; `None` when that cannot be told now (the next
     /// read tries again).
-    async fn workspace(&self, record: &teamster_store::SessionRecord) -> Option<teamster_workspace::Standing> {
-        match self.service.workspaces().status(record).await {
+    async fn workspace(&self) -> Option<teamster_workspace::Standing> {
+        match self.service.workspaces().status(&self.session_id).await {
             Ok(standing) => Some(standing),
             Err(error) => {
                 tracing::debug!(session = %self.session_id, %error, "a live channel could not read its workspace");

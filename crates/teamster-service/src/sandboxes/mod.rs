@@ -27,8 +27,7 @@ pub enum Sandboxes {
     /// It does, with this provider, mounting skills from these sources; commands may use the
     /// network when `network` is `Ok`, and otherwise not, for the reason it holds.
     On {
-        provider: Arc<dyn SandboxProvider>,
-        /// The lifecycle of the sessions' workspaces on `provider`.
+        /// The sessions' workspaces on the provider (`workspaces.provider()`).
         workspaces: Arc<Workspaces>,
         skills: Arc<SkillSources>,
         network: std::result::Result<(), String>,
@@ -78,14 +77,14 @@ fn wants_network(spec: &AgentSpec) -> bool {
 impl Sandboxes {
     /// Sandboxes run by `provider`, with skills from `skills`.
     pub fn on(provider: Arc<dyn SandboxProvider>, skills: SkillSources) -> Sandboxes {
-        let workspaces = Arc::new(Workspaces::new(provider.clone()));
-        Sandboxes::On { provider, workspaces, skills: Arc::new(skills), network: Err(NETWORK_OFF.to_owned()) }
+        let workspaces = Arc::new(Workspaces::new(provider));
+        Sandboxes::On { workspaces, skills: Arc::new(skills), network: Err(NETWORK_OFF.to_owned()) }
     }
 
     /// The same, with commands allowed the network (`Ok`) or refused it for a reason.
     pub fn with_network(self, allowed: std::result::Result<(), String>) -> Sandboxes {
         match self {
-            Sandboxes::On { provider, workspaces, skills, .. } => Sandboxes::On { provider, workspaces, skills, network: allowed },
+            Sandboxes::On { workspaces, skills, .. } => Sandboxes::On { workspaces, skills, network: allowed },
             off => off,
         }
     }
@@ -122,7 +121,7 @@ impl Sandboxes {
             Sandboxes::On { network: Err(reason), .. } if wants_network(spec) => {
                 return Err(format!("The agent asks for a sandbox with network access, but {reason}."));
             }
-            Sandboxes::On { provider, workspaces, skills, .. } => (provider.clone(), workspaces, skills.clone()),
+            Sandboxes::On { workspaces, skills, .. } => (workspaces.provider().clone(), workspaces, skills.clone()),
             Sandboxes::Off { reason } => return Err(format!("The agent needs a sandbox, but this server runs none: {reason}.")),
         };
         let (provider, workspaces, skills) = provider;
