@@ -798,7 +798,7 @@ fn start_cgroups(limits: &Limits) -> Result<Option<Cgroups>, SandboxError> {
 }
 
 /// Whether this process's effective user is root (from `/proc/self/status`).
-fn running_as_root() -> bool {
+pub(crate) fn running_as_root() -> bool {
     std::fs::read_to_string("/proc/self/status").ok().is_some_and(|status| {
         status
             .lines()

@@ -96,7 +96,36 @@ impl NetworkTools {
             nsenter: find("nsenter", "util-linux")?,
             ip: find("ip", "iproute2")?,
         })
+        .and_then(|tools| tun_access(Path::new(TUN)).map(|()| tools))
     }
+}
+
+/// The device slirp4netns opens (inside the namespace, as the sandbox's user) for its `tap0`.
+const TUN: &str = "/dev/net/tun";
+
+/// Whether the sandboxes' users may open the TUN device at `path`. Each sandbox has a user of
+/// its own when the harness runs as root, so the device must be open to all (mode 0666, the
+/// usual one); otherwise the harness's own user must be able to open it.
+fn tun_access(path: &Path) -> Result<(), String> {
+    let metadata = std::fs::metadata(path)
+        .map_err(|error| format!("{} is missing ({error}; modprobe tun)", path.display()))?;
+    let mode = metadata.permissions().mode() & 0o777;
+    let as_root = crate::bubblewrap::running_as_root();
+    if as_root && mode & 0o006 != 0o006 {
+        return Err(format!(
+            "{} is not open to the sandboxes' users (mode {mode:04o}; its usual mode is 0666: chmod 0666 {})",
+            path.display(),
+            path.display()
+        ));
+    }
+    if !as_root {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|error| format!("{} cannot be opened ({error})", path.display()))?;
+    }
+    Ok(())
 }
 
 /// The programs network sandboxes need, found once, or why they are unavailable here.
@@ -420,6 +449,28 @@ async fn helper_error(child: &mut Child) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tun_device_the_sandboxes_users_cannot_open_is_named_with_its_fix() {
+        let dir = std::env::temp_dir().join(format!("teamster-tun-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let device = dir.join("tun");
+        std::fs::write(&device, b"").unwrap();
+        let missing = tun_access(&dir.join("absent")).unwrap_err();
+        assert!(missing.contains("modprobe tun"), "{missing}");
+
+        std::fs::set_permissions(&device, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(tun_access(&device), Ok(()));
+        std::fs::set_permissions(&device, std::fs::Permissions::from_mode(0o000)).unwrap();
+        let shut = tun_access(&device).unwrap_err();
+        if crate::bubblewrap::running_as_root() {
+            // Root could open it, but the sandboxes' own users could not.
+            assert!(shut.contains("mode 0000") && shut.contains("chmod 0666"), "{shut}");
+        } else {
+            assert!(shut.contains("cannot be opened"), "{shut}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn the_hosts_own_addresses_are_refused_too() {
