@@ -25,7 +25,7 @@ use crate::network::Network;
 use crate::output::{capture, capture_tapped};
 use crate::relay::OutputRelay;
 use teamster_tools::ProgressSink;
-use crate::programs::find_program;
+use crate::programs::{find_program, running_as_root};
 use crate::provider::{
     ChangedFile, ExecOutput, ExecRequest, MAX_CHANGED_FILES, OpenedFile, OverQuota, Provisioned, SandboxProvider, WorkspaceState,
 };
@@ -797,16 +797,6 @@ fn start_cgroups(limits: &Limits) -> Result<Option<Cgroups>, SandboxError> {
     }
 }
 
-/// Whether this process's effective user is root (from `/proc/self/status`).
-pub(crate) fn running_as_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").ok().is_some_and(|status| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("Uid:"))
-            .and_then(|ids| ids.split_whitespace().nth(1).map(|effective| effective == "0"))
-            .unwrap_or(false)
-    })
-}
 
 async fn set_mode(path: &Path, mode: u32) -> Result<(), SandboxError> {
     use std::os::unix::fs::PermissionsExt;

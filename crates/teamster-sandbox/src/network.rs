@@ -110,7 +110,7 @@ fn tun_access(path: &Path) -> Result<(), String> {
     let metadata = std::fs::metadata(path)
         .map_err(|error| format!("{} is missing ({error}; modprobe tun)", path.display()))?;
     let mode = metadata.permissions().mode() & 0o777;
-    let as_root = crate::bubblewrap::running_as_root();
+    let as_root = crate::programs::running_as_root();
     if as_root && mode & 0o006 != 0o006 {
         return Err(format!(
             "{} is not open to the sandboxes' users (mode {mode:04o}; its usual mode is 0666: chmod 0666 {})",
@@ -463,7 +463,7 @@ mod tests {
         assert_eq!(tun_access(&device), Ok(()));
         std::fs::set_permissions(&device, std::fs::Permissions::from_mode(0o000)).unwrap();
         let shut = tun_access(&device).unwrap_err();
-        if crate::bubblewrap::running_as_root() {
+        if crate::programs::running_as_root() {
             // Root could open it, but the sandboxes' own users could not.
             assert!(shut.contains("mode 0000") && shut.contains("chmod 0666"), "{shut}");
         } else {

@@ -13,3 +13,14 @@ pub const SYSTEM_PATH: &str = "/usr/bin:/bin:/usr/sbin:/sbin:/usr/local/bin";
 pub fn find_program(name: &str) -> Option<PathBuf> {
     SYSTEM_DIRS.into_iter().map(|dir| Path::new(dir).join(name)).find(|candidate| candidate.is_file())
 }
+
+/// Whether this process's effective user is root (from `/proc/self/status`).
+pub(crate) fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").ok().is_some_and(|status| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1).map(|effective| effective == "0"))
+            .unwrap_or(false)
+    })
+}

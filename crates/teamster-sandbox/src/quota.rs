@@ -620,6 +620,7 @@ impl Drop for MeasureAfter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::programs::running_as_root;
 
     /// A scratch directory, removed on drop (after giving every directory back its permissions).
     struct Scratch(PathBuf);
@@ -731,10 +732,6 @@ mod tests {
         let output = String::from_utf8_lossy(&ran.stdout);
         assert!(ran.status.success(), "{output}\n{}", String::from_utf8_lossy(&ran.stderr));
         assert!(output.contains("1 passed"), "the test did not run: {output}");
-    }
-
-    fn running_as_root() -> bool {
-        std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0)
     }
 
     #[test]
