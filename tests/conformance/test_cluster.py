@@ -450,16 +450,29 @@ def test_chained_turns_alternating_replicas_send_the_whole_history_once(cluster,
         assert seen == markers[:index + 1], f"turn {index} sent {seen}"
 
 
-def test_live_channels_on_a_show_what_clients_of_b_do(cluster):
-    """A session's channel and the caller's, held on A, while another client works through B:
-    a rename, a turn, a new session (the change feed carries no session changes: A reads them
-    within its one-second fallback)."""
+@pytest.fixture(scope="module")
+def deaf_replica(cluster: Cluster, postgres_database: str, workdir, fake_model: FakeModelServer) -> typing.Iterator[TeamsterServer]:
+    """A third replica whose live channels never re-read on their own (once an hour): all it
+    shows of other replicas' changes comes from the store's change feed."""
+    server = TeamsterServer(workdir, fake_model, database=postgres_database, extra_args=["--live-reread-secs", "3600"])
+    try:
+        yield server.start()
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("watcher", ["a", "deaf"])
+def test_live_channels_on_a_show_what_clients_of_b_do(cluster, deaf_replica, watcher):
+    """A session's channel and the caller's, held on A (or on a replica that relies on the change
+    feed alone), while another client works through B: a rename, a turn, a new session, a
+    follow-up, a deletion. Each change is announced on the store's change feed."""
     from test_live import LiveReader
 
+    on = cluster.a if watcher == "a" else deaf_replica
     session = cluster.a.require_api().create_session(DEMO_AGENT)
     on_b = cluster.b.require_api()
-    channel = LiveReader(cluster.a.url, session["id"])
-    callers = LiveReader(cluster.a.url, None)
+    channel = LiveReader(on.url, session["id"])
+    callers = LiveReader(on.url, None)
     try:
         on_b.ok(on_b.patch(f"/api/v1/sessions/{session['id']}", json={"title": "renamed on B"}))
         assert channel.wait_for("thread_changed")["title"] == "renamed on B"
@@ -469,6 +482,8 @@ def test_live_channels_on_a_show_what_clients_of_b_do(cluster):
         assert "message_end" in channel.names()
         made = on_b.create_session(DEMO_AGENT)
         assert callers.wait_for("thread_created")["session"]["id"] == made["id"]
+        assert on_b.delete(f"/api/v1/sessions/{made['id']}").status_code == 204
+        assert callers.wait_for("thread_deleted")["session_id"] == made["id"]
     finally:
         channel.close()
         callers.close()

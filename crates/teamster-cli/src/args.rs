@@ -205,6 +205,11 @@ pub struct ServeArgs {
     /// The log's format on standard error; `TEAMSTER_LOG` filters it (default `info`).
     #[arg(long, env = "TEAMSTER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Seconds between a live channel's re-reads of its session when no change was announced
+    /// (changes made on any replica are announced at once; this covers a lost announcement).
+    /// Default: 1 with a shared PostgreSQL store, 30 on SQLite.
+    #[arg(long, env = "TEAMSTER_LIVE_REREAD_SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub live_reread_secs: Option<u64>,
     /// Seconds of silence on an event stream before a heartbeat comment.
     #[arg(long, env = "TEAMSTER_HEARTBEAT_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=300))]
     pub heartbeat_secs: u64,

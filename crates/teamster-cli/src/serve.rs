@@ -113,6 +113,7 @@ pub async fn serve(
         limits: crate::limits::service_limits(&args),
         // In-process tools are for programs that embed the runtime; the server has none.
         tool_sets: teamster_service::ToolSets::default(),
+        live_reread: args.live_reread_secs.map(Duration::from_secs),
     };
     let service = Service::start(store, config).await.context("starting the service")?;
     if !args.no_example {

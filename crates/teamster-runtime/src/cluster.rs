@@ -127,6 +127,9 @@ pub trait ClusterMember: Send + Sync + 'static {
     /// Forgets the OAuth clients and tokens this replica keeps in memory that another replica
     /// changed (settings of `kind`; every kind for `None`).
     async fn oauth_changed(&self, kind: Option<&str>);
+    /// Wakes what follows `session_id` here (every session for `None`, after a miss);
+    /// `listed_for` is the creator whose session lists show the change.
+    fn session_changed(&self, session_id: Option<&str>, listed_for: Option<&str>);
 }
 
 impl Cluster {
@@ -176,8 +179,10 @@ fn apply(cluster: &Arc<Cluster>, member: Arc<dyn ClusterMember>, change: Change)
             }
             KeptSettings::NotKept => {}
         },
+        Change::Session { session_id, listed_for } => member.session_changed(Some(&session_id), listed_for.as_deref()),
         Change::Missed => {
             cluster.wake_all();
+            member.session_changed(None, None);
             let cluster = cluster.clone();
             tokio::spawn(async move {
                 member.apply_cancel_requests().await;

@@ -67,7 +67,7 @@ pub use teamster_telemetry::StreamGuard;
 pub use teamster_telemetry::otlp::OtlpExporter;
 pub use teamster_telemetry::traces::{TraceParent, with_caller_trace};
 pub use turns::{CreateTurn, TurnListQuery};
-pub use live::{FALLBACK_READ, Live, LiveChannel};
+pub use live::{ALONE_FALLBACK_READ, FALLBACK_READ, Live, LiveChannel};
 pub use limits::{FanOut, Limits, QuotaExceeded, RateLimited, RequestRate};
 pub use budgets::TenantBudget;
 
@@ -112,6 +112,10 @@ pub struct ServiceConfig {
     /// `mcp_servers` as it names a configured server, and its tools are selected, gated for
     /// approval and governed by session permissions as an MCP server's are. Empty in the server.
     pub tool_sets: ToolSets,
+    /// How often a live channel reads its session or session list again when nothing
+    /// announced a change (a lost announcement, or one no write makes); `None` for the
+    /// defaults: [`FALLBACK_READ`] with replicas, [`ALONE_FALLBACK_READ`] alone.
+    pub live_reread: Option<Duration>,
 }
 
 impl Default for ServiceConfig {
@@ -130,6 +134,7 @@ impl Default for ServiceConfig {
             traces: None,
             limits: Limits::default(),
             tool_sets: ToolSets::default(),
+            live_reread: None,
         }
     }
 }
@@ -158,6 +163,8 @@ struct Inner {
     signals: Arc<signals::SessionSignals>,
     /// The sessions followed for live channels on this replica.
     live_hubs: live::Hubs,
+    /// [`ServiceConfig::live_reread`].
+    live_reread: Option<Duration>,
     /// The process's metrics.
     telemetry: Arc<teamster_telemetry::Telemetry>,
     /// Each subject's running turns, against the operator's quota.
@@ -233,6 +240,7 @@ impl Service {
             follow_up_watchers: follow_ups::Watched::default(),
             signals,
             live_hubs: live::Hubs::default(),
+            live_reread: config.live_reread,
             telemetry,
             turn_quota,
             key_cache: teamster_identity::KeyCache::default(),
@@ -432,5 +440,13 @@ impl cluster::ClusterMember for Inner {
 
     async fn oauth_changed(&self, kind: Option<&str>) {
         self.mcp.oauth_changed_elsewhere(kind).await;
+    }
+
+    fn session_changed(&self, session_id: Option<&str>, listed_for: Option<&str>) {
+        match (session_id, listed_for) {
+            (Some(session_id), Some(subject_id)) => self.signals.notify_listed(session_id, subject_id),
+            (Some(session_id), None) => self.signals.notify(session_id),
+            (None, _) => self.signals.notify_all(),
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! [`SessionSignals`]: a replica's bus of session changes, raised by the operations that change
-//! a session (created, updated, renamed, deleted; a turn started; a follow-up queued) and read
-//! by the live channels (`live/`), which re-read what changed. A wake-up, never the data.
+//! a session (created, updated, renamed, deleted; a turn started; a follow-up queued), and by
+//! the store's change feed for those made on another replica, and read by the live channels
+//! (`live/`), which re-read what changed. A wake-up, never the data.
 
 use std::sync::Arc;
 
@@ -10,14 +11,19 @@ use tokio::sync::broadcast;
 /// is told it lagged (and re-reads everything it shows).
 const SIGNALS: usize = 1024;
 
-/// One session changed: its id, and its creator when the change shows in session lists
-/// (created, renamed, deleted).
+/// What changed: one session, or possibly every session (the store's change feed missed
+/// announcements).
 #[derive(Clone, Debug)]
-pub(crate) struct Signal {
-    /// The session.
-    pub(crate) session_id: Arc<str>,
-    /// Its creator, when the change shows in its session lists.
-    pub(crate) listed_for: Option<Arc<str>>,
+pub(crate) enum Signal {
+    /// One session changed.
+    One {
+        /// The session.
+        session_id: Arc<str>,
+        /// Its creator, when the change shows in its session lists.
+        listed_for: Option<Arc<str>>,
+    },
+    /// Any session may have changed: every channel re-reads what it shows.
+    Every,
 }
 
 /// Tells a replica's channels that a session changed (see the [module](self)).
@@ -35,13 +41,18 @@ impl Default for SessionSignals {
 impl SessionSignals {
     /// Wakes the channels of `session_id`.
     pub(crate) fn notify(&self, session_id: &str) {
-        let _ = self.sender.send(Signal { session_id: session_id.into(), listed_for: None });
+        let _ = self.sender.send(Signal::One { session_id: session_id.into(), listed_for: None });
     }
 
     /// Wakes the channels of `session_id` and its creator's (`subject_id`) caller channels: a
     /// change its session lists show.
     pub(crate) fn notify_listed(&self, session_id: &str, subject_id: &str) {
-        let _ = self.sender.send(Signal { session_id: session_id.into(), listed_for: Some(subject_id.into()) });
+        let _ = self.sender.send(Signal::One { session_id: session_id.into(), listed_for: Some(subject_id.into()) });
+    }
+
+    /// Wakes every channel: changes made on another replica may have gone unannounced.
+    pub(crate) fn notify_all(&self) {
+        let _ = self.sender.send(Signal::Every);
     }
 
     /// A reader of every signal from now on.

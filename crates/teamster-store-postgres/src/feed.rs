@@ -8,7 +8,11 @@
 //!
 //! - `t:<last sequence>:<turn id>`: a write to a turn's stream or state ([`Change::Turn`]);
 //! - `c:<reason>:<turn id>`: a cancel request ([`Change::CancelRequested`]);
-//! - `s:<kind>`: a setting written or deleted ([`Change::Setting`]).
+//! - `s:<kind>`: a setting written or deleted ([`Change::Setting`]);
+//! - `u:<session id>` and `l:<session id>:<creator's subject id>`: a session changed, the
+//!   second when its creator's session lists show the change ([`Change::Session`]). These are
+//!   announced by a statement of their own right after the write commits (see
+//!   [`session_payload`]).
 //!
 //! One task per store holds a dedicated connection (outside the pool, so it never takes a
 //! connection from the store's queries) listening on the channel, and broadcasts what it hears
@@ -54,7 +58,27 @@ pub(crate) fn parse(payload: &str) -> Option<Change> {
             Some(Change::CancelRequested { turn_id: turn_id.into(), reason: codec::cancel_reason(reason).ok()? })
         }
         "s" => Some(Change::Setting { kind: rest.to_owned() }),
+        "u" => Some(Change::Session { session_id: rest.into(), listed_for: None }),
+        "l" => {
+            let (session_id, subject_id) = rest.split_once(':')?;
+            Some(Change::Session { session_id: session_id.into(), listed_for: Some(subject_id.into()) })
+        }
         _ => None,
+    }
+}
+
+/// The longest payload PostgreSQL accepts is 8000 bytes; a session change whose creator's id
+/// would take it past this is announced without it (its lists then learn of it on their
+/// re-read).
+const MAX_SESSION_PAYLOAD: usize = 7900;
+
+/// The payload announcing a change to `session_id`, shown in `listed_for`'s session lists.
+pub(crate) fn session_payload(session_id: &str, listed_for: Option<&str>) -> String {
+    match listed_for {
+        Some(subject_id) if session_id.len() + subject_id.len() + 3 <= MAX_SESSION_PAYLOAD => {
+            format!("l:{session_id}:{subject_id}")
+        }
+        _ => format!("u:{session_id}"),
     }
 }
 
@@ -183,7 +207,12 @@ mod tests {
             Some(Change::CancelRequested { turn_id: "turn_01".into(), reason: CancelReason::ClientCancelled })
         );
         assert_eq!(parse("s:model-provider"), Some(Change::Setting { kind: "model-provider".to_owned() }));
-        for unknown in ["", "t", "t:x:turn", "t:-1:turn", "c:bored:turn", "x:1:turn", "c:client-cancelled"] {
+        let session = |listed_for: Option<&str>| Change::Session { session_id: "ses_1".into(), listed_for: listed_for.map(Into::into) };
+        assert_eq!(parse(&session_payload("ses_1", None)), Some(session(None)));
+        assert_eq!(parse(&session_payload("ses_1", Some("user:a@b"))), Some(session(Some("user:a@b"))));
+        let long = "x".repeat(MAX_SESSION_PAYLOAD);
+        assert_eq!(parse(&session_payload("ses_1", Some(&long))), Some(session(None)), "too long for a payload");
+        for unknown in ["", "t", "t:x:turn", "t:-1:turn", "c:bored:turn", "x:1:turn", "c:client-cancelled", "l:ses_1"] {
             assert_eq!(parse(unknown), None, "{unknown:?}");
         }
     }

@@ -139,6 +139,59 @@ impl std::fmt::Debug for PostgresStore {
 }
 
 impl PostgresStore {
+    /// Creates a turn and its first writes (see [`TurnStore::create_turn`]).
+    async fn insert_turn(
+        &self,
+        connection: &mut sqlx::postgres::PgConnection,
+        turn: &TurnRecord,
+        columns: TurnColumns,
+        expected_last_turn_id: Option<&str>,
+        writes: &LogRows<'_>,
+    ) -> Result<()> {
+        // First writes without a turn state (`turn.created`) go in the same statement, its
+        // own transaction: one round trip.
+        if !event_log::needs_transaction(writes) {
+            let query = SQL.new_turn(&CREATE_TURN_WITH_ROWS, turn, columns, expected_last_turn_id);
+            let (created, session_exists, _announced): (bool, bool, i64) =
+                event_log::bind_first_rows(query, writes)
+                    .bind(&*self.channel)
+                    .fetch_one(&mut *connection)
+                    .await
+                    .map_err(error::on("turn"))?;
+            return created_or_not(turn, session_exists, created);
+        }
+        let mut transaction = connection.begin().await.map_err(error::backend)?;
+        let (created, session_exists): (bool, bool) = SQL
+            .new_turn(&CREATE_TURN, turn, columns, expected_last_turn_id)
+            .fetch_one(&mut *transaction)
+            .await
+            .map_err(error::on("turn"))?;
+        // Dropping the transaction without committing rolls it back (sqlx sends the
+        // `ROLLBACK` ahead of the connection's next statement).
+        created_or_not(turn, session_exists, created)?;
+        event_log::write_batch(&mut transaction, writes, None, &self.channel).await?;
+        transaction.commit().await.map_err(error::backend)
+    }
+
+    /// Announces a committed change to `session_id` (see `feed`'s payloads), on the connection
+    /// that wrote it. A failure loses only the wake-up (readers re-read on a timer of their
+    /// own), so it is logged, never the write's error.
+    async fn announce_session(
+        &self,
+        connection: &mut sqlx::postgres::PgConnection,
+        session_id: &str,
+        listed_for: Option<&str>,
+    ) {
+        let announced = sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(&*self.channel)
+            .bind(feed::session_payload(session_id, listed_for))
+            .execute(connection)
+            .await;
+        if let Err(error) = announced {
+            tracing::warn!(session = %session_id, %error, "a session change could not be announced");
+        }
+    }
+
     /// Connects to the database at `url` (`postgres://user:password@host:port/database`, any
     /// libpq-style URL that sqlx accepts) and brings its schema up to date.
     ///
@@ -271,7 +324,11 @@ impl AgentStore for PostgresStore {
 #[async_trait]
 impl SessionStore for PostgresStore {
     async fn create_session(&self, session: &SessionRecord) -> Result<()> {
-        on_connection!(self, |connection| SQL.create_session(connection, session))
+        on_connection!(self, |connection| async {
+            SQL.create_session(&mut *connection, session).await?;
+            self.announce_session(connection, &session.id, Some(&session.created_by.subject_id)).await;
+            Ok(())
+        })
     }
 
     async fn get_session(&self, session_id: &str) -> Result<SessionRecord> {
@@ -279,17 +336,35 @@ impl SessionStore for PostgresStore {
     }
 
     async fn update_session_control(&self, session_id: &str, control: &SessionControl, at: &str) -> Result<()> {
-        on_connection!(self, |connection| SQL.update_session_control(connection, session_id, control, at))
+        on_connection!(self, |connection| async {
+            SQL.update_session_control(&mut *connection, session_id, control, at).await?;
+            self.announce_session(connection, session_id, None).await;
+            Ok(())
+        })
     }
 
     async fn update_session(&self, session: &SessionRecord) -> Result<()> {
         // Locks its session alone (see `event_log` for the lock order).
-        on_connection!(self, |connection| SQL.update_session(connection, session))
+        on_connection!(self, |connection| async {
+            SQL.update_session(&mut *connection, session).await?;
+            self.announce_session(connection, &session.id, Some(&session.created_by.subject_id)).await;
+            Ok(())
+        })
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<bool> {
         // Locks the session, then cascades to its turns (see `event_log` for the lock order).
-        on_connection!(self, |connection| SQL.delete_session(connection, session_id))
+        on_connection!(self, |connection| async {
+            let deleted: Option<(String,)> =
+                sqlx::query_as("DELETE FROM sessions WHERE id = $1 RETURNING created_by_id")
+                    .bind(session_id)
+                    .fetch_optional(&mut *connection)
+                    .await
+                    .map_err(error::backend)?;
+            let Some((created_by,)) = deleted else { return Ok(false) };
+            self.announce_session(connection, session_id, Some(&created_by)).await;
+            Ok(true)
+        })
     }
 
     async fn list_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>> {
@@ -301,7 +376,13 @@ impl SessionStore for PostgresStore {
     }
 
     async fn queue_message(&self, message: &QueuedMessage, max: u32) -> Result<bool> {
-        on_connection!(self, |connection| SQL.queue_message(connection, message, max))
+        on_connection!(self, |connection| async {
+            let queued = SQL.queue_message(&mut *connection, message, max).await?;
+            if queued {
+                self.announce_session(connection, &message.session_id, None).await;
+            }
+            Ok(queued)
+        })
     }
 
     async fn queued_messages(&self, session_id: &str, kind: QueueKind) -> Result<Vec<QueuedMessage>> {
@@ -309,7 +390,13 @@ impl SessionStore for PostgresStore {
     }
 
     async fn remove_queued(&self, session_id: &str, id: &str) -> Result<bool> {
-        on_connection!(self, |connection| SQL.remove_queued(connection, session_id, id))
+        on_connection!(self, |connection| async {
+            let removed = SQL.remove_queued(&mut *connection, session_id, id).await?;
+            if removed {
+                self.announce_session(connection, session_id, None).await;
+            }
+            Ok(removed)
+        })
     }
 
     async fn queued_sessions(&self, limit: u32) -> Result<Vec<String>> {
@@ -352,35 +439,18 @@ impl EventLog for PostgresStore {
         let columns = TurnColumns::new(turn)?;
         let writes = LogRows::new(initial_writes)?;
         on_connection!(self, |connection| async {
-            // First writes without a turn state (`turn.created`) go in the same statement, its
-            // own transaction: one round trip.
-            if !event_log::needs_transaction(&writes) {
-                let query = SQL.new_turn(&CREATE_TURN_WITH_ROWS, turn, columns, expected_last_turn_id);
-                let (created, session_exists, _announced): (bool, bool, i64) =
-                    event_log::bind_first_rows(query, &writes)
-                        .bind(&*self.channel)
-                        .fetch_one(&mut *connection)
-                        .await
-                        .map_err(error::on("turn"))?;
-                return created_or_not(turn, session_exists, created);
+            let created = self.insert_turn(&mut *connection, turn, columns, expected_last_turn_id, &writes).await;
+            if created.is_ok() {
+                self.announce_session(connection, &turn.session_id, None).await;
             }
-            let mut transaction = connection.begin().await.map_err(error::backend)?;
-            let (created, session_exists): (bool, bool) = SQL
-                .new_turn(&CREATE_TURN, turn, columns, expected_last_turn_id)
-                .fetch_one(&mut *transaction)
-                .await
-                .map_err(error::on("turn"))?;
-            // Dropping the transaction without committing rolls it back (sqlx sends the
-            // `ROLLBACK` ahead of the connection's next statement).
-            created_or_not(turn, session_exists, created)?;
-            event_log::write_batch(&mut transaction, &writes, None, &self.channel).await?;
-            transaction.commit().await.map_err(error::backend)
+            created
         })
     }
 
     async fn get_turn(&self, session_id: &str, turn_id: &str) -> Result<TurnRecord> {
         on_connection!(self, |connection| SQL.get_turn(connection, session_id, turn_id))
     }
+
 
     async fn running_turns(&self) -> Result<Vec<TurnRecord>> {
         on_connection!(self, |connection| SQL.running_turns(connection))

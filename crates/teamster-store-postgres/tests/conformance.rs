@@ -335,8 +335,8 @@ async fn writers_turn_creation_and_deletes_never_deadlock() {
     assert_eq!(last_a.as_deref(), Some(format!("ses_a_turn_{}", ROUNDS - 1).as_str()));
 }
 
-/// What a second replica hears of the first one's writes: each log write (per turn, with its
-/// last sequence number), each cancel request and each setting write.
+/// What a second replica hears of the first one's writes: each session change, each log write
+/// (per turn, with its last sequence number), each cancel request and each setting write.
 #[tokio::test]
 async fn a_write_on_one_store_wakes_the_other() {
     let schema = ScratchSchema::new().await;
@@ -344,12 +344,16 @@ async fn a_write_on_one_store_wakes_the_other() {
     let reader = schema.second_store().await;
     let mut feed = reader.changes().await.expect("changes").expect("PostgreSQL has a change feed");
 
-    writer.create_session(&draft_session("ses_1")).await.expect("create_session");
+    let session = draft_session("ses_1");
+    writer.create_session(&session).await.expect("create_session");
+    let creator = Some(session.created_by.subject_id.as_str().into());
+    assert_eq!(next_change(&mut feed).await, Change::Session { session_id: "ses_1".into(), listed_for: creator });
     writer
         .create_turn(&turn("turn_1", "ses_1", None), None, &[stream("turn_1", 1, "created")])
         .await
         .expect("create_turn");
     assert_eq!(next_change(&mut feed).await, Change::Turn { turn_id: "turn_1".into(), last_sequence: 1 });
+    assert_eq!(next_change(&mut feed).await, Change::Session { session_id: "ses_1".into(), listed_for: None });
 
     writer.write(&[stream("turn_1", 2, "delta"), stream("turn_1", 3, "delta")]).await.expect("write");
     assert_eq!(next_change(&mut feed).await, Change::Turn { turn_id: "turn_1".into(), last_sequence: 3 });

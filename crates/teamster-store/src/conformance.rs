@@ -1681,13 +1681,23 @@ pub async fn cancel_requests_are_recorded_for_running_turns(store: Arc<dyn Store
 
 /// A store other processes share announces on its change feed, once committed and in commit
 /// order: every write to turns' streams or states (once per turn and write, with the highest
-/// sequence number it stored), every recorded cancel request, and every setting written or
-/// deleted. A store no other process shares has no feed.
+/// sequence number it stored), every recorded cancel request, every setting written or
+/// deleted, and every change to a session (its row, its control, its turns, its queued
+/// messages; with its creator when session lists show it). A store no other process shares has
+/// no feed.
 pub async fn change_feed_announces_commits(store: Arc<dyn Store>) {
     let Some(mut feed) = store.changes().await.expect("changes") else { return };
+    let session = |session_id: &str, listed: bool| Change::Session {
+        session_id: session_id.into(),
+        listed_for: listed.then(|| "alice".into()),
+    };
     create_draft_sessions(&store, &["ses_1", "ses_2"]).await;
+    assert_eq!(next_change(&mut feed).await, session("ses_1", true), "a new session shows in its creator's lists");
+    assert_eq!(next_change(&mut feed).await, session("ses_2", true));
     create_plain_turn(&store, "ses_1", "turn_1", None, &at(1)).await;
     create_plain_turn(&store, "ses_2", "turn_2", None, &at(2)).await;
+    assert_eq!(next_change(&mut feed).await, session("ses_1", false), "a turn started");
+    assert_eq!(next_change(&mut feed).await, session("ses_2", false));
     let turn = |turn_id: &str, last_sequence: u64| Change::Turn { turn_id: turn_id.into(), last_sequence };
 
     store
@@ -1727,6 +1737,36 @@ pub async fn change_feed_announces_commits(store: Arc<dyn Store>) {
         Change::Setting { kind: "model-provider".to_owned() },
         "deleting nothing announces nothing"
     );
+
+    let mut renamed = store.get_session("ses_1").await.expect("get_session");
+    renamed.title = Some("Renamed".to_owned());
+    store.update_session(&renamed).await.expect("update_session");
+    assert_eq!(next_change(&mut feed).await, session("ses_1", true), "a rename shows in lists");
+    let control = SessionControl { mode: Some("plan".to_owned()), ..SessionControl::default() };
+    store.update_session_control("ses_2", &control, &at(5)).await.expect("update_session_control");
+    assert_eq!(next_change(&mut feed).await, session("ses_2", false));
+    let follow_up = QueuedMessage {
+        session_id: "ses_1".to_owned(),
+        id: "q_1".to_owned(),
+        kind: QueueKind::FollowUp,
+        content: serde_json::from_value(json!([{"type": "text", "text": "next"}])).expect("content"),
+        created_by: subject("alice"),
+        created_at: at(6),
+        credential: Some("key_q_1".to_owned()),
+    };
+    assert!(store.queue_message(&follow_up, 1).await.expect("queue_message"));
+    assert!(!store.queue_message(&QueuedMessage { id: "q_2".to_owned(), ..follow_up.clone() }, 1).await.expect("full"));
+    assert!(!store.remove_queued("ses_1", "q_unknown").await.expect("remove_queued"));
+    assert!(store.remove_queued("ses_1", "q_1").await.expect("remove_queued"));
+    assert_eq!(next_change(&mut feed).await, session("ses_1", false), "queued");
+    assert_eq!(
+        next_change(&mut feed).await,
+        session("ses_1", false),
+        "a refused queueing and removing nothing announce nothing; the removal does"
+    );
+    assert!(!store.delete_session("ses_unknown").await.expect("delete_session"));
+    assert!(store.delete_session("ses_2").await.expect("delete_session"));
+    assert_eq!(next_change(&mut feed).await, session("ses_2", true), "a deletion shows in lists");
 }
 
 /// The next change on a feed other than [`Change::Missed`], waiting at most ten seconds

@@ -22,6 +22,10 @@ pub enum Change {
     CancelRequested { turn_id: Arc<str>, reason: CancelReason },
     /// A setting of `kind` was created, replaced or deleted.
     Setting { kind: String },
+    /// A session was created, updated, renamed or deleted, or it got a turn or a change to its
+    /// queued messages. `listed_for` is its creator's subject id when the change shows in
+    /// session lists (created, updated, deleted).
+    Session { session_id: Arc<str>, listed_for: Option<Arc<str>> },
     /// Changes may have been missed since the last one read: re-check everything waited for.
     Missed,
 }

@@ -49,11 +49,13 @@ pub(super) async fn run(
     loop {
         let events = tokio::select! {
             signal = signals.recv() => match signal {
-                Ok(Signal { session_id, listed_for: Some(owner) }) if *owner == *subject => {
+                Ok(Signal::One { session_id, listed_for: Some(owner) }) if *owner == *subject => {
                     read_one(&service, &caller, &mut known, &session_id).await
                 }
-                Ok(_) => continue,
-                Err(broadcast::error::RecvError::Lagged(_)) => read_newest(&service, &caller, &mut known).await,
+                Ok(Signal::One { .. }) => continue,
+                Ok(Signal::Every) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                    read_newest(&service, &caller, &mut known).await
+                }
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             () = tokio::time::sleep(fallback) => read_newest(&service, &caller, &mut known).await,

@@ -8,9 +8,10 @@
 //!
 //! A session has one follower per replica however many channels are open on it (`hub.rs`):
 //! it reads, translates and folds once, and its channels share each event (and its JSON). It
-//! learns of changes at once when they are made on this replica (`signals.rs`, raised by the
-//! operations that change a session), and re-reads every [`FALLBACK_READ`] for those made on
-//! another (every 30 s when no other replica shares the store). A channel's buffer is bounded:
+//! learns of changes at once (`signals.rs`: raised by the operations that change a session on
+//! this replica, and by the store's change feed for those made on another), and re-reads every
+//! [`FALLBACK_READ`] for what no announcement covers or a lost one (every 30 s when no other
+//! replica shares the store). A channel's buffer is bounded:
 //! a subscriber that stops reading is dropped, never holds a turn or the other channels up, and
 //! may open a channel again (which starts from a fresh snapshot). A channel opened with an API
 //! key ends once the key is revoked (within the key cache's bound).
@@ -39,7 +40,7 @@ use crate::{Caller, Service, ServiceError};
 pub const FALLBACK_READ: Duration = Duration::from_secs(1);
 /// The same for a store no other replica shares (no change feed): only another process on
 /// the same SQLite file, around a restart, changes a session unsignalled.
-const ALONE_FALLBACK_READ: Duration = Duration::from_secs(30);
+pub const ALONE_FALLBACK_READ: Duration = Duration::from_secs(30);
 /// How many events a subscriber may fall behind before it is dropped.
 const BUFFER: usize = 1024;
 /// How often a channel opened with an API key checks that the key is still in force (through
@@ -132,7 +133,11 @@ async fn key_revoked(service: Service, caller: Caller) {
 
 /// How long a channel waits for a signal before it reads again anyway.
 fn fallback_read(service: &Service) -> Duration {
-    if service.runtime().is_clustered() { FALLBACK_READ } else { ALONE_FALLBACK_READ }
+    match service.inner.live_reread {
+        Some(every) => every,
+        None if service.runtime().is_clustered() => FALLBACK_READ,
+        None => ALONE_FALLBACK_READ,
+    }
 }
 
 /// The events of a live channel, as they happen, each shared with the session's other

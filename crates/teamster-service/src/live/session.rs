@@ -147,7 +147,7 @@ impl Follower {
                     }
                 },
                 signal = signals.recv() => match signal {
-                    Ok(signal) if *signal.session_id != *self.reader.session_id => Ok(()),
+                    Ok(Signal::One { session_id, .. }) if *session_id != *self.reader.session_id => Ok(()),
                     Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => self.refresh(false).await,
                     Err(broadcast::error::RecvError::Closed) => Err(Stop::Unheard),
                 },
