@@ -219,6 +219,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("DELETE", "/api/v1/sessions/{session_id}/workspace"): Route(own_session(409)),
     ("DELETE", "/api/v1/sessions/{session_id}/grants/{grant_id}"): Route(own_session(404)),
     ("GET", "/api/v1/sessions/{session_id}/plans"): Route(own_session(200)),
+    ("GET", "/api/v1/sessions/{session_id}/threads"): Route(own_session(200)),
     # The owner's agent declares no state schema.
     ("GET", "/api/v1/sessions/{session_id}/state"): Route(own_session(400)),
     ("POST", "/api/v1/sessions/{session_id}/steer"): Route(own_session(409), body=lambda world, caller: {"content": "now"}),

@@ -26,6 +26,7 @@ import type {
   Page,
   PageQuery,
   Plan,
+  SessionThread,
   QueuedMessage,
   Session,
   SessionEvent,
@@ -271,6 +272,13 @@ export class SessionsApi {
   /** Teamster extension: the plans the agent submitted, oldest first. */
   async plans(sessionId: string): Promise<Plan[]> {
     return (await this.client.json<Data<Plan[]>>('GET', `/sessions/${segment(sessionId)}/plans`)).data;
+  }
+
+  /** Teamster extension: the sub-agent threads the session's turns started, oldest first;
+   * forked threads only with `includeForked`. */
+  async threads(sessionId: string, options: { includeForked?: boolean } = {}): Promise<SessionThread[]> {
+    const query = options.includeForked ? { include: 'forked' } : {};
+    return (await this.client.json<Data<SessionThread[]>>('GET', `/sessions/${segment(sessionId)}/threads`, { query })).data;
   }
 
   /** Teamster extension: the session's "always allow" grants. */

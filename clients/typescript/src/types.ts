@@ -210,6 +210,9 @@ export interface Plan {
   created_at: string;
 }
 
+/** Teamster extension: a sub-agent thread of a session. */
+export type SessionThread = Listed<'/api/v1/sessions/{session_id}/threads', 'get'>;
+
 export type Capabilities = Single<'/api/v1/capabilities', 'get'>;
 export type AvailableModel = Listed<'/api/v1/models', 'get'>;
 

@@ -94,6 +94,19 @@ test('"always allow" grants the tool for the session until revoked', async () =>
   assert.equal((await ask()).pending().length, 1, 'it asks again');
 });
 
+test('a session lists its sub-agent threads, forked ones only when asked', async () => {
+  const session = await inline({
+    model: MODEL,
+    config: { dynamic_sub_agents: { enabled: false } },
+    sub_agents: [{ name: 'twin', description: 'Forks.', fork: true }],
+  });
+  await client.turns.run(session.id, { input: [userMessage(call('run_sub_agent', { name: 'forked', task: 'hi', agent: 'twin' }))] });
+  await client.turns.run(session.id, { input: [userMessage(call('run_sub_agent', { name: 'own', task: 'hi', agent: 'twin', fork: false }))] });
+  assert.deepEqual((await client.sessions.threads(session.id)).map((thread) => [thread.title, thread.forked, thread.status]), [['own', false, 'done']]);
+  const all = await client.sessions.threads(session.id, { includeForked: true });
+  assert.deepEqual(all.map((thread) => [thread.title, thread.forked, thread.parent_thread_id]), [['forked', true, 'main'], ['own', false, 'main']]);
+});
+
 test('tasks, plans and state read back what the agent and the client did', async () => {
   const tasks = await inline({ model: MODEL, config: { tasks: { enabled: true } } });
   assert.deepEqual(await client.sessions.tasks(tasks.id), { version: 0, tasks: [], summary: { total: 0, pending: 0, in_progress: 0, completed: 0 } });

@@ -89,6 +89,7 @@ pub(crate) async fn compact(
             model: None,
         },
         parent: parent.clone(),
+        forked: false,
     }));
 
     // Each summarising call must itself fit under the threshold: the older messages go in

@@ -172,6 +172,9 @@ fn named_sub_agent(declared: &SubAgentSpec, saved: &impl Fn(&str) -> Option<Agen
         instructions: declared.instructions.clone(),
         tools: declared.tools.clone(),
         model: declared.model.clone(),
+        max_iterations: declared.max_iterations.map(|limit| limit.clamp(1, RuntimeConfig::MAX_ITERATION_LIMIT)),
+        stop_when: declared.stop_when.clone(),
+        fork: declared.fork,
     };
     if let Some(name) = &declared.agent {
         match saved(name) {

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
 use teamster_llm::{Message, ModelClient, ModelRequest};
-use teamster_protocol::agent::{ModelParams, ResponseFormat};
+use teamster_protocol::agent::{ModelParams, ResponseFormat, StopWhen};
 use teamster_protocol::settings::ModelPricing;
 use teamster_protocol::event::{AgentParent, ModelMessage, ThreadState, TOOL_ERROR_PREFIX, ToolCall, ToolResponse};
 use teamster_tools::ToolGate;
@@ -211,9 +211,11 @@ pub async fn run_turn(
         iterations_done,
         depth: 0,
         forked: false,
+        stop_when: None,
+        tool_calls_made: 0,
         ends_waiting,
     };
-    let (outcome, _) = run_thread(main, resolutions, &shared).await;
+    let ThreadEnd { outcome, .. } = run_thread(main, resolutions, &shared).await;
     let totals = metrics.lock().unwrap_or_else(std::sync::PoisonError::into_inner).metrics();
     if let Some(limit) = &spend_limit {
         limit.settle(&totals);
@@ -262,8 +264,21 @@ struct Thread {
     depth: u32,
     /// Whether it is a forked sub-agent (which cannot fork again).
     forked: bool,
+    /// When a declared sub-agent stops early.
+    stop_when: Option<StopWhen>,
+    /// The tool calls the thread has made, against `stop_when`.
+    tool_calls_made: u64,
     /// What the thread ends with once its resolutions ran (a resumed turn's main thread).
     ends_waiting: Option<EndsWaiting>,
+}
+
+/// How a thread ended.
+struct ThreadEnd {
+    outcome: TurnOutcome,
+    /// The usage of the thread's own model calls.
+    metrics: TurnMetrics,
+    /// The parent's result when the thread stopped by its `stop_when`.
+    stopped: Option<String>,
 }
 
 /// The result of one tool call, as the calling thread sees it.
@@ -274,21 +289,28 @@ enum CallResult {
     Waiting(Vec<Event>),
 }
 
-/// Runs one thread until it answers, waits for a human, fails or is cancelled. Returns the
-/// outcome and the thread's own metrics. Boxed: sub-agents run threads inside threads.
+/// Runs one thread until it answers, stops, waits for a human, fails or is cancelled. Boxed:
+/// sub-agents run threads inside threads.
 fn run_thread<'a>(
     thread: Thread,
     resolutions: Vec<Resolution>,
     shared: &'a Shared<'a>,
-) -> Pin<Box<dyn Future<Output = (TurnOutcome, TurnMetrics)> + Send + 'a>> {
+) -> Pin<Box<dyn Future<Output = ThreadEnd> + Send + 'a>> {
     Box::pin(async move {
         let mut meter = Meter::new(shared.metrics);
-        let outcome = thread_loop(thread, resolutions, shared, &mut meter).await;
-        (outcome, meter.thread.metrics())
+        let mut stopped = None;
+        let outcome = thread_loop(thread, resolutions, shared, &mut meter, &mut stopped).await;
+        ThreadEnd { outcome, metrics: meter.thread.metrics(), stopped }
     })
 }
 
-async fn thread_loop(mut thread: Thread, resolutions: Vec<Resolution>, shared: &Shared<'_>, meter: &mut Meter<'_>) -> TurnOutcome {
+async fn thread_loop(
+    mut thread: Thread,
+    resolutions: Vec<Resolution>,
+    shared: &Shared<'_>,
+    meter: &mut Meter<'_>,
+    stopped: &mut Option<String>,
+) -> TurnOutcome {
     let output_check = match OutputCheck::new(thread.response_format.as_ref()) {
         Ok(check) => check,
         Err(message) => return TurnOutcome::Failed { message },
@@ -467,6 +489,24 @@ async fn thread_loop(mut thread: Thread, resolutions: Vec<Resolution>, shared: &
         if !required_actions.is_empty() {
             return TurnOutcome::Done { output: Some(message), required_actions };
         }
+        let calls = message.tool_calls.as_deref().unwrap_or_default();
+        thread.tool_calls_made += calls.len() as u64;
+        let names: Vec<&str> = calls.iter().map(|call| call.function.name.as_str()).collect();
+        let why = thread.stop_when.as_ref().and_then(|stop| sub_agents::stops(stop, &names, thread.tool_calls_made));
+        if let Some(why) = why {
+            let results: Vec<(String, String)> = finished
+                .iter()
+                .filter_map(|result| match result {
+                    Message::Tool { tool_call_id, content } => calls
+                        .iter()
+                        .find(|call| call.id == *tool_call_id)
+                        .map(|call| (call.function.name.clone(), content.clone())),
+                    _ => None,
+                })
+                .collect();
+            *stopped = Some(sub_agents::stopped_answer(&message, &why, &results));
+            return TurnOutcome::Done { output: Some(message), required_actions: Vec::new() };
+        }
         thread.conversation.messages.extend(finished);
     }
 }
@@ -634,11 +674,15 @@ async fn run_sub_agent(call: &ToolCall, parent: &Thread, shared: &Shared<'_>) ->
         ));
     }
     let parent_ref = AgentParent { thread_id: parent.id.clone(), tool_call_id: call.id.clone() };
-    let model_name = request.model.clone().or_else(|| named(policy, &request).and_then(|agent| agent.model.clone()));
-    shared.sink.emit_content(&sub_agents::created_event(&child.id, &request, model_name.as_deref(), &parent_ref));
+    let model_name = match child.forked {
+        true => None,
+        false => request.model.clone().or_else(|| named(policy, &request).and_then(|agent| agent.model.clone())),
+    };
+    let created = sub_agents::created_event(&child.id, &request, model_name.as_deref(), &parent_ref, child.forked);
+    shared.sink.emit_content(&created);
     let child_id = child.id.clone();
-    let outcome = run_thread(child, Vec::new(), shared).await;
-    close_sub_agent(&child_id, &request.name, &parent_ref, outcome, shared)
+    let end = run_thread(child, Vec::new(), shared).await;
+    close_sub_agent(&child_id, &request.name, &parent_ref, end, shared)
 }
 
 /// Ends a sub-agent's run: `thread.done` and the parent's result, or its waiting calls.
@@ -646,7 +690,7 @@ fn close_sub_agent(
     thread_id: &str,
     title: &str,
     parent: &AgentParent,
-    (outcome, metrics): (TurnOutcome, TurnMetrics),
+    ThreadEnd { outcome, metrics, stopped }: ThreadEnd,
     shared: &Shared<'_>,
 ) -> CallResult {
     let (state, content) = match outcome {
@@ -654,7 +698,7 @@ fn close_sub_agent(
             return CallResult::Waiting(required_actions);
         }
         TurnOutcome::Done { output: Some(output), .. } => {
-            let content = sub_agents::answer_of(&output);
+            let content = stopped.unwrap_or_else(|| sub_agents::answer_of(&output));
             (ThreadState::Done { output: Box::new(output) }, content)
         }
         TurnOutcome::Done { output: None, .. } => {
@@ -699,15 +743,12 @@ fn child_thread(
         }
         None => None,
     };
-    if request.fork && (parent.forked || declared.is_some()) {
-        return Err(if parent.forked {
-            "A forked sub-agent cannot fork again.".to_owned()
-        } else {
-            "A declared sub-agent cannot be forked.".to_owned()
-        });
+    let fork = request.forks(declared);
+    if fork && parent.forked {
+        return Err("A forked sub-agent cannot fork again.".to_owned());
     }
     let (model, model_id, pricing) = match request.model.as_deref().or(declared.and_then(|agent| agent.model.as_deref())) {
-        Some(name) if !request.fork => {
+        Some(name) if !fork => {
             let resolved = policy.models.resolve(name)?;
             (resolved.client, resolved.model_id, resolved.pricing)
         }
@@ -716,12 +757,12 @@ fn child_thread(
     let depth = parent.depth + 1;
     let (id, messages) = match resumed {
         Some(resumed) => resumed,
-        None if request.fork => {
+        None if fork => {
             (ids::new_id("thread"), sub_agents::forked_messages(&parent.conversation.messages, &request.task))
         }
         None => (ids::new_id("thread"), vec![Message::user(request.task.clone())]),
     };
-    let conversation = if request.fork {
+    let conversation = if fork {
         Conversation {
             instructions: parent.conversation.instructions.clone(),
             skills: parent.conversation.skills.clone(),
@@ -743,7 +784,7 @@ fn child_thread(
     };
     // A fork keeps the parent's exact tool list (for the prompt cache); others lose the tools
     // a sub-agent may not use, and keep only the declared subset.
-    let toolbox = if request.fork {
+    let toolbox = if fork {
         parent.toolbox.clone()
     } else {
         let allowed = declared.and_then(|agent| agent.tools.clone());
@@ -758,19 +799,31 @@ fn child_thread(
             allowed.as_ref().is_none_or(|names| names.contains(&tool.name) || is_builtin(&tool.name))
         })
     };
+    // A fork runs as its parent does; a declared sub-agent with its own bounds.
+    let own = declared.filter(|_| !fork);
+    // A resumed thread's earlier calls count against its `stop_when`.
+    let tool_calls_made = match fork {
+        true => 0,
+        false => conversation.messages.iter().map(|message| match message {
+            Message::Assistant { tool_calls, .. } => tool_calls.len() as u64,
+            _ => 0,
+        }).sum(),
+    };
     Ok(Thread {
         id,
         model,
         model_id,
         pricing,
-        params: if request.fork { parent.params.clone() } else { ModelParams::default() },
+        params: if fork { parent.params.clone() } else { ModelParams::default() },
         response_format: None,
         conversation,
         toolbox,
-        iteration_limit: parent.iteration_limit,
+        iteration_limit: own.and_then(|agent| agent.max_iterations).unwrap_or(parent.iteration_limit),
         iterations_done: 0,
         depth,
-        forked: request.fork,
+        forked: fork,
+        stop_when: own.and_then(|agent| agent.stop_when.clone()),
+        tool_calls_made,
         ends_waiting: None,
     })
 }
@@ -808,7 +861,7 @@ async fn resume_sub_agent(
         return Some((parent_ref.tool_call_id, CallResult::Done(content.to_owned())));
     };
     let mut messages = Vec::new();
-    if request.fork {
+    if request.forks(named(policy, &request)) {
         let before_spawn: Vec<&Event> = shared
             .events
             .iter()
@@ -825,11 +878,11 @@ async fn resume_sub_agent(
             return Some((parent_ref.tool_call_id, CallResult::Done(content)));
         }
     };
-    let outcome = run_thread(child, decisions, shared).await;
-    if matches!(outcome.0, TurnOutcome::Interrupted) && shared.cancel.is_cancelled() {
-        close_sub_agent(thread_id, &request.name, &parent_ref, outcome, shared);
+    let end = run_thread(child, decisions, shared).await;
+    if matches!(end.outcome, TurnOutcome::Interrupted) && shared.cancel.is_cancelled() {
+        close_sub_agent(thread_id, &request.name, &parent_ref, end, shared);
         return None;
     }
-    let result = close_sub_agent(thread_id, &request.name, &parent_ref, outcome, shared);
+    let result = close_sub_agent(thread_id, &request.name, &parent_ref, end, shared);
     Some((parent_ref.tool_call_id, result))
 }

@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use teamster_llm::Message;
 use teamster_llm::registry::ResolvedModel;
+use teamster_protocol::agent::StopWhen;
 use teamster_protocol::event::{AgentInfo, AgentParent, ModelMessage, ThreadCreated, ThreadDone, ThreadState, ToolCall, ToolInfo};
 use teamster_protocol::{Event, ids, timestamp};
 use teamster_tools::{Tool, ToolAnnotations, ToolGate, ToolOutput, ToolSource};
@@ -43,6 +44,12 @@ pub struct NamedSubAgent {
     pub tools: Option<Vec<String>>,
     /// `provider/model`; `None` for the parent's model.
     pub model: Option<String>,
+    /// The most model calls one run may make; `None` for the parent's limit.
+    pub max_iterations: Option<u64>,
+    /// When a run ends early, with the results of the calls that ended it.
+    pub stop_when: Option<StopWhen>,
+    /// Whether its calls fork unless they say otherwise.
+    pub fork: bool,
 }
 
 /// Which sub-agents an agent may start.
@@ -74,15 +81,20 @@ pub(crate) struct SubAgentRequest {
     pub instructions: Option<String>,
     #[serde(default)]
     pub model: Option<String>,
-    /// Start from a copy of the parent's context.
+    /// Start from a copy of the parent's context; the declared sub-agent's default when absent.
     #[serde(default)]
-    pub fork: bool,
+    pub fork: Option<bool>,
     /// A declared sub-agent to run, by name.
     #[serde(default)]
     pub agent: Option<String>,
 }
 
 impl SubAgentRequest {
+    /// Whether the call forks: as it says, or as its declared sub-agent does by default.
+    pub fn forks(&self, declared: Option<&NamedSubAgent>) -> bool {
+        self.fork.unwrap_or_else(|| declared.is_some_and(|agent| agent.fork))
+    }
+
     /// Parses and checks a call's arguments; the error is for the model.
     pub fn parse(arguments: &str) -> Result<SubAgentRequest, String> {
         let request: SubAgentRequest =
@@ -151,7 +163,13 @@ impl ToolSource for SubAgentTool {
 }
 
 /// The `thread.created` of a sub-agent.
-pub(crate) fn created_event(thread_id: &str, request: &SubAgentRequest, model: Option<&str>, parent: &AgentParent) -> Event {
+pub(crate) fn created_event(
+    thread_id: &str,
+    request: &SubAgentRequest,
+    model: Option<&str>,
+    parent: &AgentParent,
+    forked: bool,
+) -> Event {
     Event::ThreadCreated(ThreadCreated {
         id: ids::new_id("evt"),
         created_at: timestamp::now(),
@@ -164,7 +182,31 @@ pub(crate) fn created_event(thread_id: &str, request: &SubAgentRequest, model: O
             model: model.map(str::to_owned),
         },
         parent: parent.clone(),
+        forked,
     })
+}
+
+/// Whether a thread that ran `step` (the names of its last step's calls, `made` calls in all)
+/// stops by `stop`, and why, in words for its parent.
+pub(crate) fn stops(stop: &StopWhen, step: &[&str], made: u64) -> Option<String> {
+    if let Some(tool) = stop.tool_called.as_deref().filter(|tool| step.contains(tool)) {
+        return Some(format!("after calling {tool}"));
+    }
+    stop.tool_calls.filter(|limit| made >= *limit).map(|limit| format!("after its limit of {limit} tool calls"))
+}
+
+/// The parent's result for a sub-agent stopped by its `stop_when`: what it said, if anything,
+/// and the results of its last step's calls.
+pub(crate) fn stopped_answer(output: &ModelMessage, why: &str, results: &[(String, String)]) -> String {
+    let mut answer = format!("The sub-agent stopped {why}.");
+    let text = output.text();
+    if !text.trim().is_empty() {
+        answer.push_str(&format!("\n\nIt said:\n{text}"));
+    }
+    for (name, result) in results {
+        answer.push_str(&format!("\n\n{name} returned:\n{result}"));
+    }
+    answer
 }
 
 /// The `thread.done` of a sub-agent.

@@ -12,7 +12,7 @@ use teamster_engine::{
 };
 use teamster_llm::{Message, ModelClient, ModelEvent, ModelRequest, ModelStream, TokenUsage};
 use teamster_protocol::Event;
-use teamster_protocol::agent::ResponseFormat;
+use teamster_protocol::agent::{ResponseFormat, StopWhen};
 use teamster_protocol::event::FinishReason;
 use teamster_tools::ToolSource;
 use teamster_tools::builtin::Builtins;
@@ -1149,6 +1149,9 @@ async fn declared_sub_agents_run_with_their_own_instructions_and_tools() {
         instructions: Some("Tell the time.".into()),
         tools: Some(vec!["get_current_datetime".into()]),
         model: None,
+        max_iterations: None,
+        stop_when: None,
+        fork: false,
     }];
     let (requests, events) = one_sub_agent(
         declared.clone(),
@@ -1167,6 +1170,83 @@ async fn declared_sub_agents_run_with_their_own_instructions_and_tools() {
     // Without dynamic sub-agents, a call that names no declared one is refused.
     let (_, events) = one_sub_agent(declared, serde_json::json!({"name": "x", "task": "the task"}), Vec::new()).await;
     assert!(parent_result(&events).contains("Only declared sub-agents"));
+}
+
+/// A policy with one declared sub-agent, `clock`, shaped by `shape`.
+fn clock_policy(shape: impl FnOnce(&mut teamster_engine::NamedSubAgent)) -> teamster_engine::SubAgentPolicy {
+    let mut declared = policy(1);
+    let mut clock = teamster_engine::NamedSubAgent {
+        name: "clock".into(),
+        description: "Knows the time.".into(),
+        instructions: Some("Tell the time.".into()),
+        tools: None,
+        model: None,
+        max_iterations: None,
+        stop_when: None,
+        fork: false,
+    };
+    shape(&mut clock);
+    declared.named = vec![clock];
+    declared
+}
+
+/// The requests the sub-agent made (its instructions, or its task for a fork).
+fn sub_requests(requests: &[ModelRequest]) -> usize {
+    requests.iter().filter(|request| !request.instructions_is("Coordinate.") || matches!(request.messages.last(), Some(Message::User { content, .. }) if content == "the task")).count()
+}
+
+#[tokio::test]
+async fn a_declared_sub_agent_stops_when_its_stop_tool_is_called_or_its_calls_run_out() {
+    let clock = serde_json::json!({"name": "c", "task": "the task", "agent": "clock"});
+    let keeps_calling = vec![call(0, Some("t1"), Some("get_current_datetime"), "{}"), usage(5, 1)];
+
+    let stop_tool = clock_policy(|clock| {
+        clock.stop_when = Some(StopWhen { tool_called: Some("get_current_datetime".into()), tool_calls: None })
+    });
+    let (requests, events) = one_sub_agent(stop_tool, clock.clone(), keeps_calling.clone()).await;
+    assert_eq!(sub_requests(&requests), 1, "it stopped after the step that called the tool");
+    let result = parent_result(&events);
+    assert!(result.starts_with("The sub-agent stopped after calling get_current_datetime."), "{result}");
+    assert!(result.contains("get_current_datetime returned:\n20"), "the tool's result is the answer: {result}");
+
+    let two_calls = clock_policy(|clock| clock.stop_when = Some(StopWhen { tool_called: None, tool_calls: Some(2) }));
+    let (requests, events) = one_sub_agent(two_calls, clock.clone(), keeps_calling.clone()).await;
+    assert_eq!(sub_requests(&requests), 2);
+    assert!(parent_result(&events).starts_with("The sub-agent stopped after its limit of 2 tool calls."));
+
+    // Without a stop condition, the same sub-agent runs into its own iteration limit.
+    let bounded = clock_policy(|clock| clock.max_iterations = Some(3));
+    let (requests, events) = one_sub_agent(bounded, clock, keeps_calling).await;
+    assert_eq!(sub_requests(&requests), 3, "its own limit, not the parent's 5");
+    assert!(parent_result(&events).contains("iteration limit of 3"), "{}", parent_result(&events));
+}
+
+#[tokio::test]
+async fn a_declared_sub_agent_that_forks_by_default_runs_as_its_parent_unless_the_call_says_otherwise() {
+    let forking = || {
+        clock_policy(|clock| {
+            clock.fork = true;
+            clock.max_iterations = Some(1);
+            clock.stop_when = Some(StopWhen { tool_called: Some("get_current_datetime".into()), tool_calls: None });
+        })
+    };
+    let (requests, events) = one_sub_agent(forking(), serde_json::json!({"name": "c", "task": "the task", "agent": "clock"}), vec![text("Forked."), usage(5, 1)]).await;
+    let (main, child) = (&requests[0], &requests[1]);
+    assert_eq!(child.messages[..2], main.messages[..2], "the parent's instructions and history");
+    assert_eq!(child.tools, main.tools, "the parent's exact tool list");
+    let created = events.iter().find_map(|event| match event {
+        Event::ThreadCreated(created) => Some(created.clone()),
+        _ => None,
+    });
+    let created = created.expect("thread.created");
+    assert!(created.forked, "{created:?}");
+    assert_eq!(created.parent.thread_id, "main");
+    assert_eq!(parent_result(&events), "Forked.");
+
+    let (requests, events) = one_sub_agent(forking(), serde_json::json!({"name": "c", "task": "the task", "agent": "clock", "fork": false}), vec![text("Own."), usage(5, 1)]).await;
+    assert!(requests[1].instructions_is("Tell the time."), "the call's fork: false wins");
+    assert!(events.iter().any(|event| matches!(event, Event::ThreadCreated(created) if !created.forked)));
+    assert_eq!(parent_result(&events), "Own.");
 }
 
 #[tokio::test]

@@ -490,6 +490,37 @@ pub struct SubAgentSpec {
     /// A saved agent whose instructions and model it uses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// The most model calls one run of it may make (1 to 1024); the parent's
+    /// `config.iteration_limit` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
+    pub max_iterations: Option<u64>,
+    /// When a run of it ends early, with the results of the calls that ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_when: Option<StopWhen>,
+    /// Whether calls to it fork by default: it then runs on a copy of the parent's context with
+    /// the parent's instructions, tools and model (its own `instructions`, `tools`, `model`,
+    /// `max_iterations` and `stop_when` are not used). A call's own `fork` wins.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not", deserialize_with = "lenient::null_as_default")]
+    pub fork: bool,
+}
+
+/// When a declared sub-agent stops, before it answers: once it has called the named tool, or
+/// once it has made a number of tool calls, whichever comes first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct StopWhen {
+    /// Stop after the model step that called this tool (its result is the sub-agent's answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_called: Option<String>,
+    /// Stop once this many tool calls were made (1 to 1024).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
+    pub tool_calls: Option<u64>,
+}
+
+impl StopWhen {
+    /// The most tool calls `tool_calls` may name.
+    pub const MAX_TOOL_CALLS: u64 = 1024;
 }
 
 /// `{ "enabled": bool }`, enabled when absent.

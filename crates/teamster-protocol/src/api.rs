@@ -121,6 +121,43 @@ pub struct CreateSessionRequest {
     pub resource_id: Option<String>,
 }
 
+/// Teamster extension: a sub-agent thread of a session (`GET /api/v1/sessions/{id}/threads`),
+/// from its `thread.created` and `thread.done` events.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SessionThread {
+    pub thread_id: String,
+    /// The turn it ran in.
+    pub turn_id: String,
+    pub title: String,
+    /// The agent that runs in it.
+    pub agent_info: crate::event::AgentInfo,
+    /// The thread that started it.
+    pub parent_thread_id: String,
+    /// The tool call that started it.
+    pub parent_tool_call_id: String,
+    /// Whether it started from a copy of its parent's context.
+    pub forked: bool,
+    /// `running` until its end is recorded (a thread that waits for a human stays so), then
+    /// `done` or `error`.
+    pub status: SessionThreadStatus,
+    /// What went wrong, for `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub created_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum SessionThreadStatus {
+    Running,
+    Done,
+    Error,
+}
+
 /// Teamster extension: a resource the caller's sessions are about (`GET /api/v1/resources`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -468,6 +468,10 @@ pub struct ThreadCreated {
     pub agent_info: AgentInfo,
     /// The thread and tool call that started it.
     pub parent: AgentParent,
+    /// Set on a forked sub-agent's thread, which started from a copy of its parent's context
+    /// (a Teamster extension). Thread listings leave these out unless asked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub forked: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -15,7 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use teamster_protocol::Event;
-use teamster_store::{ContentQuery, EventLog, TurnRecord};
+use teamster_store::{ContentKinds, ContentQuery, EventLog, TurnRecord};
 
 
 /// The most histories kept; the oldest is dropped first.
@@ -204,7 +204,7 @@ impl HistoryCache {
 async fn content_events(log: &dyn EventLog, turn_id: &str, mut after: Option<u64>) -> Result<Vec<Event>, teamster_store::Error> {
     let mut events = Vec::new();
     loop {
-        let query = ContentQuery { only_turn_content: false, descending: false, after, limit: HISTORY_PAGE };
+        let query = ContentQuery { kinds: ContentKinds::All, descending: false, after, limit: HISTORY_PAGE };
         let page = log.read_content(turn_id, &query).await?;
         events.extend(parse(turn_id, page.iter().map(|stored| (stored.sequence, &*stored.data))));
         match page.last() {

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use teamster_protocol::event::TurnDone;
 use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, TurnState, ids, timestamp};
-use teamster_store::{ContentQuery, LogWrite, StreamEvent, TurnLease};
+use teamster_store::{ContentKinds, ContentQuery, LogWrite, StreamEvent, TurnLease};
 use tokio::time::Instant;
 
 use super::TurnRuntime;
@@ -279,7 +279,7 @@ impl TurnRuntime {
         let at = timestamp::now();
         let content = self
             .events()
-            .read_content(turn_id, &ContentQuery { only_turn_content: false, descending: false, after: None, limit: u32::MAX })
+            .read_content(turn_id, &ContentQuery { kinds: ContentKinds::All, descending: false, after: None, limit: u32::MAX })
             .await?;
         let state = TurnState::Cancelled {
             reason,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use teamster_protocol::session::Session;
 use teamster_protocol::{Event, TurnState, ids, timestamp};
-use teamster_store::{ContentQuery, LogWrite, SessionRecord, TurnRecord};
+use teamster_store::{ContentKinds, ContentQuery, LogWrite, SessionRecord, TurnRecord};
 
 use crate::catalog::session_view;
 use crate::error::{Result, ServiceError};
@@ -130,7 +130,7 @@ impl Service {
         }
         let mut after = None;
         loop {
-            let query = ContentQuery { only_turn_content: false, descending: false, after, limit: PAGE };
+            let query = ContentQuery { kinds: ContentKinds::All, descending: false, after, limit: PAGE };
             let page = self.stores().events.read_content(turn_id, &query).await?;
             let full = page.len() == PAGE as usize;
             for event in page {

@@ -4,7 +4,7 @@
 
 use serde_json::value::RawValue;
 use teamster_protocol::api::SessionEventItem;
-use teamster_store::ContentQuery;
+use teamster_store::{ContentKinds, ContentQuery};
 
 use crate::cursor;
 use crate::error::{Result, ServiceError};
@@ -89,7 +89,7 @@ impl Events<'_> {
             .read_content(
                 turn_id,
                 &ContentQuery {
-                    only_turn_content: true,
+                    kinds: ContentKinds::TurnContent,
                     descending: query.order == ListOrder::Descending,
                     after,
                     limit: query.limit + 1,
@@ -152,7 +152,7 @@ impl Events<'_> {
                 .events
                 .read_content(
                     &turn.id,
-                    &ContentQuery { only_turn_content: false, descending: true, after: before.take(), limit: wanted as u32 },
+                    &ContentQuery { kinds: ContentKinds::All, descending: true, after: before.take(), limit: wanted as u32 },
                 )
                 .await?;
             for event in page {

@@ -2,13 +2,15 @@
 //! from the logs of its chain of turns, each turn with the mode it ran in) and its task list
 //! (`teamster_control::task_list`, newest turn first, stopping at the first turn that changed
 //! it: versions only grow along a session's chain of turns, so that turn holds the latest list),
-//! and its first user message (the preview of session listings).
+//! its first user message (the preview of session listings), and its sub-agent threads.
 
 use teamster_control::{TurnEvents, mode_in_force, plans, task_list};
 use teamster_protocol::input::TurnInput;
+use teamster_protocol::api::{SessionThread, SessionThreadStatus};
+use teamster_protocol::event::ThreadState;
 use teamster_protocol::{Event, Session};
 use teamster_protocol::control::{Plan, TaskList};
-use teamster_store::ContentQuery;
+use teamster_store::{ContentKinds, ContentQuery};
 
 use crate::Caller;
 use crate::error::Result;
@@ -16,6 +18,8 @@ use crate::events::Events;
 
 /// The most turns, newest first, whose plans a session lists.
 const MAX_TURNS: usize = 1000;
+/// The most threads a session lists (the newest).
+pub const MAX_LISTED_THREADS: usize = 1000;
 /// Content events read from the store at a time.
 const PAGE: u32 = 1000;
 /// The first turns a session's first user message is looked for in (turns that answer
@@ -101,12 +105,47 @@ impl Events<'_> {
         Ok(TaskList::default())
     }
 
+    /// The sub-agent threads of a session's chain of turns, oldest first: the newest
+    /// [`MAX_LISTED_THREADS`] of its last [`MAX_TURNS`] turns. Forked threads are left out
+    /// unless `include_forked`.
+    pub async fn threads(&self, caller: &Caller, session_id: &str, include_forked: bool) -> Result<Vec<SessionThread>> {
+        let session = self.service.catalog().owned_session(caller, session_id).await?;
+        self.service.runtime().flush().await;
+        // Newest turn first; a thread may end in a later turn than it started (it waited for
+        // a human), so they are folded oldest first.
+        let mut turns = Vec::new();
+        let mut next = session.last_turn_id;
+        while let Some(turn_id) = next.take() {
+            if turns.len() == MAX_TURNS {
+                break;
+            }
+            let turn = self.service.turn_record(session_id, &turn_id).await?;
+            let events = self.content_of(&turn.id, ContentKinds::Threads).await?;
+            next = turn.previous_turn_id;
+            turns.push((turn.id, events));
+        }
+        let mut threads = Vec::new();
+        for (turn_id, events) in turns.iter().rev() {
+            fold_threads(&mut threads, turn_id, events);
+        }
+        threads.retain(|thread| include_forked || !thread.forked);
+        let skip = threads.len().saturating_sub(MAX_LISTED_THREADS);
+        threads.drain(..skip);
+        Ok(threads)
+    }
+
     /// Every content event of a turn, oldest first (events this version cannot read skipped).
     pub(crate) async fn turn_content(&self, turn_id: &str) -> Result<Vec<Event>> {
+        self.content_of(turn_id, ContentKinds::TurnContent).await
+    }
+
+    /// A turn's content events of `kinds`, oldest first (those this version cannot read
+    /// skipped).
+    async fn content_of(&self, turn_id: &str, kinds: ContentKinds) -> Result<Vec<Event>> {
         let mut events = Vec::new();
         let mut after = None;
         loop {
-            let query = ContentQuery { only_turn_content: true, descending: false, after, limit: PAGE };
+            let query = ContentQuery { kinds, descending: false, after, limit: PAGE };
             let page = self.service.stores().events.read_content(turn_id, &query).await?;
             let full = page.len() == PAGE as usize;
             after = page.last().map(|event| event.sequence);
@@ -114,6 +153,38 @@ impl Events<'_> {
             if !full {
                 return Ok(events);
             }
+        }
+    }
+}
+
+/// Adds the threads a turn's `thread.created` events start to `threads`, and records the ends
+/// its `thread.done` events give.
+fn fold_threads(threads: &mut Vec<SessionThread>, turn_id: &str, events: &[Event]) {
+    for event in events {
+        match event {
+            Event::ThreadCreated(created) => threads.push(SessionThread {
+                thread_id: created.thread_id.clone(),
+                turn_id: turn_id.to_owned(),
+                title: created.title.clone(),
+                agent_info: created.agent_info.clone(),
+                parent_thread_id: created.parent.thread_id.clone(),
+                parent_tool_call_id: created.parent.tool_call_id.clone(),
+                forked: created.forked,
+                status: SessionThreadStatus::Running,
+                error: None,
+                created_at: created.created_at.clone(),
+                ended_at: None,
+            }),
+            Event::ThreadDone(done) => {
+                if let Some(thread) = threads.iter_mut().find(|thread| thread.thread_id == done.thread_id) {
+                    (thread.status, thread.error) = match &done.state {
+                        ThreadState::Done { .. } => (SessionThreadStatus::Done, None),
+                        ThreadState::Error { error, .. } => (SessionThreadStatus::Error, Some(error.clone())),
+                    };
+                    thread.ended_at = Some(done.created_at.clone());
+                }
+            }
+            _ => {}
         }
     }
 }

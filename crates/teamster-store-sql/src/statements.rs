@@ -16,7 +16,7 @@ use teamster_store::codec::{
     self, AgentRow, SessionAgentColumns, SessionRow, TurnColumns, TurnRow, clamp_i64, lease_millis, to_json, to_u64,
 };
 use teamster_store::{
-    AgentRecord, ContentEvent, ContentQuery, Error, ExpiredLease, QueueKind, QueuedMessage, Result, SessionAgentRecord,
+    AgentRecord, ContentEvent, ContentKinds, ContentQuery, Error, ExpiredLease, QueueKind, QueuedMessage, Result, SessionAgentRecord,
     ResourceRecord, SessionQuery, SessionRecord, StreamEvent, TurnLease, TurnRecord,
 };
 
@@ -366,7 +366,11 @@ where
         query: &ContentQuery,
     ) -> Result<Vec<ContentEvent>> {
         let (beyond, order) = if query.descending { ("<", "DESC") } else { (">", "ASC") };
-        let only_content = if query.only_turn_content { "AND kind NOT IN ('turn.created', 'turn.done')" } else { "" };
+        let only_content = match query.kinds {
+            ContentKinds::All => "",
+            ContentKinds::TurnContent => "AND kind NOT IN ('turn.created', 'turn.done')",
+            ContentKinds::Threads => "AND kind IN ('thread.created', 'thread.done')",
+        };
         let sql = format!(
             "SELECT sequence, kind, data FROM content_events WHERE turn_id = $1 AND sequence {beyond} $2 \
              {only_content} ORDER BY sequence {order} LIMIT $3"

@@ -10,7 +10,7 @@ use std::task::{Context, Waker};
 use teamster_protocol::{Subject, TurnState};
 use teamster_store::prelude::*;
 use teamster_store::{
-    AgentRecord, ContentEvent, ContentQuery, Error, LogWrite, SessionAgentRecord, SessionRecord, Store, StreamEvent,
+    AgentRecord, ContentEvent, ContentKinds, ContentQuery, Error, LogWrite, SessionAgentRecord, SessionRecord, Store, StreamEvent,
     TurnRecord,
 };
 use teamster_store_sqlite::SqliteStore;
@@ -141,7 +141,7 @@ async fn a_file_database_survives_reopening() {
             store.read_stream("turn_1", 0, 10).await.expect("read_stream"),
             vec![StreamEvent { sequence: 1, data: created.into() }]
         );
-        let all = ContentQuery { only_turn_content: false, descending: false, after: None, limit: 10 };
+        let all = ContentQuery { kinds: ContentKinds::All, descending: false, after: None, limit: 10 };
         assert_eq!(
             store.read_content("turn_1", &all).await.expect("read_content"),
             vec![ContentEvent { sequence: 1, kind: "turn.created".into(), data: created.into() }]

@@ -31,7 +31,7 @@ use teamster_protocol::turn::CancelReason;
 use teamster_protocol::{AgentSpec, Subject, TurnInput, TurnState};
 
 use crate::{
-    AgentRecord, Change, ChangeFeed, ContentEvent, ContentQuery, Error, LogWrite, Result, SessionAgentRecord,
+    AgentRecord, Change, ChangeFeed, ContentEvent, ContentKinds, ContentQuery, Error, LogWrite, Result, SessionAgentRecord,
     SessionFile, SessionOrder, SessionQuery, SessionRecord, Store, StreamEvent, TurnRecord,
 };
 use crate::{ExpiredLease, QueueKind, QueuedMessage, TurnLease};
@@ -1177,23 +1177,23 @@ pub async fn content_events_replace_and_filter(store: Arc<dyn Store>) {
     .into_iter()
     .map(|event| (event.sequence, event))
     .collect();
-    let content_query = |only_turn_content, descending, after, limit| ContentQuery { only_turn_content, descending, after, limit };
+    let content_query = |kinds, descending, after, limit| ContentQuery { kinds, descending, after, limit };
     let cases: Vec<(ContentQuery, Vec<u64>)> = vec![
-        (content_query(false, false, None, 100), vec![1, 3, 4, 6, 7]),
-        (content_query(false, true, None, 100), vec![7, 6, 4, 3, 1]),
-        (content_query(true, false, None, 100), vec![3, 4, 6]),
-        (content_query(true, true, None, 100), vec![6, 4, 3]),
-        (content_query(false, false, Some(3), 100), vec![4, 6, 7]),
-        (content_query(false, false, Some(2), 100), vec![3, 4, 6, 7]),
-        (content_query(false, true, Some(6), 100), vec![4, 3, 1]),
-        (content_query(true, false, Some(1), 2), vec![3, 4]),
-        (content_query(true, true, Some(7), 1), vec![6]),
-        (content_query(true, true, Some(3), 10), vec![]),
-        (content_query(false, false, None, 2), vec![1, 3]),
-        (content_query(false, true, None, 1), vec![7]),
-        (content_query(false, true, Some(1), 10), vec![]),
-        (content_query(false, false, Some(7), 10), vec![]),
-        (content_query(false, false, Some(0), 10), vec![1, 3, 4, 6, 7]),
+        (content_query(ContentKinds::All, false, None, 100), vec![1, 3, 4, 6, 7]),
+        (content_query(ContentKinds::All, true, None, 100), vec![7, 6, 4, 3, 1]),
+        (content_query(ContentKinds::TurnContent, false, None, 100), vec![3, 4, 6]),
+        (content_query(ContentKinds::TurnContent, true, None, 100), vec![6, 4, 3]),
+        (content_query(ContentKinds::All, false, Some(3), 100), vec![4, 6, 7]),
+        (content_query(ContentKinds::All, false, Some(2), 100), vec![3, 4, 6, 7]),
+        (content_query(ContentKinds::All, true, Some(6), 100), vec![4, 3, 1]),
+        (content_query(ContentKinds::TurnContent, false, Some(1), 2), vec![3, 4]),
+        (content_query(ContentKinds::TurnContent, true, Some(7), 1), vec![6]),
+        (content_query(ContentKinds::TurnContent, true, Some(3), 10), vec![]),
+        (content_query(ContentKinds::All, false, None, 2), vec![1, 3]),
+        (content_query(ContentKinds::All, true, None, 1), vec![7]),
+        (content_query(ContentKinds::All, true, Some(1), 10), vec![]),
+        (content_query(ContentKinds::All, false, Some(7), 10), vec![]),
+        (content_query(ContentKinds::All, false, Some(0), 10), vec![1, 3, 4, 6, 7]),
     ];
     for (query, sequences) in cases {
         let expected: Vec<ContentEvent> = sequences.iter().map(|sequence| events[sequence].clone()).collect();
@@ -1205,6 +1205,20 @@ pub async fn content_events_replace_and_filter(store: Arc<dyn Store>) {
         vec![content_event(3, "model.message", r#"{"turn":2}"#)]
     );
     assert_eq!(store.read_content("turn_missing", &all_content()).await.expect("read_content"), vec![]);
+    // Thread listings read a turn's `thread.created` and `thread.done` alone.
+    store
+        .write(&[
+            content("turn_1", 8, "thread.created", r#"{"type":"thread.created"}"#),
+            content("turn_1", 9, "model.message", r#"{"type":"model.message","thread_id":"thread_1"}"#),
+            content("turn_1", 10, "thread.done", r#"{"type":"thread.done"}"#),
+        ])
+        .await
+        .expect("write");
+    let threads = store
+        .read_content("turn_1", &ContentQuery { kinds: ContentKinds::Threads, descending: false, after: None, limit: 10 })
+        .await
+        .expect("read_content");
+    assert_eq!(threads.iter().map(|event| event.sequence).collect::<Vec<_>>(), vec![8, 10]);
     // The content and the stream are separate logs.
     assert_eq!(store.read_stream("turn_1", 0, 100).await.expect("read_stream"), vec![]);
     assert_eq!(store.last_sequence("turn_1").await.expect("last_sequence"), 0);
@@ -2089,7 +2103,7 @@ fn content_event(sequence: u64, kind: &str, data: &str) -> ContentEvent {
 }
 
 fn all_content() -> ContentQuery {
-    ContentQuery { only_turn_content: false, descending: false, after: None, limit: 1_000 }
+    ContentQuery { kinds: ContentKinds::All, descending: false, after: None, limit: 1_000 }
 }
 
 /// A query with a limit of 100 and whatever `change` sets.

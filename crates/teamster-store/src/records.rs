@@ -146,11 +146,23 @@ pub struct ContentEvent {
     pub data: String,
 }
 
+/// Which of a turn's content events a [`ContentQuery`] reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ContentKinds {
+    /// Every one.
+    #[default]
+    All,
+    /// All but `turn.created` and `turn.done` (the turn-events endpoint).
+    TurnContent,
+    /// `thread.created` and `thread.done` alone (thread listings).
+    Threads,
+}
+
 /// Which content events of a turn to read.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ContentQuery {
-    /// Leave out `turn.created` and `turn.done` (the turn-events endpoint).
-    pub only_turn_content: bool,
+    /// Which kinds of events to read.
+    pub kinds: ContentKinds,
     pub descending: bool,
     /// Exclusive keyset bound: only sequence numbers after (ascending) or before
     /// (descending) this one.

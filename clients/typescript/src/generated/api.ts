@@ -771,6 +771,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/sessions/{session_id}/threads": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The session's sub-agent threads
+         * @description The sub-agent threads the session's turns started, oldest first (the newest 1,000 of its last 1,000 turns), each with the agent that ran in it, the thread and call that started it, and how it ended. Forked threads (which started from a copy of their parent's context) are left out unless `include=forked`.
+         */
+        get: operations["listSessionThreads"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sessions/{session_id}/tools": {
         parameters: {
             query?: never;
@@ -2062,6 +2082,33 @@ export interface components {
                 session_count: number;
                 /** @description When the latest of them was last updated. */
                 updated_at: string;
+            }[];
+        };
+        /** @description `{ "data": ... }`, the envelope of every single-resource response. */
+        Data_Vec_SessionThread: {
+            /** @description The requested object or objects. */
+            data: {
+                /** @description The agent that runs in it. */
+                agent_info: components["schemas"]["AgentInfo"];
+                created_at: string;
+                ended_at?: string | null;
+                /** @description What went wrong, for `error`. */
+                error?: string | null;
+                /** @description Whether it started from a copy of its parent's context. */
+                forked: boolean;
+                /** @description The thread that started it. */
+                parent_thread_id: string;
+                /** @description The tool call that started it. */
+                parent_tool_call_id: string;
+                /**
+                 * @description `running` until its end is recorded (a thread that waits for a human stays so), then
+                 *     `done` or `error`.
+                 */
+                status: components["schemas"]["SessionThreadStatus"];
+                thread_id: string;
+                title: string;
+                /** @description The turn it ran in. */
+                turn_id: string;
             }[];
         };
         /** @description `{ "data": ... }`, the envelope of every single-resource response. */
@@ -3614,6 +3661,37 @@ export interface components {
         /** @enum {string} */
         SessionKind: "session" | "session/draft";
         /**
+         * @description Teamster extension: a sub-agent thread of a session (`GET /api/v1/sessions/{id}/threads`),
+         *     from its `thread.created` and `thread.done` events.
+         */
+        SessionThread: {
+            /** @description The agent that runs in it. */
+            agent_info: components["schemas"]["AgentInfo"];
+            /** @description When it was created (RFC 3339, UTC, milliseconds). */
+            created_at: string;
+            ended_at?: string | null;
+            /** @description What went wrong, for `error`. */
+            error?: string | null;
+            /** @description Whether it started from a copy of its parent's context. */
+            forked: boolean;
+            /** @description The thread that started it. */
+            parent_thread_id: string;
+            /** @description The tool call that started it. */
+            parent_tool_call_id: string;
+            /**
+             * @description `running` until its end is recorded (a thread that waits for a human stays so), then
+             *     `done` or `error`.
+             */
+            status: components["schemas"]["SessionThreadStatus"];
+            /** @description The thread it belongs to: `main` for the turn's main thread, else the id of a sub-agent's thread. */
+            thread_id: string;
+            title: string;
+            /** @description The turn it ran in. */
+            turn_id: string;
+        };
+        /** @enum {string} */
+        SessionThreadStatus: "running" | "done" | "error";
+        /**
          * @description What a running command (the sandbox's `exec`) printed, as it came: each call's first
          *     64 KiB at most, the piece that reaches that cap `truncated` (the call's result says how
          *     much was dropped).
@@ -3686,6 +3764,19 @@ export interface components {
             id: string;
         };
         /**
+         * @description When a declared sub-agent stops, before it answers: once it has called the named tool, or
+         *     once it has made a number of tool calls, whichever comes first.
+         */
+        StopWhen: {
+            /** @description Stop after the model step that called this tool (its result is the sub-agent's answer). */
+            tool_called?: string | null;
+            /**
+             * Format: int64
+             * @description Stop once this many tool calls were made (1 to 1024).
+             */
+            tool_calls?: number | null;
+        };
+        /**
          * @description `{ "enabled": bool }` for dynamic sub-agents, plus Teamster's `max_depth` (how deep
          *     sub-agents may nest; 1, the default, means a sub-agent cannot start sub-agents).
          */
@@ -3707,12 +3798,26 @@ export interface components {
             agent?: string | null;
             /** @description What it is good for, shown to the model. */
             description?: string;
+            /**
+             * @description Whether calls to it fork by default: it then runs on a copy of the parent's context with
+             *     the parent's instructions, tools and model (its own `instructions`, `tools`, `model`,
+             *     `max_iterations` and `stop_when` are not used). A call's own `fork` wins.
+             */
+            fork?: boolean;
             /** @description Its system prompt. */
             instructions?: string | null;
+            /**
+             * Format: int64
+             * @description The most model calls one run of it may make (1 to 1024); the parent's
+             *     `config.iteration_limit` when absent.
+             */
+            max_iterations?: number | null;
             /** @description `provider/model`; the parent's model when absent. */
             model?: string | null;
             /** @description The name the model starts it by. */
             name: string;
+            /** @description When a run of it ends early, with the results of the calls that ended it. */
+            stop_when?: null | components["schemas"]["StopWhen"];
             /** @description The parent's tools it may use, by name; all of them when absent. */
             tools?: string[] | null;
         };
@@ -3832,6 +3937,11 @@ export interface components {
             agent_info: components["schemas"]["AgentInfo"];
             /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
+            /**
+             * @description Set on a forked sub-agent's thread, which started from a copy of its parent's context
+             *     (a Teamster extension). Thread listings leave these out unless asked.
+             */
+            forked?: boolean;
             /** @description This object's id. */
             id: string;
             /** @description The thread and tool call that started it. */
@@ -6101,6 +6211,41 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Data_TaskList"];
+                };
+            };
+            /** @description The error shape, with the status that says what failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestErrorResponse"];
+                };
+            };
+        };
+    };
+    listSessionThreads: {
+        parameters: {
+            query?: {
+                /** @description `forked` to list forked threads too. */
+                include?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The session's id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session's sub-agent threads. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Data_Vec_SessionThread"];
                 };
             };
             /** @description The error shape, with the status that says what failed. */

@@ -11,7 +11,7 @@
 //! caller is the operator, an admin of the tenant `local`, which every agent stored before agents had owners
 //! belongs to, so everything is as it was.
 
-use teamster_protocol::agent::{Agent, AgentSpec, McpServerSource, is_valid_resource_name};
+use teamster_protocol::agent::{Agent, AgentSpec, McpServerSource, StopWhen, is_valid_resource_name};
 use teamster_protocol::collaborator::{AgentRole, CollaboratorSubject};
 use teamster_protocol::{RuntimeConfig, ids, timestamp};
 use teamster_store::AgentRecord;
@@ -108,6 +108,51 @@ fn validate_collaborators(spec: &AgentSpec) -> Result<()> {
     Ok(())
 }
 
+/// The longest tool name a declared sub-agent's `stop_when` may give.
+const MAX_TOOL_NAME_BYTES: usize = 128;
+
+/// Checks the declared sub-agents' bounds: `max_iterations` in range, and a `stop_when` that
+/// names a condition (a tool among the sub-agent's own, when it lists them).
+fn validate_sub_agents(spec: &AgentSpec) -> Result<()> {
+    let invalid = |message: String| ServiceError::invalid_param("sub_agents", message);
+    for (index, declared) in spec.sub_agents.iter().flatten().enumerate() {
+        if let Some(limit) = declared.max_iterations
+            && (limit == 0 || limit > RuntimeConfig::MAX_ITERATION_LIMIT)
+        {
+            return Err(invalid(format!(
+                "sub_agents[{index}].max_iterations must be between 1 and {}",
+                RuntimeConfig::MAX_ITERATION_LIMIT
+            )));
+        }
+        let Some(stop) = &declared.stop_when else { continue };
+        if stop.tool_called.is_none() && stop.tool_calls.is_none() {
+            return Err(invalid(format!("sub_agents[{index}].stop_when needs tool_called, tool_calls or both")));
+        }
+        if let Some(calls) = stop.tool_calls
+            && (calls == 0 || calls > StopWhen::MAX_TOOL_CALLS)
+        {
+            return Err(invalid(format!(
+                "sub_agents[{index}].stop_when.tool_calls must be between 1 and {}",
+                StopWhen::MAX_TOOL_CALLS
+            )));
+        }
+        if let Some(tool) = &stop.tool_called {
+            if tool.trim().is_empty() || tool.len() > MAX_TOOL_NAME_BYTES {
+                return Err(invalid(format!(
+                    "sub_agents[{index}].stop_when.tool_called must be a tool name of 1 to {MAX_TOOL_NAME_BYTES} bytes"
+                )));
+            }
+            if let Some(tools) = declared.tools.as_ref().filter(|tools| !tools.contains(tool)) {
+                return Err(invalid(format!(
+                    "sub_agents[{index}].stop_when.tool_called {tool:?} is not one of the sub-agent's tools ({})",
+                    tools.join(", ")
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The longest model name accepted (`provider/model`).
 const MAX_MODEL_NAME_BYTES: usize = 256;
 
@@ -140,6 +185,7 @@ fn validate_spec(spec: &AgentSpec) -> Result<()> {
         teamster_mcp_host::validate_agent_servers(servers)?;
     }
     validate_collaborators(spec)?;
+    validate_sub_agents(spec)?;
     teamster_control::check_modes(spec).map_err(|message| ServiceError::invalid_param("modes", message))?;
     teamster_control::check_default_mode(spec).map_err(|message| ServiceError::invalid_param("default_mode", message))?;
     let state = teamster_control::StateSchema::of(spec).map_err(|error| match error {

@@ -1,11 +1,14 @@
 //! `/api/v1/sessions`: create (from a saved agent by name, or with an inline spec), list,
-//! get, patch, delete, cancel, the session's events, its task list and its tools.
+//! get, patch, delete, cancel, the session's events, its task list, its sub-agent threads and
+//! its tools.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use teamster_protocol::agent_check::ToolCheck;
-use teamster_protocol::api::{CloneSessionRequest, CreateSessionRequest, Data, Empty, Page, SessionEventItem, UpdateSessionRequest};
+use teamster_protocol::api::{
+    CloneSessionRequest, CreateSessionRequest, Data, Empty, Page, SessionEventItem, SessionThread, UpdateSessionRequest,
+};
 use teamster_protocol::control::{Grant, Plan, QueueMessageRequest, QueuedMessage, TaskList};
 use teamster_protocol::session::Session;
 use teamster_service::catalog::{NewSession, NewSessionAgent};
@@ -28,6 +31,7 @@ pub fn routes() -> ApiRouter {
         .routes(routes!(events))
         .routes(routes!(tasks))
         .routes(routes!(plans))
+        .routes(routes!(threads))
         .routes(routes!(grants))
         .routes(routes!(tools))
         .routes(routes!(session_state))
@@ -120,6 +124,27 @@ async fn update(
 /// The session's task list (agents with `config.tasks` keep one).
 async fn tasks(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>) -> ApiResult<Json<Data<TaskList>>> {
     Ok(Json(Data { data: state.service.events().tasks(&caller, &session_id).await? }))
+}
+
+#[utoipa::path(get, path = "/sessions/{session_id}/threads", operation_id = "listSessionThreads", tag = "Agent Sessions", summary = "The session's sub-agent threads",
+    description = "The sub-agent threads the session's turns started, oldest first (the newest 1,000 of its last 1,000 turns), each with the agent that ran in it, the thread and call that started it, and how it ended. Forked threads (which started from a copy of their parent's context) are left out unless `include=forked`.",
+    params(("session_id" = String, Path, description = "The session's id."),
+        ("include" = Option<String>, Query, description = "`forked` to list forked threads too.")),
+    responses((status = 200, description = "The session's sub-agent threads.", body = Data<Vec<SessionThread>>)))]
+/// The session's sub-agent threads.
+async fn threads(
+    State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
+    Path(session_id): Path<String>,
+    params: Params,
+) -> ApiResult<Json<Data<Vec<SessionThread>>>> {
+    params.only(&["include"])?;
+    let include_forked = match params.string("include").as_deref() {
+        None => false,
+        Some("forked") => true,
+        Some(_) => return Err(crate::params::invalid("include", "include takes `forked`".to_owned())),
+    };
+    Ok(Json(Data { data: state.service.events().threads(&caller, &session_id, include_forked).await? }))
 }
 
 #[utoipa::path(get, path = "/sessions/{session_id}/plans", operation_id = "listSessionPlans", tag = "Agent Sessions", summary = "The session's plans", params(("session_id" = String, Path, description = "The session's id.")),
