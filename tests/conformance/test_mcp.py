@@ -36,7 +36,7 @@ from truefoundry_gateway_sdk.agents import (
 
 TOOLS_SERVER = SERVERS / "tools_server.py"
 # Read-only tools of tools_server.py, per their annotations.
-READ_ONLY = {"echo", "add", "cancelled_calls", "big", "whoami", "picture", "getenv", "phases"}
+READ_ONLY = {"echo", "add", "cancelled_calls", "big", "whoami", "picture", "getenv", "phases", "request_meta"}
 ALL_TOOLS = READ_ONLY | {"write_note", "delete_everything", "fail", "slow", "counter", "crash", "lookup"}
 SECRET = "Bearer s3cret-mcp-header"
 

@@ -17,14 +17,15 @@ The tools cover what a client must handle: plain text (`echo`), structured outpu
 annotations (`write_note`, `delete_everything`), tool errors (`fail`), slow calls for timeouts and
 cancellation (`slow`, `cancelled_calls`), large results (`big`), per-process state (`counter`),
 request headers (`whoami`), mixed content blocks (`picture`), the process environment (`getenv`),
-a server that dies mid-call (`crash`), progress reports (`phases`) and a tool with a title and no
-hints (`lookup`).
+a server that dies mid-call (`crash`), progress reports (`phases`), a tool with a title and no
+hints (`lookup`) and the request's `_meta` (`request_meta`).
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import json
 import os
 import socket
 import sys
@@ -183,6 +184,16 @@ async def phases(steps: int, ctx: Context) -> str:
 def lookup(word: str) -> str:
     """Looks a word up; listed with a title and no hints at all."""
     return f"{word}: a word"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def request_meta(ctx: Context) -> str:
+    """Returns the `_meta` of the call's request as JSON, the progress token and the protocol's
+    own keys left out."""
+    meta = dict(ctx.request_context.meta or {})
+    own = {key: value for key, value in meta.items()
+           if key not in ("progressToken", "progress_token") and not key.startswith("io.modelcontextprotocol/")}
+    return json.dumps(own, sort_keys=True)
 
 
 def require_token(app: Any, token: str) -> Any:

@@ -137,6 +137,7 @@ impl CompiledAgent {
             fan_out: self.fan_out_under(FanOut::default()),
             ends_waiting: None,
             model_calls: None,
+            request_context: None,
         }
     }
 

@@ -10,8 +10,8 @@ use teamster_llm::{Message, ModelClient, ModelRequest};
 use teamster_protocol::agent::{ModelParams, ResponseFormat, StopWhen};
 use teamster_protocol::settings::ModelPricing;
 use teamster_protocol::event::{AgentParent, ModelMessage, ThreadState, TOOL_ERROR_PREFIX, ToolCall, ToolResponse};
-use teamster_tools::ToolGate;
-use teamster_protocol::{Event, TurnMetrics, ids, timestamp};
+use teamster_tools::{CallContext, ToolGate};
+use teamster_protocol::{Event, RequestContext, TurnMetrics, ids, timestamp};
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactionError, Summarizer, compact};
@@ -84,6 +84,8 @@ pub struct TurnPlan {
     /// once `resolutions` have run (the message's calls that run at once), the turn ends
     /// waiting, as it would have. `None` for every other turn.
     pub ends_waiting: Option<EndsWaiting>,
+    /// The application's context for the turn, handed to every tool call of every thread.
+    pub request_context: Option<RequestContext>,
 }
 
 /// The message a resumed turn ends with, and what it waits for (see [`TurnPlan::ends_waiting`]).
@@ -166,6 +168,7 @@ pub async fn run_turn(
         fan_out,
         model_calls,
         ends_waiting,
+        request_context,
     } = plan;
     let large_results = Arc::new(LargeResults::with_files(result_files));
     if context.large_result_tokens.is_some() {
@@ -190,6 +193,7 @@ pub async fn run_turn(
         fan_out,
         threads_started: AtomicU32::new(0),
         model_calls,
+        request_context: request_context.as_ref(),
     };
     let main = Thread {
         id: thread_id,
@@ -245,6 +249,8 @@ struct Shared<'a> {
     threads_started: AtomicU32,
     /// The subject's places for model calls.
     model_calls: Option<Arc<tokio::sync::Semaphore>>,
+    /// The turn's request context, for every tool call.
+    request_context: Option<&'a RequestContext>,
 }
 
 /// One thread of a turn: the main agent or a sub-agent.
@@ -622,7 +628,7 @@ async fn run_tools(
             let output = tokio::select! {
                 biased;
                 () = shared.cancel.cancelled() => return (index, None),
-                output = thread.toolbox.call_reporting(&call.function.name, &call.function.arguments, &progress) => output,
+                output = thread.toolbox.call_in(&call.function.name, &call.function.arguments, CallContext { progress: &progress, request_context: shared.request_context }) => output,
             };
             shared.sink.tool_called(&call.function.name, output.is_error);
             let content = if output.is_error { format!("{TOOL_ERROR_PREFIX}{}", output.content) } else { output.content };

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use teamster_llm::ToolDefinition;
 use teamster_protocol::Event;
 use teamster_protocol::control::Permission;
-use teamster_tools::{NoProgress, ProgressSink, Tool, ToolGate, ToolOutput, ToolSource};
+use teamster_tools::{CallContext, Tool, ToolGate, ToolOutput, ToolSource};
 
 use crate::deferred::{Deferred, LOAD_TOOLS, SEARCH_TOOLS};
 
@@ -147,11 +147,11 @@ impl ToolBox {
     /// Calls a tool by name. Unknown tools, deferred tools not loaded yet and malformed
     /// arguments are error outputs for the model, not failures of the turn.
     pub async fn call(&self, name: &str, arguments: &str) -> ToolOutput {
-        self.call_reporting(name, arguments, &NoProgress).await
+        self.call_in(name, arguments, CallContext::NONE).await
     }
 
     /// Calls a tool like [`ToolBox::call`], sending the progress it reports to `progress`.
-    pub async fn call_reporting(&self, name: &str, arguments: &str, progress: &dyn ProgressSink) -> ToolOutput {
+    pub async fn call_in(&self, name: &str, arguments: &str, context: CallContext<'_>) -> ToolOutput {
         if self.deferred.meta_tool(name).is_some() {
             return self.deferred.call(name, arguments, &self.tools, |name| self.by_name.get(name).map(|(tool, _)| *tool));
         }
@@ -170,7 +170,7 @@ impl ToolBox {
             && let Err(error) = serde_json::from_str::<serde_json::Value>(arguments) {
                 return ToolOutput::error(format!("The arguments are not valid JSON: {error}."));
             }
-        within_event_limit(self.sources[*source].call_reporting(name, arguments, progress).await)
+        within_event_limit(self.sources[*source].call_in(name, arguments, context).await)
     }
 }
 

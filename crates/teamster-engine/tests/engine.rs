@@ -201,6 +201,32 @@ impl ToolSource for Deploy {
     }
 }
 
+/// A tool source with one tool, `context_probe`, that answers with the request context its
+/// call carried.
+struct ContextProbe;
+
+#[async_trait::async_trait]
+impl ToolSource for ContextProbe {
+    async fn list(&self) -> Result<Vec<teamster_tools::Tool>, teamster_tools::Error> {
+        Ok(vec![teamster_tools::Tool {
+            name: "context_probe".into(),
+            description: "Tells the request context.".into(),
+            input_schema: serde_json::json!({"type": "object"}),
+            info: teamster_protocol::event::ToolInfo::System { name: "context_probe".into() },
+            annotations: Default::default(),
+            gate: Default::default(),
+        }])
+    }
+
+    async fn call(&self, _name: &str, _arguments: &str) -> teamster_tools::ToolOutput {
+        teamster_tools::ToolOutput::ok("no context".to_owned())
+    }
+
+    async fn call_in(&self, _name: &str, _arguments: &str, context: teamster_tools::CallContext<'_>) -> teamster_tools::ToolOutput {
+        teamster_tools::ToolOutput::ok(serde_json::to_string(&context.request_context).unwrap())
+    }
+}
+
 /// A tool source with one tool, `big`, that returns a megabyte of numbered lines.
 struct BigTool;
 
@@ -261,6 +287,7 @@ async fn check(case: Case) -> (Vec<String>, TurnOutcome, u64, Vec<ModelRequest>,
         fan_out: Default::default(),
         model_calls: None,
         ends_waiting: None,
+        request_context: Some(serde_json::from_value(serde_json::json!({"tenant": "acme"})).unwrap()),
     };
     let sink = Arc::new(Transcript::default());
     let cancel = CancellationToken::new();
@@ -912,6 +939,7 @@ async fn run_with_sub_agents(
         fan_out: Default::default(),
         model_calls: None,
         ends_waiting: None,
+        request_context: Some(serde_json::from_value(serde_json::json!({"tenant": "acme"})).unwrap()),
     };
     let sink = Arc::new(Recorder::default());
     let cancel = CancellationToken::new();
@@ -1061,7 +1089,7 @@ async fn one_sub_agent(
         }
         sub_reply.clone()
     });
-    let sources: Vec<Arc<dyn ToolSource>> = vec![Arc::new(Builtins), DEPLOY.clone()];
+    let sources: Vec<Arc<dyn ToolSource>> = vec![Arc::new(Builtins), DEPLOY.clone(), Arc::new(ContextProbe)];
     let plan = TurnPlan {
         thread_id: "main".into(),
         model: model.clone(),
@@ -1092,6 +1120,7 @@ async fn one_sub_agent(
         fan_out: Default::default(),
         model_calls: None,
         ends_waiting: None,
+        request_context: Some(serde_json::from_value(serde_json::json!({"tenant": "acme"})).unwrap()),
     };
     let sink = Arc::new(Recorder::default());
     let (outcome, _) = run_turn(plan, sink.as_ref(), &CancellationToken::new()).await;
@@ -1247,6 +1276,22 @@ async fn a_declared_sub_agent_that_forks_by_default_runs_as_its_parent_unless_th
     assert!(requests[1].instructions_is("Tell the time."), "the call's fork: false wins");
     assert!(events.iter().any(|event| matches!(event, Event::ThreadCreated(created) if !created.forked)));
     assert_eq!(parent_result(&events), "Own.");
+}
+
+#[tokio::test]
+async fn the_turns_request_context_reaches_the_tools_its_sub_agents_call() {
+    let probe = clock_policy(|clock| clock.stop_when = Some(StopWhen { tool_called: Some("context_probe".into()), tool_calls: None }));
+    let (_, events) = one_sub_agent(
+        probe,
+        serde_json::json!({"name": "c", "task": "the task", "agent": "clock"}),
+        vec![call(0, Some("p1"), Some("context_probe"), "{}"), usage(5, 1)],
+    )
+    .await;
+    let probed = events.iter().find_map(|event| match event {
+        Event::ToolResponse(response) if response.tool_call_id == "p1" => Some(response.content.clone()),
+        _ => None,
+    });
+    assert_eq!(probed.as_deref(), Some(r#"{"tenant":"acme"}"#));
 }
 
 #[tokio::test]

@@ -200,6 +200,7 @@ async fn run(setup: Setup) -> (Vec<Event>, TurnOutcome, TurnMetrics) {
         fan_out: setup.fan_out,
         ends_waiting: None,
         model_calls: setup.model_calls,
+        request_context: None,
     };
     let sink = Recorder::default();
     let (outcome, metrics) = tokio::time::timeout(

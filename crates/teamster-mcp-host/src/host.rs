@@ -284,7 +284,7 @@ impl McpHost {
         let (connection, url) = match &server.source {
             McpServerSource::Registry { name } => {
                 if let Some(set) = self.tool_sets.get(name) {
-                    let scope = ToolScope { session_id: "check".to_owned(), turn_id: "check".to_owned(), user: caller.subject.clone() };
+                    let scope = ToolScope { session_id: "check".to_owned(), turn_id: "check".to_owned(), user: caller.subject.clone(), request_context: None };
                     return set.open(&scope).list().await.map_err(|error| error.to_string());
                 }
                 self.connect_configured(caller, name).await.map_err(|error| error.to_string())?

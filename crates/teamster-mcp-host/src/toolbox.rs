@@ -26,7 +26,7 @@ use teamster_protocol::{Event, MAIN_THREAD_ID, ids, timestamp};
 use teamster_store::TurnRecord;
 use teamster_tools::selector::Selectors;
 use teamster_tools::tool_sets::{ToolScope, ToolSet};
-use teamster_tools::{NoProgress, ProgressSink, Tool, ToolOutput, ToolSource};
+use teamster_tools::{CallContext, Tool, ToolOutput, ToolSource};
 use tokio_util::sync::CancellationToken;
 
 use super::McpHost;
@@ -235,7 +235,12 @@ impl McpHost {
             _ => registry_server_id(name),
         };
         if let Some(set) = planned.local {
-            let scope = ToolScope { session_id: session_id.to_owned(), turn_id: turn.id.clone(), user: user.clone() };
+            let scope = ToolScope {
+                session_id: session_id.to_owned(),
+                turn_id: turn.id.clone(),
+                user: user.clone(),
+                request_context: turn.request_context.clone(),
+            };
             let source = set.open(&scope);
             let outcome = match source.list().await {
                 Ok(tools) => Outcome::Local(source, tools),
@@ -345,12 +350,12 @@ impl ToolSource for ServerTools {
     }
 
     async fn call(&self, name: &str, arguments: &str) -> ToolOutput {
-        self.call_reporting(name, arguments, &NoProgress).await
+        self.call_in(name, arguments, CallContext::NONE).await
     }
 
-    async fn call_reporting(&self, name: &str, arguments: &str, progress: &dyn ProgressSink) -> ToolOutput {
+    async fn call_in(&self, name: &str, arguments: &str, context: CallContext<'_>) -> ToolOutput {
         match self.server_names.get(name) {
-            Some(own) => self.server.call_reporting(own, arguments, progress).await,
+            Some(own) => self.server.call_in(own, arguments, context).await,
             None => ToolOutput::error(format!("There is no tool named {name:?}.")),
         }
     }

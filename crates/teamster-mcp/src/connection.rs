@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotification, CancelledNotificationParam,
     ClientCapabilities, ClientConfig, ClientRequest, Implementation, PaginatedRequestParams, ProtocolVersion, RequestId,
-    ServerResult,
+    RequestMetaObject, ServerResult,
 };
 use rmcp::service::{ClientInitializeError, PeerRequestOptions, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -16,7 +16,10 @@ use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::{StreamableHttpClientTransportConfig, StreamableHttpError};
 use rmcp::{Peer, RoleClient, ServiceError, ServiceExt};
 use teamster_protocol::event::McpServerInit;
-use teamster_tools::{NoProgress, ProgressSink, Tool, ToolOutput, ToolSource};
+use teamster_tools::{CallContext, ProgressSink, Tool, ToolOutput, ToolSource};
+
+/// The `_meta` key a `tools/call` request carries the turn's request context under.
+pub const REQUEST_CONTEXT_META: &str = "teamster/request_context";
 
 use crate::config::{Limits, McpServerConfig, Transport};
 use crate::http::HttpClient;
@@ -253,13 +256,13 @@ impl ToolSource for McpConnection {
     }
 
     async fn call(&self, name: &str, arguments: &str) -> ToolOutput {
-        self.call_reporting(name, arguments, &NoProgress).await
+        self.call_in(name, arguments, CallContext::NONE).await
     }
 
     /// Calls a tool, handing the `notifications/progress` the server sends for the call to
     /// `progress`. Dropping the returned future (the turn's cancellation) sends
     /// `notifications/cancelled` for the request; so does the call timeout.
-    async fn call_reporting(&self, name: &str, arguments: &str, progress: &dyn ProgressSink) -> ToolOutput {
+    async fn call_in(&self, name: &str, arguments: &str, context: CallContext<'_>) -> ToolOutput {
         let arguments = match parse_arguments(arguments) {
             Ok(arguments) => arguments,
             Err(message) => return ToolOutput::error(message),
@@ -269,7 +272,12 @@ impl ToolSource for McpConnection {
         }
         let mut request = CallToolRequestParams::new(name.to_owned());
         request.arguments = arguments;
-        let answer = tokio::time::timeout(self.call_timeout, self.call_tool(request, progress)).await;
+        if let Some(request_context) = context.request_context {
+            let mut meta = RequestMetaObject::new();
+            meta.0.insert(REQUEST_CONTEXT_META.to_owned(), serde_json::Value::Object(request_context.clone()));
+            request.meta = Some(meta);
+        }
+        let answer = tokio::time::timeout(self.call_timeout, self.call_tool(request, context.progress)).await;
         match answer {
             Err(_) => ToolOutput::error(format!(
                 "MCP tool {name} on server {} timed out after {} s and was cancelled",

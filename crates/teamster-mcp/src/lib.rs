@@ -26,7 +26,7 @@ pub use config::{
     BearerTokenProvider, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpTransport, Limits,
     McpServerConfig, StdioTransport, Transport,
 };
-pub use connection::{McpConnection, ServerInfo};
+pub use connection::{McpConnection, REQUEST_CONTEXT_META, ServerInfo};
 
 /// A tool of a server's listing: the entry as the server gave it, and the tool made from it.
 #[derive(Clone, Debug, PartialEq)]

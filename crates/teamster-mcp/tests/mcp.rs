@@ -15,7 +15,7 @@ use teamster_mcp::{
     BearerTokenProvider, HttpTransport, McpConnection, McpError, McpServerConfig, StdioTransport, Transport,
 };
 use teamster_protocol::ToolInfo;
-use teamster_tools::{ProgressSink, ToolAnnotations, ToolOutput, ToolProgress, ToolSource};
+use teamster_tools::{CallContext, ProgressSink, ToolAnnotations, ToolOutput, ToolProgress, ToolSource};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -178,7 +178,8 @@ async fn listing_follows_cursors_and_maps_annotations() {
                 "crash",
                 "getenv",
                 "phases",
-                "lookup"
+                "lookup",
+                "request_meta"
             ],
             "{kind:?}"
         );
@@ -342,8 +343,8 @@ async fn each_call_hears_its_own_progress_in_order_before_its_answer() {
         // Two calls at once on one connection: each hears only its own reports.
         let (three, five) = (Reports::default(), Reports::default());
         let (first, second) = tokio::join!(
-            connection.call_reporting("phases", r#"{"steps": 3}"#, &three),
-            connection.call_reporting("phases", r#"{"steps": 5}"#, &five),
+            connection.call_in("phases", r#"{"steps": 3}"#, CallContext::reporting(&three)),
+            connection.call_in("phases", r#"{"steps": 5}"#, CallContext::reporting(&five)),
         );
         assert_eq!(first, ToolOutput::ok("3 phases done"), "{kind:?}");
         assert_eq!(second, ToolOutput::ok("5 phases done"), "{kind:?}");
@@ -359,6 +360,24 @@ async fn each_call_hears_its_own_progress_in_order_before_its_answer() {
         }
         // A call without a listener still answers.
         assert_eq!(connection.call("phases", r#"{"steps": 2}"#).await, ToolOutput::ok("2 phases done"), "{kind:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_calls_request_context_reaches_the_server_in_meta_beside_its_progress_token() {
+    for kind in KINDS {
+        let server = TestServer::start(kind, &[]).await;
+        let connection = server.connect().await;
+        let context = serde_json::json!({"tenant": "acme", "flags": ["beta"]});
+        let context = context.as_object().unwrap();
+        let reports = Reports::default();
+        let with = CallContext { progress: &reports, request_context: Some(context) };
+        let expected = serde_json::json!({teamster_mcp::REQUEST_CONTEXT_META: context}).to_string();
+        let answered = connection.call_in("request_meta", "{}", with).await;
+        let meta: serde_json::Value = serde_json::from_str(&answered.content).unwrap_or_else(|_| panic!("{answered:?}"));
+        assert_eq!(meta.to_string(), expected, "{kind:?}");
+        // Without one, the request carries no `_meta` of Teamster's.
+        assert_eq!(connection.call("request_meta", "{}").await, ToolOutput::ok("{}"), "{kind:?}");
     }
 }
 

@@ -74,6 +74,11 @@ pub struct CreateTurnRequest {
     /// Absent means `true` on the native API; the gateway client always sends it.
     #[serde(default)]
     pub stream: Option<bool>,
+    /// Teamster extension: a JSON object of the application's for this turn (a user's
+    /// tenant, locale, feature flags...), handed to its tools and sub-agents and recorded on it.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub request_context: Option<crate::RequestContext>,
 }
 
 /// `POST .../subscribe` on the gateway dialect.

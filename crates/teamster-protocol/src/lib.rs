@@ -25,7 +25,7 @@ pub use agent::{AgentManifest, AgentSpec, ModelParams, ModelRef, RuntimeConfig};
 pub use event::{Event, ModelMessage, ModelMessageDelta, ToolCall, ToolInfo, Usage};
 pub use input::{TurnInput, UserContent};
 pub use session::Session;
-pub use turn::{CancelReason, Subject, Turn, TurnMetrics, TurnState};
+pub use turn::{CancelReason, RequestContext, Subject, Turn, TurnMetrics, TurnState};
 
 /// The id of the root thread of every session.
 pub const MAIN_THREAD_ID: &str = "main";

@@ -47,7 +47,19 @@ pub struct Turn {
     /// sessions that switched their model.
     #[serde(default, skip_serializing_if = "SessionControl::is_empty", flatten)]
     pub control: SessionControl,
+    /// Teamster extension: the application's context the turn was created with, handed to its
+    /// tools (MCP servers get it in `_meta`) and sub-agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub request_context: Option<RequestContext>,
 }
+
+/// A turn's request context: a JSON object of the application's, at most
+/// [`MAX_REQUEST_CONTEXT_BYTES`] as JSON.
+pub type RequestContext = serde_json::Map<String, serde_json::Value>;
+
+/// The largest request context a turn accepts, as compact JSON.
+pub const MAX_REQUEST_CONTEXT_BYTES: usize = 16 * 1024;
 
 /// The state of a turn, by `status`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

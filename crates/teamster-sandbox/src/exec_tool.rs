@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::Deserialize;
 use teamster_protocol::ToolInfo;
-use teamster_tools::{NoProgress, ProgressSink, Tool, ToolAnnotations, ToolGate, ToolOutput, ToolSource};
+use teamster_tools::{CallContext, Tool, ToolAnnotations, ToolGate, ToolOutput, ToolSource};
 
 use crate::{ExecOutput, ExecRequest, OverQuota, SandboxProvider};
 #[cfg(test)]
@@ -76,11 +76,11 @@ impl ToolSource for ExecTool {
     }
 
     async fn call(&self, name: &str, arguments: &str) -> ToolOutput {
-        self.call_reporting(name, arguments, &NoProgress).await
+        self.call_in(name, arguments, CallContext::NONE).await
     }
 
-    /// Runs the command, its output going to `progress` while it runs.
-    async fn call_reporting(&self, name: &str, arguments: &str, progress: &dyn ProgressSink) -> ToolOutput {
+    /// Runs the command, its output going to the call's progress sink while it runs.
+    async fn call_in(&self, name: &str, arguments: &str, context: CallContext<'_>) -> ToolOutput {
         if name != EXEC_TOOL {
             return ToolOutput::error(format!("unknown tool {name:?}"));
         }
@@ -95,7 +95,7 @@ impl ToolSource for ExecTool {
             timeout_seconds: arguments.timeout_seconds,
             network: self.network,
         };
-        match self.provider.exec_streaming(&self.sandbox_id, request, progress).await {
+        match self.provider.exec_streaming(&self.sandbox_id, request, context.progress).await {
             Ok(output) => render(&output),
             Err(error) => ToolOutput::error(format!("exec failed: {error}")),
         }

@@ -250,6 +250,7 @@ impl FollowUps<'_> {
                 input: vec![TurnInput::Message { content: next.content.clone() }],
                 previous_turn_id: Some(last.unwrap_or_else(|| "none".to_owned())),
                 at_tip: true,
+                request_context: None,
             };
             let caller = Caller::owner(next.created_by.clone());
             return match self.service.create_turn(&caller, session_id, request).await {

@@ -126,6 +126,7 @@ impl PlanTurns for Planner {
         plan.spend_limit = crate::budgets::for_turn(&self.tenant_ledger, session_budget, &turn.created_by, &history).await;
         plan.fan_out = agent.fan_out_under(self.fan_out);
         plan.model_calls = self.model_calls.of(&turn.created_by.subject_id);
+        plan.request_context = turn.request_context.clone();
         Ok(TurnStart::Run(Box::new(plan)))
     }
 

@@ -9,7 +9,8 @@ use teamster_protocol::event::TurnCreated;
 use teamster_protocol::agent::AgentSpec;
 use teamster_protocol::control::{GrantScope, SessionControl};
 use teamster_protocol::input::{Approval, InputKind, TurnInput};
-use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, Turn, TurnState, ids, timestamp};
+use teamster_protocol::turn::MAX_REQUEST_CONTEXT_BYTES;
+use teamster_protocol::{CancelReason, Event, MAIN_THREAD_ID, RequestContext, Turn, TurnState, ids, timestamp};
 use teamster_store::{LogWrite, QueueKind, SessionRecord, TurnRecord};
 
 use crate::error::{Result, ServiceError};
@@ -38,6 +39,9 @@ pub struct CreateTurn {
     /// With a turn id in `previous_turn_id`: only if that turn is still the session's last
     /// (else a 409), so the new turn continues the session and never branches it.
     pub at_tip: bool,
+    /// The application's context for the turn (at most [`MAX_REQUEST_CONTEXT_BYTES`] as
+    /// JSON, else a 413), handed to its tools and sub-agents and recorded on it.
+    pub request_context: Option<RequestContext>,
 }
 
 /// Which turns of a session to list.
@@ -69,7 +73,20 @@ pub(crate) fn turn_view(record: TurnRecord) -> Turn {
         created_by_subject: record.created_by,
         created_at: record.created_at,
         control: record.control,
+        request_context: record.request_context,
     }
+}
+
+/// Refuses a request context over [`MAX_REQUEST_CONTEXT_BYTES`] (413, with its size).
+fn check_request_context(context: Option<&RequestContext>) -> Result<()> {
+    let Some(context) = context else { return Ok(()) };
+    let size = serde_json::to_vec(context).map_or(usize::MAX, |json| json.len());
+    if size > MAX_REQUEST_CONTEXT_BYTES {
+        return Err(ServiceError::TooLarge(format!(
+            "request_context is {size} bytes as JSON; at most {MAX_REQUEST_CONTEXT_BYTES} are accepted"
+        )));
+    }
+    Ok(())
 }
 
 pub(crate) fn validate_input(input: &[TurnInput]) -> Result<()> {
@@ -123,6 +140,7 @@ impl Service {
     /// compare-and-set fail; the request is then decided again against the new last turn (an
     /// `auto` turn chains onto it and cancels it), a few times at most.
     pub async fn create_turn(&self, caller: &Caller, session_id: &str, request: CreateTurn) -> Result<StartedTurn> {
+        check_request_context(request.request_context.as_ref())?;
         for _ in 0..CREATE_ATTEMPTS {
             if let Some(started) = self.try_create_turn(caller, session_id, &request).await? {
                 self.signals().notify(session_id);
@@ -239,7 +257,8 @@ impl Service {
         input_files::store_files(self.stores().sessions.as_ref(), session_id, files).await?;
         let control = self.turn_control(&session, &spec, previous.as_deref(), &named).await?;
         let model = teamster_control::agent_in_mode(&spec, &control.control).model.name;
-        let started = self.start_turn(caller, session, spec, previous, input, control, ending).await?;
+        let context = request.request_context.clone();
+        let started = self.start_turn(caller, session, spec, previous, input, control, context, ending).await?;
         if let Some(started) = &started {
             reservation.started(&started.turn.id).await;
             self.catalog().providers().count_use(&caller.tenant, &model).await;
@@ -307,6 +326,7 @@ impl Service {
         previous_turn_id: Option<String>,
         input: Vec<TurnInput>,
         control: TurnControl,
+        request_context: Option<RequestContext>,
         ending_previous: Option<EndingTurn>,
     ) -> Result<Option<StartedTurn>> {
         let now = timestamp::now();
@@ -319,6 +339,7 @@ impl Service {
             created_by: caller.subject.clone(),
             created_at: now.clone(),
             control: control.control,
+            request_context,
         };
         let created = Event::TurnCreated(TurnCreated {
             id: ids::new_id("evt"),

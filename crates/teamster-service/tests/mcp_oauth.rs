@@ -114,7 +114,7 @@ async fn session(service: &Service, caller: &Caller) -> String {
 
 /// Runs a turn to its end and answers its final state.
 async fn turn(service: &Service, caller: &Caller, session_id: &str, input: Vec<TurnInput>) -> TurnState {
-    let request = CreateTurn { input, previous_turn_id: None, at_tip: false };
+    let request = CreateTurn { input, previous_turn_id: None, at_tip: false, request_context: None };
     let started = service.create_turn(caller, session_id, request).await.unwrap();
     // The turn's events end when the turn does.
     let mut events = started.events(0);

@@ -138,6 +138,7 @@ fn turn(id: &str, session_id: &str, previous: Option<&str>) -> TurnRecord {
         created_by: subject(),
         created_at: "2025-01-01T00:00:01.000Z".into(),
         control: Default::default(),
+        request_context: None,
     }
 }
 

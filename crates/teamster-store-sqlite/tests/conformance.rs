@@ -113,6 +113,7 @@ async fn a_file_database_survives_reopening() {
         created_by: subject,
         created_at: "2025-01-01T00:00:02.000Z".into(),
         control: Default::default(),
+        request_context: None,
     };
     let created = r#"{"type":"turn.created","turn_id":"turn_1"}"#;
 
@@ -191,6 +192,7 @@ async fn a_call_cancelled_mid_transaction_does_not_wedge_the_writer() {
         created_by: subject.clone(),
         created_at: "2025-01-01T00:00:01.000Z".into(),
         control: Default::default(),
+        request_context: None,
     };
     let agent = AgentRecord {
         id: "agt_1".into(),

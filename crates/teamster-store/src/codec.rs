@@ -196,8 +196,11 @@ pub fn session(row: SessionRow) -> Result<SessionRecord> {
 /// Assembles a turn from its row.
 pub fn turn(row: TurnRow) -> Result<TurnRecord> {
     let (id, session_id, previous_turn_id, input, state, created_by, created_at, control) = row;
+    let TurnControlColumn { control, request_context } =
+        control.as_deref().map_or(Ok(TurnControlColumn::default()), |json| from_json(json, "turn control"))?;
     Ok(TurnRecord {
-        control: control_from(control.as_deref(), "turn control")?,
+        control,
+        request_context,
         input: from_json(&input, "turn input")?,
         state: from_json(&state, "turn state")?,
         created_by: from_json(&created_by, "turn created_by")?,
@@ -216,6 +219,16 @@ fn control_from(column: Option<&str>, what: &str) -> Result<SessionControl> {
 /// A control column for writing: NULL when nothing is chosen.
 pub fn control_column(control: &SessionControl, what: &str) -> Result<Option<String>> {
     if control.is_empty() { Ok(None) } else { to_json(control, what).map(Some) }
+}
+
+/// A turn's control column: its mode and model, and the request context it was created with
+/// (no schema change: a column written before has none).
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct TurnControlColumn {
+    #[serde(flatten)]
+    control: SessionControl,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    request_context: Option<teamster_protocol::RequestContext>,
 }
 
 /// The agent columns of a session row, encoded for writing.
@@ -274,7 +287,13 @@ impl TurnColumns {
             state: to_json(&turn.state, "turn state")?,
             status: turn.state.status(),
             created_by: to_json(&turn.created_by, "turn created_by")?,
-            control: control_column(&turn.control, "turn control")?,
+            control: match &turn.request_context {
+                None => control_column(&turn.control, "turn control")?,
+                Some(context) => Some(to_json(
+                    &TurnControlColumn { control: turn.control.clone(), request_context: Some(context.clone()) },
+                    "turn control",
+                )?),
+            },
         })
     }
 }

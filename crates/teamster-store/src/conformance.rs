@@ -804,7 +804,8 @@ pub async fn list_sessions_keyset_pages_visit_every_session_once(store: Arc<dyn 
 
 // Turns.
 
-/// A turn reads back whole and becomes its session's last turn; ids are unique.
+/// A turn reads back whole (its request context too, with or without a mode) and becomes its
+/// session's last turn; ids are unique.
 pub async fn turn_create_and_get(store: Arc<dyn Store>) {
     let session = draft_session("ses_1", simple_spec("x"), None, "alice", &at(0));
     store.create_session(&session).await.expect("create_session");
@@ -813,6 +814,7 @@ pub async fn turn_create_and_get(store: Arc<dyn Store>) {
         input: rich_input(),
         created_by: subject("bob"),
         control: SessionControl { mode: Some("plan".into()), model: Some("anthropic/claude".into()), ..SessionControl::default() },
+        request_context: Some(serde_json::from_value(json!({"tenant": "acme", "flags": ["beta"], "depth": {"n": 1}})).expect("an object")),
         ..turn_record("turn_1", "ses_1", None, &at(10))
     };
     store.create_turn(&first, None, &[]).await.expect("create_turn");
@@ -822,7 +824,10 @@ pub async fn turn_create_and_get(store: Arc<dyn Store>) {
         SessionRecord { last_turn_id: Some("turn_1".into()), ..session.clone() }
     );
 
-    let second = turn_record("turn_2", "ses_1", Some("turn_1"), &at(20));
+    let second = TurnRecord {
+        request_context: Some(serde_json::from_value(json!({"mode": "not a control field"})).expect("an object")),
+        ..turn_record("turn_2", "ses_1", Some("turn_1"), &at(20))
+    };
     store.create_turn(&second, Some("turn_1"), &[]).await.expect("create_turn");
     assert_eq!(store.get_turn("ses_1", "turn_1").await.expect("get_turn"), first);
     assert_eq!(store.get_turn("ses_1", "turn_2").await.expect("get_turn"), second);
@@ -2060,6 +2065,7 @@ fn turn_record(id: &str, session_id: &str, previous_turn_id: Option<&str>, creat
         created_by: subject("alice"),
         created_at: created_at.to_owned(),
         control: SessionControl::default(),
+        request_context: None,
     }
 }
 

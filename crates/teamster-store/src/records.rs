@@ -117,6 +117,8 @@ pub struct TurnRecord {
     pub created_at: String,
     /// The mode and model the turn runs with.
     pub control: SessionControl,
+    /// The application's context the turn was created with.
+    pub request_context: Option<teamster_protocol::RequestContext>,
 }
 
 /// One write to the event log; batches of these are applied in one transaction.

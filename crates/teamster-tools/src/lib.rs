@@ -11,7 +11,7 @@ pub mod selector;
 pub mod tool_sets;
 
 use async_trait::async_trait;
-use teamster_protocol::ToolInfo;
+use teamster_protocol::{RequestContext, ToolInfo};
 
 /// A tool as the engine sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -125,10 +125,33 @@ pub trait ToolSource: Send + Sync {
     /// Calls a tool by name with JSON-text arguments.
     async fn call(&self, name: &str, arguments: &str) -> ToolOutput;
 
-    /// Calls a tool like [`ToolSource::call`], sending the progress it reports while it runs
-    /// to `progress`. Sources whose tools report none need not implement it.
-    async fn call_reporting(&self, name: &str, arguments: &str, progress: &dyn ProgressSink) -> ToolOutput {
-        let _ = progress;
+    /// Calls a tool like [`ToolSource::call`] within a turn: the progress it reports while it
+    /// runs goes to `context.progress`, and sources that pass context on (MCP servers, in
+    /// their request's `_meta`) hand on the turn's request context. Sources that do neither
+    /// need not implement it.
+    async fn call_in(&self, name: &str, arguments: &str, context: CallContext<'_>) -> ToolOutput {
+        let _ = context;
         self.call(name, arguments).await
+    }
+}
+
+/// What a call made within a turn carries besides its arguments.
+#[derive(Clone, Copy)]
+pub struct CallContext<'a> {
+    /// Where the progress the tool reports while it runs goes.
+    pub progress: &'a dyn ProgressSink,
+    /// The turn's request context: the application's JSON object, `None` without one.
+    pub request_context: Option<&'a RequestContext>,
+}
+
+impl CallContext<'static> {
+    /// A call that reports nowhere and carries no request context.
+    pub const NONE: CallContext<'static> = CallContext { progress: &NoProgress, request_context: None };
+}
+
+impl<'a> CallContext<'a> {
+    /// A call whose progress goes to `progress`, without a request context.
+    pub fn reporting(progress: &'a dyn ProgressSink) -> CallContext<'a> {
+        CallContext { progress, request_context: None }
     }
 }

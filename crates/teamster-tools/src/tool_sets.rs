@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use teamster_protocol::Subject;
+use teamster_protocol::{RequestContext, Subject};
 
 use crate::ToolSource;
 
@@ -32,6 +32,8 @@ pub struct ToolScope {
     pub turn_id: String,
     /// Who started the turn.
     pub user: Subject,
+    /// The application's context the turn was created with.
+    pub request_context: Option<RequestContext>,
 }
 
 /// In-process tool sets by name. Cheap to clone; empty by default.

@@ -115,13 +115,13 @@ impl ToolSource for WorkspaceTools {
     }
 
     async fn call(&self, name: &str, arguments: &str) -> ToolOutput {
-        self.call_reporting(name, arguments, &teamster_tools::NoProgress).await
+        self.call_in(name, arguments, teamster_tools::CallContext::NONE).await
     }
 
     /// `exec`'s output goes to `progress` while the command runs.
-    async fn call_reporting(&self, name: &str, arguments: &str, progress: &dyn teamster_tools::ProgressSink) -> ToolOutput {
+    async fn call_in(&self, name: &str, arguments: &str, context: teamster_tools::CallContext<'_>) -> ToolOutput {
         match self.offered.get(name).copied() {
-            Some(EXEC_TOOL) => self.exec.call_reporting(EXEC_TOOL, arguments, progress).await,
+            Some(EXEC_TOOL) => self.exec.call_in(EXEC_TOOL, arguments, context).await,
             Some(own) => self.files.call(own, arguments).await,
             None => ToolOutput::error(format!("unknown tool {name:?}")),
         }

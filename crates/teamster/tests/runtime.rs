@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 mod support;
 
 use serde_json::json;
-use teamster::runtime::{NativeTools, Runtime, RuntimeEvent, RuntimeOptions, ToolScope, user_message};
+use teamster::runtime::{NativeTools, RequestContext, Runtime, RuntimeEvent, RuntimeOptions, ToolScope, user_message};
 use teamster::{ToolError, tool};
 use teamster_fake_model::FakeModelServer;
 use teamster_protocol::input::{Approval, TurnInput};
@@ -233,6 +233,33 @@ async fn a_native_tool_waits_for_approval_and_runs_once_when_approved() {
     assert_eq!(tool_responses(&resumed.events), ["A2 refunded for local"]);
     assert_eq!(resumed.answer(), "Tool result: A2 refunded for local");
     assert_eq!(refunds.lock().unwrap().as_slice(), std::slice::from_ref(&session.id), "the approved call ran once, for its session");
+    runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_turns_request_context_reaches_native_tools_and_is_recorded_on_the_turn() {
+    let whose = tool("whose", "Whose request this is.", |_: serde_json::Value, scope: &ToolScope| {
+        let tenant = scope.request_context.as_ref().and_then(|context| context.get("tenant")).cloned();
+        async move { Ok::<_, ToolError>(format!("tenant {}", tenant.unwrap_or_default())) }
+    });
+    let mut options = RuntimeOptions::default();
+    NativeTools::new("context").read_only_tool(whose).register(&mut options).unwrap();
+    let runtime = Runtime::open_with("sqlite::memory:", options).await.unwrap();
+    let model = FakeModelServer::start().await.unwrap();
+    support::add_fake_provider(&runtime, &model).await;
+    let spec = json!({"model": {"name": "fake/fake-model"}, "mcp_servers": [{"name": "context", "preload": true}]});
+    runtime.save_agent("contextual", serde_json::from_value(spec).unwrap()).await.unwrap();
+    let session = runtime.create_session("contextual").await.unwrap();
+
+    let context: RequestContext = serde_json::from_value(json!({"tenant": "acme", "locale": "fr"})).unwrap();
+    let started = runtime.start_turn_with_context(&session.id, vec![user_message("[tool:whose {}]")], context.clone()).await.unwrap();
+    let turn_id = started.turn.id.clone();
+    let finished = started.finish().await.unwrap();
+    assert_eq!(tool_responses(&finished.events), [r#"tenant "acme""#]);
+    assert_eq!(runtime.get_turn(&session.id, &turn_id).await.unwrap().request_context, Some(context));
+
+    let plain = runtime.start_turn(&session.id, vec![user_message("[tool:whose {}]")]).await.unwrap().finish().await.unwrap();
+    assert_eq!(tool_responses(&plain.events), ["tenant null"]);
     runtime.shutdown().await;
 }
 

@@ -1584,6 +1584,11 @@ export interface components {
             input?: components["schemas"]["TurnInput"][] | null;
             /** @description `auto` (the default), `none`, or a turn id to chain to. */
             previous_turn_id?: string | null;
+            /**
+             * @description Teamster extension: a JSON object of the application's for this turn (a user's
+             *     tenant, locale, feature flags...), handed to its tools and sub-agents and recorded on it.
+             */
+            request_context?: Record<string, never> | null;
             /** @description Absent means `true` on the native API; the gateway client always sends it. */
             stream?: boolean | null;
         };
@@ -1893,6 +1898,11 @@ export interface components {
                 /** @description What the turn was given: the user's message, approvals, answers. */
                 input?: components["schemas"]["TurnInput"][];
                 previous_turn_id?: string | null;
+                /**
+                 * @description Teamster extension: the application's context the turn was created with, handed to its
+                 *     tools (MCP servers get it in `_meta`) and sub-agents.
+                 */
+                request_context?: Record<string, never> | null;
                 session_id: string;
                 /** @description Where the turn is: `running`, or how it ended. */
                 state: components["schemas"]["TurnState"];
@@ -3338,6 +3348,11 @@ export interface components {
                 /** @description What the turn was given: the user's message, approvals, answers. */
                 input?: components["schemas"]["TurnInput"][];
                 previous_turn_id?: string | null;
+                /**
+                 * @description Teamster extension: the application's context the turn was created with, handed to its
+                 *     tools (MCP servers get it in `_meta`) and sub-agents.
+                 */
+                request_context?: Record<string, never> | null;
                 session_id: string;
                 /** @description Where the turn is: `running`, or how it ended. */
                 state: components["schemas"]["TurnState"];
@@ -4163,6 +4178,11 @@ export interface components {
             input?: components["schemas"]["TurnInput"][];
             /** @description The id of the session's turn before this one; absent for the first turn. */
             previous_turn_id?: string | null;
+            /**
+             * @description Teamster extension: the application's context the turn was created with, handed to its
+             *     tools (MCP servers get it in `_meta`) and sub-agents.
+             */
+            request_context?: Record<string, never> | null;
             /** @description The id of the session it belongs to. */
             session_id: string;
             /** @description Where the turn is: `running`, or how it ended. */

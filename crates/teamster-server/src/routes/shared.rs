@@ -26,7 +26,12 @@ pub async fn create_turn(
     stream_by_default: bool,
     format: StreamFormat,
 ) -> ApiResult<Response> {
-    let request = CreateTurn { input: body.input.unwrap_or_default(), previous_turn_id: body.previous_turn_id, at_tip: false };
+    let request = CreateTurn {
+        input: body.input.unwrap_or_default(),
+        previous_turn_id: body.previous_turn_id,
+        at_tip: false,
+        request_context: body.request_context,
+    };
     let started = state.service.create_turn(caller, session_id, request).await?;
     if !body.stream.unwrap_or(stream_by_default) {
         return Ok(Json(Data { data: started.turn }).into_response());

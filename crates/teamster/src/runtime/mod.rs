@@ -19,7 +19,7 @@ use teamster_service::{Caller, CreateTurn, EventStream, McpServerWrite, Provider
 pub use teamster_protocol::event::{ModelMessage, ToolCall};
 pub use teamster_protocol::input::Approval;
 pub use teamster_protocol::settings::{McpServerManifest, ModelProviderManifest};
-pub use teamster_protocol::{AgentSpec, Event, Session, Turn, TurnInput, TurnState};
+pub use teamster_protocol::{AgentSpec, Event, RequestContext, Session, Turn, TurnInput, TurnState};
 #[cfg(feature = "sandbox")]
 pub use teamster_sandbox::{Bubblewrap, Limits as SandboxLimits, SandboxError, SandboxProvider};
 
@@ -141,7 +141,29 @@ impl Runtime {
     /// Starts a turn after the session's last one. The turn runs whether or not its events are
     /// read; dropping them and calling [`Runtime::subscribe`] later picks up where wanted.
     pub async fn start_turn(&self, session_id: &str, input: Vec<TurnInput>) -> Result<StartedTurn, RuntimeError> {
-        let request = CreateTurn { input, previous_turn_id: None, at_tip: false };
+        self.start(session_id, input, None).await
+    }
+
+    /// Starts a turn like [`Runtime::start_turn`], carrying the application's
+    /// `request_context` (a JSON object of at most 16 KiB): the turn's tools see it (native
+    /// tools in their [`ToolScope`], MCP servers in their requests' `_meta`), so do its
+    /// sub-agents, and the turn records it.
+    pub async fn start_turn_with_context(
+        &self,
+        session_id: &str,
+        input: Vec<TurnInput>,
+        request_context: RequestContext,
+    ) -> Result<StartedTurn, RuntimeError> {
+        self.start(session_id, input, Some(request_context)).await
+    }
+
+    async fn start(
+        &self,
+        session_id: &str,
+        input: Vec<TurnInput>,
+        request_context: Option<RequestContext>,
+    ) -> Result<StartedTurn, RuntimeError> {
+        let request = CreateTurn { input, previous_turn_id: None, at_tip: false, request_context };
         let started = self.service.create_turn(&self.caller, session_id, request).await?;
         Ok(StartedTurn { events: TurnEvents::new(started.events(0)), turn: started.turn })
     }

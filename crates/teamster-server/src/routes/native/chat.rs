@@ -100,15 +100,15 @@ async fn next_turn(service: &Service, caller: &Caller, chat: &ChatRequest, lates
                 start = service.get_turn(caller, &chat.id, previous).await?;
             }
             let previous_turn_id = Some(start.previous_turn_id.clone().unwrap_or_else(|| "none".to_owned()));
-            Ok(CreateTurn { input: start.input, previous_turn_id, at_tip: false })
+            Ok(CreateTurn { input: start.input, previous_turn_id, at_tip: false, request_context: None })
         }
         (Trigger::Submit, "user", _) => {
             let content = request::user_content(&chat.last)?;
-            Ok(CreateTurn { input: vec![TurnInput::Message { content }], previous_turn_id: None, at_tip: false })
+            Ok(CreateTurn { input: vec![TurnInput::Message { content }], previous_turn_id: None, at_tip: false, request_context: None })
         }
         (Trigger::Submit, "assistant", Some(latest)) => {
             let input = request::decisions(&chat.last, &latest.state)?;
-            Ok(CreateTurn { input, previous_turn_id: Some(latest.id.clone()), at_tip: true })
+            Ok(CreateTurn { input, previous_turn_id: Some(latest.id.clone()), at_tip: true, request_context: None })
         }
         (Trigger::Submit, _, _) => Err(ApiError::bad_request(
             "invalid_request",
