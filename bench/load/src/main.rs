@@ -18,6 +18,7 @@ mod phases;
 mod process;
 mod report;
 mod sandbox;
+mod workspace;
 mod live;
 mod streams;
 mod wire;
@@ -103,6 +104,11 @@ struct Args {
     /// spawning `/bin/sh -c true` directly (`--warmup`, `--turns` apply).
     #[arg(long, conflicts_with = "library")]
     sandbox: bool,
+    /// Instead of the server table: a file's round trip through `write_file` and `read_file`
+    /// against `exec` of a shell in a bubblewrap sandbox (`--warmup`, `--turns` apply), then the
+    /// server's CPU per KiB of a command's streamed output (`--turns` of each kind, at most 200).
+    #[arg(long, conflicts_with_all = ["library", "sandbox"])]
+    workspace: bool,
     /// Instead of the server table: one turn read natively, as the AI SDK data stream and as
     /// the UI message stream (`POST /api/v1/chat`), the server's CPU per turn and per event of
     /// each (`--warmup`, `--turns` of each kind, `--tokens`, `--rounds` apply).
@@ -191,6 +197,9 @@ fn main() -> ExitCode {
 async fn run(args: Args) -> anyhow::Result<()> {
     if args.sandbox {
         return sandbox::run(&args).await;
+    }
+    if args.workspace {
+        return workspace::run(&args).await;
     }
     for binary in [&args.teamster, &args.fake_model] {
         if !binary.is_file() {

@@ -87,7 +87,7 @@ async fn measure(args: &Args, root: &std::path::Path) -> anyhow::Result<()> {
 }
 
 /// The durations of `args.turns` sequential runs of `once`, after `args.warmup` unmeasured ones.
-async fn timed<F, Fut>(args: &Args, once: F) -> anyhow::Result<Vec<Duration>>
+pub(crate) async fn timed<F, Fut>(args: &Args, once: F) -> anyhow::Result<Vec<Duration>>
 where
     F: Fn() -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,

@@ -33,7 +33,7 @@ use crate::quota::{Ledger, Usage};
 use crate::seccomp;
 use crate::skill_mounts::{SKILLS_MOUNT_DIR, is_skill_name};
 use crate::listing::{Listing, list_beneath};
-use crate::workspace::{Area, open_beneath, sandbox_dir, sandbox_path};
+use crate::workspace::{Area, Created, create_beneath, open_beneath, sandbox_dir, sandbox_path};
 use crate::{CgroupPolicy, Limits, SandboxError, SandboxOwner};
 
 /// The file under the root bound at `/etc/resolv.conf` in network sandboxes.
@@ -475,8 +475,18 @@ impl SandboxProvider for Bubblewrap {
         }
         self.check_room(sandbox_id, &dir, path, contents.len() as u64).await?;
         let _measure_after = self.ledger.measure_after(sandbox_id, &dir);
-        // The file is written from inside the sandbox, as its user: a symbolic link in the
-        // workspace resolves in the sandbox's view, never the host's.
+        // Written by the harness beneath the area, made the sandbox user's: no shell starts.
+        let owner = self.run_as(sandbox_id).map(|(_, uid)| uid);
+        if let Created::File(file) = create_beneath(&dir.join(named.area.dir_name()), &named.relative, path, owner)? {
+            let mut file = tokio::fs::File::from_std(file);
+            let written = async {
+                file.write_all(contents).await?;
+                file.flush().await
+            };
+            return written.await.map_err(SandboxError::io(format!("writing {path}")));
+        }
+        // Without `openat2`, the file is written from inside the sandbox, as its user: a
+        // symbolic link in the workspace resolves in the sandbox's view, never the host's.
         let env = BTreeMap::from([("TEAMSTER_TARGET".to_owned(), named.inside().to_string_lossy().into_owned())]);
         let command = r#"mkdir -p -- "$(dirname -- "$TEAMSTER_TARGET")" && cat > "$TEAMSTER_TARGET""#;
         // With the skills mounted, so writing into one fails rather than vanishing.
