@@ -13,6 +13,7 @@ and unreachable servers that do not fail the turn, and the gateway SDK's view of
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
 import time
@@ -81,6 +82,20 @@ def registered_stdio(server: conftest.TeamsterServer) -> str:
                 "args": [str(TOOLS_SERVER), "--transport", "stdio"], "env": {"TEAMSTER_MCP_SECRET": "env-s3cret"}}
     api.ok(api.put("/api/v1/settings/mcp-servers", json={"manifest": manifest}))
     return name
+
+
+@contextlib.contextmanager
+def registered_tools_server(server: conftest.TeamsterServer, workdir: pathlib.Path, prefix: str) -> typing.Iterator[str]:
+    """tools_server.py over HTTP, registered in the settings under a fresh name (yielded), and
+    stopped afterwards."""
+    instance = McpHttpServer(workdir)
+    try:
+        name = wire.unique(prefix)
+        api = server.require_api()
+        api.ok(api.post("/api/v1/settings/mcp-servers", json={"manifest": remote(name, instance.url)}), 201)
+        yield name
+    finally:
+        instance.close()
 
 
 def remote(name: str, url: str, authorization: typing.Optional[str] = None) -> dict:

@@ -12,7 +12,7 @@ import pytest
 
 import conftest
 import wire
-from test_mcp import McpHttpServer, call, registry, remote
+from test_mcp import call, registered_tools_server, registry
 
 META_KEY = "teamster/request_context"
 CONTEXT = {"tenant": "acme", "user": {"id": "u-7", "roles": ["admin"]}, "locale": "fr-FR"}
@@ -21,14 +21,8 @@ CONTEXT = {"tenant": "acme", "user": {"id": "u-7", "roles": ["admin"]}, "locale"
 @pytest.fixture(scope="module")
 def tools(server: conftest.TeamsterServer, workdir) -> typing.Iterator[str]:
     """The HTTP test server, registered in the settings; its name."""
-    instance = McpHttpServer(workdir)
-    try:
-        name = wire.unique("ctx")
-        api = server.require_api()
-        api.ok(api.post("/api/v1/settings/mcp-servers", json={"manifest": remote(name, instance.url)}), 201)
+    with registered_tools_server(server, workdir, "ctx") as name:
         yield name
-    finally:
-        instance.close()
 
 
 def metas(api: wire.Api, session_id: str, turn_id: str) -> dict[str, dict]:

@@ -13,7 +13,7 @@ import typing
 import pytest
 
 import wire
-from test_mcp import McpHttpServer, call, registry, remote
+from test_mcp import call, registered_tools_server, registry
 from truefoundry_gateway_sdk import ApprovalAllow, UserMessage
 from truefoundry_gateway_sdk.agents import (
     ModelMessageEvent,
@@ -140,14 +140,8 @@ def test_cancel_stops_every_thread_and_keeps_partial_output(client):
 
 @pytest.fixture(scope="module")
 def gated_server(server, workdir) -> typing.Iterator[str]:
-    mcp = McpHttpServer(workdir)
-    try:
-        name = wire.unique("tools")
-        api = server.require_api()
-        api.ok(api.post("/api/v1/settings/mcp-servers", json={"manifest": remote(name, mcp.url)}), 201)
+    with registered_tools_server(server, workdir, "tools") as name:
         yield name
-    finally:
-        mcp.close()
 
 
 def test_gated_tools_in_two_sub_agents_pause_and_resume_in_one_turn(api, client, gated_server):
