@@ -196,7 +196,7 @@ pub(crate) fn stops(stop: &StopWhen, step: &[&str], made: u64) -> Option<String>
 }
 
 /// The parent's result for a sub-agent stopped by its `stop_when`: what it said, if anything,
-/// and the results of its last step's calls.
+/// and the results of its last step's calls, cut as one tool result is.
 pub(crate) fn stopped_answer(output: &ModelMessage, why: &str, results: &[(String, String)]) -> String {
     let mut answer = format!("The sub-agent stopped {why}.");
     let text = output.text();
@@ -206,7 +206,7 @@ pub(crate) fn stopped_answer(output: &ModelMessage, why: &str, results: &[(Strin
     for (name, result) in results {
         answer.push_str(&format!("\n\n{name} returned:\n{result}"));
     }
-    answer
+    crate::toolbox::within_event_limit(ToolOutput::ok(answer)).content
 }
 
 /// The `thread.done` of a sub-agent.

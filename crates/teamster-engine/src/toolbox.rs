@@ -179,7 +179,7 @@ impl ToolBox {
 const MAX_RESULT_CHARS: usize = teamster_protocol::sse::MAX_STRING_CHARS;
 
 /// A tool's output, cut (saying so) where its text would not fit in one event.
-fn within_event_limit(mut output: ToolOutput) -> ToolOutput {
+pub(crate) fn within_event_limit(mut output: ToolOutput) -> ToolOutput {
     use teamster_protocol::sse::{json_string_chars, json_string_prefix};
     if output.content.len() * 6 + 2 <= MAX_RESULT_CHARS || json_string_chars(&output.content) <= MAX_RESULT_CHARS {
         return output;
