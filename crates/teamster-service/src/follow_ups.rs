@@ -13,8 +13,8 @@
 //! follow-up queued before it ended is dropped, never started (`cancel_session` drops them as
 //! it answers; a watcher that finds one first drops it too).
 
-use std::collections::HashSet;
-use std::sync::{Mutex, PoisonError};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use teamster_protocol::control::QueuedMessage as FollowUp;
@@ -33,19 +33,61 @@ const MAX_RESUMED_SESSIONS: u32 = 10_000;
 /// The most steps (waits and starts) of one watch; the next follow-up posted starts another.
 const MAX_STEPS: usize = 256;
 
-/// The sessions this process watches for follow-ups.
+/// How many follow-ups this process started it remembers (which turn each became).
+const REMEMBERED_STARTS: usize = 256;
+
+/// The sessions this process watches for follow-ups, and the follow-ups it starts.
 #[derive(Default)]
-pub(crate) struct Watched(Mutex<HashSet<String>>);
+pub(crate) struct Watched {
+    sessions: Mutex<HashSet<String>>,
+    /// One start at a time per session on this replica, so that a follow-up queued while a
+    /// watch starts it learns which turn it became.
+    starting: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// The follow-ups started lately, as (message id, turn id), oldest first.
+    started: Mutex<VecDeque<(String, String)>>,
+}
 
 impl Watched {
     /// Adds a session; `false` if it was watched already.
     fn insert(&self, session_id: &str) -> bool {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).insert(session_id.to_owned())
+        lock(&self.sessions).insert(session_id.to_owned())
     }
 
     fn remove(&self, session_id: &str) {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).remove(session_id);
+        lock(&self.sessions).remove(session_id);
     }
+
+    /// Runs `start` alone among this replica's starts in the session.
+    async fn one_at_a_time<T>(&self, session_id: &str, start: impl Future<Output = T>) -> T {
+        let gate = lock(&self.starting).entry(session_id.to_owned()).or_default().clone();
+        let outcome = {
+            let _alone = gate.lock().await;
+            start.await
+        };
+        let mut starting = lock(&self.starting);
+        // The map's and this one: nobody else waits.
+        if Arc::strong_count(&gate) == 2 {
+            starting.remove(session_id);
+        }
+        outcome
+    }
+
+    fn started(&self, message_id: String, turn_id: String) {
+        let mut started = lock(&self.started);
+        if started.len() == REMEMBERED_STARTS {
+            started.pop_front();
+        }
+        started.push_back((message_id, turn_id));
+    }
+
+    /// The turn a follow-up became, if this replica started it lately.
+    fn turn_of(&self, message_id: &str) -> Option<String> {
+        lock(&self.started).iter().find(|(id, _)| id == message_id).map(|(_, turn_id)| turn_id.clone())
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn view(message: QueuedMessage) -> FollowUp {
@@ -96,7 +138,8 @@ impl FollowUps<'_> {
         };
         match started {
             Ok(Some((id, turn_id))) if id == queued.id => queued.turn_id = Some(turn_id),
-            Ok(_) | Err(ServiceError::Conflict { .. }) => {}
+            // A watch of this session may have started it meanwhile.
+            Ok(_) | Err(ServiceError::Conflict { .. }) => queued.turn_id = self.service.follow_up_watchers().turn_of(&queued.id),
             Err(error) => return Err(error),
         }
         self.watch(session_id);
@@ -229,6 +272,15 @@ impl FollowUps<'_> {
         last: Option<String>,
         stopped_at: Option<&str>,
     ) -> Result<Option<(String, String)>> {
+        let watchers = self.service.follow_up_watchers();
+        let started = watchers.one_at_a_time(session_id, self.start_next(session_id, last, stopped_at)).await;
+        if let Ok(Some((message_id, turn_id))) = &started {
+            watchers.started(message_id.clone(), turn_id.clone());
+        }
+        started
+    }
+
+    async fn start_next(&self, session_id: &str, last: Option<String>, stopped_at: Option<&str>) -> Result<Option<(String, String)>> {
         loop {
             let mut queue = self.service.stores().sessions.queued_messages(session_id, QueueKind::Steer).await?;
             if queue.is_empty() {
