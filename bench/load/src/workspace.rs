@@ -9,10 +9,11 @@
 //! 2. Over HTTP, on a `teamster serve` with sandboxes: turns whose model calls `exec` on a
 //!    command that prints 64 lines of 1 KiB, 10 ms apart (64 KiB, the most a call streams), read
 //!    with `?include=shell.output`, against the same command printing to `/dev/null`. The
-//!    difference of the server's CPU, over the KiB streamed, is the streaming's cost per KiB (it
-//!    also holds the output's way into the tool result, which is the same text). The turns of
-//!    both kinds alternate, and each streamed turn is checked to deliver its 64 KiB as
-//!    `shell.output` events before the call's result.
+//!    difference of the server's CPU, over the KiB streamed, bounds the streaming's cost per KiB
+//!    from above: it also holds the output's way into the tool result, to the model, and back in
+//!    the fake model's answer (which echoes a tool result). The turns of both kinds alternate,
+//!    and each streamed turn is checked to deliver its 64 KiB as `shell.output` events before the
+//!    call's result.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -168,7 +169,7 @@ async fn streamed_output(args: &Args) -> anyhow::Result<(String, Value)> {
         "A command printing {STREAMED_KIB} lines of 1 KiB 10 ms apart, read with `?include=shell.output` ({kib_per_turn:.0} KiB of `shell.output` per turn), against the same command printing to `/dev/null`; {turns} turns of each, alternating, after {warmup} of each.\n\n\
          | turn | server CPU per turn |\n| --- | --- |\n\
          | output streamed | {:.2} ms |\n| output to `/dev/null` | {:.2} ms |\n\n\
-         Streaming costs the server {per_kib_us:.1} µs of CPU per KiB of output (the output's way into the tool result included).\n",
+         Streaming costs the server at most {per_kib_us:.1} µs of CPU per KiB of output: the difference also holds the output's way into the tool result, to the model and back in the fake model's echo of it.\n",
         per_turn[0], per_turn[1]
     );
     let json = json!({
