@@ -158,6 +158,9 @@ def test_gated_tools_in_two_sub_agents_pause_and_resume_in_one_turn(api, client,
     assert sorted(created[event.thread_id] for event in pending) == ["left", "right"]
     assert sorted(action.id for action in first.state.required_actions) == sorted(event.id for event in pending)
     assert not [item for item in items if isinstance(item.event, ThreadDoneEvent)], "both threads wait"
+    listed = api.ok(api.get(f"/api/v1/sessions/{session.id}/threads"))["data"]
+    assert [(thread["title"], thread["status"], thread["turn_id"]) for thread in listed] == [
+        ("left", "running", first.id), ("right", "running", first.id)], listed
 
     decisions = [UserToolApprovalEvent(thread_id=event.thread_id, tool_call_id=ref.id, approval=ApprovalAllow())
                  for event in pending for ref in event.tool_calls]
@@ -168,3 +171,8 @@ def test_gated_tools_in_two_sub_agents_pause_and_resume_in_one_turn(api, client,
     assert done["left"].state.output.content == "Tool result: L"
     assert done["right"].state.output.content == "Tool result: R"
     assert second.state.output.content == "Tool result: Tool result: L | Tool result: R"
+    # Each thread ended in the turn that resumed it, and is listed with the turn it started in.
+    listed = api.ok(api.get(f"/api/v1/sessions/{session.id}/threads"))["data"]
+    assert [(thread["title"], thread["status"], thread["turn_id"]) for thread in listed] == [
+        ("left", "done", first.id), ("right", "done", first.id)], listed
+    assert all(thread["ended_at"] == done[thread["title"]].created_at for thread in listed)

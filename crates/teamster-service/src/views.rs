@@ -4,10 +4,12 @@
 //! it: versions only grow along a session's chain of turns, so that turn holds the latest list),
 //! its first user message (the preview of session listings), and its sub-agent threads.
 
+use std::collections::HashMap;
+
 use teamster_control::{TurnEvents, mode_in_force, plans, task_list};
 use teamster_protocol::input::TurnInput;
 use teamster_protocol::api::{SessionThread, SessionThreadStatus};
-use teamster_protocol::event::ThreadState;
+use teamster_protocol::event::{ThreadCreated, ThreadDone, ThreadState};
 use teamster_protocol::{Event, Session};
 use teamster_protocol::control::{Plan, TaskList};
 use teamster_store::{ContentKinds, ContentQuery};
@@ -111,27 +113,37 @@ impl Events<'_> {
     pub async fn threads(&self, caller: &Caller, session_id: &str, include_forked: bool) -> Result<Vec<SessionThread>> {
         let session = self.service.catalog().owned_session(caller, session_id).await?;
         self.service.runtime().flush().await;
-        // Newest turn first; a thread may end in a later turn than it started (it waited for
-        // a human), so they are folded oldest first.
-        let mut turns = Vec::new();
+        // Read newest first, one turn at a time: a thread's end (which may come in a later turn
+        // than its start, when it waited for a human) is met before its start.
+        let mut ends: HashMap<String, ThreadEnd> = HashMap::new();
+        let mut newest_first = Vec::new();
         let mut next = session.last_turn_id;
+        let mut turns = 0;
         while let Some(turn_id) = next.take() {
-            if turns.len() == MAX_TURNS {
+            if turns == MAX_TURNS || newest_first.len() >= MAX_LISTED_THREADS {
                 break;
             }
+            turns += 1;
             let turn = self.service.turn_record(session_id, &turn_id).await?;
-            let events = self.content_of(&turn.id, ContentKinds::Threads).await?;
+            for event in self.content_of(&turn.id, ContentKinds::Threads).await?.iter().rev() {
+                match event {
+                    Event::ThreadDone(done) => {
+                        ends.insert(done.thread_id.clone(), ThreadEnd::of(done));
+                    }
+                    Event::ThreadCreated(created) => {
+                        let end = ends.remove(&created.thread_id);
+                        if include_forked || !created.forked {
+                            newest_first.push(thread_of(created, &turn.id, end));
+                        }
+                    }
+                    _ => {}
+                }
+            }
             next = turn.previous_turn_id;
-            turns.push((turn.id, events));
         }
-        let mut threads = Vec::new();
-        for (turn_id, events) in turns.iter().rev() {
-            fold_threads(&mut threads, turn_id, events);
-        }
-        threads.retain(|thread| include_forked || !thread.forked);
-        let skip = threads.len().saturating_sub(MAX_LISTED_THREADS);
-        threads.drain(..skip);
-        Ok(threads)
+        newest_first.truncate(MAX_LISTED_THREADS);
+        newest_first.reverse();
+        Ok(newest_first)
     }
 
     /// Every content event of a turn, oldest first (events this version cannot read skipped).
@@ -157,35 +169,41 @@ impl Events<'_> {
     }
 }
 
-/// Adds the threads a turn's `thread.created` events start to `threads`, and records the ends
-/// its `thread.done` events give.
-fn fold_threads(threads: &mut Vec<SessionThread>, turn_id: &str, events: &[Event]) {
-    for event in events {
-        match event {
-            Event::ThreadCreated(created) => threads.push(SessionThread {
-                thread_id: created.thread_id.clone(),
-                turn_id: turn_id.to_owned(),
-                title: created.title.clone(),
-                agent_info: created.agent_info.clone(),
-                parent_thread_id: created.parent.thread_id.clone(),
-                parent_tool_call_id: created.parent.tool_call_id.clone(),
-                forked: created.forked,
-                status: SessionThreadStatus::Running,
-                error: None,
-                created_at: created.created_at.clone(),
-                ended_at: None,
-            }),
-            Event::ThreadDone(done) => {
-                if let Some(thread) = threads.iter_mut().find(|thread| thread.thread_id == done.thread_id) {
-                    (thread.status, thread.error) = match &done.state {
-                        ThreadState::Done { .. } => (SessionThreadStatus::Done, None),
-                        ThreadState::Error { error, .. } => (SessionThreadStatus::Error, Some(error.clone())),
-                    };
-                    thread.ended_at = Some(done.created_at.clone());
-                }
-            }
-            _ => {}
-        }
+/// How a thread ended, from its `thread.done`.
+struct ThreadEnd {
+    status: SessionThreadStatus,
+    error: Option<String>,
+    at: String,
+}
+
+impl ThreadEnd {
+    fn of(done: &ThreadDone) -> ThreadEnd {
+        let (status, error) = match &done.state {
+            ThreadState::Done { .. } => (SessionThreadStatus::Done, None),
+            ThreadState::Error { error, .. } => (SessionThreadStatus::Error, Some(error.clone())),
+        };
+        ThreadEnd { status, error, at: done.created_at.clone() }
+    }
+}
+
+/// A thread as its `thread.created` in `turn_id` and its end, if it ended, tell it.
+fn thread_of(created: &ThreadCreated, turn_id: &str, end: Option<ThreadEnd>) -> SessionThread {
+    let (status, error, ended_at) = match end {
+        Some(ThreadEnd { status, error, at }) => (status, error, Some(at)),
+        None => (SessionThreadStatus::Running, None, None),
+    };
+    SessionThread {
+        thread_id: created.thread_id.clone(),
+        turn_id: turn_id.to_owned(),
+        title: created.title.clone(),
+        agent_info: created.agent_info.clone(),
+        parent_thread_id: created.parent.thread_id.clone(),
+        parent_tool_call_id: created.parent.tool_call_id.clone(),
+        forked: created.forked,
+        status,
+        error,
+        created_at: created.created_at.clone(),
+        ended_at,
     }
 }
 
