@@ -226,25 +226,36 @@ impl Follower {
             last_turn_id.as_ref() != Some(turn_id) && self.following.as_ref().is_none_or(|following| following.turn_id != *turn_id)
         });
         self.publish_all(events);
-        // A new turn's effects on the views show after its events, as it is followed.
-        if views {
-            let (tasks, plans) = self.reader.views().await?;
-            let mut changed = Vec::new();
-            {
-                let display = &self.hub.published().display;
-                if tasks != display.tasks {
-                    changed.push(LiveEvent::TaskUpdated { tasks });
-                }
-                if plans != display.plans {
-                    changed.push(LiveEvent::PlansChanged { plans });
-                }
-            }
-            self.publish_all(changed);
+        // A new turn's effects on the views show after its events, as it is followed: with a
+        // new turn to follow, the views are read once its events say they changed (or it ends),
+        // never before them (the turn may have changed them already).
+        if views && new_turn.is_none() {
+            self.publish_views().await?;
         }
         if let Some(turn_id) = new_turn {
             let usage = self.hub.published().display.usage.clone();
             self.following = self.reader.subscribe(&turn_id, usage).await?;
+            if self.following.is_none() {
+                self.publish_views().await?;
+            }
         }
+        Ok(())
+    }
+
+    /// Reads the folded views (tasks, plans) and publishes what changed.
+    async fn publish_views(&mut self) -> std::result::Result<(), Stop> {
+        let (tasks, plans) = self.reader.views().await?;
+        let mut changed = Vec::new();
+        {
+            let display = &self.hub.published().display;
+            if tasks != display.tasks {
+                changed.push(LiveEvent::TaskUpdated { tasks });
+            }
+            if plans != display.plans {
+                changed.push(LiveEvent::PlansChanged { plans });
+            }
+        }
+        self.publish_all(changed);
         Ok(())
     }
 
