@@ -181,7 +181,8 @@ pub(crate) fn create_turn_with_rows(turn: &str) -> String {
          written AS (SELECT row.turn_id, row.sequence FROM stream_rows AS row JOIN live ON live.id = row.turn_id) \
          SELECT EXISTS (SELECT 1 FROM created), EXISTS (SELECT 1 FROM sessions WHERE id = $2), \
          (SELECT count(*) FROM (SELECT pg_notify($18, 't:' || max(sequence) || ':' || turn_id) \
-         FROM written GROUP BY turn_id) AS announced)"
+         FROM written GROUP BY turn_id) AS announced), \
+         (SELECT count(*) FROM (SELECT pg_notify($18, 'u:' || id) FROM swapped) AS session_announced)"
     )
 }
 

@@ -10,8 +10,9 @@
 //! - `c:<reason>:<turn id>`: a cancel request ([`Change::CancelRequested`]);
 //! - `s:<kind>`: a setting written or deleted ([`Change::Setting`]);
 //! - `u:<session id>` and `l:<session id>:<creator's subject id>`: a session changed, the
-//!   second when its creator's session lists show the change ([`Change::Session`]). These are
-//!   announced by a statement of their own right after the write commits (see
+//!   second when its creator's session lists show the change ([`Change::Session`]). A turn's
+//!   creation announces its session in its own statement; the session statements shared with
+//!   SQLite are announced by one of their own right after the write commits (see
 //!   [`session_payload`]).
 //!
 //! One task per store holds a dedicated connection (outside the pool, so it never takes a

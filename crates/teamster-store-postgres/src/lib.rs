@@ -139,7 +139,8 @@ impl std::fmt::Debug for PostgresStore {
 }
 
 impl PostgresStore {
-    /// Creates a turn and its first writes (see [`TurnStore::create_turn`]).
+    /// Creates a turn and its first writes (see [`TurnStore::create_turn`]). Returns whether
+    /// the statement announced its session's change too (the one-statement form does).
     async fn insert_turn(
         &self,
         connection: &mut sqlx::postgres::PgConnection,
@@ -147,18 +148,19 @@ impl PostgresStore {
         columns: TurnColumns,
         expected_last_turn_id: Option<&str>,
         writes: &LogRows<'_>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         // First writes without a turn state (`turn.created`) go in the same statement, its
-        // own transaction: one round trip.
+        // own transaction, with the announcements of the turn's stream and of its session:
+        // one round trip.
         if !event_log::needs_transaction(writes) {
             let query = SQL.new_turn(&CREATE_TURN_WITH_ROWS, turn, columns, expected_last_turn_id);
-            let (created, session_exists, _announced): (bool, bool, i64) =
+            let (created, session_exists, _announced, _session_announced): (bool, bool, i64, i64) =
                 event_log::bind_first_rows(query, writes)
                     .bind(&*self.channel)
                     .fetch_one(&mut *connection)
                     .await
                     .map_err(error::on("turn"))?;
-            return created_or_not(turn, session_exists, created);
+            return created_or_not(turn, session_exists, created).map(|()| true);
         }
         let mut transaction = connection.begin().await.map_err(error::backend)?;
         let (created, session_exists): (bool, bool) = SQL
@@ -170,7 +172,7 @@ impl PostgresStore {
         // `ROLLBACK` ahead of the connection's next statement).
         created_or_not(turn, session_exists, created)?;
         event_log::write_batch(&mut transaction, writes, None, &self.channel).await?;
-        transaction.commit().await.map_err(error::backend)
+        transaction.commit().await.map_err(error::backend).map(|()| false)
     }
 
     /// Announces a committed change to `session_id` (see `feed`'s payloads), on the connection
@@ -439,11 +441,11 @@ impl EventLog for PostgresStore {
         let columns = TurnColumns::new(turn)?;
         let writes = LogRows::new(initial_writes)?;
         on_connection!(self, |connection| async {
-            let created = self.insert_turn(&mut *connection, turn, columns, expected_last_turn_id, &writes).await;
-            if created.is_ok() {
+            let announced = self.insert_turn(&mut *connection, turn, columns, expected_last_turn_id, &writes).await?;
+            if !announced {
                 self.announce_session(connection, &turn.session_id, None).await;
             }
-            created
+            Ok(())
         })
     }
 
