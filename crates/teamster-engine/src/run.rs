@@ -497,8 +497,10 @@ async fn thread_loop(
         }
         let calls = message.tool_calls.as_deref().unwrap_or_default();
         thread.tool_calls_made += calls.len() as u64;
-        let names: Vec<&str> = calls.iter().map(|call| call.function.name.as_str()).collect();
-        let why = thread.stop_when.as_ref().and_then(|stop| sub_agents::stops(stop, &names, thread.tool_calls_made));
+        let why = thread.stop_when.as_ref().and_then(|stop| {
+            let names: Vec<&str> = calls.iter().map(|call| call.function.name.as_str()).collect();
+            sub_agents::stops(stop, &names, thread.tool_calls_made)
+        });
         if let Some(why) = why {
             let results: Vec<(String, String)> = finished
                 .iter()
