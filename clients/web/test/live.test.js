@@ -47,6 +47,16 @@ async function rename(sessionId, title) {
 
 const isChannel = (url) => /\/api\/v1\/(sessions\/[^/]+\/)?live$/.test(new URL(url).pathname);
 
+// An open session's page has loaded once it has read the session's grants (which it does once
+// the session's channel sent its first display state), and what stays open is its two channels.
+async function sessionPageLoaded(requests) {
+  await waitFor(async () => {
+    const open = requests.open();
+    const grantsRead = requests.made.some((request) => request.url().endsWith('/grants') && requests.ended(request));
+    return grantsRead && open.length === 2 && open.every((request) => isChannel(request.url()));
+  });
+}
+
 // The page's requests: every one made, and those that have finished (or failed).
 function watchRequests(page) {
   const made = [];
@@ -72,8 +82,7 @@ test('an idle open session makes no requests: its two live channels are the only
   const requests = watchRequests(page);
   await page.goto(`${server.url}/#/chat/${session.id}`);
   await page.locator('.messages').getByText('You said: hello idle').waitFor();
-  // Loaded: everything it read has been answered, and what stays open is the two channels.
-  await waitFor(async () => requests.open().every((request) => isChannel(request.url())));
+  await sessionPageLoaded(requests);
   // A change made elsewhere reaches the page over both channels (the session bar and the list).
   await rename(session.id, 'First rename');
   await page.locator('.chat-title', { hasText: 'First rename' }).waitFor();
@@ -106,7 +115,7 @@ test('changes made through the API show without a reload: the title in the sessi
   const requests = watchRequests(page);
   await page.goto(`${server.url}/#/chat/${session.id}`);
   await page.locator('.messages').getByText('You said: hello there').waitFor();
-  await waitFor(async () => requests.open().length === 2);
+  await sessionPageLoaded(requests);
   const loaded = requests.made.length;
 
   await rename(session.id, 'Renamed through the API');
