@@ -75,6 +75,15 @@ impl From<teamster_store::Error> for ServiceError {
     }
 }
 
+impl From<teamster_limits::LimitError> for ServiceError {
+    fn from(error: teamster_limits::LimitError) -> ServiceError {
+        match error {
+            teamster_limits::LimitError::Quota(refused) => ServiceError::TooMany(refused.to_string()),
+            teamster_limits::LimitError::Store(error) => error.into(),
+        }
+    }
+}
+
 impl From<teamster_mcp_host::McpHostError> for ServiceError {
     fn from(error: teamster_mcp_host::McpHostError) -> ServiceError {
         use teamster_mcp_host::McpHostError;

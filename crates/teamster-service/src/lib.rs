@@ -12,7 +12,6 @@
 
 mod agent_check;
 mod attachments;
-mod budgets;
 pub mod catalog;
 mod clones;
 mod cursor;
@@ -21,7 +20,6 @@ mod error;
 mod events;
 mod follow_ups;
 mod input_files;
-mod limits;
 mod live;
 mod sandboxes;
 mod signals;
@@ -68,8 +66,7 @@ pub use teamster_telemetry::otlp::OtlpExporter;
 pub use teamster_telemetry::traces::{TraceParent, with_caller_trace};
 pub use turns::{CreateTurn, TurnListQuery};
 pub use live::{ALONE_FALLBACK_READ, FALLBACK_READ, Live, LiveChannel};
-pub use limits::{FanOut, Limits, QuotaExceeded, RateLimited, RequestRate};
-pub use budgets::TenantBudget;
+pub use teamster_limits::{FanOut, Limits, QuotaExceeded, RateLimited, RequestRate, TenantBudget};
 
 /// How long a readiness check waits for the store.
 pub const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -168,7 +165,7 @@ struct Inner {
     /// The process's metrics.
     telemetry: Arc<teamster_telemetry::Telemetry>,
     /// Each subject's running turns, against the operator's quota.
-    turn_quota: limits::TurnQuota,
+    turn_quota: teamster_limits::TurnQuota,
     /// The API key records this replica authenticated with.
     key_cache: teamster_identity::KeyCache,
 }
@@ -216,9 +213,9 @@ impl Service {
             mcp: mcp.clone(),
             tools: vec![Arc::new(teamster_tools::builtin::Builtins)],
             sandboxes: config.sandboxes.clone(),
-            tenant_ledger: Arc::new(budgets::TenantLedger::new(config.limits.tenant_budget.clone(), stores.usage.clone())),
+            tenant_ledger: Arc::new(teamster_limits::TenantLedger::new(config.limits.tenant_budget.clone(), stores.usage.clone())),
             fan_out: config.limits.fan_out,
-            model_calls: Arc::new(limits::ModelCallPlaces::new(config.limits.max_concurrent_turns_per_subject)),
+            model_calls: Arc::new(teamster_limits::ModelCallPlaces::new(config.limits.max_concurrent_turns_per_subject)),
         };
         let runtime_config = teamster_runtime::RuntimeConfig {
             turn_timeout: config.turn_timeout,
@@ -227,7 +224,7 @@ impl Service {
         };
         let telemetry = Arc::new(teamster_telemetry::Telemetry::with_traces(config.traces.clone()));
         let runtime = TurnRuntime::start(RuntimeStores::from(&stores), cluster.clone(), Arc::new(planner), runtime_config, telemetry.clone());
-        let turn_quota = limits::TurnQuota::new(config.limits.max_concurrent_turns_per_subject, stores.usage.clone());
+        let turn_quota = teamster_limits::TurnQuota::new(config.limits.max_concurrent_turns_per_subject, stores.usage.clone());
         catalog.check_servers_with(&mcp);
         let inner = Arc::new(Inner {
             skills: skills::SkillRegistry::new(stores.settings.clone()),

@@ -38,11 +38,11 @@ pub(crate) struct Planner {
     /// The sandboxes of sessions whose agent has one.
     pub sandboxes: Sandboxes,
     /// What each tenant spent, for the tenant budget.
-    pub tenant_ledger: Arc<crate::budgets::TenantLedger>,
+    pub tenant_ledger: Arc<teamster_limits::TenantLedger>,
     /// The operator's caps on a turn's fan-out (an agent may lower them).
     pub fan_out: teamster_engine::FanOut,
     /// Each subject's places for model calls, shared by its turns' threads.
-    pub model_calls: Arc<crate::limits::ModelCallPlaces>,
+    pub model_calls: Arc<teamster_limits::ModelCallPlaces>,
 }
 
 #[async_trait]
@@ -123,7 +123,7 @@ impl PlanTurns for Planner {
         plan.steering = Some(Arc::new(QueuedSteering { stores: self.stores.clone(), turn: sink.running() }));
         plan.skills = skills;
         let session_budget = spec.config.as_ref().and_then(|config| config.budget.as_ref());
-        plan.spend_limit = crate::budgets::for_turn(&self.tenant_ledger, session_budget, &turn.created_by, &history).await;
+        plan.spend_limit = teamster_limits::for_turn(&self.tenant_ledger, session_budget, &turn.created_by, &history).await;
         plan.fan_out = agent.fan_out_under(self.fan_out);
         plan.model_calls = self.model_calls.of(&turn.created_by.subject_id);
         plan.request_context = turn.request_context.clone();
@@ -131,7 +131,7 @@ impl PlanTurns for Planner {
     }
 
     async fn ended(&self, turn: &TurnRecord) {
-        self.tenant_ledger.flush_tenant(crate::budgets::tenant_of(&turn.created_by)).await;
+        self.tenant_ledger.flush_tenant(teamster_limits::tenant_of(&turn.created_by)).await;
     }
 }
 

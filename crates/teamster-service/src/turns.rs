@@ -218,7 +218,7 @@ impl Service {
             // A turn this replica already reported ended may not have its end committed yet (the
             // writer commits in batches), and the store counts it until then: once the writes
             // queued here are committed, the place is asked for once more.
-            Err(ServiceError::TooMany(_)) => {
+            Err(teamster_limits::LimitError::Quota(_)) => {
                 self.runtime().flush().await;
                 self.inner.turn_quota.reserve(subject, session_id).await?
             }

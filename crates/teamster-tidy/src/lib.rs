@@ -9,8 +9,10 @@
 //! Within each crate, modules may not depend on each other in a cycle (see `modules`), a type's
 //! inherent impls live in the file that defines it (see `impls`), and a crate with rooms keeps
 //! each room's knowledge in that room (`ROOM_RULES`). Every crate has its section in
-//! ARCHITECTURE.md's code map.
+//! ARCHITECTURE.md's code map, and the map's diagram draws each crate's floor as `LAYERS` has
+//! it (see `diagram`).
 
+mod diagram;
 mod impls;
 mod modules;
 
@@ -40,6 +42,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("teamster-telemetry", &["teamster-protocol", "teamster-llm", "teamster-store"]),
     ("teamster-runtime", &["teamster-protocol", "teamster-store", "teamster-engine", "teamster-telemetry"]),
     ("teamster-sealed", &["teamster-protocol", "teamster-store", "teamster-mcp"]),
+    ("teamster-limits", &["teamster-protocol", "teamster-store", "teamster-engine"]),
     (
         "teamster-mcp-host",
         &[
@@ -70,6 +73,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "teamster-runtime",
             "teamster-sealed",
             "teamster-mcp-host",
+            "teamster-limits",
             "teamster-skills",
             "teamster-live",
             "teamster-workspace",
@@ -232,6 +236,9 @@ pub fn check_with(root: &Path, impl_exceptions: &[ImplException]) -> std::io::Re
     let mut violations = Vec::new();
     let map = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap_or_default();
     let code_map = code_map(&map);
+    for message in diagram::problems(&code_map, LAYERS) {
+        violations.push(Violation { file: PathBuf::from("ARCHITECTURE.md"), line: None, message });
+    }
     let mut crates: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))?
         .filter_map(|entry| entry.ok().map(|entry| entry.path()))
         .filter(|path| path.join("Cargo.toml").is_file())

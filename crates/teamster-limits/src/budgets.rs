@@ -45,7 +45,7 @@ use teamster_store::{Spend, UsageStore};
 
 /// How old this replica's copy of a tenant's total may get before a check reads it again (in
 /// the background: a check never waits on the store).
-pub(crate) const REFRESH: Duration = Duration::from_secs(1);
+const REFRESH: Duration = Duration::from_secs(1);
 
 /// The operator's budget per tenant.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -58,7 +58,7 @@ pub struct TenantBudget {
 
 /// Each tenant's spend in its current window: the store's total as last read, plus what this
 /// replica's turns spent since.
-pub(crate) struct TenantLedger {
+pub struct TenantLedger {
     budget: Option<TenantBudget>,
     store: Arc<dyn UsageStore>,
     /// Tenant to this replica's view of it (bounded by the tenants with turns here).
@@ -130,7 +130,7 @@ fn exhausted(spent: Spend, budget: &Budget, whose: &str) -> Option<String> {
 }
 
 impl TenantLedger {
-    pub(crate) fn new(budget: Option<TenantBudget>, store: Arc<dyn UsageStore>) -> TenantLedger {
+    pub fn new(budget: Option<TenantBudget>, store: Arc<dyn UsageStore>) -> TenantLedger {
         TenantLedger { budget: budget.filter(|budget| !budget.window.is_zero()), store, tenants: Mutex::default() }
     }
 
@@ -218,7 +218,7 @@ impl TenantLedger {
 
     /// Puts what this replica's turns of `tenant` spent into the store before returning (the
     /// runner calls it before writing a turn's `turn.done`).
-    pub(crate) async fn flush_tenant(&self, tenant: &str) {
+    pub async fn flush_tenant(&self, tenant: &str) {
         if self.budget.is_none() {
             return;
         }
@@ -234,13 +234,13 @@ impl TenantLedger {
 
 /// The tenant a subject belongs to: the part of its id before `:` (API keys' subjects are
 /// `tenant:name`), else `local` (the one subject of a server without authentication).
-pub(crate) fn tenant_of(subject: &Subject) -> &str {
+pub fn tenant_of(subject: &Subject) -> &str {
     subject.subject_id.split_once(':').map_or("local", |(tenant, _)| tenant)
 }
 
 /// The budgets one turn spends from; `None` when it has none. With a tenant budget, reads the
 /// tenant's total from the store first.
-pub(crate) async fn for_turn(
+pub async fn for_turn(
     ledger: &Arc<TenantLedger>,
     session_budget: Option<&Budget>,
     created_by: &Subject,

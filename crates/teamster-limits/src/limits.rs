@@ -28,7 +28,7 @@ use teamster_protocol::ids;
 use teamster_store::{TurnPlace, UsageStore};
 
 use crate::budgets::TenantBudget;
-use crate::error::{Result, ServiceError};
+use crate::error::{LimitError, QuotaExceeded, RateLimited, Result};
 
 /// How long a reservation holds a place while its turn is being created, if the replica
 /// creating it stops before the turn is stored (a turn stored in time holds it itself).
@@ -47,29 +47,6 @@ pub struct Limits {
     pub tenant_budget: Option<TenantBudget>,
     /// How far one turn may fan out (the defaults; an agent spec may lower them).
     pub fan_out: FanOut,
-}
-
-/// A new turn refused by the quota.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("{running} turns of this caller are running, the most allowed at once is {max}; retry once one has ended")]
-pub struct QuotaExceeded {
-    pub running: u32,
-    pub max: u32,
-}
-
-impl From<QuotaExceeded> for ServiceError {
-    fn from(refused: QuotaExceeded) -> ServiceError {
-        ServiceError::TooMany(refused.to_string())
-    }
-}
-
-/// A request refused by the rate limit.
-#[derive(Debug, thiserror::Error, PartialEq)]
-#[error("too many requests: the limit is {per_minute} per minute; retry in {retry_after_secs} s")]
-pub struct RateLimited {
-    pub per_minute: u32,
-    /// Whole seconds until the next request is accepted.
-    pub retry_after_secs: u64,
 }
 
 /// Each subject's request rate, counted in the store.
@@ -129,7 +106,7 @@ fn now_secs() -> u64 {
 }
 
 /// Each subject's running turns, counted in the store.
-pub(crate) struct TurnQuota {
+pub struct TurnQuota {
     max: Option<u32>,
     store: Arc<dyn UsageStore>,
 }
@@ -143,14 +120,14 @@ impl std::fmt::Debug for TurnQuota {
 /// A place in the quota for a turn being created: it becomes the turn's with
 /// [`Reservation::started`], and is given back when dropped.
 #[must_use]
-pub(crate) struct Reservation {
+pub struct Reservation {
     /// The store and the place's id; `None` when the quota has no limit.
     place: Option<(Arc<dyn UsageStore>, String)>,
 }
 
 impl Reservation {
     /// Binds the place to the started turn, which holds it while it runs.
-    pub(crate) async fn started(mut self, turn_id: &str) {
+    pub async fn started(mut self, turn_id: &str) {
         let Some((store, place_id)) = self.place.take() else { return };
         match store.bind_turn_place(&place_id, turn_id).await {
             Ok(true) => {}
@@ -177,36 +154,36 @@ impl Drop for Reservation {
 }
 
 impl TurnQuota {
-    pub(crate) fn new(max: Option<u32>, store: Arc<dyn UsageStore>) -> TurnQuota {
+    pub fn new(max: Option<u32>, store: Arc<dyn UsageStore>) -> TurnQuota {
         TurnQuota { max, store }
     }
 
     /// Reserves a place for a new turn of `subject` in session `session_id` (whose running
     /// turn the new one ends, so it does not count), or refuses it.
-    pub(crate) async fn reserve(&self, subject: &str, session_id: &str) -> Result<Reservation> {
+    pub async fn reserve(&self, subject: &str, session_id: &str) -> Result<Reservation> {
         let Some(max) = self.max else { return Ok(Reservation { place: None }) };
         let place = TurnPlace { id: ids::new_id("place"), subject_id: subject.to_owned(), session_id: session_id.to_owned() };
         match self.store.reserve_turn_place(&place, max, RESERVATION_TTL).await? {
             None => Ok(Reservation { place: Some((self.store.clone(), place.id)) }),
-            Some(running) => Err(QuotaExceeded { running, max }.into()),
+            Some(running) => Err(LimitError::Quota(QuotaExceeded { running, max })),
         }
     }
 }
 
 /// Each subject's places for model calls on this replica: as many as its turn quota.
-pub(crate) struct ModelCallPlaces {
+pub struct ModelCallPlaces {
     per_subject: Option<u32>,
     /// Subject to its places, while a turn of it holds them (dead entries are swept).
     subjects: Mutex<HashMap<String, Weak<tokio::sync::Semaphore>>>,
 }
 
 impl ModelCallPlaces {
-    pub(crate) fn new(per_subject: Option<u32>) -> ModelCallPlaces {
+    pub fn new(per_subject: Option<u32>) -> ModelCallPlaces {
         ModelCallPlaces { per_subject, subjects: Mutex::default() }
     }
 
     /// The places `subject`'s turns share; `None` without a quota.
-    pub(crate) fn of(&self, subject: &str) -> Option<Arc<tokio::sync::Semaphore>> {
+    pub fn of(&self, subject: &str) -> Option<Arc<tokio::sync::Semaphore>> {
         let places = self.per_subject?.max(1) as usize;
         let mut subjects = self.subjects.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(shared) = subjects.get(subject).and_then(Weak::upgrade) {
