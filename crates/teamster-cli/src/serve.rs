@@ -113,7 +113,6 @@ pub async fn serve(
         limits: crate::limits::service_limits(&args),
         // In-process tools are for programs that embed the runtime; the server has none.
         tool_sets: teamster_service::ToolSets::default(),
-        live_reread: args.live_reread_secs.map(Duration::from_secs),
     };
     let service = Service::start(store, config).await.context("starting the service")?;
     if !args.no_example {
@@ -142,6 +141,7 @@ pub async fn serve(
             },
             oidc,
             rate_limit_per_minute: args.rate_limit_per_minute,
+            live_reread: args.live_reread_secs.map(Duration::from_secs),
         },
     );
     teamster_server::serve(listener, state, shutdown).await?;

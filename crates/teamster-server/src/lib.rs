@@ -66,6 +66,10 @@ pub struct ServerConfig {
     pub oidc: Option<std::sync::Arc<OidcLogin>>,
     /// Requests per minute each subject may send (see `rate_limit`); `None`: no limit.
     pub rate_limit_per_minute: Option<u32>,
+    /// How often a live channel reads its session or session list again when nothing
+    /// announced a change (a lost announcement, or one no write makes); `None` for the
+    /// defaults: `teamster_channels::FALLBACK_READ` with replicas, `ALONE_FALLBACK_READ` alone.
+    pub live_reread: Option<Duration>,
 }
 
 impl Default for ServerConfig {
@@ -81,6 +85,7 @@ impl Default for ServerConfig {
             auth: AuthMode::None,
             oidc: None,
             rate_limit_per_minute: None,
+            live_reread: None,
         }
     }
 }
@@ -89,6 +94,8 @@ impl Default for ServerConfig {
 #[derive(Clone)]
 pub struct AppState {
     pub service: Service,
+    /// The sessions' and callers' live channels.
+    pub channels: teamster_channels::Channels,
     pub config: ServerConfig,
     /// Fires when the server shuts down: live event streams end at once (see `listen`).
     pub shutdown: tokio_util::sync::CancellationToken,
@@ -102,7 +109,8 @@ impl AppState {
     pub fn new(service: Service, config: ServerConfig) -> AppState {
         let rate_limiter = config.rate_limit_per_minute.map(|per_minute| std::sync::Arc::new(rate_limit::RateLimiter::new(&service, per_minute)));
         let in_flight = std::sync::Arc::new(in_flight::InFlight::new(config.max_connections, config.max_requests_per_subject));
-        AppState { service, config, shutdown: tokio_util::sync::CancellationToken::new(), rate_limiter, in_flight }
+        let channels = teamster_channels::Channels::new(service.clone(), config.live_reread);
+        AppState { service, channels, config, shutdown: tokio_util::sync::CancellationToken::new(), rate_limiter, in_flight }
     }
 }
 

@@ -20,7 +20,6 @@ mod error;
 mod events;
 mod follow_ups;
 mod input_files;
-mod live;
 mod sandboxes;
 mod signals;
 mod skills;
@@ -65,7 +64,7 @@ pub use teamster_telemetry::StreamGuard;
 pub use teamster_telemetry::otlp::OtlpExporter;
 pub use teamster_telemetry::traces::{TraceParent, with_caller_trace};
 pub use turns::{CreateTurn, TurnListQuery};
-pub use live::{ALONE_FALLBACK_READ, FALLBACK_READ, Live, LiveChannel};
+pub use signals::Signal as SessionSignal;
 pub use teamster_limits::{FanOut, Limits, QuotaExceeded, RateLimited, RequestRate, TenantBudget};
 
 /// How long a readiness check waits for the store.
@@ -109,10 +108,6 @@ pub struct ServiceConfig {
     /// `mcp_servers` as it names a configured server, and its tools are selected, gated for
     /// approval and governed by session permissions as an MCP server's are. Empty in the server.
     pub tool_sets: ToolSets,
-    /// How often a live channel reads its session or session list again when nothing
-    /// announced a change (a lost announcement, or one no write makes); `None` for the
-    /// defaults: [`FALLBACK_READ`] with replicas, [`ALONE_FALLBACK_READ`] alone.
-    pub live_reread: Option<Duration>,
 }
 
 impl Default for ServiceConfig {
@@ -131,7 +126,6 @@ impl Default for ServiceConfig {
             traces: None,
             limits: Limits::default(),
             tool_sets: ToolSets::default(),
-            live_reread: None,
         }
     }
 }
@@ -158,10 +152,6 @@ struct Inner {
     follow_up_watchers: follow_ups::Watched,
     /// Wakes the live channels of a session changed on this replica.
     signals: Arc<signals::SessionSignals>,
-    /// The sessions followed for live channels on this replica.
-    live_hubs: live::Hubs,
-    /// [`ServiceConfig::live_reread`].
-    live_reread: Option<Duration>,
     /// The process's metrics.
     telemetry: Arc<teamster_telemetry::Telemetry>,
     /// Each subject's running turns, against the operator's quota.
@@ -236,8 +226,6 @@ impl Service {
             sandboxes: config.sandboxes,
             follow_up_watchers: follow_ups::Watched::default(),
             signals,
-            live_hubs: live::Hubs::default(),
-            live_reread: config.live_reread,
             telemetry,
             turn_quota,
             key_cache: teamster_identity::KeyCache::default(),
@@ -300,13 +288,20 @@ impl Service {
         Events { service: self }
     }
 
-    /// Sessions' live channels.
-    pub fn live(&self) -> Live<'_> {
-        Live { service: self }
-    }
-
     fn signals(&self) -> &signals::SessionSignals {
         &self.inner.signals
+    }
+
+    /// A reader of this replica's session signals from now on: a wake-up whenever a session
+    /// changes (here, or on another replica as the store's change feed tells), what the live
+    /// channels re-read on.
+    pub fn session_signals(&self) -> tokio::sync::broadcast::Receiver<SessionSignal> {
+        self.inner.signals.subscribe()
+    }
+
+    /// Whether other replicas share the store (changes then also come from them).
+    pub fn is_clustered(&self) -> bool {
+        self.runtime().is_clustered()
     }
 
     /// Sessions' workspaces: reported, made ahead, destroyed.

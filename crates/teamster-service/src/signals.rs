@@ -1,7 +1,7 @@
 //! [`SessionSignals`]: a replica's bus of session changes, raised by the operations that change
 //! a session (created, updated, renamed, deleted; a turn started; a follow-up queued), and by
 //! the store's change feed for those made on another replica, and read by the live channels
-//! (`live/`), which re-read what changed. A wake-up, never the data.
+//! (`teamster-channels`), which re-read what changed. A wake-up, never the data.
 
 use std::sync::Arc;
 
@@ -14,7 +14,7 @@ const SIGNALS: usize = 1024;
 /// What changed: one session, or possibly every session (the store's change feed missed
 /// announcements).
 #[derive(Clone, Debug)]
-pub(crate) enum Signal {
+pub enum Signal {
     /// One session changed.
     One {
         /// The session.

@@ -70,12 +70,14 @@ impl SessionWorkspaces<'_> {
         workspaces.report(session_id, &FilesQuery::default()).await.map_err(|error| workspace_error(session_id, error))
     }
 
-    /// The status of a session's workspace, for its live channels: the provider's answer alone
-    /// (a session whose agent has no sandbox never has one, so it reads `none`), with no read of
-    /// the session's agent on this path, which every re-read of a followed session takes.
-    pub(crate) async fn status(&self, session_id: &str) -> Result<Standing> {
+    /// The status of the workspace of a session the caller has read (`session`, as
+    /// [`Catalog::owned_session`](crate::Catalog::owned_session) gave it), for its live
+    /// channels: the provider's answer alone (a session whose agent has no sandbox never has
+    /// one, so it reads `none`), with no further read on this path, which every re-read of a
+    /// followed session takes.
+    pub async fn status(&self, session: &SessionRecord) -> Result<Standing> {
         let Some(workspaces) = self.service.sandboxes().workspaces() else { return Ok(Standing::default()) };
-        workspaces.status(session_id).await.map_err(|error| workspace_error(session_id, error))
+        workspaces.status(&session.id).await.map_err(|error| workspace_error(&session.id, error))
     }
 
     /// The caller's session, its agent's spec, and the workspaces its sandbox is among when the

@@ -79,7 +79,11 @@ const LAYERS: &[(&str, &[&str])] = &[
             "teamster-workspace",
         ],
     ),
-    ("teamster-server", &["teamster-protocol", "teamster-service", "teamster-live"]),
+    (
+        "teamster-channels",
+        &["teamster-protocol", "teamster-store", "teamster-control", "teamster-live", "teamster-workspace", "teamster-service"],
+    ),
+    ("teamster-server", &["teamster-protocol", "teamster-service", "teamster-live", "teamster-channels"]),
     (
         "teamster-cli",
         &[
@@ -106,6 +110,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "teamster-service",
             "teamster-control",
             "teamster-live",
+            "teamster-channels",
         ],
     ),
     ("teamster-fake-model", &[]),

@@ -226,7 +226,7 @@ impl Catalog {
 
     /// The session record, if the caller may see it: another subject's session is not found,
     /// exactly as a missing one (no hint that it exists).
-    pub(crate) async fn owned_session(&self, caller: &Caller, session_id: &str) -> Result<SessionRecord> {
+    pub async fn owned_session(&self, caller: &Caller, session_id: &str) -> Result<SessionRecord> {
         let not_found = || ServiceError::NotFound(format!("session {:?} not found", short(session_id)));
         let record = self.sessions.get_session(session_id).await.map_err(|error| match error {
             teamster_store::Error::NotFound(_) => not_found(),

@@ -618,7 +618,7 @@ impl Harness {
     /// Binds the harness to `session_id`: follows its live channel from a fresh snapshot, and
     /// returns once the display state is that snapshot.
     async fn bind(&self, session_id: &str) -> Result<(), RuntimeError> {
-        let channel = self.runtime.service().live().open_with_turn_events(self.runtime.caller(), session_id).await?;
+        let channel = self.runtime.channels().open_with_turn_events(self.runtime.caller(), session_id).await?;
         let last_followed = self.last_ended_turn(session_id).await?;
         let pump = tokio::spawn(pump(
             self.runtime.clone(),
@@ -712,7 +712,7 @@ impl Harness {
 async fn pump(
     runtime: Runtime,
     session_id: String,
-    mut channel: teamster_service::LiveChannel,
+    mut channel: teamster_channels::LiveChannel,
     events: broadcast::Sender<HarnessEvent>,
     display: Arc<watch::Sender<DisplayState>>,
     ended: Arc<Mutex<VecDeque<String>>>,
@@ -734,7 +734,7 @@ async fn pump(
         // A channel that ended at once (its store failing) is not opened again in a busy loop.
         tokio::time::sleep(REOPEN_PAUSE).await;
         channel = loop {
-            match runtime.service().live().open_with_turn_events(runtime.caller(), &session_id).await {
+            match runtime.channels().open_with_turn_events(runtime.caller(), &session_id).await {
                 Ok(reopened) => break reopened,
                 Err(ServiceError::NotFound(_) | ServiceError::Forbidden(_)) => return,
                 Err(error) => {

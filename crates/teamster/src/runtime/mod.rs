@@ -59,6 +59,8 @@ pub use options::{Refusal, RuntimeError, RuntimeOptions};
 #[derive(Clone)]
 pub struct Runtime {
     service: Service,
+    /// The harness's live channels.
+    channels: teamster_channels::Channels,
     caller: Caller,
 }
 
@@ -84,12 +86,18 @@ impl Runtime {
     pub async fn open_with(database: &str, options: RuntimeOptions) -> Result<Runtime, RuntimeError> {
         let store = teamster_stores::open_store(database).await?;
         let service = Service::start(store, options.into_service_config()).await?;
-        Ok(Runtime { service, caller: Caller::local() })
+        let channels = teamster_channels::Channels::new(service.clone(), None);
+        Ok(Runtime { service, channels, caller: Caller::local() })
     }
 
     /// The service underneath, for the harness.
     pub(crate) fn service(&self) -> &Service {
         &self.service
+    }
+
+    /// The sessions' live channels, for the harness.
+    pub(crate) fn channels(&self) -> &teamster_channels::Channels {
+        &self.channels
     }
 
     /// Who the runtime's calls are made as.

@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use axum::Json;
 use teamster_live::{DisplayState, LiveEvent, SharedEvent};
 use teamster_protocol::api::Data;
-use teamster_service::LiveChannel;
+use teamster_channels::LiveChannel;
 
 use crate::AppState;
 use crate::auth::Authenticated;
@@ -30,7 +30,7 @@ pub fn routes() -> ApiRouter {
 /// The caller's live channel.
 async fn caller_live(State(state): State<AppState>, Authenticated(caller): Authenticated, params: Params) -> ApiResult<Response> {
     params.only(&[])?;
-    let channel = state.service.live().open_caller(&caller).await?;
+    let channel = state.channels.open_caller(&caller).await?;
     // A comment first: the channel is open (its first event may be long in coming).
     let opened = futures_util::stream::once(std::future::ready(Bytes::from_static(b": live\n\n")));
     Ok(framed_response(opened.chain(frames(channel)), &state))
@@ -43,7 +43,7 @@ async fn caller_live(State(state): State<AppState>, Authenticated(caller): Authe
 /// A session's display state.
 async fn display(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>, params: Params) -> ApiResult<Json<Data<DisplayState>>> {
     params.only(&[])?;
-    Ok(Json(Data { data: state.service.live().display(&caller, &session_id).await? }))
+    Ok(Json(Data { data: state.channels.display(&caller, &session_id).await? }))
 }
 
 #[utoipa::path(get, path = "/sessions/{session_id}/live", operation_id = "getSessionLive", tag = "Agent Sessions", summary = "The session's live channel",
@@ -53,7 +53,7 @@ async fn display(State(state): State<AppState>, Authenticated(caller): Authentic
 /// A session's live channel.
 async fn live(State(state): State<AppState>, Authenticated(caller): Authenticated, Path(session_id): Path<String>, params: Params) -> ApiResult<Response> {
     params.only(&[])?;
-    let channel = state.service.live().open(&caller, &session_id).await?;
+    let channel = state.channels.open(&caller, &session_id).await?;
     Ok(framed_response(frames(channel), &state))
 }
 

@@ -12,11 +12,9 @@ use teamster_live::LiveEvent;
 use teamster_store::SessionOrder;
 use tokio::sync::{broadcast, mpsc};
 
-use super::{fallback_read, key_revoked};
-use crate::signals::Signal;
-use crate::catalog::{SessionListQuery, session_view};
-use crate::error::Result;
-use crate::{Caller, Service, ServiceError};
+use teamster_service::{Caller, Result, Service, ServiceError, SessionListQuery, SessionSignal as Signal};
+
+use crate::{Channels, key_revoked};
 
 /// The most sessions a caller's channel lists (the newest).
 const KNOWN: u32 = 100;
@@ -36,13 +34,14 @@ pub(super) async fn known_sessions(service: &Service, caller: &Caller) -> Result
 
 /// Runs the caller's channel until the subscriber goes.
 pub(super) async fn run(
-    service: Service,
+    channels: Channels,
     caller: Caller,
     mut known: Known,
     sender: mpsc::Sender<LiveEvent>,
     mut signals: broadcast::Receiver<Signal>,
 ) {
-    let fallback = fallback_read(&service);
+    let fallback = channels.fallback_read();
+    let service = channels.service();
     let subject = caller.subject.subject_id.clone();
     let revoked = key_revoked(service.clone(), caller.clone());
     tokio::pin!(revoked);
@@ -50,15 +49,15 @@ pub(super) async fn run(
         let events = tokio::select! {
             signal = signals.recv() => match signal {
                 Ok(Signal::One { session_id, listed_for: Some(owner) }) if *owner == *subject => {
-                    read_one(&service, &caller, &mut known, &session_id).await
+                    read_one(service, &caller, &mut known, &session_id).await
                 }
                 Ok(Signal::One { .. }) => continue,
                 Ok(Signal::Every) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                    read_newest(&service, &caller, &mut known).await
+                    read_newest(service, &caller, &mut known).await
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             },
-            () = tokio::time::sleep(fallback) => read_newest(&service, &caller, &mut known).await,
+            () = tokio::time::sleep(fallback) => read_newest(service, &caller, &mut known).await,
             () = sender.closed() => return,
             () = &mut revoked => return,
         };
@@ -72,12 +71,12 @@ pub(super) async fn run(
 
 /// What changed of one session the caller was signalled about.
 async fn read_one(service: &Service, caller: &Caller, known: &mut Known, session_id: &str) -> Vec<LiveEvent> {
-    match service.catalog().owned_session(caller, session_id).await {
+    match service.catalog().get_session(caller, session_id).await {
         Ok(record) if !known.contains_key(&record.id) => {
             if known.len() < MAX_REMEMBERED {
                 known.insert(record.id.clone(), record.title.clone());
             }
-            vec![LiveEvent::ThreadCreated { session: Box::new(session_view(record)) }]
+            vec![LiveEvent::ThreadCreated { session: Box::new(record) }]
         }
         Ok(record) => match known.insert(record.id.clone(), record.title.clone()) {
             None => Vec::new(),

@@ -9,23 +9,26 @@ use futures_util::StreamExt;
 use teamster_live::{Coalescer, LiveEvent, TurnTranslator, UsageTotals};
 use teamster_protocol::control::{Plan, QueuedMessage, TaskList};
 use teamster_protocol::{Event, TurnState};
-use teamster_runtime::EventStream;
+use teamster_service::{EventStream, StreamedEvent};
 use tokio::sync::broadcast;
 
-use super::fallback_read;
-use super::hub::Hub;
-use crate::signals::Signal;
-use crate::{Caller, Service, ServiceError};
+use teamster_service::{Caller, Service, ServiceError, SessionSignal as Signal, TurnListQuery};
+use teamster_store::SessionRecord;
+use teamster_workspace::Standing;
+
+use crate::Channels;
+use crate::hub::Hub;
 
 /// The most turns, newest first, whose usage a follower sums as it opens.
 const USAGE_TURNS: usize = 1000;
 
 /// Follows the session of `hub`, reading as `caller`, until the session goes or no channel
 /// listens.
-pub(super) async fn run(service: Service, caller: Caller, hub: Arc<Hub>) {
-    let signals = service.signals().subscribe();
+pub(super) async fn run(channels: Channels, caller: Caller, hub: Arc<Hub>) {
+    let signals = channels.service().session_signals();
     let follower = Follower {
-        reader: Reader { service, caller, session_id: hub.session_id().to_owned() },
+        reader: Reader { service: channels.service().clone(), caller, session_id: hub.session_id().to_owned() },
+        channels,
         hub,
         coalescer: Coalescer::default(),
         following: None,
@@ -59,6 +62,7 @@ struct Reader {
 
 /// One session's follower.
 struct Follower {
+    channels: Channels,
     reader: Reader,
     hub: Arc<Hub>,
     coalescer: Coalescer,
@@ -72,7 +76,7 @@ impl Follower {
             Err(stop) => stop,
         };
         // Its channels end once they have read what it published.
-        self.reader.service.inner.live_hubs.leave(&self.hub);
+        self.channels.inner.hubs.leave(&self.hub);
         match stop {
             Stop::Session => tracing::debug!(session = %self.reader.session_id, "a live channel ended with its session"),
             Stop::Failed => tracing::warn!(session = %self.reader.session_id, "a live channel could not open"),
@@ -87,7 +91,7 @@ impl Follower {
         let follow_ups = self.reader.follow_ups().await?;
         let (tasks, plans) = self.reader.views().await?;
         let usage = self.reader.usage().await?;
-        let workspace = self.reader.workspace().await;
+        let workspace = self.reader.workspace(&record).await;
         let mut running_turn = None;
         let mut replayed = Vec::new();
         if let Some(turn_id) = record.last_turn_id {
@@ -134,7 +138,7 @@ impl Follower {
     }
 
     async fn follow(&mut self, signals: &mut broadcast::Receiver<Signal>) -> Stop {
-        let fallback = fallback_read(&self.reader.service);
+        let fallback = self.channels.fallback_read();
         let heard = self.hub.sender();
         loop {
             let due = self.coalescer.due();
@@ -156,7 +160,7 @@ impl Follower {
                     self.publish_display();
                     Ok(())
                 }
-                () = heard.closed() => match self.reader.service.inner.live_hubs.leave_if_unheard(&self.hub) {
+                () = heard.closed() => match self.channels.inner.hubs.leave_if_unheard(&self.hub) {
                     true => Err(Stop::Unheard),
                     false => Ok(()),
                 },
@@ -169,7 +173,7 @@ impl Follower {
 
     /// One event of the followed turn, translated, published and folded in. A tool that
     /// changed the task list, the plans or the state has the session read again at once.
-    async fn turn_event(&mut self, streamed: &teamster_runtime::StreamedEvent) -> std::result::Result<(), Stop> {
+    async fn turn_event(&mut self, streamed: &StreamedEvent) -> std::result::Result<(), Stop> {
         let Some(following) = &mut self.following else { return Ok(()) };
         let Some(event) = stored(&streamed.json) else { return Ok(()) };
         let mut events = following.translator.translate(&event);
@@ -196,7 +200,7 @@ impl Follower {
     async fn refresh(&mut self, views: bool) -> std::result::Result<(), Stop> {
         let Some(record) = self.reader.session().await? else { return Ok(()) };
         let follow_ups = self.reader.follow_ups().await?;
-        let workspace = self.reader.workspace().await;
+        let workspace = self.reader.workspace(&record).await;
         let mut events = Vec::new();
         let last_turn_id = {
             let display = &self.hub.published().display;
@@ -286,7 +290,7 @@ impl Follower {
 impl Reader {
     /// The session's record; `None` when the store failed (the next read tries again: a
     /// store that fails is not a session that ended).
-    async fn session(&self) -> std::result::Result<Option<teamster_store::SessionRecord>, Stop> {
+    async fn session(&self) -> std::result::Result<Option<SessionRecord>, Stop> {
         match self.service.catalog().owned_session(&self.caller, &self.session_id).await {
             Ok(record) => Ok(Some(record)),
             Err(ServiceError::NotFound(_) | ServiceError::Forbidden(_)) => Err(Stop::Session),
@@ -299,8 +303,8 @@ impl Reader {
 
     /// Where the session's workspace stands; `None` when that cannot be told now (the next
     /// read tries again).
-    async fn workspace(&self) -> Option<teamster_workspace::Standing> {
-        match self.service.workspaces().status(&self.session_id).await {
+    async fn workspace(&self, session: &SessionRecord) -> Option<Standing> {
+        match self.service.workspaces().status(session).await {
             Ok(standing) => Some(standing),
             Err(error) => {
                 tracing::debug!(session = %self.session_id, %error, "a live channel could not read its workspace");
@@ -318,7 +322,7 @@ impl Reader {
         let mut usage = UsageTotals::default();
         let mut page_token = None;
         for _ in 0..USAGE_TURNS / 100 {
-            let query = crate::TurnListQuery { limit: 100, page_token };
+            let query = TurnListQuery { limit: 100, page_token };
             let (turns, next) = self.service.list_turns(&self.caller, &self.session_id, query).await.map_err(|_| Stop::Session)?;
             for turn in &turns {
                 if let Some(metrics) = turn.state.metrics() {
@@ -342,8 +346,8 @@ impl Reader {
     }
 
     async fn turn_state(&self, turn_id: &str) -> std::result::Result<Option<TurnState>, Stop> {
-        match self.service.turn_record(&self.session_id, turn_id).await {
-            Ok(record) => Ok(Some(record.state)),
+        match self.service.get_turn(&self.caller, &self.session_id, turn_id).await {
+            Ok(turn) => Ok(Some(turn.state)),
             Err(ServiceError::NotFound(_)) => Ok(None),
             Err(_) => Err(Stop::Session),
         }
@@ -383,7 +387,7 @@ fn stored(json: &str) -> Option<Event> {
 }
 
 /// The next event of the followed turn; never, when none is followed.
-async fn next_event(following: &mut Option<Following>) -> Option<teamster_runtime::StreamedEvent> {
+async fn next_event(following: &mut Option<Following>) -> Option<StreamedEvent> {
     match following {
         Some(following) => following.events.next().await,
         None => std::future::pending().await,
