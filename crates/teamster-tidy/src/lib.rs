@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 /// Each crate and the workspace crates it may depend on (its floor). A crate missing here is
 /// a violation itself: a new crate states its place in the architecture.
-const LAYERS: &[(&str, &[&str])] = &[
+pub const LAYERS: &[(&str, &[&str])] = &[
     ("teamster-protocol", &[]),
     ("teamster-llm", &["teamster-protocol"]),
     ("teamster-tools", &["teamster-protocol"]),

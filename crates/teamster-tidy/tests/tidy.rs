@@ -213,3 +213,26 @@ fn a_crate_missing_from_the_map_fails() {
     std::fs::write(tree.0.join("ARCHITECTURE.md"), "# Architecture\n\n## Code map\n\n## Elsewhere\n\n### `crates/teamster-engine`\n").unwrap();
     tree.assert_one("crate teamster-engine has no section (### `crates/teamster-engine`) in the code map");
 }
+
+#[test]
+fn a_diagram_that_drifts_from_the_layers_fails() {
+    let tree = Tree::new("diagram", &[("teamster-engine", "", "lib.rs", CLEAN_ENGINE)]);
+    let map = |diagram: &str| format!("# Architecture\n\n## Code map\n\n```\n{diagram}\n```\n\n### `crates/teamster-engine`\n\nA crate.\n");
+    let layers: Vec<String> = teamster_tidy::LAYERS
+        .iter()
+        .map(|(name, floor)| {
+            let short = |name: &str| name.strip_prefix("teamster-").unwrap_or(name).to_owned();
+            let floor: Vec<String> = floor.iter().map(|name| short(name)).collect();
+            match floor.is_empty() {
+                true => format!("{}: nothing of the workspace", short(name)),
+                false => format!("{} ► {}", short(name), floor.join(", ")),
+            }
+        })
+        .collect();
+    std::fs::write(tree.0.join("ARCHITECTURE.md"), map(&layers.join("\n"))).unwrap();
+    assert_eq!(tree.messages(), Vec::<String>::new(), "a diagram drawn from the layers passes");
+    let without_engine: Vec<&String> = layers.iter().filter(|line| !line.starts_with("engine ►")).collect();
+    let without_engine: Vec<&str> = without_engine.iter().map(|line| line.as_str()).collect();
+    std::fs::write(tree.0.join("ARCHITECTURE.md"), map(&without_engine.join("\n"))).unwrap();
+    tree.assert_one("diagram does not draw teamster-engine");
+}
