@@ -179,6 +179,26 @@ def test_run_says_what_waits_for_a_person_and_exits_3_then_answers_it(srv):
     assert "3 the turn waits for a person" in helped.stdout and "4 the turn was cancelled" in helped.stdout
 
 
+def test_run_json_prints_the_turns_events_one_per_line_as_the_stream_sent_them(srv):
+    ran = cli(srv, "run", "--json", "demo", "[tool:get_current_datetime {}] the time as JSON")
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    events = [json.loads(line) for line in lines]
+    types = [event["type"] for event in events]
+    assert types[0] == "turn.created" and types[-1] == "turn.done", types
+    assert "tool.response" in types and "model.message.delta" in types, types
+    assert all(line.startswith("{") and line.endswith("}") for line in lines), ran.stdout[:500]
+    # Exactly the turn's stream, event for event, as a subscriber reads it again.
+    api = wire.Api(srv)
+    session = session_of(ran)
+    turn_id = events[0]["turn_id"]
+    assert api.subscribe(session, turn_id).payloads == events
+    # A turn that waits for a person exits 3 with --json too, its events all printed.
+    asked = cli(srv, "run", "--json", "demo", ask("Which?", "A", "B"))
+    assert asked.returncode == 3, (asked.returncode, asked.stderr)
+    assert json.loads(asked.stdout.splitlines()[-1])["type"] == "turn.done"
+
+
 def test_every_client_command_takes_the_api_key_and_the_readme_admin_sees_demo(workdir, fake_model):
     """As the README's auth section goes: a key made with `teamster keys create` (tenant
     `default`) before `serve --auth api-keys` sees and runs the example agent `demo`; `agents`,

@@ -441,6 +441,10 @@ pub struct RunArgs {
     /// With --session: answer the question the session's last turn waits on.
     #[arg(long, value_name = "TEXT", requires = "session")]
     pub answer: Option<String>,
+    /// Print the turn's events, one JSON object per line (NDJSON), instead of its text, for
+    /// piping into other programs; the exit code is as without it.
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl RunArgs {

@@ -142,9 +142,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let mut bytes = response.bytes_stream();
     let mut frames = SseFrames::default();
-    let mut printer = Printer::default();
+    let mut printer = Printer { text: !args.json, ..Printer::default() };
     while let Some(chunk) = bytes.next().await {
         for frame in frames.push(&chunk.context("the event stream broke")?) {
+            if args.json {
+                print_line(&frame.data)?;
+            }
             if let Ok(event) = serde_json::from_str::<Event>(&frame.data)
                 && let Some(ended) = printer.show(event)
             {
@@ -159,6 +162,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     bail!("the event stream ended before the turn did")
+}
+
+/// Prints one event as one line of JSON (its data may span lines on the wire).
+fn print_line(data: &str) -> anyhow::Result<()> {
+    let event: Value = serde_json::from_str(data).with_context(|| format!("the server sent an event that is not JSON: {data:.200}"))?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{event}").and_then(|()| stdout.flush()).context("writing to standard output")
 }
 
 /// A wrong command line: says why, and exits 2 as clap's own usage errors do.
@@ -281,6 +291,9 @@ enum Ended {
 
 #[derive(Default)]
 struct Printer {
+    /// Whether the model's text goes to standard output (not with `--json`, where the events
+    /// do).
+    text: bool,
     message: Option<ModelMessage>,
     /// Every tool call seen, by id: `name(arguments)`, to say what a waiting call is.
     calls: HashMap<String, String>,
@@ -293,7 +306,7 @@ impl Printer {
         match event {
             Event::ModelMessage(message) => self.message = Some(message),
             Event::ModelMessageDelta(delta) => {
-                if let Some(text) = &delta.content {
+                if let Some(text) = delta.content.as_ref().filter(|_| self.text) {
                     let _ = write!(stdout, "{text}");
                     let _ = stdout.flush();
                 }
@@ -310,7 +323,9 @@ impl Printer {
             }
             Event::ToolResponse(response) => eprintln!("← {}", response.content),
             Event::TurnDone(done) => {
-                println!();
+                if self.text {
+                    println!();
+                }
                 return Some(match done.state {
                     teamster_protocol::TurnState::Done { required_actions, .. } if !required_actions.is_empty() => {
                         Ended::Waiting(required_actions)
