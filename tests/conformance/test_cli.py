@@ -2,7 +2,8 @@
 unchanged agent's version, then a new version), `agents list`, `agents get`, `run`, which streams
 one turn to the terminal (in a new session or continuing one; a turn that waits for a person
 says how to answer and exits 3, and `run --session --approve/--deny/--answer` answers it), and
-`sessions`; `--api-key` on every client command, and sessions titled after their first message."""
+`sessions`; `--api-key` on every client command, sessions titled after their first message, and
+`run --json`, the turn's events as NDJSON."""
 
 from __future__ import annotations
 
