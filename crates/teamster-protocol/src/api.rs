@@ -88,10 +88,13 @@ pub struct SubscribeRequest {
     pub after_sequence_number: Option<u64>,
 }
 
-/// Gateway E1: a session of a saved agent.
+/// Gateway E1: a session of a saved agent, optionally titled (seed 000's `title`, which the
+/// real client does not send).
 #[derive(Clone, Debug, Deserialize)]
 pub struct CreateGatewaySessionRequest {
     pub agent_name: String,
+    #[serde(default)]
+    pub title: Option<String>,
 }
 
 /// Gateway E12: a draft session with its own spec.

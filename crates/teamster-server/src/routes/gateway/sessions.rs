@@ -25,7 +25,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 async fn create(State(state): State<AppState>, Authenticated(caller): Authenticated, JsonBody(body): JsonBody<CreateGatewaySessionRequest>) -> ApiResult<Json<Data<Session>>> {
-    Ok(Json(Data { data: state.service.catalog().create_session(&caller, &body.agent_name, None).await? }))
+    Ok(Json(Data { data: state.service.catalog().create_session(&caller, &body.agent_name, body.title).await? }))
 }
 
 async fn list(State(state): State<AppState>, Authenticated(caller): Authenticated, params: Params) -> ApiResult<Json<Page<Session>>> {
