@@ -1,6 +1,6 @@
 """How the agent runtime applies an agent's definition and meets failure, over the native API:
-instructions and seed messages with `{{variables}}`, the iteration limit, the turn timeout, and
-provider errors. The fake model's request log shows exactly what the model was sent."""
+instructions and seed messages with `{{variables}}`, the iteration limit, the turn timeout (the
+server's and an agent's own), and provider errors. The fake model's request log shows exactly what the model was sent."""
 
 from __future__ import annotations
 
@@ -60,6 +60,34 @@ def test_turn_timeout_cancels_and_keeps_partial_output(server_factory, fake):
     assert "tok40" not in message["content"]
     assert api.get_turn(session["id"], turn_id)["state"]["reason"] == "server-execution-timeout"
 
+
+
+def test_an_agents_own_timeout_cancels_its_turns_as_the_servers_does(api):
+    """`config.timeout_seconds` (seed 000: the timeout configured for the agent): a saved agent's
+    turns and a draft's end at it, cancelled as the server's own timeout cancels them."""
+    name = wire.unique("quick").lower().replace("_", "-")
+    manifest = {"model": {"name": "fake/fake-model"}, "config": {"timeout_seconds": 1}}
+    api.ok(api.post("/api/v1/agents", json={"name": name, "manifest": manifest}), 201)
+    stored = api.ok(api.get(f"/api/v1/agents/{name}"))["data"]["manifest"]
+    assert stored["config"]["timeout_seconds"] == 1
+    for session in (api.create_session(name), api.create_session(spec=manifest)):
+        run = api.run_turn(session["id"], f"[tokens:40][delay:100] {wire.unique('slow')}")
+        state = run.done["state"]
+        assert state["status"] == "cancelled" and state["reason"] == "server-execution-timeout", state
+        assert state["metrics"]["total_output_tokens"] > 0
+    # Without it, the same turn runs to its end under the server's timeout (600 s here).
+    plain = api.create_session(spec={"model": {"name": "fake/fake-model"}})
+    assert api.run_turn(plain["id"], "[tokens:12][delay:100] not timed out").done["state"]["status"] == "done"
+
+
+@pytest.mark.parametrize("seconds", [0, 601, 10**12, "soon"])
+def test_an_agents_timeout_outside_the_servers_bound_is_refused(api, seconds):
+    manifest = {"model": {"name": "fake/fake-model"}, "config": {"timeout_seconds": seconds}}
+    name = wire.unique("bounded").lower().replace("_", "-")
+    error = wire.assert_error(api.post("/api/v1/agents", json={"name": name, "manifest": manifest}), 400)
+    assert error["param"] in ("config.timeout_seconds", "manifest.config.timeout_seconds"), error
+    wire.assert_error(api.post("/api/v1/sessions", json={"agent": {"spec": manifest}}), 400)
+    assert api.get(f"/api/v1/agents/{name}").status_code == 404
 
 
 @pytest.mark.parametrize("directive, expected", [

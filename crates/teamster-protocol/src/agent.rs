@@ -380,6 +380,11 @@ pub struct RuntimeConfig {
     /// The most model calls one turn makes.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
     pub iteration_limit: Option<u64>,
+    /// The longest one turn of this agent may run, in seconds, from its creation: then it is
+    /// cancelled (`server-execution-timeout`), keeping what it produced. At most the server's
+    /// turn timeout, which applies without it.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_u64")]
+    pub timeout_seconds: Option<u64>,
     /// The session's sandbox: a workspace and the `exec` tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxConfig>,

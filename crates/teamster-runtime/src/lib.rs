@@ -52,8 +52,9 @@ pub use subscribe::EventStream;
 
 /// How a planned turn starts.
 pub enum TurnStart {
-    /// The engine runs the plan.
-    Run(Box<TurnPlan>),
+    /// The engine runs the plan, for at most `time_limit` (the agent's own limit, when it sets
+    /// one, within the runtime's turn timeout) from the turn's creation.
+    Run { plan: Box<TurnPlan>, time_limit: Option<Duration> },
     /// MCP servers need the user's authorization: the turn ends `done` with this
     /// `mcp.auth_required` in its `required_actions`, before any model call, and a turn with an
     /// empty input runs it again once the user has authorized them.

@@ -120,7 +120,11 @@ async fn run(runtime: TurnRuntime, sink: Arc<TurnSink>, session: SessionRecord, 
             sink.emit_content(&event);
             (TurnOutcome::Done { output: None, required_actions: vec![event] }, TurnMetrics::default())
         }
-        Ok((TurnStart::Run(plan), used_history)) => {
+        Ok((TurnStart::Run { plan, time_limit }, used_history)) => {
+            // A taken-over turn has `timeout` left of the runtime's limit: as long of the agent's
+            // has gone by.
+            let gone = runtime.inner.turn_timeout.saturating_sub(timeout);
+            let timeout = time_limit.map_or(timeout, |limit| timeout.min(limit.saturating_sub(gone)));
             let (resumption, prior) = if resumed {
                 resume::resume(*plan, &turn, &used_history.events, &sink)
             } else {

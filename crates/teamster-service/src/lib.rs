@@ -180,6 +180,7 @@ impl Service {
                 config.sandboxes.clone(),
                 sealed.clone(),
                 signals.clone(),
+                config.turn_timeout,
             )
             .await?,
         );

@@ -127,7 +127,8 @@ impl PlanTurns for Planner {
         plan.fan_out = agent.fan_out_under(self.fan_out);
         plan.model_calls = self.model_calls.of(&turn.created_by.subject_id);
         plan.request_context = turn.request_context.clone();
-        Ok(TurnStart::Run(Box::new(plan)))
+        let time_limit = spec.config.as_ref().and_then(|config| config.timeout_seconds).map(std::time::Duration::from_secs);
+        Ok(TurnStart::Run { plan: Box::new(plan), time_limit })
     }
 
     async fn ended(&self, turn: &TurnRecord) {

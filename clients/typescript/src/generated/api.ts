@@ -3542,6 +3542,13 @@ export interface components {
              */
             tasks?: null | components["schemas"]["Toggle"];
             /**
+             * Format: int64
+             * @description The longest one turn of this agent may run, in seconds, from its creation: then it is
+             *     cancelled (`server-execution-timeout`), keeping what it produced. At most the server's
+             *     turn timeout, which applies without it.
+             */
+            timeout_seconds?: number | null;
+            /**
              * @description Teamster extension: the permission category of tools by name, where the harness's
              *     own (MCP annotations, built-in knowledge) is not what the agent's author wants.
              */

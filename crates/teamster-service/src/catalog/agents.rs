@@ -210,6 +210,15 @@ impl Catalog {
     /// removed fails its turns, saying so).
     pub(crate) fn check_spec(&self, spec: &AgentSpec) -> Result<()> {
         validate_spec(spec)?;
+        let most = self.turn_timeout.as_secs();
+        if let Some(seconds) = spec.config.as_ref().and_then(|config| config.timeout_seconds)
+            && !(1..=most).contains(&seconds)
+        {
+            return Err(ServiceError::invalid_param(
+                "config.timeout_seconds",
+                format!("timeout_seconds must be between 1 and {most} (this server's turn timeout)"),
+            ));
+        }
         self.sandboxes.check(spec)?;
         self.check_provider("model.name", &spec.model.name)?;
         for mode in spec.modes.iter().flatten() {

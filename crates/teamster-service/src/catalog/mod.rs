@@ -39,6 +39,8 @@ pub struct Catalog {
     signals: Arc<crate::signals::SessionSignals>,
     /// The MCP host, whose configured servers saved agents may name (set once it has started).
     mcp: std::sync::OnceLock<Arc<teamster_mcp_host::McpHost>>,
+    /// The server's turn timeout, which an agent's own (`config.timeout_seconds`) may not pass.
+    turn_timeout: std::time::Duration,
 }
 
 impl Catalog {
@@ -50,6 +52,7 @@ impl Catalog {
         sandboxes: crate::Sandboxes,
         sealed: SealedSettings,
         signals: Arc<crate::signals::SessionSignals>,
+        turn_timeout: std::time::Duration,
     ) -> Result<Catalog> {
         let providers = ModelProviders::load(stores.settings.clone(), stores.usage.clone(), sealed, env_providers, model_options).await?;
         Ok(Catalog {
@@ -59,6 +62,7 @@ impl Catalog {
             sandboxes,
             signals,
             mcp: std::sync::OnceLock::new(),
+            turn_timeout,
         })
     }
 
