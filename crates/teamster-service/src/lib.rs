@@ -387,9 +387,11 @@ impl Service {
 
     /// Hands every running turn over, on shutdown: stops them here without recording an end,
     /// waits up to `grace` for them to stop and for the writer to settle, then releases their
-    /// leases, so that another replica (or this server, once restarted) resumes them at once.
+    /// leases, so that another replica (or this server, once restarted) resumes them at once;
+    /// then stores the model uses counted since the last batch.
     pub async fn shutdown(&self, grace: Duration) {
         self.runtime().shutdown(grace).await;
+        self.catalog().providers().flush_uses().await;
     }
 }
 

@@ -261,7 +261,7 @@ impl Service {
         let started = self.start_turn(caller, session, spec, previous, input, control, context, ending).await?;
         if let Some(started) = &started {
             reservation.started(&started.turn.id).await;
-            self.catalog().providers().count_use(&caller.tenant, &model).await;
+            self.catalog().providers().count_use(&caller.tenant, &model);
         }
         Ok(started)
     }

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use sqlx::Connection;
 use teamster_store::codec::{clamp_i64, lease_millis};
 use teamster_store::{RequestTaken, Result, Spend, TurnPlace, UsageStore};
-use teamster_store_sql::{COUNT_MODEL_USE, MODEL_USES, error};
+use teamster_store_sql::{ADD_MODEL_USES, MODEL_USES, error};
 
 use crate::PostgresStore;
 use crate::leases::NOW_MS;
@@ -162,9 +162,9 @@ impl UsageStore for PostgresStore {
         Ok(Spend { tokens: u64::try_from(tokens).unwrap_or_default(), cost_usd })
     }
 
-    async fn count_model_use(&self, tenant: &str, model: &str) -> Result<()> {
+    async fn add_model_uses(&self, tenant: &str, model: &str, uses: u64) -> Result<()> {
         on_connection!(self, |connection| async {
-            sqlx::query(COUNT_MODEL_USE).bind(tenant).bind(model).execute(connection).await.map_err(error::backend)
+            sqlx::query(ADD_MODEL_USES).bind(tenant).bind(model).bind(clamp_i64(uses)).execute(connection).await.map_err(error::backend)
         })?;
         Ok(())
     }

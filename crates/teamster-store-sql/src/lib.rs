@@ -15,4 +15,4 @@ mod usage;
 
 pub use columns::{agent_query, session_query};
 pub use statements::{Sql, lease_held, lease_holder};
-pub use usage::{COUNT_MODEL_USE, MODEL_USES};
+pub use usage::{ADD_MODEL_USES, MODEL_USES};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use teamster_store::codec::{clamp_i64, lease_millis};
 use teamster_store::{RequestTaken, Result, Spend, TurnPlace, UsageStore};
-use teamster_store_sql::{COUNT_MODEL_USE, MODEL_USES, error};
+use teamster_store_sql::{ADD_MODEL_USES, MODEL_USES, error};
 
 use crate::SqliteStore;
 use crate::leases::NOW_MS;
@@ -125,9 +125,9 @@ impl UsageStore for SqliteStore {
         Ok(Spend { tokens: u64::try_from(tokens).unwrap_or_default(), cost_usd })
     }
 
-    async fn count_model_use(&self, tenant: &str, model: &str) -> Result<()> {
+    async fn add_model_uses(&self, tenant: &str, model: &str, uses: u64) -> Result<()> {
         let mut writer = self.connections.write().await?;
-        sqlx::query(COUNT_MODEL_USE).bind(tenant).bind(model).execute(writer.connection()?).await.map_err(error::backend)?;
+        sqlx::query(ADD_MODEL_USES).bind(tenant).bind(model).bind(clamp_i64(uses)).execute(writer.connection()?).await.map_err(error::backend)?;
         Ok(())
     }
 

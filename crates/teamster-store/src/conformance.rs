@@ -2256,15 +2256,16 @@ fn expect_conflict<T: Debug>(result: Result<T>, what: &str) {
     }
 }
 
-/// `count_model_use` counts per tenant and model; `model_uses` lists a tenant's, by model.
+/// `add_model_uses` adds per tenant and model; `model_uses` lists a tenant's, by model.
 pub async fn model_uses_are_counted_per_tenant(store: Arc<dyn Store>) {
     assert_eq!(store.model_uses("acme").await.expect("model_uses of a new tenant"), vec![]);
-    for (tenant, model) in [("acme", "openai/gpt"), ("acme", "fake/fake-model"), ("acme", "openai/gpt"), ("other", "openai/gpt")] {
-        store.count_model_use(tenant, model).await.expect("count_model_use");
+    let added = [("acme", "openai/gpt", 1), ("acme", "fake/fake-model", 3), ("acme", "openai/gpt", 40), ("other", "openai/gpt", 1)];
+    for (tenant, model, uses) in added {
+        store.add_model_uses(tenant, model, uses).await.expect("add_model_uses");
     }
     assert_eq!(
         store.model_uses("acme").await.expect("model_uses"),
-        vec![("fake/fake-model".to_owned(), 1), ("openai/gpt".to_owned(), 2)]
+        vec![("fake/fake-model".to_owned(), 3), ("openai/gpt".to_owned(), 41)]
     );
     assert_eq!(store.model_uses("other").await.expect("model_uses"), vec![("openai/gpt".to_owned(), 1)]);
 }

@@ -68,9 +68,9 @@ pub trait UsageStore: Send + Sync {
     /// in one statement. Adding nothing reads the total.
     async fn add_tenant_spend(&self, tenant: &str, window: u64, added: Spend) -> Result<Spend>;
 
-    /// Counts one use of `model` (`provider/model`) by `tenant`: a session switched to it, or
-    /// a turn ran on it.
-    async fn count_model_use(&self, tenant: &str, model: &str) -> Result<()>;
+    /// Adds `uses` uses of `model` (`provider/model`) by `tenant` (a session switched to it, or
+    /// a turn ran on it), in one statement: callers count in memory and add in batches.
+    async fn add_model_uses(&self, tenant: &str, model: &str, uses: u64) -> Result<()>;
 
     /// How many times `tenant` used each model it used, by model name.
     async fn model_uses(&self, tenant: &str) -> Result<Vec<(String, u64)>>;

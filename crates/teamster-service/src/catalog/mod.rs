@@ -4,6 +4,7 @@
 //! is read from the store on each use.
 
 mod agents;
+mod model_uses;
 mod providers;
 mod resources;
 mod sessions;

@@ -18,7 +18,7 @@ use teamster_sealed::SealedSettings;
 pub struct ModelProviders {
     settings: Arc<dyn SettingsStore>,
     /// Counts each tenant's uses of each model.
-    usage: Arc<dyn UsageStore>,
+    uses: Arc<super::model_uses::ModelUses>,
     /// Seals the providers' API keys in the store.
     sealed: SealedSettings,
     /// Providers from the environment; stored ones override them by name.
@@ -88,7 +88,7 @@ impl ModelProviders {
         let in_force = Providers::from_manifests(manifests, reqwest::Client::new(), options);
         Ok(ModelProviders {
             settings,
-            usage,
+            uses: super::model_uses::ModelUses::start(usage),
             sealed,
             env_providers,
             in_force: std::sync::RwLock::new(in_force),
@@ -270,7 +270,7 @@ impl ModelProviders {
     /// Every model agents can name, as `tenant` sees it: with its display name, whether it has
     /// an API key and where the key comes from, and how often the tenant used it.
     pub async fn available(&self, tenant: &str) -> Result<Vec<AvailableModel>> {
-        let uses: BTreeMap<String, u64> = self.usage.model_uses(tenant).await?.into_iter().collect();
+        let uses = self.uses.of(tenant).await?;
         let models = self.models();
         let providers = self.read();
         let available = models
@@ -297,11 +297,14 @@ impl ModelProviders {
         Ok(available)
     }
 
-    /// Counts a use of `model` by `tenant` (a session switched to it, or a turn ran on it).
-    /// Best effort: a store that fails is logged, and the request goes on.
-    pub(crate) async fn count_use(&self, tenant: &str, model: &str) {
-        if let Err(error) = self.usage.count_model_use(tenant, model).await {
-            tracing::warn!(%error, model, "a model use could not be counted");
-        }
+    /// Counts a use of `model` by `tenant` (a session switched to it, or a turn ran on it), in
+    /// memory: the store has it within a second (see `model_uses`).
+    pub(crate) fn count_use(&self, tenant: &str, model: &str) {
+        self.uses.count(tenant, model);
+    }
+
+    /// Stores the model uses counted and not yet stored (at shutdown).
+    pub(crate) async fn flush_uses(&self) {
+        self.uses.flush().await;
     }
 }

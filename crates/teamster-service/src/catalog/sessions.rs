@@ -362,7 +362,7 @@ impl Catalog {
         }
         self.signals.notify_listed(session_id, &record.created_by.subject_id);
         if let Some(model) = record.control.model.as_deref().filter(|_| switched_model) {
-            self.providers.count_use(&caller.tenant, model).await;
+            self.providers.count_use(&caller.tenant, model);
         }
         Ok(session_view(record))
     }
