@@ -1,7 +1,7 @@
 //! Live channels ([`Channels`]): streams of the control layer's events (`teamster-live`) that a
-//! UI subscribes to once instead of polling, over the service's public operations. A session's channel
-//! (`session.rs`) opens with `display_state_changed` carrying the whole display state, then
-//! sends what happens: each turn's events as it runs, translated, and the changes of the
+//! UI subscribes to once instead of polling, over the service's public operations. A session's
+//! channel (`session.rs`) opens with `display_state_changed` carrying the whole display state,
+//! then sends what happens: each turn's events as it runs, translated, and the changes of the
 //! session's title, mode, model, state, tasks, plans and follow-ups, each followed by the
 //! display state (coalesced while text streams). A caller's channel (`caller.rs`) sends
 //! `thread_created`, `thread_changed` and `thread_deleted` for the caller's sessions.
@@ -10,13 +10,11 @@
 //! it reads, translates and folds once, and its channels share each event (and its JSON). It
 //! learns of changes at once (the service's session signals: raised by the operations that
 //! change a session on this replica, and by the store's change feed for those made on another),
-//! and re-reads every
-//! [`FALLBACK_READ`] for what no announcement covers or a lost one (every 30 s when no other
-//! replica shares the store). A channel's buffer is bounded:
-//! a subscriber that stops reading is dropped, never holds a turn or the other channels up, and
-//! may open a channel again (which starts from a fresh snapshot). A channel opened with an API
-//! key ends once the key is revoked (within the key cache's bound).
-
+//! and re-reads every [`FALLBACK_READ`] for what no announcement covers or a lost one (every
+//! 30 s when no other replica shares the store). A channel's buffer is bounded: a subscriber
+//! that stops reading is dropped, never holds a turn or the other channels up, and may open a
+//! channel again (which starts from a fresh snapshot). A channel opened with an API key ends
+//! once the key is revoked (within the key cache's bound).
 //!
 //! This crate knows the service's operations and the live vocabulary, nothing of HTTP, the
 //! store's SQL or how turns run: it reads sessions as their callers may.
@@ -33,9 +31,8 @@ use std::time::Duration;
 use futures_util::stream::BoxStream;
 use futures_util::{Stream, StreamExt};
 use teamster_live::{DisplayState, LiveEvent, SharedEvent};
-use tokio::sync::mpsc;
-
 use teamster_service::{Caller, Result, Service, ServiceError};
+use tokio::sync::mpsc;
 
 use crate::hub::Hubs;
 
