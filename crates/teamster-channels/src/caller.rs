@@ -9,10 +9,9 @@
 use std::collections::HashMap;
 
 use teamster_live::LiveEvent;
+use teamster_service::{Caller, Result, Service, ServiceError, SessionListQuery, SessionSignal as Signal};
 use teamster_store::SessionOrder;
 use tokio::sync::{broadcast, mpsc};
-
-use teamster_service::{Caller, Result, Service, ServiceError, SessionListQuery, SessionSignal as Signal};
 
 use crate::{Channels, key_revoked};
 
@@ -72,16 +71,16 @@ pub(super) async fn run(
 /// What changed of one session the caller was signalled about.
 async fn read_one(service: &Service, caller: &Caller, known: &mut Known, session_id: &str) -> Vec<LiveEvent> {
     match service.catalog().get_session(caller, session_id).await {
-        Ok(record) if !known.contains_key(&record.id) => {
+        Ok(session) if !known.contains_key(&session.id) => {
             if known.len() < MAX_REMEMBERED {
-                known.insert(record.id.clone(), record.title.clone());
+                known.insert(session.id.clone(), session.title.clone());
             }
-            vec![LiveEvent::ThreadCreated { session: Box::new(record) }]
+            vec![LiveEvent::ThreadCreated { session: Box::new(session) }]
         }
-        Ok(record) => match known.insert(record.id.clone(), record.title.clone()) {
+        Ok(session) => match known.insert(session.id.clone(), session.title.clone()) {
             None => Vec::new(),
-            Some(title) if title != record.title => {
-                vec![LiveEvent::ThreadChanged { session_id: record.id, title: record.title }]
+            Some(title) if title != session.title => {
+                vec![LiveEvent::ThreadChanged { session_id: session.id, title: session.title }]
             }
             Some(_) => Vec::new(),
         },

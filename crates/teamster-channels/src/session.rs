@@ -9,12 +9,10 @@ use futures_util::StreamExt;
 use teamster_live::{Coalescer, LiveEvent, TurnTranslator, UsageTotals};
 use teamster_protocol::control::{Plan, QueuedMessage, TaskList};
 use teamster_protocol::{Event, TurnState};
-use teamster_service::{EventStream, StreamedEvent};
-use tokio::sync::broadcast;
-
-use teamster_service::{Caller, Service, ServiceError, SessionSignal as Signal, TurnListQuery};
+use teamster_service::{Caller, EventStream, Service, ServiceError, SessionSignal as Signal, StreamedEvent, TurnListQuery};
 use teamster_store::SessionRecord;
 use teamster_workspace::Standing;
+use tokio::sync::broadcast;
 
 use crate::Channels;
 use crate::hub::Hub;
