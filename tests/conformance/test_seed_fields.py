@@ -2,7 +2,8 @@
 changing what that client sends or reads ("add, never break"): each is read here over the raw
 wire, while the real client's own suite (test_gateway_sdk.py) runs unchanged.
 
-So far: a gateway session created with a `title` (E1)."""
+So far: a gateway session created with a `title` (E1); `turn.done`'s top-level `status`,
+`cancellation_reason` and `message`, copies of its `state`'s, in both dialects' streams."""
 
 from __future__ import annotations
 
@@ -37,3 +38,30 @@ def test_a_bad_title_is_refused_and_no_session_is_made(api, title, status, param
     after = api.ok(api.get(wire.Api.gw("sessions"), params={"agent_name": "demo", "limit": 100,
                                                              "start_timestamp": "2000-01-01T00:00:00Z"}))["data"]
     assert len(after) == len(before)
+
+
+QUICK = {"model": {"name": "fake/fake-model"}, "config": {"timeout_seconds": 1}}
+
+
+@pytest.mark.parametrize("text, spec, mirrored", [
+    ("hello", None, {"status": "done"}),
+    ("[error:400] refused", None, {"status": "error"}),
+    ("[tokens:40][delay:100] slow", QUICK, {"status": "cancelled", "cancellation_reason": "server-execution-timeout"}),
+])
+def test_turn_done_carries_its_states_status_reason_and_message_at_the_top(api, text, spec, mirrored):
+    session = api.create_session("demo") if spec is None else api.create_session(spec=spec)
+    for done in (api.run_turn(session["id"], text).done,
+                 api.subscribe(session["id"], api.run_turn(session["id"], text).turn_id).payloads[-1]):
+        state = done["state"]
+        assert done["status"] == state["status"] == mirrored["status"], done
+        assert done.get("cancellation_reason") == mirrored.get("cancellation_reason") == state.get("reason"), done
+        assert done.get("message") == state.get("message"), done
+        if mirrored["status"] == "error":
+            assert done["message"], done
+    # The gateway dialect's stream carries the same copies.
+    if spec is None:
+        gateway = api.ok(api.post(wire.Api.gw("sessions"), json={"agent_name": "demo"}))["data"]
+        streamed = api.stream("POST", wire.Api.gw(f"sessions/{gateway['id']}/turns"),
+                              json={"input": [{"type": "user.message", "content": text}], "stream": True}).payloads
+        assert streamed[-1]["type"] == "turn.done"
+        assert streamed[-1]["status"] == streamed[-1]["state"]["status"] == mirrored["status"]

@@ -133,7 +133,10 @@ pub struct TurnCreated {
     pub thread_id: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// The last event of a turn's stream. Written with seed 000's top-level copies of what
+/// `state` says (see [`TurnDone`]'s `Serialize`): `status`, and `cancellation_reason` or
+/// `message` where the state has one; read back from `state` alone.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TurnDone {
     pub id: String,
@@ -141,6 +144,39 @@ pub struct TurnDone {
     pub state: TurnState,
     pub created_at: String,
     pub thread_id: Option<String>,
+}
+
+impl Serialize for TurnDone {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        /// As written: the fields, then the copies of `state`'s.
+        #[derive(Serialize)]
+        struct Written<'a> {
+            id: &'a str,
+            state: &'a TurnState,
+            created_at: &'a str,
+            thread_id: &'a Option<String>,
+            status: &'static str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            cancellation_reason: Option<&'a crate::turn::CancelReason>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            message: Option<&'a str>,
+        }
+        let (cancellation_reason, message) = match &self.state {
+            TurnState::Cancelled { reason, .. } => (Some(reason), None),
+            TurnState::Error { message, .. } => (None, Some(message.as_str())),
+            TurnState::Running | TurnState::Done { .. } => (None, None),
+        };
+        Written {
+            id: &self.id,
+            state: &self.state,
+            created_at: &self.created_at,
+            thread_id: &self.thread_id,
+            status: self.state.status(),
+            cancellation_reason,
+            message,
+        }
+        .serialize(serializer)
+    }
 }
 
 /// A complete model message, also the placeholder that starts a streamed one.
@@ -744,7 +780,8 @@ mod tests {
     fn every_event_type_round_trips_through_its_wire_name() {
         let samples = [
             r#"{"type":"turn.created","id":"e1","turn_id":"t1","previous_turn_id":null,"input":[{"type":"user.message","content":"hi"}],"state":{"status":"running"},"created_by":{"subject_id":"u","subject_type":"user","subject_slug":"u"},"created_at":"2025-01-01T00:00:00.000Z","thread_id":"main"}"#,
-            r#"{"type":"turn.done","id":"e2","state":{"status":"cancelled","reason":"client-cancelled","completed_at":"2025-01-01T00:00:00.000Z"},"created_at":"2025-01-01T00:00:00.000Z","thread_id":null}"#,
+            r#"{"type":"turn.done","id":"e2","state":{"status":"cancelled","reason":"client-cancelled","completed_at":"2025-01-01T00:00:00.000Z"},"created_at":"2025-01-01T00:00:00.000Z","thread_id":null,"status":"cancelled","cancellation_reason":"client-cancelled"}"#,
+            r#"{"type":"turn.done","id":"e3","state":{"status":"error","message":"boom","completed_at":"2025-01-01T00:00:00.000Z"},"created_at":"2025-01-01T00:00:00.000Z","thread_id":null,"status":"error","message":"boom"}"#,
             r#"{"type":"model.message","id":"m1","thread_id":"main","created_at":"x","content":[{"type":"text","text":"a"},{"type":"refusal","refusal":"no"}],"finish_reason":"stop"}"#,
             r#"{"type":"model.message.delta","id":"m1","thread_id":"main","tool_calls":[{"index":0,"function":{"arguments":"{"}}]}"#,
             r#"{"type":"model.message","id":"m2","thread_id":"main","created_at":"x","reasoning_content":"hm","thinking_blocks":[{"type":"thinking","thinking":"hm","signature":"EqQB+/="},{"type":"redacted_thinking","data":"c2VjcmV0"}]}"#,
