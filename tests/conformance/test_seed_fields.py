@@ -3,9 +3,12 @@ changing what that client sends or reads ("add, never break"): each is read here
 wire, while the real client's own suite (test_gateway_sdk.py) runs unchanged.
 
 So far: a gateway session created with a `title` (E1); `turn.done`'s top-level `status`,
-`cancellation_reason` and `message`, copies of its `state`'s, in both dialects' streams."""
+`cancellation_reason` and `message`, copies of its `state`'s, in both dialects' streams, and
+`thread.done`'s `status` and `message`."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -65,3 +68,15 @@ def test_turn_done_carries_its_states_status_reason_and_message_at_the_top(api, 
                               json={"input": [{"type": "user.message", "content": text}], "stream": True}).payloads
         assert streamed[-1]["type"] == "turn.done"
         assert streamed[-1]["status"] == streamed[-1]["state"]["status"] == mirrored["status"]
+
+
+def test_thread_done_carries_its_states_status_and_message_at_the_top(api):
+    spawn = lambda name, task: f"[tool:run_sub_agent {json.dumps({'name': name, 'task': task})}]"
+    session = api.create_session("demo")
+    run = api.run_turn(session["id"], spawn("ok", "[tokens:3] fine") + spawn("broken", "[error:401] fail"))
+    for payloads in (run.stream.payloads, api.subscribe(session["id"], run.turn_id).payloads):
+        done = {event["title"]: event for event in payloads if event["type"] == "thread.done"}
+        assert (done["ok"]["status"], done["ok"]["state"]["status"]) == ("done", "done")
+        assert "message" not in done["ok"]
+        assert (done["broken"]["status"], done["broken"]["state"]["status"]) == ("error", "error")
+        assert done["broken"]["message"] == done["broken"]["state"]["error"] and "401" in done["broken"]["message"]

@@ -538,7 +538,9 @@ pub struct AgentParent {
     pub tool_call_id: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// A sub-agent thread's end. Written with seed 000's top-level copies of what `state` says
+/// (see its `Serialize`): `status`, and `message` for an error; read back from `state` alone.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ThreadDone {
     pub id: String,
@@ -559,6 +561,46 @@ pub struct ThreadDone {
     /// breakdown of the turn's metrics).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<crate::TurnMetrics>,
+}
+
+impl Serialize for ThreadDone {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        /// As written: the fields, then the copies of `state`'s.
+        #[derive(Serialize)]
+        struct Written<'a> {
+            id: &'a str,
+            created_at: &'a str,
+            thread_id: &'a str,
+            title: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            parent: &'a Option<AgentParent>,
+            state: &'a ThreadState,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            compaction: &'a Option<Compaction>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            metrics: &'a Option<crate::TurnMetrics>,
+            status: &'static str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            message: Option<&'a str>,
+        }
+        let (status, message) = match &self.state {
+            ThreadState::Done { .. } => ("done", None),
+            ThreadState::Error { error, .. } => ("error", Some(error.as_str())),
+        };
+        Written {
+            id: &self.id,
+            created_at: &self.created_at,
+            thread_id: &self.thread_id,
+            title: &self.title,
+            parent: &self.parent,
+            state: &self.state,
+            compaction: &self.compaction,
+            metrics: &self.metrics,
+            status,
+            message,
+        }
+        .serialize(serializer)
+    }
 }
 
 /// What a context compaction replaced: the summary in the thread's output stands for the first
@@ -787,7 +829,7 @@ mod tests {
             r#"{"type":"model.message","id":"m2","thread_id":"main","created_at":"x","reasoning_content":"hm","thinking_blocks":[{"type":"thinking","thinking":"hm","signature":"EqQB+/="},{"type":"redacted_thinking","data":"c2VjcmV0"}]}"#,
             r#"{"type":"tool.response","id":"r1","thread_id":"main","created_at":"x","tool_call_id":"c1","content":"ok"}"#,
             r#"{"type":"thread.created","id":"th","created_at":"x","thread_id":"t2","title":"research","agent_info":{"type":"dynamic","name":"r","input":"go"},"parent":{"thread_id":"main","tool_call_id":"c1"}}"#,
-            r#"{"type":"thread.done","id":"td","created_at":"x","thread_id":"t2","title":"research","state":{"status":"error","error":"boom"}}"#,
+            r#"{"type":"thread.done","id":"td","created_at":"x","thread_id":"t2","title":"research","state":{"status":"error","error":"boom"},"status":"error","message":"boom"}"#,
             r#"{"type":"mcp.initialize","id":"mi","created_at":"x","thread_id":"main","mcp_servers":[{"id":"s","name":"gh","transport_type":"streamable-http"}]}"#,
             r#"{"type":"mcp.auth_required","id":"ma","created_at":"x","thread_id":null,"mcp_servers":[{"id":"s","name":"gh","auth_url":"http://a"}]}"#,
             r#"{"type":"sandbox.created","id":"sc","created_at":"x","sandbox_id":"sb","thread_id":null}"#,
