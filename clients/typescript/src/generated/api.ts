@@ -3973,6 +3973,10 @@ export interface components {
             /** @description The thread's title. */
             title: string;
         };
+        /**
+         * @description A sub-agent thread's end. Written with seed 000's top-level copies of what `state` says
+         *     (see its `Serialize`): `status`, and `message` for an error; read back from `state` alone.
+         */
         ThreadDone: {
             /**
              * @description Set on the thread that compacted its parent's context (a Teamster extension; clients
@@ -4213,6 +4217,11 @@ export interface components {
             /** @description The id of the turn it belongs to. */
             turn_id: string;
         };
+        /**
+         * @description The last event of a turn's stream. Written with seed 000's top-level copies of what
+         *     `state` says (see [`TurnDone`]'s `Serialize`): `status`, and `cancellation_reason` or
+         *     `message` where the state has one; read back from `state` alone.
+         */
         TurnDone: {
             /** @description When it was created (RFC 3339, UTC, milliseconds). */
             created_at: string;
