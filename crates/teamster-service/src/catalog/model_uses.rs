@@ -1,7 +1,8 @@
 //! How often each tenant used each model (the model catalog's `use_count`), counted in memory
 //! and added to the store in batches: a turn's creation costs no statement of its own, only an
-//! increment here. A background task adds what was counted every [`FLUSH`] (one statement per
-//! tenant and model counted since), so other replicas see a use within about that; this
+//! increment here. A background task adds what was counted [`FLUSH`] after the first use since
+//! its last batch (one statement per tenant and model counted since), so other replicas see a
+//! use within about that, and an idle server runs no timer for it; this
 //! replica's listings add what it has not stored yet, so they see it at once. Counts are best
 //! effort: what a replica counted in its last [`FLUSH`] before it stops without shutting down
 //! is lost, and a store that fails keeps the counts for the next attempt.
@@ -11,6 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use teamster_store::UsageStore;
+use tokio::sync::Notify;
 
 use crate::error::Result;
 
@@ -24,6 +26,9 @@ type Pending = HashMap<(String, String), u64>;
 pub(super) struct ModelUses {
     store: Arc<dyn UsageStore>,
     pending: Mutex<Pending>,
+    /// Wakes the flushing task when a first use is counted after a flush: an idle server has
+    /// no timer running for it.
+    counted: Arc<Notify>,
 }
 
 impl std::fmt::Debug for ModelUses {
@@ -33,14 +38,17 @@ impl std::fmt::Debug for ModelUses {
 }
 
 impl ModelUses {
-    /// Counts over `store`, adding to it every [`FLUSH`] while the counter lives (the task
-    /// holds it weakly and stops once it is dropped).
+    /// Counts over `store`, adding to it [`FLUSH`] after the first use counted since the last
+    /// time, while the counter lives (the task holds it weakly and stops once it is dropped).
     pub(super) fn start(store: Arc<dyn UsageStore>) -> Arc<ModelUses> {
-        let uses = Arc::new(ModelUses { store, pending: Mutex::default() });
+        let counted = Arc::new(Notify::new());
+        let uses = Arc::new(ModelUses { store, pending: Mutex::default(), counted: counted.clone() });
         let weak: Weak<ModelUses> = Arc::downgrade(&uses);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 loop {
+                    // Woken by a first use, or by the counter's drop (then it finds it gone).
+                    counted.notified().await;
                     tokio::time::sleep(FLUSH).await;
                     let Some(uses) = weak.upgrade() else { return };
                     uses.flush().await;
@@ -56,7 +64,14 @@ impl ModelUses {
 
     /// Counts one use of `model` by `tenant`.
     pub(super) fn count(&self, tenant: &str, model: &str) {
-        *self.lock().entry((tenant.to_owned(), model.to_owned())).or_default() += 1;
+        let mut pending = self.lock();
+        let first = pending.is_empty();
+        *pending.entry((tenant.to_owned(), model.to_owned())).or_default() += 1;
+        drop(pending);
+        if first {
+            // Kept for the task if it is not waiting yet (it is flushing, or just started).
+            self.counted.notify_one();
+        }
     }
 
     /// `tenant`'s uses of each model: the store's, and what this replica counted since.
@@ -78,8 +93,16 @@ impl ModelUses {
             if let Err(error) = self.store.add_model_uses(&tenant, &model, count).await {
                 tracing::warn!(%error, model, "model uses could not be stored; they are kept for the next attempt");
                 *self.lock().entry((tenant, model)).or_default() += count;
+                self.counted.notify_one();
             }
         }
+    }
+}
+
+impl Drop for ModelUses {
+    /// Wakes the task, which then finds the counter gone and ends.
+    fn drop(&mut self) {
+        self.counted.notify_one();
     }
 }
 
@@ -103,5 +126,21 @@ mod tests {
         assert_eq!(store.model_uses("other").await.unwrap(), vec![("a/x".to_owned(), 1)]);
         uses.count("acme", "a/x");
         assert_eq!(uses.of("acme").await.unwrap()["a/x"], 3);
+    }
+
+    #[tokio::test]
+    async fn the_task_stores_a_batch_a_flush_after_the_first_use() {
+        let store: Arc<dyn teamster_store::Store> =
+            Arc::new(teamster_store_sqlite::SqliteStore::connect("sqlite::memory:").await.expect("an in-memory store"));
+        let uses = ModelUses::start(store.clone());
+        uses.count("acme", "a/x");
+        uses.count("acme", "a/x");
+        let deadline = tokio::time::Instant::now() + FLUSH * 10;
+        while store.model_uses("acme").await.unwrap().is_empty() {
+            assert!(tokio::time::Instant::now() < deadline, "not stored within ten flush periods");
+            tokio::time::sleep(FLUSH / 10).await;
+        }
+        assert_eq!(store.model_uses("acme").await.unwrap(), vec![("a/x".to_owned(), 2)]);
+        assert!(uses.lock().is_empty(), "nothing left pending once stored");
     }
 }
